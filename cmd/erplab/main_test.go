@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/erplab/erplab/internal/record"
+)
+
+// TestMain lets a test run this binary as the erplab command itself.
+func TestMain(m *testing.M) {
+	if os.Getenv("ERPLAB_TEST_AS_MAIN") == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// erplab starts this test binary as `erplab args...` in dir.
+func erplab(t *testing.T, dir string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "ERPLAB_TEST_AS_MAIN=1")
+	// PG* variables would make erplab use them instead of the embedded server.
+	var env []string
+	for _, e := range cmd.Env {
+		if !strings.HasPrefix(e, "PG") {
+			env = append(env, e)
+		}
+	}
+	cmd.Env = env
+	return cmd
+}
+
+var dataDirRE = regexp.MustCompile(`\(data (\S+), port`)
+
+// The main job on the embedded default: a throwaway server, a short smoke
+// run, a results file in ./erplab-results, and no server or directory left.
+func TestRunEmbeddedDefault(t *testing.T) {
+	dir := t.TempDir()
+	out, err := erplab(t, dir, "run", "--workload", "smoke", "--duration", "4s", "--users", "4", "--think", "50ms").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	m := dataDirRE.FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no data directory in output:\n%s", out)
+	}
+	if _, err := os.Stat(string(m[1])); !os.IsNotExist(err) {
+		t.Fatalf("throwaway cluster %s left behind", m[1])
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "erplab-results", "*-smoke.json"))
+	if len(files) != 1 {
+		t.Fatalf("results files: %v\n%s", files, out)
+	}
+	doc, err := record.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc.Status != "completed" || doc.Totals.Count < 20 || !strings.Contains(string(out), "integral APDEX") {
+		t.Fatalf("status %q count %d\n%s", doc.Status, doc.Totals.Count, out)
+	}
+}
+
+// Ctrl-C: exit code 130, results so far on disk, the cluster removed.
+func TestRunInterruptedBySIGINT(t *testing.T) {
+	dir := t.TempDir()
+	cmd := erplab(t, dir, "run", "--duration", "5m", "--users", "3", "--think", "20ms", "--out", "r.json")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	var dataDir string
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if m := dataDirRE.FindStringSubmatch(sc.Text()); m != nil {
+			dataDir = m[1]
+		}
+		if strings.HasPrefix(sc.Text(), "streaming results") {
+			break
+		}
+	}
+	time.Sleep(2 * time.Second)
+	cmd.Process.Signal(syscall.SIGINT)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("exit: %v, want code %d\n%s", err, exitInterrupted, strings.Join(lines, "\n"))
+	}
+	if dataDir == "" {
+		t.Fatalf("no data dir printed:\n%s", strings.Join(lines, "\n"))
+	}
+	if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
+		t.Fatalf("throwaway cluster %s left behind after SIGINT", dataDir)
+	}
+	doc, err := record.ReadFile(filepath.Join(dir, "r.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc.Status != "interrupted" || doc.Totals.Count < 10 {
+		t.Fatalf("status %q, %d operations", doc.Status, doc.Totals.Count)
+	}
+}
+
+// Bad input: one line on stderr, exit code 2, nothing started.
+func TestBadFlagsOneLine(t *testing.T) {
+	for _, args := range [][]string{
+		{"run", "--stage", "30s"},
+		{"run", "--stage", "abc:10"},
+		{"run", "--duration", "-5s"},
+		{"run", "--think", "5s-1s"},
+		{"run", "--workload", "nope"},
+		{"run", "--connections", "-3"},
+		{"run", "--mix", "zzz=1"},
+		{"run", "--warmup", "2m", "--duration", "1m"},
+		{"run", "--frobnicate"},
+		{"run", "--apdex-min", "1.5"},
+	} {
+		cmd := erplab(t, t.TempDir(), args...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitUsage {
+			t.Errorf("%v: exit %v, want %d; stderr %q", args, err, exitUsage, stderr.String())
+			continue
+		}
+		msg := strings.TrimSpace(stderr.String())
+		if strings.Count(msg, "\n") != 0 || !strings.HasPrefix(msg, "erplab: ") || len(out) != 0 {
+			t.Errorf("%v: want one line on stderr and nothing on stdout, got %q / %q", args, msg, out)
+		}
+	}
+}
+
+func TestCheckApdexMin(t *testing.T) {
+	for _, tc := range []struct {
+		score record.IntegralScore
+		min   float64
+		code  int
+	}{
+		{record.NewIntegralScore(0.86, true), 0.85, 0},
+		{record.NewIntegralScore(0.85, true), 0.85, 0},
+		{record.NewIntegralScore(0.849, true), 0.85, exitThreshold},
+		{record.NewIntegralScore(0, false), 0.1, exitThreshold},
+	} {
+		err := checkApdexMin(tc.score, tc.min)
+		var ce *codedError
+		got := 0
+		if errors.As(err, &ce) {
+			got = ce.code
+		}
+		if got != tc.code {
+			t.Errorf("%+v min %.3f: code %d, want %d (%v)", tc.score, tc.min, got, tc.code, err)
+		}
+	}
+}
+
+// An overloaded run (40 VUs queueing for one connection, no think time)
+// misses its targets: --apdex-min 0.99 exits 99 and still writes results.
+func TestApdexMinFailsOverloadedRun(t *testing.T) {
+	dir := t.TempDir()
+	cmd := erplab(t, dir, "run", "--users", "40", "--connections", "1", "--think", "0", "--duration", "3s",
+		"--apdex-min", "0.99", "--out", "r.json", "--progress", "0")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitThreshold {
+		t.Fatalf("exit %v, want %d\n%s", err, exitThreshold, out)
+	}
+	doc, err := record.ReadFile(filepath.Join(dir, "r.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc.Integral.Value >= 0.99 || !strings.Contains(string(out), "below --apdex-min") {
+		t.Fatalf("integral %.3f\n%s", doc.Integral.Value, out)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, err := erplab(t, t.TempDir(), "version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "erplab ") {
+		t.Fatalf("%q %v", out, err)
+	}
+}

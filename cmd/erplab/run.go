@@ -1,0 +1,200 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/workload"
+	"github.com/erplab/erplab/internal/workload/smoke"
+)
+
+// workloads maps --workload names to constructors.
+func workloads() map[string]func() workload.Workload {
+	return map[string]func() workload.Workload{
+		"smoke": func() workload.Workload { return smoke.New() },
+	}
+}
+
+func workloadByName(name string) (workload.Workload, error) {
+	all := workloads()
+	if f, ok := all[name]; ok {
+		return f(), nil
+	}
+	names := make([]string, 0, len(all))
+	for n := range all {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return nil, fmt.Errorf("unknown workload %q (known: %s)", name, strings.Join(names, ", "))
+}
+
+type runFlags struct {
+	dsn, workload, mix, think, out, osUser string
+	users, connections                     int
+	ramp, duration, warmup, progress       time.Duration
+	gracefulStop, interval                 time.Duration
+	stages                                 []string
+	scale, apdexMin                        float64
+	seed                                   uint64
+	maxErrors                              int64
+	force, keep                            bool
+}
+
+func newRunCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run a load test and score it with APDEX",
+		Long: `Run a load test: virtual users (VUs) follow a load profile, each repeatedly picks a key
+operation from its role's mix, borrows a connection from a pool for that one operation (like
+an application server), then thinks. Every operation's response time is recorded in an
+HdrHistogram and scored with APDEX against its target time T; the integral APDEX is the
+priority-weighted mean of the operations' scores.
+
+Without --dsn (and no PG* environment) erplab starts a throwaway PostgreSQL from the
+installed server binaries and removes it at the end.
+
+Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
+130 interrupted (results so far are written).`,
+		Example: `  erplab run --workload smoke --duration 30s
+  erplab run --dsn 'host=db1 dbname=erp user=bench' --users 200 --ramp 2m --duration 10m --warmup 2m
+  erplab run --stage 30s:100 --stage 10m:100 --stage 30s:0 --connections 40 --think 1s-5s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts, err := f.options(cmd)
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			res, err := loadtest.Run(cmd.Context(), opts, cmd.OutOrStdout())
+			if err != nil {
+				if res != nil && errors.Is(err, engine.ErrAborted) {
+					return fmt.Errorf("%w; results so far: %s", err, res.Path)
+				}
+				return err
+			}
+			if res.Doc.Status == "interrupted" {
+				return withCode(exitInterrupted, fmt.Errorf("interrupted; results so far: %s", res.Path))
+			}
+			if cmd.Flags().Changed("apdex-min") {
+				return checkApdexMin(res.Doc.Integral, f.apdexMin)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.dsn, "dsn", "", "server to test (libpq key=value or URL); default: PG* environment, else a throwaway embedded server")
+	fl.StringVar(&f.workload, "workload", "smoke", "workload to run")
+	fl.Float64Var(&f.scale, "scale", 1, "data scale factor of the workload")
+	fl.Uint64Var(&f.seed, "seed", 1, "seed of data generation and of the VUs' random choices")
+	fl.BoolVar(&f.force, "force", false, "allow writing into a database that holds tables erplab did not create")
+	fl.StringVar(&f.mix, "mix", "", "override the roles' operation mix: op=weight,op=weight")
+	fl.IntVar(&f.users, "users", 10, "virtual users to ramp up to (ignored with --stage)")
+	fl.DurationVar(&f.ramp, "ramp", 0, "ramp-up time from 0 to --users (ignored with --stage)")
+	fl.DurationVar(&f.duration, "duration", time.Minute, "time to hold --users after the ramp-up (ignored with --stage)")
+	fl.StringArrayVar(&f.stages, "stage", nil, "load profile step DURATION:VUS, repeatable (e.g. --stage 30s:100 --stage 10m:100 --stage 30s:0)")
+	fl.DurationVar(&f.warmup, "warmup", 0, "operations started in this first part of the run are recorded apart and not scored")
+	fl.StringVar(&f.think, "think", "500ms-1500ms", "think time between a VU's operations: 2s (fixed), 1s-5s (uniform), exp:3s (exponential), 0")
+	fl.IntVar(&f.connections, "connections", -1, "database connections shared by the VUs; 0 = one per VU (default min(max VUs, 100))")
+	fl.Int64Var(&f.maxErrors, "max-errors", 0, "stop the run after this many failed operations (0 = never)")
+	fl.Float64Var(&f.apdexMin, "apdex-min", 0, "exit with code 99 when the integral APDEX is below this")
+	fl.StringVar(&f.out, "out", "", "results file (default ./erplab-results/<time>-<workload>.json)")
+	fl.DurationVar(&f.progress, "progress", 5*time.Second, "progress line period (0 = none)")
+	fl.DurationVar(&f.interval, "interval", time.Second, "time-series resolution of the results")
+	fl.DurationVar(&f.gracefulStop, "graceful-stop", 10*time.Second, "at the end, how long VUs may finish their current operation")
+	fl.StringVar(&f.osUser, "os-user", "", "embedded server: OS user to run PostgreSQL as when erplab runs as root (default postgres)")
+	fl.BoolVar(&f.keep, "keep", false, "embedded server: leave it running at the end and print how to connect and stop it")
+	return cmd
+}
+
+// checkApdexMin fails with exit code 99 when the integral APDEX is below
+// min or has no samples.
+func checkApdexMin(i record.IntegralScore, min float64) error {
+	switch {
+	case i.NS():
+		return withCode(exitThreshold, fmt.Errorf("integral APDEX is NS (no samples); --apdex-min %.2f not met", min))
+	case i.Value < min:
+		return withCode(exitThreshold, fmt.Errorf("integral APDEX %.3f (%s) is below --apdex-min %.2f", i.Value, i.Rating, min))
+	}
+	return nil
+}
+
+func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
+	w, err := workloadByName(f.workload)
+	if err != nil {
+		return loadtest.Options{}, err
+	}
+	if f.mix != "" {
+		if _, err := workload.OverrideMix(w, f.mix); err != nil {
+			return loadtest.Options{}, err
+		}
+	}
+	if f.apdexMin < 0 || f.apdexMin > 1 {
+		return loadtest.Options{}, fmt.Errorf("--apdex-min must be between 0 and 1, got %g", f.apdexMin)
+	}
+	var stages []engine.Stage
+	if len(f.stages) > 0 {
+		for _, s := range f.stages {
+			st, err := engine.ParseStage(s)
+			if err != nil {
+				return loadtest.Options{}, fmt.Errorf("--stage: %w", err)
+			}
+			stages = append(stages, st)
+		}
+		if engine.TotalDuration(stages) <= 0 {
+			return loadtest.Options{}, errors.New("--stage: the stages last no time; give a duration > 0")
+		}
+	} else if stages, err = engine.SimpleStages(f.users, f.ramp, f.duration); err != nil {
+		return loadtest.Options{}, err
+	}
+	maxVUs := engine.MaxTarget(stages)
+	if maxVUs < 1 {
+		return loadtest.Options{}, errors.New("--stage: no stage has VUs > 0")
+	}
+	think, err := engine.ParseThinkTime(f.think)
+	if err != nil {
+		return loadtest.Options{}, fmt.Errorf("--think: %w", err)
+	}
+	conns := f.connections
+	switch {
+	case conns < -1:
+		return loadtest.Options{}, fmt.Errorf("--connections must be >= 0, got %d", conns)
+	case conns == -1:
+		conns = min(maxVUs, 100)
+	}
+	if f.warmup < 0 || f.progress < 0 || f.gracefulStop < 0 {
+		return loadtest.Options{}, errors.New("--warmup, --progress and --graceful-stop must not be negative")
+	}
+	if f.warmup >= engine.TotalDuration(stages) {
+		return loadtest.Options{}, fmt.Errorf("--warmup %s covers the whole run (%s): nothing would be scored", f.warmup, engine.TotalDuration(stages))
+	}
+	if f.interval < 100*time.Millisecond {
+		return loadtest.Options{}, fmt.Errorf("--interval must be at least 100ms, got %s", f.interval)
+	}
+	if f.scale <= 0 {
+		return loadtest.Options{}, fmt.Errorf("--scale must be > 0, got %g", f.scale)
+	}
+	if f.maxErrors < 0 {
+		return loadtest.Options{}, fmt.Errorf("--max-errors must be >= 0, got %d", f.maxErrors)
+	}
+	dsn, envGiven := conninfo.FromEnvOrFlag(f.dsn)
+	if (dsn != "" || envGiven) && (f.keep || f.osUser != "") {
+		return loadtest.Options{}, errors.New("--keep and --os-user apply to the embedded server only; drop them or drop --dsn")
+	}
+	return loadtest.Options{
+		DSN: dsn, EnvGiven: envGiven, Force: f.force, OSUser: f.osUser, Keep: f.keep,
+		Workload: w, Mix: f.mix, Scale: f.scale, Seed: f.seed,
+		Stages: stages, Warmup: f.warmup, Think: think, Connections: conns,
+		MaxErrors: f.maxErrors, GracefulStop: f.gracefulStop, Interval: f.interval, Progress: f.progress,
+		Out: f.out, CommandLine: append([]string{"erplab"}, os.Args[1:]...), Version: version,
+	}, nil
+}

@@ -1,0 +1,252 @@
+package conninfo
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// connEnvVars are the libpq environment variables that choose a server or
+// the identity used on it (libpq-envars.html). Variables that only tune a
+// connection (PGAPPNAME, PGCONNECT_TIMEOUT, PGOPTIONS, PGTZ, PGPASSFILE,
+// PGSERVICEFILE...) do not count as naming a server.
+func connEnvVars() []string {
+	return []string{
+		"PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGPASSWORD",
+		"PGSERVICE", "PGSSLMODE", "PGREQUIRESSL", "PGSSLCERT", "PGSSLKEY",
+		"PGSSLROOTCERT", "PGTARGETSESSIONATTRS",
+	}
+}
+
+// FromEnvOrFlag decides where erplab connects. A non-empty --dsn flag wins:
+// it returns (flag, true). Otherwise, if any libpq connection variable
+// (PGHOST, PGHOSTADDR, PGPORT, PGDATABASE, PGUSER, PGPASSWORD, PGSERVICE,
+// PGSSLMODE, PGREQUIRESSL, PGSSLCERT, PGSSLKEY, PGSSLROOTCERT,
+// PGTARGETSESSIONATTRS) is set and non-empty it returns ("", true): an empty
+// DSN makes pgx read the environment. Otherwise it returns ("", false): the
+// caller starts an embedded cluster (internal/pgcluster).
+func FromEnvOrFlag(flag string) (dsn string, given bool) {
+	if flag != "" {
+		return flag, true
+	}
+	return "", len(EnvVarsSet()) > 0
+}
+
+// EnvVarsSet returns the names of the libpq connection variables counted by
+// FromEnvOrFlag that are set and non-empty, in a fixed order, e.g.
+// ["PGHOST", "PGUSER"]; useful to say where a connection came from.
+func EnvVarsSet() []string {
+	var set []string
+	for _, name := range connEnvVars() {
+		if os.Getenv(name) != "" {
+			set = append(set, name)
+		}
+	}
+	return set
+}
+
+// SQLSTATE codes Describe explains (PostgreSQL docs, errcodes-appendix.html).
+const (
+	codeInvalidAuthorization = "28000" // e.g. role does not exist, no pg_hba.conf entry
+	codeInvalidPassword      = "28P01"
+	codeInvalidCatalogName   = "3D000" // database does not exist
+	codeInsufficientPriv     = "42501" // no CONNECT privilege
+	codeTooManyConnections   = "53300"
+	codeCannotConnectNow     = "57P03" // starting up, shutting down, in recovery
+)
+
+// Describe turns an error from pgx/pgconn Connect or ParseConfig into one
+// line saying what is wrong and how to fix it, e.g.
+//
+//	cannot reach server at 127.0.0.1:5432: connection refused; is PostgreSQL running? pass --dsn
+//	database "x" does not exist; create it or pass another dbname in --dsn
+//	invalid --dsn: invalid port
+//
+// The line never contains the password of the connection string or config
+// involved (it is masked even where the underlying error quotes it). A nil
+// error gives "".
+func Describe(err error) string {
+	if err == nil {
+		return ""
+	}
+	var secrets []string
+	var pce *pgconn.ParseConfigError
+	if errors.As(err, &pce) {
+		_, secrets = redact(pce.ConnString)
+		return scrub("invalid --dsn: "+parseDetail(pce), secrets)
+	}
+	var ce *pgconn.ConnectError
+	where := ""
+	if errors.As(err, &ce) && ce.Config != nil {
+		secrets = append(secrets, ce.Config.Password)
+		where = serverAddress(ce.Config)
+	}
+	return scrub(describeCause(err, where), secrets)
+}
+
+// describeCause explains err; where is the server address, "" if unknown.
+func describeCause(err error, where string) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return describePgError(pgErr, where)
+	}
+
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && where == "" && opErr.Addr != nil {
+		where = opErr.Addr.String()
+	}
+	at := ""
+	if where != "" {
+		at = " at " + where
+	}
+	const hint = "; is PostgreSQL running? pass --dsn"
+	var dnsErr *net.DNSError
+	var certErr *tls.CertificateVerificationError
+	var unknownAuth x509.UnknownAuthorityError
+	var hostnameErr x509.HostnameError
+	switch {
+	case errors.As(err, &dnsErr):
+		return fmt.Sprintf("cannot resolve host %q: %s; check host in --dsn", dnsErr.Name, dnsErr.Err)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "cannot reach server" + at + ": connection refused" + hint
+	case errors.Is(err, syscall.ENOENT) && opErr != nil:
+		return "cannot reach server" + at + ": no such socket" + hint
+	case errors.Is(err, syscall.EACCES) && opErr != nil:
+		return "cannot reach server" + at + ": permission denied on the socket; run as a user that may use it or pass --dsn"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "cannot reach server" + at + ": no route to host; check host in --dsn"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, syscall.ETIMEDOUT), isTimeout(err):
+		return "cannot reach server" + at + ": timed out; check host/port in --dsn and firewalls (connect_timeout sets the limit)"
+	case errors.Is(err, context.Canceled):
+		return "connection attempt" + at + " cancelled"
+	case errors.As(err, &certErr), errors.As(err, &unknownAuth), errors.As(err, &hostnameErr):
+		return "TLS certificate of the server" + at + " not accepted: " + innermost(err) + "; set sslrootcert or sslmode in --dsn"
+	case strings.Contains(err.Error(), "server refused TLS connection"):
+		return "server" + at + " does not accept TLS (SSL); use sslmode=disable or sslmode=prefer in --dsn"
+	case opErr != nil:
+		return "cannot reach server" + at + ": " + innermost(err) + hint
+	}
+	return "cannot connect" + at + ": " + oneLine(err.Error())
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// describePgError explains an error the server sent during connection.
+func describePgError(e *pgconn.PgError, where string) string {
+	msg := oneLine(e.Message)
+	switch e.Code {
+	case codeInvalidCatalogName:
+		// Message: database "x" does not exist (src/backend/utils/init/postinit.c).
+		return msg + "; create it or pass another dbname in --dsn"
+	case codeInvalidAuthorization, codeInvalidPassword:
+		return "authentication failed: " + msg + "; check user and password in --dsn (or PGUSER/PGPASSWORD, ~/.pgpass) and the server's pg_hba.conf"
+	case codeInsufficientPriv:
+		return "not allowed to connect: " + msg + "; GRANT CONNECT on the database or pass another user in --dsn"
+	case codeTooManyConnections:
+		return "server refused the connection: " + msg + "; lower the number of connections (virtual users, pool size) or raise max_connections"
+	case codeCannotConnectNow:
+		return "server not accepting connections now: " + msg + "; wait until it has started or pass another server in --dsn"
+	}
+	at := ""
+	if where != "" {
+		at = " at " + where
+	}
+	return fmt.Sprintf("server%s refused the connection: %s (SQLSTATE %s)", at, msg, e.Code)
+}
+
+// serverAddress is "host:port" or the Unix socket path of a config.
+func serverAddress(c *pgconn.Config) string {
+	if c.Host == "" {
+		return ""
+	}
+	if strings.HasPrefix(c.Host, "/") {
+		_, addr := pgconn.NetworkAddress(c.Host, c.Port)
+		return addr
+	}
+	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port)))
+}
+
+// parseDetail is ParseConfigError's message without the "cannot parse
+// `<dsn>`: " prefix.
+func parseDetail(e *pgconn.ParseConfigError) string {
+	text := e.Error()
+	if rest, ok := strings.CutPrefix(text, "cannot parse `"); ok {
+		if i := strings.LastIndex(rest, "`: "); i >= 0 {
+			return oneLine(rest[i+len("`: "):])
+		}
+	}
+	return oneLine(text)
+}
+
+// innermost is the message of the deepest wrapped error, e.g. "connect:
+// connection reset by peer" -> "connection reset by peer".
+func innermost(err error) string {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return oneLine(err.Error())
+		}
+		err = next
+	}
+}
+
+// oneLine joins a multi-line message into one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// scrub masks in msg every secret, and every piece of it of 3 or more bytes
+// (split at spaces and quotes, unquoted), since an error may quote a
+// password only in part or after unescaping.
+func scrub(msg string, secrets []string) string {
+	var pieces []string
+	for _, s := range secrets {
+		pieces = append(pieces, s, strings.Trim(s, "'"))
+		pieces = append(pieces, unescapeKV(strings.Trim(s, "'")))
+		if u, err := url.PathUnescape(s); err == nil {
+			pieces = append(pieces, u)
+		}
+		pieces = append(pieces, strings.FieldsFunc(s, func(r rune) bool {
+			return r == ' ' || r == '\'' || r == '"' || r == '\t' || r == '\n'
+		})...)
+	}
+	// Longest first, so a piece does not break up a longer secret.
+	slices.SortFunc(pieces, func(a, b string) int {
+		if len(a) != len(b) {
+			return len(b) - len(a)
+		}
+		return strings.Compare(a, b)
+	})
+	for _, p := range slices.Compact(pieces) {
+		if len(p) >= 3 {
+			msg = strings.ReplaceAll(msg, p, Mask)
+		}
+	}
+	return msg
+}
+
+// unescapeKV removes keyword/value backslash escapes (\' and \\).
+func unescapeKV(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			i++
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

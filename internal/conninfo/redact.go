@@ -1,0 +1,287 @@
+// Package conninfo handles PostgreSQL connection strings (DSNs) for erplab's
+// command line: hiding passwords before anything is printed (Redact), deciding
+// whether the user named a server (FromEnvOrFlag) and turning connection
+// errors into one actionable line (Describe).
+//
+// Both DSN forms of libpq are understood (libpq-connect.html, section
+// "Connection Strings"): keyword/value ("host=h password='a b'") and URI
+// ("postgres://user:password@host:port/db?password=..."). The masking never
+// depends on the DSN being valid.
+package conninfo
+
+import (
+	"net/url"
+	"strings"
+)
+
+// Mask replaces every password Redact finds.
+const Mask = "xxxxx"
+
+// isSecretKey reports whether a connection parameter's value is masked:
+// password, and sslpassword (the client key's passphrase), in any case.
+func isSecretKey(key string) bool {
+	k := strings.ToLower(strings.TrimSpace(key))
+	return k == "password" || k == "sslpassword"
+}
+
+// Redact returns dsn with passwords replaced by Mask:
+//
+//	postgres://u:secret@h/db          -> postgres://u:xxxxx@h/db
+//	postgres://u@h/db?password=secret -> postgres://u@h/db?password=xxxxx
+//	host=h password='a b' user=u      -> host=h password=xxxxx user=u
+//
+// It works on any input, valid or not, and prefers hiding too much to
+// leaking: an unterminated quoted password hides the rest of the string, an
+// unencoded '@' or '/' in a URI password hides everything up to the host, a
+// non-numeric URI port (a misplaced password?) is hidden. Keys are compared
+// case-insensitively. Everything else is returned unchanged.
+func Redact(dsn string) string {
+	out, _ := redact(dsn)
+	return out
+}
+
+// redact returns Redact(dsn) and the raw text of every masked part.
+func redact(dsn string) (string, []string) {
+	var secrets []string
+	hide := func(s string) string {
+		if s != "" {
+			secrets = append(secrets, s)
+		}
+		return Mask
+	}
+	if i := uriSchemeEnd(dsn); i >= 0 {
+		return dsn[:i] + redactURI(dsn[i:], hide), secrets
+	}
+	return redactKV(dsn, hide), secrets
+}
+
+// uriSchemeEnd returns the index just after "://" when dsn (after leading
+// space) starts with a URI scheme such as postgres:// or postgresql://, else -1.
+func uriSchemeEnd(dsn string) int {
+	i := strings.Index(dsn, "://")
+	if i <= 0 {
+		return -1
+	}
+	scheme := strings.TrimLeft(dsn[:i], " \t\n\r\v\f")
+	if scheme == "" {
+		return -1
+	}
+	for j, r := range scheme {
+		letter := (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')
+		if !letter && (j == 0 || !(r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.')) {
+			return -1
+		}
+	}
+	return i + len("://")
+}
+
+// redactURI masks the passwords in p, a URI without its "scheme://"; hide
+// records a secret and returns its replacement.
+func redactURI(p string, hide func(string) string) string {
+	var b strings.Builder
+	slash := strings.IndexByte(p, '/')
+	if slash < 0 {
+		slash = len(p)
+	}
+	if at := strings.LastIndexByte(p[:slash], '@'); at >= 0 {
+		// userinfo "user[:password]" ends at the last '@' before the path:
+		// libpq stops at the first one, but an unencoded '@' in a password
+		// must not reveal the rest of it.
+		user, pw, hasPW := strings.Cut(p[:at], ":")
+		b.WriteString(user)
+		if hasPW {
+			b.WriteString(":" + hide(pw))
+		}
+		b.WriteByte('@')
+		p = p[at+1:]
+	} else if colon, at := strayUserinfo(p); at >= 0 {
+		// "user:pass/word@host" or "user:pa?ss@host": a '/' or '?' in the
+		// password made the '@' look like part of the path or query.
+		b.WriteString(p[:colon+1] + hide(p[colon+1:at]) + "@")
+		p = p[at+1:]
+	}
+
+	// Host list, up to the path or query: hide non-numeric ports.
+	end := strings.IndexAny(p, "/?")
+	if end < 0 {
+		end = len(p)
+	}
+	for i, hostPort := range strings.Split(p[:end], ",") {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(redactHostPort(hostPort, hide))
+	}
+	p = p[end:]
+
+	path, query, hasQuery := strings.Cut(p, "?")
+	b.WriteString(path)
+	if !hasQuery {
+		return b.String()
+	}
+	b.WriteByte('?')
+	for i, pair := range strings.Split(query, "&") {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		key, value, hasValue := strings.Cut(pair, "=")
+		dk, err := url.QueryUnescape(key)
+		if err != nil {
+			dk = key
+		}
+		if hasValue && isSecretKey(dk) {
+			b.WriteString(key + "=" + hide(value))
+		} else {
+			b.WriteString(pair)
+		}
+	}
+	return b.String()
+}
+
+// strayUserinfo finds a userinfo whose '@' comes after a '/' or '?' inside
+// the password. It returns the index of the user/password ':' and of the '@'
+// ending the password, or -1, -1. A "host:port/db?k=a@b" URI, with a numeric
+// port and the '@' only in the query, is not one.
+func strayUserinfo(p string) (colon, at int) {
+	firstAt := strings.IndexByte(p, '@')
+	if firstAt < 0 {
+		return -1, -1
+	}
+	colon = strings.IndexByte(p[:firstAt], ':')
+	if colon < 0 || strings.HasPrefix(p, "[") {
+		return -1, -1
+	}
+	if d := strings.IndexAny(p, "/?"); d >= 0 && d < colon {
+		return -1, -1 // the ':' is in the path or query, not in userinfo
+	}
+	portEnd := strings.IndexAny(p[colon+1:], "/?,")
+	if portEnd < 0 {
+		portEnd = len(p) - colon - 1
+	}
+	port := p[colon+1 : colon+1+portEnd]
+	q := strings.IndexByte(p, '?')
+	if numeric(port) && q >= 0 && q < firstAt {
+		return -1, -1 // '@' only in the query of a host:port URI
+	}
+	// The password ends at the last '@' before a '?' that follows the
+	// first '@' (the real query), or at the last '@' at all.
+	limit := len(p)
+	if q2 := strings.IndexByte(p[firstAt:], '?'); q2 >= 0 {
+		limit = firstAt + q2
+	}
+	return colon, strings.LastIndexByte(p[:limit], '@')
+}
+
+// redactHostPort masks a non-numeric port in "host:port" or "[v6]:port".
+func redactHostPort(hp string, hide func(string) string) string {
+	hostEnd := 0
+	if strings.HasPrefix(hp, "[") {
+		if i := strings.IndexByte(hp, ']'); i >= 0 {
+			hostEnd = i + 1
+		}
+	}
+	colon := strings.IndexByte(hp[hostEnd:], ':')
+	if colon < 0 {
+		return hp
+	}
+	colon += hostEnd
+	if numeric(strings.TrimSpace(hp[colon+1:])) {
+		return hp
+	}
+	return hp[:colon+1] + hide(hp[colon+1:])
+}
+
+func numeric(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// isSpace is libpq's whitespace in keyword/value strings (isspace in C).
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+}
+
+// redactKV masks password values in a keyword/value string, following
+// libpq's conninfo_parse: keyword, optional spaces, '=', optional spaces,
+// then a value that is either single-quoted (backslash escapes, ends at the
+// closing quote) or bare (backslash escapes, ends at whitespace). Text that
+// does not fit is kept as is, except that an unterminated password value
+// masks the rest of the string, and stray words after a password value
+// (password=two words) are masked as its likely continuation. hide records a
+// secret and returns its replacement.
+func redactKV(s string, hide func(string) string) string {
+	var b strings.Builder
+	afterSecret := false
+	i := 0
+	for i < len(s) {
+		// Whitespace between pairs.
+		if isSpace(s[i]) {
+			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		// Keyword: up to '=' or whitespace.
+		k := i
+		for i < len(s) && s[i] != '=' && !isSpace(s[i]) {
+			i++
+		}
+		key := s[k:i]
+		// Optional spaces, then '='.
+		j := i
+		for j < len(s) && isSpace(s[j]) {
+			j++
+		}
+		if j >= len(s) || s[j] != '=' {
+			// Not "key=": libpq would reject the string. Keep the word,
+			// unless it may be the rest of an unquoted password.
+			if afterSecret {
+				b.WriteString(hide(s[k:i]))
+			} else {
+				b.WriteString(s[k:i])
+			}
+			continue
+		}
+		j++
+		for j < len(s) && isSpace(s[j]) {
+			j++
+		}
+		b.WriteString(s[k:j])
+		// Value.
+		v := j
+		if j < len(s) && s[j] == '\'' {
+			j++
+			for j < len(s) && s[j] != '\'' {
+				if s[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			// An unterminated quote runs to the end; text glued to the
+			// closing quote (password='a'b) is hidden with the value.
+			for j < len(s) && !isSpace(s[j]) {
+				j++
+			}
+			j = min(j, len(s))
+		} else {
+			for j < len(s) && !isSpace(s[j]) {
+				if s[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			j = min(j, len(s))
+		}
+		afterSecret = isSecretKey(key)
+		if afterSecret {
+			b.WriteString(hide(s[v:j]))
+		} else {
+			b.WriteString(s[v:j])
+		}
+		i = j
+	}
+	return b.String()
+}

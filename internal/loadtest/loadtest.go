@@ -1,0 +1,428 @@
+// Package loadtest runs one `erplab run`: it finds or starts the server,
+// sets up the workload, drives the engine, streams the time series to disk,
+// writes the final results document and prints the summary. The CLI only
+// parses flags into Options.
+package loadtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/pgcluster"
+	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/runenv"
+	"github.com/erplab/erplab/internal/workload"
+)
+
+// Options are the parameters of one run. Durations are wall time.
+type Options struct {
+	// DSN of the server under test; "" with EnvGiven=false starts the
+	// embedded throwaway cluster.
+	DSN      string
+	EnvGiven bool
+	// Force allows writing to a database that holds tables erplab did not
+	// create.
+	Force bool
+	// Embedded cluster options.
+	OSUser string
+	Keep   bool
+
+	Workload workload.Workload
+	Mix      string // --mix override, "" for the workload's roles
+	Scale    float64
+	Seed     uint64
+
+	Stages       []engine.Stage
+	Warmup       time.Duration
+	Think        engine.ThinkTime
+	Connections  int // pool size; 0 = a connection per VU
+	MaxErrors    int64
+	GracefulStop time.Duration
+	Interval     time.Duration // time-series resolution
+	Progress     time.Duration // progress line period; 0 = none
+
+	// Out is the results file; "" = ./erplab-results/<time>-<workload>.json.
+	Out         string
+	CommandLine []string
+	Version     string
+}
+
+// Parameters is what the results document keeps of Options.
+type Parameters struct {
+	Workload    string          `json:"workload"`
+	Scale       float64         `json:"scale"`
+	Seed        uint64          `json:"seed"`
+	Stages      []stageJSON     `json:"stages"`
+	MaxVUs      int             `json:"max_vus"`
+	WarmupS     float64         `json:"warmup_s"`
+	Think       string          `json:"think_time"`
+	Connections int             `json:"connections"`
+	MaxErrors   int64           `json:"max_errors"`
+	IntervalS   float64         `json:"interval_s"`
+	Server      string          `json:"server"` // redacted DSN or "embedded"
+	Roles       []workload.Role `json:"roles"`
+	Operations  []opJSON        `json:"operations"`
+}
+
+type stageJSON struct {
+	DurationS float64 `json:"duration_s"`
+	Target    int     `json:"target_vus"`
+}
+
+type opJSON struct {
+	Name        string  `json:"name"`
+	TargetMs    float64 `json:"target_ms"`
+	Priority    int     `json:"priority"`
+	Description string  `json:"description"`
+}
+
+// Environment is what the results document keeps of the machine and server.
+type Environment struct {
+	Host     runenv.Host   `json:"host"`
+	Server   runenv.Server `json:"server"`
+	Embedded bool          `json:"embedded"`
+}
+
+// Result is what Run returns: the document and where it was written.
+type Result struct {
+	Doc        *record.Document
+	Path       string
+	StreamPath string
+}
+
+// Run performs the load test. Progress and the summary go to out. On
+// interrupt (ctx cancelled) it still writes results and returns them with
+// Doc.Status "interrupted". Errors are one line, without passwords.
+func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
+	if err := workload.Validate(opts.Workload); err != nil {
+		return nil, err
+	}
+	roles := opts.Workload.Roles()
+	if opts.Mix != "" {
+		var err error
+		if roles, err = workload.OverrideMix(opts.Workload, opts.Mix); err != nil {
+			return nil, err
+		}
+	}
+	if len(opts.Stages) == 0 {
+		return nil, errors.New("no load profile: give --users/--duration or --stage")
+	}
+	maxVUs := engine.MaxTarget(opts.Stages)
+	if maxVUs < 1 {
+		return nil, errors.New("the load profile never starts a virtual user")
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = time.Second
+	}
+	poolSize := opts.Connections
+	if poolSize == 0 {
+		poolSize = maxVUs
+	}
+
+	// The server.
+	dsn, serverDesc := opts.DSN, conninfo.Redact(opts.DSN)
+	embedded := opts.DSN == "" && !opts.EnvGiven
+	force := opts.Force
+	if embedded {
+		c, err := startEmbedded(ctx, opts, poolSize, out)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if opts.Keep {
+				fmt.Fprintln(out, c.Keep())
+				fmt.Fprintln(out, `the test data is in database "erplab" (dbname=erplab)`)
+				return
+			}
+			if err := c.Stop(); err != nil {
+				fmt.Fprintf(out, "warning: stopping the embedded server: %v\n", err)
+			}
+		}()
+		dsn, serverDesc, force = c.DSN("erplab"), "embedded", true
+	} else if opts.DSN == "" {
+		serverDesc = "from PG* environment"
+	}
+
+	pool, err := openPool(ctx, dsn, poolSize)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+
+	setupStart := time.Now()
+	if err := opts.Workload.Setup(ctx, pool, workload.SetupOptions{
+		Scale: opts.Scale, Seed: opts.Seed, Force: force,
+		Progress: func(f string, a ...any) { fmt.Fprintf(out, f+"\n", a...) },
+	}); err != nil {
+		if errors.Is(err, workload.ErrForeignDatabase) {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("interrupted during workload set-up")
+		}
+		return nil, fmt.Errorf("workload set-up: %s", conninfo.Describe(err))
+	}
+	if d := time.Since(setupStart); d > time.Second {
+		fmt.Fprintf(out, "set-up took %s\n", d.Round(100*time.Millisecond))
+	}
+
+	env, err := readEnvironment(ctx, pool, embedded)
+	if err != nil {
+		return nil, err
+	}
+	if err := warmPool(ctx, pool, opts.Connections); err != nil {
+		return nil, fmt.Errorf("open %d connections: %s (raise max_connections or lower --connections)", opts.Connections, conninfo.Describe(err))
+	}
+
+	// Results files.
+	path := opts.Out
+	if path == "" {
+		path = filepath.Join("erplab-results", time.Now().Format("20060102-150405")+"-"+opts.Workload.Name()+".json")
+	}
+	streamPath := strings.TrimSuffix(path, ".json") + ".jsonl"
+	stream, err := record.CreateStream(streamPath)
+	if err != nil {
+		return nil, err
+	}
+	defer stream.Close()
+
+	ops := opts.Workload.Operations()
+	recOps := make([]record.OpInfo, len(ops))
+	params := Parameters{
+		Workload: opts.Workload.Name(), Scale: opts.Scale, Seed: opts.Seed, MaxVUs: maxVUs,
+		WarmupS: opts.Warmup.Seconds(), Think: opts.Think.String(), Connections: opts.Connections,
+		MaxErrors: opts.MaxErrors, IntervalS: opts.Interval.Seconds(), Server: serverDesc, Roles: roles,
+	}
+	for i, op := range ops {
+		recOps[i] = record.OpInfo{Name: op.Name, Target: op.Target, Priority: op.Priority}
+		params.Operations = append(params.Operations, opJSON{op.Name, float64(op.Target) / 1e6, op.Priority, op.Description})
+	}
+	for _, s := range opts.Stages {
+		params.Stages = append(params.Stages, stageJSON{s.Duration.Seconds(), s.Target})
+	}
+	doc := &record.Document{
+		Format: record.Format, Version: opts.Version, CommandLine: redactArgs(opts.CommandLine),
+		Workload: opts.Workload.Name(), Status: "running",
+	}
+	doc.Environment, _ = json.Marshal(env)
+	doc.Parameters, _ = json.Marshal(params)
+
+	start := time.Now()
+	doc.StartedAt = start
+	if err := stream.Write(record.StreamLine{Type: "header", Header: doc}); err != nil {
+		return nil, err
+	}
+	rec := record.New(recOps, start, opts.Warmup, opts.Interval)
+
+	fmt.Fprintf(out, "erplab run: workload %s, %d VUs max on %s, %s, server %s (PostgreSQL %s)\n",
+		opts.Workload.Name(), maxVUs, poolDesc(opts.Connections), profileDesc(opts), serverDesc, shortVersion(env.Server.Version))
+	fmt.Fprintf(out, "streaming results to %s\n", streamPath)
+
+	var streamErr error
+	var streamMu sync.Mutex
+	cfg := engine.Config{
+		Workload: opts.Workload, Roles: roles, Stages: opts.Stages, Warmup: opts.Warmup,
+		Think: opts.Think, Connections: opts.Connections, MaxErrors: opts.MaxErrors,
+		Seed: opts.Seed, GracefulStop: opts.GracefulStop,
+		OnInterval: func(iv record.Interval) {
+			if err := stream.Write(record.StreamLine{Type: "interval", Interval: &iv}); err != nil {
+				streamMu.Lock()
+				if streamErr == nil {
+					streamErr = err
+				}
+				streamMu.Unlock()
+			}
+		},
+	}
+	progressDone := make(chan struct{})
+	var progressWG sync.WaitGroup
+	if opts.Progress > 0 {
+		progressWG.Add(1)
+		go func() {
+			defer progressWG.Done()
+			printProgress(out, rec, opts, progressDone)
+		}()
+	}
+	outcome, runErr := engine.Run(ctx, pool, cfg, rec)
+	close(progressDone)
+	progressWG.Wait()
+
+	end := time.Now()
+	doc.EndedAt = end
+	doc.Status = outcome.Status
+	scored := end.Sub(start) - opts.Warmup
+	if scored < 0 {
+		scored = 0
+	}
+	doc.Operations = rec.Results(scored)
+	v, ok := record.Integral(doc.Operations)
+	doc.Integral = record.NewIntegralScore(v, ok)
+	for _, r := range doc.Operations {
+		doc.Totals.Count += r.Count
+		doc.Totals.Errors += r.Errors
+	}
+	doc.Totals.ScoredSeconds = scored.Seconds()
+	if scored > 0 {
+		doc.Totals.PerSecond = float64(doc.Totals.Count) / scored.Seconds()
+	}
+	doc.Series = rec.Series()
+
+	if err := doc.WriteFile(path); err != nil {
+		return nil, fmt.Errorf("%w (the time series is in %s)", err, streamPath)
+	}
+	summary := *doc
+	summary.Series = nil
+	if err := stream.Write(record.StreamLine{Type: "summary", Summary: &summary}); err != nil && streamErr == nil {
+		streamErr = err
+	}
+	PrintSummary(out, doc, outcome)
+	fmt.Fprintf(out, "results: %s (time series: %s)\n", path, streamPath)
+	if streamErr != nil {
+		fmt.Fprintf(out, "warning: %v\n", streamErr)
+	}
+	res := &Result{Doc: doc, Path: path, StreamPath: streamPath}
+	if runErr != nil {
+		return res, runErr
+	}
+	return res, nil
+}
+
+func startEmbedded(ctx context.Context, opts Options, poolSize int, out io.Writer) (*pgcluster.Cluster, error) {
+	fmt.Fprintf(out, "no --dsn: starting a throwaway PostgreSQL (initdb into a temporary directory)...\n")
+	t0 := time.Now()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{
+		OSUser:         opts.OSUser,
+		MaxConnections: poolSize + 20,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.CreateDatabase(ctx, "erplab"); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("embedded server: %w", err)
+	}
+	fmt.Fprintf(out, "PostgreSQL %s ready in %s (data %s, port %d)\n", c.Version(), time.Since(t0).Round(10*time.Millisecond), c.Dir(), c.Port())
+	return c, nil
+}
+
+// openPool connects and checks the connection, turning failures into one
+// clear line.
+func openPool(ctx context.Context, dsn string, size int) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("%s", conninfo.Describe(err))
+	}
+	cfg.MaxConns = int32(size)
+	cfg.MinConns = 0
+	cfg.MaxConnIdleTime = time.Hour
+	cfg.HealthCheckPeriod = time.Minute
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s", conninfo.Describe(err))
+	}
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("%s", conninfo.Describe(err))
+	}
+	return pool, nil
+}
+
+// warmPool opens n connections up front so that connection set-up is not
+// counted as pool wait in the first seconds.
+func warmPool(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	conns := make([]*pgxpool.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for i := 0; i < n; i++ {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		conns = append(conns, c)
+	}
+	return nil
+}
+
+func readEnvironment(ctx context.Context, pool *pgxpool.Pool, embedded bool) (Environment, error) {
+	env := Environment{Embedded: embedded}
+	host, err := runenv.ReadHost("/proc", "/sys")
+	if err == nil {
+		env.Host = host
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return env, fmt.Errorf("%s", conninfo.Describe(err))
+	}
+	defer conn.Release()
+	srv, err := runenv.ReadServer(ctx, conn.Conn())
+	if err != nil {
+		return env, fmt.Errorf("read server settings: %w", err)
+	}
+	env.Server = srv
+	if env.Host.CPUs == 0 {
+		env.Host.CPUs = runtime.NumCPU()
+	}
+	return env, nil
+}
+
+func poolDesc(connections int) string {
+	if connections == 0 {
+		return "a connection per VU"
+	}
+	return fmt.Sprintf("%d pooled connections", connections)
+}
+
+func profileDesc(opts Options) string {
+	parts := make([]string, 0, len(opts.Stages))
+	for _, s := range opts.Stages {
+		parts = append(parts, fmt.Sprintf("%s:%d", s.Duration, s.Target))
+	}
+	d := "stages " + strings.Join(parts, " ")
+	if opts.Warmup > 0 {
+		d += fmt.Sprintf(", warm-up %s not scored", opts.Warmup)
+	}
+	return d + ", think " + opts.Think.String()
+}
+
+// redactArgs hides passwords in a command line (the value of --dsn or any
+// argument that is a connection string).
+func redactArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--dsn="); ok {
+			out[i] = "--dsn=" + conninfo.Redact(v)
+			continue
+		}
+		out[i] = conninfo.Redact(a)
+	}
+	return out
+}
+
+// shortVersion keeps the version number of a server_version such as
+// "15.18 (Debian 15.18-0+deb12u1)".
+func shortVersion(v string) string {
+	if i := strings.IndexByte(v, ' '); i > 0 {
+		return v[:i]
+	}
+	return v
+}

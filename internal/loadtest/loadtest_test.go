@@ -1,0 +1,179 @@
+package loadtest_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/pgtest"
+	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/workload"
+	"github.com/erplab/erplab/internal/workload/smoke"
+)
+
+var srv *pgtest.Server
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m, &srv)) }
+
+func smokeOptions(t *testing.T, dsn string, d time.Duration) loadtest.Options {
+	return loadtest.Options{
+		DSN: dsn, Workload: smoke.New(), Scale: 0.1, Seed: 7,
+		Stages:      []engine.Stage{{Duration: 0, Target: 6}, {Duration: d, Target: 6}},
+		Think:       engine.ThinkTime{Kind: "uniform", Min: 10 * time.Millisecond, Max: 30 * time.Millisecond},
+		Connections: 3, Interval: time.Second, Progress: time.Second,
+		Out: filepath.Join(t.TempDir(), "r.json"), Version: "test",
+		CommandLine: []string{"erplab", "run", "--dsn", "postgres://u:s3cret@h/db"},
+	}
+}
+
+// rowRE matches a summary table row: name, T, count, errors.
+var rowRE = regexp.MustCompile(`^\s*([a-z_]+)\s+\S+\s+(\d+)\s+(\d+)\s`)
+
+// The end-to-end path: a run's results file holds the same counts as the
+// printed table, its series sums to them, and the stream is complete.
+func TestRunResultsMatchPrintedTable(t *testing.T) {
+	var out bytes.Buffer
+	res, err := loadtest.Run(context.Background(), smokeOptions(t, srv.NewDatabase(t), 4*time.Second), &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	doc, err := record.ReadFile(res.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc.Status != "completed" || doc.Totals.Count < 50 {
+		t.Fatalf("status %q, %d operations", doc.Status, doc.Totals.Count)
+	}
+	printed := map[string][2]int64{}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if m := rowRE.FindStringSubmatch(line); m != nil {
+			c, _ := strconv.ParseInt(m[2], 10, 64)
+			e, _ := strconv.ParseInt(m[3], 10, 64)
+			printed[m[1]] = [2]int64{c, e}
+		}
+	}
+	var seriesSum int64
+	for _, iv := range doc.Series {
+		seriesSum += iv.Count
+	}
+	if seriesSum != doc.Totals.Count {
+		t.Fatalf("series sums to %d, totals say %d", seriesSum, doc.Totals.Count)
+	}
+	for _, op := range doc.Operations {
+		p, ok := printed[op.Name]
+		if !ok || p[0] != op.Count || p[1] != op.Errors {
+			t.Fatalf("%s: printed %v, file count %d errors %d\n%s", op.Name, p, op.Count, op.Errors, out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "integral APDEX") || !strings.Contains(out.String(), res.Path) {
+		t.Fatalf("summary lacks the integral APDEX or the results path:\n%s", out.String())
+	}
+	if strings.Contains(string(mustRead(t, res.Path)), "s3cret") {
+		t.Fatal("a password reached the results file")
+	}
+	h, series, summary, err := record.ReadStream(res.StreamPath)
+	if err != nil || h == nil || summary == nil || len(series) != len(doc.Series) {
+		t.Fatalf("stream: err %v header %v summary %v, %d vs %d intervals", err, h != nil, summary != nil, len(series), len(doc.Series))
+	}
+	if summary.Totals.Count != doc.Totals.Count {
+		t.Fatalf("stream summary %d != %d", summary.Totals.Count, doc.Totals.Count)
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A database holding somebody else's tables is refused without --force,
+// and used with it.
+func TestForeignDatabaseNeedsForce(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	pool := srv.Pool(t, dsn)
+	if _, err := pool.Exec(context.Background(), `CREATE TABLE customers (id int)`); err != nil {
+		t.Fatal(err)
+	}
+	opts := smokeOptions(t, dsn, time.Second)
+	var out bytes.Buffer
+	_, err := loadtest.Run(context.Background(), opts, &out)
+	if !errors.Is(err, workload.ErrForeignDatabase) || !strings.Contains(err.Error(), "customers") {
+		t.Fatalf("err = %v, want ErrForeignDatabase naming customers", err)
+	}
+	var n int
+	pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_namespace WHERE nspname = 'erplab_smoke'`).Scan(&n)
+	if n != 0 {
+		t.Fatal("refused run still created schema erplab_smoke")
+	}
+	opts.Force = true
+	if _, err := loadtest.Run(context.Background(), opts, &out); err != nil {
+		t.Fatalf("with --force: %v", err)
+	}
+}
+
+// A bad server gives one line naming the problem, and no password.
+func TestBadServerOneLine(t *testing.T) {
+	for _, tc := range []struct{ dsn, want string }{
+		{"postgres://bob:hunter2@127.0.0.1:1/db?connect_timeout=2", "127.0.0.1"},
+		{srv.DSN("no_such_db") + " password=hunter2", "no_such_db"},
+		{"host=/tmp port=5432 user=x password=hunter2 dbname", "dsn"},
+	} {
+		var out bytes.Buffer
+		_, err := loadtest.Run(context.Background(), smokeOptions(t, tc.dsn, time.Second), &out)
+		if err == nil {
+			t.Fatalf("%s: no error", tc.dsn)
+		}
+		msg := err.Error()
+		if strings.Contains(msg, "\n") || strings.Contains(msg, "hunter2") || !strings.Contains(strings.ToLower(msg), tc.want) {
+			t.Fatalf("dsn %q: error %q: want one line naming %q, no password", tc.dsn, msg, tc.want)
+		}
+	}
+}
+
+// The server dies mid-run: the run ends with a clear reason and every
+// result recorded so far is on disk.
+func TestServerGoneMidRunKeepsResults(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	admin := srv.Pool(t, srv.DSN("postgres"))
+	var dbname string
+	for _, kv := range strings.Fields(dsn) {
+		if v, ok := strings.CutPrefix(kv, "dbname="); ok {
+			dbname = v
+		}
+	}
+	opts := smokeOptions(t, dsn, 30*time.Second)
+	go func() {
+		time.Sleep(2 * time.Second)
+		// Refuse new connections to the database and kill its backends:
+		// for the run the server is gone.
+		admin.Exec(context.Background(), `ALTER DATABASE `+dbname+` ALLOW_CONNECTIONS false`)
+		admin.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, dbname)
+	}()
+	t.Cleanup(func() { admin.Exec(context.Background(), `ALTER DATABASE `+dbname+` ALLOW_CONNECTIONS true`) })
+	var out bytes.Buffer
+	res, err := loadtest.Run(context.Background(), opts, &out)
+	if !errors.Is(err, engine.ErrAborted) || !strings.Contains(err.Error(), "lost the server") {
+		t.Fatalf("err = %v, want aborted: lost the server", err)
+	}
+	if res == nil {
+		t.Fatal("no results returned")
+	}
+	doc, rerr := record.ReadFile(res.Path)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if !strings.HasPrefix(doc.Status, "aborted: lost the server") || doc.Totals.Count-doc.Totals.Errors < 20 {
+		t.Fatalf("status %q, %d ok operations kept", doc.Status, doc.Totals.Count-doc.Totals.Errors)
+	}
+}

@@ -1,0 +1,164 @@
+package record
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func testOps() []OpInfo {
+	return []OpInfo{{Name: "a", Target: 100 * time.Millisecond, Priority: 1}, {Name: "b", Target: time.Second, Priority: 2}}
+}
+
+func TestRecordScoresAndIntervals(t *testing.T) {
+	r := New(testOps(), t0, time.Second, time.Second)
+	// warm-up: not scored
+	r.Record(Sample{Op: 0, Start: t0.Add(500 * time.Millisecond), DB: 10 * time.Millisecond})
+	r.Record(Sample{Op: 0, Start: t0.Add(600 * time.Millisecond), SQLState: "22012"})
+	// samples land in the interval in which they are recorded (completed)
+	ivs := r.Tick(t0.Add(time.Second))
+	// second 1..2: 3 samples of a: satisfied, tolerating (wait+db=300ms), frustrated (error)
+	r.Record(Sample{Op: 0, Start: t0.Add(1100 * time.Millisecond), DB: 50 * time.Millisecond})
+	r.Record(Sample{Op: 0, Start: t0.Add(1200 * time.Millisecond), Wait: 200 * time.Millisecond, DB: 100 * time.Millisecond})
+	r.Record(Sample{Op: 0, Start: t0.Add(1300 * time.Millisecond), SQLState: "40P01"})
+	ivs = append(ivs, r.Tick(t0.Add(2*time.Second))...)
+	if len(ivs) != 2 {
+		t.Fatalf("Tick closed %d intervals, want 2", len(ivs))
+	}
+	if !ivs[0].Warmup || ivs[1].Warmup {
+		t.Fatalf("warm-up marks %v %v", ivs[0].Warmup, ivs[1].Warmup)
+	}
+	if ivs[0].Count != 0 || ivs[1].Count != 3 || ivs[1].Errors != 1 {
+		t.Fatalf("interval counts %d, %d/%d", ivs[0].Count, ivs[1].Count, ivs[1].Errors)
+	}
+	a := ivs[1].Ops["a"]
+	if a.Max < 299 || a.Max > 301 {
+		t.Fatalf("interval max %.1f ms, want 300", a.Max)
+	}
+	// a sample in the third second lands in a partial interval at Finish
+	r.Record(Sample{Op: 1, Start: t0.Add(2100 * time.Millisecond), DB: 2 * time.Second})
+	fin := r.Finish(t0.Add(2500 * time.Millisecond))
+	if len(fin) != 1 || fin[0].T != 2.5 || fin[0].Ops["b"].Count != 1 {
+		t.Fatalf("Finish = %+v", fin)
+	}
+	res := r.Results(1500 * time.Millisecond)
+	ra := res[0]
+	if ra.Count != 3 || ra.Errors != 1 || ra.WarmupCount != 2 || ra.WarmupErrors != 1 {
+		t.Fatalf("a: count %d errors %d warmup %d/%d", ra.Count, ra.Errors, ra.WarmupCount, ra.WarmupErrors)
+	}
+	// (1 satisfied + 1 tolerating/2) / 3 = 0.5
+	if ra.Apdex.Value != 0.5 || ra.Apdex.Samples != 3 {
+		t.Fatalf("a APDEX %+v, want 0.5 over 3", ra.Apdex)
+	}
+	if ra.ErrorsBySQLState["40P01"] != 1 || len(ra.ErrorsBySQLState) != 1 {
+		t.Fatalf("a by SQLSTATE %v", ra.ErrorsBySQLState)
+	}
+	if ra.PoolWait.Max < 199 || ra.PoolWait.Max > 201 {
+		t.Fatalf("pool wait max %.1f", ra.PoolWait.Max)
+	}
+	if ra.PerSecond != 2 {
+		t.Fatalf("per second %.2f, want 3 / 1.5 s = 2", ra.PerSecond)
+	}
+	// b: one sample of 2 s against T = 1 s: tolerating -> 0.5
+	if res[1].Apdex.Value != 0.5 {
+		t.Fatalf("b APDEX %v", res[1].Apdex)
+	}
+	// integral: weights 1 (p1) and 0.5 (p2 of max 2): (0.5*1 + 0.5*0.5)/1.5 = 0.5
+	if v, ok := Integral(res); !ok || v != 0.5 {
+		t.Fatalf("integral %v %v", v, ok)
+	}
+	h, err := hdrhistogram.Decode([]byte(ra.Histogram))
+	if err != nil || h.TotalCount() != 2 {
+		t.Fatalf("decoded histogram: %v, count %d (want the 2 successes)", err, h.TotalCount())
+	}
+}
+
+func TestHistogramClampsExtremes(t *testing.T) {
+	r := New(testOps(), t0, 0, time.Second)
+	r.Record(Sample{Op: 0, Start: t0, DB: 0})
+	r.Record(Sample{Op: 0, Start: t0, DB: 3 * time.Hour})
+	res := r.Results(time.Second)[0]
+	if res.Count != 2 || res.Response.Max < 3599000 {
+		t.Fatalf("count %d max %.0f ms; want the 3 h sample clamped to 1 h", res.Count, res.Response.Max)
+	}
+}
+
+func TestStreamSurvivesTornLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run.jsonl")
+	s, err := CreateStream(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(StreamLine{Type: "header", Header: &Document{Format: Format, Workload: "w"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		iv := Interval{T: float64(i), Count: int64(i)}
+		if err := s.Write(StreamLine{Type: "interval", Interval: &iv}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a killed run: the file ends mid-line, nothing closed
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"type":"interval","interval":{"t":4,`)
+	f.Close()
+	h, series, summary, err := ReadStream(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h == nil || h.Workload != "w" || len(series) != 3 || series[2].Count != 3 || summary != nil {
+		t.Fatalf("header %v, %d intervals, summary %v", h, len(series), summary)
+	}
+}
+
+func TestDocumentRoundTrip(t *testing.T) {
+	r := New(testOps(), t0, 0, time.Second)
+	r.Record(Sample{Op: 0, Start: t0, DB: 20 * time.Millisecond})
+	d := &Document{Format: Format, Workload: "w", Operations: r.Results(time.Second), Status: "completed"}
+	v, ok := Integral(d.Operations)
+	d.Integral = NewIntegralScore(v, ok)
+	path := filepath.Join(t.TempDir(), "sub", "r.json")
+	if err := d.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Operations[0].Apdex.Value != 1 || back.Operations[1].Apdex.Samples != 0 || back.Integral.Value != 1 || back.Integral.Rating != "excellent" {
+		t.Fatalf("round trip: %+v %+v", back.Operations, back.Integral)
+	}
+	if _, err := os.Stat(path + ".tmp"); !os.IsNotExist(err) {
+		t.Fatal("temp file left behind")
+	}
+}
+
+// BenchmarkRecord is the cost of recording one sample (histograms, APDEX
+// zone, interval), single goroutine and contended by all CPUs.
+func BenchmarkRecord(b *testing.B) {
+	r := New(testOps(), t0, 0, time.Second)
+	s := Sample{Op: 0, Start: t0, Wait: 100 * time.Microsecond, DB: 3 * time.Millisecond}
+	b.Run("serial", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			s.DB = time.Duration(i%5000) * time.Microsecond
+			r.Record(s)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.RunParallel(func(pb *testing.PB) {
+			s := s
+			i := 0
+			for pb.Next() {
+				i++
+				s.Op = i & 1
+				s.DB = time.Duration(i%5000) * time.Microsecond
+				r.Record(s)
+			}
+		})
+	})
+}
