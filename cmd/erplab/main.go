@@ -65,7 +65,12 @@ func newVersionCmd() *cobra.Command {
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// A lost terminal (SIGHUP) ends a run like Ctrl-C: results written,
+	// throwaway server removed. A closed stdout pipe (erplab run | head)
+	// must not kill the process before it cleans up: with SIGPIPE
+	// ignored, writes fail with EPIPE instead.
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	os.Exit(execute(ctx, os.Args[1:]))
 }

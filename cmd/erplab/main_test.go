@@ -71,8 +71,13 @@ func TestRunEmbeddedDefault(t *testing.T) {
 	}
 }
 
-// Ctrl-C: exit code 130, results so far on disk, the cluster removed.
-func TestRunInterruptedBySIGINT(t *testing.T) {
+// Ctrl-C (and a lost terminal, SIGHUP): exit code 130, results so far on
+// disk, the cluster removed.
+func TestRunInterruptedBySIGINT(t *testing.T) { interrupted(t, syscall.SIGINT) }
+
+func TestRunInterruptedBySIGHUP(t *testing.T) { interrupted(t, syscall.SIGHUP) }
+
+func interrupted(t *testing.T, sig syscall.Signal) {
 	dir := t.TempDir()
 	cmd := erplab(t, dir, "run", "--duration", "5m", "--users", "3", "--think", "20ms", "--out", "r.json")
 	stdout, err := cmd.StdoutPipe()
@@ -96,7 +101,7 @@ func TestRunInterruptedBySIGINT(t *testing.T) {
 		}
 	}
 	time.Sleep(2 * time.Second)
-	cmd.Process.Signal(syscall.SIGINT)
+	cmd.Process.Signal(sig)
 	for sc.Scan() {
 		lines = append(lines, sc.Text())
 	}
@@ -133,6 +138,7 @@ func TestBadFlagsOneLine(t *testing.T) {
 		{"run", "--warmup", "2m", "--duration", "1m"},
 		{"run", "--frobnicate"},
 		{"run", "--apdex-min", "1.5"},
+		{"run", "--stage", "10s:5", "--users", "20"},
 	} {
 		cmd := erplab(t, t.TempDir(), args...)
 		var stderr strings.Builder

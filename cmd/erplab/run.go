@@ -76,6 +76,9 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
 				return withCode(exitUsage, err)
 			}
 			res, err := loadtest.Run(cmd.Context(), opts, cmd.OutOrStdout())
+			if errors.Is(err, loadtest.ErrInterrupted) {
+				return withCode(exitInterrupted, err)
+			}
 			if err != nil {
 				if res != nil && errors.Is(err, engine.ErrAborted) {
 					return fmt.Errorf("%w; results so far: %s", err, res.Path)
@@ -104,7 +107,7 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
 	fl.StringArrayVar(&f.stages, "stage", nil, "load profile step DURATION:VUS, repeatable (e.g. --stage 30s:100 --stage 10m:100 --stage 30s:0)")
 	fl.DurationVar(&f.warmup, "warmup", 0, "operations started in this first part of the run are recorded apart and not scored")
 	fl.StringVar(&f.think, "think", "500ms-1500ms", "think time between a VU's operations: 2s (fixed), 1s-5s (uniform), exp:3s (exponential), 0")
-	fl.IntVar(&f.connections, "connections", -1, "database connections shared by the VUs; 0 = one per VU (default min(max VUs, 100))")
+	fl.IntVar(&f.connections, "connections", -1, "database connections shared by the VUs; 0 = one per VU; -1 = min(max VUs, 100)")
 	fl.Int64Var(&f.maxErrors, "max-errors", 0, "stop the run after this many failed operations (0 = never)")
 	fl.Float64Var(&f.apdexMin, "apdex-min", 0, "exit with code 99 when the integral APDEX is below this")
 	fl.StringVar(&f.out, "out", "", "results file (default ./erplab-results/<time>-<workload>.json)")
@@ -121,9 +124,9 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
 func checkApdexMin(i record.IntegralScore, min float64) error {
 	switch {
 	case i.NS():
-		return withCode(exitThreshold, fmt.Errorf("integral APDEX is NS (no samples); --apdex-min %.2f not met", min))
+		return withCode(exitThreshold, fmt.Errorf("integral APDEX is NS (no samples); --apdex-min %g not met", min))
 	case i.Value < min:
-		return withCode(exitThreshold, fmt.Errorf("integral APDEX %.3f (%s) is below --apdex-min %.2f", i.Value, i.Rating, min))
+		return withCode(exitThreshold, fmt.Errorf("integral APDEX %.3f (%s) is below --apdex-min %g", i.Value, i.Rating, min))
 	}
 	return nil
 }
@@ -143,6 +146,11 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 	}
 	var stages []engine.Stage
 	if len(f.stages) > 0 {
+		for _, name := range []string{"users", "ramp", "duration"} {
+			if cmd.Flags().Changed(name) {
+				return loadtest.Options{}, fmt.Errorf("--stage replaces --users, --ramp and --duration; drop --%s", name)
+			}
+		}
 		for _, s := range f.stages {
 			st, err := engine.ParseStage(s)
 			if err != nil {

@@ -13,8 +13,10 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // connEnvVars are the libpq environment variables that choose a server or
@@ -249,4 +251,27 @@ func unescapeKV(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// OpenPool parses dsn, opens a pgx pool of at most size connections and
+// checks that the server answers (15 s at most), returning errors as one
+// clear line without passwords (see Describe).
+func OpenPool(ctx context.Context, dsn string, size int) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, errors.New(Describe(err))
+	}
+	cfg.MaxConns = int32(max(size, 1))
+	cfg.MaxConnIdleTime = time.Hour
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, errors.New(Describe(err))
+	}
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, errors.New(Describe(err))
+	}
+	return pool, nil
 }

@@ -13,6 +13,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -177,6 +178,7 @@ type run struct {
 
 	waiters   atomic.Int64
 	active    atomic.Int64
+	inflight  atomic.Int64 // VUs inside an operation (waiting or executing)
 	errors    atomic.Int64
 	cancelled atomic.Int64
 	lastOK    atomic.Int64 // unix ns of the last successful operation
@@ -225,7 +227,7 @@ func (e *run) loop(ctx context.Context) (Outcome, error) {
 	ticker := time.NewTicker(e.cfg.Tick)
 	defer ticker.Stop()
 	flush := func(now time.Time) {
-		e.rec.SetGauges(int(e.active.Load()), int(e.waiters.Load()))
+		e.rec.SetGauges(int(e.active.Load()), int(e.waiters.Load()), int(e.inflight.Load()))
 		for _, iv := range e.rec.Tick(now) {
 			if e.cfg.OnInterval != nil {
 				e.cfg.OnInterval(iv)
@@ -308,13 +310,13 @@ wait:
 			<-finished
 			break wait
 		case <-ticker.C:
-			e.rec.SetGauges(int(e.active.Load()), int(e.waiters.Load()))
+			e.rec.SetGauges(int(e.active.Load()), int(e.waiters.Load()), int(e.inflight.Load()))
 		}
 	}
 	end := time.Now()
 	// Close the last, possibly partial, interval so nothing recorded is
 	// left out of the series.
-	e.rec.SetGauges(0, 0)
+	e.rec.SetGauges(0, 0, 0)
 	for _, iv := range e.rec.Finish(end) {
 		if e.cfg.OnInterval != nil {
 			e.cfg.OnInterval(iv)
@@ -348,7 +350,8 @@ func (e *run) vuLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan s
 			return
 		}
 	}
-	var own *pgxpool.Conn // Connections == 0: the VU's own connection
+	// own is the VU's own connection when Connections == 0.
+	var own *pgxpool.Conn
 	defer func() {
 		if own != nil {
 			own.Release()
@@ -362,69 +365,77 @@ func (e *run) vuLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan s
 			return
 		default:
 		}
-		op := m.pick(vu.Rand)
-		start := time.Now()
-		var (
-			conn *pgxpool.Conn
-			wait time.Duration
-			err  error
-		)
-		if e.cfg.Connections == 0 && own != nil {
-			conn = own
-		} else {
-			e.waiters.Add(1)
-			conn, err = e.pool.Acquire(ctx)
-			e.waiters.Add(-1)
-			wait = time.Since(start)
-			if e.cfg.Connections == 0 {
-				// A VU's own connection is its log-in, not a queue:
-				// the wait starts the operation afresh.
-				wait, start = 0, time.Now()
-			}
+		var pause time.Duration
+		var ok bool
+		if own, pause, ok = e.operation(ctx, vu, m.pick(vu.Rand), own); !ok {
+			return
+		}
+		if pause == 0 {
+			pause = e.cfg.Think.Draw(vu.Rand)
+		}
+		if !sleep(ctx, stop, pause) {
+			return
+		}
+	}
+}
+
+// operation runs one key operation for vu and records it. It returns the
+// VU's own connection (Connections == 0; nil when it was lost), a pause
+// to take instead of the think time (after a failed connect, so that VUs
+// do not spin on a dead server), and false when the run is ending.
+func (e *run) operation(ctx context.Context, vu *workload.VU, op int, own *pgxpool.Conn) (*pgxpool.Conn, time.Duration, bool) {
+	e.inflight.Add(1)
+	defer e.inflight.Add(-1)
+	start := time.Now()
+	conn, wait := own, time.Duration(0)
+	if conn == nil {
+		var err error
+		e.waiters.Add(1)
+		conn, err = e.pool.Acquire(ctx)
+		e.waiters.Add(-1)
+		wait = time.Since(start)
+		if e.cfg.Connections == 0 {
+			// A VU's own connection is its log-in, not a queue: the
+			// operation starts afresh.
+			wait, start = 0, time.Now()
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return
+				return nil, 0, false
 			}
 			e.fail(op, start, wait, 0, err)
-			if !sleep(ctx, stop, time.Second) { // do not spin on a dead server
-				return
-			}
-			continue
+			return nil, time.Second, true
 		}
+	}
+	keep := func(c *pgxpool.Conn) *pgxpool.Conn {
 		if e.cfg.Connections == 0 {
-			own = conn
+			return c
 		}
-		t0 := time.Now()
-		err = e.cfg.Workload.Execute(ctx, conn.Conn(), vu, op)
-		db := time.Since(t0)
-		if ctx.Err() != nil {
-			// The run is ending: the operation was cut short, not failed.
-			e.cancelled.Add(1)
-			conn.Conn().Close(context.Background()) //nolint:errcheck // discarded either way
+		c.Release()
+		return nil
+	}
+	t0 := time.Now()
+	err := e.cfg.Workload.Execute(ctx, conn.Conn(), vu, op)
+	db := time.Since(t0)
+	switch {
+	case ctx.Err() != nil:
+		// The run is ending: the operation was cut short, not failed.
+		e.cancelled.Add(1)
+		conn.Conn().Close(context.Background()) //nolint:errcheck // discarded either way
+		conn.Release()
+		return nil, 0, false
+	case err != nil:
+		e.fail(op, start, wait, db, err)
+		if !healthy(ctx, conn.Conn()) {
+			conn.Conn().Close(ctx) //nolint:errcheck // the pool drops closed connections
 			conn.Release()
-			own = nil
-			return
+			return nil, 0, true
 		}
-		if err != nil {
-			e.fail(op, start, wait, db, err)
-			if !healthy(ctx, conn.Conn()) {
-				conn.Conn().Close(ctx) //nolint:errcheck // the pool drops closed connections
-				conn.Release()
-				own = nil
-			} else if e.cfg.Connections > 0 {
-				conn.Release()
-			}
-		} else {
-			e.lastOK.Store(time.Now().UnixNano())
-			e.rec.Record(record.Sample{Op: op, Start: start, Wait: wait, DB: db})
-			if e.cfg.Connections > 0 {
-				conn.Release()
-			}
-		}
-		if !sleep(ctx, stop, e.cfg.Think.Draw(vu.Rand)) {
-			return
-		}
+		return keep(conn), 0, true
+	default:
+		e.lastOK.Store(time.Now().UnixNano())
+		e.rec.Record(record.Sample{Op: op, Start: start, Wait: wait, DB: db})
+		return keep(conn), 0, true
 	}
 }
 
@@ -450,8 +461,8 @@ func healthy(ctx context.Context, conn *pgx.Conn) bool {
 func (e *run) fail(op int, start time.Time, wait, db time.Duration, err error) {
 	code := SQLState(err)
 	e.errors.Add(1)
-	if code == CodeConnectionFailure {
-		e.lastErr.Store(err.Error())
+	if ConnectionFailure(err) {
+		e.lastErr.Store(strings.Join(strings.Fields(err.Error()), " "))
 	} else {
 		// The server answered: it is there.
 		e.lastOK.Store(time.Now().UnixNano())
@@ -460,28 +471,41 @@ func (e *run) fail(op int, start time.Time, wait, db time.Duration, err error) {
 }
 
 // SQLState classifies an operation error: the server's SQLSTATE when it
-// sent one, CodeConnectionFailure for network and connect errors,
-// CodeClient otherwise.
+// sent one (also when it refused a new connection, e.g. 53300 too many
+// clients, 28P01 bad password, 55000 database not accepting connections),
+// CodeConnectionFailure for network errors and connects that got no
+// answer, CodeClient otherwise.
 func SQLState(err error) string {
-	// A failed connect is a connection failure even when the server
-	// refused it with a SQLSTATE of its own (e.g. too many clients,
-	// database not accepting connections): the VU got no connection.
-	var connErr *pgconn.ConnectError
-	if errors.As(err, &connErr) {
-		return CodeConnectionFailure
-	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		return pgErr.Code
 	}
-	var netErr net.Error
-	if errors.As(err, &netErr) || pgconn.SafeToRetry(err) || errors.Is(err, net.ErrClosed) {
-		return CodeConnectionFailure
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+	if ConnectionFailure(err) {
 		return CodeConnectionFailure
 	}
 	return CodeClient
+}
+
+// ConnectionFailure reports whether err means the VU had or got no
+// working connection: a failed connect (whatever the server said) or a
+// network error on an open one. Such errors, and only they, count towards
+// deciding that the server is gone.
+func ConnectionFailure(err error) bool {
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08 (connection exception) and 57P01..57P03 (admin
+		// shutdown, crash shutdown, cannot connect now): Appendix A.
+		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) || pgconn.SafeToRetry(err) || errors.Is(err, net.ErrClosed) {
+		return true
+	}
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // sleep waits d unless stop or ctx ends first; it reports whether the VU

@@ -297,3 +297,35 @@ func TestWarmupNotScored(t *testing.T) {
 		t.Fatal("series warm-up marks wrong")
 	}
 }
+
+// A connect the server refuses keeps the server's SQLSTATE (here 28000,
+// no such role), and counts as a connection failure.
+func TestRefusedConnectKeepsServerCode(t *testing.T) {
+	w := oneOp("SELECT 1", time.Second)
+	cfg, err := pgxpool.ParseConfig(srv.NewDatabase(t) + " user=no_such_role")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	rec := record.New(ops(w), time.Now(), 0, time.Second)
+	_, err = engine.Run(context.Background(), pool, engine.Config{
+		Workload: w, Roles: w.Roles(),
+		Stages:      []engine.Stage{{Duration: 0, Target: 1}, {Duration: 1500 * time.Millisecond, Target: 1}},
+		Connections: 1,
+	}, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rec.Results(time.Second)[0]
+	if r.Errors == 0 || r.ErrorsBySQLState["28000"] != r.Errors {
+		t.Fatalf("errors %d by state %v, want all 28000", r.Errors, r.ErrorsBySQLState)
+	}
+	// one connect attempt per second, not a spin
+	if r.Errors > 3 {
+		t.Fatalf("%d connect attempts in 1.5 s: the VU spins on a refusing server", r.Errors)
+	}
+}

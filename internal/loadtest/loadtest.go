@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -61,19 +62,25 @@ type Options struct {
 
 // Parameters is what the results document keeps of Options.
 type Parameters struct {
-	Workload    string          `json:"workload"`
-	Scale       float64         `json:"scale"`
-	Seed        uint64          `json:"seed"`
-	Stages      []stageJSON     `json:"stages"`
-	MaxVUs      int             `json:"max_vus"`
-	WarmupS     float64         `json:"warmup_s"`
-	Think       string          `json:"think_time"`
-	Connections int             `json:"connections"`
-	MaxErrors   int64           `json:"max_errors"`
-	IntervalS   float64         `json:"interval_s"`
-	Server      string          `json:"server"` // redacted DSN or "embedded"
-	Roles       []workload.Role `json:"roles"`
-	Operations  []opJSON        `json:"operations"`
+	Workload    string      `json:"workload"`
+	Scale       float64     `json:"scale"`
+	Seed        uint64      `json:"seed"`
+	Stages      []stageJSON `json:"stages"`
+	MaxVUs      int         `json:"max_vus"`
+	WarmupS     float64     `json:"warmup_s"`
+	Think       string      `json:"think_time"`
+	Connections int         `json:"connections"`
+	MaxErrors   int64       `json:"max_errors"`
+	IntervalS   float64     `json:"interval_s"`
+	Server      string      `json:"server"` // redacted DSN or "embedded"
+	Roles       []roleJSON  `json:"roles"`
+	Operations  []opJSON    `json:"operations"`
+}
+
+type roleJSON struct {
+	Name  string             `json:"name"`
+	Share float64            `json:"share"`
+	Mix   map[string]float64 `json:"mix"`
 }
 
 type stageJSON struct {
@@ -94,6 +101,10 @@ type Environment struct {
 	Server   runenv.Server `json:"server"`
 	Embedded bool          `json:"embedded"`
 }
+
+// ErrInterrupted is returned when ctx was cancelled before the load test
+// started (e.g. Ctrl-C during initdb or set-up); nothing is left behind.
+var ErrInterrupted = errors.New("interrupted before the load test started; nothing was left behind")
 
 // Result is what Run returns: the document and where it was written.
 type Result struct {
@@ -131,6 +142,16 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		poolSize = maxVUs
 	}
 
+	// The results files, checked before anything starts.
+	path := opts.Out
+	if path == "" {
+		path = filepath.Join("erplab-results", time.Now().Format("20060102-150405")+"-"+opts.Workload.Name()+".json")
+	}
+	streamPath := strings.TrimSuffix(path, ".json") + ".jsonl"
+	if err := checkWritable(path, streamPath); err != nil {
+		return nil, err
+	}
+
 	// The server.
 	dsn, serverDesc := opts.DSN, conninfo.Redact(opts.DSN)
 	embedded := opts.DSN == "" && !opts.EnvGiven
@@ -138,6 +159,9 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	if embedded {
 		c, err := startEmbedded(ctx, opts, poolSize, out)
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ErrInterrupted
+			}
 			return nil, err
 		}
 		defer func() {
@@ -155,7 +179,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		serverDesc = "from PG* environment"
 	}
 
-	pool, err := openPool(ctx, dsn, poolSize)
+	pool, err := conninfo.OpenPool(ctx, dsn, poolSize)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +194,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 			return nil, err
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("interrupted during workload set-up")
+			return nil, ErrInterrupted
 		}
 		return nil, fmt.Errorf("workload set-up: %s", conninfo.Describe(err))
 	}
@@ -182,16 +206,13 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := warmPool(ctx, pool, opts.Connections); err != nil {
-		return nil, fmt.Errorf("open %d connections: %s (raise max_connections or lower --connections)", opts.Connections, conninfo.Describe(err))
+	// Open every connection the run will need before it starts: connection
+	// set-up is not part of any operation, and a server that cannot take
+	// them all is refused now rather than leaving VUs without one.
+	if err := warmPool(ctx, pool, poolSize); err != nil {
+		return nil, fmt.Errorf("open %d connections: %s (with --connections %d)", poolSize, conninfo.Describe(err), opts.Connections)
 	}
 
-	// Results files.
-	path := opts.Out
-	if path == "" {
-		path = filepath.Join("erplab-results", time.Now().Format("20060102-150405")+"-"+opts.Workload.Name()+".json")
-	}
-	streamPath := strings.TrimSuffix(path, ".json") + ".jsonl"
 	stream, err := record.CreateStream(streamPath)
 	if err != nil {
 		return nil, err
@@ -203,7 +224,10 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	params := Parameters{
 		Workload: opts.Workload.Name(), Scale: opts.Scale, Seed: opts.Seed, MaxVUs: maxVUs,
 		WarmupS: opts.Warmup.Seconds(), Think: opts.Think.String(), Connections: opts.Connections,
-		MaxErrors: opts.MaxErrors, IntervalS: opts.Interval.Seconds(), Server: serverDesc, Roles: roles,
+		MaxErrors: opts.MaxErrors, IntervalS: opts.Interval.Seconds(), Server: serverDesc,
+	}
+	for _, r := range roles {
+		params.Roles = append(params.Roles, roleJSON{r.Name, r.Share, r.Mix})
 	}
 	for i, op := range ops {
 		recOps[i] = record.OpInfo{Name: op.Name, Target: op.Target, Priority: op.Priority}
@@ -300,11 +324,17 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 }
 
 func startEmbedded(ctx context.Context, opts Options, poolSize int, out io.Writer) (*pgcluster.Cluster, error) {
+	if removed, _ := pgcluster.ReapOrphans(); len(removed) > 0 {
+		fmt.Fprintf(out, "removed %d throwaway server(s) left by erplab processes that were killed: %s\n", len(removed), strings.Join(removed, " "))
+	}
 	fmt.Fprintf(out, "no --dsn: starting a throwaway PostgreSQL (initdb into a temporary directory)...\n")
 	t0 := time.Now()
 	c, err := pgcluster.Start(ctx, pgcluster.Options{
 		OSUser:         opts.OSUser,
 		MaxConnections: poolSize + 20,
+		// If erplab is killed outright, the server goes with it (the
+		// directory is removed by the next erplab, see ReapOrphans).
+		StopWithParent: !opts.Keep,
 	})
 	if err != nil {
 		return nil, err
@@ -315,30 +345,6 @@ func startEmbedded(ctx context.Context, opts Options, poolSize int, out io.Write
 	}
 	fmt.Fprintf(out, "PostgreSQL %s ready in %s (data %s, port %d)\n", c.Version(), time.Since(t0).Round(10*time.Millisecond), c.Dir(), c.Port())
 	return c, nil
-}
-
-// openPool connects and checks the connection, turning failures into one
-// clear line.
-func openPool(ctx context.Context, dsn string, size int) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("%s", conninfo.Describe(err))
-	}
-	cfg.MaxConns = int32(size)
-	cfg.MinConns = 0
-	cfg.MaxConnIdleTime = time.Hour
-	cfg.HealthCheckPeriod = time.Minute
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("%s", conninfo.Describe(err))
-	}
-	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	if err := pool.Ping(pctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("%s", conninfo.Describe(err))
-	}
-	return pool, nil
 }
 
 // warmPool opens n connections up front so that connection set-up is not
@@ -425,4 +431,25 @@ func shortVersion(v string) string {
 		return v[:i]
 	}
 	return v
+}
+
+// checkWritable refuses to overwrite earlier results and makes sure the
+// directory exists and takes files, before any server is started.
+func checkWritable(paths ...string) error {
+	for _, p := range paths {
+		if _, err := os.Stat(p); err == nil {
+			return fmt.Errorf("results file %s exists; choose another --out or remove it", p)
+		}
+		dir := filepath.Dir(p)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("results directory: %w", err)
+		}
+		f, err := os.CreateTemp(dir, ".erplab-write-check-*")
+		if err != nil {
+			return fmt.Errorf("results directory %s is not writable: %w", dir, err)
+		}
+		f.Close()
+		os.Remove(f.Name())
+	}
+	return nil
 }

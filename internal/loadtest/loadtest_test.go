@@ -177,3 +177,20 @@ func TestServerGoneMidRunKeepsResults(t *testing.T) {
 		t.Fatalf("status %q, %d ok operations kept", doc.Status, doc.Totals.Count-doc.Totals.Errors)
 	}
 }
+
+// Earlier results are never overwritten, and the check comes before any
+// server work.
+func TestExistingResultsRefused(t *testing.T) {
+	opts := smokeOptions(t, "host=/nonexistent dbname=x", time.Second)
+	if err := os.WriteFile(opts.Out, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	_, err := loadtest.Run(context.Background(), opts, &out)
+	if err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Fatalf("err = %v, want: results file exists", err)
+	}
+	if b, _ := os.ReadFile(opts.Out); string(b) != "{}" {
+		t.Fatal("results file overwritten")
+	}
+}

@@ -93,9 +93,18 @@ func fmtMs(v float64) string {
 	}
 }
 
+// fmtElapsed rounds elapsed time to the progress period's precision.
+func fmtElapsed(d, period time.Duration) string {
+	if period < time.Second {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
 // printProgress writes a line every opts.Progress until done: elapsed, VUs,
-// operations per second over the last period, errors, the worst
-// operation's p95 against its T, and the running integral APDEX.
+// VUs inside an operation and waiting for a connection, operations per
+// second over the last period, errors, the worst p95 against its T since
+// the start of scoring (cumulative), and the running integral APDEX.
 func printProgress(w io.Writer, rec *record.Recorder, opts Options, done <-chan struct{}) {
 	t := time.NewTicker(opts.Progress)
 	defer t.Stop()
@@ -108,18 +117,12 @@ func printProgress(w io.Writer, rec *record.Recorder, opts Options, done <-chan 
 			return
 		case now := <-t.C:
 			s := rec.Snapshot()
-			series := rec.Series()
-			vus := int64(0)
-			waiters := int64(0)
-			if len(series) > 0 {
-				vus = series[len(series)-1].VUs
-				waiters = series[len(series)-1].PoolWaiters
-			}
+			vus, waiters, inFlight := rec.Gauges()
 			n := s.Count + s.Warmup
 			rate := float64(n-lastCount) / now.Sub(last).Seconds()
 			lastCount, last = n, now
-			line := fmt.Sprintf("%5s/%s  VUs %d  waiting %d  %.1f ops/s  errors %d",
-				now.Sub(rec.Start()).Round(time.Second), total, vus, waiters, rate, s.Errors)
+			line := fmt.Sprintf("%5s/%s  VUs %d  in op %d  waiting %d  %.1f ops/s  errors %d",
+				fmtElapsed(now.Sub(rec.Start()), opts.Progress), total, vus, inFlight, waiters, rate, s.Errors)
 			if now.Sub(rec.Start()) < opts.Warmup {
 				line += "  (warm-up)"
 			} else {

@@ -197,6 +197,12 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgcluster: create temp dir: %w", err)
 	}
+	// The owner file lets a later erplab remove this directory if this
+	// process dies without Stop (see ReapOrphans).
+	if err := os.WriteFile(filepath.Join(c.dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		_ = os.RemoveAll(c.dir)
+		return nil, fmt.Errorf("pgcluster: %w", err)
+	}
 	defer func() {
 		if err != nil {
 			_ = c.Stop()
@@ -739,6 +745,7 @@ func (c *Cluster) Keep() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.kept = true
+	_ = os.WriteFile(filepath.Join(c.dir, ownerFile), []byte(keptOwner), 0o644)
 	if c.logFile != nil {
 		_ = c.logFile.Close() // the server holds its own descriptor
 		c.logFile = nil

@@ -100,6 +100,7 @@ type Recorder struct {
 	ivIndex   int // number of intervals closed so far
 	series    []Interval
 	vus       atomic.Int64
+	inflight  atomic.Int64
 	waiters   atomic.Int64
 	maxWaiter atomic.Int64
 }
@@ -166,11 +167,13 @@ func (r *Recorder) Record(s Sample) {
 	o.apdex.Add(resp, o.info.Target, failed)
 }
 
-// SetGauges stores the current number of active virtual users and of
-// virtual users waiting for a connection; the interval keeps the last value
-// and the maximum of waiters seen.
-func (r *Recorder) SetGauges(vus, poolWaiters int) {
+// SetGauges stores the current number of active virtual users, of those
+// waiting for a connection, and of those inside an operation (waiting or
+// executing); the interval keeps the last values and the maximum of
+// waiters seen.
+func (r *Recorder) SetGauges(vus, poolWaiters, inFlight int) {
 	r.vus.Store(int64(vus))
+	r.inflight.Store(int64(inFlight))
 	r.waiters.Store(int64(poolWaiters))
 	for {
 		m := r.maxWaiter.Load()
@@ -202,6 +205,9 @@ type Interval struct {
 	// of the interval; PoolWaitersMax the largest number seen during it.
 	PoolWaiters    int64 `json:"pool_waiters"`
 	PoolWaitersMax int64 `json:"pool_waiters_max"`
+	// InFlight is the number of VUs inside an operation at the end of the
+	// interval (a stall shows as InFlight high and Count low).
+	InFlight int64 `json:"in_flight"`
 	// Ops holds per-operation figures by operation name; operations with
 	// no sample in the interval are left out.
 	Ops map[string]OpInterval `json:"ops"`
@@ -228,6 +234,7 @@ func (r *Recorder) Tick(now time.Time) []Interval {
 			Warmup:         end.Sub(r.start) <= r.warmup,
 			VUs:            r.vus.Load(),
 			PoolWaiters:    r.waiters.Load(),
+			InFlight:       r.inflight.Load(),
 			PoolWaitersMax: r.maxWaiter.Swap(r.waiters.Load()),
 			Ops:            map[string]OpInterval{},
 		}
@@ -268,6 +275,12 @@ func (r *Recorder) Finish(now time.Time) []Interval {
 		}
 	}
 	return out
+}
+
+// Gauges returns the last values given to SetGauges: active VUs, VUs
+// waiting for a connection, VUs inside an operation.
+func (r *Recorder) Gauges() (vus, poolWaiters, inFlight int64) {
+	return r.vus.Load(), r.waiters.Load(), r.inflight.Load()
 }
 
 // Series returns the intervals closed so far.

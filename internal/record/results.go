@@ -61,7 +61,7 @@ type Document struct {
 	Operations  []OpResult      `json:"operations"`
 	Integral    IntegralScore   `json:"apdex_integral"`
 	Totals      Totals          `json:"totals"`
-	Series      []Interval      `json:"series"`
+	Series      []Interval      `json:"series,omitempty"`
 	// Extra holds sections other packages add (observations, remedies).
 	Extra map[string]json.RawMessage `json:"extra,omitempty"`
 }

@@ -104,7 +104,8 @@ func (*Workload) Roles() []workload.Role {
 }
 
 // Setup implements workload.Workload: it creates schema erplab_smoke and
-// fills Items*scale items (at least 100). A database whose other schemas
+// fills Items*scale items (at least 100), or, when they are there, resets
+// the orders and stock so that every run starts from the same state. A database whose other schemas
 // hold tables is refused unless opts.Force.
 func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, opts workload.SetupOptions) error {
 	if !opts.Force {
@@ -121,7 +122,7 @@ SELECT count(*), coalesce(string_agg(name, ', ' ORDER BY rn) FILTER (WHERE rn <=
 			return fmt.Errorf("smoke setup: inspect database: %w", err)
 		}
 		if n > 0 {
-			return fmt.Errorf("smoke setup: %w: %d tables such as %s", workload.ErrForeignDatabase, n, sample)
+			return fmt.Errorf("smoke setup: %w: %d table(s), e.g. %s", workload.ErrForeignDatabase, n, sample)
 		}
 	}
 	items := int(float64(Items) * opts.Scale)
@@ -134,6 +135,10 @@ SELECT count(*), coalesce(string_agg(name, ', ' ORDER BY rn) FILTER (WHERE rn <=
 	var have string
 	err := pool.QueryRow(ctx, `SELECT value FROM erplab_smoke.meta WHERE key = 'items'`).Scan(&have)
 	if err == nil && have == fmt.Sprint(items) {
+		// Every run starts from the same state: no orders, full stock.
+		if _, err := pool.Exec(ctx, `TRUNCATE erplab_smoke.orders; UPDATE erplab_smoke.items SET qty = 1000 WHERE qty <> 1000`); err != nil {
+			return fmt.Errorf("smoke setup: reset: %w", err)
+		}
 		return nil
 	}
 	if err != nil && err != pgx.ErrNoRows {
