@@ -205,3 +205,64 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("%q %v", out, err)
 	}
 }
+
+// erplab init --vs-pgbench on the throwaway server prints both loaders
+// side by side with their ratio.
+func TestInitVsPgbench(t *testing.T) {
+	out, err := erplab(t, t.TempDir(), "init", "--scale", "0.01", "--vs-pgbench").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"erplab init (erp)", "pgbench -i -s 1", "time per GB, erplab / pgbench:"} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("no %q in:\n%s", want, out)
+		}
+	}
+	if m := dataDirRE.FindSubmatch(out); m != nil {
+		if _, err := os.Stat(string(m[1])); !os.IsNotExist(err) {
+			t.Fatalf("throwaway cluster %s left behind", m[1])
+		}
+	}
+}
+
+// The ERP workload end to end on the embedded default: every key
+// operation appears in the results, and the catalog sizes are printed.
+func TestRunERPEmbedded(t *testing.T) {
+	dir := t.TempDir()
+	out, err := erplab(t, dir, "run", "--workload", "erp", "--scale", "0.01", "--users", "12", "--connections", "4",
+		"--think", "0", "--duration", "6s", "--out", "erp.json", "--progress", "0").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	doc, err := record.ReadFile(filepath.Join(dir, "erp.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Operations) != 11 || doc.Totals.Count < 50 {
+		t.Fatalf("%d operations, %d executions\n%s", len(doc.Operations), doc.Totals.Count, out)
+	}
+	if doc.Totals.Errors*10 > doc.Totals.Count {
+		t.Fatalf("%d of %d executions failed\n%s", doc.Totals.Errors, doc.Totals.Count, out)
+	}
+	if !strings.Contains(string(out), "catalog size before -> after: pg_class") || doc.Extra["catalog"] == nil {
+		t.Fatalf("no catalog sizes:\n%s", out)
+	}
+}
+
+func TestInitUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"init"},
+		{"init", "--scale", "0", "--keep"},
+		{"init", "--workload", "smoke", "--keep"},
+		{"init", "--dsn", "dbname=x", "--keep"},
+	} {
+		cmd := erplab(t, t.TempDir(), args...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitUsage || strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 {
+			t.Errorf("%v: exit %v, stderr %q", args, err, stderr.String())
+		}
+	}
+}

@@ -15,18 +15,37 @@ import (
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/record"
 	"github.com/erplab/erplab/internal/workload"
+	"github.com/erplab/erplab/internal/workload/erp"
 	"github.com/erplab/erplab/internal/workload/smoke"
 )
 
+// workloadFlags are the options of the built-in workloads.
+type workloadFlags struct {
+	tempStyle string
+	separator bool
+}
+
 // workloads maps --workload names to constructors.
-func workloads() map[string]func() workload.Workload {
+func workloads(wf workloadFlags) map[string]func() workload.Workload {
 	return map[string]func() workload.Workload{
 		"smoke": func() workload.Workload { return smoke.New() },
+		"erp": func() workload.Workload {
+			return erp.New(erp.WorkloadOptions{TempStyle: wf.tempStyle, Separator: wf.separator})
+		},
 	}
 }
 
-func workloadByName(name string) (workload.Workload, error) {
-	all := workloads()
+// defaultScale is each workload's scale when --scale is not given: the
+// ERP data at 0.1 (about 130 MB) builds in a few seconds.
+func defaultScale(name string) float64 {
+	if name == "erp" {
+		return 0.1
+	}
+	return 1
+}
+
+func workloadByName(name string, wf workloadFlags) (workload.Workload, error) {
+	all := workloads(wf)
 	if f, ok := all[name]; ok {
 		return f(), nil
 	}
@@ -48,6 +67,7 @@ type runFlags struct {
 	seed                                   uint64
 	maxErrors                              int64
 	force, keep                            bool
+	wl                                     workloadFlags
 }
 
 func newRunCmd() *cobra.Command {
@@ -97,7 +117,9 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
 	fl := cmd.Flags()
 	fl.StringVar(&f.dsn, "dsn", "", "server to test (libpq key=value or URL); default: PG* environment, else a throwaway embedded server")
 	fl.StringVar(&f.workload, "workload", "smoke", "workload to run")
-	fl.Float64Var(&f.scale, "scale", 1, "data scale factor of the workload")
+	fl.Float64Var(&f.scale, "scale", 1, "data scale factor of the workload (default: smoke 1, erp 0.1 = about 130 MB; erp 1 = about 1.4 GB)")
+	fl.StringVar(&f.wl.tempStyle, "temp-style", erp.TempStyle1C, "erp: how temp tables are used: 1c (create, index, analyze, drop) or lsfusion (cached t_N, TRUNCATE)")
+	fl.BoolVar(&f.wl.separator, "separator", false, "erp: build the data with the data-separator column first in every index")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of data generation and of the VUs' random choices")
 	fl.BoolVar(&f.force, "force", false, "allow writing into a database that holds tables erplab did not create")
 	fl.StringVar(&f.mix, "mix", "", "override the roles' operation mix: op=weight,op=weight")
@@ -132,9 +154,15 @@ func checkApdexMin(i record.IntegralScore, min float64) error {
 }
 
 func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
-	w, err := workloadByName(f.workload)
+	if f.wl.tempStyle != erp.TempStyle1C && f.wl.tempStyle != erp.TempStyleLsFusion {
+		return loadtest.Options{}, fmt.Errorf("--temp-style must be %s or %s, got %q", erp.TempStyle1C, erp.TempStyleLsFusion, f.wl.tempStyle)
+	}
+	w, err := workloadByName(f.workload, f.wl)
 	if err != nil {
 		return loadtest.Options{}, err
+	}
+	if !cmd.Flags().Changed("scale") {
+		f.scale = defaultScale(f.workload)
 	}
 	if f.mix != "" {
 		if _, err := workload.OverrideMix(w, f.mix); err != nil {

@@ -279,6 +279,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 			printProgress(out, rec, opts, progressDone)
 		}()
 	}
+	catBefore := catalogSizes(ctx, pool)
 	outcome, runErr := engine.Run(ctx, pool, cfg, rec)
 	close(progressDone)
 	progressWG.Wait()
@@ -302,6 +303,11 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		doc.Totals.PerSecond = float64(doc.Totals.Count) / scored.Seconds()
 	}
 	doc.Series = rec.Series()
+	cat := CatalogGrowth{Before: catBefore, After: catalogSizes(context.WithoutCancel(ctx), pool)}
+	if cat.Before != nil && cat.After != nil {
+		doc.Extra = map[string]json.RawMessage{}
+		doc.Extra["catalog"], _ = json.Marshal(cat)
+	}
 
 	if err := doc.WriteFile(path); err != nil {
 		return nil, fmt.Errorf("%w (the time series is in %s)", err, streamPath)
@@ -312,6 +318,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		streamErr = err
 	}
 	PrintSummary(out, doc, outcome)
+	printCatalog(out, cat)
 	fmt.Fprintf(out, "results: %s (time series: %s)\n", path, streamPath)
 	if streamErr != nil {
 		fmt.Fprintf(out, "warning: %v\n", streamErr)
@@ -452,4 +459,53 @@ func checkWritable(paths ...string) error {
 		os.Remove(f.Name())
 	}
 	return nil
+}
+
+// CatalogGrowth is the size of the system catalogs that temp tables grow,
+// before and after the run (bytes by catalog name; see
+// runenv.CatalogTables). It goes into the results as extra.catalog.
+type CatalogGrowth struct {
+	Before map[string]int64 `json:"before_bytes"`
+	After  map[string]int64 `json:"after_bytes"`
+}
+
+// catalogSizes measures the catalogs, or returns nil if it cannot (a
+// server gone mid-run): the results are written without them.
+func catalogSizes(ctx context.Context, pool *pgxpool.Pool) map[string]int64 {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := pool.Acquire(cctx)
+	if err != nil {
+		return nil
+	}
+	defer conn.Release()
+	m, err := runenv.CatalogSizes(cctx, conn.Conn())
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+func printCatalog(w io.Writer, c CatalogGrowth) {
+	if c.Before == nil || c.After == nil {
+		return
+	}
+	parts := make([]string, 0, len(c.Before))
+	for _, name := range runenv.CatalogTables() {
+		parts = append(parts, fmt.Sprintf("%s %s -> %s", name, fmtBytes(c.Before[name]), fmtBytes(c.After[name])))
+	}
+	fmt.Fprintf(w, "catalog size before -> after: %s\n", strings.Join(parts, ", "))
+}
+
+// fmtBytes prints a size in binary units (kB = 1024 bytes, as PostgreSQL's
+// pg_size_pretty does).
+func fmtBytes(b int64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.1f GB", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MB", float64(b)/(1<<20))
+	default:
+		return fmt.Sprintf("%d kB", b>>10)
+	}
 }

@@ -122,3 +122,33 @@ func TestReadServerCanceled(t *testing.T) {
 		t.Fatalf("canceled ctx: err = %v", err)
 	}
 }
+
+// Temp-table churn grows the catalogs CatalogSizes measures.
+func TestCatalogSizesGrowWithTempTables(t *testing.T) {
+	ctx := context.Background()
+	pool := srv.Pool(t, srv.NewDatabase(t))
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	before, err := CatalogSizes(ctx, conn.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before) != len(CatalogTables()) || before["pg_class"] <= 0 {
+		t.Fatalf("sizes %v", before)
+	}
+	for i := 0; i < 300; i++ {
+		if _, err := conn.Exec(ctx, `CREATE TEMP TABLE churn (a int, b text, c numeric); CREATE INDEX ON churn (a); DROP TABLE churn`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := CatalogSizes(ctx, conn.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after["pg_attribute"] <= before["pg_attribute"] || after["pg_class"] <= before["pg_class"] {
+		t.Fatalf("catalogs did not grow: before %v after %v", before, after)
+	}
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/initbench"
+	"github.com/erplab/erplab/internal/pgcluster"
+	"github.com/erplab/erplab/internal/workload/erp"
+)
+
+type initFlags struct {
+	dsn, workload, osUser string
+	scale                 float64
+	seed                  uint64
+	parallel              int
+	separator, force      bool
+	drop, keep, vsPgbench bool
+}
+
+func newInitCmd() *cobra.Command {
+	var f initFlags
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Create a workload's schema and data in a database",
+		Long: `Create the ERP workload's 1C-like schema and load deterministic data at a scale factor
+(scale 1 is about 1 GB): binary COPY into index-less tables on parallel connections, then
+indexes and ANALYZE. The database must be empty or hold only erplab's tables unless --force.
+--drop removes only what erplab created (recorded in the table _erplab_meta).
+
+Without --dsn the data goes into a throwaway server: use --keep to leave it running, or
+--vs-pgbench to compare the load rate with 'pgbench -i' on the same server in one go.`,
+		Example: `  erplab init --dsn 'host=/var/run/postgresql dbname=erp' --scale 1
+  erplab init --dsn 'dbname=erp' --drop
+  erplab init --scale 0.2 --vs-pgbench`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.workload != "erp" {
+				return withCode(exitUsage, fmt.Errorf("init: workload %q has no separate init (only erp; smoke sets itself up in 'erplab run')", f.workload))
+			}
+			if f.scale <= 0 || f.scale > erp.MaxScale {
+				return withCode(exitUsage, fmt.Errorf("--scale must be in (0, %d], got %g", erp.MaxScale, f.scale))
+			}
+			if f.parallel < 0 {
+				return withCode(exitUsage, fmt.Errorf("--parallel must be >= 0, got %d", f.parallel))
+			}
+			dsn, envGiven := conninfo.FromEnvOrFlag(f.dsn)
+			embedded := dsn == "" && !envGiven
+			if !embedded && (f.keep || f.osUser != "") {
+				return withCode(exitUsage, errors.New("--keep and --os-user apply to the throwaway server only; drop them or drop --dsn"))
+			}
+			if embedded && !f.keep && !f.vsPgbench {
+				return withCode(exitUsage, errors.New("init without --dsn would load a throwaway server and remove it at once: pass --dsn, --keep or --vs-pgbench"))
+			}
+			if f.drop && f.vsPgbench {
+				return withCode(exitUsage, errors.New("--drop and --vs-pgbench do not go together"))
+			}
+			return runInit(cmd.Context(), cmd.OutOrStdout(), f, dsn, embedded)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.dsn, "dsn", "", "target database (libpq key=value or URL); default: PG* environment, else a throwaway server")
+	fl.StringVar(&f.workload, "workload", "erp", "workload whose data to create")
+	fl.Float64Var(&f.scale, "scale", 0.1, "scale factor (1 = about 1 GB)")
+	fl.Uint64Var(&f.seed, "seed", 1, "seed of the data generator (same seed and scale, same data)")
+	fl.IntVar(&f.parallel, "parallel", 0, "COPY streams and concurrent index builds (0 = number of CPUs)")
+	fl.BoolVar(&f.separator, "separator", false, "add the data-separator column as the first column of every index")
+	fl.BoolVar(&f.force, "force", false, "write into a database that holds tables erplab did not create")
+	fl.BoolVar(&f.drop, "drop", false, "remove what erplab created in the database, nothing else")
+	fl.BoolVar(&f.keep, "keep", false, "throwaway server: leave it running with the data and print how to connect")
+	fl.BoolVar(&f.vsPgbench, "vs-pgbench", false, "also run 'pgbench -i' of about the same size on the same server and compare the rates")
+	fl.StringVar(&f.osUser, "os-user", "", "throwaway server: OS user to run PostgreSQL as when erplab runs as root (default postgres)")
+	return cmd
+}
+
+func runInit(ctx context.Context, out io.Writer, f initFlags, dsn string, embedded bool) error {
+	var cluster *pgcluster.Cluster
+	if embedded {
+		fmt.Fprintln(out, "no --dsn: starting a throwaway PostgreSQL...")
+		c, err := pgcluster.Start(ctx, pgcluster.Options{OSUser: f.osUser, MaxConnections: 50})
+		if err != nil {
+			return err
+		}
+		cluster = c
+		defer func() {
+			if f.keep {
+				fmt.Fprintln(out, c.Keep())
+				fmt.Fprintln(out, `the ERP data is in database "erplab" (dbname=erplab)`)
+				return
+			}
+			c.Stop()
+		}()
+		if err := c.CreateDatabase(ctx, "erplab"); err != nil {
+			return fmt.Errorf("throwaway server: %w", err)
+		}
+		dsn = c.DSN("erplab")
+		f.force = true
+	}
+	pool, err := conninfo.OpenPool(ctx, dsn, 2*max(f.parallel, 2)+2)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if f.drop {
+		meta, ok, err := erp.Installed(ctx, pool)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			fmt.Fprintln(out, "no erplab ERP data in this database; nothing to drop")
+			return nil
+		}
+		if err := erp.Drop(ctx, pool); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "dropped erplab ERP data (scale %g, %d tables); other tables untouched\n", meta.Scale, len(meta.Tables))
+		return nil
+	}
+	progress := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+	st, err := erp.Init(ctx, pool, erp.Options{Scale: f.scale, Seed: f.seed, Separator: f.separator, Parallel: f.parallel, Force: f.force, Progress: progress})
+	if err != nil {
+		if ctx.Err() != nil {
+			return errors.New("init interrupted; what it had created was removed")
+		}
+		return err
+	}
+	if st.Reused {
+		fmt.Fprintf(out, "the database already holds this data set (scale %g, seed %d): %d rows; nothing done\n", f.scale, f.seed, st.Rows)
+	} else {
+		fmt.Fprintf(out, "loaded %d rows, %.1f MB in %s (COPY %s, indexes %s, analyze %s): %.0f rows/s, %.1f MB/s\n",
+			st.Rows, float64(st.Bytes)/1e6, st.Duration.Round(10*time.Millisecond), st.CopyDuration.Round(10*time.Millisecond),
+			st.IndexDuration.Round(10*time.Millisecond), st.AnalyzeDuration.Round(10*time.Millisecond),
+			float64(st.Rows)/st.Duration.Seconds(), float64(st.Bytes)/1e6/st.Duration.Seconds())
+	}
+	if !f.vsPgbench {
+		return nil
+	}
+	if st.Reused {
+		return errors.New("--vs-pgbench needs a fresh load; the data set was already there (use another database or --drop first)")
+	}
+	return comparePgbench(ctx, out, cluster, dsn, st)
+}
+
+// comparePgbench loads a pgbench database of about the same size into a
+// sibling database on the same server and prints both rates.
+func comparePgbench(ctx context.Context, out io.Writer, cluster *pgcluster.Cluster, dsn string, st erp.LoadStats) error {
+	binDir := ""
+	if cluster != nil {
+		binDir = cluster.BinDir()
+	} else if d, err := pgcluster.FindBinDir(); err == nil {
+		binDir = d
+	}
+	pgbench, err := initbench.FindPgbench(binDir)
+	if err != nil {
+		return err
+	}
+	// A sibling database on the same server for pgbench's tables.
+	pool, err := conninfo.OpenPool(ctx, dsn, 1)
+	if err != nil {
+		return err
+	}
+	const db = "erplab_pgbench_compare"
+	_, err = pool.Exec(ctx, `DROP DATABASE IF EXISTS `+db)
+	if err == nil {
+		_, err = pool.Exec(ctx, `CREATE DATABASE `+db)
+	}
+	pool.Close()
+	if err != nil {
+		return fmt.Errorf("create database %s for pgbench: %w", db, err)
+	}
+	pgDSN, err := initbench.WithDatabase(dsn, db)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if p, err := conninfo.OpenPool(context.Background(), dsn, 1); err == nil {
+			p.Exec(context.Background(), `DROP DATABASE IF EXISTS `+db+` WITH (FORCE)`)
+			p.Close()
+		}
+	}()
+	scale := initbench.PgbenchScaleFor(st.Bytes)
+	fmt.Fprintf(out, "running pgbench -i -s %d (about the same size) into database %s on the same server...\n", scale, db)
+	ref, err := initbench.RunPgbench(ctx, pgbench, pgDSN, scale)
+	if err != nil {
+		return err
+	}
+	ours := initbench.Result{Tool: "erplab init (erp)", Rows: st.Rows, Bytes: st.Bytes, Duration: st.Duration}
+	fmt.Fprintln(out)
+	initbench.Print(out, ours, ref)
+	return nil
+}
