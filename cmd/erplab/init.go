@@ -11,6 +11,7 @@ import (
 
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/initbench"
+	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/workload/erp"
 )
@@ -82,8 +83,7 @@ Without --dsn the data goes into a throwaway server: use --keep to leave it runn
 func runInit(ctx context.Context, out io.Writer, f initFlags, dsn string, embedded bool) error {
 	var cluster *pgcluster.Cluster
 	if embedded {
-		fmt.Fprintln(out, "no --dsn: starting a throwaway PostgreSQL...")
-		c, err := pgcluster.Start(ctx, pgcluster.Options{OSUser: f.osUser, MaxConnections: 50})
+		c, err := loadtest.StartEmbedded(ctx, out, f.osUser, 50, f.keep)
 		if err != nil {
 			return err
 		}
@@ -96,9 +96,6 @@ func runInit(ctx context.Context, out io.Writer, f initFlags, dsn string, embedd
 			}
 			c.Stop()
 		}()
-		if err := c.CreateDatabase(ctx, "erplab"); err != nil {
-			return fmt.Errorf("throwaway server: %w", err)
-		}
 		dsn = c.DSN("erplab")
 		f.force = true
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -12,16 +13,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/record"
 )
 
-// TestMain lets a test run this binary as the erplab command itself.
+var srv *pgtest.Server
+
+// TestMain lets a test run this binary as the erplab command itself;
+// otherwise it runs the tests with a shared server for --dsn cases.
 func TestMain(m *testing.M) {
 	if os.Getenv("ERPLAB_TEST_AS_MAIN") == "1" {
 		main()
 		return
 	}
-	os.Exit(m.Run())
+	os.Exit(pgtest.Run(m, &srv))
 }
 
 // erplab starts this test binary as `erplab args...` in dir.
@@ -264,5 +269,38 @@ func TestInitUsage(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ExitCode() != exitUsage || strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 {
 			t.Errorf("%v: exit %v, stderr %q", args, err, stderr.String())
 		}
+	}
+}
+
+// erplab check proves totals = movements, and catches a corrupted total.
+func TestCheckCommand(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	if out, err := erplab(t, t.TempDir(), "init", "--dsn", dsn, "--scale", "0.01").CombinedOutput(); err != nil {
+		t.Fatalf("init: %v\n%s", err, out)
+	}
+	out, err := erplab(t, t.TempDir(), "check", "--dsn", dsn).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "OK: every totals row") {
+		t.Fatalf("check on fresh data: %v\n%s", err, out)
+	}
+	pool := srv.Pool(t, dsn)
+	if _, err := pool.Exec(context.Background(), `UPDATE _accumrgt1239 SET _fld1237 = _fld1237 + 1
+		WHERE ctid = (SELECT ctid FROM _accumrgt1239 WHERE _period = '3999-11-01' LIMIT 1)`); err != nil {
+		t.Fatal(err)
+	}
+	out, err = erplab(t, t.TempDir(), "check", "--dsn", dsn).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitCheckFailed || !strings.Contains(string(out), "1 totals rows differ") {
+		t.Fatalf("check on corrupted data: %v\n%s", err, out)
+	}
+	// --drop removes erplab's tables only
+	pool.Exec(context.Background(), `CREATE TABLE mine (id int)`)
+	if out, err := erplab(t, t.TempDir(), "init", "--dsn", dsn, "--drop").CombinedOutput(); err != nil {
+		t.Fatalf("drop: %v\n%s", err, out)
+	}
+	var erpTables, mine int
+	pool.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE relname LIKE '\_%'), count(*) FILTER (WHERE relname = 'mine')
+		FROM pg_class WHERE relkind = 'r' AND relnamespace = 'public'::regnamespace`).Scan(&erpTables, &mine)
+	if erpTables != 0 || mine != 1 {
+		t.Fatalf("after --drop: %d erplab tables, mine=%d", erpTables, mine)
 	}
 }

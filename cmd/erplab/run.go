@@ -66,7 +66,9 @@ type runFlags struct {
 	scale, apdexMin                        float64
 	seed                                   uint64
 	maxErrors                              int64
-	force, keep                            bool
+	force, keep, observe                   bool
+	observeInterval                        time.Duration
+	metricsAddr                            string
 	wl                                     workloadFlags
 }
 
@@ -136,6 +138,9 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
 	fl.DurationVar(&f.progress, "progress", 5*time.Second, "progress line period (0 = none)")
 	fl.DurationVar(&f.interval, "interval", time.Second, "time-series resolution of the results")
 	fl.DurationVar(&f.gracefulStop, "graceful-stop", 10*time.Second, "at the end, how long VUs may finish their current operation")
+	fl.BoolVar(&f.observe, "observe", true, "sample sessions, wait events, pg_stat_database, catalogs and host CPU during the run and record them (--observe=false to skip)")
+	fl.DurationVar(&f.observeInterval, "observe-interval", 0, "sampling period of the observations (default: --interval; at least 100ms)")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (server, host, per-operation latency and APDEX) at host:port during the run")
 	fl.StringVar(&f.osUser, "os-user", "", "embedded server: OS user to run PostgreSQL as when erplab runs as root (default postgres)")
 	fl.BoolVar(&f.keep, "keep", false, "embedded server: leave it running at the end and print how to connect and stop it")
 	return cmd
@@ -213,6 +218,9 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 	if f.warmup >= engine.TotalDuration(stages) {
 		return loadtest.Options{}, fmt.Errorf("--warmup %s covers the whole run (%s): nothing would be scored", f.warmup, engine.TotalDuration(stages))
 	}
+	if f.observeInterval != 0 && f.observeInterval < 100*time.Millisecond {
+		return loadtest.Options{}, fmt.Errorf("--observe-interval must be at least 100ms, got %s", f.observeInterval)
+	}
 	if f.interval < 100*time.Millisecond {
 		return loadtest.Options{}, fmt.Errorf("--interval must be at least 100ms, got %s", f.interval)
 	}
@@ -231,6 +239,7 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 		Workload: w, Mix: f.mix, Scale: f.scale, Seed: f.seed,
 		Stages: stages, Warmup: f.warmup, Think: think, Connections: conns,
 		MaxErrors: f.maxErrors, GracefulStop: f.gracefulStop, Interval: f.interval, Progress: f.progress,
+		Observe: f.observe, ObserveInterval: f.observeInterval, MetricsAddr: f.metricsAddr,
 		Out: f.out, CommandLine: append([]string{"erplab"}, os.Args[1:]...), Version: version,
 	}, nil
 }

@@ -5,6 +5,7 @@
 package loadtest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,9 +22,12 @@ import (
 
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/metrics"
 	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/record"
 	"github.com/erplab/erplab/internal/runenv"
+	"github.com/erplab/erplab/internal/sampler"
+	"github.com/erplab/erplab/internal/storm"
 	"github.com/erplab/erplab/internal/workload"
 )
 
@@ -53,6 +57,16 @@ type Options struct {
 	GracefulStop time.Duration
 	Interval     time.Duration // time-series resolution
 	Progress     time.Duration // progress line period; 0 = none
+
+	// Observe runs the samplers (sessions by state and wait event,
+	// pg_stat_database, catalog, host) during the run and records them in
+	// the results as extra.observations; ObserveInterval is their period
+	// (default: Interval).
+	Observe         bool
+	ObserveInterval time.Duration
+	// MetricsAddr, when set, serves Prometheus metrics there (host:port)
+	// during the run.
+	MetricsAddr string
 
 	// Out is the results file; "" = ./erplab-results/<time>-<workload>.json.
 	Out         string
@@ -157,7 +171,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	embedded := opts.DSN == "" && !opts.EnvGiven
 	force := opts.Force
 	if embedded {
-		c, err := startEmbedded(ctx, opts, poolSize, out)
+		c, err := StartEmbedded(ctx, out, opts.OSUser, poolSize+20, opts.Keep)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ErrInterrupted
@@ -250,6 +264,49 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	}
 	rec := record.New(recOps, start, opts.Warmup, opts.Interval)
 
+	// Metrics and observations, on the run's time base.
+	var (
+		outMu sync.Mutex // serialises lines from the progress and sampler goroutines
+		exp   *metrics.Exporter
+		obs   *sampler.Session
+	)
+	say := func(format string, args ...any) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		fmt.Fprintf(out, format+"\n", args...)
+	}
+	if opts.MetricsAddr != "" {
+		if exp, err = metrics.New(metrics.Options{}); err != nil {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+		exp.SetOpSource(metrics.RecorderSource(rec))
+		msrv, err := metrics.Serve(ctx, opts.MetricsAddr, exp.Handler())
+		if err != nil {
+			return nil, err
+		}
+		defer msrv.Close()
+		say("metrics: http://%s/metrics", msrv.Addr())
+	}
+	if opts.Observe {
+		so := sampler.SessionOptions{Interval: cmp.Or(opts.ObserveInterval, opts.Interval)}
+		so.OnStorm = func(e storm.Event) {
+			if e.EndT == nil {
+				say("storm at %.0f s: %s", e.T, e.Message)
+			}
+			if exp != nil {
+				exp.ObserveStorm(e)
+			}
+		}
+		if exp != nil {
+			so.OnSample = exp.ObserveSample
+		}
+		// Sampling goes on through the graceful stop; Stop ends it.
+		if obs, err = sampler.Start(context.WithoutCancel(ctx), dsn, start, so); err != nil {
+			say("warning: observations off: %v", err)
+			obs = nil
+		}
+	}
+
 	fmt.Fprintf(out, "erplab run: workload %s, %d VUs max on %s, %s, server %s (PostgreSQL %s)\n",
 		opts.Workload.Name(), maxVUs, poolDesc(opts.Connections), profileDesc(opts), serverDesc, shortVersion(env.Server.Version))
 	fmt.Fprintf(out, "streaming results to %s\n", streamPath)
@@ -276,13 +333,18 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		progressWG.Add(1)
 		go func() {
 			defer progressWG.Done()
-			printProgress(out, rec, opts, progressDone)
+			printProgress(say, rec, obs, opts, progressDone)
 		}()
 	}
 	catBefore := catalogSizes(ctx, pool)
 	outcome, runErr := engine.Run(ctx, pool, cfg, rec)
 	close(progressDone)
 	progressWG.Wait()
+	var storms []storm.Event
+	if obs != nil {
+		obs.Stop()
+		storms = obs.Storms()
+	}
 
 	end := time.Now()
 	doc.EndedAt = end
@@ -304,9 +366,12 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	}
 	doc.Series = rec.Series()
 	cat := CatalogGrowth{Before: catBefore, After: catalogSizes(context.WithoutCancel(ctx), pool)}
+	doc.Extra = map[string]json.RawMessage{}
 	if cat.Before != nil && cat.After != nil {
-		doc.Extra = map[string]json.RawMessage{}
 		doc.Extra["catalog"], _ = json.Marshal(cat)
+	}
+	if obs != nil {
+		doc.Extra["observations"] = obs.Observations()
 	}
 
 	if err := doc.WriteFile(path); err != nil {
@@ -319,6 +384,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	}
 	PrintSummary(out, doc, outcome)
 	printCatalog(out, cat)
+	printStorms(out, storms)
 	fmt.Fprintf(out, "results: %s (time series: %s)\n", path, streamPath)
 	if streamErr != nil {
 		fmt.Fprintf(out, "warning: %v\n", streamErr)
@@ -330,18 +396,22 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	return res, nil
 }
 
-func startEmbedded(ctx context.Context, opts Options, poolSize int, out io.Writer) (*pgcluster.Cluster, error) {
+// StartEmbedded starts erplab's throwaway server for a command that was
+// given no server: it first removes clusters left by killed erplab
+// processes, then starts one sized for maxConnections, creates database
+// "erplab" (see its DSN with c.DSN("erplab")) and says so on out. keep
+// tells whether the cluster will be handed to the user at the end; if
+// not, it dies with this process even when erplab is killed outright.
+func StartEmbedded(ctx context.Context, out io.Writer, osUser string, maxConnections int, keep bool) (*pgcluster.Cluster, error) {
 	if removed, _ := pgcluster.ReapOrphans(); len(removed) > 0 {
 		fmt.Fprintf(out, "removed %d throwaway server(s) left by erplab processes that were killed: %s\n", len(removed), strings.Join(removed, " "))
 	}
 	fmt.Fprintf(out, "no --dsn: starting a throwaway PostgreSQL (initdb into a temporary directory)...\n")
 	t0 := time.Now()
 	c, err := pgcluster.Start(ctx, pgcluster.Options{
-		OSUser:         opts.OSUser,
-		MaxConnections: poolSize + 20,
-		// If erplab is killed outright, the server goes with it (the
-		// directory is removed by the next erplab, see ReapOrphans).
-		StopWithParent: !opts.Keep,
+		OSUser:         osUser,
+		MaxConnections: maxConnections,
+		StopWithParent: !keep,
 	})
 	if err != nil {
 		return nil, err
@@ -507,5 +577,20 @@ func fmtBytes(b int64) string {
 		return fmt.Sprintf("%.1f MB", float64(b)/(1<<20))
 	default:
 		return fmt.Sprintf("%d kB", b>>10)
+	}
+}
+
+// printStorms lists the storms the samplers saw, with their times.
+func printStorms(w io.Writer, storms []storm.Event) {
+	if len(storms) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "storms (%d):\n", len(storms))
+	for _, e := range storms {
+		end := "until the end"
+		if e.EndT != nil {
+			end = fmt.Sprintf("to %.0f s", *e.EndT)
+		}
+		fmt.Fprintf(w, "  at %.0f s %s, peak %d active: %s\n", e.T, end, e.Peak, e.Message)
 	}
 }

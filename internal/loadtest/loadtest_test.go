@@ -16,6 +16,7 @@ import (
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/sampler"
 	"github.com/erplab/erplab/internal/workload"
 	"github.com/erplab/erplab/internal/workload/smoke"
 )
@@ -29,7 +30,7 @@ func smokeOptions(t *testing.T, dsn string, d time.Duration) loadtest.Options {
 		DSN: dsn, Workload: smoke.New(), Scale: 0.1, Seed: 7,
 		Stages:      []engine.Stage{{Duration: 0, Target: 6}, {Duration: d, Target: 6}},
 		Think:       engine.ThinkTime{Kind: "uniform", Min: 10 * time.Millisecond, Max: 30 * time.Millisecond},
-		Connections: 3, Interval: time.Second, Progress: time.Second,
+		Connections: 3, Interval: time.Second, Progress: time.Second, Observe: true,
 		Out: filepath.Join(t.TempDir(), "r.json"), Version: "test",
 		CommandLine: []string{"erplab", "run", "--dsn", "postgres://u:s3cret@h/db"},
 	}
@@ -76,6 +77,17 @@ func TestRunResultsMatchPrintedTable(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "integral APDEX") || !strings.Contains(out.String(), res.Path) {
 		t.Fatalf("summary lacks the integral APDEX or the results path:\n%s", out.String())
+	}
+	// The observations ride on the same time base as the latency series.
+	obs, err := sampler.ReadObservations(doc.Extra["observations"])
+	if err != nil {
+		t.Fatalf("observations: %v", err)
+	}
+	if len(obs.Series) < 3 || obs.Series[0].T > 0.2 || obs.Series[1].T < 0.9 || obs.Series[1].T > 1.1 || obs.Series[2].T < 1.9 || obs.Series[2].T > 2.1 {
+		t.Fatalf("observation points: %d, first at %.2f s", len(obs.Series), obs.Series[0].T)
+	}
+	if !strings.Contains(out.String(), "| active ") {
+		t.Fatalf("progress lines lack the sampler's figures:\n%s", out.String())
 	}
 	if strings.Contains(string(mustRead(t, res.Path)), "s3cret") {
 		t.Fatal("a password reached the results file")

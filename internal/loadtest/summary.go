@@ -10,6 +10,7 @@ import (
 	"github.com/erplab/erplab/internal/apdex"
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/sampler"
 )
 
 // PrintSummary writes the end-of-run table: per key operation T, count,
@@ -105,7 +106,7 @@ func fmtElapsed(d, period time.Duration) string {
 // VUs inside an operation and waiting for a connection, operations per
 // second over the last period, errors, the worst p95 against its T since
 // the start of scoring (cumulative), and the running integral APDEX.
-func printProgress(w io.Writer, rec *record.Recorder, opts Options, done <-chan struct{}) {
+func printProgress(say func(string, ...any), rec *record.Recorder, obs *sampler.Session, opts Options, done <-chan struct{}) {
 	t := time.NewTicker(opts.Progress)
 	defer t.Stop()
 	total := engine.TotalDuration(opts.Stages)
@@ -133,7 +134,12 @@ func printProgress(w io.Writer, rec *record.Recorder, opts Options, done <-chan 
 					line += "  APDEX " + apdex.FormatValue(s.Apdex)
 				}
 			}
-			fmt.Fprintln(w, line)
+			if obs != nil {
+				if o := obs.ProgressLine(); o != "" {
+					line += "  | " + o
+				}
+			}
+			say("%s", line)
 		}
 	}
 }

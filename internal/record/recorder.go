@@ -89,8 +89,10 @@ type opStats struct {
 	warmErr  int64
 }
 
-// Recorder accumulates samples. Record is safe for concurrent use; Tick and
-// Results must be called from one goroutine (the engine's controller).
+// Recorder accumulates samples. Record, SetGauges, Gauges, Snapshot,
+// VisitOps and Results are safe for concurrent use (each operation has its
+// own lock); Tick, Finish and Series must be called from one goroutine
+// (the engine's controller).
 type Recorder struct {
 	ops      []*opStats
 	start    time.Time
@@ -363,6 +365,18 @@ func (r *Recorder) Results(scored time.Duration) []OpResult {
 		out = append(out, res)
 	}
 	return out
+}
+
+// VisitOps calls fn for each operation in order, under that operation's
+// lock: resp is the live response-time histogram (µs; fn must not keep or
+// change it), zones the APDEX zone counts. Safe beside concurrent Record
+// calls, and cheap enough for a metrics scrape (no copies, no encoding).
+func (r *Recorder) VisitOps(fn func(info OpInfo, resp *hdrhistogram.Histogram, zones apdex.Counts, count, errors int64)) {
+	for _, o := range r.ops {
+		o.mu.Lock()
+		fn(o.info, o.resp, o.apdex, o.count, o.errors)
+		o.mu.Unlock()
+	}
 }
 
 // Integral is the integral APDEX over the operations' scores, weighted by

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/erplab/erplab/internal/pgcluster"
+)
+
+// runRoot runs the erplab command tree in-process with args and returns
+// stdout and the error.
+func runRoot(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	for _, v := range []string{"PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGPASSWORD", "PGSERVICE"} {
+		t.Setenv(v, "")
+	}
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := root.ExecuteContext(ctx)
+	return out.String(), err
+}
+
+func TestTopUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"top", "--once"}, "top needs a server: give --dsn or set PGHOST"},
+		{[]string{"top", "--dsn", "host=/x", "--once", "--count", "2"}, "--once and --count exclude each other"},
+		{[]string{"top", "--dsn", "host=/x", "--interval", "10ms"}, "--interval must be at least 100ms"},
+		{[]string{"top", "--dsn", "host=/x", "--count", "-1"}, "--count must be >= 0"},
+	} {
+		_, err := runRoot(t, c.args...)
+		var ce *codedError
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.As(err, &ce) || ce.code != exitUsage {
+			t.Errorf("%v: error %v, want exit %d and %q", c.args, err, exitUsage, c.want)
+		}
+	}
+	// No password in a connection error.
+	_, err := runRoot(t, "top", "--once", "--dsn", "host=/nonexistent port=1 user=u password=hunter2")
+	if err == nil || strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("connection error: %v", err)
+	}
+}
+
+// TestTopOnceCommand runs `erplab top --once` in-process against a
+// throwaway server and checks both tables are printed.
+func TestTopOnceCommand(t *testing.T) {
+	ctx := context.Background()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{MaxConnections: 20, SharedBuffers: "128MB", StopWithParent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	out, err := runRoot(t, "top", "--dsn", c.DSN("postgres"), "--once", "--interval", "200ms", "--metrics-addr", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"serving metrics at http://127.0.0.1:", "erplab top - PostgreSQL ", "\nSESSIONS BY STATE ",
+		"\nidle                                  0\n", "\nACTIVE SESSIONS BY WAIT EVENT ", "\n(no active sessions)\n",
+		"\nLONGEST-RUNNING ACTIVE QUERIES\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,133 @@
+package sampler
+
+// SQL of the samplers, one statement per source, chosen by the server's
+// version (server_version_num). All of them run in one pipelined batch per
+// tick: one round trip and one implicit transaction, so the sources share
+// one statistics snapshot (stats_fetch_consistency and the backend status
+// snapshot are per transaction; runtime-config-statistics.html,
+// monitoring-stats.html "Statistics Functions") and nothing is held
+// between ticks. None of them reads pg_locks: that view takes every lock
+// manager partition lock (src/backend/utils/adt/lockfuncs.c,
+// GetLockStatusData) and would disturb exactly the LWLock:LockManager
+// storms erplab looks for.
+//
+// Privileges: pg_monitor (through pg_read_all_stats) shows other users'
+// state, wait events and query text in pg_stat_activity; without it those
+// columns are NULL and the sessions count as "other". pg_stat_database,
+// pg_stat_sys_tables and pg_total_relation_size need no privilege.
+
+// minVersion is the oldest server the samplers support: 12, for
+// WITH ... AS MATERIALIZED and the 'parallel worker' backend_type.
+const minVersion = 120000
+
+// sessionsSQL counts client backends (backend_type 'client backend',
+// which leaves out parallel workers, autovacuum, walsenders and other
+// background processes) by state, active client backends by wait event
+// ("Type:Event", or "CPU" when wait_event_type is NULL: running, or in a
+// wait that is not instrumented), and parallel workers. Parallel workers
+// are folded into their leader: the leader is one session, the workers
+// only a count. The sampler's own backend is excluded.
+//
+// Rows: kind ('s' state, 'w' wait event, 'p' parallel workers), key, count.
+const sessionsSQL = `WITH a AS MATERIALIZED (
+  SELECT backend_type, state, wait_event_type, wait_event
+  FROM pg_catalog.pg_stat_activity
+  WHERE pid <> pg_catalog.pg_backend_pid()
+)
+SELECT 's', coalesce(state, ''), count(*)::int4 FROM a
+  WHERE backend_type = 'client backend' GROUP BY state
+UNION ALL
+SELECT 'w', coalesce(wait_event_type || ':' || wait_event, 'CPU'), count(*)::int4 FROM a
+  WHERE backend_type = 'client backend' AND state = 'active' GROUP BY 2
+UNION ALL
+SELECT 'p', '', count(*)::int4 FROM a WHERE backend_type = 'parallel worker'`
+
+// queriesSQL13 lists the longest-running active client backends,
+// oldest query first, with their parallel workers counted through
+// leader_pid (PostgreSQL 13+). $1 is the row limit, $2 the number of
+// characters of query text kept.
+//
+// Rows: pid, user, database, application_name, seconds since query_start,
+// wait event key, query text, parallel workers.
+const queriesSQL13 = `WITH a AS MATERIALIZED (
+  SELECT pid, leader_pid, backend_type, state, usename, datname, application_name,
+         query_start, wait_event_type, wait_event, query
+  FROM pg_catalog.pg_stat_activity
+  WHERE pid <> pg_catalog.pg_backend_pid()
+), w AS (
+  SELECT leader_pid, count(*)::int4 AS n FROM a
+  WHERE backend_type = 'parallel worker' AND leader_pid IS NOT NULL GROUP BY leader_pid
+)
+SELECT a.pid, coalesce(a.usename::text, ''), coalesce(a.datname::text, ''), coalesce(a.application_name, ''),
+       coalesce(extract(epoch FROM now() - a.query_start)::float8, 0),
+       coalesce(a.wait_event_type || ':' || a.wait_event, 'CPU'),
+       coalesce(left(a.query, $2::int4), ''), coalesce(w.n, 0)
+FROM a LEFT JOIN w ON w.leader_pid = a.pid
+WHERE a.backend_type = 'client backend' AND a.state = 'active'
+ORDER BY a.query_start NULLS LAST, a.pid
+LIMIT $1::int4`
+
+// queriesSQL12 is queriesSQL13 for PostgreSQL 12, which has no leader_pid:
+// the parallel workers column is 0.
+const queriesSQL12 = `SELECT a.pid, coalesce(a.usename::text, ''), coalesce(a.datname::text, ''), coalesce(a.application_name, ''),
+       coalesce(extract(epoch FROM now() - a.query_start)::float8, 0),
+       coalesce(a.wait_event_type || ':' || a.wait_event, 'CPU'),
+       coalesce(left(a.query, $2::int4), ''), 0::int4
+FROM pg_catalog.pg_stat_activity a
+WHERE a.pid <> pg_catalog.pg_backend_pid() AND a.backend_type = 'client backend' AND a.state = 'active'
+ORDER BY a.query_start NULLS LAST, a.pid
+LIMIT $1::int4`
+
+// databaseSQL14 sums the cumulative counters of pg_stat_database over all
+// databases (server-wide; the row with datid 0 holds shared objects).
+// sessions exists from PostgreSQL 14.
+const databaseSQL14 = `SELECT coalesce(sum(xact_commit), 0)::int8, coalesce(sum(xact_rollback), 0)::int8,
+       coalesce(sum(blks_read), 0)::int8, coalesce(sum(blks_hit), 0)::int8,
+       coalesce(sum(temp_files), 0)::int8, coalesce(sum(temp_bytes), 0)::int8,
+       coalesce(sum(deadlocks), 0)::int8, coalesce(sum(sessions), 0)::int8
+FROM pg_catalog.pg_stat_database`
+
+// databaseSQL12 is databaseSQL14 before PostgreSQL 14: sessions is 0.
+const databaseSQL12 = `SELECT coalesce(sum(xact_commit), 0)::int8, coalesce(sum(xact_rollback), 0)::int8,
+       coalesce(sum(blks_read), 0)::int8, coalesce(sum(blks_hit), 0)::int8,
+       coalesce(sum(temp_files), 0)::int8, coalesce(sum(temp_bytes), 0)::int8,
+       coalesce(sum(deadlocks), 0)::int8, 0::int8
+FROM pg_catalog.pg_stat_database`
+
+// catalogSQL reads, for the catalogs that temp-table churn bloats (CONTEXT.md
+// section 1 and 3: every CREATE/DROP of a temp table or index inserts and
+// deletes rows in them), the total size (heap, indexes and TOAST,
+// pg_total_relation_size, bytes) and the cumulative tuple counters of
+// pg_stat_sys_tables. Catalogs are per database: these are the connected
+// database's. pg_total_relation_size takes AccessShareLock on each catalog
+// and its indexes for the (short) transaction; these weak locks on
+// non-shared relations normally use the fast path (src/backend/storage/lmgr/README).
+const catalogSQL = `SELECT s.relname::text, pg_catalog.pg_total_relation_size(s.relid),
+       s.n_live_tup, s.n_dead_tup, s.n_tup_ins, s.n_tup_upd, s.n_tup_del
+FROM pg_catalog.pg_stat_sys_tables s
+WHERE s.schemaname = 'pg_catalog'
+  AND s.relname IN ('pg_class', 'pg_attribute', 'pg_depend', 'pg_type', 'pg_index')
+ORDER BY s.relname`
+
+// infoSQL identifies the server and the sampler's backend once per
+// connection.
+const infoSQL = `SELECT current_setting('server_version_num')::int4, current_setting('server_version'),
+       pg_catalog.pg_backend_pid(), current_database()::text,
+       pg_catalog.pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')`
+
+// sqlSet is the statements for one server version.
+type sqlSet struct {
+	sessions, queries, database, catalog string
+}
+
+// statementsFor returns the statements for server_version_num v.
+func statementsFor(v int) sqlSet {
+	s := sqlSet{sessions: sessionsSQL, queries: queriesSQL13, database: databaseSQL14, catalog: catalogSQL}
+	if v < 130000 {
+		s.queries = queriesSQL12
+	}
+	if v < 140000 {
+		s.database = databaseSQL12
+	}
+	return s
+}

@@ -1,0 +1,266 @@
+// Package storm detects session storms: active sessions rising by a large
+// factor within seconds while the host CPU is not saturated, the symptom of
+// the field reports in docs (CONTEXT.md, section 1 and 3): active sessions
+// jumped from tens to thousands in seconds, all waiting on
+// LWLock:LockManager, with the database CPU at 30-40 %. A queue that grows
+// while the CPU is idle means sessions wait on each other (a lock, the
+// shared invalidation queue, I/O), not on the processor.
+//
+// The rule is pure arithmetic over a time series of points (one per sampling
+// tick, see package sampler); it keeps only the points of the last
+// Rule.Window.
+package storm
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+)
+
+// Rule holds the thresholds of storm detection. DefaultRule gives the
+// values erplab uses; every field is a parameter.
+//
+// A storm fires at a point p when all of these hold:
+//   - p.Active >= MinActive;
+//   - some earlier point b with p.T - b.T <= Window seconds has
+//     p.Active >= Factor * max(b.Active, 1) (b is the point of the window
+//     with the fewest active sessions, the latest of equals: the baseline);
+//   - the host CPU busy share stayed below CPUSaturated % at every point
+//     from b to p whose CPU is known (a saturated CPU explains a queue by
+//     itself: that is overload, not a storm). When no point has a known
+//     CPU (a remote server), the CPU condition is not checked and the
+//     message says "CPU n/a".
+//
+// A storm ends at the first later point whose Active is at most
+// EndRatio * the Active it fired at, or below MinActive; no new storm
+// fires while one is going on.
+type Rule struct {
+	// Window is how quickly the rise must happen (default 5 s).
+	Window time.Duration
+	// Factor is the rise, now / baseline, that counts as a storm
+	// (default 4: 12 -> 48 active).
+	Factor float64
+	// MinActive is the least number of active sessions a storm reaches
+	// (default 30), so 1 -> 5 active is not a storm.
+	MinActive int
+	// CPUSaturated is the host CPU busy share, in % of all CPUs, at or
+	// above which no storm fires (default 90).
+	CPUSaturated float64
+	// EndRatio ends a storm when active sessions fall to this share of
+	// the count it fired at (default 0.5).
+	EndRatio float64
+}
+
+// DefaultRule returns Window 5 s, Factor 4, MinActive 30, CPUSaturated
+// 90 %, EndRatio 0.5.
+func DefaultRule() Rule {
+	return Rule{Window: 5 * time.Second, Factor: 4, MinActive: 30, CPUSaturated: 90, EndRatio: 0.5}
+}
+
+// Validate returns an error naming the first invalid field.
+func (r Rule) Validate() error {
+	switch {
+	case r.Window <= 0:
+		return fmt.Errorf("storm rule: window must be > 0, got %s", r.Window)
+	case r.Factor <= 1 || math.IsNaN(r.Factor) || math.IsInf(r.Factor, 0):
+		return fmt.Errorf("storm rule: factor must be > 1, got %g", r.Factor)
+	case r.MinActive < 1:
+		return fmt.Errorf("storm rule: min active must be >= 1, got %d", r.MinActive)
+	case !(r.CPUSaturated > 0 && r.CPUSaturated <= 100):
+		return fmt.Errorf("storm rule: CPU saturation must be in (0, 100] %%, got %g", r.CPUSaturated)
+	case !(r.EndRatio > 0 && r.EndRatio < 1):
+		return fmt.Errorf("storm rule: end ratio must be in (0, 1), got %g", r.EndRatio)
+	}
+	return nil
+}
+
+// Point is one observation.
+type Point struct {
+	// T is the time in seconds since the start of the series.
+	T float64
+	// Active is the number of active client sessions.
+	Active int
+	// CPUBusy is the host CPU busy share over the last interval, % of all
+	// CPUs (user+nice+system+irq+softirq+steal); valid when CPUKnown.
+	CPUBusy  float64
+	CPUKnown bool
+	// Waits counts active sessions by wait event, "Type:Event", with "CPU"
+	// for sessions not waiting (package sampler's keys).
+	Waits map[string]int
+}
+
+// Event is one storm.
+type Event struct {
+	// T is when the storm fired, StartT the time of the baseline point,
+	// in seconds since the start of the series.
+	T      float64 `json:"t"`
+	StartT float64 `json:"t_start"`
+	// EndT is when it ended; nil while it goes on.
+	EndT *float64 `json:"t_end,omitempty"`
+	// WaitEvent is the dominant wait event at T ("LWLock:LockManager",
+	// "CPU" for sessions not waiting, "" when none was reported) and
+	// WaitCount the sessions waiting on it.
+	WaitEvent string `json:"wait_event"`
+	WaitCount int    `json:"wait_count"`
+	// From is the baseline active count, To the count at T, Peak the
+	// largest count until the end.
+	From int `json:"from"`
+	To   int `json:"to"`
+	Peak int `json:"peak"`
+	// CPUBusy is the host CPU busy share at T, %; CPUKnown false when the
+	// host was not sampled.
+	CPUBusy  float64 `json:"cpu_busy_pct"`
+	CPUKnown bool    `json:"cpu_known"`
+	// Message is the one-line description, e.g.
+	// "LWLock:LockManager storm: active 12 -> 240 in 3 s, CPU 35 %".
+	Message string `json:"message"`
+}
+
+// Ongoing reports whether the storm has not ended yet.
+func (e Event) Ongoing() bool { return e.EndT == nil }
+
+// Detector applies a Rule to a series of points, in time order. It is not
+// safe for concurrent use.
+type Detector struct {
+	rule   Rule
+	window []Point
+	events []Event
+	cur    int // index of the ongoing event in events, -1 if none
+}
+
+// NewDetector returns a detector for r, or r's validation error.
+func NewDetector(r Rule) (*Detector, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return &Detector{rule: r, cur: -1}, nil
+}
+
+// Rule returns the detector's rule.
+func (d *Detector) Rule() Rule { return d.rule }
+
+// Observe adds a point (T must not decrease) and returns the storm that
+// fired at it, if any (fired), and the storm that ended at it, if any
+// (ended). The returned events are copies.
+func (d *Detector) Observe(p Point) (fired, ended *Event) {
+	win := d.rule.Window.Seconds()
+	// Drop points older than the window.
+	keep := 0
+	for keep < len(d.window) && p.T-d.window[keep].T > win {
+		keep++
+	}
+	d.window = append(d.window[:0], d.window[keep:]...)
+
+	if d.cur >= 0 {
+		e := &d.events[d.cur]
+		if p.Active > e.Peak {
+			e.Peak = p.Active
+		}
+		if float64(p.Active) <= d.rule.EndRatio*float64(e.To) || p.Active < d.rule.MinActive {
+			t := p.T
+			e.EndT = &t
+			d.cur = -1
+			c := *e
+			ended = &c
+		}
+	} else if f := d.check(p); f != nil {
+		d.events = append(d.events, *f)
+		d.cur = len(d.events) - 1
+		fired = f
+	}
+	d.window = append(d.window, p)
+	return fired, ended
+}
+
+// check applies the rule at p against the window (which holds earlier
+// points only).
+func (d *Detector) check(p Point) *Event {
+	if p.Active < d.rule.MinActive || len(d.window) == 0 {
+		return nil
+	}
+	base := 0 // the latest point with the fewest active sessions
+	for i, w := range d.window {
+		if w.Active <= d.window[base].Active {
+			base = i
+		}
+	}
+	b := d.window[base]
+	if float64(p.Active) < d.rule.Factor*float64(max(b.Active, 1)) {
+		return nil
+	}
+	for _, w := range d.window[base:] {
+		if w.CPUKnown && w.CPUBusy >= d.rule.CPUSaturated {
+			return nil
+		}
+	}
+	if p.CPUKnown && p.CPUBusy >= d.rule.CPUSaturated {
+		return nil
+	}
+	e := &Event{T: p.T, StartT: b.T, From: b.Active, To: p.Active, Peak: p.Active,
+		CPUBusy: p.CPUBusy, CPUKnown: p.CPUKnown}
+	e.WaitEvent, e.WaitCount = Dominant(p.Waits)
+	e.Message = message(*e)
+	return e
+}
+
+// Dominant returns the wait event with the most sessions in waits (ties:
+// the smaller name) and its count; "", 0 for an empty map.
+func Dominant(waits map[string]int) (string, int) {
+	keys := make([]string, 0, len(waits))
+	for k := range waits {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	best, n := "", 0
+	for _, k := range keys {
+		if waits[k] > n {
+			best, n = k, waits[k]
+		}
+	}
+	return best, n
+}
+
+func message(e Event) string {
+	name := e.WaitEvent
+	if name == "" {
+		name = "session"
+	}
+	dt := e.T - e.StartT
+	dur := fmt.Sprintf("%.0f s", dt)
+	if dt < 1 {
+		dur = fmt.Sprintf("%.1f s", dt)
+	}
+	cpu := "CPU n/a"
+	if e.CPUKnown {
+		cpu = fmt.Sprintf("CPU %.0f %%", e.CPUBusy)
+	}
+	return fmt.Sprintf("%s storm: active %d -> %d in %s, %s", name, e.From, e.To, dur, cpu)
+}
+
+// Events returns copies of all storms so far, in firing order; the last
+// one may be ongoing.
+func (d *Detector) Events() []Event {
+	out := make([]Event, len(d.events))
+	copy(out, d.events)
+	for i := range out {
+		if out[i].EndT != nil {
+			t := *out[i].EndT
+			out[i].EndT = &t
+		}
+	}
+	return out
+}
+
+// Replay runs a fresh detector for r over points (in time order) and
+// returns the storms; r's validation error if r is invalid.
+func Replay(r Rule, points []Point) ([]Event, error) {
+	d, err := NewDetector(r)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range points {
+		d.Observe(p)
+	}
+	return d.Events(), nil
+}
