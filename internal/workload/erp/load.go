@@ -226,7 +226,9 @@ func (l *loader) run(ctx context.Context, opts Options, start time.Time) (LoadSt
 	return st, nil
 }
 
-func mb(b int64) float64 { return float64(b) / (1 << 20) }
+// mb converts bytes to MB of 10^6 bytes, as the init summary and the
+// pgbench comparison print them.
+func mb(b int64) float64 { return float64(b) / 1e6 }
 
 func sumRows(m map[string]int64) int64 {
 	var n int64
