@@ -31,7 +31,7 @@ func newInitCmd() *cobra.Command {
 		Use:   "init",
 		Short: "Create a workload's schema and data in a database",
 		Long: `Create the ERP workload's 1C-like schema and load deterministic data at a scale factor
-(scale 1 is about 1 GB): binary COPY into index-less tables on parallel connections, then
+(scale 1 is about 1.4 GB): binary COPY into index-less tables on parallel connections, then
 indexes and ANALYZE. The database must be empty or hold only erplab's tables unless --force.
 --drop removes only what erplab created (recorded in the table _erplab_meta).
 
@@ -62,13 +62,17 @@ Without --dsn the data goes into a throwaway server: use --keep to leave it runn
 			if f.drop && f.vsPgbench {
 				return withCode(exitUsage, errors.New("--drop and --vs-pgbench do not go together"))
 			}
-			return runInit(cmd.Context(), cmd.OutOrStdout(), f, dsn, embedded)
+			err := runInit(cmd.Context(), cmd.OutOrStdout(), f, dsn, embedded)
+			if err != nil && cmd.Context().Err() != nil {
+				return withCode(exitInterrupted, errors.New("init interrupted; what it had created was removed"))
+			}
+			return err
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.dsn, "dsn", "", "target database (libpq key=value or URL); default: PG* environment, else a throwaway server")
 	fl.StringVar(&f.workload, "workload", "erp", "workload whose data to create")
-	fl.Float64Var(&f.scale, "scale", 0.1, "scale factor (1 = about 1 GB)")
+	fl.Float64Var(&f.scale, "scale", 0.1, "scale factor (0.1 = about 130 MB, 1 = about 1.4 GB)")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the data generator (same seed and scale, same data)")
 	fl.IntVar(&f.parallel, "parallel", 0, "COPY streams and concurrent index builds (0 = number of CPUs)")
 	fl.BoolVar(&f.separator, "separator", false, "add the data-separator column as the first column of every index")
@@ -90,8 +94,7 @@ func runInit(ctx context.Context, out io.Writer, f initFlags, dsn string, embedd
 		cluster = c
 		defer func() {
 			if f.keep {
-				fmt.Fprintln(out, c.Keep())
-				fmt.Fprintln(out, `the ERP data is in database "erplab" (dbname=erplab)`)
+				fmt.Fprintln(out, c.Keep("erplab"))
 				return
 			}
 			c.Stop()
@@ -122,13 +125,10 @@ func runInit(ctx context.Context, out io.Writer, f initFlags, dsn string, embedd
 	progress := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
 	st, err := erp.Init(ctx, pool, erp.Options{Scale: f.scale, Seed: f.seed, Separator: f.separator, Parallel: f.parallel, Force: f.force, Progress: progress})
 	if err != nil {
-		if ctx.Err() != nil {
-			return errors.New("init interrupted; what it had created was removed")
-		}
 		return err
 	}
 	if st.Reused {
-		fmt.Fprintf(out, "the database already holds this data set (scale %g, seed %d): %d rows; nothing done\n", f.scale, f.seed, st.Rows)
+		fmt.Fprintf(out, "the database already holds an erplab ERP data set of scale %g, seed %d (%d rows; runs may have changed it since: 'erplab check' verifies it, 'init --drop' then 'init' rebuilds it); nothing done\n", f.scale, f.seed, st.Rows)
 	} else {
 		fmt.Fprintf(out, "loaded %d rows, %.1f MB in %s (COPY %s, indexes %s, analyze %s): %.0f rows/s, %.1f MB/s\n",
 			st.Rows, float64(st.Bytes)/1e6, st.Duration.Round(10*time.Millisecond), st.CopyDuration.Round(10*time.Millisecond),

@@ -144,6 +144,8 @@ func TestBadFlagsOneLine(t *testing.T) {
 		{"run", "--frobnicate"},
 		{"run", "--apdex-min", "1.5"},
 		{"run", "--stage", "10s:5", "--users", "20"},
+		{"run", "--workload", "erp", "--scale", "5000"},
+		{"run", "--workload", "erp", "--temp-style", "foo"},
 	} {
 		cmd := erplab(t, t.TempDir(), args...)
 		var stderr strings.Builder

@@ -3,9 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -69,6 +71,7 @@ type runFlags struct {
 	force, keep, observe                   bool
 	observeInterval                        time.Duration
 	metricsAddr                            string
+	listOps                                bool
 	wl                                     workloadFlags
 }
 
@@ -93,6 +96,14 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
   erplab run --stage 30s:100 --stage 10m:100 --stage 30s:0 --connections 40 --think 1s-5s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.listOps {
+				w, err := workloadByName(f.workload, f.wl)
+				if err != nil {
+					return withCode(exitUsage, err)
+				}
+				listOperations(cmd.OutOrStdout(), w)
+				return nil
+			}
 			opts, err := f.options(cmd)
 			if err != nil {
 				return withCode(exitUsage, err)
@@ -119,11 +130,12 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
 	fl := cmd.Flags()
 	fl.StringVar(&f.dsn, "dsn", "", "server to test (libpq key=value or URL); default: PG* environment, else a throwaway embedded server")
 	fl.StringVar(&f.workload, "workload", "smoke", "workload to run")
-	fl.Float64Var(&f.scale, "scale", 1, "data scale factor of the workload (default: smoke 1, erp 0.1 = about 130 MB; erp 1 = about 1.4 GB)")
+	fl.Float64Var(&f.scale, "scale", 0, "data scale factor of the workload (0 = the workload's default: smoke 1, erp 0.1 = about 130 MB; erp 1 = about 1.4 GB)")
 	fl.StringVar(&f.wl.tempStyle, "temp-style", erp.TempStyle1C, "erp: how temp tables are used: 1c (create, index, analyze, drop) or lsfusion (cached t_N, TRUNCATE)")
 	fl.BoolVar(&f.wl.separator, "separator", false, "erp: build the data with the data-separator column first in every index")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of data generation and of the VUs' random choices")
 	fl.BoolVar(&f.force, "force", false, "allow writing into a database that holds tables erplab did not create")
+	fl.BoolVar(&f.listOps, "list-ops", false, "list the workload's key operations (T, priority, what they do) and roles, and exit")
 	fl.StringVar(&f.mix, "mix", "", "override the roles' operation mix: op=weight,op=weight")
 	fl.IntVar(&f.users, "users", 10, "virtual users to ramp up to (ignored with --stage)")
 	fl.DurationVar(&f.ramp, "ramp", 0, "ramp-up time from 0 to --users (ignored with --stage)")
@@ -168,6 +180,9 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 	}
 	if !cmd.Flags().Changed("scale") {
 		f.scale = defaultScale(f.workload)
+	}
+	if f.workload == "erp" && (!(f.scale > 0) || f.scale > erp.MaxScale) {
+		return loadtest.Options{}, fmt.Errorf("--scale must be in (0, %d] for erp, got %g", erp.MaxScale, f.scale)
 	}
 	if f.mix != "" {
 		if _, err := workload.OverrideMix(w, f.mix); err != nil {
@@ -224,7 +239,7 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 	if f.interval < 100*time.Millisecond {
 		return loadtest.Options{}, fmt.Errorf("--interval must be at least 100ms, got %s", f.interval)
 	}
-	if f.scale <= 0 {
+	if !(f.scale > 0) {
 		return loadtest.Options{}, fmt.Errorf("--scale must be > 0, got %g", f.scale)
 	}
 	if f.maxErrors < 0 {
@@ -242,4 +257,27 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 		Observe: f.observe, ObserveInterval: f.observeInterval, MetricsAddr: f.metricsAddr,
 		Out: f.out, CommandLine: append([]string{"erplab"}, os.Args[1:]...), Version: version,
 	}, nil
+}
+
+// listOperations prints a workload's key operations and roles.
+func listOperations(w io.Writer, wl workload.Workload) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "key operation\tT\tpriority\twhat it does\n")
+	for _, op := range wl.Operations() {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", op.Name, op.Target, op.Priority, op.Description)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nroles (share of VUs: operation weights):")
+	for _, r := range wl.Roles() {
+		names := make([]string, 0, len(r.Mix))
+		for n := range r.Mix {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		parts := make([]string, 0, len(names))
+		for _, n := range names {
+			parts = append(parts, fmt.Sprintf("%s %g", n, r.Mix[n]))
+		}
+		fmt.Fprintf(w, "  %s (%g): %s\n", r.Name, r.Share, strings.Join(parts, ", "))
+	}
 }

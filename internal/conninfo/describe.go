@@ -263,6 +263,10 @@ func OpenPool(ctx context.Context, dsn string, size int) (*pgxpool.Pool, error) 
 	}
 	cfg.MaxConns = int32(max(size, 1))
 	cfg.MaxConnIdleTime = time.Hour
+	// Name erplab's sessions in pg_stat_activity unless the DSN does.
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "erplab"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, errors.New(Describe(err))

@@ -88,7 +88,10 @@ type Parameters struct {
 	IntervalS   float64     `json:"interval_s"`
 	Server      string      `json:"server"` // redacted DSN or "embedded"
 	Roles       []roleJSON  `json:"roles"`
-	Operations  []opJSON    `json:"operations"`
+	// WorkloadDetails is what the workload says it ran on
+	// (workload.Describer), e.g. the installed data set's scale.
+	WorkloadDetails map[string]any `json:"workload_details,omitempty"`
+	Operations      []opJSON       `json:"operations"`
 }
 
 type roleJSON struct {
@@ -180,8 +183,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		}
 		defer func() {
 			if opts.Keep {
-				fmt.Fprintln(out, c.Keep())
-				fmt.Fprintln(out, `the test data is in database "erplab" (dbname=erplab)`)
+				fmt.Fprintln(out, c.Keep("erplab"))
 				return
 			}
 			if err := c.Stop(); err != nil {
@@ -210,7 +212,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		if ctx.Err() != nil {
 			return nil, ErrInterrupted
 		}
-		return nil, fmt.Errorf("workload set-up: %s", conninfo.Describe(err))
+		return nil, fmt.Errorf("workload set-up: %s", strings.Join(strings.Fields(err.Error()), " "))
 	}
 	if d := time.Since(setupStart); d > time.Second {
 		fmt.Fprintf(out, "set-up took %s\n", d.Round(100*time.Millisecond))
@@ -354,6 +356,10 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		scored = 0
 	}
 	doc.Operations = rec.Results(scored)
+	if d, ok := opts.Workload.(workload.Describer); ok {
+		params.WorkloadDetails = d.Describe()
+		doc.Parameters, _ = json.Marshal(params)
+	}
 	v, ok := record.Integral(doc.Operations)
 	doc.Integral = record.NewIntegralScore(v, ok)
 	for _, r := range doc.Operations {

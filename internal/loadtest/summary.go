@@ -89,6 +89,8 @@ func fmtMs(v float64) string {
 		return fmt.Sprintf("%.2fms", v)
 	case v < 1000:
 		return fmt.Sprintf("%.0fms", v)
+	case v >= 60000:
+		return (time.Duration(v*1e6) / time.Second * time.Second).String()
 	default:
 		return fmt.Sprintf("%.2fs", v/1000)
 	}

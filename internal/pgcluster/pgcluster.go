@@ -740,8 +740,9 @@ func childPIDs(pid int) []int {
 
 // Keep detaches the cluster: it stays running after this process exits and
 // Stop becomes a no-op. It returns multi-line instructions for connecting
-// with psql and for stopping the server and removing its directory.
-func (c *Cluster) Keep() string {
+// to database dbname with psql and for stopping the server and removing
+// its directory.
+func (c *Cluster) Keep(dbname string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.kept = true
@@ -756,7 +757,7 @@ func (c *Cluster) Keep() string {
 	}
 	return fmt.Sprintf(`PostgreSQL %s left running (pid %d), data directory %s, log %s
 connect:  psql "%s"
-     or:  psql -h 127.0.0.1 -p %d -U postgres postgres
+     or:  psql -h 127.0.0.1 -p %d -U postgres %s
 stop and remove:  %s && rm -rf %s
-`, c.version, c.PID(), c.dataDir, c.logPath, c.DSN("postgres"), c.port, pgctl, c.dir)
+`, c.version, c.PID(), c.dataDir, c.logPath, c.DSN(dbname), c.port, dbname, pgctl, c.dir)
 }

@@ -474,7 +474,7 @@ func TestCleanupAfterSIGINT(t *testing.T) {
 // printed stop-and-remove command.
 func TestKeep(t *testing.T) {
 	c := start(t, startOpts())
-	msg := c.Keep()
+	msg := c.Keep("postgres")
 	t.Cleanup(func() { // if the test fails before the printed command ran
 		if !c.hasExited() {
 			_ = syscall.Kill(c.PID(), syscall.SIGQUIT)

@@ -95,6 +95,14 @@ type Workload interface {
 	Execute(ctx context.Context, conn *pgx.Conn, vu *VU, op int) error
 }
 
+// Describer is implemented by workloads that can say what a run actually
+// ran on after Setup (e.g. the installed data set's scale and seed, which
+// may differ from the ones asked for, and their own options); the engine
+// records it in the results' parameters as "workload_details".
+type Describer interface {
+	Describe() map[string]any
+}
+
 // ErrForeignDatabase is wrapped by Setup errors when the target database
 // holds objects that erplab did not create and --force was not given.
 var ErrForeignDatabase = fmt.Errorf("database holds tables erplab did not create (pass --force to use it anyway)")

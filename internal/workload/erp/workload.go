@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,8 +72,9 @@ type Workload struct {
 	queries [2]*querySet
 	err     error // a broken embedded query file (build error)
 
-	mu    sync.Mutex
-	snaps map[string]*snapshot // per database, see snapshotFor
+	mu        sync.Mutex
+	snaps     map[string]*snapshot // per database, see snapshotFor
+	installed *Meta                // the data set Setup found or built
 
 	tmu   sync.Mutex
 	temps map[*pgx.Conn]*connTemps // lsFusion-style cached temp tables
@@ -195,6 +197,21 @@ func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, opts workload.
 		if err := verifyTables(ctx, pool, meta); err != nil {
 			return err
 		}
+		if !opts.Force {
+			foreign, err := ForeignTables(ctx, pool)
+			if err != nil {
+				return fmt.Errorf("erp setup: %w", err)
+			}
+			if len(foreign) > 0 {
+				return fmt.Errorf("erp setup: %s: %w", strings.Join(foreign[:min(len(foreign), 5)], ", "), workload.ErrForeignDatabase)
+			}
+		}
+		if meta.Separator != w.opts.Separator {
+			say("erp: the installed data set has separator=%t; --separator=%t has no effect on it (drop it to rebuild)", meta.Separator, w.opts.Separator)
+		}
+		w.mu.Lock()
+		w.installed = &meta
+		w.mu.Unlock()
 		if meta.Scale != opts.Scale || meta.Seed != opts.Seed {
 			say("erp: using the installed data set (scale %g, seed %d, created %s) instead of scale %g seed %d; drop it to rebuild",
 				meta.Scale, meta.Seed, meta.CreatedAt.Format(time.RFC3339), opts.Scale, opts.Seed)
@@ -207,10 +224,33 @@ func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, opts workload.
 	}); err != nil {
 		return fmt.Errorf("erp setup: %w", err)
 	}
+	if m, ok, err := Installed(ctx, pool); err == nil && ok {
+		w.mu.Lock()
+		w.installed = &m
+		w.mu.Unlock()
+	}
 	w.mu.Lock()
 	clear(w.snaps) // a data set was (re)built: snapshots of an older one are stale
 	w.mu.Unlock()
 	return nil
+}
+
+// Describe implements workload.Describer: the data set the run used (its
+// scale, seed and separator, which may differ from the ones asked for),
+// the temp-table style, and how many postings were rolled back by the
+// negative-stock check (completed operations, not errors).
+func (w *Workload) Describe() map[string]any {
+	d := map[string]any{"temp_style": w.opts.TempStyle, "list_page_size": w.opts.ListPageSize}
+	w.mu.Lock()
+	if m := w.installed; m != nil {
+		d["data_scale"], d["data_seed"], d["separator"] = m.Scale, m.Seed, m.Separator
+		d["data_created_at"] = m.CreatedAt
+	}
+	w.mu.Unlock()
+	if r := w.Refused(); len(r) > 0 {
+		d["negative_stock_rollbacks"] = r
+	}
+	return d
 }
 
 // verifyTables checks that every table the marker lists exists.
