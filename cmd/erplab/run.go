@@ -16,6 +16,7 @@ import (
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/stress"
 	"github.com/erplab/erplab/internal/workload"
 	"github.com/erplab/erplab/internal/workload/erp"
 	"github.com/erplab/erplab/internal/workload/smoke"
@@ -72,6 +73,7 @@ type runFlags struct {
 	observeInterval                        time.Duration
 	metricsAddr                            string
 	listOps                                bool
+	stress                                 string
 	wl                                     workloadFlags
 }
 
@@ -152,6 +154,7 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
 	fl.DurationVar(&f.gracefulStop, "graceful-stop", 10*time.Second, "at the end, how long VUs may finish their current operation")
 	fl.BoolVar(&f.observe, "observe", true, "sample sessions, wait events, pg_stat_database, catalogs and host CPU during the run and record them (--observe=false to skip)")
 	fl.DurationVar(&f.observeInterval, "observe-interval", 0, "sampling period of the observations (default: --interval; at least 100ms)")
+	fl.StringVar(&f.stress, "stress", "", "run stress workers beside the load: vm=2, cpu=1, io=1, vm-bytes=512M, thp=huge|nohuge (see erplab stress)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (server, host, per-operation latency and APDEX) at host:port during the run")
 	fl.StringVar(&f.osUser, "os-user", "", "embedded server: OS user to run PostgreSQL as when erplab runs as root (default postgres)")
 	fl.BoolVar(&f.keep, "keep", false, "embedded server: leave it running at the end and print how to connect and stop it")
@@ -245,6 +248,14 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 	if f.maxErrors < 0 {
 		return loadtest.Options{}, fmt.Errorf("--max-errors must be >= 0, got %d", f.maxErrors)
 	}
+	var stressSpec *stress.Spec
+	if f.stress != "" {
+		sp, err := stress.ParseSpec(f.stress)
+		if err != nil {
+			return loadtest.Options{}, fmt.Errorf("--stress: %w", err)
+		}
+		stressSpec = &sp
+	}
 	dsn, envGiven := conninfo.FromEnvOrFlag(f.dsn)
 	if (dsn != "" || envGiven) && (f.keep || f.osUser != "") {
 		return loadtest.Options{}, errors.New("--keep and --os-user apply to the embedded server only; drop them or drop --dsn")
@@ -254,7 +265,7 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 		Workload: w, Mix: f.mix, Scale: f.scale, Seed: f.seed,
 		Stages: stages, Warmup: f.warmup, Think: think, Connections: conns,
 		MaxErrors: f.maxErrors, GracefulStop: f.gracefulStop, Interval: f.interval, Progress: f.progress,
-		Observe: f.observe, ObserveInterval: f.observeInterval, MetricsAddr: f.metricsAddr,
+		Stress: stressSpec, Observe: f.observe, ObserveInterval: f.observeInterval, MetricsAddr: f.metricsAddr,
 		Out: f.out, CommandLine: append([]string{"erplab"}, os.Args[1:]...), Version: version,
 	}, nil
 }

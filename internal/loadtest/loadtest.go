@@ -28,6 +28,7 @@ import (
 	"github.com/erplab/erplab/internal/runenv"
 	"github.com/erplab/erplab/internal/sampler"
 	"github.com/erplab/erplab/internal/storm"
+	"github.com/erplab/erplab/internal/stress"
 	"github.com/erplab/erplab/internal/workload"
 )
 
@@ -64,6 +65,11 @@ type Options struct {
 	// (default: Interval).
 	Observe         bool
 	ObserveInterval time.Duration
+	// Stress, when set, runs stress workers beside the load for the whole
+	// test (stress.ParseSpec syntax, e.g. "vm=2"), so their effect on
+	// APDEX shows; their report goes into the results as extra.stress.
+	Stress *stress.Spec
+
 	// MetricsAddr, when set, serves Prometheus metrics there (host:port)
 	// during the run.
 	MetricsAddr string
@@ -339,7 +345,19 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		}()
 	}
 	catBefore := catalogSizes(ctx, pool)
+	var stressRun *stress.Run
+	if opts.Stress != nil {
+		if stressRun, err = stress.Start(ctx, *opts.Stress); err != nil {
+			return nil, err
+		}
+		say("stress workers started beside the load: %s", stressDesc(*opts.Stress))
+	}
 	outcome, runErr := engine.Run(ctx, pool, cfg, rec)
+	var stressRep *stress.Report
+	if stressRun != nil {
+		r := stressRun.Stop()
+		stressRep = &r
+	}
 	close(progressDone)
 	progressWG.Wait()
 	var storms []storm.Event
@@ -379,6 +397,9 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	if obs != nil {
 		doc.Extra["observations"] = obs.Observations()
 	}
+	if stressRep != nil {
+		doc.Extra["stress"], _ = json.Marshal(stressRep)
+	}
 
 	if err := doc.WriteFile(path); err != nil {
 		return nil, fmt.Errorf("%w (the time series is in %s)", err, streamPath)
@@ -391,6 +412,10 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	PrintSummary(out, doc, outcome)
 	printCatalog(out, cat)
 	printStorms(out, storms)
+	if stressRep != nil {
+		fmt.Fprintln(out, "\nstress workers beside the load:")
+		stress.WriteTable(out, *stressRep)
+	}
 	fmt.Fprintf(out, "results: %s (time series: %s)\n", path, streamPath)
 	if streamErr != nil {
 		fmt.Fprintf(out, "warning: %v\n", streamErr)
@@ -599,4 +624,20 @@ func printStorms(w io.Writer, storms []storm.Event) {
 		}
 		fmt.Fprintf(w, "  at %.0f s %s, peak %d active: %s\n", e.T, end, e.Peak, e.Message)
 	}
+}
+
+func stressDesc(s stress.Spec) string {
+	var parts []string
+	for _, kv := range []struct {
+		name string
+		n    int
+	}{{"cpu", s.CPU}, {"io", s.IO}, {"vm", s.VM}} {
+		if kv.n > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", kv.name, kv.n))
+		}
+	}
+	if s.VM > 0 && s.VMBytes > 0 {
+		parts = append(parts, fmt.Sprintf("vm-bytes=%d", s.VMBytes))
+	}
+	return strings.Join(parts, ",")
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/erplab/erplab/internal/procfile"
 )
 
 // Host describes the machine a run executed on. In JSON field names are
@@ -106,7 +108,7 @@ func ReadHost(procRoot, sysRoot string) (Host, error) {
 	case err != nil:
 		return Host{}, fmt.Errorf("read host: %w", err)
 	default:
-		h.THPEnabled = selectedWord(line)
+		h.THPEnabled = procfile.Selected(line)
 		if h.THPEnabled == "" {
 			return Host{}, fmt.Errorf("read host: %s: no bracketed mode in %q", thp, line)
 		}
@@ -123,17 +125,6 @@ func readLine(path string) (string, error) {
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	return strings.TrimSpace(line), nil
-}
-
-// selectedWord returns the bracketed word of a sysfs choice line such as
-// "always [madvise] never", or "" when none is bracketed.
-func selectedWord(line string) string {
-	for _, w := range strings.Fields(line) {
-		if len(w) > 2 && strings.HasPrefix(w, "[") && strings.HasSuffix(w, "]") {
-			return w[1 : len(w)-1]
-		}
-	}
-	return ""
 }
 
 // unameMachine returns the machine field of uname(2), e.g. "x86_64".

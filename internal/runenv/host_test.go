@@ -77,21 +77,6 @@ func TestReadHostErrors(t *testing.T) {
 	}
 }
 
-func TestSelectedWord(t *testing.T) {
-	for in, want := range map[string]string{
-		"always [madvise] never": "madvise",
-		"[always] madvise never": "always",
-		"always madvise [never]": "never",
-		"always madvise never":   "",
-		"[] x":                   "",
-		"":                       "",
-	} {
-		if got := selectedWord(in); got != want {
-			t.Errorf("selectedWord(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestHostJSON(t *testing.T) {
 	b, err := json.Marshal(Host{Hostname: "h", CPUs: 2, MemTotalBytes: 1024, THPEnabled: "madvise"})
 	if err != nil {

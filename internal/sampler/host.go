@@ -1,15 +1,13 @@
 package sampler
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/procfs"
+
+	"github.com/erplab/erplab/internal/procfile"
 )
 
 // Host is one sample of the machine the server runs on (only when it is
@@ -35,19 +33,7 @@ type Host struct {
 // CPU is the split of CPU time over the interval, % of all CPUs, from the
 // "cpu" line of /proc/stat (proc(5)). Guest time is already inside User and
 // Nice, as the kernel accounts it.
-type CPU struct {
-	User    float64 `json:"user_pct,omitempty"`
-	Nice    float64 `json:"nice_pct,omitempty"`
-	System  float64 `json:"system_pct,omitempty"`
-	Iowait  float64 `json:"iowait_pct,omitempty"`
-	IRQ     float64 `json:"irq_pct,omitempty"`
-	SoftIRQ float64 `json:"softirq_pct,omitempty"`
-	Steal   float64 `json:"steal_pct,omitempty"`
-	Idle    float64 `json:"idle_pct"`
-	// Busy is User+Nice+System+IRQ+SoftIRQ+Steal: time not idle and not
-	// waiting for I/O.
-	Busy float64 `json:"busy_pct"`
-}
+type CPU = procfile.CPU
 
 // Mem is memory now, bytes, from /proc/meminfo.
 type Mem struct {
@@ -119,7 +105,7 @@ func (h *hostReader) read(now time.Time) (*Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host sampler: %s: %w", filepath.Join(h.root, "meminfo"), err)
 	}
-	vm, err := readVMStat(filepath.Join(h.root, "vmstat"), vmstatKeys)
+	vm, err := procfile.VMStat(filepath.Join(h.root, "vmstat"), vmstatKeys...)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +118,7 @@ func (h *hostReader) read(now time.Time) (*Host, error) {
 	if h.prev != nil {
 		elapsed := now.Sub(h.prevTime).Seconds()
 		out.Rates = true
-		out.CPU = cpuSplit(h.prev.CPUTotal, cur.CPUTotal)
+		out.CPU = procfile.Split(h.prev.CPUTotal, cur.CPUTotal)
 		if elapsed > 0 {
 			out.ContextSwitchesPerS = round2(float64(delta(h.prev.ContextSwitches, cur.ContextSwitches)) / elapsed)
 			r := func(k string) float64 {
@@ -154,23 +140,6 @@ func delta(prev, cur uint64) uint64 {
 	return cur - prev
 }
 
-// cpuSplit turns two readings of the "cpu" line into shares of the
-// interval, %. Guest and GuestNice are not added: the kernel already
-// counts them in User and Nice (proc(5)).
-func cpuSplit(a, b procfs.CPUStat) CPU {
-	d := func(x, y float64) float64 { return max(y-x, 0) }
-	user, nice, sys := d(a.User, b.User), d(a.Nice, b.Nice), d(a.System, b.System)
-	idle, iow := d(a.Idle, b.Idle), d(a.Iowait, b.Iowait)
-	irq, soft, steal := d(a.IRQ, b.IRQ), d(a.SoftIRQ, b.SoftIRQ), d(a.Steal, b.Steal)
-	total := user + nice + sys + idle + iow + irq + soft + steal
-	if total <= 0 {
-		return CPU{}
-	}
-	p := func(x float64) float64 { return round2(100 * x / total) }
-	return CPU{User: p(user), Nice: p(nice), System: p(sys), Iowait: p(iow), IRQ: p(irq), SoftIRQ: p(soft),
-		Steal: p(steal), Idle: p(idle), Busy: p(user + nice + sys + irq + soft + steal)}
-}
-
 func memOf(mi procfs.Meminfo) Mem {
 	v := func(p *uint64) uint64 {
 		if p == nil {
@@ -187,36 +156,4 @@ func memOf(mi procfs.Meminfo) Mem {
 		m.SwapUsed = st - sf
 	}
 	return m
-}
-
-// readVMStat reads the counters named in keys from a /proc/vmstat file
-// ("name value" per line, proc(5)); prometheus/procfs has no parser for
-// it. Keys the file lacks are absent from the map; an unparsable value of
-// a wanted key is an error naming the file.
-func readVMStat(path string, keys []string) (map[string]uint64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("host sampler: %w", err)
-	}
-	want := make(map[string]bool, len(keys))
-	for _, k := range keys {
-		want[k] = true
-	}
-	out := make(map[string]uint64, len(keys))
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		name, val, ok := bytes.Cut(sc.Bytes(), []byte{' '})
-		if !ok || !want[string(name)] {
-			continue
-		}
-		n, err := strconv.ParseUint(string(bytes.TrimSpace(val)), 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("host sampler: %s: %s: %w", path, name, err)
-		}
-		out[string(name)] = n
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("host sampler: %s: %w", path, err)
-	}
-	return out, nil
 }

@@ -1,0 +1,49 @@
+package procfile
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/prometheus/procfs"
+)
+
+func TestVMStat(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "vmstat")
+	os.WriteFile(p, []byte("nr_free_pages 100\nthp_fault_alloc 42\ncompact_stall 7\n"), 0o644)
+	m, err := VMStat(p, "thp_fault_alloc", "compact_stall", "absent")
+	if err != nil || m["thp_fault_alloc"] != 42 || m["compact_stall"] != 7 || len(m) != 2 {
+		t.Fatalf("%v %v", m, err)
+	}
+	os.WriteFile(p, []byte("thp_fault_alloc x\n"), 0o644)
+	if _, err := VMStat(p, "thp_fault_alloc"); err == nil {
+		t.Fatal("bad value accepted")
+	}
+	// the live file has the THP counters on this kernel
+	if m, err := VMStat("/proc/vmstat", "pgfault"); err != nil || m["pgfault"] == 0 {
+		t.Fatalf("live vmstat: %v %v", m, err)
+	}
+}
+
+func TestSelected(t *testing.T) {
+	for in, want := range map[string]string{
+		"always [madvise] never\n": "madvise", "[always] madvise never": "always", "always madvise [never]": "never",
+		"always madvise never": "", "": ""} {
+		if got := Selected(in); got != want {
+			t.Errorf("%q: %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestSplit(t *testing.T) {
+	a := procfs.CPUStat{User: 100, System: 50, Idle: 800, Iowait: 50}
+	b := procfs.CPUStat{User: 160, System: 70, Idle: 900, Iowait: 70, SoftIRQ: 10}
+	// deltas: user 60, system 20, idle 100, iowait 20, softirq 10 = 210
+	c := Split(a, b)
+	if c.User != 28.57 || c.System != 9.52 || c.SoftIRQ != 4.76 || c.Busy != 42.86 {
+		t.Fatalf("%+v", c)
+	}
+	if (Split(b, b) != CPU{}) {
+		t.Fatal("zero interval not zero")
+	}
+}
