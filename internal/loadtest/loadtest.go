@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/erplab/erplab/internal/conninfo"
@@ -450,6 +451,15 @@ func StartEmbedded(ctx context.Context, out io.Writer, osUser string, maxConnect
 	if err := c.CreateDatabase(ctx, "erplab"); err != nil {
 		c.Stop()
 		return nil, fmt.Errorf("embedded server: %w", err)
+	}
+	// Statement statistics for doctor and diagnosis, when the contrib
+	// library is preloaded (pgcluster does so when it is installed).
+	if conn, err := pgx.Connect(ctx, c.DSN("erplab")); err == nil {
+		var libs string
+		if conn.QueryRow(ctx, `SELECT current_setting('shared_preload_libraries')`).Scan(&libs) == nil && strings.Contains(libs, "pg_stat_statements") {
+			conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`) //nolint:errcheck // optional
+		}
+		conn.Close(ctx)
 	}
 	fmt.Fprintf(out, "PostgreSQL %s ready in %s (data %s, port %d)\n", c.Version(), time.Since(t0).Round(10*time.Millisecond), c.Dir(), c.Port())
 	return c, nil

@@ -235,6 +235,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		conf["shared_buffers"] = defaultSharedBuffers()
 	}
 	maps.Copy(conf, labSettings())
+	maps.Copy(conf, statementStats(c.binDir))
 	maps.Copy(conf, opts.Settings)
 
 	c.logFile, err = os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -310,6 +311,23 @@ func labSettings() map[string]string {
 		// fail with "could not resize shared memory segment". System V
 		// segments are not subject to that cap.
 		"dynamic_shared_memory_type": dsmType(),
+	}
+}
+
+// statementStats preloads pg_stat_statements with planning time tracked
+// when the contrib library is installed next to the server binaries
+// (<bindir>/../lib, Debian's layout and pg_config --pkglibdir of a
+// source build), so that `erplab doctor` and EXPLAIN-level diagnosis of a
+// throwaway server can name slow and OR-over-subquery statements
+// (pgstatstatements.html). The extension itself is created per database
+// by the caller (Cluster.CreateDatabase does it when preloaded).
+func statementStats(binDir string) map[string]string {
+	if _, err := os.Stat(filepath.Join(binDir, "..", "lib", "pg_stat_statements.so")); err != nil {
+		return nil
+	}
+	return map[string]string{
+		"shared_preload_libraries":          "pg_stat_statements",
+		"pg_stat_statements.track_planning": "on",
 	}
 }
 

@@ -1,0 +1,271 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/doctor"
+	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/sampler"
+	"github.com/erplab/erplab/internal/tmpfsfix"
+)
+
+// Exit codes of `erplab doctor` by the worst finding: 0 when nothing is
+// worse than info (ok, info, not checked), 4 for a warning, 5 for a
+// critical finding. 1 and 2 keep their meaning (error, usage).
+const (
+	exitDoctorWarning  = 4
+	exitDoctorCritical = 5
+)
+
+type doctorFlags struct {
+	dsn, format, osUser string
+	procRoot, sysRoot   string
+	only, skip          []string
+	sample, interval    time.Duration
+	host, noHost, list  bool
+}
+
+func newDoctorCmd() *cobra.Command {
+	var f doctorFlags
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Diagnose a PostgreSQL server and its host for ERP workloads, read-only, with evidence and fixes",
+		Long: `Run every check against a server (and, when it runs on this machine, its host) and print the
+findings grouped by severity: critical, warning, info, ok, not checked. Each finding gives the
+evidence (numbers and where they were read), why it matters, the fix as exact commands, and the
+source of the rule (PostgreSQL documentation, source file, kernel documentation).
+
+Everything is read-only: the doctor's session runs with default_transaction_read_only = on and
+reads statistics views, settings, pg_stat_statements and, for a local server, /proc and /sys.
+Rate-based checks (temp files, catalog churn, lock-manager and invalidation waits, THP and swap
+activity, new sessions) sample the server for --sample. A check whose prerequisite is missing
+(pg_stat_statements, pgstattuple, pg_monitor, a local server) says "not checked: needs X".
+Host checks run when the server is reached over a Unix socket or a loopback address, or with --host.
+
+With no --dsn and no PG* environment, the doctor starts erplab's throwaway server and diagnoses
+it and this host (what 'erplab run' would test against).
+
+Exit codes: 0 nothing worse than info; 4 worst finding is a warning; 5 a critical finding;
+1 the doctor could not run; 2 bad usage. 'erplab doctor --list' prints every check with its rule.
+
+Subcommand: 'erplab doctor fix tmpfs-temp-tablespace' prints (or with --apply performs) the
+procedure that moves temp-table files to tmpfs.`,
+		Example: `  erplab doctor --dsn 'host=db1 dbname=erp user=postgres'
+  erplab doctor --dsn 'dbname=erp' --sample 30s --format markdown > doctor.md
+  erplab doctor --only temp-files,catalog-churn,temp-tablespace --sample 1m
+  erplab doctor --format json | jq '.findings[] | select(.severity == "warning")'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runDoctor(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.dsn, "dsn", "", "server to diagnose (libpq key=value or URL); default: PG* environment, else a throwaway embedded server")
+	fl.DurationVar(&f.sample, "sample", doctor.DefaultSample, "how long rate-based checks sample the server (0 = skip them)")
+	fl.DurationVar(&f.interval, "interval", doctor.DefaultInterval, "sampling period within --sample")
+	fl.StringVar(&f.format, "format", doctor.FormatText, "output format: text, json or markdown")
+	fl.StringSliceVar(&f.only, "only", nil, "run only these checks (comma-separated ids, see --list)")
+	fl.StringSliceVar(&f.skip, "skip", nil, "skip these checks (comma-separated ids)")
+	fl.BoolVar(&f.host, "host", false, "run host checks even when the server does not look local (e.g. a local container reached over a bridge address)")
+	fl.BoolVar(&f.noHost, "no-host", false, "never run host checks")
+	fl.BoolVar(&f.list, "list", false, "list the checks with their severity rules and sources, and exit")
+	fl.StringVar(&f.osUser, "os-user", "", "embedded server: OS user to run PostgreSQL as when erplab runs as root (default postgres)")
+	fl.StringVar(&f.procRoot, "proc-root", "/proc", "proc tree host checks read")
+	fl.StringVar(&f.sysRoot, "sys-root", "/sys", "sys tree host checks read")
+	_ = fl.MarkHidden("proc-root")
+	_ = fl.MarkHidden("sys-root")
+	cmd.AddCommand(newDoctorFixCmd())
+	return cmd
+}
+
+func runDoctor(cmd *cobra.Command, f doctorFlags) error {
+	out := cmd.OutOrStdout()
+	if f.list {
+		for _, c := range doctor.Checks() {
+			kind := ""
+			switch {
+			case c.Host && c.Sampled:
+				kind = " [host, sampled]"
+			case c.Host:
+				kind = " [host]"
+			case c.Sampled:
+				kind = " [sampled]"
+			}
+			fmt.Fprintf(out, "%s%s: %s\n    rule: %s\n    source: %s\n", c.ID, kind, c.Title, c.Rule, strings.Join(c.Sources, "\n            "))
+		}
+		return nil
+	}
+	switch {
+	case f.format != doctor.FormatText && f.format != doctor.FormatJSON && f.format != doctor.FormatMarkdown:
+		return withCode(exitUsage, fmt.Errorf("--format must be text, json or markdown, got %q", f.format))
+	case f.sample < 0:
+		return withCode(exitUsage, fmt.Errorf("--sample must be >= 0, got %s", f.sample))
+	case f.interval < sampler.MinInterval:
+		return withCode(exitUsage, fmt.Errorf("--interval must be at least %s, got %s", sampler.MinInterval, f.interval))
+	case f.host && f.noHost:
+		return withCode(exitUsage, errors.New("--host and --no-host exclude each other"))
+	}
+	known := doctor.IDs()
+	for _, id := range append(append([]string{}, f.only...), f.skip...) {
+		if !containsID(known, id) {
+			return withCode(exitUsage, fmt.Errorf("unknown check id %q in --only/--skip (see 'erplab doctor --list')", id))
+		}
+	}
+	ctx := cmd.Context()
+	dsn, given := conninfo.FromEnvOrFlag(f.dsn)
+	if given && f.osUser != "" {
+		return withCode(exitUsage, errors.New("--os-user applies to the embedded server only; drop it or drop --dsn"))
+	}
+	if !given {
+		c, err := loadtest.StartEmbedded(ctx, cmd.ErrOrStderr(), f.osUser, 0, false)
+		if err != nil {
+			return err
+		}
+		defer c.Stop()
+		dsn = c.DSN("erplab")
+		fmt.Fprintln(cmd.ErrOrStderr(), "diagnosing the throwaway server: a fresh server has no load, so rate-based checks see an idle server")
+	}
+	opts := doctor.Options{DSN: dsn, Sample: f.sample, Interval: f.interval, Only: f.only, Skip: f.skip,
+		ProcRoot: f.procRoot, SysRoot: f.sysRoot}
+	switch {
+	case f.host:
+		opts.Host = sampler.HostOn
+	case f.noHost:
+		opts.Host = sampler.HostOff
+	}
+	if f.sample > 0 && f.format == doctor.FormatText {
+		fmt.Fprintf(cmd.ErrOrStderr(), "sampling the server for %s...\n", f.sample)
+	}
+	rep, err := doctor.Run(ctx, opts)
+	if err != nil {
+		if ctx.Err() != nil {
+			return withCode(exitInterrupted, errors.New("interrupted"))
+		}
+		return err
+	}
+	if err := doctor.Render(out, rep, f.format); err != nil {
+		return err
+	}
+	switch rep.Worst {
+	case doctor.Critical:
+		return withCode(exitDoctorCritical, fmt.Errorf("doctor: %d critical, %d warning findings", rep.Count(doctor.Critical), rep.Count(doctor.Warning)))
+	case doctor.Warning:
+		return withCode(exitDoctorWarning, fmt.Errorf("doctor: %d warning findings", rep.Count(doctor.Warning)))
+	}
+	return nil
+}
+
+func containsID(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+type fixFlags struct {
+	dsn, size, tablespace, location, scope, procRoot string
+	apply, undo                                      bool
+}
+
+func newDoctorFixCmd() *cobra.Command {
+	var f fixFlags
+	cmd := &cobra.Command{
+		Use:   "fix " + tmpfsfix.Name,
+		Short: "Print, or perform on a local server, the procedure that puts temp tables on tmpfs",
+		Long: `Print the procedure that moves the files of temporary tables of one database to a tmpfs:
+a tablespace directory owned by the server's OS user (mode 0700), CREATE TABLESPACE, a dummy temp
+table that creates the per-database directory, a tmpfs mounted over that directory, temp_tablespaces
+set and pg_reload_conf(), and a check that a new temp table's file lands on the tmpfs.
+
+With --apply, erplab performs it on a server on this host, as root, with a superuser role, and
+verifies it (pg_relation_filepath of a new temp table against /proc/self/mountinfo); a failed step
+undoes the steps before it. With --undo it reverses it without leftovers: settings reset, tmpfs
+unmounted, tablespace dropped, directory removed.
+
+--scope system (default) uses ALTER SYSTEM: running sessions follow at pg_reload_conf(), which
+matters for ERP connection pools that live for days, but the setting applies to every database
+(their temp files go to the tablespace on disk unless they get a mount too). --scope database uses
+ALTER DATABASE: this database only, new sessions only.
+
+` + tmpfsfix.FullWarning,
+		Example: `  erplab doctor fix tmpfs-temp-tablespace --size 2G --dsn 'dbname=erp'
+  sudo erplab doctor fix tmpfs-temp-tablespace --size 2G --dsn 'host=/var/run/postgresql dbname=erp user=postgres' --apply
+  sudo erplab doctor fix tmpfs-temp-tablespace --dsn 'host=/var/run/postgresql dbname=erp user=postgres' --undo`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 || args[0] != tmpfsfix.Name {
+				return withCode(exitUsage, fmt.Errorf("doctor fix needs the fix's name: %s", tmpfsfix.Name))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runFix(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.dsn, "dsn", "", "server and database to fix (libpq key=value or URL); default: PG* environment")
+	fl.StringVar(&f.size, "size", "", "tmpfs size: a number with k, m, g or % (e.g. 2G); required with --apply")
+	fl.BoolVar(&f.apply, "apply", false, "perform the procedure (local server, root, superuser) and verify it")
+	fl.BoolVar(&f.undo, "undo", false, "reverse the procedure without leftovers")
+	fl.StringVar(&f.tablespace, "tablespace", tmpfsfix.DefaultTablespace, "tablespace name")
+	fl.StringVar(&f.location, "location", "", "tablespace directory (default: next to the data directory, <parent of data_directory>/<tablespace>)")
+	fl.StringVar(&f.scope, "scope", string(tmpfsfix.ScopeSystem), "where temp_tablespaces is set: system (ALTER SYSTEM) or database (ALTER DATABASE)")
+	fl.StringVar(&f.procRoot, "proc-root", "/proc", "proc tree whose self/mountinfo is read")
+	_ = fl.MarkHidden("proc-root")
+	return cmd
+}
+
+func runFix(cmd *cobra.Command, f fixFlags) error {
+	out := cmd.OutOrStdout()
+	opts := tmpfsfix.Options{Size: f.size, Tablespace: f.tablespace, Location: f.location, Scope: tmpfsfix.Scope(f.scope), ProcRoot: f.procRoot}
+	switch {
+	case f.apply && f.undo:
+		return withCode(exitUsage, errors.New("--apply and --undo exclude each other"))
+	case f.scope != string(tmpfsfix.ScopeSystem) && f.scope != string(tmpfsfix.ScopeDatabase):
+		return withCode(exitUsage, fmt.Errorf("--scope must be system or database, got %q", f.scope))
+	case f.tablespace == "":
+		return withCode(exitUsage, errors.New("--tablespace must not be empty"))
+	}
+	if f.size != "" || f.apply {
+		if err := tmpfsfix.ValidSize(f.size); err != nil {
+			return withCode(exitUsage, fmt.Errorf("--size: %w", err))
+		}
+	}
+	ctx := cmd.Context()
+	dsn, given := conninfo.FromEnvOrFlag(f.dsn)
+	if !given {
+		if f.apply || f.undo {
+			return withCode(exitUsage, errors.New("--apply and --undo need the server: pass --dsn (or set PG* variables)"))
+		}
+		fmt.Fprint(out, tmpfsfix.Procedure(&tmpfsfix.Target{Database: "<database>", Tablespace: f.tablespace, Location: f.location, UID: -1, GID: -1}, opts))
+		return nil
+	}
+	switch {
+	case f.apply:
+		if _, err := tmpfsfix.Apply(ctx, dsn, opts, out); err != nil {
+			return err
+		}
+		fmt.Fprintln(out)
+		for _, l := range strings.Split(tmpfsfix.FullWarning, "\n") {
+			fmt.Fprintln(out, "warning: "+l)
+		}
+		fmt.Fprintln(out, "persist the mount in /etc/fstab (see the printed procedure without --apply); undo with --undo")
+		return nil
+	case f.undo:
+		return tmpfsfix.Undo(ctx, dsn, opts, out)
+	}
+	conn, err := tmpfsfix.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	t, err := tmpfsfix.Inspect(ctx, conn, opts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(out, tmpfsfix.Procedure(t, opts))
+	return nil
+}

@@ -1,0 +1,446 @@
+// Package doctor diagnoses a PostgreSQL server and the host it runs on
+// for the trouble ERP workloads meet in the field (docs CONTEXT.md):
+// transparent huge pages eating the CPU in system time, catalogs bloated
+// by temp-table churn, temp files from a low work_mem, planning slower
+// than execution, OR-over-subquery filters that force a sequential scan,
+// LWLock:LockManager and shared-invalidation waits, and the usual
+// configuration limits (connections, memory budget, autovacuum,
+// wraparound).
+//
+// Every check is read-only: the doctor's session runs with
+// default_transaction_read_only = on, reads statistics views, settings and
+// (for a local server) /proc and /sys, and never reads pg_locks. Each
+// check yields one Finding with a Severity, the measured evidence and
+// where it came from, why it matters, the fix as exact commands, and the
+// source of the rule (PostgreSQL documentation page, source file or
+// kernel documentation). A check whose prerequisite is missing (an
+// extension, a privilege, a local server, a sample) reports NotChecked
+// with what it needs instead of failing.
+//
+// Rate-based checks (temp files, catalog churn, wait shares, THP and
+// swap activity, new sessions) use a sample taken with package sampler
+// for Options.Sample. The thresholds are constants of this package,
+// listed with each check in Checks and in the CLI help.
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/sampler"
+	"github.com/erplab/erplab/internal/storm"
+)
+
+// Severity grades a finding. The order of the constants is the order of
+// the report sections (worst first); Worse compares by harm.
+type Severity int
+
+const (
+	// Critical: the server is failing or about to (wraparound, connection
+	// limit, autovacuum off).
+	Critical Severity = iota
+	// Warning: measurably hurts an ERP workload; fix it.
+	Warning
+	// Info: worth knowing, not harmful by itself.
+	Info
+	// OK: checked, nothing to fix.
+	OK
+	// NotChecked: a prerequisite is missing (Finding.Needs says which).
+	NotChecked
+)
+
+var severityNames = []string{"critical", "warning", "info", "ok", "not checked"}
+
+// String returns "critical", "warning", "info", "ok" or "not checked".
+func (s Severity) String() string {
+	if s < 0 || int(s) >= len(severityNames) {
+		return fmt.Sprintf("severity(%d)", int(s))
+	}
+	return severityNames[s]
+}
+
+// rank orders severities by harm: critical 3, warning 2, info 1, ok and
+// not checked 0.
+func (s Severity) rank() int {
+	switch s {
+	case Critical:
+		return 3
+	case Warning:
+		return 2
+	case Info:
+		return 1
+	}
+	return 0
+}
+
+// MarshalText encodes the severity as its name (JSON "warning").
+func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText parses a severity name.
+func (s *Severity) UnmarshalText(b []byte) error {
+	i := slices.Index(severityNames, string(b))
+	if i < 0 {
+		return fmt.Errorf("unknown severity %q", b)
+	}
+	*s = Severity(i)
+	return nil
+}
+
+// Evidence is one measured fact: Text holds the numbers, From where they
+// were read ("pg_stat_database", "/sys/kernel/mm/transparent_hugepage/enabled").
+type Evidence struct {
+	Text string `json:"text"`
+	From string `json:"from"`
+}
+
+// Finding is the result of one check.
+type Finding struct {
+	// ID is the check's id ("thp-enabled"), Title its name.
+	ID    string `json:"id"`
+	Title string `json:"title"`
+	// Severity is the verdict.
+	Severity Severity `json:"severity"`
+	// Summary is the verdict in one line with the key number.
+	Summary string `json:"summary"`
+	// Evidence are the measured facts behind the verdict.
+	Evidence []Evidence `json:"evidence,omitempty"`
+	// Why says in one sentence why the rule matters.
+	Why string `json:"why"`
+	// Fix holds exact commands (SQL or shell, "#" lines are comments);
+	// empty when nothing is to be done.
+	Fix []string `json:"fix,omitempty"`
+	// Sources justify the rule: PostgreSQL documentation pages, source
+	// files, kernel documentation.
+	Sources []string `json:"sources"`
+	// Needs says what is missing when Severity is NotChecked, e.g.
+	// "pg_stat_statements (shared_preload_libraries and CREATE EXTENSION)".
+	Needs string `json:"needs,omitempty"`
+	// Metrics are the key numbers by name, for scripts and tests (units
+	// in the names: _bytes, _ms, _per_s, _pct).
+	Metrics map[string]float64 `json:"metrics,omitempty"`
+	// Statements are the pg_stat_statements entries a finding names.
+	Statements []Statement `json:"statements,omitempty"`
+}
+
+// Statement is one pg_stat_statements entry named by a finding; times
+// in ms.
+type Statement struct {
+	QueryID  int64  `json:"queryid"`
+	Database string `json:"database"`
+	// Query is the normalized text ($n for constants), whitespace
+	// collapsed, cut to 1000 characters.
+	Query       string  `json:"query"`
+	Calls       int64   `json:"calls"`
+	MeanExecMs  float64 `json:"mean_exec_ms"`
+	TotalExecMs float64 `json:"total_exec_ms"`
+	MeanPlanMs  float64 `json:"mean_plan_ms,omitempty"`
+	// Note says what the finding saw in it, e.g. "d.owner: 2 OR arms, 1 subquery".
+	Note string `json:"note,omitempty"`
+}
+
+// Check describes one check.
+type Check struct {
+	ID    string
+	Title string
+	// Host is true for checks that read the host's /proc or /sys; they
+	// run only when the server is local or Options.Host is HostOn.
+	Host bool
+	// Sampled is true for checks that need a sample (Options.Sample > 0);
+	// UsesSample for checks that use one when taken (rates, peaks) and
+	// judge the current state without.
+	Sampled    bool
+	UsesSample bool
+	// Rule is the severity rule in one line (for --list and the docs).
+	Rule string
+	Why  string
+	// Sources justify the rule.
+	Sources []string
+	run     func(ctx context.Context, e *env) result
+}
+
+// result is what a check's run returns; the static parts of Finding come
+// from the Check.
+type result struct {
+	sev      Severity
+	summary  string
+	evidence []Evidence
+	fix      []string
+	needs    string
+	metrics  map[string]float64
+	stmts    []Statement
+}
+
+func notChecked(needs string) result {
+	return result{sev: NotChecked, summary: "not checked: needs " + needs, needs: needs}
+}
+
+// Options configure Run.
+type Options struct {
+	// DSN is the server (libpq key=value or URL; "" reads PG* variables).
+	DSN string
+	// Sample is how long rate-based checks observe the server (0: those
+	// checks report NotChecked). DefaultSample unless a caller picks
+	// another.
+	Sample time.Duration
+	// Interval is the sampling period within Sample (default
+	// DefaultInterval).
+	Interval time.Duration
+	// Only, when not empty, runs only the checks with these ids; Skip
+	// leaves out these ids. Unknown ids are an error.
+	Only, Skip []string
+	// Host chooses whether host checks run: sampler.HostAuto (when the
+	// server is reached over a Unix socket or loopback), HostOn, HostOff.
+	Host sampler.HostMode
+	// ProcRoot and SysRoot are the proc and sys trees host checks read
+	// (default "/proc" and "/sys"; tests pass fixture trees).
+	ProcRoot, SysRoot string
+}
+
+// Sampling defaults.
+const (
+	DefaultSample   = 10 * time.Second
+	DefaultInterval = 500 * time.Millisecond
+	// ApplicationName is set on the doctor's connection.
+	ApplicationName = "erplab doctor"
+	// queryTimeout bounds every statement of a check (statement_timeout
+	// of the doctor's session).
+	queryTimeout = 15 * time.Second
+)
+
+// ReportFormat names the version of the JSON report.
+const ReportFormat = "erplab-doctor/1"
+
+// Report is the outcome of Run.
+type Report struct {
+	Format string `json:"format"`
+	// Server identifies the server: version, database, redacted DSN.
+	Server ServerInfo `json:"server"`
+	// HostChecked says whether host checks read /proc and /sys;
+	// HostNote says why not or which roots were read.
+	HostChecked bool   `json:"host_checked"`
+	HostNote    string `json:"host_note,omitempty"`
+	// SampleS is the length of the sample from its first to its last
+	// reading, seconds (0: no sample taken).
+	SampleS float64 `json:"sample_s"`
+	// Worst is the worst severity found (ok when all are ok or not
+	// checked).
+	Worst    Severity  `json:"worst"`
+	Findings []Finding `json:"findings"`
+	// Storms are the session storms the sampler detected.
+	Storms []storm.Event `json:"storms,omitempty"`
+}
+
+// ServerInfo identifies the diagnosed server.
+type ServerInfo struct {
+	Version    string `json:"version"`
+	VersionNum int    `json:"version_num"`
+	Database   string `json:"database"`
+	// DSN is the connection string with the password masked.
+	DSN   string `json:"dsn"`
+	Local bool   `json:"local"`
+	// Superuser and StatsPrivileged (pg_read_all_stats) are the role's
+	// privileges.
+	Superuser       bool `json:"superuser"`
+	StatsPrivileged bool `json:"stats_privileged"`
+	InRecovery      bool `json:"in_recovery"`
+}
+
+// Count returns the number of findings with severity s.
+func (r *Report) Count(s Severity) int {
+	n := 0
+	for _, f := range r.Findings {
+		if f.Severity == s {
+			n++
+		}
+	}
+	return n
+}
+
+// Find returns the finding with this id, or nil.
+func (r *Report) Find(id string) *Finding {
+	for i := range r.Findings {
+		if r.Findings[i].ID == id {
+			return &r.Findings[i]
+		}
+	}
+	return nil
+}
+
+// JSON returns the report as indented JSON.
+func (r *Report) JSON() ([]byte, error) { return json.MarshalIndent(r, "", "  ") }
+
+// Checks returns the checks in report order (a fresh slice).
+func Checks() []Check {
+	return slices.Clone(allChecks)
+}
+
+// IDs returns the ids of all checks.
+func IDs() []string {
+	out := make([]string, len(allChecks))
+	for i, c := range allChecks {
+		out[i] = c.ID
+	}
+	return out
+}
+
+// selectChecks applies only/skip; unknown ids are an error naming them.
+func selectChecks(only, skip []string) ([]Check, error) {
+	known := IDs()
+	var unknown []string
+	for _, id := range append(slices.Clone(only), skip...) {
+		if !slices.Contains(known, id) {
+			unknown = append(unknown, id)
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("unknown check id %s (known: %s)", strings.Join(unknown, ", "), strings.Join(known, ", "))
+	}
+	var out []Check
+	for _, c := range allChecks {
+		if len(only) > 0 && !slices.Contains(only, c.ID) {
+			continue
+		}
+		if slices.Contains(skip, c.ID) {
+			continue
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--only/--skip leave no check to run")
+	}
+	return out, nil
+}
+
+// Run connects to the server, samples it for opts.Sample when a selected
+// check needs a sample, runs the selected checks and returns the report.
+// Errors: bad options (unknown check id), the connection failing (one
+// line, no password), ctx cancelled. A check that fails on its own
+// reports NotChecked with the error instead of failing Run.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	checks, err := selectChecks(opts.Only, opts.Skip)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Sample < 0 {
+		return nil, fmt.Errorf("sample must be >= 0, got %s", opts.Sample)
+	}
+	if opts.Interval == 0 {
+		opts.Interval = DefaultInterval
+	}
+	if opts.Interval < sampler.MinInterval {
+		return nil, fmt.Errorf("sampling interval must be at least %s, got %s", sampler.MinInterval, opts.Interval)
+	}
+	if opts.ProcRoot == "" {
+		opts.ProcRoot = "/proc"
+	}
+	if opts.SysRoot == "" {
+		opts.SysRoot = "/sys"
+	}
+
+	conn, err := connect(ctx, opts.DSN)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+
+	e := &env{opts: opts, conn: conn}
+	if err := e.readServer(ctx); err != nil {
+		return nil, err
+	}
+	e.srv.DSN = conninfo.Redact(opts.DSN)
+	if opts.DSN == "" {
+		e.srv.DSN = "(PG* environment)"
+	}
+	e.readHost()
+
+	needSample := slices.ContainsFunc(checks, func(c Check) bool { return c.Sampled || c.UsesSample })
+	e.smpWhy = "a sample (--sample > 0)"
+	switch {
+	case !needSample, opts.Sample == 0:
+	default:
+		if err := e.takeSample(ctx); err != nil {
+			return nil, err
+		}
+	}
+
+	rep := &Report{Format: ReportFormat, Server: e.srv, HostChecked: e.host != nil}
+	if e.host != nil {
+		rep.HostNote = "read " + opts.ProcRoot + " and " + opts.SysRoot
+	} else {
+		rep.HostNote = e.hostWhy
+	}
+	if e.smp != nil {
+		rep.SampleS = round2(e.smp.elapsed)
+		rep.Storms = e.smp.storms
+	}
+	for _, c := range checks {
+		f := Finding{ID: c.ID, Title: c.Title, Why: c.Why, Sources: c.Sources}
+		var r result
+		switch {
+		case c.Host && e.host == nil:
+			r = notChecked(e.hostWhy)
+		case c.Sampled && e.smp == nil:
+			r = notChecked(e.smpWhy)
+		default:
+			r = c.run(ctx, e)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("doctor: %w", err)
+		}
+		f.Severity, f.Summary, f.Evidence, f.Fix, f.Needs, f.Metrics, f.Statements = r.sev, r.summary, r.evidence, r.fix, r.needs, r.metrics, r.stmts
+		rep.Findings = append(rep.Findings, f)
+	}
+	// Stable order: by severity section, then check order.
+	sort.SliceStable(rep.Findings, func(i, j int) bool { return rep.Findings[i].Severity < rep.Findings[j].Severity })
+	rep.Worst = OK
+	for _, f := range rep.Findings {
+		if f.Severity.rank() > rep.Worst.rank() {
+			rep.Worst = f.Severity
+		}
+	}
+	return rep, nil
+}
+
+// connect opens the doctor's session: read-only by default
+// (default_transaction_read_only), with a statement timeout and its
+// application_name.
+func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, errors.New(conninfo.Describe(err))
+	}
+	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
+		cfg.RuntimeParams["application_name"] = ApplicationName
+	}
+	cfg.RuntimeParams["default_transaction_read_only"] = "on"
+	cfg.RuntimeParams["statement_timeout"] = fmt.Sprint(queryTimeout.Milliseconds())
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(cctx, cfg)
+	if err != nil {
+		return nil, errors.New(conninfo.Describe(err))
+	}
+	return conn, nil
+}
+
+// isLocal reports whether a connection's remote address is on this
+// machine: a Unix socket or a loopback IP.
+func isLocal(a net.Addr) bool {
+	switch a := a.(type) {
+	case *net.UnixAddr:
+		return true
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	}
+	return false
+}

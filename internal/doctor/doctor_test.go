@@ -1,0 +1,649 @@
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/erplab/erplab/internal/pgcluster"
+	"github.com/erplab/erplab/internal/sampler"
+	"github.com/erplab/erplab/internal/tmpfsfix"
+)
+
+// cluster is this package's throwaway server. pgtest.Run cannot preload
+// libraries, so TestMain starts it with pgcluster directly:
+// pg_stat_statements preloaded with track_planning on (the statement
+// checks), and autovacuum_naptime 10min so that autovacuum does not clean
+// the dead catalog tuples the churn test makes while the test looks at
+// them (no check judges the naptime).
+var cluster *pgcluster.Cluster
+
+func TestMain(m *testing.M) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	c, err := pgcluster.Start(ctx, pgcluster.Options{
+		MaxConnections: 50,
+		SharedBuffers:  "128MB",
+		StopWithParent: true,
+		Settings: map[string]string{
+			"shared_preload_libraries":          "pg_stat_statements",
+			"pg_stat_statements.track_planning": "on",
+			"autovacuum_naptime":                "10min",
+		},
+	})
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "doctor tests: start PostgreSQL: %v\n", err)
+		os.Exit(1)
+	}
+	cluster = c
+	code := m.Run()
+	if err := c.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "doctor tests: stop PostgreSQL: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var dbSeq struct {
+	sync.Mutex
+	n int
+}
+
+// newDatabase creates a fresh database, dropped at cleanup, and returns
+// its DSN.
+func newDatabase(t *testing.T) string {
+	t.Helper()
+	dbSeq.Lock()
+	dbSeq.n++
+	name := fmt.Sprintf("doctor_%d", dbSeq.n)
+	dbSeq.Unlock()
+	ctx := context.Background()
+	if err := cluster.CreateDatabase(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(ctx, cluster.DSN("postgres"))
+		if err != nil {
+			t.Errorf("drop %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop %s: %v", name, err)
+		}
+	})
+	return cluster.DSN(name)
+}
+
+func dial(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func exec(t *testing.T, conn *pgx.Conn, sql string, args ...any) {
+	t.Helper()
+	if _, err := conn.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// hostFixture describes a fixture host tree.
+type hostFixture struct {
+	thp, defrag string // "" = no THP files
+	overcommit  int
+	swapTotalKB int
+	swapFreeKB  int
+}
+
+// healthyHost is a well-configured 8-CPU, 16 GiB host.
+var healthyHost = hostFixture{thp: "madvise", defrag: "madvise", overcommit: 2}
+
+// writeHost writes proc and sys fixture trees in the kernel's formats
+// (proc(5), transhuge.rst) and returns their roots.
+func writeHost(t *testing.T, h hostFixture) (procRoot, sysRoot string) {
+	t.Helper()
+	dir := t.TempDir()
+	procRoot, sysRoot = filepath.Join(dir, "proc"), filepath.Join(dir, "sys")
+	var cpuinfo strings.Builder
+	for i := 0; i < 8; i++ {
+		fmt.Fprintf(&cpuinfo, "processor\t: %d\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 85\nmodel name\t: Intel(R) Xeon(R) Gold 6230 CPU @ 2.10GHz\nflags\t\t: fpu sse2\n\n", i)
+	}
+	files := map[string]string{
+		"proc/cpuinfo": cpuinfo.String(),
+		"proc/meminfo": fmt.Sprintf(`MemTotal:       16384000 kB
+MemFree:         8000000 kB
+MemAvailable:   12000000 kB
+Buffers:          100000 kB
+Cached:          4000000 kB
+SwapTotal:       %d kB
+SwapFree:        %d kB
+AnonHugePages:         0 kB
+CommitLimit:    16000000 kB
+Committed_AS:    6000000 kB
+HugePages_Total:       0
+HugePages_Free:        0
+HugePages_Rsvd:        0
+HugePages_Surp:        0
+Hugepagesize:       2048 kB
+`, h.swapTotalKB, h.swapFreeKB),
+		"proc/stat":                     "cpu  1000 0 500 8000 100 0 10 0 0 0\ncpu0 1000 0 500 8000 100 0 10 0 0 0\nintr 1 0\nctxt 1000\nbtime 1700000000\nprocesses 100\nprocs_running 1\nprocs_blocked 0\n",
+		"proc/vmstat":                   "pgmajfault 10\ncompact_stall 0\nthp_fault_alloc 0\nthp_fault_fallback 0\nthp_collapse_alloc 0\npswpin 0\npswpout 0\n",
+		"proc/sys/kernel/hostname":      "erp-db-01\n",
+		"proc/sys/kernel/ostype":        "Linux\n",
+		"proc/sys/kernel/osrelease":     "6.1.0-18-amd64\n",
+		"proc/sys/kernel/arch":          "x86_64\n",
+		"proc/sys/vm/overcommit_memory": fmt.Sprintf("%d\n", h.overcommit),
+		"proc/sys/vm/overcommit_ratio":  "80\n",
+		"proc/self/mountinfo":           "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n",
+		"sys/.keep":                     "",
+	}
+	choices := map[string]string{
+		"enabled": "always madvise never",
+		"defrag":  "always defer defer+madvise madvise never",
+	}
+	for name, mode := range map[string]string{"enabled": h.thp, "defrag": h.defrag} {
+		if mode == "" {
+			continue
+		}
+		words := strings.Fields(choices[name])
+		for i, w := range words {
+			if w == mode {
+				words[i] = "[" + w + "]"
+			}
+		}
+		files["sys/kernel/mm/transparent_hugepage/"+name] = strings.Join(words, " ") + "\n"
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return procRoot, sysRoot
+}
+
+func run(t *testing.T, opts Options) *Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func find(t *testing.T, rep *Report, id string) *Finding {
+	t.Helper()
+	f := rep.Find(id)
+	if f == nil {
+		t.Fatalf("no finding %s in %s", id, Text(rep))
+	}
+	return f
+}
+
+// A healthy configuration on a healthy (fixture) host yields no warning
+// and no critical finding, with every check that can run having run: the
+// extensions are installed, the sample taken, the host read. Runs first:
+// later tests leave statements in pg_stat_statements.
+func TestHealthyNoWarnings(t *testing.T) {
+	dsn := newDatabase(t)
+	conn := dial(t, dsn)
+	exec(t, conn, "CREATE EXTENSION pg_stat_statements")
+	exec(t, conn, "CREATE EXTENSION pgstattuple")
+	exec(t, conn, "SELECT pg_stat_statements_reset()")
+	// A little OLTP work: a table, an index, inserts and lookups.
+	exec(t, conn, "CREATE TABLE item (id int PRIMARY KEY, name text, qty int)")
+	exec(t, conn, "INSERT INTO item SELECT g, 'item ' || g, g % 10 FROM generate_series(1, 5000) g")
+	exec(t, conn, "ANALYZE item")
+	for i := 1; i <= 50; i++ {
+		var q int
+		if err := conn.QueryRow(context.Background(), "SELECT qty FROM item WHERE id = $1", i*7).Scan(&q); err != nil {
+			t.Fatal(err)
+		}
+		exec(t, conn, "UPDATE item SET qty = qty + 1 WHERE id = $1", i)
+	}
+	proc, sys := writeHost(t, healthyHost)
+	rep := run(t, Options{DSN: dsn, Sample: 2 * time.Second, Interval: 250 * time.Millisecond, ProcRoot: proc, SysRoot: sys})
+	t.Log(Text(rep))
+	if !rep.HostChecked || rep.SampleS < 1 {
+		t.Fatalf("host checked %v, sample %.1f s: %s", rep.HostChecked, rep.SampleS, Text(rep))
+	}
+	for _, f := range rep.Findings {
+		if f.Severity == Critical || f.Severity == Warning {
+			t.Errorf("false positive: [%s] %s: %s\n%+v", f.Severity, f.ID, f.Summary, f.Evidence)
+		}
+	}
+	// Only the PostgreSQL 16 check may be unchecked on this server.
+	for _, f := range rep.Findings {
+		if f.Severity == NotChecked && !(f.ID == "temp-buffers" && rep.Server.VersionNum < 160000) {
+			t.Errorf("[%s] not checked: %s", f.ID, f.Needs)
+		}
+	}
+	if rep.Worst != OK && rep.Worst != Info {
+		t.Errorf("worst %s", rep.Worst)
+	}
+	if len(rep.Findings) != len(allChecks) {
+		t.Errorf("%d findings for %d checks", len(rep.Findings), len(allChecks))
+	}
+	// Numbers from the fixture host.
+	if f := find(t, rep, "memory-budget"); f.Metrics["ram_bytes"] != 16384000*1024 {
+		t.Errorf("memory budget RAM %v, want the fixture's 16384000 kB", f.Metrics["ram_bytes"])
+	}
+	if f := find(t, rep, "max-connections"); f.Metrics["cpus"] != 8 || f.Metrics["max_connections"] != 50 {
+		t.Errorf("max-connections metrics %v", f.Metrics)
+	}
+}
+
+// Tiny work_mem plus a sorting query: the temp-files check fires with the
+// numbers pg_stat_database holds for that database.
+func TestTempFilesFire(t *testing.T) {
+	dsn := newDatabase(t)
+	ctx := context.Background()
+	sorter, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		"SET work_mem = '64kB'",
+		"SELECT count(*) FROM (SELECT g FROM generate_series(1, 200000) g ORDER BY g DESC) s",
+		"SELECT count(*) FROM (SELECT g FROM generate_series(1, 200000) g ORDER BY g DESC) s",
+	} {
+		if _, err := sorter.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An exiting backend flushes its statistics at once.
+	sorter.Close(ctx)
+	conn := dial(t, dsn)
+	var files, bytes, xacts int64
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if err := conn.QueryRow(ctx, `SELECT temp_files, temp_bytes, xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&files, &bytes, &xacts); err != nil {
+			t.Fatal(err)
+		}
+		if files > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if files == 0 {
+		t.Fatal("the sorts wrote no temp files")
+	}
+	rep := run(t, Options{DSN: dsn, Only: []string{"temp-files"}, Host: sampler.HostOff})
+	f := find(t, rep, "temp-files")
+	if f.Severity != Warning {
+		t.Fatalf("temp-files %s: %s", f.Severity, f.Summary)
+	}
+	if f.Metrics["temp_files"] != float64(files) || f.Metrics["temp_bytes"] != float64(bytes) {
+		t.Errorf("temp-files metrics %v, want temp_files %d temp_bytes %d", f.Metrics, files, bytes)
+	}
+	db := strings.TrimPrefix(dsn[strings.Index(dsn, "dbname="):], "dbname=")
+	db, _, _ = strings.Cut(db, " ")
+	if !strings.Contains(f.Summary, "database "+db+" wrote ") || !strings.Contains(f.Summary, fmt.Sprintf("%d temp files", files)) {
+		t.Errorf("summary %q does not name %s and %d temp files", f.Summary, db, files)
+	}
+	if len(f.Fix) == 0 || !strings.Contains(strings.Join(f.Fix, "\n"), "work_mem") {
+		t.Errorf("fix %q does not raise work_mem", f.Fix)
+	}
+}
+
+// churn creates and drops temp tables with an index, n per transaction,
+// until stop is closed (or once when stop is nil).
+func churn(ctx context.Context, conn *pgx.Conn, n int, stop <-chan struct{}) (int, error) {
+	done := 0
+	do := fmt.Sprintf(`DO $$ BEGIN FOR i IN 1..%d LOOP
+  CREATE TEMP TABLE churn_t (a int, b int, c int, d int);
+  CREATE INDEX ON churn_t (a);
+  DROP TABLE churn_t;
+END LOOP; END $$`, n)
+	for {
+		if _, err := conn.Exec(ctx, do); err != nil {
+			return done, err
+		}
+		done += n
+		if stop == nil {
+			return done, nil
+		}
+		select {
+		case <-stop:
+			return done, nil
+		default:
+		}
+	}
+}
+
+// A churn of temp tables fires catalog-size (dead catalog tuples),
+// catalog-churn (rate during the sample) and temp-tablespace (churn in the
+// default tablespace).
+func TestCatalogChurnFires(t *testing.T) {
+	dsn := newDatabase(t)
+	ctx := context.Background()
+	conn := dial(t, dsn)
+	for i := 0; i < 12; i++ { // 1200 temp tables: about 13,000 dead pg_attribute rows
+		if _, err := churn(ctx, conn, 100, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var churned int
+	var churnErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		churned, churnErr = churn(ctx, conn, 25, stop)
+	}()
+	rep := run(t, Options{DSN: dsn, Only: []string{"catalog-size", "catalog-churn", "temp-tablespace"}, Sample: 3 * time.Second,
+		Interval: 250 * time.Millisecond, Host: sampler.HostOff})
+	close(stop)
+	wg.Wait()
+	if churnErr != nil {
+		t.Fatal(churnErr)
+	}
+	t.Logf("%d temp tables churned during the sample", churned)
+
+	var dead, live int64
+	if err := conn.QueryRow(ctx, `SELECT n_dead_tup, n_live_tup FROM pg_stat_sys_tables WHERE relname = 'pg_attribute'`).Scan(&dead, &live); err != nil {
+		t.Fatal(err)
+	}
+	size := find(t, rep, "catalog-size")
+	if size.Severity != Warning || !strings.Contains(size.Summary, "dead tuples") {
+		t.Errorf("catalog-size %s: %s (pg_attribute %d dead, %d live now)", size.Severity, size.Summary, dead, live)
+	}
+	if d := size.Metrics["pg_attribute_dead"]; d < catalogDeadMin || d > float64(dead) {
+		t.Errorf("catalog-size pg_attribute_dead %v, want >= %d and <= %d (now)", d, catalogDeadMin, dead)
+	}
+	ch := find(t, rep, "catalog-churn")
+	if ch.Severity != Warning || ch.Metrics["pg_class_ins_per_s"] < churnWarnPerS {
+		t.Errorf("catalog-churn %s: %s %v", ch.Severity, ch.Summary, ch.Metrics)
+	}
+	// Each temp table and its index are two pg_class rows inserted and
+	// deleted: the rates match.
+	if ins, del := ch.Metrics["pg_class_ins_per_s"], ch.Metrics["pg_class_del_per_s"]; del < ins*0.8 || del > ins*1.2 {
+		t.Errorf("pg_class inserts %.1f/s vs deletes %.1f/s", ins, del)
+	}
+	tt := find(t, rep, "temp-tablespace")
+	if tt.Severity != Warning || !strings.Contains(strings.Join(tt.Fix, "\n"), "tmpfs-temp-tablespace") {
+		t.Errorf("temp-tablespace %s: %s fix %q", tt.Severity, tt.Summary, tt.Fix)
+	}
+}
+
+// A query that filters one indexed column with OR over a subquery, run
+// with pg_stat_statements loaded, is found by parsing and named by its
+// queryid; the same filter with constants only, or on different columns,
+// is not.
+func TestORSubqueryFound(t *testing.T) {
+	dsn := newDatabase(t)
+	ctx := context.Background()
+	conn := dial(t, dsn)
+	exec(t, conn, "CREATE EXTENSION pg_stat_statements")
+	t.Cleanup(func() { conn.Exec(context.Background(), "SELECT pg_stat_statements_reset()") })
+	exec(t, conn, "CREATE TABLE owner (id int PRIMARY KEY, region int)")
+	exec(t, conn, "CREATE TABLE doc (id int PRIMARY KEY, owner int, amount numeric)")
+	exec(t, conn, "CREATE INDEX doc_owner ON doc (owner)")
+	exec(t, conn, "INSERT INTO owner SELECT g, g % 50 FROM generate_series(1, 1000) g")
+	exec(t, conn, "INSERT INTO doc SELECT g, g % 1000 + 1, g FROM generate_series(1, 20000) g")
+	exec(t, conn, "ANALYZE owner, doc")
+	queries := map[string]bool{ // text -> should be found
+		"SELECT count(*) FROM doc d WHERE d.owner = $1 OR d.owner IN (SELECT o.id FROM owner o WHERE o.region = $2)": true,
+		"SELECT count(*) FROM doc d WHERE d.owner = $1 OR d.owner = $2":                                              false,
+		"SELECT count(*) FROM doc d WHERE d.id = $1 OR d.owner IN (SELECT o.id FROM owner o WHERE o.region = $2)":    false,
+	}
+	for q := range queries {
+		for i := 0; i < 5; i++ {
+			var n int64
+			if err := conn.QueryRow(ctx, q, 10+i, i).Scan(&n); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+	}
+	var wantID int64
+	if err := conn.QueryRow(ctx, `SELECT queryid FROM pg_stat_statements WHERE query LIKE '%d.owner = $1 OR d.owner IN%' AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&wantID); err != nil {
+		t.Fatal(err)
+	}
+	rep := run(t, Options{DSN: dsn, Only: []string{"or-subquery"}, Host: sampler.HostOff})
+	f := find(t, rep, "or-subquery")
+	if f.Severity != Info && f.Severity != Warning {
+		t.Fatalf("or-subquery %s: %s", f.Severity, f.Summary)
+	}
+	var hit *Statement
+	for i, s := range f.Statements {
+		for q, want := range queries {
+			if s.Query == q && !want {
+				t.Errorf("false positive: %s", q)
+			}
+		}
+		if s.QueryID == wantID {
+			hit = &f.Statements[i]
+		}
+	}
+	if hit == nil {
+		t.Fatalf("queryid %d not named: %+v", wantID, f.Statements)
+	}
+	if hit.Note != "d.owner: 2 OR arms, 1 subquery" || hit.Calls != 5 || !strings.Contains(hit.Query, "d.owner IN (SELECT o.id") {
+		t.Errorf("statement %+v", hit)
+	}
+	if !strings.Contains(f.Summary, fmt.Sprint(wantID)) || !strings.Contains(f.Summary, "d.owner") {
+		t.Errorf("summary %q does not name queryid %d and d.owner", f.Summary, wantID)
+	}
+}
+
+// THP 'always' in a fixture root fires thp-enabled; 'madvise' and
+// 'never' do not; a kernel without THP is ok. defrag likewise.
+func TestTHPFixture(t *testing.T) {
+	dsn := cluster.DSN("postgres")
+	for _, c := range []struct {
+		mode string
+		want Severity
+	}{{"always", Warning}, {"madvise", OK}, {"never", OK}, {"", OK}} {
+		t.Run("mode="+c.mode, func(t *testing.T) {
+			h := healthyHost
+			h.thp, h.defrag = c.mode, c.mode
+			proc, sys := writeHost(t, h)
+			rep := run(t, Options{DSN: dsn, Only: []string{"thp-enabled", "thp-defrag"}, ProcRoot: proc, SysRoot: sys})
+			for _, id := range []string{"thp-enabled", "thp-defrag"} {
+				f := find(t, rep, id)
+				if f.Severity != c.want {
+					t.Errorf("%s with %q: %s (%s)", id, c.mode, f.Severity, f.Summary)
+				}
+				if c.mode != "" && !strings.Contains(f.Evidence[0].Text, c.mode) {
+					t.Errorf("%s evidence %q does not show %q", id, f.Evidence[0].Text, c.mode)
+				}
+			}
+			if f := find(t, rep, "thp-enabled"); c.want == Warning && !strings.Contains(strings.Join(f.Fix, "\n"), "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled") {
+				t.Errorf("fix %q", f.Fix)
+			}
+			if c.want == Warning && rep.Worst != Warning {
+				t.Errorf("worst %s", rep.Worst)
+			}
+		})
+	}
+}
+
+// Host checks need a local server or --host: with host checks off they
+// say so instead of reading this machine; swap activity and overcommit
+// read the fixture.
+func TestHostChecksGated(t *testing.T) {
+	proc, sys := writeHost(t, hostFixture{thp: "always", defrag: "madvise", overcommit: 1, swapTotalKB: 2000000, swapFreeKB: 1000000})
+	rep := run(t, Options{DSN: cluster.DSN("postgres"), Only: []string{"thp-enabled", "overcommit", "swap", "memory-budget"}, Host: sampler.HostOff, ProcRoot: proc, SysRoot: sys})
+	for _, f := range rep.Findings {
+		if f.Severity != NotChecked || !strings.Contains(f.Needs, "host checks (turned off") {
+			t.Errorf("[%s] %s: %s", f.ID, f.Severity, f.Summary)
+		}
+	}
+	rep = run(t, Options{DSN: cluster.DSN("postgres"), Only: []string{"overcommit", "swap"}, ProcRoot: proc, SysRoot: sys})
+	if f := find(t, rep, "overcommit"); f.Severity != Warning || f.Metrics["overcommit_memory"] != 1 {
+		t.Errorf("overcommit %s %v", f.Severity, f.Metrics)
+	}
+	if f := find(t, rep, "swap"); f.Severity != Info || f.Metrics["swap_used_bytes"] != 1000000*1024 {
+		t.Errorf("swap %s %v", f.Severity, f.Metrics)
+	}
+}
+
+// Without track_planning, planning-time is not checked and says what it
+// needs; rate-based checks without a sample say they need one.
+func TestNotCheckedNeeds(t *testing.T) {
+	dsn := newDatabase(t)
+	conn := dial(t, dsn)
+	exec(t, conn, "CREATE EXTENSION pg_stat_statements")
+	exec(t, conn, "ALTER SYSTEM SET pg_stat_statements.track_planning = off")
+	exec(t, conn, "SELECT pg_reload_conf()")
+	t.Cleanup(func() {
+		ctx := context.Background()
+		c, err := pgx.Connect(ctx, cluster.DSN("postgres"))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close(ctx)
+		c.Exec(ctx, "ALTER SYSTEM RESET pg_stat_statements.track_planning")
+		c.Exec(ctx, "SELECT pg_reload_conf()")
+	})
+	// The reload reaches new sessions once the postmaster has processed it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c := dial(t, dsn)
+		var v string
+		if err := c.QueryRow(context.Background(), "SHOW pg_stat_statements.track_planning").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		if v == "off" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rep := run(t, Options{DSN: dsn, Only: []string{"planning-time", "catalog-churn", "catalog-bloat"}, Host: sampler.HostOff})
+	if f := find(t, rep, "planning-time"); f.Severity != NotChecked || !strings.Contains(f.Needs, "track_planning = on") {
+		t.Errorf("planning-time %s: %s", f.Severity, f.Needs)
+	}
+	if f := find(t, rep, "catalog-churn"); f.Severity != NotChecked || !strings.Contains(f.Needs, "--sample") {
+		t.Errorf("catalog-churn %s: %s", f.Severity, f.Needs)
+	}
+	if f := find(t, rep, "catalog-bloat"); f.Severity != NotChecked || !strings.Contains(f.Needs, "pgstattuple") {
+		t.Errorf("catalog-bloat %s: %s", f.Severity, f.Needs)
+	}
+	if rep.Worst != OK {
+		t.Errorf("worst %s with only unchecked findings", rep.Worst)
+	}
+}
+
+func TestOptionsErrors(t *testing.T) {
+	ctx := context.Background()
+	if _, err := Run(ctx, Options{DSN: cluster.DSN("postgres"), Only: []string{"thp-enabled", "no-such-check"}}); err == nil || !strings.Contains(err.Error(), "no-such-check") {
+		t.Errorf("unknown id: %v", err)
+	}
+	if _, err := Run(ctx, Options{DSN: cluster.DSN("postgres"), Only: []string{"swap"}, Skip: []string{"swap"}}); err == nil {
+		t.Error("only and skip leaving nothing: no error")
+	}
+	_, err := Run(ctx, Options{DSN: "host=127.0.0.1 port=1 user=x password=s3cret dbname=y connect_timeout=2"})
+	if err == nil || strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("unreachable server: %v", err)
+	}
+}
+
+// The three formats carry the same findings; JSON round-trips severities
+// by name.
+func TestRender(t *testing.T) {
+	proc, sys := writeHost(t, hostFixture{thp: "always", defrag: "madvise", overcommit: 2})
+	rep := run(t, Options{DSN: cluster.DSN("postgres") + " password=s3cret", Only: []string{"thp-enabled", "thp-defrag", "wraparound", "catalog-bloat"}, ProcRoot: proc, SysRoot: sys})
+	text, md := Text(rep), Markdown(rep)
+	var js strings.Builder
+	if err := Render(&js, rep, FormatJSON); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"text": text, "markdown": md, "json": js.String()} {
+		if strings.Contains(out, "s3cret") {
+			t.Errorf("%s output shows the password", name)
+		}
+		for _, id := range []string{"thp-enabled", "thp-defrag", "wraparound", "catalog-bloat"} {
+			if !strings.Contains(out, id) {
+				t.Errorf("%s output lacks %s", name, id)
+			}
+		}
+	}
+	if !strings.Contains(text, "WARNING (1)") || !strings.Contains(text, "source: https://docs.kernel.org/admin-guide/mm/transhuge.html") {
+		t.Errorf("text:\n%s", text)
+	}
+	if !strings.Contains(md, "## Warning (1)") || !strings.Contains(md, "```\necho madvise") {
+		t.Errorf("markdown:\n%s", md)
+	}
+	var back Report
+	if err := json.Unmarshal([]byte(js.String()), &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Worst != Warning || back.Find("thp-enabled").Severity != Warning || back.Find("catalog-bloat").Severity != NotChecked {
+		t.Errorf("json round trip: worst %s", back.Worst)
+	}
+	if err := Render(&js, rep, "yaml"); err == nil || !strings.Contains(err.Error(), "yaml") {
+		t.Errorf("unknown format: %v", err)
+	}
+}
+
+// With the tmpfs fix applied (root only), temp-tablespace finds the temp
+// files of the database on tmpfs through /proc/self/mountinfo and is ok
+// under the same churn that fires it on the default tablespace.
+func TestTempTablespaceOnTmpfs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the tmpfs fix mounts a tmpfs")
+	}
+	dsn := newDatabase(t)
+	ctx := context.Background()
+	fix := tmpfsfix.Options{Size: "64M", Scope: tmpfsfix.ScopeDatabase, Tablespace: "doctor_tmpfs_test"}
+	if _, err := tmpfsfix.Apply(ctx, dsn, fix, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn) // after Apply: sees the database's temp_tablespaces
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close(ctx)
+		// The churning backend removes its temp files as it exits.
+		for i := 0; i < 200; i++ {
+			if err := tmpfsfix.Undo(ctx, dsn, fix, io.Discard); err == nil {
+				return
+			} else if i == 199 {
+				t.Errorf("undo: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var churnErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, churnErr = churn(ctx, conn, 25, stop)
+	}()
+	rep := run(t, Options{DSN: dsn, Only: []string{"temp-tablespace"}, Sample: 2 * time.Second, Interval: 250 * time.Millisecond})
+	close(stop)
+	wg.Wait()
+	if churnErr != nil {
+		t.Fatal(churnErr)
+	}
+	f := find(t, rep, "temp-tablespace")
+	if f.Severity != OK || f.Metrics["on_tmpfs"] != 1 || f.Metrics["pg_class_ins_per_s"] < churnWarnPerS {
+		t.Errorf("temp-tablespace %s: %s %v %+v", f.Severity, f.Summary, f.Metrics, f.Evidence)
+	}
+}

@@ -1,0 +1,439 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/procfs"
+
+	"github.com/erplab/erplab/internal/procfile"
+	"github.com/erplab/erplab/internal/runenv"
+	"github.com/erplab/erplab/internal/sampler"
+	"github.com/erplab/erplab/internal/storm"
+)
+
+// env is what the checks read: the doctor's connection, the server's
+// identity and settings, the host facts (nil when not checked) and the
+// sample (nil when none was taken).
+type env struct {
+	opts    Options
+	conn    *pgx.Conn
+	srv     ServerInfo
+	dbOID   uint32
+	pid     int
+	set     map[string]setting
+	host    *hostFacts
+	hostWhy string
+	smp     *sampleData
+	smpWhy  string
+	pgss    *pgssState // loaded on first use
+}
+
+// setting is one row of pg_settings.
+type setting struct {
+	Raw  string // pg_settings.setting, in Unit
+	Unit string // pg_settings.unit: "8kB", "kB", "MB", "ms", "s", ""
+	Show string // current_setting(): as SHOW prints it, with a unit
+}
+
+const serverSQL = `SELECT current_setting('server_version_num')::int4, current_setting('server_version'),
+       current_database()::text, (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())::int8,
+       coalesce((SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user), false),
+       pg_catalog.pg_has_role(current_user, 'pg_read_all_stats', 'USAGE'),
+       pg_catalog.pg_backend_pid(), pg_catalog.pg_is_in_recovery()`
+
+// settingsSQL reads every setting the role may see (pg_settings hides
+// superuser-only ones such as data_directory from other roles).
+const settingsSQL = `SELECT name, coalesce(setting, ''), coalesce(unit, ''), current_setting(name) FROM pg_catalog.pg_settings`
+
+func (e *env) readServer(ctx context.Context) error {
+	var oid int64
+	s := &e.srv
+	if err := e.conn.QueryRow(ctx, serverSQL).Scan(&s.VersionNum, &s.Version, &s.Database, &oid,
+		&s.Superuser, &s.StatsPrivileged, &e.pid, &s.InRecovery); err != nil {
+		return fmt.Errorf("doctor: identify server: %w", err)
+	}
+	e.dbOID = uint32(oid)
+	s.Local = isLocal(e.conn.PgConn().Conn().RemoteAddr())
+	rows, err := e.conn.Query(ctx, settingsSQL)
+	if err != nil {
+		return fmt.Errorf("doctor: read settings: %w", err)
+	}
+	e.set = map[string]setting{}
+	var name string
+	var st setting
+	if _, err := pgx.ForEachRow(rows, []any{&name, &st.Raw, &st.Unit, &st.Show}, func() error {
+		e.set[name] = st
+		return nil
+	}); err != nil {
+		return fmt.Errorf("doctor: read settings: %w", err)
+	}
+	return nil
+}
+
+// show returns a setting as SHOW prints it, "" when absent.
+func (e *env) show(name string) string { return e.set[name].Show }
+
+// has reports whether the server has (and shows this role) a setting.
+func (e *env) has(name string) bool { _, ok := e.set[name]; return ok }
+
+// num returns a numeric setting in its pg_settings unit.
+func (e *env) num(name string) (float64, bool) {
+	s, ok := e.set[name]
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(s.Raw, 64)
+	if err != nil {
+		return 0, false
+	}
+	return v, true
+}
+
+// bytes returns a memory setting in bytes (pg_settings.setting times its
+// unit: "8kB" pages, "kB", "MB"); -1 stays -1 (e.g. autovacuum_work_mem
+// "use maintenance_work_mem").
+func (e *env) bytes(name string) (int64, bool) {
+	s, ok := e.set[name]
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(s.Raw, 64)
+	if err != nil {
+		return 0, false
+	}
+	if v < 0 {
+		return -1, true
+	}
+	m, ok := unitBytes(s.Unit)
+	if !ok {
+		return 0, false
+	}
+	return int64(v * float64(m)), true
+}
+
+// unitBytes parses a pg_settings memory unit: an optional number then
+// B, kB, MB, GB or TB ("8kB" = 8192).
+func unitBytes(u string) (int64, bool) {
+	i := 0
+	for i < len(u) && u[i] >= '0' && u[i] <= '9' {
+		i++
+	}
+	n := int64(1)
+	if i > 0 {
+		v, err := strconv.ParseInt(u[:i], 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		n = v
+	}
+	switch u[i:] {
+	case "B":
+		return n, true
+	case "kB":
+		return n << 10, true
+	case "MB":
+		return n << 20, true
+	case "GB":
+		return n << 30, true
+	case "TB":
+		return n << 40, true
+	}
+	return 0, false
+}
+
+// on reports whether a boolean setting is on.
+func (e *env) on(name string) bool { return e.set[name].Raw == "on" }
+
+// hostFacts are read once from the proc and sys trees.
+type hostFacts struct {
+	procRoot, sysRoot string
+	h                 runenv.Host
+	thpDefrag         string // bracketed word of .../transparent_hugepage/defrag
+	mem               procfs.Meminfo
+	vm                *procfs.VM // nil when proc/sys/vm is unreadable
+	vmErr             error
+}
+
+// readHost decides whether host checks run and reads the host facts.
+func (e *env) readHost() {
+	switch {
+	case e.opts.Host == sampler.HostOff:
+		e.hostWhy = "host checks (turned off: --no-host / HostOff)"
+		return
+	case e.opts.Host == sampler.HostAuto && !e.srv.Local:
+		e.hostWhy = "a local server (Unix socket or loopback) or --host: the server is remote, its host is not this one"
+		return
+	}
+	h, err := runenv.ReadHost(e.opts.ProcRoot, e.opts.SysRoot)
+	if err != nil {
+		e.hostWhy = "a readable host: " + err.Error()
+		return
+	}
+	fs, err := procfs.NewFS(e.opts.ProcRoot)
+	if err != nil {
+		e.hostWhy = "a readable host: " + err.Error()
+		return
+	}
+	mi, err := fs.Meminfo()
+	if err != nil {
+		e.hostWhy = "a readable host: " + err.Error()
+		return
+	}
+	hf := &hostFacts{procRoot: e.opts.ProcRoot, sysRoot: e.opts.SysRoot, h: h, mem: mi}
+	hf.vm, hf.vmErr = fs.VM()
+	if line, err := readLine(hf.thpPath("defrag")); err == nil {
+		hf.thpDefrag = procfile.Selected(line)
+	}
+	e.host = hf
+}
+
+func (h *hostFacts) thpPath(name string) string {
+	return filepath.Join(h.sysRoot, "kernel", "mm", "transparent_hugepage", name)
+}
+
+func (h *hostFacts) procPath(parts ...string) string {
+	return filepath.Join(append([]string{h.procRoot}, parts...)...)
+}
+
+// readLine returns the first line of a small file, trimmed.
+func readLine(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimSpace(line), nil
+}
+
+// sampleData is the sample rate-based checks read.
+type sampleData struct {
+	series  []sampler.Sample
+	storms  []storm.Event
+	errs    []sampler.SampleError
+	first   *sampler.Sample
+	last    *sampler.Sample
+	elapsed float64 // seconds from first to last sample
+	// swap activity over the sample, pages/s (/proc/vmstat pswpin,
+	// pswpout); swapKnown false without host or counters.
+	swapIn, swapOut float64
+	swapKnown       bool
+}
+
+// takeSample runs a sampler session for opts.Sample. A sampler that
+// cannot start leaves e.smp nil with the reason in e.smpWhy; only a
+// cancelled ctx is an error.
+func (e *env) takeSample(ctx context.Context) error {
+	mode := sampler.HostOff
+	if e.host != nil {
+		mode = sampler.HostOn
+	}
+	vmstatPath := filepath.Join(e.opts.ProcRoot, "vmstat")
+	var sw0 map[string]uint64
+	if e.host != nil {
+		sw0, _ = procfile.VMStat(vmstatPath, "pswpin", "pswpout")
+	}
+	t0 := time.Now()
+	ss, err := sampler.Start(ctx, e.opts.DSN, t0, sampler.SessionOptions{
+		Options:  sampler.Options{Host: mode, ProcRoot: e.opts.ProcRoot},
+		Interval: e.opts.Interval,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("doctor: sample: %w", ctx.Err())
+		}
+		e.smpWhy = "a working sampler: " + oneLine(err)
+		return nil
+	}
+	timer := time.NewTimer(e.opts.Sample)
+	select {
+	case <-ctx.Done():
+		timer.Stop()
+		ss.Stop()
+		return fmt.Errorf("doctor: sample: %w", ctx.Err())
+	case <-timer.C:
+	}
+	ss.Stop()
+	t1 := time.Now()
+	obs := ss.Snapshot()
+	d := &sampleData{series: obs.Series, storms: obs.Storms, errs: obs.Errors}
+	if len(d.series) < 2 {
+		msg := "at least two successful samples"
+		if len(d.errs) > 0 {
+			msg += " (" + d.errs[len(d.errs)-1].Error + ")"
+		}
+		e.smpWhy = msg
+		return nil
+	}
+	d.first, d.last = &d.series[0], &d.series[len(d.series)-1]
+	d.elapsed = d.last.Time.Sub(d.first.Time).Seconds()
+	if sw0 != nil {
+		if sw1, err := procfile.VMStat(vmstatPath, "pswpin", "pswpout"); err == nil {
+			if dt := t1.Sub(t0).Seconds(); dt > 0 {
+				_, ok0 := sw0["pswpin"]
+				_, ok1 := sw1["pswpin"]
+				d.swapKnown = ok0 && ok1
+				d.swapIn = round2(float64(sub(sw0["pswpin"], sw1["pswpin"])) / dt)
+				d.swapOut = round2(float64(sub(sw0["pswpout"], sw1["pswpout"])) / dt)
+			}
+		}
+	}
+	e.smp = d
+	return nil
+}
+
+func sub(a, b uint64) uint64 {
+	if b < a {
+		return 0
+	}
+	return b - a
+}
+
+// catalogDelta returns the change of a catalog's cumulative counters
+// between the first and last sample (ins, upd, del) and its size then.
+func (d *sampleData) catalogDelta(rel string) (ins, upd, del int64, first, last sampler.CatalogRel, ok bool) {
+	var a, b *sampler.CatalogRel
+	for i := range d.first.Catalog {
+		if d.first.Catalog[i].Name == rel {
+			a = &d.first.Catalog[i]
+		}
+	}
+	for i := range d.last.Catalog {
+		if d.last.Catalog[i].Name == rel {
+			b = &d.last.Catalog[i]
+		}
+	}
+	if a == nil || b == nil {
+		return 0, 0, 0, sampler.CatalogRel{}, sampler.CatalogRel{}, false
+	}
+	nn := func(x, y int64) int64 { return max(y-x, 0) }
+	return nn(a.Ins, b.Ins), nn(a.Upd, b.Upd), nn(a.Del, b.Del), *a, *b, true
+}
+
+// pgssState says whether pg_stat_statements can be read and holds its
+// rows (all of them; pg_stat_statements.max bounds the count, 5000 by
+// default).
+type pgssState struct {
+	needs         string // non-empty: not readable, needs this
+	version       string // extversion
+	trackPlanning bool
+	hasPlan       bool // 1.8+: plans, total_plan_time, total_exec_time
+	hasJIT        bool // 1.10+: jit_* columns
+	rows          []pgssRow
+}
+
+// pgssRow is one statement of pg_stat_statements; times in ms.
+type pgssRow struct {
+	QueryID         int64
+	Database        string
+	Query           string
+	Calls           int64
+	Plans           int64
+	TotalPlanMs     float64
+	TotalExecMs     float64
+	TempBlksWritten int64
+	JITFunctions    int64
+	JITMs           float64
+}
+
+// statement turns a row into a Statement with a note.
+func (r pgssRow) statement(note string) Statement {
+	return Statement{QueryID: r.QueryID, Database: r.Database, Query: clip(r.Query, 1000), Calls: r.Calls,
+		MeanExecMs: round2(r.meanExecMs()), TotalExecMs: round2(r.TotalExecMs), MeanPlanMs: round2(r.meanPlanMs()), Note: note}
+}
+
+// meanPlanMs is the mean planning time per plan.
+func (r pgssRow) meanPlanMs() float64 {
+	if r.Plans == 0 {
+		return 0
+	}
+	return r.TotalPlanMs / float64(r.Plans)
+}
+
+// meanExecMs is the mean execution time per call.
+func (r pgssRow) meanExecMs() float64 {
+	if r.Calls == 0 {
+		return 0
+	}
+	return r.TotalExecMs / float64(r.Calls)
+}
+
+const pgssNeeds = "pg_stat_statements: shared_preload_libraries = 'pg_stat_statements' (restart), then CREATE EXTENSION pg_stat_statements in database %s"
+
+// statements loads pg_stat_statements once.
+func (e *env) statements(ctx context.Context) *pgssState {
+	if e.pgss != nil {
+		return e.pgss
+	}
+	st := &pgssState{}
+	e.pgss = st
+	var schema string
+	err := e.conn.QueryRow(ctx, `SELECT n.nspname::text, x.extversion FROM pg_catalog.pg_extension x
+JOIN pg_catalog.pg_namespace n ON n.oid = x.extnamespace WHERE x.extname = 'pg_stat_statements'`).Scan(&schema, &st.version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		st.needs = fmt.Sprintf(pgssNeeds, e.srv.Database)
+		return st
+	}
+	if err != nil {
+		st.needs = "pg_stat_statements readable: " + oneLine(err)
+		return st
+	}
+	if !strings.Contains(e.show("shared_preload_libraries"), "pg_stat_statements") && e.has("shared_preload_libraries") {
+		st.needs = fmt.Sprintf(pgssNeeds, e.srv.Database)
+		return st
+	}
+	st.hasPlan = versionAtLeast(st.version, 1, 8)
+	st.hasJIT = versionAtLeast(st.version, 1, 10)
+	st.trackPlanning = e.on("pg_stat_statements.track_planning")
+	if !st.hasPlan {
+		st.needs = "pg_stat_statements 1.8 or later (PostgreSQL 13+; ALTER EXTENSION pg_stat_statements UPDATE)"
+		return st
+	}
+	jit := "0::int8, 0::float8"
+	if st.hasJIT {
+		jit = "s.jit_functions, s.jit_generation_time + s.jit_inlining_time + s.jit_optimization_time + s.jit_emission_time"
+	}
+	q := `SELECT coalesce(s.queryid, 0), coalesce(d.datname::text, '(dropped database ' || s.dbid || ')'), coalesce(s.query, ''),
+       s.calls, s.plans, s.total_plan_time, s.total_exec_time, s.temp_blks_written, ` + jit + `
+FROM ` + pgx.Identifier{schema, "pg_stat_statements"}.Sanitize() + ` s
+LEFT JOIN pg_catalog.pg_database d ON d.oid = s.dbid`
+	rows, err := e.conn.Query(ctx, q)
+	if err != nil {
+		st.needs = "pg_stat_statements readable: " + oneLine(err)
+		return st
+	}
+	var r pgssRow
+	if _, err := pgx.ForEachRow(rows, []any{&r.QueryID, &r.Database, &r.Query, &r.Calls, &r.Plans, &r.TotalPlanMs,
+		&r.TotalExecMs, &r.TempBlksWritten, &r.JITFunctions, &r.JITMs}, func() error {
+		st.rows = append(st.rows, r)
+		return nil
+	}); err != nil {
+		st.needs = "pg_stat_statements readable: " + oneLine(err)
+		st.rows = nil
+	}
+	return st
+}
+
+// versionAtLeast compares an extension version "1.10" with major.minor.
+func versionAtLeast(v string, major, minor int) bool {
+	a, b, _ := strings.Cut(v, ".")
+	ma, err1 := strconv.Atoi(a)
+	mi, err2 := strconv.Atoi(b)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > major || (ma == major && mi >= minor)
+}
+
+// oneLine flattens an error to one line.
+func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
+
+func round2(x float64) float64 { return math.Round(x*100) / 100 }
