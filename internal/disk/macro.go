@@ -195,7 +195,9 @@ func Macro(ctx context.Context, srv Server, path string, tag int, opts MacroOpti
 	if _, err := conn.Exec(ctx, "SET temp_tablespaces = "+quoteLiteral(name)); err != nil {
 		return res, fmt.Errorf("disk: macro: set temp_tablespaces: %w", err)
 	}
-	w := erp.New(erp.WorkloadOptions{})
+	// The turnover report covers the whole history, as in the field's
+	// storage comparison (CONTEXT.md section 2).
+	w := erp.New(erp.WorkloadOptions{TurnoverWholeHistory: true})
 	for _, op := range MacroOps()[1:] {
 		vu := &workload.VU{ID: 1, Role: "accountant", Rand: rand.New(rand.NewPCG(opts.Seed, 42))}
 		// One untimed execution logs the VU in and warms the catalog

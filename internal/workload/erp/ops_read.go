@@ -227,6 +227,10 @@ func (w *Workload) salesTurnover(ctx context.Context, conn *pgx.Conn, vu *worklo
 	end := recentMoment(vu.Rand, 15)
 	tail := monthStart(end)
 	from := tail.AddDate(0, -(months - 1), 0)
+	if w.opts.TurnoverWholeHistory {
+		end = HistoryEnd
+		tail, from = monthStart(end), monthStart(HistoryStart)
+	}
 	n, err := countRows(ctx, conn, s.snap.q.turnover.Report, s.org(vu.Rand), ts(from), ts(tail), ts(end))
 	return opResult{Rows: n}, err
 }

@@ -307,3 +307,32 @@ func TestOperationsSeparator(t *testing.T) {
 	}
 	opsCheck(t, pool)
 }
+
+// The whole-history turnover report reads every month the short one does
+// and more.
+func TestTurnoverWholeHistory(t *testing.T) {
+	ctx := context.Background()
+	dsn := srv.NewDatabase(t)
+	pool := srv.Pool(t, dsn)
+	if _, err := Init(ctx, pool, Options{Scale: 0.01, Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	rows := func(whole bool) int {
+		w := New(WorkloadOptions{TurnoverWholeHistory: whole})
+		vu := &workload.VU{ID: 1, Rand: rand.New(rand.NewPCG(3, 1))}
+		res, err := w.execute(ctx, conn.Conn(), vu, OpSalesTurnoverReport)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Rows
+	}
+	short, whole := rows(false), rows(true)
+	if whole < short || whole == 0 {
+		t.Fatalf("whole history %d rows, recent months %d", whole, short)
+	}
+}

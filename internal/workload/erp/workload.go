@@ -44,6 +44,10 @@ type WorkloadOptions struct {
 	ListPageSize int
 	// Parallel is Options.Parallel for Init (0: GOMAXPROCS).
 	Parallel int
+	// TurnoverWholeHistory makes the sales turnover report cover the
+	// whole history (the field's "turnover report over 6 years", used to
+	// compare storage) instead of 1 to 12 recent months.
+	TurnoverWholeHistory bool
 }
 
 // Operation indexes, in the order of [Workload.Operations].
