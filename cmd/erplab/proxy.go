@@ -1,0 +1,169 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/metrics"
+	"github.com/erplab/erplab/internal/proxy"
+	"github.com/erplab/erplab/internal/proxybench"
+	"github.com/erplab/erplab/internal/rewrite"
+)
+
+func newProxyCmd() *cobra.Command {
+	var (
+		listen, upstream, metricsAddr string
+		shadow, verbose               bool
+		disable                       []string
+		cacheSize                     int
+	)
+	cmd := &cobra.Command{
+		Use:   "proxy",
+		Short: "Run a PostgreSQL wire proxy that rewrites OR-over-subquery filters on the fly",
+		Long: `Listen for PostgreSQL clients and relay each session to the upstream server on its own
+connection (session mode), rewriting only the SQL text of Query and Parse messages with
+erplab's rules (` + strings.Join(rewrite.Rules(), ", ") + `; see 'erplab rewrite'). Clients authenticate with the
+upstream server directly (trust, md5, SCRAM-SHA-256); TLS is refused (sslmode=prefer works).
+The --upstream DSN's credentials open small catalog connections the rules consult (indexes,
+volatility). When the server rejects a rewritten statement the original is sent instead
+and that text is never rewritten again. --shadow logs what would be rewritten and sends
+the original. Counters go to /metrics (with --metrics) and to a summary on exit.`,
+		Example: `  erplab proxy --listen 127.0.0.1:6433 --upstream 'host=/var/run/postgresql dbname=erp user=postgres'
+  psql -h 127.0.0.1 -p 6433 -U app erp`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			up, envGiven := conninfo.FromEnvOrFlag(upstream)
+			if up == "" && !envGiven {
+				return withCode(exitUsage, errors.New("proxy needs an upstream server: pass --upstream (or set PG* variables)"))
+			}
+			dis := map[string]bool{}
+			known := map[string]bool{}
+			for _, r := range rewrite.Rules() {
+				known[r] = true
+			}
+			for _, d := range disable {
+				if !known[d] {
+					return withCode(exitUsage, fmt.Errorf("--disable %q: unknown rule (rules: %s)", d, strings.Join(rewrite.Rules(), ", ")))
+				}
+				dis[d] = true
+			}
+			level := slog.LevelWarn
+			if verbose || shadow {
+				level = slog.LevelInfo
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			p, err := proxy.New(proxy.Config{Upstream: up, Shadow: shadow, Disabled: dis, CacheSize: cacheSize, Logger: log})
+			if err != nil {
+				return withCode(exitUsage, fmt.Errorf("--upstream: %s", conninfo.Describe(err)))
+			}
+			var lc net.ListenConfig
+			ln, err := lc.Listen(ctx, "tcp", listen)
+			if err != nil {
+				return fmt.Errorf("proxy: listen on %s: %w", listen, err)
+			}
+			if metricsAddr != "" {
+				reg := prometheus.NewRegistry()
+				reg.MustRegister(p.Collector())
+				ms, err := metrics.Serve(ctx, metricsAddr, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+				if err != nil {
+					_ = ln.Close()
+					return err
+				}
+				defer ms.Close()
+				fmt.Fprintf(cmd.ErrOrStderr(), "metrics on http://%s/metrics\n", ms.Addr())
+			}
+			mode := "rewriting"
+			if shadow {
+				mode = "shadow (logging would-be rewrites, sending originals)"
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "erplab proxy listening on %s, %s; Ctrl-C to stop\n", ln.Addr(), mode)
+			err = p.Serve(ctx, ln)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", p.Stats())
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:6433", "address to accept PostgreSQL clients on (host:port)")
+	cmd.Flags().StringVar(&upstream, "upstream", "", "upstream server (libpq key=value or URL); its credentials are used for catalog lookups only")
+	cmd.Flags().BoolVar(&shadow, "shadow", false, "log what would be rewritten, send the original")
+	cmd.Flags().StringSliceVar(&disable, "disable", nil, "rules to switch off (comma-separated)")
+	cmd.Flags().IntVar(&cacheSize, "cache", 10000, "statement texts whose decision is cached")
+	cmd.Flags().StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics at host:port/metrics")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every fallback and catalog problem (info level)")
+	cmd.AddCommand(newProxyBenchCmd())
+	return cmd
+}
+
+func newProxyBenchCmd() *cobra.Command {
+	var (
+		upstream, modes, osUser string
+		clients                 []int
+		duration                time.Duration
+		initScale               int
+		noBouncer               bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Compare pgbench -S direct, through erplab proxy and through PgBouncer (session mode)",
+		Long: `Run pgbench -S for every protocol mode and client count against the upstream directly,
+through an in-process erplab proxy and through PgBouncer in session mode (Debian package
+pgbouncer; skipped with a note when absent or with --no-pgbouncer), all on this host, and
+print tps, p50 and p99 (from pgbench's per-transaction log) side by side with the latency
+each proxy adds. The upstream database needs pgbench's tables (--init creates them).`,
+		Example: `  erplab proxy bench --upstream 'host=/var/run/postgresql dbname=bench user=postgres' --init 1 --duration 10s`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			up, envGiven := conninfo.FromEnvOrFlag(upstream)
+			if up == "" && !envGiven {
+				return withCode(exitUsage, errors.New("proxy bench needs a server: pass --upstream (or set PG* variables)"))
+			}
+			ms := strings.Split(modes, ",")
+			for _, m := range ms {
+				if m != "simple" && m != "extended" && m != "prepared" {
+					return withCode(exitUsage, fmt.Errorf("--modes: %q is not simple, extended or prepared", m))
+				}
+			}
+			for _, c := range clients {
+				if c < 1 {
+					return withCode(exitUsage, fmt.Errorf("--clients: %d is not a positive client count", c))
+				}
+			}
+			if initScale > 0 {
+				if err := proxybench.Init(ctx, "", up, initScale); err != nil {
+					return err
+				}
+			}
+			opts := proxybench.Options{Upstream: up, Duration: duration, Clients: clients, Modes: ms, OSUser: osUser, Progress: cmd.ErrOrStderr()}
+			if !noBouncer {
+				b, err := proxybench.FindPgBouncer()
+				if err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "note: %v; comparing direct and erplab proxy only\n", err)
+				}
+				opts.PgBouncer = b
+			}
+			rs, err := proxybench.Run(ctx, opts)
+			if len(rs) > 0 {
+				fmt.Fprint(cmd.OutOrStdout(), proxybench.Table(rs))
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&upstream, "upstream", "", "server with pgbench's tables (libpq key=value or URL)")
+	cmd.Flags().StringVar(&modes, "modes", "simple,extended,prepared", "pgbench -M modes, comma-separated")
+	cmd.Flags().IntSliceVar(&clients, "clients", []int{1, 8}, "pgbench -c values, comma-separated")
+	cmd.Flags().DurationVar(&duration, "duration", 10*time.Second, "length of each pgbench run (whole seconds)")
+	cmd.Flags().IntVar(&initScale, "init", 0, "first run 'pgbench -i -s N' on the upstream (0 = tables exist)")
+	cmd.Flags().BoolVar(&noBouncer, "no-pgbouncer", false, "skip the PgBouncer column")
+	cmd.Flags().StringVar(&osUser, "os-user", "postgres", "OS user to run pgbouncer as when erplab runs as root")
+	return cmd
+}

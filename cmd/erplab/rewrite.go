@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"github.com/spf13/cobra"
+
+	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/rewrite"
+)
+
+func newRewriteCmd() *cobra.Command {
+	var (
+		dsn              string
+		explain, analyze bool
+		params           []string
+		disable          []string
+	)
+	cmd := &cobra.Command{
+		Use:   "rewrite [file|-]",
+		Short: "Rewrite OR-over-subquery filters to = ANY (ARRAY(subquery)) and show the effect",
+		Long: `Read SQL (a file, or standard input with - or no argument), apply erplab's rewrite rules
+with PostgreSQL's own parser, and print the rewritten SQL, or say it is unchanged and why.
+Rules: ` + strings.Join(rewrite.Rules(), ", ") + ` (field notes, section 1, cause 3).
+
+With --dsn the rules also consult the catalog (unqualified names, function volatility, an
+index leading with the compared column). --explain shows both statements' estimated plan
+costs side by side; --analyze runs both (in a READ ONLY transaction, rolled back) and shows
+actual times. Statements with $n parameters need one --param value per parameter (sent as
+untyped literals).`,
+		Example: `  erplab rewrite query.sql
+  echo "SELECT ... WHERE t.a = 1 OR t.a IN (SELECT u.x FROM u)" | erplab rewrite
+  erplab rewrite --dsn 'dbname=erp' --explain --analyze --param 1 query.sql`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			src, err := readSQL(cmd, args)
+			if err != nil {
+				return err
+			}
+			if analyze {
+				explain = true
+			}
+			opts := rewrite.Options{Disabled: map[string]bool{}}
+			known := map[string]bool{}
+			for _, r := range rewrite.Rules() {
+				known[r] = true
+			}
+			for _, d := range disable {
+				if !known[d] {
+					return withCode(exitUsage, fmt.Errorf("--disable %q: unknown rule (rules: %s)", d, strings.Join(rewrite.Rules(), ", ")))
+				}
+				opts.Disabled[d] = true
+			}
+			var conn *pgx.Conn
+			if d, envGiven := conninfo.FromEnvOrFlag(dsn); dsn != "" || (explain && envGiven) {
+				cfg, err := pgx.ParseConfig(d)
+				if err != nil {
+					return withCode(exitUsage, fmt.Errorf("--dsn: %s", conninfo.Describe(err)))
+				}
+				conn, err = pgx.ConnectConfig(ctx, cfg)
+				if err != nil {
+					return errors.New(conninfo.Describe(err))
+				}
+				defer conn.Close(context.WithoutCancel(ctx))
+				opts.Catalog = rewrite.NewPGCatalog(conn)
+			} else if explain {
+				return withCode(exitUsage, errors.New("--explain needs a server: pass --dsn (or set PG* variables)"))
+			}
+			res, err := rewrite.Rewrite(ctx, src, opts)
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintln(cmd.ErrOrStderr(), "-- "+res.Explain())
+			fmt.Fprintln(out, res.SQL)
+			if !explain {
+				return nil
+			}
+			return explainBoth(ctx, out, conn, src, res.SQL, params, analyze)
+		},
+	}
+	cmd.Flags().StringVar(&dsn, "dsn", "", "server whose catalog the rules consult and where --explain runs (libpq key=value or URL)")
+	cmd.Flags().BoolVar(&explain, "explain", false, "show both statements' estimated costs (needs --dsn)")
+	cmd.Flags().BoolVar(&analyze, "analyze", false, "also run both and show actual times (read-only statements only)")
+	cmd.Flags().StringArrayVar(&params, "param", nil, "value of $1, $2, ... for --explain (repeat in order)")
+	cmd.Flags().StringSliceVar(&disable, "disable", nil, "rules to switch off (comma-separated)")
+	return cmd
+}
+
+func readSQL(cmd *cobra.Command, args []string) (string, error) {
+	var (
+		b   []byte
+		err error
+	)
+	if len(args) == 0 || args[0] == "-" {
+		b, err = io.ReadAll(cmd.InOrStdin())
+	} else {
+		b, err = os.ReadFile(args[0])
+	}
+	if err != nil {
+		return "", fmt.Errorf("read SQL: %w", err)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", withCode(exitUsage, errors.New("no SQL given"))
+	}
+	return s, nil
+}
+
+// planSummary is what explainBoth prints for one statement.
+type planSummary struct {
+	cost           float64
+	planMS, execMS float64
+	scans          []string
+}
+
+func explainBoth(ctx context.Context, out io.Writer, conn *pgx.Conn, orig, rewritten string, params []string, analyze bool) error {
+	tree, err := pg_query.Parse(orig)
+	if err != nil {
+		return withCode(exitUsage, fmt.Errorf("parse: %w", err))
+	}
+	if len(tree.Stmts) != 1 {
+		return withCode(exitUsage, fmt.Errorf("--explain takes one statement, got %d", len(tree.Stmts)))
+	}
+	args := make([]any, 0, len(params)+1)
+	args = append(args, pgx.QueryExecModeSimpleProtocol)
+	for _, p := range params {
+		args = append(args, p)
+	}
+	var sums [2]planSummary
+	for i, q := range []string{orig, rewritten} {
+		s, err := explainOne(ctx, conn, q, args, analyze)
+		if err != nil {
+			return err
+		}
+		sums[i] = s
+	}
+	fmt.Fprintf(out, "\n%-22s %16s %16s\n", "", "original", "rewritten")
+	fmt.Fprintf(out, "%-22s %16.2f %16.2f\n", "estimated total cost", sums[0].cost, sums[1].cost)
+	if analyze {
+		fmt.Fprintf(out, "%-22s %16.3f %16.3f\n", "planning, ms", sums[0].planMS, sums[1].planMS)
+		fmt.Fprintf(out, "%-22s %16.3f %16.3f\n", "execution, ms", sums[0].execMS, sums[1].execMS)
+		if sums[1].execMS > 0 {
+			fmt.Fprintf(out, "%-22s %16s %15.1fx\n", "speed-up", "", (sums[0].execMS+sums[0].planMS)/(sums[1].execMS+sums[1].planMS))
+		}
+	}
+	fmt.Fprintf(out, "original scans:  %s\nrewritten scans: %s\n", strings.Join(sums[0].scans, ", "), strings.Join(sums[1].scans, ", "))
+	return nil
+}
+
+func explainOne(ctx context.Context, conn *pgx.Conn, q string, args []any, analyze bool) (planSummary, error) {
+	var s planSummary
+	opts := "FORMAT JSON"
+	if analyze {
+		opts = "ANALYZE, FORMAT JSON"
+	}
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return s, fmt.Errorf("explain: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var raw []byte
+	if err := tx.QueryRow(ctx, "EXPLAIN ("+opts+") "+q, args...).Scan(&raw); err != nil {
+		return s, fmt.Errorf("explain: %s", conninfo.Describe(err))
+	}
+	var doc []struct {
+		Plan          map[string]any `json:"Plan"`
+		PlanningTime  float64        `json:"Planning Time"`
+		ExecutionTime float64        `json:"Execution Time"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil || len(doc) == 0 {
+		return s, fmt.Errorf("explain: unexpected output: %v", err)
+	}
+	s.cost, _ = doc[0].Plan["Total Cost"].(float64)
+	s.planMS, s.execMS = doc[0].PlanningTime, doc[0].ExecutionTime
+	var visit func(p map[string]any)
+	visit = func(p map[string]any) {
+		if nt, _ := p["Node Type"].(string); strings.Contains(nt, "Scan") && !strings.Contains(nt, "Subquery") {
+			rel, _ := p["Relation Name"].(string)
+			if rel == "" {
+				rel, _ = p["Index Name"].(string)
+			}
+			s.scans = append(s.scans, nt+" "+rel)
+		}
+		if kids, ok := p["Plans"].([]any); ok {
+			for _, k := range kids {
+				if m, ok := k.(map[string]any); ok {
+					visit(m)
+				}
+			}
+		}
+	}
+	visit(doc[0].Plan)
+	return s, nil
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func TestRewriteCommand(t *testing.T) {
+	dir := t.TempDir()
+	cmd := erplab(t, dir, "rewrite")
+	cmd.Stdin = strings.NewReader("SELECT 1 FROM t WHERE t.a = $1 OR t.a IN (SELECT u.x FROM u) -- keep")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "t.a = $1 OR t.a = ANY (ARRAY (SELECT u.x FROM u)) -- keep") || !strings.Contains(string(out), "or_any_array fired") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	cmd = erplab(t, dir, "rewrite", "-")
+	cmd.Stdin = strings.NewReader("SELECT 1 FROM t WHERE t.a NOT IN (SELECT u.x FROM u) OR t.a = 1")
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "unchanged: or_any_array vetoed") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+
+	dsn := srv.NewDatabase(t)
+	pool := srv.Pool(t, dsn)
+	if _, err := pool.Exec(context.Background(), `CREATE TABLE t (a int, b int); CREATE INDEX ON t (a);
+CREATE TABLE u (x int); INSERT INTO t SELECT g, g FROM generate_series(1, 20000) g; INSERT INTO u VALUES (5), (7); ANALYZE t; ANALYZE u;`); err != nil {
+		t.Fatal(err)
+	}
+	cmd = erplab(t, dir, "rewrite", "--dsn", dsn, "--explain", "--analyze", "--param", "3")
+	cmd.Stdin = strings.NewReader("SELECT t.b FROM t WHERE t.a = $1 OR t.a IN (SELECT x FROM u)")
+	out, err = cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "execution, ms") || !strings.Contains(string(out), "original scans:  Seq Scan t") ||
+		!strings.Contains(string(out), "Bitmap Index Scan t_a_idx") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+func TestProxyCommand(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	pool := srv.Pool(t, dsn)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `CREATE TABLE t (a int); CREATE INDEX ON t (a); CREATE TABLE u (x int);
+INSERT INTO t SELECT generate_series(1, 100); INSERT INTO u VALUES (5), (7), (NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	cmd := erplab(t, t.TempDir(), "proxy", "--listen", "127.0.0.1:0", "--upstream", dsn)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	sc := bufio.NewScanner(stderr)
+	addr := ""
+	for sc.Scan() {
+		if _, rest, ok := strings.Cut(sc.Text(), "listening on "); ok {
+			addr, _, _ = strings.Cut(rest, ",")
+			break
+		}
+	}
+	if addr == "" {
+		t.Fatal("proxy did not say where it listens")
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	host, port, _ := strings.Cut(addr, ":")
+	conn, err := pgx.Connect(ctx, dsn+" host="+host+" port="+port+" sslmode=prefer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM t WHERE t.a = 1 OR t.a IN (SELECT u.x FROM u)").Scan(&n); err != nil || n != 3 {
+		t.Fatalf("count %d, %v", n, err)
+	}
+	conn.Close(ctx)
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("proxy exit: %v", err)
+	}
+	if !strings.Contains(stdout.String(), "rewritten 1,") {
+		t.Fatalf("summary: %s", stdout.String())
+	}
+}

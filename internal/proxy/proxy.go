@@ -1,0 +1,341 @@
+// Package proxy is a transparent PostgreSQL wire-protocol proxy in session
+// mode (one upstream connection per client) that rewrites the SQL text of
+// Query and Parse messages with package rewrite and relays every other
+// message byte for byte (protocol: https://www.postgresql.org/docs/current/protocol.html).
+//
+// It answers SSLRequest and GSSENCRequest with "N" (no TLS), passes
+// authentication through untouched (trust, md5, SCRAM-SHA-256 without
+// channel binding), routes CancelRequest to the upstream server when the
+// key belongs to one of its sessions, and never injects or reorders
+// messages. The first time a rewritten statement text is sent, the proxy
+// waits for its first response before relaying further client messages;
+// if the upstream rejects it at the start of an idle-state batch, the
+// original text is sent instead and that text is never rewritten again.
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/erplab/erplab/internal/rewrite"
+)
+
+// Protocol request codes (src/include/libpq/pqcomm.h).
+const (
+	sslRequestCode    = 80877103
+	gssEncRequestCode = 80877104
+	cancelRequestCode = 80877102
+	// maxMessage bounds one protocol message (1 GiB, PostgreSQL's
+	// PQ_LARGE_MESSAGE_LIMIT is 1 GiB - 1 as well).
+	maxMessage = 1 << 30
+	// maxStartup bounds a startup packet (PostgreSQL: MAX_STARTUP_PACKET_LENGTH 10000).
+	maxStartup = 10000
+)
+
+// Config configures a Proxy.
+type Config struct {
+	// Upstream is the server's DSN (libpq key=value or URL). Its host and
+	// port are where client sessions go (without TLS); its user, password
+	// and options open the catalog connections the rules consult (one
+	// small pool per database clients use). Clients authenticate with
+	// their own credentials.
+	Upstream string
+	// Shadow: decide and count rewrites, log them, send the original.
+	Shadow bool
+	// Disabled lists rule names that must not fire.
+	Disabled map[string]bool
+	// CacheSize bounds the cache from (database, statement text) to
+	// decision; 0 means 10000.
+	CacheSize int
+	// Logger receives one line per session error, fallback and (in
+	// shadow mode) would-be rewrite; nil discards.
+	Logger *slog.Logger
+}
+
+// Proxy relays client sessions to one upstream server.
+type Proxy struct {
+	cfg        Config
+	upNet      string
+	upAddr     string
+	catCfg     *pgxpool.Config
+	cache      *decisionCache
+	stats      counters
+	log        *slog.Logger
+	mu         sync.Mutex // guards sessions and keys
+	catMu      sync.Mutex // guards catalogs (held while connecting)
+	catalogs   map[string]*catalogEntry
+	sessions   map[*session]struct{}
+	keys       map[string]*session // BackendKeyData -> session
+	wg         sync.WaitGroup
+	dialer     net.Dialer
+	ruleFired  map[string]*atomic.Uint64
+	ruleVetoed map[string]*atomic.Uint64
+}
+
+type catalogEntry struct {
+	pool *pgxpool.Pool
+	cat  *rewrite.PGCatalog
+	err  error
+	at   time.Time // when err happened
+}
+
+// catalogRetry is how long a failed catalog connection is not retried.
+const catalogRetry = 30 * time.Second
+
+// New checks cfg and returns a Proxy. It does not connect.
+func New(cfg Config) (*Proxy, error) {
+	pc, err := pgconn.ParseConfig(cfg.Upstream)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: upstream: %w", err)
+	}
+	catCfg, err := pgxpool.ParseConfig(cfg.Upstream)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: upstream: %w", err)
+	}
+	catCfg.MaxConns = 2
+	if cfg.CacheSize <= 0 {
+		cfg.CacheSize = 10000
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	p := &Proxy{cfg: cfg, catCfg: catCfg, cache: newDecisionCache(cfg.CacheSize), log: log,
+		catalogs: map[string]*catalogEntry{}, sessions: map[*session]struct{}{}, keys: map[string]*session{},
+		ruleFired: map[string]*atomic.Uint64{}, ruleVetoed: map[string]*atomic.Uint64{}}
+	for _, r := range rewrite.Rules() {
+		p.ruleFired[r], p.ruleVetoed[r] = new(atomic.Uint64), new(atomic.Uint64)
+	}
+	host, port := pc.Host, pc.Port
+	if len(host) > 0 && host[0] == '/' {
+		p.upNet, p.upAddr = "unix", fmt.Sprintf("%s/.s.PGSQL.%d", host, port)
+	} else {
+		p.upNet, p.upAddr = "tcp", net.JoinHostPort(host, strconv.Itoa(int(port)))
+	}
+	return p, nil
+}
+
+// Serve accepts clients on ln until ctx is done, then closes ln and every
+// session and waits for them. It returns nil after a shutdown by ctx.
+func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
+	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
+	defer stop()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				p.closeAll()
+				p.wg.Wait()
+				p.closeCatalogs()
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			p.closeAll()
+			p.wg.Wait()
+			p.closeCatalogs()
+			return fmt.Errorf("proxy: accept: %w", err)
+		}
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.handle(ctx, c)
+		}()
+	}
+}
+
+func (p *Proxy) closeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for s := range p.sessions {
+		s.close()
+	}
+}
+
+func (p *Proxy) closeCatalogs() {
+	p.catMu.Lock()
+	defer p.catMu.Unlock()
+	for _, e := range p.catalogs {
+		if e.pool != nil {
+			e.pool.Close()
+		}
+	}
+	p.catalogs = map[string]*catalogEntry{}
+}
+
+// catalog returns the catalog of database db, opening its pool once.
+func (p *Proxy) catalog(ctx context.Context, db string) (*rewrite.PGCatalog, error) {
+	p.catMu.Lock()
+	defer p.catMu.Unlock()
+	if e, ok := p.catalogs[db]; ok && (e.err == nil || time.Since(e.at) < catalogRetry) {
+		return e.cat, e.err
+	}
+	cfg := p.catCfg.Copy()
+	cfg.ConnConfig.Database = db
+	e := &catalogEntry{}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err == nil {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = pool.Ping(pctx)
+		cancel()
+		if err != nil {
+			pool.Close()
+		}
+	}
+	if err != nil {
+		e.err, e.at = fmt.Errorf("catalog connection to database %q: %w", db, err), time.Now()
+		p.log.Warn("no catalog: statements of this database stay unchanged", "database", db, "err", err)
+	} else {
+		e.pool, e.cat = pool, rewrite.NewPGCatalog(pool)
+	}
+	p.catalogs[db] = e
+	return e.cat, e.err
+}
+
+// readStartup reads one untyped startup-phase packet (length, body).
+func readStartup(r io.Reader) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint32(hdr[:]))
+	if n < 8 || n > maxStartup {
+		return nil, fmt.Errorf("invalid startup packet length %d", n)
+	}
+	pkt := make([]byte, n)
+	copy(pkt, hdr[:])
+	if _, err := io.ReadFull(r, pkt[4:]); err != nil {
+		return nil, err
+	}
+	return pkt, nil
+}
+
+// handle runs one client connection.
+func (p *Proxy) handle(ctx context.Context, client net.Conn) {
+	defer client.Close()
+	p.stats.connections.Add(1)
+	cr := bufio.NewReaderSize(client, 32*1024)
+	var startup []byte
+	var params map[string]string
+	for startup == nil {
+		_ = client.SetReadDeadline(time.Now().Add(time.Minute))
+		pkt, err := readStartup(cr)
+		if err != nil {
+			return
+		}
+		switch code := binary.BigEndian.Uint32(pkt[4:8]); code {
+		case sslRequestCode, gssEncRequestCode:
+			if cr.Buffered() > 0 { // nothing may follow before our answer (CVE-2021-23222)
+				return
+			}
+			if _, err := client.Write([]byte{'N'}); err != nil {
+				return
+			}
+		case cancelRequestCode:
+			var m pgproto3.CancelRequest
+			if err := m.Decode(pkt[4:]); err == nil {
+				p.cancel(ctx, &m, pkt)
+			}
+			return
+		default:
+			var m pgproto3.StartupMessage
+			if err := m.Decode(pkt[4:]); err != nil {
+				p.log.Info("bad startup packet", "err", err)
+				return
+			}
+			startup, params = pkt, m.Parameters
+		}
+	}
+	_ = client.SetReadDeadline(time.Time{})
+	up, err := p.dialer.DialContext(ctx, p.upNet, p.upAddr)
+	if err != nil {
+		p.log.Warn("cannot reach upstream", "err", err)
+		writeFatal(client, "08006", "erplab proxy: cannot reach the upstream server")
+		return
+	}
+	defer up.Close()
+	if _, err := up.Write(startup); err != nil {
+		return
+	}
+	db := params["database"]
+	if db == "" {
+		db = params["user"]
+	}
+	s := &session{p: p, client: client, up: up, cr: cr, ur: bufio.NewReaderSize(up, 32*1024),
+		cw: bufio.NewWriterSize(client, 32*1024), uw: bufio.NewWriterSize(up, 32*1024),
+		db: db, closed: make(chan struct{}), requests: 1}
+	p.mu.Lock()
+	p.sessions[s] = struct{}{}
+	p.mu.Unlock()
+	p.stats.sessions.Add(1)
+	defer func() {
+		p.mu.Lock()
+		delete(p.sessions, s)
+		if s.key != "" {
+			delete(p.keys, s.key)
+		}
+		p.mu.Unlock()
+	}()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.upstreamLoop()
+		s.close()
+	}()
+	s.clientLoop(ctx)
+	s.close()
+	<-done
+}
+
+// cancel forwards a CancelRequest for a key of one of our sessions.
+func (p *Proxy) cancel(ctx context.Context, m *pgproto3.CancelRequest, pkt []byte) {
+	key := cancelKey(m.ProcessID, m.SecretKey)
+	p.mu.Lock()
+	_, ok := p.keys[key]
+	p.mu.Unlock()
+	if !ok {
+		p.stats.cancelsUnknown.Add(1)
+		return
+	}
+	c, err := p.dialer.DialContext(ctx, p.upNet, p.upAddr)
+	if err != nil {
+		p.log.Warn("cancel: cannot reach upstream", "err", err)
+		return
+	}
+	defer c.Close()
+	if _, err := c.Write(pkt); err == nil {
+		p.stats.cancels.Add(1)
+		// The server closes the connection when done.
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, _ = io.Copy(io.Discard, c)
+	}
+}
+
+func cancelKey(pid uint32, secret []byte) string {
+	return strconv.FormatUint(uint64(pid), 10) + "/" + string(secret)
+}
+
+// writeFatal sends an ErrorResponse with severity FATAL.
+func writeFatal(w io.Writer, code, msg string) {
+	e := &pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code, Message: msg}
+	if b, err := e.Encode(nil); err == nil {
+		_, _ = w.Write(b)
+	}
+}

@@ -1,0 +1,501 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/erplab/erplab/internal/rewrite"
+)
+
+// session is one client connection and its upstream connection.
+type session struct {
+	p          *Proxy
+	client, up net.Conn
+	cr, ur     *bufio.Reader
+	cw         *bufio.Writer // written by upstreamLoop only
+	uwMu       sync.Mutex    // guards uw: clientLoop relays, upstreamLoop replays
+	uw         *bufio.Writer
+	db         string
+	closeOnce  sync.Once
+	closed     chan struct{}
+	key        string // BackendKeyData, guarded by p.mu
+
+	mu       sync.Mutex
+	pending  *pending // a first-use rewritten statement awaiting its verdict
+	requests int      // Syncs and Queries forwarded, the startup packet counting as one (clientLoop only)
+}
+
+// pending is a statement sent rewritten for the first time, with what to
+// send instead if the upstream rejects it.
+type pending struct {
+	kind      byte // 'Q' or 'P'
+	key       decisionKey
+	after     int      // ReadyForQuery messages that precede its responses
+	replay    [][]byte // original frames, up to and including the Sync
+	sealed    bool     // the batch's Sync was forwarded
+	retryable bool     // it started a batch and no Flush followed
+	done      chan struct{}
+	// upstreamLoop only:
+	answered bool
+	held     []byte // the upstream's ErrorResponse, while swallowing until ReadyForQuery
+}
+
+func (s *session) close() {
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		_ = s.client.Close()
+		_ = s.up.Close()
+	})
+}
+
+// frameReader reads typed protocol messages into one reused buffer.
+type frameReader struct {
+	r   *bufio.Reader
+	buf []byte
+}
+
+// next returns the whole message (type, length, body); valid until the
+// next call.
+func (f *frameReader) next() ([]byte, error) {
+	hdr, err := f.r.Peek(5)
+	if err != nil {
+		if err == io.EOF && len(hdr) > 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint32(hdr[1:5]))
+	if n < 4 || n > maxMessage {
+		return nil, fmt.Errorf("invalid message length %d", n)
+	}
+	total := n + 1
+	if cap(f.buf) < total {
+		f.buf = make([]byte, total)
+	}
+	f.buf = f.buf[:total]
+	if _, err := io.ReadFull(f.r, f.buf); err != nil {
+		return nil, err
+	}
+	return f.buf, nil
+}
+
+func (s *session) writeUp(frames ...[]byte) error {
+	s.uwMu.Lock()
+	defer s.uwMu.Unlock()
+	for _, f := range frames {
+		if _, err := s.uw.Write(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *session) flushUp() error {
+	s.uwMu.Lock()
+	defer s.uwMu.Unlock()
+	return s.uw.Flush()
+}
+
+// clientLoop relays client messages upstream, rewriting Query and Parse.
+func (s *session) clientLoop(ctx context.Context) {
+	fr := &frameReader{r: s.cr}
+	atBatchStart := true
+	for {
+		frame, err := fr.next()
+		if err != nil {
+			return
+		}
+		typ := frame[0]
+		out := frame
+		s.mu.Lock()
+		building := s.pending
+		s.mu.Unlock()
+		if building != nil && building.sealed {
+			building = nil
+		}
+		var started *pending
+		switch typ {
+		case 'Q':
+			out, started = s.onStatement(ctx, frame, true, building == nil)
+		case 'P':
+			out, started = s.onStatement(ctx, frame, false, building == nil)
+			if started != nil {
+				started.retryable = atBatchStart
+			}
+		}
+		if started != nil {
+			started.after = s.requests
+			s.mu.Lock()
+			s.pending = started
+			s.mu.Unlock()
+		} else if building != nil {
+			building.replay = append(building.replay, append([]byte(nil), frame...))
+			if typ == 'H' {
+				s.mu.Lock()
+				building.retryable = false
+				s.mu.Unlock()
+			}
+		}
+		if err := s.writeUp(out); err != nil {
+			return
+		}
+		switch typ {
+		case 'S', 'Q':
+			s.requests++
+			atBatchStart = true
+		case 'p':
+		default:
+			atBatchStart = false
+		}
+		wait := started
+		if wait == nil && typ == 'S' && building != nil {
+			wait = building
+		}
+		if wait != nil && (typ == 'Q' || typ == 'S') {
+			s.mu.Lock()
+			wait.sealed = true
+			s.mu.Unlock()
+			if err := s.flushUp(); err != nil {
+				return
+			}
+			select {
+			case <-wait.done:
+			case <-s.closed:
+				return
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		if typ == 'X' {
+			_ = s.flushUp()
+			return
+		}
+		if s.cr.Buffered() == 0 {
+			if err := s.flushUp(); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// onStatement decides about a Query (simple) or Parse (extended) message
+// and returns the frame to send, and a pending record when the rewritten
+// text has not been accepted by the upstream before. canPend is false
+// while another first-use rewrite of the batch awaits its verdict: then an
+// unverified rewrite is not attempted.
+func (s *session) onStatement(ctx context.Context, frame []byte, simple, canPend bool) ([]byte, *pending) {
+	var text string
+	var parse pgproto3.Parse
+	if simple {
+		var q pgproto3.Query
+		if err := q.Decode(frame[5:]); err != nil {
+			return frame, nil
+		}
+		text = q.String
+	} else {
+		if err := parse.Decode(frame[5:]); err != nil {
+			return frame, nil
+		}
+		text = parse.Query
+	}
+	key, d, fresh := s.p.decide(ctx, s.db, text)
+	if !d.changed || d.failed {
+		return frame, nil
+	}
+	if s.p.cfg.Shadow {
+		s.p.stats.shadow.Add(1)
+		if fresh { // once per statement text, not per execution
+			s.p.log.Info("shadow: would rewrite", "database", s.db, "rules", d.explain, "sql", oneLine(d.rewritten))
+		}
+		return frame, nil
+	}
+	if !d.verified && !canPend {
+		return frame, nil
+	}
+	var out []byte
+	var err error
+	if simple {
+		out, err = (&pgproto3.Query{String: d.rewritten}).Encode(nil)
+	} else {
+		parse.Query = d.rewritten
+		out, err = parse.Encode(nil)
+	}
+	if err != nil {
+		return frame, nil
+	}
+	s.p.stats.rewrites.Add(1)
+	if d.verified {
+		return out, nil
+	}
+	kind := byte('P')
+	if simple {
+		kind = 'Q'
+	}
+	return out, &pending{kind: kind, key: key, replay: [][]byte{append([]byte(nil), frame...)}, retryable: simple, done: make(chan struct{})}
+}
+
+// upstreamLoop relays upstream messages to the client, watching the
+// verdict on a pending first-use rewrite.
+func (s *session) upstreamLoop() {
+	fr := &frameReader{r: s.ur}
+	rfqSeen := 0
+	for {
+		frame, err := fr.next()
+		if err != nil {
+			_ = s.cw.Flush()
+			return
+		}
+		typ := frame[0]
+		s.mu.Lock()
+		pd := s.pending
+		s.mu.Unlock()
+		if pd != nil && rfqSeen == pd.after {
+			if handled, err := s.verdict(pd, frame, &rfqSeen); err != nil {
+				return
+			} else if handled {
+				if s.ur.Buffered() == 0 {
+					if err := s.cw.Flush(); err != nil {
+						return
+					}
+				}
+				continue
+			}
+		}
+		switch typ {
+		case 'Z':
+			rfqSeen++
+		case 'K':
+			var k pgproto3.BackendKeyData
+			if err := k.Decode(frame[5:]); err == nil {
+				s.p.mu.Lock()
+				s.key = cancelKey(k.ProcessID, k.SecretKey)
+				s.p.keys[s.key] = s
+				s.p.mu.Unlock()
+			}
+		}
+		if _, err := s.cw.Write(frame); err != nil {
+			return
+		}
+		if s.ur.Buffered() == 0 {
+			if err := s.cw.Flush(); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// verdict handles frame, a response to the pending statement's request.
+// It returns true when the frame was consumed (held, dropped or replaced).
+func (s *session) verdict(pd *pending, frame []byte, rfqSeen *int) (bool, error) {
+	typ := frame[0]
+	if pd.held != nil {
+		switch typ {
+		case 'N', 'S', 'A':
+			return false, nil
+		case 'Z':
+		default:
+			return true, nil // discarded by the server's error recovery anyway
+		}
+		status := byte(0)
+		if len(frame) > 5 {
+			status = frame[5]
+		}
+		var e pgproto3.ErrorResponse
+		_ = e.Decode(pd.held[5:])
+		s.p.cache.markFailed(pd.key)
+		s.mu.Lock()
+		ready, retryable := pd.sealed, pd.retryable
+		s.mu.Unlock()
+		if retryable && ready && status == 'I' {
+			s.p.stats.fallbacks.Add(1)
+			s.p.log.Warn("upstream rejected a rewritten statement; sent the original, never rewriting it again",
+				"database", s.db, "code", e.Code, "error", e.Message)
+			if err := s.writeUp(pd.replay...); err != nil {
+				return true, err
+			}
+			if err := s.flushUp(); err != nil {
+				return true, err
+			}
+			s.resolve(pd)
+			return true, nil
+		}
+		s.p.stats.fallbackErrors.Add(1)
+		s.p.log.Warn("upstream rejected a rewritten statement inside a transaction or batch; error passed on, never rewriting it again",
+			"database", s.db, "code", e.Code, "error", e.Message)
+		if _, err := s.cw.Write(pd.held); err != nil {
+			return true, err
+		}
+		if _, err := s.cw.Write(frame); err != nil {
+			return true, err
+		}
+		*rfqSeen++
+		s.resolve(pd)
+		return true, nil
+	}
+	if pd.answered {
+		return false, nil
+	}
+	switch typ {
+	case 'N', 'S', 'A':
+		return false, nil
+	case 'E':
+		s.mu.Lock()
+		retryable := pd.retryable
+		s.mu.Unlock()
+		if !retryable {
+			// A Flush made the server send this before any Sync: the
+			// client may wait for it, so pass it on now.
+			s.p.cache.markFailed(pd.key)
+			s.p.stats.fallbackErrors.Add(1)
+			s.p.log.Warn("upstream rejected a rewritten statement after a Flush; error passed on, never rewriting it again", "database", s.db)
+			s.resolve(pd)
+			return false, nil
+		}
+		pd.held = append([]byte(nil), frame...)
+		return true, nil
+	}
+	pd.answered = true
+	s.p.cache.markVerified(pd.key)
+	s.resolve(pd)
+	return false, nil
+}
+
+func (s *session) resolve(pd *pending) {
+	s.mu.Lock()
+	if s.pending == pd {
+		s.pending = nil
+	}
+	s.mu.Unlock()
+	close(pd.done)
+}
+
+// decide returns the cached or fresh decision for text in database db;
+// fresh is true when the rules ran for this call.
+func (p *Proxy) decide(ctx context.Context, db, text string) (key decisionKey, d decision, fresh bool) {
+	p.stats.statements.Add(1)
+	key = decisionKey{db: db, text: text}
+	if !mayMatch(text) {
+		p.stats.prefilterSkips.Add(1)
+		return key, decision{}, false
+	}
+	if d, ok := p.cache.get(key); ok {
+		p.stats.cacheHits.Add(1)
+		return key, d, false
+	}
+	p.stats.cacheMisses.Add(1)
+	cat, err := p.catalog(ctx, db)
+	if err != nil {
+		p.stats.vetoes.Add(1)
+		// Not cached: the catalog connection is retried later.
+		return key, decision{explain: "no catalog connection"}, true
+	}
+	t0 := time.Now()
+	res, err := rewrite.Rewrite(ctx, text, rewrite.Options{Catalog: cat, Disabled: p.cfg.Disabled})
+	p.stats.parseNanos.Add(uint64(time.Since(t0).Nanoseconds()))
+	p.stats.parses.Add(1)
+	if err != nil {
+		p.stats.parseErrors.Add(1)
+		p.log.Debug("statement not rewritten", "err", err)
+		d := decision{explain: err.Error()}
+		p.cache.put(key, d)
+		return key, d, true
+	}
+	for _, f := range res.Fired {
+		if c := p.ruleFired[f.Rule]; c != nil {
+			c.Add(1)
+		}
+	}
+	for _, v := range res.Vetoes {
+		if c := p.ruleVetoed[v.Rule]; c != nil {
+			c.Add(1)
+		}
+	}
+	if !res.Changed && len(res.Vetoes) > 0 {
+		p.stats.vetoes.Add(1)
+	}
+	d = decision{changed: res.Changed, rewritten: res.SQL, explain: res.Explain()}
+	p.cache.put(key, d)
+	return key, d, true
+}
+
+// mayMatch is the cheap pre-filter: only text holding the words OR and
+// SELECT and one of IN / ANY / SOME (any case, outside identifiers) can
+// hold an OR over an IN subquery.
+func mayMatch(s string) bool {
+	var or, sel, in bool
+	n := len(s)
+	for i := 0; i < n; {
+		c := s[i]
+		if !isIdentStart(c) {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < n && isIdentChar(s[j]) {
+			j++
+		}
+		switch w := s[i:j]; len(w) {
+		case 2:
+			if eqFold(w, "or") {
+				or = true
+			} else if eqFold(w, "in") {
+				in = true
+			}
+		case 3:
+			if eqFold(w, "any") {
+				in = true
+			}
+		case 4:
+			if eqFold(w, "some") {
+				in = true
+			}
+		case 6:
+			if eqFold(w, "select") {
+				sel = true
+			}
+		}
+		if or && sel && in {
+			return true
+		}
+		i = j
+	}
+	return false
+}
+
+func isIdentStart(c byte) bool {
+	return c == '_' || (c|0x20 >= 'a' && c|0x20 <= 'z') || c >= 0x80
+}
+
+func isIdentChar(c byte) bool { return isIdentStart(c) || (c >= '0' && c <= '9') || c == '$' }
+
+// eqFold compares ASCII word w with lower-case word lw, ignoring case.
+func eqFold(w, lw string) bool {
+	for i := 0; i < len(w); i++ {
+		if w[i]|0x20 != lw[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func oneLine(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c == '\n' || c == '\r' || c == '\t' {
+			b[i] = ' '
+		}
+	}
+	if len(b) > 500 {
+		b = append(b[:500], "..."...)
+	}
+	return string(b)
+}

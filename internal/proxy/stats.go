@@ -1,0 +1,131 @@
+package proxy
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// counters are the proxy's running totals.
+type counters struct {
+	connections, sessions           atomic.Uint64
+	statements, prefilterSkips      atomic.Uint64
+	cacheHits, cacheMisses          atomic.Uint64
+	parses, parseErrors, parseNanos atomic.Uint64
+	rewrites, shadow, vetoes        atomic.Uint64
+	fallbacks, fallbackErrors       atomic.Uint64
+	cancels, cancelsUnknown         atomic.Uint64
+}
+
+// Stats is a snapshot of the proxy's counters.
+type Stats struct {
+	// Connections accepted, and sessions relayed to the upstream.
+	Connections, Sessions uint64
+	// Statements: Query and Parse texts seen; PrefilterSkips of them
+	// never parsed (no OR/SELECT/IN words).
+	Statements, PrefilterSkips uint64
+	CacheHits, CacheMisses     uint64
+	// Parses by the rewriter, ParseErrors among them, ParseTime total.
+	Parses, ParseErrors uint64
+	ParseTime           time.Duration
+	// Rewrites: statements sent rewritten; Shadow: would-be rewrites in
+	// --shadow mode; Vetoes: decisions where a rule matched but a
+	// precondition failed.
+	Rewrites, Shadow, Vetoes uint64
+	// Fallbacks: rewritten statements the upstream rejected and that were
+	// re-sent as written; FallbackErrors: rejections passed to the client
+	// (inside a transaction or a batch already under way).
+	Fallbacks, FallbackErrors uint64
+	// Cancels forwarded, and CancelsUnknown dropped (key of no session).
+	Cancels, CancelsUnknown uint64
+	// Fired and Vetoed count, per rule, decisions it fired in or vetoed.
+	Fired, Vetoed map[string]uint64
+	// Cached decisions.
+	Cached int
+}
+
+// Stats returns a snapshot of the counters.
+func (p *Proxy) Stats() Stats {
+	c := &p.stats
+	s := Stats{
+		Connections: c.connections.Load(), Sessions: c.sessions.Load(),
+		Statements: c.statements.Load(), PrefilterSkips: c.prefilterSkips.Load(),
+		CacheHits: c.cacheHits.Load(), CacheMisses: c.cacheMisses.Load(),
+		Parses: c.parses.Load(), ParseErrors: c.parseErrors.Load(), ParseTime: time.Duration(c.parseNanos.Load()),
+		Rewrites: c.rewrites.Load(), Shadow: c.shadow.Load(), Vetoes: c.vetoes.Load(),
+		Fallbacks: c.fallbacks.Load(), FallbackErrors: c.fallbackErrors.Load(),
+		Cancels: c.cancels.Load(), CancelsUnknown: c.cancelsUnknown.Load(),
+		Fired: map[string]uint64{}, Vetoed: map[string]uint64{}, Cached: p.cache.len(),
+	}
+	for r, v := range p.ruleFired {
+		s.Fired[r] = v.Load()
+	}
+	for r, v := range p.ruleVetoed {
+		s.Vetoed[r] = v.Load()
+	}
+	return s
+}
+
+// String is the shutdown summary, a few lines.
+func (s Stats) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sessions %d (connections %d), statements %d (pre-filter skipped %d), cache hits %d, misses %d (%d cached)\n",
+		s.Sessions, s.Connections, s.Statements, s.PrefilterSkips, s.CacheHits, s.CacheMisses, s.Cached)
+	avg := time.Duration(0)
+	if s.Parses > 0 {
+		avg = s.ParseTime / time.Duration(s.Parses)
+	}
+	fmt.Fprintf(&b, "parsed %d (errors %d, %.3f ms total, %d µs each), rewritten %d, shadow %d, vetoed %d, fallbacks %d (+%d passed on)\n",
+		s.Parses, s.ParseErrors, float64(s.ParseTime)/1e6, avg.Microseconds(), s.Rewrites, s.Shadow, s.Vetoes, s.Fallbacks, s.FallbackErrors)
+	rules := make([]string, 0, len(s.Fired))
+	for r := range s.Fired {
+		rules = append(rules, r)
+	}
+	sort.Strings(rules)
+	for _, r := range rules {
+		fmt.Fprintf(&b, "rule %s: fired %d, vetoed %d\n", r, s.Fired[r], s.Vetoed[r])
+	}
+	fmt.Fprintf(&b, "cancels forwarded %d, unknown keys %d", s.Cancels, s.CancelsUnknown)
+	return b.String()
+}
+
+// Collector exposes the counters as Prometheus metrics (erplab_proxy_*).
+func (p *Proxy) Collector() prometheus.Collector { return collector{p} }
+
+type collector struct{ p *Proxy }
+
+var (
+	descCounter = prometheus.NewDesc("erplab_proxy_events_total", "Proxy events by kind (sessions, statements, prefilter_skips, cache_hits, cache_misses, parses, parse_errors, rewrites, shadow, vetoes, fallbacks, fallback_errors, cancels).", []string{"event"}, nil)
+	descRule    = prometheus.NewDesc("erplab_proxy_rule_decisions_total", "Rewrite decisions per rule and outcome (fired, vetoed).", []string{"rule", "outcome"}, nil)
+	descParse   = prometheus.NewDesc("erplab_proxy_parse_seconds_total", "Time spent parsing and rewriting statements, seconds.", nil, nil)
+)
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descCounter
+	ch <- descRule
+	ch <- descParse
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.p.Stats()
+	for _, e := range []struct {
+		n string
+		v uint64
+	}{{"sessions", s.Sessions}, {"statements", s.Statements}, {"prefilter_skips", s.PrefilterSkips},
+		{"cache_hits", s.CacheHits}, {"cache_misses", s.CacheMisses}, {"parses", s.Parses}, {"parse_errors", s.ParseErrors},
+		{"rewrites", s.Rewrites}, {"shadow", s.Shadow}, {"vetoes", s.Vetoes}, {"fallbacks", s.Fallbacks},
+		{"fallback_errors", s.FallbackErrors}, {"cancels", s.Cancels}} {
+		ch <- prometheus.MustNewConstMetric(descCounter, prometheus.CounterValue, float64(e.v), e.n)
+	}
+	for r, v := range s.Fired {
+		ch <- prometheus.MustNewConstMetric(descRule, prometheus.CounterValue, float64(v), r, "fired")
+	}
+	for r, v := range s.Vetoed {
+		ch <- prometheus.MustNewConstMetric(descRule, prometheus.CounterValue, float64(v), r, "vetoed")
+	}
+	ch <- prometheus.MustNewConstMetric(descParse, prometheus.CounterValue, s.ParseTime.Seconds())
+}

@@ -1,0 +1,383 @@
+// Package proxybench measures what a proxy adds to latency: pgbench -S
+// (simple, extended, prepared protocol; several client counts) direct to
+// PostgreSQL, through erplab's rewriting proxy (package proxy) and
+// through PgBouncer in session mode, side by side in one run.
+//
+// Per-transaction latencies come from pgbench's transaction log (-l; the
+// third field is the latency in µs, https://www.postgresql.org/docs/current/pgbench.html
+// "Per-Transaction Logging") into an HdrHistogram; tps is pgbench's own
+// "tps = ... (without initial connection time)".
+package proxybench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/erplab/erplab/internal/proxy"
+)
+
+// ErrNoPgBouncer is returned by FindPgBouncer when the binary is missing.
+var ErrNoPgBouncer = errors.New("pgbouncer not found on PATH (Debian: apt-get install pgbouncer)")
+
+// Options configure Run.
+type Options struct {
+	// Upstream is the DSN of the database holding pgbench's tables.
+	Upstream string
+	// Duration of each pgbench run (-T, whole seconds, at least 1 s).
+	Duration time.Duration
+	// Clients lists pgbench -c values (each run uses -j equal to it).
+	Clients []int
+	// Modes lists pgbench -M values: simple, extended, prepared.
+	Modes []string
+	// PgBench is the pgbench binary ("" = from PATH).
+	PgBench string
+	// PgBouncer is the pgbouncer binary; "" skips the PgBouncer column.
+	PgBouncer string
+	// OSUser runs pgbouncer when erplab runs as root (it refuses root);
+	// "" means "postgres".
+	OSUser string
+	// Progress, if set, receives one line per pgbench run.
+	Progress io.Writer
+}
+
+// Result is one pgbench run.
+type Result struct {
+	Target   string // "direct", "erplab proxy", "pgbouncer"
+	Mode     string
+	Clients  int
+	TPS      float64
+	P50, P99 time.Duration
+	Count    int64
+}
+
+// FindPgBouncer returns the pgbouncer binary's path or ErrNoPgBouncer.
+func FindPgBouncer() (string, error) {
+	for _, p := range []string{"pgbouncer", "/usr/sbin/pgbouncer"} {
+		if path, err := exec.LookPath(p); err == nil {
+			return path, nil
+		}
+	}
+	return "", ErrNoPgBouncer
+}
+
+// Run starts an in-process erplab proxy and (if opts.PgBouncer) a
+// PgBouncer, both on 127.0.0.1, runs every (mode, clients) against every
+// target, stops them, and returns the results in that order. Errors: the
+// upstream has no pgbench tables, a server cannot start, pgbench fails.
+func Run(ctx context.Context, opts Options) ([]Result, error) {
+	if opts.Duration < time.Second {
+		opts.Duration = time.Second
+	}
+	if opts.PgBench == "" {
+		opts.PgBench = "pgbench"
+	}
+	cfg, err := pgconn.ParseConfig(opts.Upstream)
+	if err != nil {
+		return nil, fmt.Errorf("proxybench: upstream: %w", err)
+	}
+	if err := checkTables(ctx, opts.Upstream); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "erplab-proxybench-")
+	if err != nil {
+		return nil, fmt.Errorf("proxybench: %w", err)
+	}
+	defer os.RemoveAll(dir)
+
+	// erplab proxy
+	p, err := proxy.New(proxy.Config{Upstream: opts.Upstream})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("proxybench: listen: %w", err)
+	}
+	pctx, stopProxy := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- p.Serve(pctx, ln) }()
+	defer func() { stopProxy(); <-served }()
+
+	targets := []struct{ name, dsn string }{
+		{"direct", opts.Upstream},
+		{"erplab proxy", redirect(opts.Upstream, ln.Addr().(*net.TCPAddr).Port)},
+	}
+	if opts.PgBouncer != "" {
+		port, stop, err := startPgBouncer(ctx, opts, cfg, dir)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		targets = append(targets, struct{ name, dsn string }{"pgbouncer", redirect(opts.Upstream, port)})
+	}
+	var out []Result
+	for _, mode := range opts.Modes {
+		for _, c := range opts.Clients {
+			for _, t := range targets {
+				r, err := runPgBench(ctx, opts, dir, t.dsn, mode, c)
+				if err != nil {
+					return out, fmt.Errorf("proxybench: %s, -M %s -c %d: %w", t.name, mode, c, err)
+				}
+				r.Target = t.name
+				out = append(out, r)
+				if opts.Progress != nil {
+					fmt.Fprintf(opts.Progress, "%-13s -M %-8s -c %d: %.0f tps, p50 %s, p99 %s\n", t.name, mode, c, r.TPS, r.P50, r.P99)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+func checkTables(ctx context.Context, dsn string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("proxybench: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var ok bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass('pgbench_accounts') IS NOT NULL").Scan(&ok); err != nil {
+		return fmt.Errorf("proxybench: %w", err)
+	}
+	if !ok {
+		return errors.New("proxybench: no pgbench tables in the upstream database (create them with 'pgbench -i' or --init)")
+	}
+	return nil
+}
+
+// redirect returns dsn pointing at 127.0.0.1:port (TLS off, as a proxy
+// client with sslmode=prefer would end up).
+func redirect(dsn string, port int) string {
+	return dsn + fmt.Sprintf(" host=127.0.0.1 port=%d sslmode=disable", port)
+}
+
+// Init runs pgbench -i -s scale on dsn.
+func Init(ctx context.Context, pgbench, dsn string, scale int) error {
+	if pgbench == "" {
+		pgbench = "pgbench"
+	}
+	out, err := exec.CommandContext(ctx, pgbench, "-i", "-q", "-s", strconv.Itoa(scale), dsn).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("proxybench: pgbench -i: %w: %s", err, lastLine(out))
+	}
+	return nil
+}
+
+func runPgBench(ctx context.Context, opts Options, dir, dsn, mode string, clients int) (Result, error) {
+	r := Result{Mode: mode, Clients: clients}
+	prefix := filepath.Join(dir, fmt.Sprintf("log-%s-%d-%d", mode, clients, time.Now().UnixNano()))
+	secs := int(opts.Duration / time.Second)
+	cmd := exec.CommandContext(ctx, opts.PgBench, "-S", "-n", "-M", mode, "-c", strconv.Itoa(clients), "-j", strconv.Itoa(clients),
+		"-T", strconv.Itoa(secs), "-l", "--log-prefix="+prefix, dsn)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return r, fmt.Errorf("%w: %s", err, lastLine(out))
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "tps = ") {
+			f := strings.Fields(line)
+			if len(f) >= 3 {
+				r.TPS, _ = strconv.ParseFloat(f[2], 64)
+			}
+		}
+	}
+	h := hdrhistogram.New(1, 60_000_000, 3) // µs
+	files, _ := filepath.Glob(prefix + "*")
+	for _, f := range files {
+		if err := readLog(f, h); err != nil {
+			return r, err
+		}
+	}
+	if h.TotalCount() == 0 {
+		return r, errors.New("pgbench logged no transactions")
+	}
+	r.Count = h.TotalCount()
+	r.P50 = time.Duration(h.ValueAtQuantile(50)) * time.Microsecond
+	r.P99 = time.Duration(h.ValueAtQuantile(99)) * time.Microsecond
+	return r, nil
+}
+
+// readLog adds the latencies (third field, µs) of a pgbench log file.
+func readLog(path string, h *hdrhistogram.Histogram) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("pgbench log: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fl := strings.Fields(sc.Text())
+		if len(fl) < 3 {
+			continue
+		}
+		us, err := strconv.ParseInt(fl[2], 10, 64)
+		if err != nil {
+			continue
+		}
+		_ = h.RecordValue(us)
+	}
+	return sc.Err()
+}
+
+func lastLine(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}
+
+// startPgBouncer runs pgbouncer in session mode in front of the upstream
+// and returns its port and a stop function.
+func startPgBouncer(ctx context.Context, opts Options, cfg *pgconn.Config, dir string) (int, func(), error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, nil, fmt.Errorf("proxybench: %w", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	db := fmt.Sprintf("host=%s port=%d user=%s", cfg.Host, cfg.Port, cfg.User)
+	if cfg.Password != "" {
+		db += " password=" + cfg.Password
+	}
+	ini := fmt.Sprintf(`[databases]
+* = %s
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = %d
+unix_socket_dir =
+auth_type = trust
+auth_file = %s
+pool_mode = session
+max_client_conn = 200
+default_pool_size = 50
+logfile = %s
+pidfile = %s
+`, db, port, filepath.Join(dir, "users.txt"), filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"))
+	if err := os.WriteFile(filepath.Join(dir, "users.txt"), []byte(fmt.Sprintf("%q \"\"\n", cfg.User)), 0o600); err != nil {
+		return 0, nil, fmt.Errorf("proxybench: %w", err)
+	}
+	iniPath := filepath.Join(dir, "pgbouncer.ini")
+	if err := os.WriteFile(iniPath, []byte(ini), 0o600); err != nil {
+		return 0, nil, fmt.Errorf("proxybench: %w", err)
+	}
+	cmd := exec.Command(opts.PgBouncer, iniPath)
+	if os.Geteuid() == 0 { // pgbouncer refuses to run as root
+		name := opts.OSUser
+		if name == "" {
+			name = "postgres"
+		}
+		u, err := user.Lookup(name)
+		if err != nil {
+			return 0, nil, fmt.Errorf("proxybench: pgbouncer cannot run as root and OS user %q: %w", name, err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		for _, p := range []string{dir, iniPath, filepath.Join(dir, "users.txt")} {
+			_ = os.Chown(p, uid, gid)
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, Pdeathsig: syscall.SIGTERM}
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return 0, nil, fmt.Errorf("proxybench: start pgbouncer: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+	// Ready when it accepts a PostgreSQL session.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case <-exited:
+			log, _ := os.ReadFile(filepath.Join(dir, "pgbouncer.log"))
+			return 0, nil, fmt.Errorf("proxybench: pgbouncer exited: %s %s", lastLine([]byte(stderr.String())), lastLine(log))
+		default:
+		}
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		c, err := pgx.Connect(cctx, redirect(fmt.Sprintf("user=%s dbname=%s", cfg.User, cfg.Database), port))
+		cancel()
+		if err == nil {
+			_ = c.Close(ctx)
+			return port, stop, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			stop()
+			return 0, nil, fmt.Errorf("proxybench: pgbouncer not ready: %w", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Table formats results side by side: one row per (mode, clients), per
+// target tps, p50 and p99, and the added p50 latency against direct.
+func Table(rs []Result) string {
+	type key struct {
+		mode    string
+		clients int
+	}
+	var order []key
+	byKey := map[key]map[string]Result{}
+	var targets []string
+	seenT := map[string]bool{}
+	for _, r := range rs {
+		k := key{r.Mode, r.Clients}
+		if byKey[k] == nil {
+			byKey[k] = map[string]Result{}
+			order = append(order, k)
+		}
+		byKey[k][r.Target] = r
+		if !seenT[r.Target] {
+			seenT[r.Target] = true
+			targets = append(targets, r.Target)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-9s %3s", "mode", "c")
+	for _, t := range targets {
+		fmt.Fprintf(&b, " | %-31s", t+": tps p50 p99")
+	}
+	b.WriteString(" | added p50 vs direct\n")
+	for _, k := range order {
+		fmt.Fprintf(&b, "%-9s %3d", k.mode, k.clients)
+		for _, t := range targets {
+			r := byKey[k][t]
+			fmt.Fprintf(&b, " | %9.0f %9s %11s", r.TPS, fmtDur(r.P50), fmtDur(r.P99))
+		}
+		d := byKey[k]["direct"].P50
+		var parts []string
+		for _, t := range targets[1:] {
+			parts = append(parts, fmt.Sprintf("%s %+d µs", t, (byKey[k][t].P50-d).Microseconds()))
+		}
+		b.WriteString(" | " + strings.Join(parts, ", ") + "\n")
+	}
+	return b.String()
+}
+
+func fmtDur(d time.Duration) string { return fmt.Sprintf("%d µs", d.Microseconds()) }

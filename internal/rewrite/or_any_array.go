@@ -1,0 +1,625 @@
+package rewrite
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
+)
+
+// RuleORAnyArray is the name of the OR-over-subquery rule.
+const RuleORAnyArray = "or_any_array"
+
+// orAnyArray rewrites each arm "col IN (S)" / "col = ANY (S)" of an OR whose
+// arms all compare col with "=" to "col = ANY (ARRAY(S))".
+//
+// Why it is safe: for a one-column S, "x IN (S)" and "x = ANY (ARRAY(S))"
+// have the same three-valued result (true if some row equals x; else null
+// if x or some row is null; else false; false for an empty S), per
+// https://www.postgresql.org/docs/current/functions-subquery.html and
+// functions-comparisons.html. Preconditions keep the rewrite to cases where
+// it also pays and cannot change side effects: S uncorrelated (evaluated
+// once as an InitPlan), no volatile functions, no FOR UPDATE/SHARE, no
+// data-modifying CTE, not under NOT, and with a Catalog the column has an
+// index leading with it.
+type orAnyArray struct{}
+
+func (orAnyArray) name() string { return RuleORAnyArray }
+
+// volatileBuiltins are volatile whatever the catalog says
+// (pg_proc.provolatile = 'v' in PostgreSQL's src/include/catalog/pg_proc.dat).
+var volatileBuiltins = map[string]bool{
+	"random": true, "random_normal": true, "setseed": true, "nextval": true, "setval": true, "currval": true,
+	"lastval": true, "clock_timestamp": true, "timeofday": true, "gen_random_uuid": true,
+	"uuid_generate_v1": true, "uuid_generate_v4": true, "pg_sleep": true, "txid_current": true,
+	"pg_current_xact_id": true, "dblink": true, "dblink_exec": true, "pg_advisory_lock": true,
+	"pg_try_advisory_lock": true, "pg_advisory_xact_lock": true, "pg_notify": true,
+}
+
+// stableBuiltins are common built-ins that are not volatile (immutable or
+// stable in pg_proc.dat); without a Catalog any other function blocks the
+// rewrite, since a user function may be volatile.
+var stableBuiltins = map[string]bool{
+	"count": true, "sum": true, "min": true, "max": true, "avg": true, "array_agg": true, "string_agg": true,
+	"bool_and": true, "bool_or": true, "every": true, "lower": true, "upper": true, "length": true, "abs": true,
+	"now": true, "date_trunc": true, "date_part": true, "extract": true, "substring": true, "substr": true,
+	"trim": true, "btrim": true, "ltrim": true, "rtrim": true, "concat": true, "to_char": true, "to_date": true,
+	"to_timestamp": true, "round": true, "floor": true, "ceil": true, "left": true, "right": true,
+	"replace": true, "md5": true, "unnest": true, "generate_series": true, "array_length": true,
+	"cardinality": true, "coalesce": true, "age": true, "position": true, "int4": true, "int8": true,
+	"text": true, "numeric": true,
+}
+
+func (r orAnyArray) apply(ctx context.Context, st *statement) ([]edit, []Firing, []Veto, error) {
+	var (
+		edits  []edit
+		fired  []Firing
+		vetoes []Veto
+		ferr   error
+	)
+	for _, raw := range st.tree.Stmts {
+		root := unwrap(raw.Stmt)
+		if root == nil {
+			continue
+		}
+		stmtBlock := ""
+		if hasDataModifyingCTE(root) {
+			stmtBlock = "the statement has a data-modifying CTE"
+		} else if hasLocking(root) {
+			stmtBlock = "the statement has FOR UPDATE/SHARE"
+		}
+		walk(root, nil, func(m proto.Message, stack []proto.Message) bool {
+			if ferr != nil {
+				return false
+			}
+			be, ok := m.(*pg_query.BoolExpr)
+			if !ok || be.Boolop != pg_query.BoolExprType_OR_EXPR {
+				return true
+			}
+			e, f, v, err := r.one(ctx, st, be, stack, stmtBlock)
+			if err != nil {
+				ferr = err
+				return false
+			}
+			edits, fired, vetoes = append(edits, e...), append(fired, f...), append(vetoes, v...)
+			return true
+		})
+		if ferr != nil {
+			return nil, nil, nil, ferr
+		}
+	}
+	return edits, fired, vetoes, nil
+}
+
+// arm is one classified argument of the OR.
+type arm struct {
+	left    *pg_query.Node // the compared expression
+	sublink *pg_query.SubLink
+	bad     string // why this arm blocks the rule, if it does
+}
+
+// one handles one OR expression.
+func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExpr, stack []proto.Message, stmtBlock string) ([]edit, []Firing, []Veto, error) {
+	loc := int(be.Location)
+	arms := make([]arm, 0, len(be.Args))
+	hasSub := false
+	for _, a := range be.Args {
+		am := classifyArm(a)
+		if am.sublink != nil || strings.Contains(am.bad, "NOT IN") || strings.Contains(am.bad, "subquery") {
+			hasSub = true
+		}
+		arms = append(arms, am)
+	}
+	if !hasSub {
+		return nil, nil, nil, nil // constants only: PostgreSQL folds those itself
+	}
+	veto := func(format string, a ...any) ([]edit, []Firing, []Veto, error) {
+		return nil, nil, []Veto{{Rule: r.name(), Location: loc, Reason: fmt.Sprintf(format, a...)}}, nil
+	}
+	if stmtBlock != "" {
+		return veto("%s", stmtBlock)
+	}
+	if why := underNot(stack); why != "" {
+		return veto("the OR is under %s", why)
+	}
+	var col []string
+	var subs []*pg_query.SubLink
+	for _, am := range arms {
+		if am.bad != "" {
+			return veto("%s", am.bad)
+		}
+		switch l := unwrap(am.left).(type) {
+		case *pg_query.ColumnRef:
+			f := strs(l.Fields)
+			if col == nil {
+				col = f
+			} else if strings.Join(f, ".") != strings.Join(col, ".") {
+				return veto("an arm tests another column (%s, not %s): the OR would keep a sequential scan", strings.Join(f, "."), strings.Join(col, "."))
+			}
+		case *pg_query.RowExpr:
+			return veto("row IN: the left side is a row, not one column")
+		default:
+			return veto("the left side of an arm is an expression, not a plain column")
+		}
+		if am.sublink != nil {
+			subs = append(subs, am.sublink)
+		}
+	}
+	for _, sl := range subs {
+		if why, err := subqueryBlock(ctx, st.catalog, sl); err != nil {
+			return nil, nil, nil, err
+		} else if why != "" {
+			return veto("%s", why)
+		}
+	}
+	if st.catalog != nil {
+		if why, err := leftColumnBlock(ctx, st.catalog, col, stack); err != nil {
+			return nil, nil, nil, err
+		} else if why != "" {
+			return veto("%s", why)
+		}
+	}
+	toks, err := st.scan()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var edits []edit
+	var fired []Firing
+	for _, sl := range subs {
+		e, err := spliceSublink(toks, sl)
+		if err != nil {
+			return veto("%v", err)
+		}
+		edits = append(edits, e...)
+		fired = append(fired, Firing{Rule: r.name(), Location: int(sl.Location),
+			Detail: fmt.Sprintf("%s IN (subquery) -> %s = ANY (ARRAY(subquery))", strings.Join(col, "."), strings.Join(col, "."))})
+	}
+	return edits, fired, nil, nil
+}
+
+func isEq(name []*pg_query.Node) bool {
+	s := strs(name)
+	return (len(s) == 1 && s[0] == "=") || (len(s) == 2 && s[0] == "pg_catalog" && s[1] == "=")
+}
+
+// constLike: a constant, a parameter, or a cast or array of those.
+func constLike(n *pg_query.Node) bool {
+	switch v := unwrap(n).(type) {
+	case *pg_query.A_Const, *pg_query.ParamRef:
+		return true
+	case *pg_query.TypeCast:
+		return constLike(v.Arg)
+	case *pg_query.A_ArrayExpr:
+		for _, e := range v.Elements {
+			if !constLike(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func isColumn(n *pg_query.Node) bool { _, ok := unwrap(n).(*pg_query.ColumnRef); return ok }
+
+func classifyArm(a *pg_query.Node) arm {
+	switch x := unwrap(a).(type) {
+	case *pg_query.SubLink:
+		switch x.SubLinkType {
+		case pg_query.SubLinkType_ANY_SUBLINK:
+			if len(x.OperName) > 0 && !isEq(x.OperName) {
+				return arm{bad: fmt.Sprintf("a subquery arm uses operator %s ANY, not = ANY / IN", strings.Join(strs(x.OperName), "."))}
+			}
+			return arm{left: x.Testexpr, sublink: x}
+		case pg_query.SubLinkType_EXISTS_SUBLINK:
+			return arm{bad: "an arm is EXISTS (subquery), not IN"}
+		case pg_query.SubLinkType_ALL_SUBLINK:
+			return arm{bad: "an arm is op ALL (subquery), not IN"}
+		default:
+			return arm{bad: "an arm compares with a scalar subquery, not IN"}
+		}
+	case *pg_query.A_Expr:
+		switch x.Kind {
+		case pg_query.A_Expr_Kind_AEXPR_OP:
+			if !isEq(x.Name) {
+				return arm{bad: fmt.Sprintf("an arm uses operator %s, not =", strings.Join(strs(x.Name), "."))}
+			}
+			if isColumn(x.Lexpr) && constLike(x.Rexpr) {
+				return arm{left: x.Lexpr}
+			}
+			if isColumn(x.Rexpr) && constLike(x.Lexpr) {
+				return arm{left: x.Rexpr}
+			}
+			return arm{bad: "an = arm does not compare a column with a constant or parameter"}
+		case pg_query.A_Expr_Kind_AEXPR_IN:
+			if !isEq(x.Name) {
+				return arm{bad: "an arm is NOT IN (list)"}
+			}
+			if l, ok := unwrap(x.Rexpr).(*pg_query.List); ok {
+				for _, it := range l.Items {
+					if !constLike(it) {
+						return arm{bad: "an IN list holds a non-constant"}
+					}
+				}
+			}
+			return arm{left: x.Lexpr}
+		case pg_query.A_Expr_Kind_AEXPR_OP_ANY:
+			if !isEq(x.Name) || !constLike(x.Rexpr) {
+				return arm{bad: "an ANY arm is not = ANY (constant array or parameter)"}
+			}
+			return arm{left: x.Lexpr}
+		}
+		return arm{bad: "an arm is not an equality"}
+	case *pg_query.BoolExpr:
+		if x.Boolop == pg_query.BoolExprType_NOT_EXPR && len(x.Args) == 1 {
+			if sl, ok := unwrap(x.Args[0]).(*pg_query.SubLink); ok && sl.SubLinkType == pg_query.SubLinkType_ANY_SUBLINK {
+				return arm{bad: "an arm is NOT IN (subquery)"}
+			}
+		}
+		return arm{bad: "an arm is a nested AND/NOT, not an equality"}
+	}
+	return arm{bad: "an arm is not an equality on the column"}
+}
+
+// underNot reports the NOT-like ancestor of the OR within its query
+// level, or "".
+func underNot(stack []proto.Message) string {
+	for i := len(stack) - 1; i >= 0; i-- {
+		switch v := stack[i].(type) {
+		case *pg_query.SelectStmt, *pg_query.UpdateStmt, *pg_query.DeleteStmt, *pg_query.SubLink:
+			return ""
+		case *pg_query.BoolExpr:
+			if v.Boolop == pg_query.BoolExprType_NOT_EXPR {
+				return "NOT"
+			}
+		case *pg_query.BooleanTest:
+			return "IS [NOT] TRUE/FALSE/UNKNOWN"
+		}
+	}
+	return ""
+}
+
+func hasDataModifyingCTE(root proto.Message) bool {
+	found := false
+	walk(root, nil, func(m proto.Message, _ []proto.Message) bool {
+		if c, ok := m.(*pg_query.CommonTableExpr); ok {
+			switch unwrap(c.Ctequery).(type) {
+			case *pg_query.InsertStmt, *pg_query.UpdateStmt, *pg_query.DeleteStmt, *pg_query.MergeStmt:
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
+}
+
+func hasLocking(root proto.Message) bool {
+	found := false
+	walk(root, nil, func(m proto.Message, _ []proto.Message) bool {
+		if s, ok := m.(*pg_query.SelectStmt); ok && len(s.LockingClause) > 0 {
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+// oneColumn reports why sel does not return exactly one named expression
+// column, or "".
+func oneColumn(sel *pg_query.SelectStmt) string {
+	if sel.Op != pg_query.SetOperation_SETOP_NONE {
+		if sel.Larg == nil || sel.Rarg == nil {
+			return "the subquery's set operation has a missing side"
+		}
+		if w := oneColumn(sel.Larg); w != "" {
+			return w
+		}
+		return oneColumn(sel.Rarg)
+	}
+	if len(sel.ValuesLists) > 0 {
+		for _, vl := range sel.ValuesLists {
+			if l, ok := unwrap(vl).(*pg_query.List); !ok || len(l.Items) != 1 {
+				return "the subquery's VALUES rows have more than one column"
+			}
+		}
+		return ""
+	}
+	if len(sel.TargetList) != 1 {
+		return "the subquery does not return exactly one column"
+	}
+	if rt, ok := unwrap(sel.TargetList[0]).(*pg_query.ResTarget); ok {
+		if cr, ok := unwrap(rt.Val).(*pg_query.ColumnRef); ok {
+			if f := strs(cr.Fields); f[len(f)-1] == "*" {
+				return "the subquery returns *"
+			}
+		}
+	}
+	return ""
+}
+
+// subqueryBlock reports why the sublink's subquery blocks the rewrite.
+func subqueryBlock(ctx context.Context, cat Catalog, sl *pg_query.SubLink) (string, error) {
+	sel, ok := unwrap(sl.Subselect).(*pg_query.SelectStmt)
+	if !ok {
+		return "the subquery is not a SELECT", nil
+	}
+	if w := oneColumn(sel); w != "" {
+		return w, nil
+	}
+	var why string
+	var ferr error
+	walk(sel, nil, func(m proto.Message, stack []proto.Message) bool {
+		if why != "" || ferr != nil {
+			return false
+		}
+		switch v := m.(type) {
+		case *pg_query.FuncCall:
+			name := strs(v.Funcname)
+			fn := name[len(name)-1]
+			if volatileBuiltins[fn] {
+				why = fmt.Sprintf("the subquery calls volatile function %s()", fn)
+				return false
+			}
+			if cat == nil {
+				if !stableBuiltins[fn] {
+					why = fmt.Sprintf("the subquery calls %s(), whose volatility is unknown without a catalog (--dsn)", fn)
+				}
+				return why == ""
+			}
+			vol, known, err := cat.Volatile(ctx, fn)
+			if err != nil {
+				ferr = err
+				return false
+			}
+			if !known {
+				why = fmt.Sprintf("the subquery calls %s(), unknown to the catalog", fn)
+			} else if vol {
+				why = fmt.Sprintf("the subquery calls volatile function %s()", fn)
+			}
+		case *pg_query.ColumnRef:
+			w, err := resolveInside(ctx, cat, strs(v.Fields), append(stack, m))
+			if err != nil {
+				ferr = err
+				return false
+			}
+			why = w
+		}
+		return why == ""
+	})
+	return why, ferr
+}
+
+// rangeItem is one FROM item visible in a query level.
+type rangeItem struct {
+	name        string   // alias, or relation/function name
+	schema, rel string   // for a plain relation
+	cols        []string // output names of a subselect, if known
+	relation    bool
+}
+
+// fromItems lists the FROM items of one query level, looking through
+// joins (not into subselects).
+func fromItems(from []*pg_query.Node) []rangeItem {
+	var out []rangeItem
+	var add func(n *pg_query.Node)
+	add = func(n *pg_query.Node) {
+		switch v := unwrap(n).(type) {
+		case *pg_query.RangeVar:
+			name := v.Relname
+			if v.Alias != nil {
+				name = v.Alias.Aliasname
+			}
+			out = append(out, rangeItem{name: name, schema: v.Schemaname, rel: v.Relname, relation: true})
+		case *pg_query.RangeSubselect:
+			it := rangeItem{}
+			if v.Alias != nil {
+				it.name = v.Alias.Aliasname
+				it.cols = strs(v.Alias.Colnames)
+			}
+			if s, ok := unwrap(v.Subquery).(*pg_query.SelectStmt); ok && it.cols == nil {
+				for _, t := range s.TargetList {
+					rt, _ := unwrap(t).(*pg_query.ResTarget)
+					switch {
+					case rt == nil:
+					case rt.Name != "":
+						it.cols = append(it.cols, rt.Name)
+					default:
+						if cr, ok := unwrap(rt.Val).(*pg_query.ColumnRef); ok {
+							f := strs(cr.Fields)
+							it.cols = append(it.cols, f[len(f)-1])
+						}
+					}
+				}
+			}
+			out = append(out, it)
+		case *pg_query.RangeFunction:
+			name := "?"
+			if v.Alias != nil {
+				name = v.Alias.Aliasname
+			}
+			out = append(out, rangeItem{name: name})
+		case *pg_query.JoinExpr:
+			add(v.Larg)
+			add(v.Rarg)
+			if v.Alias != nil {
+				out = append(out, rangeItem{name: v.Alias.Aliasname})
+			}
+		}
+	}
+	for _, n := range from {
+		add(n)
+	}
+	return out
+}
+
+// resolveInside reports why column reference f (its stack starts at the
+// subquery's SELECT) may refer outside the subquery, or "".
+func resolveInside(ctx context.Context, cat Catalog, f []string, stack []proto.Message) (string, error) {
+	if len(f) == 1 && f[0] == "*" {
+		return "", nil
+	}
+	var levels [][]rangeItem
+	for i := len(stack) - 1; i >= 0; i-- {
+		if s, ok := stack[i].(*pg_query.SelectStmt); ok {
+			levels = append(levels, fromItems(s.FromClause))
+		}
+	}
+	if len(f) >= 2 {
+		q := f[len(f)-2]
+		for _, lv := range levels {
+			for _, it := range lv {
+				if it.name == q {
+					return "", nil
+				}
+			}
+		}
+		return fmt.Sprintf("the subquery is correlated: %s refers to an outer relation", strings.Join(f, ".")), nil
+	}
+	c := f[0]
+	if cat == nil {
+		return fmt.Sprintf("unqualified column %s in the subquery could be an outer column (no catalog to prove otherwise; give --dsn or qualify it)", c), nil
+	}
+	for _, lv := range levels {
+		for _, it := range lv {
+			switch {
+			case it.relation:
+				ci, err := cat.Column(ctx, it.schema, it.rel, c)
+				if err != nil {
+					return "", err
+				}
+				if !ci.RelationKnown {
+					return fmt.Sprintf("unqualified column %s: relation %s is not visible to the catalog", c, it.rel), nil
+				}
+				if ci.Exists {
+					return "", nil
+				}
+			case it.cols != nil:
+				for _, oc := range it.cols {
+					if oc == c {
+						return "", nil
+					}
+				}
+			default:
+				return fmt.Sprintf("unqualified column %s: cannot tell the columns of FROM item %s", c, it.name), nil
+			}
+		}
+	}
+	return fmt.Sprintf("the subquery is correlated: unqualified column %s is not a column of its FROM items", c), nil
+}
+
+// leftColumnBlock checks, with the catalog, that the compared column
+// belongs to a table of the OR's query level and leads an index.
+func leftColumnBlock(ctx context.Context, cat Catalog, col []string, stack []proto.Message) (string, error) {
+	var items []rangeItem
+	for i := len(stack) - 1; i >= 0 && items == nil; i-- {
+		switch s := stack[i].(type) {
+		case *pg_query.SelectStmt:
+			items = fromItems(s.FromClause)
+		case *pg_query.UpdateStmt:
+			items = append(fromItems(s.FromClause), fromItems([]*pg_query.Node{{Node: &pg_query.Node_RangeVar{RangeVar: s.Relation}}})...)
+		case *pg_query.DeleteStmt:
+			items = append(fromItems(s.UsingClause), fromItems([]*pg_query.Node{{Node: &pg_query.Node_RangeVar{RangeVar: s.Relation}}})...)
+		}
+	}
+	c := col[len(col)-1]
+	var cands []rangeItem
+	for _, it := range items {
+		if !it.relation {
+			continue
+		}
+		if len(col) >= 2 && it.name != col[len(col)-2] {
+			continue
+		}
+		cands = append(cands, it)
+	}
+	name := strings.Join(col, ".")
+	for _, it := range cands {
+		ci, err := cat.Column(ctx, it.schema, it.rel, c)
+		if err != nil {
+			return "", err
+		}
+		if !ci.RelationKnown {
+			return fmt.Sprintf("relation %s of %s is not visible to the catalog", it.rel, name), nil
+		}
+		if !ci.Exists {
+			continue
+		}
+		if ci.IsArray {
+			return fmt.Sprintf("%s is an array column (ARRAY(subquery) would nest arrays)", name), nil
+		}
+		if !ci.LeadingIndex {
+			return fmt.Sprintf("no index of %s has %s as its leading column", it.rel, c), nil
+		}
+		return "", nil
+	}
+	return fmt.Sprintf("cannot find the table of %s in the FROM clause", name), nil
+}
+
+// spliceSublink returns the edits that turn the sublink at sl.Location
+// into "= ANY (ARRAY(S))".
+func spliceSublink(toks []*pg_query.ScanToken, sl *pg_query.SubLink) ([]edit, error) {
+	i := -1
+	for k, t := range toks {
+		if int(t.Start) == int(sl.Location) {
+			i = k
+			break
+		}
+	}
+	if i < 0 {
+		return nil, fmt.Errorf("no token at the sublink's location %d", sl.Location)
+	}
+	next := func(k int) int {
+		for k++; k < len(toks); k++ {
+			if toks[k].Token != pg_query.Token_SQL_COMMENT && toks[k].Token != pg_query.Token_C_COMMENT {
+				return k
+			}
+		}
+		return -1
+	}
+	var open int
+	inForm := len(sl.OperName) == 0
+	if inForm {
+		if toks[i].Token != pg_query.Token_IN_P {
+			return nil, fmt.Errorf("unexpected token layout at %d (want IN)", sl.Location)
+		}
+		open = next(i)
+	} else {
+		if toks[i].Token != pg_query.Token_ASCII_61 {
+			return nil, fmt.Errorf("unexpected token layout at %d (want =)", sl.Location)
+		}
+		a := next(i)
+		if a < 0 || (toks[a].Token != pg_query.Token_ANY && toks[a].Token != pg_query.Token_SOME) {
+			return nil, fmt.Errorf("unexpected token layout at %d (want ANY)", sl.Location)
+		}
+		open = next(a)
+	}
+	if open < 0 || toks[open].Token != pg_query.Token_ASCII_40 {
+		return nil, fmt.Errorf("unexpected token layout at %d (want a parenthesis)", sl.Location)
+	}
+	depth, closeTok := 0, -1
+	for k := open; k < len(toks) && closeTok < 0; k++ {
+		switch toks[k].Token {
+		case pg_query.Token_ASCII_40:
+			depth++
+		case pg_query.Token_ASCII_41:
+			depth--
+			if depth == 0 {
+				closeTok = k
+			}
+		}
+	}
+	if closeTok < 0 {
+		return nil, fmt.Errorf("unbalanced parentheses after offset %d", sl.Location)
+	}
+	end := int(toks[closeTok].End)
+	if inForm {
+		return []edit{
+			{start: int(toks[i].Start), end: int(toks[i].End), text: "= ANY (ARRAY"},
+			{start: end, end: end, text: ")"},
+		}, nil
+	}
+	st := int(toks[open].Start)
+	return []edit{{start: st, end: st, text: "(ARRAY"}, {start: end, end: end, text: ")"}}, nil
+}

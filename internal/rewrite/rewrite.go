@@ -1,0 +1,203 @@
+// Package rewrite rewrites SQL text before PostgreSQL plans it, with rules
+// that each match a parse-tree shape, check preconditions and splice new
+// text at the parser's token positions (never deparsing: comments,
+// literals, casing and $n parameters stay as written).
+//
+// The first rule, "or_any_array", is the field remedy for OR over
+// subqueries (docs/CONTEXT.md, section 1, cause 3): in an OR whose arms all
+// test one column with "=", each arm "col IN (S)" / "col = ANY (S)"
+// becomes "col = ANY (ARRAY(S))". PostgreSQL evaluates ARRAY(S) once as an
+// InitPlan and can use the array as an index condition (a BitmapOr of index
+// scans), where the sublink form keeps a sequential scan with a SubPlan
+// filter (src/backend/optimizer/plan/subselect.c; indexable
+// ScalarArrayOpExpr: src/backend/optimizer/path/indxpath.c).
+//
+// Parsing uses the real PostgreSQL parser (pg_query_go, libpg_query).
+package rewrite
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+)
+
+// Catalog answers the questions the rules cannot answer from the text
+// alone. Names are as the parser returns them (unquoted, case-folded);
+// schema may be "". known=false means the relation or function is not
+// visible to the catalog (e.g. another session's temporary table): rules
+// treat that as "cannot prove" and leave the statement unchanged.
+type Catalog interface {
+	// Column describes column col of relation schema.rel: whether it
+	// exists, whether its type is an array, and whether some valid index
+	// of the relation has it as its leading column.
+	Column(ctx context.Context, schema, rel, col string) (ColumnInfo, error)
+	// Volatile reports whether any function named name (any schema, any
+	// argument types) is VOLATILE (pg_proc.provolatile = 'v').
+	Volatile(ctx context.Context, name string) (volatile, known bool, err error)
+}
+
+// ColumnInfo is what Catalog.Column returns.
+type ColumnInfo struct {
+	// RelationKnown is false when the relation is not visible.
+	RelationKnown bool
+	// Exists is true when the relation has the column.
+	Exists bool
+	// IsArray is true when the column's type is an array type.
+	IsArray bool
+	// LeadingIndex is true when a valid index's first key is the column.
+	LeadingIndex bool
+}
+
+// Options tune Rewrite.
+type Options struct {
+	// Catalog, if set, resolves unqualified names, function volatility
+	// and indexes (proxy and --dsn mode). With a Catalog, rules that need
+	// an index on the left column require it.
+	Catalog Catalog
+	// Disabled lists rule names that must not fire.
+	Disabled map[string]bool
+}
+
+// Firing says that a rule changed the statement at byte offset Location.
+type Firing struct {
+	Rule     string
+	Location int
+	Detail   string
+}
+
+// Veto says that a rule matched at byte offset Location but a
+// precondition did not hold, so the text there was left unchanged.
+type Veto struct {
+	Rule     string
+	Location int
+	Reason   string
+}
+
+// Result is the outcome of Rewrite.
+type Result struct {
+	// SQL is the rewritten text, or the input byte for byte if nothing
+	// fired.
+	SQL string
+	// Changed is true when SQL differs from the input.
+	Changed bool
+	Fired   []Firing
+	Vetoes  []Veto
+}
+
+// Explain is a one-line human summary of r: which rules fired and why
+// the others did not.
+func (r Result) Explain() string {
+	var parts []string
+	for _, f := range r.Fired {
+		parts = append(parts, fmt.Sprintf("%s fired at offset %d (%s)", f.Rule, f.Location, f.Detail))
+	}
+	for _, v := range r.Vetoes {
+		parts = append(parts, fmt.Sprintf("%s vetoed at offset %d: %s", v.Rule, v.Location, v.Reason))
+	}
+	if len(parts) == 0 {
+		return "unchanged: no rule matched (no OR with an IN/= ANY subquery arm)"
+	}
+	if !r.Changed {
+		return "unchanged: " + strings.Join(parts, "; ")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// edit replaces input[start:end] with text.
+type edit struct {
+	start, end int
+	text       string
+}
+
+// rule is one rewrite: it inspects one parsed statement and returns the
+// edits it wants (at token positions) and the places it refused.
+type rule interface {
+	name() string
+	apply(ctx context.Context, st *statement) ([]edit, []Firing, []Veto, error)
+}
+
+// statement is one parsed input with lazily scanned tokens.
+type statement struct {
+	sql     string
+	tree    *pg_query.ParseResult
+	tokens  []*pg_query.ScanToken
+	catalog Catalog
+}
+
+func (s *statement) scan() ([]*pg_query.ScanToken, error) {
+	if s.tokens == nil {
+		r, err := pg_query.Scan(s.sql)
+		if err != nil {
+			return nil, fmt.Errorf("rewrite: scan: %w", err)
+		}
+		s.tokens = r.Tokens
+	}
+	return s.tokens, nil
+}
+
+// Rules lists the names of all rules, in the order they run.
+func Rules() []string {
+	var out []string
+	for _, r := range allRules() {
+		out = append(out, r.name())
+	}
+	return out
+}
+
+func allRules() []rule { return []rule{orAnyArray{}} }
+
+// Rewrite parses sql (one or more statements) with the PostgreSQL parser
+// and applies every enabled rule. A statement that fails to parse is an
+// error (the text is returned unchanged in Result.SQL as well). Catalog
+// errors are returned wrapped.
+func Rewrite(ctx context.Context, sql string, opts Options) (Result, error) {
+	res := Result{SQL: sql}
+	tree, err := pg_query.Parse(sql)
+	if err != nil {
+		return res, fmt.Errorf("rewrite: parse: %w", err)
+	}
+	st := &statement{sql: sql, tree: tree, catalog: opts.Catalog}
+	var edits []edit
+	for _, r := range allRules() {
+		if opts.Disabled[r.name()] {
+			continue
+		}
+		e, f, v, err := r.apply(ctx, st)
+		if err != nil {
+			return res, err
+		}
+		edits = append(edits, e...)
+		res.Fired = append(res.Fired, f...)
+		res.Vetoes = append(res.Vetoes, v...)
+	}
+	if len(edits) == 0 {
+		return res, nil
+	}
+	out, err := splice(sql, edits)
+	if err != nil {
+		return res, err
+	}
+	res.SQL, res.Changed = out, out != sql
+	return res, nil
+}
+
+// splice applies non-overlapping edits to s.
+func splice(s string, edits []edit) (string, error) {
+	sort.SliceStable(edits, func(i, j int) bool { return edits[i].start < edits[j].start })
+	var b strings.Builder
+	b.Grow(len(s) + 32*len(edits))
+	pos := 0
+	for _, e := range edits {
+		if e.start < pos || e.end < e.start || e.end > len(s) {
+			return "", fmt.Errorf("rewrite: overlapping or out-of-range edit [%d,%d) after %d", e.start, e.end, pos)
+		}
+		b.WriteString(s[pos:e.start])
+		b.WriteString(e.text)
+		pos = e.end
+	}
+	b.WriteString(s[pos:])
+	return b.String(), nil
+}

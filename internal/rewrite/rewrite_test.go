@@ -1,0 +1,300 @@
+package rewrite
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/erplab/erplab/internal/pgtest"
+)
+
+var srv *pgtest.Server
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m, &srv)) }
+
+func TestRuleRewrites(t *testing.T) {
+	cases := []struct{ name, in, want string }{
+		{"two IN-subquery arms",
+			"SELECT * FROM t m WHERE m.a IN (SELECT u.x FROM u) OR m.a IN (SELECT v.y FROM v)",
+			"SELECT * FROM t m WHERE m.a = ANY (ARRAY (SELECT u.x FROM u)) OR m.a = ANY (ARRAY (SELECT v.y FROM v))"},
+		{"param OR IN subquery",
+			"SELECT * FROM t m WHERE m.a = $1 OR m.a IN (SELECT u.x FROM u)",
+			"SELECT * FROM t m WHERE m.a = $1 OR m.a = ANY (ARRAY (SELECT u.x FROM u))"},
+		{"= ANY subquery form, comments and casing kept",
+			"select /* keep */ * from T m where M.A = 7 or m.a = any (select u.x from u -- c\n)",
+			"select /* keep */ * from T m where M.A = 7 or m.a = any (ARRAY(select u.x from u -- c\n))"},
+		{"IN list and ANY($2) arms",
+			"SELECT 1 FROM t WHERE t.a IN (1, 2) OR t.a = ANY ($2) OR t.a IN (SELECT u.x FROM u WHERE u.y > $1)",
+			"SELECT 1 FROM t WHERE t.a IN (1, 2) OR t.a = ANY ($2) OR t.a = ANY (ARRAY (SELECT u.x FROM u WHERE u.y > $1))"},
+		{"two statements, second rewritten",
+			"SELECT 1; DELETE FROM t WHERE t.a = 1 OR t.a IN (SELECT u.x FROM u)",
+			"SELECT 1; DELETE FROM t WHERE t.a = 1 OR t.a = ANY (ARRAY (SELECT u.x FROM u))"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := Rewrite(context.Background(), c.in, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.SQL != c.want || !r.Changed || len(r.Fired) == 0 || r.Fired[0].Rule != RuleORAnyArray {
+				t.Fatalf("got %q (%s), want %q", r.SQL, r.Explain(), c.want)
+			}
+			if _, err := pg_query.Parse(r.SQL); err != nil {
+				t.Fatalf("rewritten text does not parse: %v", err)
+			}
+		})
+	}
+}
+
+func TestRuleVetoes(t *testing.T) {
+	cases := []struct{ name, in, reason string }{
+		{"NOT IN", "SELECT 1 FROM t WHERE t.a NOT IN (SELECT u.x FROM u) OR t.a = 1", "NOT IN"},
+		{"correlated", "SELECT 1 FROM t WHERE t.a = 1 OR t.a IN (SELECT u.x FROM u WHERE u.y = t.b)", "correlated"},
+		{"row IN", "SELECT 1 FROM t WHERE (t.a, t.b) IN (SELECT u.x, u.y FROM u) OR t.a = 1", "row"},
+		{"another column", "SELECT 1 FROM t WHERE t.b = 1 OR t.a IN (SELECT u.x FROM u)", "another column"},
+		{"unqualified possibly outer", "SELECT 1 FROM t WHERE t.a = 1 OR t.a IN (SELECT x FROM u)", "unqualified column x"},
+		{"volatile", "SELECT 1 FROM t WHERE t.a = 1 OR t.a IN (SELECT u.x FROM u WHERE random() < 0.5)", "volatile"},
+		{"unknown function without catalog", "SELECT 1 FROM t WHERE t.a = 1 OR t.a IN (SELECT myfn(u.x) FROM u)", "unknown without a catalog"},
+		{"under NOT", "SELECT 1 FROM t WHERE NOT (t.a = 1 OR t.a IN (SELECT u.x FROM u))", "under NOT"},
+		{"FOR UPDATE", "SELECT 1 FROM t WHERE t.a = 1 OR t.a IN (SELECT u.x FROM u FOR UPDATE)", "FOR UPDATE"},
+		{"data-modifying CTE", "WITH d AS (DELETE FROM u RETURNING x) SELECT 1 FROM t WHERE t.a = 1 OR t.a IN (SELECT u.x FROM u)", "data-modifying"},
+		{"EXISTS arm", "SELECT 1 FROM t WHERE t.a = 1 OR EXISTS (SELECT 1 FROM u)", "EXISTS"},
+		{"ALL arm", "SELECT 1 FROM t WHERE t.a = 1 OR t.a = ALL (SELECT u.x FROM u)", "ALL"},
+		{"expression left side", "SELECT 1 FROM t WHERE t.a + 1 IN (SELECT u.y FROM u) OR t.a + 1 IN (SELECT u.x FROM u)", "not a plain column"},
+		{"two columns", "SELECT 1 FROM t WHERE t.a = 1 OR t.a IN (SELECT u.x, u.y FROM u)", "exactly one column"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := Rewrite(context.Background(), c.in, Options{})
+			if err != nil {
+				// row IN with two columns is still valid SQL; a parse error is a test bug
+				t.Fatal(err)
+			}
+			if r.Changed || r.SQL != c.in {
+				t.Fatalf("changed to %q", r.SQL)
+			}
+			if len(r.Vetoes) == 0 || !strings.Contains(r.Explain(), c.reason) {
+				t.Fatalf("explain %q, want a veto mentioning %q", r.Explain(), c.reason)
+			}
+		})
+	}
+	t.Run("no OR", func(t *testing.T) {
+		in := "SELECT 1 FROM t WHERE t.a IN (SELECT u.x FROM u)"
+		r, err := Rewrite(context.Background(), in, Options{})
+		if err != nil || r.Changed || len(r.Vetoes) != 0 || r.SQL != in {
+			t.Fatalf("got %+v, %v", r, err)
+		}
+	})
+	t.Run("disabled rule", func(t *testing.T) {
+		in := "SELECT 1 FROM t WHERE t.a = 1 OR t.a IN (SELECT u.x FROM u)"
+		r, err := Rewrite(context.Background(), in, Options{Disabled: map[string]bool{RuleORAnyArray: true}})
+		if err != nil || r.Changed {
+			t.Fatalf("got %+v, %v", r, err)
+		}
+	})
+	t.Run("parse error", func(t *testing.T) {
+		if _, err := Rewrite(context.Background(), "SELEC 1", Options{}); err == nil {
+			t.Fatal("want a parse error")
+		}
+	})
+}
+
+func TestCatalogPreconditions(t *testing.T) {
+	ctx := context.Background()
+	pool := srv.Pool(t, srv.NewDatabase(t))
+	if _, err := pool.Exec(ctx, `
+CREATE TABLE t (a int, b int, arr int[]);
+CREATE INDEX t_a ON t (a);
+CREATE INDEX t_arr ON t (arr);
+CREATE TABLE u (x int, y int);
+CREATE FUNCTION stable_f(int) RETURNS int LANGUAGE sql STABLE AS 'SELECT $1';
+CREATE FUNCTION vol_f(int) RETURNS int LANGUAGE sql VOLATILE AS 'SELECT $1';
+INSERT INTO t SELECT g, g % 10, ARRAY[g] FROM generate_series(1, 1000) g;
+INSERT INTO u VALUES (1, 1), (2, NULL), (NULL, 3), (2, 2);
+ANALYZE t; ANALYZE u;`); err != nil {
+		t.Fatal(err)
+	}
+	cat := NewPGCatalog(pool)
+	cases := []struct {
+		name, in string
+		changed  bool
+		reason   string
+	}{
+		{"unqualified proven inner", "SELECT t.b FROM t WHERE t.a = 5 OR t.a IN (SELECT x FROM u)", true, ""},
+		{"unqualified outer column", "SELECT t.b FROM t WHERE t.a = 5 OR t.a IN (SELECT b FROM u)", false, "correlated"},
+		{"no leading index", "SELECT t.a FROM t WHERE t.b = 5 OR t.b IN (SELECT u.x FROM u)", false, "no index"},
+		{"stable function", "SELECT t.b FROM t WHERE t.a = 5 OR t.a IN (SELECT stable_f(u.x) FROM u)", true, ""},
+		{"volatile function", "SELECT t.b FROM t WHERE t.a = 5 OR t.a IN (SELECT vol_f(u.x) FROM u)", false, "volatile"},
+		{"array column", "SELECT t.b FROM t WHERE t.arr = '{1}' OR t.arr IN (SELECT ARRAY[u.x] FROM u)", false, "array"},
+		{"unqualified left column", "SELECT b FROM t WHERE a = 5 OR a IN (SELECT u.x FROM u)", true, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := Rewrite(ctx, c.in, Options{Catalog: cat})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Changed != c.changed || (c.reason != "" && !strings.Contains(r.Explain(), c.reason)) {
+				t.Fatalf("changed=%v %q: %s", r.Changed, r.SQL, r.Explain())
+			}
+			if !r.Changed {
+				return
+			}
+			// Same rows both ways (as multisets), and the array form is indexable.
+			same(t, pool, c.in, r.SQL)
+		})
+	}
+}
+
+// same fails t unless queries a and b return the same rows as multisets.
+func same(t *testing.T, pool *pgxpool.Pool, a, b string) {
+	t.Helper()
+	ra, rb := rowsOf(t, pool, a), rowsOf(t, pool, b)
+	if !slices.Equal(ra, rb) {
+		t.Fatalf("results differ:\n%s -> %v\n%s -> %v", a, ra, b, rb)
+	}
+}
+
+func rowsOf(t *testing.T, pool *pgxpool.Pool, q string) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), q)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	var out []string
+	for rows.Next() {
+		v, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprint(v...))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// corpusStatements returns the statements of the SQL files shipped with
+// the PostgreSQL server (information_schema.sql, system_views.sql, ...):
+// real-world SQL with ORs, subqueries, comments and casts.
+func corpusStatements(t *testing.T) []string {
+	files, _ := filepath.Glob(filepath.Join(filepath.Dir(srv.BinDir()), "..", "..", "..", "share", "postgresql", "*", "*.sql"))
+	if len(files) == 0 {
+		files, _ = filepath.Glob("/usr/share/postgresql/*/*.sql")
+	}
+	var out []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts, err := pg_query.SplitWithParser(string(b), true)
+		if err != nil {
+			continue // psql meta-commands in a few files
+		}
+		out = append(out, stmts...)
+	}
+	return out
+}
+
+func TestCorpusRoundTrip(t *testing.T) {
+	stmts := corpusStatements(t)
+	stmts = append(stmts, extraCorpus...)
+	if len(stmts) < 100 {
+		t.Fatalf("corpus has only %d statements", len(stmts))
+	}
+	changed := 0
+	for _, s := range stmts {
+		if _, err := pg_query.Parse(s); err != nil {
+			continue
+		}
+		r, err := Rewrite(context.Background(), s, Options{})
+		if err != nil {
+			t.Fatalf("rewrite of a parseable statement failed: %v\n%s", err, s)
+		}
+		if !r.Changed {
+			if r.SQL != s {
+				t.Fatalf("unchanged result differs from input:\n%s", s)
+			}
+			continue
+		}
+		changed++
+		checkRewritten(t, s, r.SQL)
+	}
+	t.Logf("%d statements, %d rewritten", len(stmts), changed)
+	if changed == 0 {
+		t.Error("no corpus statement was rewritten; the corpus should exercise the rule")
+	}
+}
+
+// checkRewritten: the output parses, keeps the parameters, and a second
+// pass changes nothing.
+func checkRewritten(t testing.TB, in, out string) {
+	t.Helper()
+	if _, err := pg_query.Parse(out); err != nil {
+		t.Fatalf("rewritten text does not parse: %v\n%s\n->\n%s", err, in, out)
+	}
+	if p1, p2 := params(t, in), params(t, out); p1 != p2 {
+		t.Fatalf("parameters changed %q -> %q", p1, p2)
+	}
+	r2, err := Rewrite(context.Background(), out, Options{})
+	if err != nil || r2.Changed {
+		t.Fatalf("second pass changed %q (err %v)", out, err)
+	}
+}
+
+func params(t testing.TB, s string) string {
+	r, err := pg_query.Scan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, tk := range r.Tokens {
+		if tk.Token == pg_query.Token_PARAM {
+			b.WriteString(s[tk.Start:tk.End])
+			b.WriteByte(' ')
+		}
+	}
+	return b.String()
+}
+
+var extraCorpus = []string{
+	"SELECT c._description FROM _accumrg1260 m JOIN _reference58 c ON c._idrref = m._fld1262rref WHERE m._period >= $2 AND m._period < $3 AND m._active AND (m._fld1262rref = $1 OR m._fld1262rref IN (SELECT u._ref FROM tt1 u)) GROUP BY 1",
+	"UPDATE t SET b = 1 WHERE t.a = $1 OR t.a IN (SELECT u.x FROM u UNION SELECT v.y FROM v)",
+	"SELECT 1 FROM t WHERE t.a = 'x''y' OR t.a IN ((SELECT u.x FROM u))",
+	"SELECT 1 FROM t WHERE (t.a = 1 OR t.a IN (SELECT u.x FROM u WHERE u.z IN (SELECT w.q FROM w WHERE w.r = 1 OR w.r IN (SELECT k.k FROM k))))",
+	"SELECT $$ OR IN (SELECT $$ FROM t WHERE t.a = E'\\'' OR t.a IN (SELECT u.x FROM u)",
+	"SELECT 1 FROM t WHERE t.a = 1 OR t.a IN (VALUES (1), (2))",
+}
+
+func FuzzRewrite(f *testing.F) {
+	for _, s := range extraCorpus {
+		f.Add(s)
+	}
+	f.Add("SELECT 1 FROM t WHERE t.a = $1 OR t.a = ANY (SELECT u.x FROM u)")
+	f.Fuzz(func(t *testing.T, s string) {
+		if _, err := pg_query.Parse(s); err != nil {
+			return
+		}
+		r, err := Rewrite(context.Background(), s, Options{})
+		if err != nil {
+			t.Fatalf("rewrite of a parseable statement failed: %v", err)
+		}
+		if !r.Changed {
+			if r.SQL != s {
+				t.Fatal("unchanged result differs from input")
+			}
+			return
+		}
+		checkRewritten(t, s, r.SQL)
+	})
+}

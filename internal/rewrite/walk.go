@@ -1,0 +1,70 @@
+package rewrite
+
+import (
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// walk visits m and every message below it depth first, unwrapping
+// pg_query.Node wrappers, so fn sees the concrete node types (*SelectStmt,
+// *BoolExpr, ...). stack holds the ancestors of the visited node,
+// outermost first; fn must not keep it. fn returns false to skip the
+// node's children.
+func walk(m proto.Message, stack []proto.Message, fn func(m proto.Message, stack []proto.Message) bool) {
+	if m == nil {
+		return
+	}
+	if n, ok := m.(*pg_query.Node); ok {
+		m = unwrap(n)
+		if m == nil {
+			return
+		}
+	}
+	if !fn(m, stack) {
+		return
+	}
+	stack = append(stack, m)
+	m.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Message() == nil || fd.IsMap() {
+			return true
+		}
+		if fd.IsList() {
+			l := v.List()
+			for i := 0; i < l.Len(); i++ {
+				walk(l.Get(i).Message().Interface(), stack, fn)
+			}
+			return true
+		}
+		walk(v.Message().Interface(), stack, fn)
+		return true
+	})
+}
+
+// unwrap returns the concrete message inside a Node, or nil.
+func unwrap(n *pg_query.Node) proto.Message {
+	if n == nil {
+		return nil
+	}
+	r := n.ProtoReflect()
+	fd := r.WhichOneof(r.Descriptor().Oneofs().Get(0))
+	if fd == nil {
+		return nil
+	}
+	return r.Get(fd).Message().Interface()
+}
+
+// strs returns the String values of a name list (e.g. ColumnRef.Fields,
+// FuncCall.Funcname); a non-String element (A_Star) gives "*".
+func strs(ns []*pg_query.Node) []string {
+	out := make([]string, 0, len(ns))
+	for _, n := range ns {
+		switch v := n.GetNode().(type) {
+		case *pg_query.Node_String_:
+			out = append(out, v.String_.Sval)
+		default:
+			out = append(out, "*")
+		}
+	}
+	return out
+}
