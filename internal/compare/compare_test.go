@@ -1,0 +1,207 @@
+package compare_test
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/erplab/erplab/internal/compare"
+	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/pgtest"
+	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/workload"
+	"github.com/erplab/erplab/internal/workload/smoke"
+)
+
+var srv *pgtest.Server
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m, &srv)) }
+
+// slowed is the smoke workload with pg_sleep(Sleep) added to one key
+// operation: a deliberately slower variant.
+type slowed struct {
+	*smoke.Workload
+	op    string
+	sleep time.Duration
+}
+
+func (s slowed) Execute(ctx context.Context, conn *pgx.Conn, vu *workload.VU, op int) error {
+	if err := s.Workload.Execute(ctx, conn, vu, op); err != nil {
+		return err
+	}
+	if s.Workload.Operations()[op].Name == s.op {
+		_, err := conn.Exec(ctx, "SELECT pg_sleep($1)", s.sleep.Seconds())
+		return err
+	}
+	return nil
+}
+
+// runs holds the three real runs the tests compare: baseline, the same
+// configuration again, and the variant with item_lookup slowed.
+var (
+	runsOnce sync.Once
+	runDocs  [3]*record.Document
+	runErr   error
+)
+
+// threeRuns performs the three smoke runs at the same time, each on its
+// own fresh database of the shared test server, so that whatever else
+// the machine does meets all three alike.
+func threeRuns(t *testing.T) [3]*record.Document {
+	t.Helper()
+	runsOnce.Do(func() {
+		dir := t.TempDir()
+		dsns := [3]string{srv.NewDatabase(t), srv.NewDatabase(t), srv.NewDatabase(t)}
+		wls := [3]workload.Workload{smoke.New(), smoke.New(), slowed{smoke.New(), "item_lookup", 40 * time.Millisecond}}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		outs := [3]*bytes.Buffer{{}, {}, {}}
+		for i := range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				opts := loadtest.Options{
+					DSN: dsns[i], Workload: wls[i], Scale: 0.1, Seed: 7,
+					Stages:      []engine.Stage{{Duration: 0, Target: 6}, {Duration: 10 * time.Second, Target: 6}},
+					Think:       engine.ThinkTime{Kind: "uniform", Min: 10 * time.Millisecond, Max: 30 * time.Millisecond},
+					Connections: 3, Interval: time.Second, Observe: true,
+					Out: filepath.Join(dir, []string{"a.json", "a2.json", "slow.json"}[i]), Version: "test",
+				}
+				res, err := loadtest.Run(context.Background(), opts, outs[i])
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					if runErr == nil {
+						runErr = err
+					}
+					return
+				}
+				runDocs[i] = res.Doc
+			}()
+		}
+		wg.Wait()
+	})
+	if runErr != nil {
+		t.Fatalf("load test: %v", runErr)
+	}
+	return runDocs
+}
+
+// The same configuration run twice gives no significant difference on
+// any row, although the raw numbers differ.
+func TestSameConfigurationNoDifference(t *testing.T) {
+	d := threeRuns(t)
+	c, err := compare.Compare("a", d[0], "a2", d[1], compare.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := c.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", buf.String())
+	for _, r := range c.Rows {
+		if r.Verdict == compare.Better || r.Verdict == compare.Worse {
+			t.Errorf("%s %s: %s (A %.3f B %.3f p %.5f)", r.Subject, r.Metric, r.Verdict, r.A, r.B, r.P)
+		}
+	}
+	// The comparison really tested something: the key rows have p-values
+	// and the two runs' numbers are not identical.
+	p50 := c.Find("item_lookup", "p50_ms")
+	tput := c.Find("integral", "per_second")
+	if p50 == nil || tput == nil || math.IsNaN(p50.P) || math.IsNaN(tput.P) {
+		t.Fatalf("key rows untested: %+v %+v", p50, tput)
+	}
+	if p50.A == p50.B && tput.A == tput.B {
+		t.Fatalf("the two runs have identical figures; not two runs?")
+	}
+	if c.Find("host CPU", "system_pct") == nil || c.Find("catalog", "growth_bytes") == nil {
+		t.Fatalf("observation rows missing:\n%s", buf.String())
+	}
+}
+
+// A variant with 40 ms of pg_sleep in item_lookup (target 50 ms, normally
+// about a millisecond) is worse for that operation's latency and APDEX.
+func TestSlowedOperationIsWorse(t *testing.T) {
+	d := threeRuns(t)
+	c, err := compare.Compare("a", d[0], "slow", d[2], compare.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := c.WriteMarkdown(&buf); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", buf.String())
+	for _, m := range []string{"p50_ms", "p95_ms", "apdex"} {
+		r := c.Find("item_lookup", m)
+		if r == nil || r.Verdict != compare.Worse {
+			t.Errorf("item_lookup %s: %+v, want worse", m, r)
+		}
+	}
+	if r := c.Find("item_lookup", "p50_ms"); r != nil && r.B < 40 {
+		t.Errorf("slowed p50 %.1f ms, want >= 40 ms (the injected sleep)", r.B)
+	}
+	if !strings.Contains(buf.String(), "**worse**") {
+		t.Errorf("markdown lacks a worse verdict")
+	}
+	// Swapped, the same rows are better.
+	back, err := compare.Compare("slow", d[2], "a", d[0], compare.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := back.Find("item_lookup", "p50_ms"); r == nil || r.Verdict != compare.Better {
+		t.Errorf("swapped item_lookup p50: %+v, want better", r)
+	}
+}
+
+// Welch's t-test on the first example of Welch's t-test in Wikipedia
+// ("Welch's t-test", Examples): t = -2.46, df ≈ 24.9, p = 0.021.
+func TestWelchKnownExample(t *testing.T) {
+	a1 := []float64{27.5, 21.0, 19.0, 23.6, 17.0, 17.9, 16.9, 20.1, 21.9, 22.6, 23.1, 19.6, 19.0, 21.7, 21.4}
+	a2 := []float64{27.1, 22.0, 20.8, 23.4, 23.4, 23.5, 25.8, 22.0, 24.8, 20.2, 21.9, 22.1, 22.9, 20.5, 24.4}
+	if p := compare.Welch(a1, a2); math.Abs(p-0.021) > 0.001 {
+		t.Fatalf("Welch p = %.4f, want 0.021", p)
+	}
+}
+
+// Mann-Whitney U: fully separated samples of 10 each give U = 0, z =
+// (50-0.5)/sqrt(175) = 3.742, p = 0.000183; identical samples p = 1.
+func TestMannWhitney(t *testing.T) {
+	a := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	b := []float64{11, 12, 13, 14, 15, 16, 17, 18, 19, 20}
+	if p := compare.MannWhitney(a, b); math.Abs(p-0.000183) > 0.000005 {
+		t.Fatalf("p = %.6f, want 0.000183", p)
+	}
+	if p := compare.MannWhitney(a, a); p < 0.99 {
+		t.Fatalf("identical samples: p = %.4f, want ~1", p)
+	}
+}
+
+// Holm: p = 0.01, 0.04, 0.03, 0.005 at alpha 0.05: sorted 0.005 <=
+// 0.0125 and 0.01 <= 0.0167 are rejected, 0.03 > 0.025 stops.
+func TestHolm(t *testing.T) {
+	got := compare.Holm([]float64{0.01, 0.04, 0.03, 0.005, math.NaN()}, 0.05)
+	want := []bool{true, false, false, true, false}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("holm = %v, want %v", got, want)
+		}
+	}
+}
+
+func TestBadOptions(t *testing.T) {
+	d := &record.Document{}
+	if _, err := compare.Compare("a", d, "b", d, compare.Options{Alpha: 2}); err == nil {
+		t.Fatal("alpha 2 accepted")
+	}
+}

@@ -1,0 +1,472 @@
+// Package report renders erplab run results (docs/results-format.md) for
+// people: one self-contained HTML page (inline CSS and inline SVG charts
+// drawn with gonum.org/v1/plot's SVG backend; no scripts, no external
+// assets, so it works offline) or Markdown tables for tickets. Several
+// runs are shown side by side.
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/sampler"
+)
+
+// Run is one results file to report.
+type Run struct {
+	// Name labels the run in tables and legends (the file name without
+	// extension, made unique).
+	Name string
+	Path string
+	Doc  *record.Document
+	// Obs is the decoded extra.observations, nil when the run has none.
+	Obs *sampler.Observations
+}
+
+// Load reads results files (record.ReadFile) and their observations and
+// names the runs after their files. It returns the first error, with the
+// file's path.
+func Load(paths []string) ([]Run, error) {
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("report: no results files")
+	}
+	runs := make([]Run, 0, len(paths))
+	used := map[string]int{}
+	for _, p := range paths {
+		d, err := record.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		r := Run{Path: p, Doc: d}
+		if raw, ok := d.Extra["observations"]; ok && len(raw) > 0 && string(raw) != "null" {
+			o, err := sampler.ReadObservations(raw)
+			if err != nil {
+				return nil, fmt.Errorf("report: %s: %w", p, err)
+			}
+			r.Obs = o
+		}
+		name := strings.TrimSuffix(filepath.Base(p), filepath.Ext(p))
+		used[name]++
+		if used[name] > 1 {
+			name = fmt.Sprintf("%s (%d)", name, used[name])
+		}
+		r.Name = name
+		runs = append(runs, r)
+	}
+	return runs, nil
+}
+
+func (r Run) op(name string) *record.OpResult {
+	for i := range r.Doc.Operations {
+		if r.Doc.Operations[i].Name == name {
+			return &r.Doc.Operations[i]
+		}
+	}
+	return nil
+}
+
+// intervalSeconds is the run's series interval (parameters.interval_s,
+// 1 s when absent).
+func (r Run) intervalSeconds() float64 {
+	var p struct {
+		IntervalS float64 `json:"interval_s"`
+	}
+	if json.Unmarshal(r.Doc.Parameters, &p) == nil && p.IntervalS > 0 {
+		return p.IntervalS
+	}
+	return 1
+}
+
+// end is the run's last time point, seconds since the start.
+func (r Run) end() float64 {
+	t := 0.0
+	if n := len(r.Doc.Series); n > 0 {
+		t = r.Doc.Series[n-1].T
+	}
+	if r.Obs != nil && len(r.Obs.Series) > 0 {
+		t = math.Max(t, r.Obs.Series[len(r.Obs.Series)-1].T)
+	}
+	return t
+}
+
+func opNames(runs []Run) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range runs {
+		for _, op := range r.Doc.Operations {
+			if !seen[op.Name] {
+				seen[op.Name] = true
+				out = append(out, op.Name)
+			}
+		}
+	}
+	return out
+}
+
+// summaryRow is one run's line of the summary table.
+type summaryRow struct {
+	Name, Workload, Status, Started, Duration string
+	MaxVUs, Connections                       string
+	Integral, Rating                          string
+	PerSecond, Count, Errors                  string
+	Storms                                    int
+}
+
+type params struct {
+	MaxVUs      int     `json:"max_vus"`
+	Connections int     `json:"connections"`
+	Think       string  `json:"think_time"`
+	Scale       float64 `json:"scale"`
+}
+
+func summarize(r Run) summaryRow {
+	var p params
+	_ = json.Unmarshal(r.Doc.Parameters, &p)
+	conns := "one per VU"
+	if p.Connections > 0 {
+		conns = fmt.Sprint(p.Connections)
+	}
+	s := summaryRow{
+		Name: r.Name, Workload: r.Doc.Workload, Status: r.Doc.Status,
+		Started:  r.Doc.StartedAt.UTC().Format(time.RFC3339),
+		Duration: r.Doc.EndedAt.Sub(r.Doc.StartedAt).Round(100 * time.Millisecond).String(),
+		MaxVUs:   fmt.Sprint(p.MaxVUs), Connections: conns,
+		Integral: "NS", Rating: r.Doc.Integral.Rating,
+		PerSecond: fmt.Sprintf("%.1f", r.Doc.Totals.PerSecond),
+		Count:     fmt.Sprint(r.Doc.Totals.Count), Errors: fmt.Sprint(r.Doc.Totals.Errors),
+	}
+	if !r.Doc.Integral.NS() {
+		s.Integral = fmt.Sprintf("%.3f", r.Doc.Integral.Value)
+	}
+	if r.Obs != nil {
+		s.Storms = len(r.Obs.Storms)
+	}
+	return s
+}
+
+// opCell is one operation's figures in one run.
+type opCell struct {
+	Apdex, Rating, P50, P95, P99, Count, Errors string
+	Class                                       string
+}
+
+type opRow struct {
+	Name, Target string
+	Priority     int
+	Cells        []opCell
+}
+
+func opRows(runs []Run) []opRow {
+	var rows []opRow
+	for _, name := range opNames(runs) {
+		row := opRow{Name: name}
+		for _, r := range runs {
+			op := r.op(name)
+			if op == nil {
+				row.Cells = append(row.Cells, opCell{Apdex: "-"})
+				continue
+			}
+			if row.Target == "" {
+				row.Target, row.Priority = fmtMs(op.TargetMs), op.Priority
+			}
+			c := opCell{
+				Apdex: "NS", Rating: op.Apdex.Rating().String(),
+				P50: fmtMs(op.Response.P50), P95: fmtMs(op.Response.P95), P99: fmtMs(op.Response.P99),
+				Count: fmt.Sprint(op.Count), Errors: fmt.Sprint(op.Errors),
+			}
+			if !op.Apdex.NS() {
+				c.Apdex = fmt.Sprintf("%.3f", op.Apdex.Value)
+			}
+			c.Class = "r-" + c.Rating
+			row.Cells = append(row.Cells, c)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func fmtMs(v float64) string {
+	switch {
+	case v >= 10000:
+		return fmt.Sprintf("%.1f s", v/1000)
+	case v >= 100:
+		return fmt.Sprintf("%.0f ms", v)
+	case v >= 1:
+		return fmt.Sprintf("%.1f ms", v)
+	default:
+		return fmt.Sprintf("%.2f ms", v)
+	}
+}
+
+// obsRow is one run's observation summary.
+type obsRow struct {
+	Name                                       string
+	TopWaits                                   string
+	CPUUser, CPUSystem, CPUIowait, CPUSoftirq  string
+	CatalogBefore, CatalogAfter, CatalogGrowth string
+	TempFiles                                  string
+}
+
+func observe(r Run) obsRow {
+	o := obsRow{Name: r.Name, TopWaits: "-", CPUUser: "-", CPUSystem: "-", CPUIowait: "-", CPUSoftirq: "-",
+		CatalogBefore: "-", CatalogAfter: "-", CatalogGrowth: "-", TempFiles: "-"}
+	if raw, ok := r.Doc.Extra["catalog"]; ok {
+		var c struct {
+			Before map[string]int64 `json:"before_bytes"`
+			After  map[string]int64 `json:"after_bytes"`
+		}
+		if json.Unmarshal(raw, &c) == nil && c.After != nil {
+			var b, a int64
+			for k, v := range c.After {
+				a += v
+				b += c.Before[k]
+			}
+			o.CatalogBefore, o.CatalogAfter, o.CatalogGrowth = fmtBytes(b), fmtBytes(a), fmtBytes(a-b)
+		}
+	}
+	if r.Obs == nil {
+		return o
+	}
+	waits := map[string]int{}
+	active := 0
+	var cpu [4]float64
+	nCPU := 0
+	var temp float64
+	nDB := 0
+	for _, s := range r.Obs.Series {
+		if s.Elapsed <= 0 {
+			continue
+		}
+		for k, v := range s.Waits {
+			waits[k] += v
+		}
+		active += s.Sessions.Active
+		if s.Host != nil {
+			cpu[0] += s.Host.CPU.User
+			cpu[1] += s.Host.CPU.System
+			cpu[2] += s.Host.CPU.Iowait
+			cpu[3] += s.Host.CPU.SoftIRQ
+			nCPU++
+		}
+		if s.DB != nil {
+			temp += s.DB.TempFiles
+			nDB++
+		}
+	}
+	if active > 0 {
+		keys := make([]string, 0, len(waits))
+		for k := range waits {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool {
+			if waits[keys[i]] != waits[keys[j]] {
+				return waits[keys[i]] > waits[keys[j]]
+			}
+			return keys[i] < keys[j]
+		})
+		var parts []string
+		for _, k := range keys[:min(4, len(keys))] {
+			parts = append(parts, fmt.Sprintf("%s %.0f %%", k, 100*float64(waits[k])/float64(active)))
+		}
+		o.TopWaits = strings.Join(parts, ", ")
+	}
+	if nCPU > 0 {
+		f := func(v float64) string { return fmt.Sprintf("%.1f %%", v/float64(nCPU)) }
+		o.CPUUser, o.CPUSystem, o.CPUIowait, o.CPUSoftirq = f(cpu[0]), f(cpu[1]), f(cpu[2]), f(cpu[3])
+	}
+	if nDB > 0 {
+		o.TempFiles = fmt.Sprintf("%.2f /s", temp/float64(nDB))
+	}
+	return o
+}
+
+func fmtBytes(b int64) string {
+	a := math.Abs(float64(b))
+	switch {
+	case a >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30))
+	case a >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	case a >= 1<<10:
+		return fmt.Sprintf("%.0f KiB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+type stormRow struct {
+	Run, At, Span, Wait, Message string
+}
+
+func stormRows(runs []Run) []stormRow {
+	var out []stormRow
+	for _, r := range runs {
+		if r.Obs == nil {
+			continue
+		}
+		for _, s := range r.Obs.Storms {
+			end := "end of run"
+			if s.EndT != nil {
+				end = fmt.Sprintf("%.0f s", *s.EndT)
+			}
+			out = append(out, stormRow{Run: r.Name, At: fmt.Sprintf("%.0f s", s.T),
+				Span: fmt.Sprintf("%.0f s - %s", s.StartT, end), Wait: s.WaitEvent, Message: s.Message})
+		}
+	}
+	return out
+}
+
+// kv is one flattened setting.
+type kv struct{ Key, Value string }
+
+// flatten turns a JSON object into sorted dotted keys and values.
+func flatten(raw json.RawMessage) []kv {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+		return nil
+	}
+	var out []kv
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch t := v.(type) {
+		case map[string]any:
+			keys := make([]string, 0, len(t))
+			for k := range t {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				p := k
+				if prefix != "" {
+					p = prefix + "." + k
+				}
+				walk(p, t[k])
+			}
+		default:
+			b, _ := json.Marshal(t)
+			s := string(b)
+			if str, ok := t.(string); ok {
+				s = str
+			}
+			out = append(out, kv{prefix, s})
+		}
+	}
+	walk("", v)
+	return out
+}
+
+type envSection struct {
+	Name        string
+	CommandLine string
+	Environment []kv
+	Parameters  []kv
+}
+
+type page struct {
+	Title     string
+	Generated string
+	Runs      []string
+	Summary   []summaryRow
+	Ops       []opRow
+	Obs       []obsRow
+	Storms    []stormRow
+	Charts    []Chart
+	Env       []envSection
+}
+
+func buildPage(runs []Run, charts []Chart) page {
+	pg := page{Title: "erplab report", Generated: time.Now().UTC().Format(time.RFC3339), Charts: charts}
+	for _, r := range runs {
+		pg.Runs = append(pg.Runs, r.Name)
+		pg.Summary = append(pg.Summary, summarize(r))
+		pg.Obs = append(pg.Obs, observe(r))
+		pg.Env = append(pg.Env, envSection{Name: r.Name, CommandLine: strings.Join(r.Doc.CommandLine, " "),
+			Environment: flatten(r.Doc.Environment), Parameters: flatten(r.Doc.Parameters)})
+	}
+	pg.Title += ": " + strings.Join(pg.Runs, " vs ")
+	pg.Ops = opRows(runs)
+	pg.Storms = stormRows(runs)
+	return pg
+}
+
+// WriteHTML writes the report page for runs: summary, APDEX table,
+// observation summary, storms, every chart of Charts inline, and the
+// environment and parameters. The page loads nothing: no scripts, no
+// links to other files.
+func WriteHTML(w io.Writer, runs []Run) error {
+	charts, err := Charts(runs)
+	if err != nil {
+		return err
+	}
+	pg := buildPage(runs, charts)
+	t, err := template.New("page").Funcs(template.FuncMap{
+		"svg": func(s string) template.HTML { return template.HTML(s) }, // our own renderer's output
+	}).Parse(pageHTML)
+	if err != nil {
+		return fmt.Errorf("report: template: %w", err)
+	}
+	if err := t.Execute(w, pg); err != nil {
+		return fmt.Errorf("report: write: %w", err)
+	}
+	return nil
+}
+
+// WriteMarkdown writes the summary, APDEX and observation tables and the
+// storms as Markdown (no charts), for tickets.
+func WriteMarkdown(w io.Writer, runs []Run) error {
+	pg := buildPage(runs, nil)
+	var b strings.Builder
+	fmt.Fprintf(&b, "## %s\n\n", pg.Title)
+	b.WriteString("| run | workload | status | started | duration | VUs | connections | integral APDEX | ops/s | executions | errors | storms |\n")
+	b.WriteString("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range pg.Summary {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s | %s | %d |\n", md(s.Name), md(s.Workload), md(s.Status),
+			s.Started, s.Duration, s.MaxVUs, s.Connections, s.Integral, s.Rating, s.PerSecond, s.Count, s.Errors, s.Storms)
+	}
+	b.WriteString("\n### APDEX per key operation\n\n| operation | T | priority |")
+	for _, r := range pg.Runs {
+		fmt.Fprintf(&b, " %s APDEX | %s p50 / p95 / p99 | %s n (err) |", md(r), md(r), md(r))
+	}
+	b.WriteString("\n|---|---:|---:|" + strings.Repeat("---:|---:|---:|", len(pg.Runs)) + "\n")
+	for _, o := range pg.Ops {
+		fmt.Fprintf(&b, "| %s | %s | %d |", md(o.Name), o.Target, o.Priority)
+		for _, c := range o.Cells {
+			if c.Apdex == "-" {
+				b.WriteString(" - | - | - |")
+				continue
+			}
+			fmt.Fprintf(&b, " %s (%s) | %s / %s / %s | %s (%s) |", c.Apdex, c.Rating, c.P50, c.P95, c.P99, c.Count, c.Errors)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n### Observations (means over the run)\n\n| run | top wait events (share of active sessions) | CPU user | CPU system | iowait | softirq | catalog before → after (growth) | temp files |\n|---|---|---:|---:|---:|---:|---|---:|\n")
+	for _, o := range pg.Obs {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s → %s (%s) | %s |\n", md(o.Name), md(o.TopWaits), o.CPUUser, o.CPUSystem,
+			o.CPUIowait, o.CPUSoftirq, o.CatalogBefore, o.CatalogAfter, o.CatalogGrowth, o.TempFiles)
+	}
+	if len(pg.Storms) > 0 {
+		b.WriteString("\n### Storms\n\n| run | fired at | span | wait event | message |\n|---|---:|---|---|---|\n")
+		for _, s := range pg.Storms {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", md(s.Run), s.At, s.Span, md(s.Wait), md(s.Message))
+		}
+	}
+	b.WriteString("\n### Command lines\n\n")
+	for _, e := range pg.Env {
+		fmt.Fprintf(&b, "- %s: `%s`\n", md(e.Name), strings.ReplaceAll(e.CommandLine, "`", "'"))
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("report: write: %w", err)
+	}
+	return nil
+}
+
+func md(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}
