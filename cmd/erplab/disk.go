@@ -16,6 +16,7 @@ import (
 
 	"github.com/erplab/erplab/internal/disk"
 	"github.com/erplab/erplab/internal/pgcluster"
+	"github.com/erplab/erplab/internal/report"
 	"github.com/erplab/erplab/internal/stress"
 )
 
@@ -28,7 +29,7 @@ type diskReport struct {
 func newDiskCmd() *cobra.Command {
 	var (
 		quick, asJSON, noMacro, noMicro, quiet bool
-		tmpfsSize, fileSize                    string
+		tmpfsSize, fileSize, htmlOut           string
 		duration                               time.Duration
 		qd, churnFiles, runs                   int
 		scale                                  float64
@@ -155,6 +156,12 @@ afterwards, also on Ctrl-C. --quick runs the whole comparison in about a minute.
 					return diskErr(ctx, err)
 				}
 			}
+			if htmlOut != "" {
+				if err := writeDiskHTML(htmlOut, rep); err != nil {
+					return err
+				}
+				fmt.Fprintf(errw, "HTML report: %s\n", htmlOut)
+			}
 			if asJSON {
 				return labWriteJSON(out, rep)
 			}
@@ -176,6 +183,7 @@ afterwards, also on Ctrl-C. --quick runs the whole comparison in about a minute.
 	f.StringVar(&fileSize, "file-size", "512M", "random I/O data file size (--quick: 64M)")
 	f.IntVar(&qd, "queue-depth", 16, "N of the queue depth N patterns (--quick: 8)")
 	f.IntVar(&churnFiles, "churn-files", 50000, "most files the temp-table churn creates in one directory (--quick: 10000)")
+	f.StringVar(&htmlOut, "html", "", "also write the tables and charts as one self-contained HTML file")
 	f.BoolVar(&noMicro, "no-micro", false, "skip the micro patterns")
 	f.BoolVar(&noMacro, "no-macro", false, "skip the macro part (tablespaces in a throwaway server)")
 	f.Float64Var(&scale, "scale", 0.05, "ERP data scale of the macro part (--quick: 0.01)")
@@ -300,4 +308,17 @@ func writeMacroTable(out io.Writer, res []disk.MacroResult, o disk.MacroOptions)
 	}
 	_, err := fmt.Fprintln(out, "rank: by the sum of the operations' ranks (data load not counted); WAL stays in the server's data directory")
 	return err
+}
+
+// writeDiskHTML writes the comparison page (report.WriteDiskHTML) to path.
+func writeDiskHTML(path string, rep diskReport) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--html: %w", err)
+	}
+	if err := report.WriteDiskHTML(f, rep.Micro, rep.Macro); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
