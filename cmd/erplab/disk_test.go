@@ -25,19 +25,7 @@ func TestDiskStressBadFlags(t *testing.T) {
 		{"stress", "--cpu", "1", "--timeout", "-1s"},
 		{"stress", "--vm", "1", "--thp", "maybe"},
 	} {
-		cmd := erplab(t, t.TempDir(), args...)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != exitUsage {
-			t.Errorf("%v: exit %v, want %d; stderr %q", args, err, exitUsage, stderr.String())
-			continue
-		}
-		msg := strings.TrimSpace(stderr.String())
-		if strings.Count(msg, "\n") != 0 || !strings.HasPrefix(msg, "erplab: ") || len(out) != 0 {
-			t.Errorf("%v: want one line on stderr and nothing on stdout, got %q / %q", args, msg, out)
-		}
+		checkUsageError(t, args)
 	}
 }
 

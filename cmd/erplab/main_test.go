@@ -130,6 +130,25 @@ func interrupted(t *testing.T, sig syscall.Signal) {
 	}
 }
 
+// checkUsageError runs `erplab args...` and fails t unless it exits 2 with
+// one line "erplab: ..." on stderr and nothing on stdout.
+func checkUsageError(t *testing.T, args []string) {
+	t.Helper()
+	cmd := erplab(t, t.TempDir(), args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitUsage {
+		t.Errorf("%v: exit %v, want %d; stderr %q", args, err, exitUsage, stderr.String())
+		return
+	}
+	msg := strings.TrimSpace(stderr.String())
+	if strings.Count(msg, "\n") != 0 || !strings.HasPrefix(msg, "erplab: ") || len(out) != 0 {
+		t.Errorf("%v: want one line on stderr and nothing on stdout, got %q / %q", args, msg, out)
+	}
+}
+
 // Bad input: one line on stderr, exit code 2, nothing started.
 func TestBadFlagsOneLine(t *testing.T) {
 	for _, args := range [][]string{
@@ -147,19 +166,7 @@ func TestBadFlagsOneLine(t *testing.T) {
 		{"run", "--workload", "erp", "--scale", "5000"},
 		{"run", "--workload", "erp", "--temp-style", "foo"},
 	} {
-		cmd := erplab(t, t.TempDir(), args...)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != exitUsage {
-			t.Errorf("%v: exit %v, want %d; stderr %q", args, err, exitUsage, stderr.String())
-			continue
-		}
-		msg := strings.TrimSpace(stderr.String())
-		if strings.Count(msg, "\n") != 0 || !strings.HasPrefix(msg, "erplab: ") || len(out) != 0 {
-			t.Errorf("%v: want one line on stderr and nothing on stdout, got %q / %q", args, msg, out)
-		}
+		checkUsageError(t, args)
 	}
 }
 

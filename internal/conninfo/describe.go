@@ -279,3 +279,16 @@ func OpenPool(ctx context.Context, dsn string, size int) (*pgxpool.Pool, error) 
 	}
 	return pool, nil
 }
+
+// IsLocal reports whether a connection's remote address is on this
+// machine: a Unix socket or a loopback IP (so host figures from /proc
+// describe the server's host).
+func IsLocal(a net.Addr) bool {
+	switch a := a.(type) {
+	case *net.UnixAddr:
+		return true
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	}
+	return false
+}

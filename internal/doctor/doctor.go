@@ -28,7 +28,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"sort"
 	"strings"
@@ -431,16 +430,4 @@ func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 		return nil, errors.New(conninfo.Describe(err))
 	}
 	return conn, nil
-}
-
-// isLocal reports whether a connection's remote address is on this
-// machine: a Unix socket or a loopback IP.
-func isLocal(a net.Addr) bool {
-	switch a := a.(type) {
-	case *net.UnixAddr:
-		return true
-	case *net.TCPAddr:
-		return a.IP.IsLoopback()
-	}
-	return false
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/procfs"
 
+	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/procfile"
 	"github.com/erplab/erplab/internal/runenv"
 	"github.com/erplab/erplab/internal/sampler"
@@ -62,7 +63,7 @@ func (e *env) readServer(ctx context.Context) error {
 		return fmt.Errorf("doctor: identify server: %w", err)
 	}
 	e.dbOID = uint32(oid)
-	s.Local = isLocal(e.conn.PgConn().Conn().RemoteAddr())
+	s.Local = conninfo.IsLocal(e.conn.PgConn().Conn().RemoteAddr())
 	rows, err := e.conn.Query(ctx, settingsSQL)
 	if err != nil {
 		return fmt.Errorf("doctor: read settings: %w", err)

@@ -435,17 +435,7 @@ func Charts(runs []Run) ([]Chart, error) {
 	ops := opNames(runs)
 	storms := stormsOf(runs)
 	var out []Chart
-	add := func(id string, p *plot.Plot, err error) error {
-		if err != nil {
-			return err
-		}
-		svg, err := render(p, chartW, chartH)
-		if err != nil {
-			return err
-		}
-		out = append(out, Chart{ID: id, Title: p.Title.Text, SVG: svg})
-		return nil
-	}
+	add := chartAdder(&out)
 	p, err := apdexChart(runs, ops)
 	if err := add("apdex", p, err); err != nil {
 		return nil, err
@@ -504,4 +494,20 @@ func runStorms(all []stormMark, run int) []stormMark {
 		}
 	}
 	return out
+}
+
+// chartAdder returns a function that renders a plot (or passes on the
+// error that building it returned) and appends it to *out under id.
+func chartAdder(out *[]Chart) func(id string, p *plot.Plot, err error) error {
+	return func(id string, p *plot.Plot, err error) error {
+		if err != nil {
+			return err
+		}
+		svg, err := render(p, chartW, chartH)
+		if err != nil {
+			return err
+		}
+		*out = append(*out, Chart{ID: id, Title: p.Title.Text, SVG: svg})
+		return nil
+	}
 }

@@ -21,17 +21,7 @@ import (
 // mean time by path (less is better).
 func DiskCharts(micro []disk.PathResult, macro []disk.MacroResult) ([]Chart, error) {
 	var out []Chart
-	add := func(id string, p *plot.Plot, err error) error {
-		if err != nil {
-			return err
-		}
-		svg, err := render(p, chartW, chartH)
-		if err != nil {
-			return err
-		}
-		out = append(out, Chart{ID: id, Title: p.Title.Text, SVG: svg})
-		return nil
-	}
+	add := chartAdder(&out)
 	paths := make([]string, len(micro))
 	for i, m := range micro {
 		paths[i] = m.Path + " (" + m.FSType + ")"

@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"sort"
 	"strings"
 	"time"
@@ -342,7 +341,7 @@ func (s *Sampler) attach(ctx context.Context, conn *pgx.Conn) error {
 	if info.VersionNum < minVersion {
 		return fmt.Errorf("sampler: PostgreSQL %s is not supported (need 12 or later)", info.Version)
 	}
-	info.Local = isLocal(conn.PgConn().Conn().RemoteAddr())
+	info.Local = conninfo.IsLocal(conn.PgConn().Conn().RemoteAddr())
 	switch s.opts.Host {
 	case HostOn:
 		info.HostSampled = true
@@ -358,18 +357,6 @@ func (s *Sampler) attach(ctx context.Context, conn *pgx.Conn) error {
 	}
 	s.conn, s.info, s.stmts, s.connected = conn, info, statementsFor(info.VersionNum), time.Now()
 	return nil
-}
-
-// isLocal reports whether a connection's remote address is on this
-// machine: a Unix socket or a loopback IP.
-func isLocal(a net.Addr) bool {
-	switch a := a.(type) {
-	case *net.UnixAddr:
-		return true
-	case *net.TCPAddr:
-		return a.IP.IsLoopback()
-	}
-	return false
 }
 
 // Info describes the server (as of the current connection).
