@@ -170,7 +170,7 @@ func explainOne(ctx context.Context, conn *pgx.Conn, q string, args []any, analy
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	var raw []byte
 	if err := tx.QueryRow(ctx, "EXPLAIN ("+opts+") "+q, args...).Scan(&raw); err != nil {
-		return s, fmt.Errorf("explain: %s", conninfo.Describe(err))
+		return s, fmt.Errorf("explain: %s", strings.Join(strings.Fields(err.Error()), " "))
 	}
 	var doc []struct {
 		Plan          map[string]any `json:"Plan"`

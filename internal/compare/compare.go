@@ -142,9 +142,12 @@ func (r Row) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(struct {
 		plain
+		A        any `json:"a"`
+		B        any `json:"b"`
+		Delta    any `json:"delta"`
 		DeltaPct any `json:"delta_pct"`
 		P        any `json:"p"`
-	}{plain(r), num(r.DeltaPct), num(r.P)})
+	}{plain(r), num(r.A), num(r.B), num(r.Delta), num(r.DeltaPct), num(r.P)})
 }
 
 // Comparison is a baseline run against one variant.

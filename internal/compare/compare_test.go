@@ -3,6 +3,7 @@ package compare_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -203,5 +204,18 @@ func TestBadOptions(t *testing.T) {
 	d := &record.Document{}
 	if _, err := compare.Compare("a", d, "b", d, compare.Options{Alpha: 2}); err == nil {
 		t.Fatal("alpha 2 accepted")
+	}
+}
+
+// Rows with undefined numbers (an operation without samples) encode as
+// JSON with nulls instead of failing.
+func TestRowJSONUndefinedNumbers(t *testing.T) {
+	r := compare.Row{Section: "operation", Subject: "x", Metric: "p50_ms", A: math.NaN(), B: 2, Delta: math.NaN(), DeltaPct: math.Inf(1), P: math.NaN()}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"a":null`) || !strings.Contains(string(b), `"b":2`) || !strings.Contains(string(b), `"p":null`) {
+		t.Fatalf("%s", b)
 	}
 }

@@ -27,8 +27,8 @@ const (
 	srcWaitEvents    = "https://www.postgresql.org/docs/current/monitoring-stats.html#WAIT-EVENT-LWLOCK-TABLE"
 	srcLockManager   = "src/backend/storage/lmgr/README (fast-path locks, lock manager partitions)"
 	srcSinval        = "src/backend/storage/ipc/sinvaladt.c (shared invalidation queue, MAXNUMMESSAGES, catch-up and reset)"
-	srcFieldCatalog  = "docs/CONTEXT.md section 3 (pg_class 30 MB -> 1 GB in two hours; tmpfs temp tablespace cut file-system time 13.5 % -> 1.6 %)"
-	srcFieldLockMgr  = "docs/CONTEXT.md section 1 (active sessions jumped to thousands waiting on LWLock:LockManager; shared invalidation queue)"
+	srcFieldCatalog  = "docs/field-notes.md section 3 (pg_class 30 MB -> 1 GB in two hours; tmpfs temp tablespace cut file-system time 13.5 % -> 1.6 %)"
+	srcFieldLockMgr  = "docs/field-notes.md section 1 (active sessions jumped to thousands waiting on LWLock:LockManager; shared invalidation queue)"
 	tmpfsFixCommand  = "erplab doctor fix tmpfs-temp-tablespace --size 2G --dsn '<dsn>'   # prints the procedure; --apply performs it on a local server as root"
 	catalogRelsQuery = `SELECT s.relname::text, pg_catalog.pg_total_relation_size(s.relid), s.n_live_tup, s.n_dead_tup,
        coalesce(to_char(greatest(s.last_vacuum, s.last_autovacuum), 'YYYY-MM-DD HH24:MI'), 'never')

@@ -14,7 +14,7 @@ const (
 	srcOvercommitPG     = "https://www.postgresql.org/docs/current/kernel-resources.html#LINUX-MEMORY-OVERCOMMIT"
 	srcOvercommitKernel = "https://docs.kernel.org/mm/overcommit-accounting.html (Documentation/mm/overcommit-accounting.rst)"
 	srcProc5            = "https://man7.org/linux/man-pages/man5/proc.5.html (/proc/meminfo, /proc/vmstat)"
-	srcFieldTHP         = "docs/CONTEXT.md section 4 (THP: system time above user time, halved by 'never')"
+	srcFieldTHP         = "docs/field-notes.md section 4 (THP: system time above user time, halved by 'never')"
 )
 
 // Thresholds of the host checks.

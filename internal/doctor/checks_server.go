@@ -25,7 +25,7 @@ const (
 	srcAutovacuumGUC = "https://www.postgresql.org/docs/current/runtime-config-autovacuum.html"
 	srcWraparound    = "https://www.postgresql.org/docs/current/routine-vacuuming.html#VACUUM-FOR-WRAPAROUND"
 	srcJIT           = "https://www.postgresql.org/docs/current/jit-decision.html"
-	srcFieldTemp     = "docs/CONTEXT.md section 1 (work_mem, temp_buffers, hash_mem_multiplier raised until temp files stopped)"
+	srcFieldTemp     = "docs/field-notes.md section 1 (work_mem, temp_buffers, hash_mem_multiplier raised until temp files stopped)"
 )
 
 // Thresholds of the server checks.

@@ -1,5 +1,5 @@
 // Package doctor diagnoses a PostgreSQL server and the host it runs on
-// for the trouble ERP workloads meet in the field (docs CONTEXT.md):
+// for the trouble ERP workloads meet in the field (docs/field-notes.md):
 // transparent huge pages eating the CPU in system time, catalogs bloated
 // by temp-table churn, temp files from a low work_mem, planning slower
 // than execution, OR-over-subquery filters that force a sequential scan,

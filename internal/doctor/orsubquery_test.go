@@ -28,6 +28,7 @@ func TestFindORSubqueries(t *testing.T) {
 		{"column = other column is a join", `SELECT 1 FROM t, u WHERE t.a = u.a OR t.a IN (SELECT c FROM w)`, nil},
 		{"EXISTS arm tests no column", `SELECT 1 FROM t WHERE t.a = 1 OR EXISTS (SELECT 1 FROM u WHERE u.a = t.a)`, nil},
 		{"OR and IN spelled in lower case inside a string are not SQL", `SELECT 'a = 1 or a in (select 1)' FROM t`, nil},
+		{"EXPLAIN of such a statement is a diagnosis", `EXPLAIN (ANALYZE, FORMAT JSON) SELECT 1 FROM t WHERE a = $1 OR a IN (SELECT c FROM u)`, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -172,6 +172,15 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		path = filepath.Join("erplab-results", time.Now().Format("20060102-150405")+"-"+opts.Workload.Name()+".json")
 	}
 	streamPath := strings.TrimSuffix(path, ".json") + ".jsonl"
+	if opts.Out != "" {
+		// A typo in --out must not create directories: only the default
+		// ./erplab-results is made on demand.
+		if dir := filepath.Dir(opts.Out); dir != "." {
+			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+				return nil, fmt.Errorf("--out %s: directory %s does not exist", opts.Out, dir)
+			}
+		}
+	}
 	if err := checkWritable(path, streamPath); err != nil {
 		return nil, err
 	}

@@ -206,3 +206,18 @@ func TestExistingResultsRefused(t *testing.T) {
 		t.Fatal("results file overwritten")
 	}
 }
+
+// --out into a directory that does not exist is refused (no stray
+// directories from a typo).
+func TestOutMissingDirectory(t *testing.T) {
+	opts := smokeOptions(t, "host=/nonexistent dbname=x", time.Second)
+	opts.Out = filepath.Join(t.TempDir(), "no", "such", "r.json")
+	var out bytes.Buffer
+	_, err := loadtest.Run(context.Background(), opts, &out)
+	if err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := os.Stat(filepath.Dir(opts.Out)); !os.IsNotExist(err) {
+		t.Fatal("directory was created")
+	}
+}

@@ -164,7 +164,21 @@ func checkTables(ctx context.Context, dsn string) error {
 // redirect returns dsn pointing at 127.0.0.1:port (TLS off, as a proxy
 // client with sslmode=prefer would end up).
 func redirect(dsn string, port int) string {
+	// Appending keys works only for key=value strings: a URL is first
+	// turned into one (user, database and password kept).
+	if cfg, err := pgconn.ParseConfig(dsn); err == nil {
+		dsn = fmt.Sprintf("user=%s dbname=%s", quoteKV(cfg.User), quoteKV(cfg.Database))
+		if cfg.Password != "" {
+			dsn += " password=" + quoteKV(cfg.Password)
+		}
+	}
 	return dsn + fmt.Sprintf(" host=127.0.0.1 port=%d sslmode=disable", port)
+}
+
+// quoteKV quotes a libpq key=value value (libpq-connect.html: single
+// quotes, backslash escapes).
+func quoteKV(v string) string {
+	return "'" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), "'", `\'`) + "'"
 }
 
 // Init runs pgbench -i -s scale on dsn.

@@ -4,7 +4,7 @@
 // literals, casing and $n parameters stay as written).
 //
 // The first rule, "or_any_array", is the field remedy for OR over
-// subqueries (docs/CONTEXT.md, section 1, cause 3): in an OR whose arms all
+// subqueries (docs/field-notes.md, section 1, cause 3): in an OR whose arms all
 // test one column with "=", each arm "col IN (S)" / "col = ANY (S)"
 // becomes "col = ANY (ARRAY(S))". PostgreSQL evaluates ARRAY(S) once as an
 // InitPlan and can use the array as an index condition (a BitmapOr of index

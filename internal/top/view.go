@@ -1,6 +1,6 @@
 // Package top is `erplab top`: a live terminal view of a PostgreSQL server
 // laid out like the field script of the 30,000-user load test (docs
-// CONTEXT.md section 1): sessions by state, active sessions by wait event
+// docs/field-notes.md section 1): sessions by state, active sessions by wait event
 // with a small trend, a header with tps, the host CPU split, temp files
 // and catalog growth, and the longest-running active queries. Run drives
 // the interactive view (bubbletea); Print writes plain-text snapshots.
