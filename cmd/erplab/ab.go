@@ -1,0 +1,185 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/erplab/erplab/internal/compare"
+	"github.com/erplab/erplab/internal/experiment"
+	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/workload"
+	"github.com/erplab/erplab/internal/workload/erp"
+)
+
+// newABCmd is `erplab ab`: baseline and variants on one embedded server,
+// each run from a fresh copy of a template database, then compared.
+func newABCmd() *cobra.Command {
+	var (
+		f          runFlags
+		variants   []string
+		outDir     string
+		interleave bool
+		rounds     int
+		tmpfsSize  string
+		alpha      float64
+		minEffect  float64
+	)
+	cmd := &cobra.Command{
+		Use:   "ab --variant NAME=remedy[,remedy] [--variant ...]",
+		Short: "A/B experiment: baseline and variants with remedies, same data and load, then compare",
+		Long: `ab starts a throwaway PostgreSQL, builds the workload's data once into a template database
+(` + experiment.DefaultTemplate + `) and runs the baseline and every --variant back to back with the same seed,
+load profile and data: each run starts from CREATE DATABASE run_x TEMPLATE ` + experiment.DefaultTemplate + `
+(dropped afterwards), so postings of one run cannot change the next one's data. The server is
+not restarted between runs (warm cache after the first run; use --warmup or --interleave).
+--interleave runs A B A B (--rounds times) for noisy machines. At the end it prints
+'erplab compare' of the baseline against each variant, round by round.
+
+Remedies (each records what it changed in the run's results file, extra.remedies):
+  temp-style:1c|lsfusion   how the ERP workload treats temp tables in this run
+  settings:FILE            GUCs of a postgresql.conf-style file: ALTER SYSTEM SET + pg_reload_conf()
+                           before the run, ALTER SYSTEM RESET after (reloadable settings only;
+                           see examples/erp-profile.conf)
+  rewrite-proxy            the run's connections go through an in-process erplab proxy
+  tmpfs-temp-tablespace    temp tables on a tmpfs tablespace (erplab doctor's fix), undone after;
+                           root only`,
+		Example: `  erplab ab --workload erp --scale 0.1 --users 20 --duration 60s --variant proxy=rewrite-proxy
+  erplab ab --workload erp --variant tuned=settings:examples/erp-profile.conf --interleave --rounds 2
+  erplab ab --workload erp --temp-style 1c --variant tmpfs=tmpfs-temp-tablespace --out-dir ab-tmpfs`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(variants) == 0 {
+				return withCode(exitUsage, errors.New("ab needs at least one --variant NAME=remedy[,remedy]"))
+			}
+			var vs []experiment.Variant
+			for _, s := range variants {
+				v, err := experiment.ParseVariant(s)
+				if err != nil {
+					return withCode(exitUsage, err)
+				}
+				vs = append(vs, v)
+			}
+			if rounds < 1 {
+				return withCode(exitUsage, fmt.Errorf("--rounds must be >= 1, got %d", rounds))
+			}
+			if interleave && !cmd.Flags().Changed("rounds") {
+				rounds = 2
+			}
+			if !(alpha > 0 && alpha < 1) || !(minEffect >= 0) {
+				return withCode(exitUsage, fmt.Errorf("--alpha must be in (0, 1) and --min-effect >= 0 (got %g, %g)", alpha, minEffect))
+			}
+			opts, err := f.options(cmd)
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			if outDir == "" {
+				outDir = filepath.Join("erplab-results", "ab-"+time.Now().Format("20060102-150405"))
+			}
+			for _, v := range append([]experiment.Variant{{Name: experiment.BaselineName}}, vs...) {
+				for r := 1; r <= rounds; r++ {
+					p := filepath.Join(outDir, fmt.Sprintf("%s-%d.json", v.Name, r))
+					if _, err := os.Stat(p); err == nil {
+						return withCode(exitUsage, fmt.Errorf("results file %s exists; choose another --out-dir", p))
+					}
+				}
+			}
+			newW := func(ts string) (workload.Workload, error) {
+				if ts == "" {
+					ts = f.wl.tempStyle
+				}
+				return workloadByName(f.workload, workloadFlags{tempStyle: ts, separator: f.wl.separator})
+			}
+			out := cmd.OutOrStdout()
+			ctx := cmd.Context()
+			pool := opts.Connections
+			if pool == 0 {
+				pool = opts.Stages[0].Target
+				for _, s := range opts.Stages {
+					pool = max(pool, s.Target)
+				}
+			}
+			c, err := loadtest.StartEmbedded(ctx, out, f.osUser, pool+30, false)
+			if err != nil {
+				if ctx.Err() != nil {
+					return withCode(exitInterrupted, loadtest.ErrInterrupted)
+				}
+				return err
+			}
+			defer func() {
+				if err := c.Stop(); err != nil {
+					fmt.Fprintf(out, "warning: stopping the embedded server: %v\n", err)
+				}
+			}()
+			tw, err := newW("")
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			if err := experiment.BuildTemplate(ctx, c, experiment.DefaultTemplate, tw, opts.Scale, opts.Seed, out); err != nil {
+				return err
+			}
+			oc, err := experiment.Run(ctx, experiment.Config{
+				Cluster: c, NewWorkload: newW, TempStyle: f.wl.tempStyle, Load: opts, Variants: vs,
+				Rounds: rounds, Interleave: interleave, OutDir: outDir, TmpfsSize: tmpfsSize,
+				Compare: compare.Options{Alpha: alpha, MinEffect: minEffect},
+			}, out)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "\n=== erplab ab: %d runs in %s\n", len(oc.Runs), outDir)
+			for _, r := range oc.Runs {
+				fmt.Fprintf(out, "  %s round %d: integral APDEX %s, %s\n", r.Variant, r.Round, fmtIntegral(r.Doc), r.Path)
+			}
+			for _, cp := range oc.Comparisons {
+				fmt.Fprintln(out)
+				if err := cp.WriteText(out); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringArrayVar(&variants, "variant", nil, "variant NAME=remedy[,remedy...], repeatable (remedies: temp-style:1c|lsfusion, settings:FILE, rewrite-proxy, tmpfs-temp-tablespace)")
+	fl.StringVar(&outDir, "out-dir", "", "directory of the results files <variant>-<round>.json (default ./erplab-results/ab-<time>)")
+	fl.BoolVar(&interleave, "interleave", false, "run A B A B instead of A A B B (default --rounds 2)")
+	fl.IntVar(&rounds, "rounds", 1, "runs of each configuration")
+	fl.StringVar(&tmpfsSize, "tmpfs-size", "1G", "tmpfs-temp-tablespace: size of the tmpfs (k, m, g or %)")
+	fl.Float64Var(&alpha, "alpha", compare.DefaultAlpha, "compare: family-wise significance level (Holm)")
+	fl.Float64Var(&minEffect, "min-effect", compare.DefaultMinEffect, "compare: smallest relative difference that counts (0.05 = 5 %)")
+	// The load flags of erplab run that make sense here.
+	fl.StringVar(&f.workload, "workload", "erp", "workload to run")
+	fl.Float64Var(&f.scale, "scale", 0, "data scale factor (0 = the workload's default: erp 0.1)")
+	fl.StringVar(&f.wl.tempStyle, "temp-style", erp.TempStyle1C, "erp: the baseline's temp-table style, 1c or lsfusion")
+	fl.BoolVar(&f.wl.separator, "separator", false, "erp: build the data with the data-separator column")
+	fl.Uint64Var(&f.seed, "seed", 1, "seed of data generation and of the VUs' random choices (same in every run)")
+	fl.StringVar(&f.mix, "mix", "", "override the roles' operation mix: op=weight,op=weight")
+	fl.IntVar(&f.users, "users", 10, "virtual users to ramp up to (ignored with --stage)")
+	fl.DurationVar(&f.ramp, "ramp", 0, "ramp-up time (ignored with --stage)")
+	fl.DurationVar(&f.duration, "duration", time.Minute, "time to hold --users (ignored with --stage)")
+	fl.StringArrayVar(&f.stages, "stage", nil, "load profile step DURATION:VUS, repeatable")
+	fl.DurationVar(&f.warmup, "warmup", 0, "first part of each run not scored")
+	fl.StringVar(&f.think, "think", "500ms-1500ms", "think time between a VU's operations")
+	fl.IntVar(&f.connections, "connections", -1, "database connections shared by the VUs; 0 = one per VU; -1 = min(max VUs, 100)")
+	fl.Int64Var(&f.maxErrors, "max-errors", 0, "stop a run after this many failed operations (0 = never)")
+	fl.DurationVar(&f.progress, "progress", 10*time.Second, "progress line period (0 = none)")
+	fl.DurationVar(&f.interval, "interval", time.Second, "time-series resolution of the results")
+	fl.DurationVar(&f.gracefulStop, "graceful-stop", 10*time.Second, "at the end, how long VUs may finish their current operation")
+	fl.BoolVar(&f.observe, "observe", true, "record observations (waits, CPU, catalogs) in every run")
+	fl.DurationVar(&f.observeInterval, "observe-interval", 0, "sampling period of the observations (default: --interval)")
+	fl.StringVar(&f.osUser, "os-user", "", "OS user to run the embedded PostgreSQL as when erplab runs as root (default postgres)")
+	return cmd
+}
+
+// fmtIntegral prints a run's integral APDEX with its rating.
+func fmtIntegral(d *record.Document) string {
+	if d.Integral.NS() {
+		return "NS"
+	}
+	return fmt.Sprintf("%.3f (%s)", d.Integral.Value, d.Integral.Rating)
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestABUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"ab"},
+		{"ab", "--variant", "x"},
+		{"ab", "--variant", "x=nope"},
+		{"ab", "--variant", "baseline=rewrite-proxy"},
+		{"ab", "--variant", "x=temp-style:oracle"},
+		{"ab", "--variant", "x=settings:/no/such.conf"},
+		{"ab", "--variant", "x=rewrite-proxy", "--rounds", "0"},
+		{"ab", "--variant", "x=rewrite-proxy", "--workload", "nope"},
+	} {
+		checkUsageError(t, args)
+	}
+}
+
+// A real, short ab run on the embedded default: two variants, the files,
+// and a comparison per variant on stdout.
+func TestABSmoke(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "p.conf")
+	if err := os.WriteFile(conf, []byte("work_mem = '32MB'\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := erplab(t, dir, "ab", "--workload", "smoke", "--users", "3", "--duration", "3s", "--think", "20ms",
+		"--interval", "500ms", "--progress", "0", "--observe=false", "--graceful-stop", "2s",
+		"--variant", "tuned=settings:"+conf, "--variant", "proxy=rewrite-proxy", "--out-dir", "res").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, f := range []string{"baseline-1.json", "tuned-1.json", "proxy-1.json"} {
+		if _, err := os.Stat(filepath.Join(dir, "res", f)); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	}
+	s := string(out)
+	for _, want := range []string{"variant  B: res/tuned-1.json", "variant  B: res/proxy-1.json"} {
+		if !strings.Contains(s, want) {
+			t.Fatalf("output lacks %q:\n%s", want, s)
+		}
+	}
+	if n := len(regexp.MustCompile(`(?m)^integral +apdex `).FindAllString(s, -1)); n != 2 {
+		t.Fatalf("want 2 integral APDEX comparison rows, got %d:\n%s", n, s)
+	}
+}

@@ -1,0 +1,399 @@
+// Package experiment runs A/B experiments (`erplab ab`): a baseline and
+// variants, each a set of named remedies (ParseRemedy), run back to back
+// (or interleaved A B A B) with the same seed, load profile and data on one
+// embedded server, then compared with package compare.
+//
+// Identical starting state: the workload's data is built once into a
+// template database (DefaultTemplate, marked by the workload's own marker
+// and a COMMENT), and every run starts from CREATE DATABASE run TEMPLATE
+// template (sql-createdatabase.html; a file-level copy), dropped after
+// the run, so postings in run A cannot change run B's data. The server is
+// not restarted between runs: runs after the first find the template's
+// pages in shared buffers and the OS cache (warm runs); the first run of an
+// experiment is the only cold one, so use --warmup (or --interleave) when
+// that matters.
+package experiment
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/erplab/erplab/internal/compare"
+	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/pgcluster"
+	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/workload"
+)
+
+// BaselineName names the run without remedies.
+const BaselineName = "baseline"
+
+// DefaultTemplate is the template database's name.
+const DefaultTemplate = "erplab_template"
+
+// templateMarker starts the COMMENT ON DATABASE of a template erplab built.
+const templateMarker = "erplab template:"
+
+// Config describes an experiment.
+type Config struct {
+	// Cluster is the server the runs use (embedded: remedies change its
+	// configuration and mounts).
+	Cluster *pgcluster.Cluster
+	// Template is the template database (default DefaultTemplate).
+	Template string
+	// NewWorkload returns a fresh workload for a temp-table style ("" =
+	// the baseline's TempStyle).
+	NewWorkload func(tempStyle string) (workload.Workload, error)
+	// TempStyle is the baseline's temp-table style (erp: "1c" or
+	// "lsfusion"; ignored by workloads without one).
+	TempStyle string
+	// Load holds the load parameters every run shares: Scale, Seed,
+	// Stages, Warmup, Think, Connections, Interval, Observe, Progress,
+	// GracefulStop, MaxErrors, Mix, Version, CommandLine. DSN, Workload
+	// and Out are set per run.
+	Load loadtest.Options
+	// Variants are the variants; the baseline (no remedies) runs first.
+	Variants []Variant
+	// Rounds is how many times each configuration runs (default 1);
+	// Interleave orders them A B A B instead of A A B B.
+	Rounds     int
+	Interleave bool
+	// OutDir receives <name>-<round>.json (+ .jsonl) per run; Run
+	// creates it.
+	OutDir string
+	// TmpfsSize is the tmpfs size of tmpfs-temp-tablespace (default 1G).
+	TmpfsSize string
+	// Compare tunes the verdicts.
+	Compare compare.Options
+}
+
+// RunResult is one run of an experiment.
+type RunResult struct {
+	Variant  string
+	Round    int
+	Path     string
+	Doc      *record.Document
+	Remedies []Record
+}
+
+// Outcome is what Run returns: the runs in the order they ran and the
+// comparisons of the baseline with each variant, round by round.
+type Outcome struct {
+	Runs        []RunResult
+	Comparisons []*compare.Comparison
+}
+
+// BuildTemplate creates database name on c and installs w's data into it
+// with scale and seed (Setup with Force), then marks it: a COMMENT
+// starting with "erplab template:" and IS_TEMPLATE true. It refuses an
+// existing database of that name.
+func BuildTemplate(ctx context.Context, c *pgcluster.Cluster, name string, w workload.Workload, scale float64, seed uint64, out io.Writer) error {
+	if err := c.CreateDatabase(ctx, name); err != nil {
+		return fmt.Errorf("template: %w", err)
+	}
+	pool, err := conninfo.OpenPool(ctx, c.DSN(name), 4)
+	if err != nil {
+		return fmt.Errorf("template: %w", err)
+	}
+	t0 := time.Now()
+	err = w.Setup(ctx, pool, workload.SetupOptions{Scale: scale, Seed: seed, Force: true,
+		Progress: func(f string, a ...any) { fmt.Fprintf(out, "template: "+f+"\n", a...) }})
+	pool.Close()
+	if err != nil {
+		return fmt.Errorf("template %s: workload set-up: %w", name, err)
+	}
+	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		return fmt.Errorf("template: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	id := pgx.Identifier{name}.Sanitize()
+	comment := fmt.Sprintf("%s workload %s, scale %g, seed %d, built %s", templateMarker, w.Name(), scale, seed, time.Now().UTC().Format(time.RFC3339))
+	for _, q := range []string{"COMMENT ON DATABASE " + id + " IS " + quoteLiteral(comment), "ALTER DATABASE " + id + " WITH IS_TEMPLATE true"} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("template %s: %w", name, err)
+		}
+	}
+	fmt.Fprintf(out, "template %s built in %s (%s)\n", name, time.Since(t0).Round(100*time.Millisecond), comment)
+	return nil
+}
+
+// CopyTemplate creates database db as a copy of template (CREATE
+// DATABASE db TEMPLATE template). It fails when the template is missing,
+// is not marked as erplab's, or has sessions (PostgreSQL refuses to copy
+// a database others are connected to).
+func CopyTemplate(ctx context.Context, c *pgcluster.Cluster, template, db string) error {
+	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		return fmt.Errorf("copy template: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var comment *string
+	err = conn.QueryRow(ctx, `SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1`, template).Scan(&comment)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("copy template: no database %s", template)
+	}
+	if err != nil {
+		return fmt.Errorf("copy template: %w", err)
+	}
+	if comment == nil || !strings.HasPrefix(*comment, templateMarker) {
+		return fmt.Errorf("copy template: database %s is not an erplab template (no %q comment)", template, templateMarker)
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{db}.Sanitize()+" TEMPLATE "+pgx.Identifier{template}.Sanitize()); err != nil {
+		return fmt.Errorf("copy template %s to %s: %w", template, db, err)
+	}
+	return nil
+}
+
+// DropDatabase drops db WITH (FORCE) (closing its sessions), if it exists.
+func DropDatabase(ctx context.Context, c *pgcluster.Cluster, db string) error {
+	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		return fmt.Errorf("drop %s: %w", db, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop %s: %w", db, err)
+	}
+	return nil
+}
+
+// schedule returns the (variant index, round) pairs in running order;
+// index 0 is the baseline.
+func schedule(n, rounds int, interleave bool) [][2]int {
+	var s [][2]int
+	if interleave {
+		for r := 1; r <= rounds; r++ {
+			for i := 0; i < n; i++ {
+				s = append(s, [2]int{i, r})
+			}
+		}
+		return s
+	}
+	for i := 0; i < n; i++ {
+		for r := 1; r <= rounds; r++ {
+			s = append(s, [2]int{i, r})
+		}
+	}
+	return s
+}
+
+// Run runs the experiment on cfg.Cluster, whose template database must
+// exist (BuildTemplate), writing progress to out; it returns the runs and
+// comparisons. Each run: copy the template to a run database, apply the
+// remedies, run the load (loadtest.Run), record the remedies in the
+// results file as extra.remedies, undo the remedies in reverse order and
+// drop the run database. It stops at the first failed run (its remedies
+// undone) and returns what ran so far with the error.
+func Run(ctx context.Context, cfg Config, out io.Writer) (*Outcome, error) {
+	if cfg.Cluster == nil || cfg.NewWorkload == nil {
+		return nil, errors.New("experiment: no cluster or workload")
+	}
+	if cfg.Template == "" {
+		cfg.Template = DefaultTemplate
+	}
+	if cfg.Rounds <= 0 {
+		cfg.Rounds = 1
+	}
+	if cfg.TmpfsSize == "" {
+		cfg.TmpfsSize = "1G"
+	}
+	all := append([]Variant{{Name: BaselineName}}, cfg.Variants...)
+	seen := map[string]bool{}
+	for _, v := range all {
+		if seen[v.Name] {
+			return nil, fmt.Errorf("experiment: variant name %s given twice", v.Name)
+		}
+		seen[v.Name] = true
+	}
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("experiment: results directory: %w", err)
+	}
+	oc := &Outcome{}
+	for _, step := range schedule(len(all), cfg.Rounds, cfg.Interleave) {
+		v, round := all[step[0]], step[1]
+		fmt.Fprintf(out, "\n=== %s, round %d: %s\n", v.Name, round, remedyList(v))
+		rr, err := runOne(ctx, cfg, v, round, out)
+		if err != nil {
+			return oc, fmt.Errorf("%s round %d: %w", v.Name, round, err)
+		}
+		oc.Runs = append(oc.Runs, *rr)
+		if rr.Doc.Status == "interrupted" {
+			return oc, fmt.Errorf("%s round %d: interrupted; results so far: %s", v.Name, round, rr.Path)
+		}
+	}
+	for r := 1; r <= cfg.Rounds; r++ {
+		base := oc.find(BaselineName, r)
+		for _, v := range cfg.Variants {
+			vr := oc.find(v.Name, r)
+			c, err := compare.Compare(base.Path, base.Doc, vr.Path, vr.Doc, cfg.Compare)
+			if err != nil {
+				return oc, err
+			}
+			oc.Comparisons = append(oc.Comparisons, c)
+		}
+	}
+	return oc, nil
+}
+
+func (o *Outcome) find(name string, round int) *RunResult {
+	for i := range o.Runs {
+		if o.Runs[i].Variant == name && o.Runs[i].Round == round {
+			return &o.Runs[i]
+		}
+	}
+	return nil
+}
+
+func remedyList(v Variant) string {
+	if len(v.Remedies) == 0 {
+		return "no remedies"
+	}
+	parts := make([]string, len(v.Remedies))
+	for i, r := range v.Remedies {
+		parts[i] = r.String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+// runOne performs one run of variant v.
+func runOne(ctx context.Context, cfg Config, v Variant, round int, out io.Writer) (rr *RunResult, err error) {
+	c := cfg.Cluster
+	db := fmt.Sprintf("run_%s_%d", strings.ToLower(strings.ReplaceAll(v.Name, "-", "_")), round)
+	if err := DropDatabase(ctx, c, db); err != nil {
+		return nil, err
+	}
+	if err := CopyTemplate(ctx, c, cfg.Template, db); err != nil {
+		return nil, err
+	}
+	cleanup := context.WithoutCancel(ctx)
+	defer func() {
+		if derr := DropDatabase(cleanup, c, db); derr != nil {
+			err = errors.Join(err, derr)
+		}
+	}()
+
+	tempStyle := cfg.TempStyle
+	dsn := c.DSN(db)
+	var done []*applied
+	defer func() {
+		for i := len(done) - 1; i >= 0; i-- {
+			if uerr := done[i].undo(cleanup); uerr != nil {
+				err = errors.Join(err, uerr)
+			}
+		}
+	}()
+	var recs []*Record
+	for _, r := range v.Remedies {
+		var a *applied
+		switch r.Kind {
+		case KindTempStyle:
+			a = &applied{rec: &Record{Remedy: r.String(), Kind: r.Kind, Changed: map[string]any{"temp_style": r.Arg, "baseline_temp_style": cfg.TempStyle}},
+				undo: func(context.Context) error { return nil }}
+			tempStyle = r.Arg
+		case KindSettings:
+			if a, err = applySettings(ctx, c, r); err != nil {
+				return nil, err
+			}
+		case KindTmpfs:
+			if a, err = applyTmpfs(ctx, c, db, cfg.TmpfsSize, out); err != nil {
+				return nil, err
+			}
+		case KindRewriteProxy:
+			var pdsn string
+			if a, pdsn, err = startProxy(ctx, c, db); err != nil {
+				return nil, err
+			}
+			dsn = pdsn
+		default:
+			return nil, fmt.Errorf("unknown remedy %s", r.Kind)
+		}
+		done = append(done, a)
+		recs = append(recs, a.rec)
+	}
+
+	w, err := cfg.NewWorkload(tempStyle)
+	if err != nil {
+		return nil, err
+	}
+	opts := cfg.Load
+	opts.DSN, opts.EnvGiven, opts.Force, opts.Keep, opts.OSUser = dsn, false, true, false, ""
+	opts.Workload = w
+	opts.Out = filepath.Join(cfg.OutDir, fmt.Sprintf("%s-%d.json", v.Name, round))
+	res, runErr := loadtest.Run(ctx, opts, out)
+	if res == nil {
+		return nil, runErr
+	}
+	// Undo now, so the records are complete (proxy counters, settings
+	// after the reset) when they are written.
+	for i := len(done) - 1; i >= 0; i-- {
+		if uerr := done[i].undo(cleanup); uerr != nil {
+			runErr = errors.Join(runErr, uerr)
+		}
+	}
+	done = nil
+	rr = &RunResult{Variant: v.Name, Round: round, Path: res.Path, Doc: res.Doc}
+	for _, r := range recs {
+		rr.Remedies = append(rr.Remedies, *r)
+	}
+	if werr := writeRemedies(res.Doc, res.Path, v, round, db, cfg.Template, tempStyle, rr.Remedies); werr != nil {
+		runErr = errors.Join(runErr, werr)
+	}
+	return rr, runErr
+}
+
+// Experiment is the results section extra.experiment.
+type Experiment struct {
+	Variant   string `json:"variant"`
+	Round     int    `json:"round"`
+	Database  string `json:"database"`
+	Template  string `json:"template_copy"`
+	TempStyle string `json:"temp_style"`
+	Cache     string `json:"cache"`
+}
+
+// writeRemedies adds extra.remedies and extra.experiment to the results
+// document and rewrites the file.
+func writeRemedies(doc *record.Document, path string, v Variant, round int, db, template, tempStyle string, recs []Record) error {
+	if recs == nil {
+		recs = []Record{}
+	}
+	if doc.Extra == nil {
+		doc.Extra = map[string]json.RawMessage{}
+	}
+	b, err := json.Marshal(recs)
+	if err != nil {
+		return fmt.Errorf("remedies: %w", err)
+	}
+	doc.Extra["remedies"] = b
+	b, err = json.Marshal(Experiment{Variant: v.Name, Round: round, Database: db, Template: "CREATE DATABASE " + db + " TEMPLATE " + template,
+		TempStyle: tempStyle, Cache: "warm (server not restarted between runs)"})
+	if err != nil {
+		return fmt.Errorf("remedies: %w", err)
+	}
+	doc.Extra["experiment"] = b
+	return doc.WriteFile(path)
+}
+
+// Remedies reads extra.remedies of a results document (nil when absent).
+func Remedies(doc *record.Document) ([]Record, error) {
+	raw, ok := doc.Extra["remedies"]
+	if !ok {
+		return nil, nil
+	}
+	var recs []Record
+	if err := json.Unmarshal(raw, &recs); err != nil {
+		return nil, fmt.Errorf("results: extra.remedies: %w", err)
+	}
+	return recs, nil
+}

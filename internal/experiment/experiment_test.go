@@ -1,0 +1,340 @@
+package experiment
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/pgtest"
+	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/workload"
+	"github.com/erplab/erplab/internal/workload/erp"
+)
+
+var srv *pgtest.Server
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m, &srv)) }
+
+// template is built once per package run (erp, scale 0.01).
+const testTemplate = "erplab_template_test"
+
+func ensureTemplate(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, srv.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_database WHERE datname = $1`, testTemplate).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n == 1 {
+		return
+	}
+	if err := BuildTemplate(ctx, srv.Cluster(), testTemplate, erp.New(erp.WorkloadOptions{}), 0.01, 7, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newERP(ts string) (workload.Workload, error) {
+	return erp.New(erp.WorkloadOptions{TempStyle: ts}), nil
+}
+
+func loadOpts(t *testing.T, d time.Duration, users int, mix string) loadtest.Options {
+	t.Helper()
+	stages, err := engine.SimpleStages(users, 0, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	think, err := engine.ParseThinkTime("20ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loadtest.Options{Scale: 0.01, Seed: 7, Stages: stages, Think: think, Connections: users,
+		Interval: 500 * time.Millisecond, GracefulStop: 5 * time.Second, Mix: mix, Version: "test"}
+}
+
+// fingerprint is row count and md5 of the movements register and the
+// sales invoice headers of database db.
+func fingerprint(t *testing.T, db string) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, srv.DSN(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var fp []string
+	for _, tbl := range []string{"_accumrg1234", "_document187"} {
+		var n int64
+		var h string
+		if err := conn.QueryRow(ctx, `SELECT count(*), md5(coalesce(string_agg(t::text, ',' ORDER BY t::text), '')) FROM `+tbl+` t`).Scan(&n, &h); err != nil {
+			t.Fatal(err)
+		}
+		fp = append(fp, fmt.Sprintf("%s: %d rows, md5 %s", tbl, n, h))
+	}
+	return strings.Join(fp, ";")
+}
+
+// TestTemplateCopiesIdentical: a copy the load posted documents into
+// differs from the template afterwards, and the next copy is identical to
+// the first one as it started.
+func TestTemplateCopiesIdentical(t *testing.T) {
+	ensureTemplate(t)
+	ctx := context.Background()
+	c := srv.Cluster()
+	tmplFP := fingerprint(t, testTemplate)
+	if err := CopyTemplate(ctx, c, testTemplate, "run_copy_a"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = DropDatabase(context.Background(), c, "run_copy_a") })
+	if got := fingerprint(t, "run_copy_a"); got != tmplFP {
+		t.Fatalf("fresh copy differs from the template: %s vs %s", got, tmplFP)
+	}
+	// Run A posts sales invoices.
+	opts := loadOpts(t, 2*time.Second, 2, "post_sales_invoice=1")
+	opts.DSN, opts.Force, opts.Workload, opts.Out = srv.DSN("run_copy_a"), true, erp.New(erp.WorkloadOptions{}), filepath.Join(t.TempDir(), "a.json")
+	res, err := loadtest.Run(ctx, opts, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Doc.Totals.Count == 0 {
+		t.Fatal("run A posted nothing")
+	}
+	if got := fingerprint(t, "run_copy_a"); got == tmplFP {
+		t.Fatalf("run A's %d postings did not change its copy", res.Doc.Totals.Count)
+	}
+	if got := fingerprint(t, testTemplate); got != tmplFP {
+		t.Fatal("run A changed the template")
+	}
+	if err := CopyTemplate(ctx, c, testTemplate, "run_copy_b"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = DropDatabase(context.Background(), c, "run_copy_b") })
+	if got := fingerprint(t, "run_copy_b"); got != tmplFP {
+		t.Fatalf("copy B after run A differs from the template: %s vs %s", got, tmplFP)
+	}
+}
+
+func TestCopyRefusesUnmarkedDatabase(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = CopyTemplate(context.Background(), srv.Cluster(), cfg.Database, "run_never")
+	if err == nil || !strings.Contains(err.Error(), "not an erplab template") {
+		t.Fatalf("want a refusal of an unmarked template, got %v", err)
+	}
+}
+
+func readSetting(t *testing.T, name string) string {
+	t.Helper()
+	m, err := readSettings(context.Background(), srv.DSN("postgres"), []string{name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m[name]
+}
+
+// TestABRun runs a real experiment with two variants and checks the
+// files, the comparisons, the remedies' records and the settings reset.
+func TestABRun(t *testing.T) {
+	ensureTemplate(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "profile.conf")
+	if err := os.WriteFile(conf, []byte("# test profile\nwork_mem = '48MB'  # sorts\njoin_collapse_limit 5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wmBefore, jclBefore := readSetting(t, "work_mem"), readSetting(t, "join_collapse_limit")
+	if wmBefore == "48MB" || jclBefore == "5" {
+		t.Fatalf("test server already has the profile's values (%s, %s)", wmBefore, jclBefore)
+	}
+	tuned, err := ParseVariant("tuned=settings:" + conf + ",rewrite-proxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := ParseVariant("ls=temp-style:lsfusion")
+	if err != nil {
+		t.Fatal(err)
+	}
+	outDir := filepath.Join(dir, "ab")
+	oc, err := Run(context.Background(), Config{
+		Cluster: srv.Cluster(), Template: testTemplate, NewWorkload: newERP, TempStyle: erp.TempStyle1C,
+		Load: loadOpts(t, 3*time.Second, 3, "document_list=1,or_subquery_report=1,temp_table_storm=1"), Variants: []Variant{tuned, ls}, OutDir: outDir,
+	}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(oc.Runs) != 3 || len(oc.Comparisons) != 2 {
+		t.Fatalf("want 3 runs and 2 comparisons, got %d and %d", len(oc.Runs), len(oc.Comparisons))
+	}
+	for _, name := range []string{"baseline-1", "tuned-1", "ls-1"} {
+		if _, err := os.Stat(filepath.Join(outDir, name+".json")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, cp := range oc.Comparisons {
+		if r := cp.Find("integral", "apdex"); r == nil {
+			t.Fatalf("comparison %s vs %s has no integral APDEX row", cp.Baseline, cp.Variant)
+		}
+		if cp.Baseline != filepath.Join(outDir, "baseline-1.json") {
+			t.Fatalf("baseline of the comparison is %s", cp.Baseline)
+		}
+	}
+	if oc.Comparisons[1].Variant != filepath.Join(outDir, "ls-1.json") {
+		t.Fatalf("second comparison is against %s", oc.Comparisons[1].Variant)
+	}
+
+	// Remedies as read back from the files.
+	doc, err := record.ReadFile(filepath.Join(outDir, "tuned-1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := Remedies(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0].Kind != KindSettings || recs[1].Kind != KindRewriteProxy {
+		t.Fatalf("tuned remedies: %+v", recs)
+	}
+	sets := recs[0].Changed["settings"].([]any)
+	wm := sets[0].(map[string]any)
+	if wm["name"] != "work_mem" || wm["during"] != "48MB" || wm["before"] != wmBefore || wm["after_reset"] != wmBefore {
+		t.Fatalf("work_mem record: %v (before %s)", wm, wmBefore)
+	}
+	if st, _ := recs[1].Changed["statements"].(float64); st == 0 {
+		t.Fatalf("the proxy relayed no statements: %v", recs[1].Changed)
+	}
+	if rw, _ := recs[1].Changed["rewrites"].(float64); rw == 0 {
+		t.Fatalf("the proxy rewrote no OR-over-subquery statement: %v", recs[1].Changed["summary"])
+	}
+	doc, err = record.ReadFile(filepath.Join(outDir, "ls-1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err = Remedies(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Changed["temp_style"] != erp.TempStyleLsFusion {
+		t.Fatalf("ls remedies: %+v", recs)
+	}
+	doc, err = record.ReadFile(filepath.Join(outDir, "baseline-1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recs, err = Remedies(doc); err != nil || recs == nil || len(recs) != 0 {
+		t.Fatalf("baseline remedies: %+v, %v (want an empty list)", recs, err)
+	}
+
+	// The settings are back.
+	if got := readSetting(t, "work_mem"); got != wmBefore {
+		t.Fatalf("work_mem after the experiment is %s, was %s", got, wmBefore)
+	}
+	if got := readSetting(t, "join_collapse_limit"); got != jclBefore {
+		t.Fatalf("join_collapse_limit after the experiment is %s, was %s", got, jclBefore)
+	}
+	// The run databases are gone.
+	conn, err := pgx.Connect(context.Background(), srv.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_database WHERE datname LIKE 'run\_%'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d run databases left", n)
+	}
+}
+
+func TestSettingsRefusesRestartOnlyAndUnknown(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ body, want string }{
+		{"shared_buffers = '256MB'\n", "needs a server restart"},
+		{"no_such_setting = 1\n", "unknown setting"},
+	} {
+		p := filepath.Join(dir, "s.conf")
+		if err := os.WriteFile(p, []byte(tc.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := applySettings(context.Background(), srv.Cluster(), Remedy{Kind: KindSettings, Arg: p})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%q: want error with %q, got %v", tc.body, tc.want, err)
+		}
+	}
+	if got := readSetting(t, "shared_buffers"); got == "256MB" {
+		t.Fatal("shared_buffers changed")
+	}
+}
+
+func TestParse(t *testing.T) {
+	good := []struct {
+		in   string
+		name string
+		n    int
+	}{
+		{"proxy=rewrite-proxy", "proxy", 1},
+		{"ls=temp-style:lsfusion,tmpfs-temp-tablespace", "ls", 2},
+	}
+	for _, g := range good {
+		v, err := ParseVariant(g.in)
+		if err != nil || v.Name != g.name || len(v.Remedies) != g.n {
+			t.Fatalf("%s: %+v %v", g.in, v, err)
+		}
+	}
+	for _, bad := range []string{"x", "=rewrite-proxy", "baseline=rewrite-proxy", "a b=rewrite-proxy", "x=foo",
+		"x=temp-style:oracle", "x=settings:/nonexistent.conf", "x=rewrite-proxy,rewrite-proxy", "x=rewrite-proxy:1"} {
+		if _, err := ParseVariant(bad); err == nil {
+			t.Fatalf("%q accepted", bad)
+		}
+	}
+	sets, err := parseSettings(strings.NewReader("# c\nwork_mem = '64MB' # x\nsearch_path = 'a, ''b'''\nJoin_Collapse_Limit 6\n\n"), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Setting{{"work_mem", "64MB"}, {"search_path", "a, 'b'"}, {"join_collapse_limit", "6"}}
+	if len(sets) != len(want) {
+		t.Fatalf("got %+v", sets)
+	}
+	for i := range want {
+		if sets[i] != want[i] {
+			t.Fatalf("setting %d: got %+v want %+v", i, sets[i], want[i])
+		}
+	}
+	for _, bad := range []string{"", "work_mem\n", "work_mem = 1\nwork_mem = 2\n", "bad-name = 1\n"} {
+		if _, err := parseSettings(strings.NewReader(bad), "f"); err == nil {
+			t.Fatalf("%q accepted", bad)
+		}
+	}
+}
+
+func TestSchedule(t *testing.T) {
+	got := schedule(2, 2, true)
+	want := [][2]int{{0, 1}, {1, 1}, {0, 2}, {1, 2}}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("interleaved: %v", got)
+		}
+	}
+	got = schedule(2, 2, false)
+	want = [][2]int{{0, 1}, {0, 2}, {1, 1}, {1, 2}}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("blocked: %v", got)
+		}
+	}
+}
