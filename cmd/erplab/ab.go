@@ -25,6 +25,7 @@ func newABCmd() *cobra.Command {
 		variants   []string
 		outDir     string
 		interleave bool
+		cold       bool
 		rounds     int
 		tmpfsSize  string
 		alpha      float64
@@ -37,7 +38,8 @@ func newABCmd() *cobra.Command {
 (` + experiment.DefaultTemplate + `) and runs the baseline and every --variant back to back with the same seed,
 load profile and data: each run starts from CREATE DATABASE run_x TEMPLATE ` + experiment.DefaultTemplate + `
 (dropped afterwards), so postings of one run cannot change the next one's data. The server is
-not restarted between runs (warm cache after the first run; use --warmup or --interleave).
+not restarted between runs (warm cache after the first run) unless --cold: then the server is
+restarted before every run and, as root, the OS page cache is dropped.
 --interleave runs A B A B (--rounds times) for noisy machines. At the end it prints
 'erplab compare' of the baseline against each variant, round by round.
 
@@ -125,7 +127,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 			}
 			oc, err := experiment.Run(ctx, experiment.Config{
 				Cluster: c, NewWorkload: newW, TempStyle: f.wl.tempStyle, Load: opts, Variants: vs,
-				Rounds: rounds, Interleave: interleave, OutDir: outDir, TmpfsSize: tmpfsSize,
+				Rounds: rounds, Interleave: interleave, OutDir: outDir, TmpfsSize: tmpfsSize, Cold: cold,
 				Compare: compare.Options{Alpha: alpha, MinEffect: minEffect},
 			}, out)
 			if err != nil {
@@ -148,6 +150,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	fl.StringArrayVar(&variants, "variant", nil, "variant NAME=remedy[,remedy...], repeatable (remedies: temp-style:1c|lsfusion, settings:FILE, rewrite-proxy, tmpfs-temp-tablespace)")
 	fl.StringVar(&outDir, "out-dir", "", "directory of the results files <variant>-<round>.json (default ./erplab-results/ab-<time>)")
 	fl.BoolVar(&interleave, "interleave", false, "run A B A B instead of A A B B (default --rounds 2)")
+	fl.BoolVar(&cold, "cold", false, "restart the server before every run (and drop the OS page cache as root): cold-cache runs")
 	fl.IntVar(&rounds, "rounds", 1, "runs of each configuration")
 	fl.StringVar(&tmpfsSize, "tmpfs-size", "1G", "tmpfs-temp-tablespace: size of the tmpfs (k, m, g or %)")
 	fl.Float64Var(&alpha, "alpha", compare.DefaultAlpha, "compare: family-wise significance level (Holm)")

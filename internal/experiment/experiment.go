@@ -7,11 +7,11 @@
 // template database (DefaultTemplate, marked by the workload's own marker
 // and a COMMENT), and every run starts from CREATE DATABASE run TEMPLATE
 // template (sql-createdatabase.html; a file-level copy), dropped after
-// the run, so postings in run A cannot change run B's data. The server is
-// not restarted between runs: runs after the first find the template's
-// pages in shared buffers and the OS cache (warm runs); the first run of an
-// experiment is the only cold one, so use --warmup (or --interleave) when
-// that matters.
+// the run, so postings in run A cannot change run B's data. By default the
+// server is not restarted between runs: runs after the first find the
+// template's pages in shared buffers and the OS cache (warm runs); with
+// Config.Cold every run starts after a server restart and, as root, with
+// the OS page cache dropped.
 package experiment
 
 import (
@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sys/unix"
 
 	"github.com/erplab/erplab/internal/compare"
 	"github.com/erplab/erplab/internal/conninfo"
@@ -71,6 +72,11 @@ type Config struct {
 	// OutDir receives <name>-<round>.json (+ .jsonl) per run; Run
 	// creates it.
 	OutDir string
+	// Cold restarts the server before every run (empty shared buffers)
+	// and, when running as root, drops the OS page cache (sync, then
+	// /proc/sys/vm/drop_caches = 1; Documentation/admin-guide/sysctl/vm.rst),
+	// so cold and warm cache are a parameter, not an accident.
+	Cold bool
 	// TmpfsSize is the tmpfs size of tmpfs-temp-tablespace (default 1G).
 	TmpfsSize string
 	// Compare tunes the verdicts.
@@ -276,6 +282,18 @@ func runOne(ctx context.Context, cfg Config, v Variant, round int, out io.Writer
 	if err := CopyTemplate(ctx, c, cfg.Template, db); err != nil {
 		return nil, err
 	}
+	cache := "warm (server not restarted between runs)"
+	if cfg.Cold {
+		if err := c.Restart(ctx); err != nil {
+			return nil, err
+		}
+		cache = "cold: server restarted before the run"
+		if err := dropPageCache(); err == nil {
+			cache += ", OS page cache dropped"
+		} else {
+			cache += ", OS page cache kept (" + err.Error() + ")"
+		}
+	}
 	cleanup := context.WithoutCancel(ctx)
 	defer func() {
 		if derr := DropDatabase(cleanup, c, db); derr != nil {
@@ -346,7 +364,7 @@ func runOne(ctx context.Context, cfg Config, v Variant, round int, out io.Writer
 	for _, r := range recs {
 		rr.Remedies = append(rr.Remedies, *r)
 	}
-	if werr := writeRemedies(res.Doc, res.Path, v, round, db, cfg.Template, tempStyle, rr.Remedies); werr != nil {
+	if werr := writeRemedies(res.Doc, res.Path, v, round, db, cfg.Template, tempStyle, cache, rr.Remedies); werr != nil {
 		runErr = errors.Join(runErr, werr)
 	}
 	return rr, runErr
@@ -364,7 +382,7 @@ type Experiment struct {
 
 // writeRemedies adds extra.remedies and extra.experiment to the results
 // document and rewrites the file.
-func writeRemedies(doc *record.Document, path string, v Variant, round int, db, template, tempStyle string, recs []Record) error {
+func writeRemedies(doc *record.Document, path string, v Variant, round int, db, template, tempStyle, cache string, recs []Record) error {
 	if recs == nil {
 		recs = []Record{}
 	}
@@ -377,7 +395,7 @@ func writeRemedies(doc *record.Document, path string, v Variant, round int, db, 
 	}
 	doc.Extra["remedies"] = b
 	b, err = json.Marshal(Experiment{Variant: v.Name, Round: round, Database: db, Template: "CREATE DATABASE " + db + " TEMPLATE " + template,
-		TempStyle: tempStyle, Cache: "warm (server not restarted between runs)"})
+		TempStyle: tempStyle, Cache: cache})
 	if err != nil {
 		return fmt.Errorf("remedies: %w", err)
 	}
@@ -396,4 +414,14 @@ func Remedies(doc *record.Document) ([]Record, error) {
 		return nil, fmt.Errorf("results: extra.remedies: %w", err)
 	}
 	return recs, nil
+}
+
+// dropPageCache writes back dirty pages and drops the clean page cache
+// (echo 1 > /proc/sys/vm/drop_caches after sync; root only).
+func dropPageCache() error {
+	unix.Sync()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0); err != nil {
+		return fmt.Errorf("drop page cache: %w", err)
+	}
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/record"
 	"github.com/erplab/erplab/internal/workload"
@@ -335,6 +336,48 @@ func TestSchedule(t *testing.T) {
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("blocked: %v", got)
+		}
+	}
+}
+
+// Cold runs: every run starts after a server restart (a new postmaster),
+// and the results say so.
+func TestColdRuns(t *testing.T) {
+	ctx := context.Background()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{MaxConnections: 40, SharedBuffers: "64MB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	if err := BuildTemplate(ctx, c, testTemplate, erp.New(erp.WorkloadOptions{}), 0.01, 7, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := ParseVariant("ls=temp-style:lsfusion")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid0 := c.PID()
+	outDir := filepath.Join(t.TempDir(), "cold")
+	oc, err := Run(ctx, Config{
+		Cluster: c, Template: testTemplate, NewWorkload: newERP, TempStyle: erp.TempStyle1C, Cold: true,
+		Load: loadOpts(t, 2*time.Second, 2, "document_list=1"), Variants: []Variant{ls}, OutDir: outDir,
+	}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(oc.Runs) != 2 {
+		t.Fatalf("%d runs", len(oc.Runs))
+	}
+	if c.PID() == pid0 {
+		t.Fatal("the postmaster was not restarted")
+	}
+	for _, name := range []string{"baseline-1", "ls-1"} {
+		doc, err := record.ReadFile(filepath.Join(outDir, name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(doc.Extra["experiment"]), "cold: server restarted") || doc.Totals.Count == 0 {
+			t.Fatalf("%s: experiment %s, %d operations", name, doc.Extra["experiment"], doc.Totals.Count)
 		}
 	}
 }

@@ -266,6 +266,26 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 }
 
+// Restart stops the postmaster (fast shutdown, as Stop does) and starts it
+// again on the same directory and port, so shared buffers start empty: a
+// cold start for the next measurement (server-shutdown.html). Sessions
+// are cut. It returns an error after Stop or Keep.
+func (c *Cluster) Restart(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped || c.kept || c.cmd == nil {
+		return errors.New("pgcluster: restart: the cluster is stopped or handed over")
+	}
+	if err := c.stopServer(); err != nil {
+		return fmt.Errorf("pgcluster: restart: %w", err)
+	}
+	c.cmd, c.exited, c.waitErr = nil, make(chan struct{}), nil
+	if err := c.startServer(ctx); err != nil {
+		return fmt.Errorf("pgcluster: restart: %w", err)
+	}
+	return nil
+}
+
 // hasExited reports whether the postmaster has exited and been reaped.
 func (c *Cluster) hasExited() bool {
 	select {

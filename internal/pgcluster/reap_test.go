@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // A cluster whose owner died is shut down and removed; a live owner's and
@@ -58,5 +60,35 @@ func TestReapOrphans(t *testing.T) {
 	}
 	if _, err := os.Stat(live.Dir()); err != nil {
 		t.Fatal("live cluster's directory removed")
+	}
+}
+
+// Restart starts a new postmaster on the same data: data kept, PID new.
+func TestRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := Start(ctx, Options{MaxConnections: 10, SharedBuffers: "16MB"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	if err := c.CreateDatabase(ctx, "kept"); err != nil {
+		t.Fatal(err)
+	}
+	pid := c.PID()
+	if err := c.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c.PID() == pid || alive(pid) {
+		t.Fatalf("old postmaster %d, new %d", pid, c.PID())
+	}
+	conn, err := pgx.Connect(ctx, c.DSN("kept"))
+	if err != nil {
+		t.Fatalf("after restart: %v", err)
+	}
+	conn.Close(ctx)
+	c.Stop()
+	if err := c.Restart(ctx); err == nil {
+		t.Fatal("restart after Stop succeeded")
 	}
 }
