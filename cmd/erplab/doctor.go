@@ -120,6 +120,9 @@ func runDoctor(cmd *cobra.Command, f doctorFlags) error {
 	if given && f.osUser != "" {
 		return withCode(exitUsage, errors.New("--os-user applies to the embedded server only; drop it or drop --dsn"))
 	}
+	if err := doctor.ValidateSelection(f.only, f.skip); err != nil {
+		return withCode(exitUsage, err)
+	}
 	if !given {
 		c, err := loadtest.StartEmbedded(ctx, cmd.ErrOrStderr(), f.osUser, 0, false)
 		if err != nil {
@@ -198,8 +201,11 @@ ALTER DATABASE: this database only, new sessions only.
   sudo erplab doctor fix tmpfs-temp-tablespace --size 2G --dsn 'host=/var/run/postgresql dbname=erp user=postgres' --apply
   sudo erplab doctor fix tmpfs-temp-tablespace --dsn 'host=/var/run/postgresql dbname=erp user=postgres' --undo`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 || args[0] != tmpfsfix.Name {
+			if len(args) != 1 {
 				return withCode(exitUsage, fmt.Errorf("doctor fix needs the fix's name: %s", tmpfsfix.Name))
+			}
+			if args[0] != tmpfsfix.Name {
+				return withCode(exitUsage, fmt.Errorf("unknown fix %q (known: %s)", args[0], tmpfsfix.Name))
 			}
 			return nil
 		},

@@ -115,6 +115,7 @@ func TestDoctorUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"doctor", "--format", "yaml", "--dsn", "dbname=x"},
 		{"doctor", "--only", "no-such-check", "--dsn", "dbname=x"},
+		{"doctor", "--only", "jit", "--skip", "jit"},
 		{"doctor", "--host", "--no-host", "--dsn", "dbname=x"},
 		{"doctor", "--sample", "-1s", "--dsn", "dbname=x"},
 		{"doctor", "fix", "no-such-fix"},

@@ -292,6 +292,13 @@ func IDs() []string {
 	return out
 }
 
+// ValidateSelection checks --only/--skip before anything runs: unknown
+// ids, or a selection that leaves no check, are an error.
+func ValidateSelection(only, skip []string) error {
+	_, err := selectChecks(only, skip)
+	return err
+}
+
 // selectChecks applies only/skip; unknown ids are an error naming them.
 func selectChecks(only, skip []string) ([]Check, error) {
 	known := IDs()
