@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -49,15 +50,25 @@ madvise(MADV_HUGEPAGE) and with madvise(MADV_NOHUGEPAGE), without touching globa
 			}
 			ctx := cmd.Context()
 			errw := cmd.ErrOrStderr()
+			// On a terminal the live line rewrites itself; elsewhere
+			// (a log file, a pipe) each update is a plain line.
+			tty := false
+			if f, ok := errw.(*os.File); ok {
+				tty = isTerminal(f)
+			}
 			tick := func(l string) {
-				if !quiet {
+				switch {
+				case quiet:
+				case tty:
 					fmt.Fprintf(errw, "\r\033[K%s", l)
+				default:
+					fmt.Fprintln(errw, l)
 				}
 			}
 			out := cmd.OutOrStdout()
 			if thpCompare {
 				c, err := stress.CompareTHP(ctx, spec, timeout, tick)
-				stressEndLive(errw, quiet)
+				stressEndLive(errw, quiet || !tty)
 				if err != nil {
 					if errors.Is(err, ctx.Err()) {
 						return withCode(exitInterrupted, err)
@@ -70,7 +81,7 @@ madvise(MADV_HUGEPAGE) and with madvise(MADV_NOHUGEPAGE), without touching globa
 				return stress.WriteComparison(out, c)
 			}
 			rep, err := stress.RunFor(ctx, spec, timeout, tick)
-			stressEndLive(errw, quiet)
+			stressEndLive(errw, quiet || !tty)
 			if err != nil {
 				return err
 			}
