@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -291,4 +292,28 @@ func IsLocal(a net.Addr) bool {
 		return a.IP.IsLoopback()
 	}
 	return false
+}
+
+// Connect opens one connection to dsn within 15 s, naming the session
+// appName in pg_stat_activity unless the DSN sets application_name, with
+// params as extra run-time parameters (e.g. default_transaction_read_only).
+// Errors are one line without passwords (see Describe).
+func Connect(ctx context.Context, dsn, appName string, params map[string]string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, errors.New(Describe(err))
+	}
+	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
+		cfg.RuntimeParams["application_name"] = appName
+	}
+	for k, v := range params {
+		cfg.RuntimeParams[k] = v
+	}
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(cctx, cfg)
+	if err != nil {
+		return nil, errors.New(Describe(err))
+	}
+	return conn, nil
 }

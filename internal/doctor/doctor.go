@@ -421,20 +421,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 // (default_transaction_read_only), with a statement timeout and its
 // application_name.
 func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		return nil, errors.New(conninfo.Describe(err))
-	}
-	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
-		cfg.RuntimeParams["application_name"] = ApplicationName
-	}
-	cfg.RuntimeParams["default_transaction_read_only"] = "on"
-	cfg.RuntimeParams["statement_timeout"] = fmt.Sprint(queryTimeout.Milliseconds())
-	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	conn, err := pgx.ConnectConfig(cctx, cfg)
-	if err != nil {
-		return nil, errors.New(conninfo.Describe(err))
-	}
-	return conn, nil
+	return conninfo.Connect(ctx, dsn, ApplicationName, map[string]string{
+		"default_transaction_read_only": "on",
+		"statement_timeout":             fmt.Sprint(queryTimeout.Milliseconds()),
+	})
 }

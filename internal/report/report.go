@@ -262,16 +262,7 @@ func observe(r Run) obsRow {
 		}
 	}
 	if active > 0 {
-		keys := make([]string, 0, len(waits))
-		for k := range waits {
-			keys = append(keys, k)
-		}
-		sort.Slice(keys, func(i, j int) bool {
-			if waits[keys[i]] != waits[keys[j]] {
-				return waits[keys[i]] > waits[keys[j]]
-			}
-			return keys[i] < keys[j]
-		})
+		keys := sampler.WaitKeys(waits)
 		var parts []string
 		for _, k := range keys[:min(4, len(keys))] {
 			parts = append(parts, fmt.Sprintf("%s %.0f %%", k, 100*float64(waits[k])/float64(active)))

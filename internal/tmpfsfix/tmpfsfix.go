@@ -188,20 +188,7 @@ type Target struct {
 // application_name "erplab doctor fix". Errors are one line without
 // passwords.
 func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		return nil, errors.New(conninfo.Describe(err))
-	}
-	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
-		cfg.RuntimeParams["application_name"] = "erplab doctor fix"
-	}
-	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	conn, err := pgx.ConnectConfig(cctx, cfg)
-	if err != nil {
-		return nil, errors.New(conninfo.Describe(err))
-	}
-	return conn, nil
+	return conninfo.Connect(ctx, dsn, "erplab doctor fix", nil)
 }
 
 // Inspect reads the target of the fix from the server conn is connected
