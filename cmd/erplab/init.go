@@ -23,6 +23,7 @@ type initFlags struct {
 	parallel              int
 	separator, force      bool
 	drop, keep, vsPgbench bool
+	pgbench               pgbenchInitFlags // --workload pgbench only (init_pgbench.go)
 }
 
 func newInitCmd() *cobra.Command {
@@ -36,14 +37,27 @@ indexes and ANALYZE. The database must be empty or hold only erplab's tables unl
 --drop removes only what erplab created (recorded in the table _erplab_meta).
 
 Without --dsn the data goes into a throwaway server: use --keep to leave it running, or
---vs-pgbench to compare the load rate with 'pgbench -i' on the same server in one go.`,
+--vs-pgbench to compare the load rate with 'pgbench -i' on the same server in one go.
+
+--workload pgbench builds pgbench's four tables as 'pgbench -i' of PostgreSQL 15 does, with
+its options (-s, --partitions, --partition-method, --fillfactor, --unlogged-tables,
+--foreign-keys, --init-steps), COPY running on parallel connections. Like pgbench -i it drops
+and recreates its own tables; other tables stop it unless --force. --vs-pgbench then times
+'pgbench -i' with the same options on the same server.`,
 		Example: `  erplab init --dsn 'host=/var/run/postgresql dbname=erp' --scale 1
   erplab init --dsn 'dbname=erp' --drop
-  erplab init --scale 0.2 --vs-pgbench`,
+  erplab init --scale 0.2 --vs-pgbench
+  erplab init --workload pgbench -s 10 --partitions 4 --partition-method hash --vs-pgbench`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.workload == "pgbench" {
+				return runPgbenchInitCmd(cmd, f)
+			}
+			if err := rejectPgbenchFlags(cmd); err != nil {
+				return withCode(exitUsage, err)
+			}
 			if f.workload != "erp" {
-				return withCode(exitUsage, fmt.Errorf("init: workload %q has no separate init (only erp; smoke sets itself up in 'erplab run')", f.workload))
+				return withCode(exitUsage, fmt.Errorf("init: workload %q has no separate init (only erp and pgbench; smoke sets itself up in 'erplab run')", f.workload))
 			}
 			if f.scale <= 0 || f.scale > erp.MaxScale {
 				return withCode(exitUsage, fmt.Errorf("--scale must be in (0, %d], got %g", erp.MaxScale, f.scale))
@@ -72,7 +86,7 @@ Without --dsn the data goes into a throwaway server: use --keep to leave it runn
 	fl := cmd.Flags()
 	fl.StringVar(&f.dsn, "dsn", "", "target database (libpq key=value or URL); default: PG* environment, else a throwaway server")
 	fl.StringVar(&f.workload, "workload", "erp", "workload whose data to create")
-	fl.Float64Var(&f.scale, "scale", 0.1, "scale factor (0.1 = about 130 MB, 1 = about 1.4 GB)")
+	fl.Float64VarP(&f.scale, "scale", "s", 0.1, "scale factor (erp: 0.1 = about 130 MB, 1 = about 1.4 GB; pgbench: a whole number, default 1, 15 MB each)")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the data generator (same seed and scale, same data)")
 	fl.IntVar(&f.parallel, "parallel", 0, "COPY streams and concurrent index builds (0 = number of CPUs)")
 	fl.BoolVar(&f.separator, "separator", false, "add the data-separator column as the first column of every index")
@@ -81,6 +95,7 @@ Without --dsn the data goes into a throwaway server: use --keep to leave it runn
 	fl.BoolVar(&f.keep, "keep", false, "throwaway server: leave it running with the data and print how to connect")
 	fl.BoolVar(&f.vsPgbench, "vs-pgbench", false, "also run 'pgbench -i' of about the same size on the same server and compare the rates")
 	fl.StringVar(&f.osUser, "os-user", "", "throwaway server: OS user to run PostgreSQL as when erplab runs as root (default postgres)")
+	addPgbenchInitFlags(fl, &f.pgbench)
 	return cmd
 }
 

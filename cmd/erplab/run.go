@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"runtime"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -75,6 +77,7 @@ type runFlags struct {
 	listOps                                bool
 	stress                                 string
 	wl                                     workloadFlags
+	scripts                                scriptFlags
 }
 
 func newRunCmd() *cobra.Command {
@@ -106,9 +109,19 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
 				listOperations(cmd.OutOrStdout(), w)
 				return nil
 			}
+			scripts := f.scriptMode()
 			opts, err := f.options(cmd)
 			if err != nil {
+				if scripts {
+					// pgbench exits 1 for script and option errors.
+					return withCode(exitError, err)
+				}
 				return withCode(exitUsage, err)
+			}
+			if scripts && cmd.Flags().Changed("jobs") {
+				// pgbench -j N runs the clients on N threads: so do we.
+				prev := runtime.GOMAXPROCS(f.scripts.jobs)
+				defer runtime.GOMAXPROCS(prev)
 			}
 			res, err := loadtest.Run(cmd.Context(), opts, cmd.OutOrStdout())
 			if errors.Is(err, loadtest.ErrInterrupted) {
@@ -116,12 +129,20 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
 			}
 			if err != nil {
 				if res != nil && errors.Is(err, engine.ErrAborted) {
-					return fmt.Errorf("%w; results so far: %s", err, res.Path)
+					err = fmt.Errorf("%w; results so far: %s", err, res.Path)
+					if scripts {
+						return withCode(exitScriptRun, err)
+					}
 				}
 				return err
 			}
 			if res.Doc.Status == "interrupted" {
 				return withCode(exitInterrupted, fmt.Errorf("interrupted; results so far: %s", res.Path))
+			}
+			if scripts {
+				if err := scriptFailures(res); err != nil {
+					return withCode(exitScriptRun, err)
+				}
 			}
 			if cmd.Flags().Changed("apdex-min") {
 				return checkApdexMin(res.Doc.Integral, f.apdexMin)
@@ -132,7 +153,7 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
 	fl := cmd.Flags()
 	fl.StringVar(&f.dsn, "dsn", "", "server to test (libpq key=value or URL); default: PG* environment, else a throwaway embedded server")
 	fl.StringVar(&f.workload, "workload", "smoke", "workload to run")
-	fl.Float64Var(&f.scale, "scale", 0, "data scale factor of the workload (0 = the workload's default: smoke 1, erp 0.1 = about 130 MB; erp 1 = about 1.4 GB)")
+	fl.Float64VarP(&f.scale, "scale", "s", 0, "data scale factor of the workload (0 = the workload's default: smoke 1, erp 0.1 = about 130 MB; erp 1 = about 1.4 GB; pgbench 1 = 100,000 accounts)")
 	fl.StringVar(&f.wl.tempStyle, "temp-style", erp.TempStyle1C, "erp: how temp tables are used: 1c (create, index, analyze, drop) or lsfusion (cached t_N, TRUNCATE)")
 	fl.BoolVar(&f.wl.separator, "separator", false, "erp: build the data with the data-separator column first in every index")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of data generation and of the VUs' random choices")
@@ -149,7 +170,8 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
 	fl.Int64Var(&f.maxErrors, "max-errors", 0, "stop the run after this many failed operations (0 = never)")
 	fl.Float64Var(&f.apdexMin, "apdex-min", 0, "exit with code 99 when the integral APDEX is below this")
 	fl.StringVar(&f.out, "out", "", "results file (default ./erplab-results/<time>-<workload>.json)")
-	fl.DurationVar(&f.progress, "progress", 5*time.Second, "progress line period (0 = none)")
+	f.progress = 5 * time.Second
+	fl.VarP(progressValue{&f.progress}, "progress", "P", "progress line period, a duration or whole seconds as pgbench -P (0 = none)")
 	fl.DurationVar(&f.interval, "interval", time.Second, "time-series resolution of the results")
 	fl.DurationVar(&f.gracefulStop, "graceful-stop", 10*time.Second, "at the end, how long VUs may finish their current operation")
 	fl.BoolVar(&f.observe, "observe", true, "sample sessions, wait events, pg_stat_database, catalogs and host CPU during the run and record them (--observe=false to skip)")
@@ -158,6 +180,7 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (server, host, per-operation latency and APDEX) at host:port during the run")
 	fl.StringVar(&f.osUser, "os-user", "", "embedded server: OS user to run PostgreSQL as when erplab runs as root (default postgres)")
 	fl.BoolVar(&f.keep, "keep", false, "embedded server: leave it running at the end and print how to connect and stop it")
+	addScriptFlags(fl, &f.scripts)
 	return cmd
 }
 
@@ -177,9 +200,45 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 	if f.wl.tempStyle != erp.TempStyle1C && f.wl.tempStyle != erp.TempStyleLsFusion {
 		return loadtest.Options{}, fmt.Errorf("--temp-style must be %s or %s, got %q", erp.TempStyle1C, erp.TempStyleLsFusion, f.wl.tempStyle)
 	}
-	w, err := workloadByName(f.workload, f.wl)
+	var (
+		w       workload.Workload
+		stages  []engine.Stage
+		txPerVU int
+		err     error
+	)
+	rate, err := f.scriptRate(cmd)
 	if err != nil {
 		return loadtest.Options{}, err
+	}
+	if d := engine.TotalRateDuration(rate); d > 0 && !cmd.Flags().Changed("duration") {
+		// A rate profile with no explicit length runs to its end.
+		f.duration = d - f.ramp
+	}
+	scripts := f.scriptMode()
+	if scripts {
+		if cmd.Flags().Changed("workload") && f.workload != "pgbench" {
+			return loadtest.Options{}, fmt.Errorf("--workload %s does not run pgbench scripts; drop -f/-b/-S/-N or use --workload pgbench", f.workload)
+		}
+		f.workload = "pgbench"
+		if stages, txPerVU, err = f.scriptProfile(cmd); err != nil {
+			return loadtest.Options{}, err
+		}
+		if w, err = f.scriptWorkload(cmd, stages, txPerVU); err != nil {
+			return loadtest.Options{}, err
+		}
+		if !cmd.Flags().Changed("think") {
+			f.think = "0"
+		}
+		if !cmd.Flags().Changed("connections") {
+			f.connections = 0
+		}
+	} else {
+		if err := f.checkNotScripts(cmd); err != nil {
+			return loadtest.Options{}, err
+		}
+		if w, err = workloadByName(f.workload, f.wl); err != nil {
+			return loadtest.Options{}, err
+		}
 	}
 	if !cmd.Flags().Changed("scale") {
 		f.scale = defaultScale(f.workload)
@@ -195,8 +254,9 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 	if f.apdexMin < 0 || f.apdexMin > 1 {
 		return loadtest.Options{}, fmt.Errorf("--apdex-min must be between 0 and 1, got %g", f.apdexMin)
 	}
-	var stages []engine.Stage
-	if len(f.stages) > 0 {
+	if scripts {
+		// the profile came from pgbench's options
+	} else if len(f.stages) > 0 {
 		for _, name := range []string{"users", "ramp", "duration"} {
 			if cmd.Flags().Changed(name) {
 				return loadtest.Options{}, fmt.Errorf("--stage replaces --users, --ramp and --duration; drop --%s", name)
@@ -260,7 +320,14 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 	if (dsn != "" || envGiven) && (f.keep || f.osUser != "") {
 		return loadtest.Options{}, errors.New("--keep and --os-user apply to the embedded server only; drop them or drop --dsn")
 	}
+	if d := engine.TotalRateDuration(rate); d > engine.TotalDuration(stages) {
+		return loadtest.Options{}, fmt.Errorf("the rate profile lasts %s but the run only %s: make the run at least as long (--duration, -T) or shorten --rate-stage", d, engine.TotalDuration(stages))
+	}
+	if f.scripts.latencyLimitMs < 0 || math.IsNaN(f.scripts.latencyLimitMs) {
+		return loadtest.Options{}, fmt.Errorf("invalid latency limit: %g", f.scripts.latencyLimitMs)
+	}
 	return loadtest.Options{
+		Rate: rate, LatencyLimit: time.Duration(f.scripts.latencyLimitMs * float64(time.Millisecond)), TxPerVU: txPerVU,
 		DSN: dsn, EnvGiven: envGiven, Force: f.force, OSUser: f.osUser, Keep: f.keep,
 		Workload: w, Mix: f.mix, Scale: f.scale, Seed: f.seed,
 		Stages: stages, Warmup: f.warmup, Think: think, Connections: conns,

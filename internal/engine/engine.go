@@ -1,9 +1,17 @@
-// Package engine drives a load test in the closed model: virtual users
-// (VUs) follow a staged profile, each repeatedly picks a key operation from
-// its role's mix, borrows a database connection from a pool for the length
-// of that one operation (like a call into a 1C application server), runs
-// it, returns the connection and thinks. Time waiting for a connection and
-// time in the database are measured apart and handed to a record.Recorder.
+// Package engine drives a load test. In the closed model (the default)
+// virtual users (VUs) follow a staged profile, each repeatedly picks a key
+// operation from its role's mix, borrows a database connection from a pool
+// for the length of that one operation (like a call into a 1C application
+// server), runs it, returns the connection and thinks. Time waiting for a
+// connection and time in the database are measured apart and handed to a
+// record.Recorder.
+//
+// In the open model (Config.Rate, like pgbench --rate and k6's
+// ramping-arrival-rate) operations arrive at a rate, as a Poisson process,
+// whatever the server does; the VUs are the workers (pgbench -c clients)
+// that take the arrivals in order, and latency is measured from each
+// arrival's scheduled start, so a stalled server shows in the percentiles
+// instead of silently slowing the load down (coordinated omission).
 package engine
 
 import (
@@ -43,12 +51,15 @@ type Config struct {
 	// Roles of the virtual users (the workload's unless --mix overrode
 	// them).
 	Roles []workload.Role
-	// Stages is the VU profile; its total length is the run length.
+	// Stages is the VU profile; its total length is the run length (with
+	// TxPerVU, an upper bound of it). In the open model (Rate) the VUs are
+	// the workers that run the arrivals.
 	Stages []Stage
-	// Warmup: operations started in the first Warmup of the run are
-	// recorded apart and not scored.
+	// Warmup: operations started (open model: scheduled) in the first
+	// Warmup of the run are recorded apart and not scored.
 	Warmup time.Duration
-	// Think is the think time between operations of one VU.
+	// Think is the think time between operations of one VU (closed model
+	// only; the open model's pace is its arrival rate).
 	Think ThinkTime
 	// Connections is the pool size M; 0 gives every VU its own connection
 	// for its whole life (no pool wait).
@@ -56,7 +67,8 @@ type Config struct {
 	// MaxErrors stops the run once this many operations have failed
 	// (0 = never).
 	MaxErrors int64
-	// Seed makes the VUs' random choices repeatable.
+	// Seed makes the VUs' random choices, and the open model's arrival
+	// times, repeatable.
 	Seed uint64
 	// GracefulStop is how long VUs may finish their current operation at
 	// the end of the run before it is cancelled (cancelled operations are
@@ -71,6 +83,50 @@ type Config struct {
 	// Tick is how often the controller adjusts VUs and closes intervals
 	// (default 100 ms).
 	Tick time.Duration
+
+	// Rate switches to the open model: the arrival-rate profile (see
+	// RateStage; ConstantRate for pgbench's -R). Arrivals are a Poisson
+	// process at the current rate (seeded from Seed), scheduled from the
+	// start of the run up to its end (the end of Stages; the last rate
+	// stage's rate holds until then, a longer profile is cut there). The
+	// VUs of Stages are the workers: each free VU picks its key operation
+	// from its role's mix, takes the next arrival of one shared schedule,
+	// waits for its scheduled time when that lies ahead, and runs it; there
+	// is no think time (after a failed connect a VU still pauses 1 s, while
+	// the arrivals wait). Response time runs from the scheduled start, and
+	// the schedule lag (actual start - scheduled) is recorded apart. Due
+	// arrivals that no VU has started yet are the backlog (a gauge in
+	// every interval); those never started by the end of the run are
+	// reported in Outcome.BacklogLeft. Nil keeps the closed model.
+	Rate []RateStage
+	// LatencyLimit (pgbench --latency-limit), 0 = none: successful
+	// executions whose response time exceeds it are counted as late; in
+	// the open model an arrival whose lag already exceeds it when a VU
+	// takes it is skipped, not run, and counted as skipped for the
+	// operation the VU picked for it.
+	LatencyLimit time.Duration
+	// TxPerVU (pgbench -t), 0 = no limit: each VU stops after that many
+	// operations (errors and skipped arrivals count; operations cut short
+	// at the end do not), and the run completes as soon as every VU the
+	// profile starts (MaxTarget of Stages) has stopped. Stages still give
+	// the VU count and bound the run's time; VUs stopped by that bound or
+	// by a ramp-down before their count are in Outcome.Unfinished. A VU
+	// that has finished is not replaced.
+	TxPerVU int
+	// OnSample, when set, receives every recorded execution (not the
+	// skipped arrivals), from the VU's goroutine right after recording,
+	// e.g. for a per-transaction log like pgbench --log. It must be safe
+	// for concurrent use and cheap.
+	OnSample func(record.Sample)
+}
+
+// RetryCounter is implemented by workloads whose Execute retries an
+// operation itself (like pgbench --max-tries after a serialization failure
+// or a deadlock): after each Execute the engine asks how many retries that
+// execution took on vu and records them (record.Sample.Retries, summed per
+// key operation in record.OpResult.Retries).
+type RetryCounter interface {
+	LastRetries(vu *workload.VU) int
 }
 
 // Outcome says how the run ended.
@@ -84,17 +140,33 @@ type Outcome struct {
 	Cancelled int64
 	// MaxVUs is the largest number of VUs that ran at once.
 	MaxVUs int
+	// Arrivals (open model) counts the arrivals scheduled from the start
+	// to the end of the run (or to the moment the VUs stopped, when that
+	// came earlier): each was executed (warm-up included), skipped, cut
+	// short (Cancelled) or left in the backlog (BacklogLeft).
+	Arrivals int64
+	// BacklogLeft (open model) counts the arrivals that were due by the
+	// end of the run and never started; also given to the recorder
+	// (record.Totals.BacklogLeft).
+	BacklogLeft int64
+	// Unfinished (TxPerVU) counts the VUs that stopped before running
+	// their TxPerVU operations.
+	Unfinished int
 }
 
 // ErrAborted is wrapped by Run's error when the run stopped early on its
 // own (max errors reached, server gone).
 var ErrAborted = errors.New("run aborted")
 
-// Run executes the load profile against pool until the stages end or ctx
-// is cancelled (an interrupt: Outcome.Status "interrupted", nil error).
-// The pool must allow at least cfg.Connections connections, or the
-// maximum VU count when cfg.Connections is 0. rec must have been created
-// with the workload's operations, in order.
+// Run executes the load profile against pool until the stages end (or,
+// with cfg.TxPerVU, every VU is done) or ctx is cancelled (an interrupt:
+// Outcome.Status "interrupted", nil error). The pool must allow at least
+// cfg.Connections connections, or the maximum VU count when
+// cfg.Connections is 0. rec must have been created with the workload's
+// operations, in order; Run sets its latency limit from cfg.LatencyLimit
+// and, in the open model, its backlog gauges and backlog left. Errors: a
+// bad role mix, a negative LatencyLimit or TxPerVU, a bad rate profile or
+// a rate without VUs (before anything runs), or ErrAborted wrapped.
 func Run(ctx context.Context, pool *pgxpool.Pool, cfg Config, rec *record.Recorder) (Outcome, error) {
 	if cfg.Tick <= 0 {
 		cfg.Tick = 100 * time.Millisecond
@@ -105,11 +177,30 @@ func Run(ctx context.Context, pool *pgxpool.Pool, cfg Config, rec *record.Record
 	if cfg.GracefulStop <= 0 {
 		cfg.GracefulStop = 10 * time.Second
 	}
+	if cfg.LatencyLimit < 0 {
+		return Outcome{}, fmt.Errorf("latency limit must not be negative, got %s", cfg.LatencyLimit)
+	}
+	if cfg.TxPerVU < 0 {
+		return Outcome{}, fmt.Errorf("transactions per VU must not be negative, got %d", cfg.TxPerVU)
+	}
 	mixes, err := buildMixes(cfg.Workload.Operations(), cfg.Roles)
 	if err != nil {
 		return Outcome{}, err
 	}
-	e := &run{cfg: cfg, pool: pool, rec: rec, mixes: mixes}
+	e := &run{cfg: cfg, pool: pool, rec: rec, mixes: mixes, wake: make(chan struct{}, 1)}
+	if cfg.Rate != nil {
+		if err := ValidateRate(cfg.Rate); err != nil {
+			return Outcome{}, err
+		}
+		if MaxTarget(cfg.Stages) < 1 {
+			return Outcome{}, errors.New("the open model (a rate) needs at least one VU to run the arrivals")
+		}
+		e.sched = newSchedule(cfg.Rate, rec.Start(), TotalDuration(cfg.Stages), cfg.Seed)
+	}
+	e.retries, _ = cfg.Workload.(RetryCounter)
+	if cfg.LatencyLimit > 0 {
+		rec.SetLatencyLimit(cfg.LatencyLimit)
+	}
 	e.lastOK.Store(rec.Start().UnixNano())
 	return e.loop(ctx)
 }
@@ -171,18 +262,23 @@ type vuHandle struct {
 }
 
 type run struct {
-	cfg   Config
-	pool  *pgxpool.Pool
-	rec   *record.Recorder
-	mixes []*mix
+	cfg     Config
+	pool    *pgxpool.Pool
+	rec     *record.Recorder
+	mixes   []*mix
+	sched   *schedule    // open model; nil in the closed model
+	retries RetryCounter // nil unless the workload reports retries
 
 	waiters   atomic.Int64
 	active    atomic.Int64
 	inflight  atomic.Int64 // VUs inside an operation (waiting or executing)
 	errors    atomic.Int64
 	cancelled atomic.Int64
-	lastOK    atomic.Int64 // unix ns of the last successful operation
-	lastErr   atomic.Value // string: last connection error text
+	lastOK    atomic.Int64  // unix ns of the last successful operation
+	lastErr   atomic.Value  // string: last connection error text
+	exited    atomic.Int64  // VU goroutines that have returned
+	unfinish  atomic.Int64  // VUs that stopped short of TxPerVU
+	wake      chan struct{} // a VU exited (TxPerVU): the controller looks
 
 	assigned []float64 // VUs assigned per role (smooth weighted round robin)
 }
@@ -226,8 +322,18 @@ func (e *run) loop(ctx context.Context) (Outcome, error) {
 	}
 	ticker := time.NewTicker(e.cfg.Tick)
 	defer ticker.Stop()
+	maxVUs := MaxTarget(e.cfg.Stages)
+	// stopAt is when the VUs were told to stop: no arrival after it is
+	// due.
+	stopAt := start.Add(TotalDuration(e.cfg.Stages))
+	backlog := func(now time.Time) {
+		if e.sched != nil {
+			e.rec.SetBacklog(e.sched.gauge(now))
+		}
+	}
 	flush := func(now time.Time) {
 		e.rec.SetGauges(int(e.active.Load()), int(e.waiters.Load()), int(e.inflight.Load()))
+		backlog(now)
 		for _, iv := range e.rec.Tick(now) {
 			if e.cfg.OnInterval != nil {
 				e.cfg.OnInterval(iv)
@@ -255,7 +361,20 @@ control:
 			go func() {
 				defer wg.Done()
 				defer close(h.done)
-				e.vuLoop(runCtx, vu, m, h.stop)
+				var n int
+				if e.sched != nil {
+					n = e.openLoop(runCtx, vu, m, h.stop)
+				} else {
+					n = e.vuLoop(runCtx, vu, m, h.stop)
+				}
+				if e.cfg.TxPerVU > 0 && n < e.cfg.TxPerVU {
+					e.unfinish.Add(1)
+				}
+				e.exited.Add(1)
+				select {
+				case e.wake <- struct{}{}:
+				default:
+				}
 			}()
 		}
 		for len(vus) > target {
@@ -265,6 +384,11 @@ control:
 			out.MaxVUs = len(vus)
 		}
 		flush(now)
+		if started := nextID - 1; e.cfg.TxPerVU > 0 && started >= maxVUs && e.exited.Load() == int64(started) {
+			// Every VU has run its transactions (pgbench -t).
+			stopAt = now
+			break
+		}
 		if e.cfg.MaxErrors > 0 && e.errors.Load() >= e.cfg.MaxErrors {
 			abort = fmt.Errorf("%w: %d operations failed (--max-errors %d)", ErrAborted, e.errors.Load(), e.cfg.MaxErrors)
 			break
@@ -281,6 +405,7 @@ control:
 			cancelOps()
 			break control
 		case <-ticker.C:
+		case <-e.wake:
 		}
 	}
 	// Stop all VUs; let in-flight operations finish within the grace
@@ -288,6 +413,9 @@ control:
 	for len(vus) > 0 {
 		stopLast()
 	}
+	// A VU that checked its stop channel before this point started its
+	// arrival before it.
+	stopAt = minTime(stopAt, time.Now())
 	finished := make(chan struct{})
 	go func() { wg.Wait(); close(finished) }()
 	grace := time.NewTimer(e.cfg.GracefulStop)
@@ -309,11 +437,18 @@ wait:
 			cancelOps()
 			<-finished
 			break wait
-		case <-ticker.C:
+		case now := <-ticker.C:
 			e.rec.SetGauges(int(e.active.Load()), int(e.waiters.Load()), int(e.inflight.Load()))
+			backlog(minTime(now, stopAt))
 		}
 	}
 	end := time.Now()
+	if e.sched != nil {
+		out.Arrivals, out.BacklogLeft = e.sched.final(stopAt)
+		e.rec.SetBacklog(out.BacklogLeft, out.BacklogLeft)
+		e.rec.SetBacklogLeft(out.BacklogLeft)
+	}
+	out.Unfinished = int(e.unfinish.Load())
 	// Close the last, possibly partial, interval so nothing recorded is
 	// left out of the series.
 	e.rec.SetGauges(0, 0, 0)
@@ -331,6 +466,13 @@ wait:
 	return out, nil
 }
 
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
 func abortReason(err error) string {
 	s := err.Error()
 	prefix := ErrAborted.Error() + ": "
@@ -340,7 +482,9 @@ func abortReason(err error) string {
 	return s
 }
 
-func (e *run) vuLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan struct{}) {
+// vuLoop is a VU of the closed model; it returns the number of operations
+// it ran.
+func (e *run) vuLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan struct{}) (done int) {
 	e.active.Add(1)
 	defer e.active.Add(-1)
 	// A random first pause spreads VUs that start together, so they do
@@ -357,17 +501,17 @@ func (e *run) vuLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan s
 			own.Release()
 		}
 	}()
-	for {
-		select {
-		case <-stop:
+	for e.cfg.TxPerVU == 0 || done < e.cfg.TxPerVU {
+		if stopped(ctx, stop) {
 			return
-		case <-ctx.Done():
-			return
-		default:
 		}
 		var pause time.Duration
 		var ok bool
-		if own, pause, ok = e.operation(ctx, vu, m.pick(vu.Rand), own); !ok {
+		if own, pause, ok = e.operation(ctx, vu, m.pick(vu.Rand), own, time.Time{}); !ok {
+			return
+		}
+		done++
+		if e.cfg.TxPerVU > 0 && done >= e.cfg.TxPerVU {
 			return
 		}
 		if pause == 0 {
@@ -377,33 +521,105 @@ func (e *run) vuLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan s
 			return
 		}
 	}
+	return done
 }
 
-// operation runs one key operation for vu and records it. It returns the
-// VU's own connection (Connections == 0; nil when it was lost), a pause
-// to take instead of the think time (after a failed connect, so that VUs
-// do not spin on a dead server), and false when the run is ending.
-func (e *run) operation(ctx context.Context, vu *workload.VU, op int, own *pgxpool.Conn) (*pgxpool.Conn, time.Duration, bool) {
+// openLoop is a worker of the open model: it picks an operation, takes
+// the next arrival, waits for its scheduled time if that lies ahead, and
+// runs it (or skips it under the latency limit). It returns the number of
+// operations run or skipped.
+func (e *run) openLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan struct{}) (done int) {
+	e.active.Add(1)
+	defer e.active.Add(-1)
+	var own *pgxpool.Conn
+	defer func() {
+		if own != nil {
+			own.Release()
+		}
+	}()
+	limit := e.cfg.LatencyLimit
+	for e.cfg.TxPerVU == 0 || done < e.cfg.TxPerVU {
+		if stopped(ctx, stop) {
+			return
+		}
+		op := m.pick(vu.Rand)
+		now := time.Now()
+		a, ok := e.sched.take(now)
+		if !ok {
+			// No arrival is left before the end of the run.
+			select {
+			case <-stop:
+			case <-ctx.Done():
+			}
+			return
+		}
+		if a.at.After(now) {
+			if !sleep(ctx, stop, a.at.Sub(now)) || stopped(ctx, stop) {
+				e.sched.giveBack(a)
+				return
+			}
+		} else if limit > 0 && now.Sub(a.at) > limit {
+			// Too late to meet the limit even if it ran at once
+			// (pgbench --latency-limit with --rate).
+			e.rec.RecordSkipped(op, a.at)
+			done++
+			continue
+		}
+		var pause time.Duration
+		if own, pause, ok = e.operation(ctx, vu, op, own, a.at); !ok {
+			return
+		}
+		done++
+		if pause > 0 && !sleep(ctx, stop, pause) {
+			return
+		}
+	}
+	return done
+}
+
+// stopped reports, without waiting, whether the VU must stop.
+func stopped(ctx context.Context, stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	case <-ctx.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// operation runs one key operation for vu and records it; sched is the
+// arrival's scheduled start in the open model, zero in the closed model.
+// It returns the VU's own connection (Connections == 0; nil when it was
+// lost), a pause to take instead of the think time (after a failed
+// connect, so that VUs do not spin on a dead server), and false when the
+// run is ending (the operation was cut short and counted as cancelled).
+func (e *run) operation(ctx context.Context, vu *workload.VU, op int, own *pgxpool.Conn, sched time.Time) (*pgxpool.Conn, time.Duration, bool) {
 	e.inflight.Add(1)
 	defer e.inflight.Add(-1)
 	start := time.Now()
+	t0 := start // start of the execution proper; t0 - start is the pool wait
 	conn, wait := own, time.Duration(0)
 	if conn == nil {
 		var err error
 		e.waiters.Add(1)
 		conn, err = e.pool.Acquire(ctx)
 		e.waiters.Add(-1)
-		wait = time.Since(start)
+		t0 = time.Now()
+		wait = t0.Sub(start)
 		if e.cfg.Connections == 0 {
 			// A VU's own connection is its log-in, not a queue: the
-			// operation starts afresh.
-			wait, start = 0, time.Now()
+			// operation starts afresh (in the open model the log-in
+			// counts in the schedule lag).
+			wait, start = 0, t0
 		}
 		if err != nil {
 			if ctx.Err() != nil {
+				e.cancelled.Add(1)
 				return nil, 0, false
 			}
-			e.fail(op, start, wait, 0, err)
+			e.fail(op, start, sched, wait, 0, 0, err)
 			return nil, time.Second, true
 		}
 	}
@@ -414,9 +630,12 @@ func (e *run) operation(ctx context.Context, vu *workload.VU, op int, own *pgxpo
 		c.Release()
 		return nil
 	}
-	t0 := time.Now()
 	err := e.cfg.Workload.Execute(ctx, conn.Conn(), vu, op)
 	db := time.Since(t0)
+	retries := 0
+	if e.retries != nil {
+		retries = e.retries.LastRetries(vu)
+	}
 	switch {
 	case ctx.Err() != nil:
 		// The run is ending: the operation was cut short, not failed.
@@ -425,7 +644,7 @@ func (e *run) operation(ctx context.Context, vu *workload.VU, op int, own *pgxpo
 		conn.Release()
 		return nil, 0, false
 	case err != nil:
-		e.fail(op, start, wait, db, err)
+		e.fail(op, start, sched, wait, db, retries, err)
 		if !healthy(ctx, conn.Conn()) {
 			conn.Conn().Close(ctx) //nolint:errcheck // the pool drops closed connections
 			conn.Release()
@@ -434,7 +653,7 @@ func (e *run) operation(ctx context.Context, vu *workload.VU, op int, own *pgxpo
 		return keep(conn), 0, true
 	default:
 		e.lastOK.Store(time.Now().UnixNano())
-		e.rec.Record(record.Sample{Op: op, Start: start, Wait: wait, DB: db})
+		e.record(record.Sample{Op: op, Start: start, Scheduled: sched, Wait: wait, DB: db, Retries: retries})
 		return keep(conn), 0, true
 	}
 }
@@ -458,7 +677,14 @@ func healthy(ctx context.Context, conn *pgx.Conn) bool {
 	}
 }
 
-func (e *run) fail(op int, start time.Time, wait, db time.Duration, err error) {
+func (e *run) record(s record.Sample) {
+	e.rec.Record(s)
+	if e.cfg.OnSample != nil {
+		e.cfg.OnSample(s)
+	}
+}
+
+func (e *run) fail(op int, start, sched time.Time, wait, db time.Duration, retries int, err error) {
 	code := SQLState(err)
 	e.errors.Add(1)
 	if ConnectionFailure(err) {
@@ -467,7 +693,7 @@ func (e *run) fail(op int, start time.Time, wait, db time.Duration, err error) {
 		// The server answered: it is there.
 		e.lastOK.Store(time.Now().UnixNano())
 	}
-	e.rec.Record(record.Sample{Op: op, Start: start, Wait: wait, DB: db, SQLState: code})
+	e.record(record.Sample{Op: op, Start: start, Scheduled: sched, Wait: wait, DB: db, SQLState: code, Retries: retries})
 }
 
 // SQLState classifies an operation error: the server's SQLSTATE when it

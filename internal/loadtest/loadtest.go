@@ -51,7 +51,17 @@ type Options struct {
 	Scale    float64
 	Seed     uint64
 
-	Stages       []engine.Stage
+	Stages []engine.Stage
+	// Rate, when not nil, switches to the open model (engine.Config.Rate):
+	// arrivals at this rate profile, the VUs of Stages as workers.
+	Rate []engine.RateStage
+	// LatencyLimit counts late executions and, with Rate, skips arrivals
+	// already later than it (engine.Config.LatencyLimit; pgbench
+	// --latency-limit).
+	LatencyLimit time.Duration
+	// TxPerVU stops each VU after that many operations (pgbench -t); 0 =
+	// no limit.
+	TxPerVU      int
 	Warmup       time.Duration
 	Think        engine.ThinkTime
 	Connections  int // pool size; 0 = a connection per VU
@@ -95,6 +105,12 @@ type Parameters struct {
 	IntervalS   float64     `json:"interval_s"`
 	Server      string      `json:"server"` // redacted DSN or "embedded"
 	Roles       []roleJSON  `json:"roles"`
+	// RateStages is the open model's arrival-rate profile (empty in the
+	// closed model); LatencyLimitMs and TxPerVU are pgbench's
+	// --latency-limit and -t.
+	RateStages     []rateJSON `json:"rate_stages,omitempty"`
+	LatencyLimitMs float64    `json:"latency_limit_ms,omitempty"`
+	TxPerVU        int        `json:"transactions_per_vu,omitempty"`
 	// WorkloadDetails is what the workload says it ran on
 	// (workload.Describer), e.g. the installed data set's scale.
 	WorkloadDetails map[string]any `json:"workload_details,omitempty"`
@@ -110,6 +126,11 @@ type roleJSON struct {
 type stageJSON struct {
 	DurationS float64 `json:"duration_s"`
 	Target    int     `json:"target_vus"`
+}
+
+type rateJSON struct {
+	DurationS float64 `json:"duration_s"`
+	Rate      float64 `json:"rate_per_s"`
 }
 
 type opJSON struct {
@@ -268,6 +289,11 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	for _, s := range opts.Stages {
 		params.Stages = append(params.Stages, stageJSON{s.Duration.Seconds(), s.Target})
 	}
+	for _, r := range opts.Rate {
+		params.RateStages = append(params.RateStages, rateJSON{r.Duration.Seconds(), r.Rate})
+	}
+	params.LatencyLimitMs = float64(opts.LatencyLimit) / float64(time.Millisecond)
+	params.TxPerVU = opts.TxPerVU
 	doc := &record.Document{
 		Format: record.Format, Version: opts.Version, CommandLine: redactArgs(opts.CommandLine),
 		Workload: opts.Workload.Name(), Status: "running",
@@ -335,6 +361,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		Workload: opts.Workload, Roles: roles, Stages: opts.Stages, Warmup: opts.Warmup,
 		Think: opts.Think, Connections: opts.Connections, MaxErrors: opts.MaxErrors,
 		Seed: opts.Seed, GracefulStop: opts.GracefulStop,
+		Rate: opts.Rate, LatencyLimit: opts.LatencyLimit, TxPerVU: opts.TxPerVU,
 		OnInterval: func(iv record.Interval) {
 			if err := stream.Write(record.StreamLine{Type: "interval", Interval: &iv}); err != nil {
 				streamMu.Lock()
@@ -390,14 +417,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	}
 	v, ok := record.Integral(doc.Operations)
 	doc.Integral = record.NewIntegralScore(v, ok)
-	for _, r := range doc.Operations {
-		doc.Totals.Count += r.Count
-		doc.Totals.Errors += r.Errors
-	}
-	doc.Totals.ScoredSeconds = scored.Seconds()
-	if scored > 0 {
-		doc.Totals.PerSecond = float64(doc.Totals.Count) / scored.Seconds()
-	}
+	doc.Totals = rec.Totals(scored)
 	doc.Series = rec.Series()
 	cat := CatalogGrowth{Before: catBefore, After: catalogSizes(context.WithoutCancel(ctx), pool)}
 	doc.Extra = map[string]json.RawMessage{}
@@ -420,6 +440,11 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		streamErr = err
 	}
 	PrintSummary(out, doc, outcome)
+	if r, ok := opts.Workload.(workload.Reporter); ok {
+		fmt.Fprintln(out)
+		r.Report(out, doc)
+	}
+	fmt.Fprintln(out)
 	printCatalog(out, cat)
 	printStorms(out, storms)
 	if stressRep != nil {
@@ -531,8 +556,24 @@ func profileDesc(opts Options) string {
 		parts = append(parts, fmt.Sprintf("%s:%d", s.Duration, s.Target))
 	}
 	d := "stages " + strings.Join(parts, " ")
+	if len(opts.Rate) > 0 {
+		rs := make([]string, 0, len(opts.Rate))
+		for _, r := range opts.Rate {
+			rs = append(rs, fmt.Sprintf("%s:%g/s", r.Duration, r.Rate))
+		}
+		d += ", open model: arrival rate " + strings.Join(rs, " ") + " (Poisson)"
+	}
+	if opts.TxPerVU > 0 {
+		d += fmt.Sprintf(", %d transactions per VU", opts.TxPerVU)
+	}
+	if opts.LatencyLimit > 0 {
+		d += fmt.Sprintf(", latency limit %s", opts.LatencyLimit)
+	}
 	if opts.Warmup > 0 {
 		d += fmt.Sprintf(", warm-up %s not scored", opts.Warmup)
+	}
+	if len(opts.Rate) > 0 {
+		return d
 	}
 	return d + ", think " + opts.Think.String()
 }

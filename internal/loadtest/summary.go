@@ -42,6 +42,7 @@ func PrintSummary(w io.Writer, doc *record.Document, out engine.Outcome) {
 		integralString(doc.Integral), doc.Integral.Rating)
 	tw.Flush()
 	fmt.Fprintf(w, "\nintegral APDEX %s (%s): priority-weighted mean of the key operations' scores\n", integralString(doc.Integral), doc.Integral.Rating)
+	printOpenModel(w, doc, out)
 	if warm > 0 {
 		fmt.Fprintf(w, "warm-up: %d operations recorded apart, not scored\n", warm)
 	}
@@ -126,6 +127,12 @@ func printProgress(say func(string, ...any), rec *record.Recorder, obs *sampler.
 			lastCount, last = n, now
 			line := fmt.Sprintf("%5s/%s  VUs %d  in op %d  waiting %d  %.1f ops/s  errors %d",
 				fmtElapsed(now.Sub(rec.Start()), opts.Progress), total, vus, inFlight, waiters, rate, s.Errors)
+			if opts.Rate != nil {
+				line += fmt.Sprintf("  backlog %d", s.Backlog)
+				if s.Skipped > 0 {
+					line += fmt.Sprintf("  skipped %d", s.Skipped)
+				}
+			}
 			if now.Sub(rec.Start()) < opts.Warmup {
 				line += "  (warm-up)"
 			} else {
@@ -143,5 +150,34 @@ func printProgress(say func(string, ...any), rec *record.Recorder, obs *sampler.
 			}
 			say("%s", line)
 		}
+	}
+}
+
+// printOpenModel writes the open model's figures (arrivals, schedule lag
+// per key operation, skipped, late, the backlog left at the end) and the
+// latency-limit and transactions-per-VU counts, when the run had any.
+func printOpenModel(w io.Writer, doc *record.Document, out engine.Outcome) {
+	t := doc.Totals
+	if out.Arrivals > 0 {
+		fmt.Fprintf(w, "\nopen model: %d arrivals scheduled; response times run from each arrival's scheduled start\n", out.Arrivals)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "key operation\tlag p50\tlag p99\tlag max\tskipped\tlate\t\n")
+		for _, r := range doc.Operations {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t\n", r.Name, fmtMs(r.Lag.P50), fmtMs(r.Lag.P99), fmtMs(r.Lag.Max), r.Skipped, r.Late)
+		}
+		tw.Flush()
+		fmt.Fprintf(w, "lag = actual start - scheduled start")
+		if t.BacklogLeft > 0 {
+			fmt.Fprintf(w, "; %d arrivals were due and never started (backlog at the end: the VUs could not keep up)", t.BacklogLeft)
+		}
+		fmt.Fprintln(w)
+	} else if t.Late > 0 {
+		fmt.Fprintf(w, "late (above the latency limit): %d\n", t.Late)
+	}
+	if t.Retries > 0 {
+		fmt.Fprintf(w, "retried: %d executions, %d retries in all\n", t.Retried, t.Retries)
+	}
+	if out.Unfinished > 0 {
+		fmt.Fprintf(w, "%d VUs stopped before doing all their transactions (the run's time bound or a ramp-down)\n", out.Unfinished)
 	}
 }

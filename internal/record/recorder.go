@@ -2,7 +2,11 @@
 // an HdrHistogram of response time in microseconds (bounded memory however
 // long the run), the time spent waiting for a pooled connection and the
 // time spent in the database, counts of errors by SQLSTATE, APDEX zone
-// counts, and a per-interval time series. It also streams intervals to disk
+// counts, and a per-interval time series. For the open model (arrivals at
+// a rate, engine.Config.Rate) it also keeps the schedule lag (actual start
+// minus scheduled start, its own HdrHistogram), arrivals skipped under a
+// latency limit, executions late above that limit, retries, and the
+// backlog of due arrivals not yet started. It also streams intervals to disk
 // as the run goes and writes the final results document (see
 // docs/results-format.md for the format).
 package record
@@ -54,8 +58,16 @@ type Sample struct {
 	// Op indexes the recorder's operations.
 	Op int
 	// Start is when the virtual user began the operation (before waiting
-	// for a connection); it decides warm-up membership and the interval.
+	// for a connection); in the closed model it decides warm-up
+	// membership.
 	Start time.Time
+	// Scheduled is, in the open model, when the arrival was scheduled to
+	// start; zero in the closed model. When set, it decides warm-up
+	// membership, and Start - Scheduled is the schedule lag, which is part
+	// of the response time (latency is measured from the scheduled start,
+	// as pgbench does with --rate, so a stalled server cannot hide the
+	// arrivals it delayed: no coordinated omission).
+	Scheduled time.Time
 	// Wait is the time spent waiting for a pooled connection.
 	Wait time.Duration
 	// DB is the time spent executing the operation on the connection.
@@ -64,11 +76,26 @@ type Sample struct {
 	// client-side codes of package engine, e.g. "08006" for a lost
 	// connection).
 	SQLState string
+	// Retries is how many times the workload retried the operation within
+	// this execution (e.g. after a serialization failure, like pgbench
+	// --max-tries); summed per operation.
+	Retries int
 }
 
-// Response is the response time the user sees: connection wait plus time
-// in the database. APDEX scores this value.
-func (s Sample) Response() time.Duration { return s.Wait + s.DB }
+// Lag is the schedule lag, Start - Scheduled (0 in the closed model, and
+// never negative).
+func (s Sample) Lag() time.Duration {
+	if s.Scheduled.IsZero() {
+		return 0
+	}
+	return max(s.Start.Sub(s.Scheduled), 0)
+}
+
+// Response is the response time the user sees: schedule lag (open model)
+// plus connection wait plus time in the database, i.e. from the scheduled
+// (open model) or actual (closed model) start to the end. APDEX scores
+// this value.
+func (s Sample) Response() time.Duration { return s.Lag() + s.Wait + s.DB }
 
 // opStats is guarded by its own mutex so virtual users recording different
 // operations do not contend.
@@ -78,15 +105,23 @@ type opStats struct {
 	resp     *hdrhistogram.Histogram // response time, µs, scored samples only
 	wait     *hdrhistogram.Histogram // pool wait, µs
 	db       *hdrhistogram.Histogram // time in the database, µs
+	lag      *hdrhistogram.Histogram // schedule lag, µs, open-model samples only
 	ivResp   *hdrhistogram.Histogram // response time in the current interval
 	ivCount  int64
 	ivErrors int64
+	ivSkip   int64
+	ivLate   int64
 	count    int64 // scored samples, errors included
 	errors   int64
+	skipped  int64 // scored arrivals skipped under the latency limit
+	late     int64 // successful scored executions above the latency limit
+	retries  int64
+	retried  int64 // scored executions with at least one retry
 	byState  map[string]int64
 	apdex    apdex.Counts
 	warmN    int64
 	warmErr  int64
+	warmSkip int64
 }
 
 // Recorder accumulates samples. Record, SetGauges, Gauges, Snapshot,
@@ -99,12 +134,16 @@ type Recorder struct {
 	warmup   time.Duration
 	interval time.Duration
 
-	ivIndex   int // number of intervals closed so far
-	series    []Interval
-	vus       atomic.Int64
-	inflight  atomic.Int64
-	waiters   atomic.Int64
-	maxWaiter atomic.Int64
+	ivIndex     int // number of intervals closed so far
+	series      []Interval
+	vus         atomic.Int64
+	inflight    atomic.Int64
+	waiters     atomic.Int64
+	maxWaiter   atomic.Int64
+	limit       atomic.Int64 // latency limit, ns; 0 = none
+	backlog     atomic.Int64
+	maxBacklog  atomic.Int64
+	backlogLeft atomic.Int64
 }
 
 // New returns a recorder for ops, for a run that starts at start. Samples
@@ -117,7 +156,7 @@ func New(ops []OpInfo, start time.Time, warmup, interval time.Duration) *Recorde
 	r := &Recorder{start: start, warmup: warmup, interval: interval}
 	for _, op := range ops {
 		r.ops = append(r.ops, &opStats{
-			info: op, resp: newHist(), wait: newHist(), db: newHist(), ivResp: newHist(),
+			info: op, resp: newHist(), wait: newHist(), db: newHist(), lag: newHist(), ivResp: newHist(),
 			byState: map[string]int64{},
 		})
 	}
@@ -136,15 +175,26 @@ func (r *Recorder) Ops() []OpInfo {
 	return out
 }
 
+// SetLatencyLimit sets the latency limit (pgbench --latency-limit):
+// successful executions whose response time exceeds it are counted as late
+// (OpResult.Late). 0, the default, counts none. Safe to call at any time;
+// package engine calls it from Config.LatencyLimit.
+func (r *Recorder) SetLatencyLimit(limit time.Duration) { r.limit.Store(int64(max(limit, 0))) }
+
 // Record adds one finished operation. Warm-up samples count only in the
 // warm-up counters; all others go into the histograms, APDEX counts and the
-// current interval.
+// current interval. An open-model sample (Scheduled set) also adds its
+// schedule lag to the lag histogram, errors included.
 func (r *Recorder) Record(s Sample) {
 	o := r.ops[s.Op]
 	failed := s.SQLState != ""
+	at := s.Start
+	if !s.Scheduled.IsZero() {
+		at = s.Scheduled
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if s.Start.Sub(r.start) < r.warmup {
+	if at.Sub(r.start) < r.warmup {
 		o.warmN++
 		if failed {
 			o.warmErr++
@@ -154,6 +204,13 @@ func (r *Recorder) Record(s Sample) {
 	resp := s.Response()
 	o.count++
 	o.ivCount++
+	if s.Retries > 0 {
+		o.retries += int64(s.Retries)
+		o.retried++
+	}
+	if !s.Scheduled.IsZero() {
+		recordMicros(o.lag, s.Lag())
+	}
 	if failed {
 		o.errors++
 		o.ivErrors++
@@ -165,8 +222,31 @@ func (r *Recorder) Record(s Sample) {
 		recordMicros(o.ivResp, resp)
 		recordMicros(o.wait, s.Wait)
 		recordMicros(o.db, s.DB)
+		if limit := r.limit.Load(); limit > 0 && resp > time.Duration(limit) {
+			o.late++
+			o.ivLate++
+		}
 	}
 	o.apdex.Add(resp, o.info.Target, failed)
+}
+
+// RecordSkipped counts an arrival of operation op, scheduled at scheduled,
+// that was not run because its schedule lag already exceeded the latency
+// limit when a virtual user took it (pgbench --latency-limit with --rate).
+// A skipped arrival is in no histogram and not in the APDEX score (as
+// pgbench leaves skipped transactions out of its latencies); read
+// OpResult.Skipped next to them. Arrivals scheduled in the warm-up are
+// counted apart (OpResult.WarmupSkipped).
+func (r *Recorder) RecordSkipped(op int, scheduled time.Time) {
+	o := r.ops[op]
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if scheduled.Sub(r.start) < r.warmup {
+		o.warmSkip++
+		return
+	}
+	o.skipped++
+	o.ivSkip++
 }
 
 // SetGauges stores the current number of active virtual users, of those
@@ -185,6 +265,30 @@ func (r *Recorder) SetGauges(vus, poolWaiters, inFlight int) {
 	}
 }
 
+// SetBacklog stores the open model's backlog, the number of arrivals due
+// (scheduled at or before now) and not yet started, and peak, the largest
+// backlog seen since the last call; the interval keeps the last value and
+// the maximum. The engine calls it on every controller tick.
+func (r *Recorder) SetBacklog(current, peak int64) {
+	r.backlog.Store(current)
+	peak = max(peak, current)
+	for {
+		m := r.maxBacklog.Load()
+		if peak <= m || r.maxBacklog.CompareAndSwap(m, peak) {
+			break
+		}
+	}
+}
+
+// Backlog returns the last backlog given to SetBacklog (arrivals due and
+// not yet started; 0 in the closed model).
+func (r *Recorder) Backlog() int64 { return r.backlog.Load() }
+
+// SetBacklogLeft stores the number of arrivals that were due by the end of
+// the run and never started (the engine's Outcome.BacklogLeft), for
+// Totals.
+func (r *Recorder) SetBacklogLeft(n int64) { r.backlogLeft.Store(n) }
+
 // OpInterval is one operation's figures in one interval. Latencies in ms.
 type OpInterval struct {
 	Count  int64   `json:"n"`
@@ -193,6 +297,10 @@ type OpInterval struct {
 	P95    float64 `json:"p95_ms"`
 	P99    float64 `json:"p99_ms"`
 	Max    float64 `json:"max_ms"`
+	// Skipped counts arrivals skipped under the latency limit, by their
+	// skip time; Late successful executions above the limit.
+	Skipped int64 `json:"skipped,omitempty"`
+	Late    int64 `json:"late,omitempty"`
 }
 
 // Interval is one point of the time series.
@@ -216,6 +324,16 @@ type Interval struct {
 	// Count and Errors sum all operations.
 	Count  int64 `json:"n"`
 	Errors int64 `json:"err"`
+	// Backlog (open model) is the number of arrivals due and not yet
+	// started at the end of the interval; BacklogMax the largest number
+	// seen during it (sampled whenever a VU takes an arrival and on every
+	// engine tick).
+	Backlog    int64 `json:"backlog,omitempty"`
+	BacklogMax int64 `json:"backlog_max,omitempty"`
+	// Skipped sums the operations' skipped arrivals, Late their late
+	// executions.
+	Skipped int64 `json:"skipped,omitempty"`
+	Late    int64 `json:"late,omitempty"`
 }
 
 func ms(us int64) float64 { return float64(us) / 1000 }
@@ -238,22 +356,27 @@ func (r *Recorder) Tick(now time.Time) []Interval {
 			PoolWaiters:    r.waiters.Load(),
 			InFlight:       r.inflight.Load(),
 			PoolWaitersMax: r.maxWaiter.Swap(r.waiters.Load()),
+			Backlog:        r.backlog.Load(),
+			BacklogMax:     r.maxBacklog.Swap(r.backlog.Load()),
 			Ops:            map[string]OpInterval{},
 		}
 		for _, o := range r.ops {
 			o.mu.Lock()
-			if o.ivCount > 0 {
-				q := o.ivResp.ValueAtPercentilesSlice([]float64{50, 95, 99})
-				oi := OpInterval{Count: o.ivCount, Errors: o.ivErrors, P50: ms(q[0]), P95: ms(q[1]), P99: ms(q[2])}
+			if o.ivCount > 0 || o.ivSkip > 0 {
+				oi := OpInterval{Count: o.ivCount, Errors: o.ivErrors, Skipped: o.ivSkip, Late: o.ivLate}
 				if o.ivResp.TotalCount() > 0 {
+					q := o.ivResp.ValueAtPercentilesSlice([]float64{50, 95, 99})
+					oi.P50, oi.P95, oi.P99 = ms(q[0]), ms(q[1]), ms(q[2])
 					oi.Max = ms(o.ivResp.Max())
 				}
 				iv.Ops[o.info.Name] = oi
 				iv.Count += o.ivCount
 				iv.Errors += o.ivErrors
+				iv.Skipped += o.ivSkip
+				iv.Late += o.ivLate
 			}
 			o.ivResp.Reset()
-			o.ivCount, o.ivErrors = 0, 0
+			o.ivCount, o.ivErrors, o.ivSkip, o.ivLate = 0, 0, 0, 0
 			o.mu.Unlock()
 		}
 		r.series = append(r.series, iv)
@@ -295,6 +418,9 @@ type Latency struct {
 	P95  float64 `json:"p95_ms"`
 	P99  float64 `json:"p99_ms"`
 	Max  float64 `json:"max_ms"`
+	// StdDev is the standard deviation (pgbench's "latency stddev"); left
+	// out of the JSON when 0.
+	StdDev float64 `json:"stddev_ms,omitempty"`
 }
 
 func summarize(h *hdrhistogram.Histogram) Latency {
@@ -302,7 +428,7 @@ func summarize(h *hdrhistogram.Histogram) Latency {
 		return Latency{}
 	}
 	q := h.ValueAtPercentilesSlice([]float64{50, 95, 99})
-	return Latency{Mean: h.Mean() / 1000, P50: ms(q[0]), P95: ms(q[1]), P99: ms(q[2]), Max: ms(h.Max())}
+	return Latency{Mean: h.Mean() / 1000, P50: ms(q[0]), P95: ms(q[1]), P99: ms(q[2]), Max: ms(h.Max()), StdDev: h.StdDev() / 1000}
 }
 
 // OpResult is the final result of one key operation.
@@ -334,6 +460,23 @@ type OpResult struct {
 	// HdrHistogram V2 compressed encoding, base64 (hdrhistogram-go Encode),
 	// so later tools can merge or re-query it.
 	Histogram string `json:"histogram_us"`
+	// Lag (open model only) is the schedule lag of scored executions,
+	// errors included: actual start minus scheduled start (pgbench's
+	// "schedule lag"). It is part of Response.
+	Lag Latency `json:"lag,omitzero"`
+	// Skipped counts scored arrivals not run because their lag exceeded
+	// the latency limit (not in Count, histograms or APDEX);
+	// WarmupSkipped those scheduled in the warm-up.
+	Skipped       int64 `json:"skipped,omitempty"`
+	WarmupSkipped int64 `json:"warmup_skipped,omitempty"`
+	// Late counts successful scored executions whose response time
+	// exceeded the latency limit (pgbench's "above the latency limit").
+	Late int64 `json:"late,omitempty"`
+	// Retries sums the retries the workload reported (Sample.Retries);
+	// Retried counts the executions that were retried at least once
+	// (pgbench's "total number of retries" and "transactions retried").
+	Retries int64 `json:"retries,omitempty"`
+	Retried int64 `json:"retried,omitempty"`
 }
 
 // Results computes per-operation results; scored is the scored duration
@@ -348,6 +491,7 @@ func (r *Recorder) Results(scored time.Duration) []OpResult {
 			Response: summarize(o.resp), PoolWait: summarize(o.wait), DB: summarize(o.db),
 			Apdex: o.apdex.Score(o.info.Target), Zones: o.apdex,
 			WarmupCount: o.warmN, WarmupErrors: o.warmErr,
+			Lag: summarize(o.lag), Skipped: o.skipped, WarmupSkipped: o.warmSkip, Late: o.late, Retries: o.retries, Retried: o.retried,
 		}
 		if scored > 0 {
 			res.PerSecond = float64(o.count) / scored.Seconds()
@@ -365,6 +509,27 @@ func (r *Recorder) Results(scored time.Duration) []OpResult {
 		out = append(out, res)
 	}
 	return out
+}
+
+// Totals sums the operations' scored figures over scored (the run length
+// minus warm-up, for PerSecond) and adds the backlog left at the end
+// (SetBacklogLeft).
+func (r *Recorder) Totals(scored time.Duration) Totals {
+	t := Totals{ScoredSeconds: scored.Seconds(), BacklogLeft: r.backlogLeft.Load()}
+	for _, o := range r.ops {
+		o.mu.Lock()
+		t.Count += o.count
+		t.Errors += o.errors
+		t.Skipped += o.skipped
+		t.Late += o.late
+		t.Retries += o.retries
+		t.Retried += o.retried
+		o.mu.Unlock()
+	}
+	if scored > 0 {
+		t.PerSecond = float64(t.Count) / scored.Seconds()
+	}
+	return t
 }
 
 // VisitOps calls fn for each operation in order, under that operation's
@@ -399,6 +564,11 @@ type Snapshot struct {
 	Apdex         float64
 	ApdexOK       bool
 	Warmup        int64 // executions during warm-up
+	// Skipped and Late are the scored arrivals skipped and executions
+	// late under the latency limit; Backlog is the last backlog gauge
+	// (open model).
+	Skipped, Late int64
+	Backlog       int64
 }
 
 // Snapshot returns running figures without closing an interval.
@@ -411,6 +581,8 @@ func (r *Recorder) Snapshot() Snapshot {
 		s.Count += o.count
 		s.Errors += o.errors
 		s.Warmup += o.warmN
+		s.Skipped += o.skipped
+		s.Late += o.late
 		if o.resp.TotalCount() > 0 {
 			p95 := time.Duration(o.resp.ValueAtQuantile(95)) * time.Microsecond
 			if ratio := float64(p95) / float64(o.info.Target); ratio > worst {
@@ -422,6 +594,7 @@ func (r *Recorder) Snapshot() Snapshot {
 		o.mu.Unlock()
 	}
 	s.Apdex, s.ApdexOK = apdex.Integral(ws)
+	s.Backlog = r.backlog.Load()
 	return s
 }
 

@@ -1,8 +1,10 @@
 package record
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,4 +163,91 @@ func BenchmarkRecord(b *testing.B) {
 			}
 		})
 	})
+}
+
+// Open-model samples: warm-up decided by the scheduled start, lag added
+// to the response time and kept in its own histogram, late executions
+// above the latency limit, skipped arrivals, retries, and the backlog
+// gauges of the intervals.
+func TestOpenModelFigures(t *testing.T) {
+	r := New(testOps(), t0, time.Second, time.Second)
+	r.SetLatencyLimit(200 * time.Millisecond)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	// Scheduled in the warm-up, started after it: warm-up.
+	r.Record(Sample{Op: 0, Scheduled: at(900), Start: at(1200), DB: time.Millisecond})
+	r.RecordSkipped(0, at(950))
+	r.SetBacklog(5, 9)
+	ivs := r.Tick(at(1000))
+	r.SetBacklog(2, 3)
+	// lag 300 ms + wait 10 + db 40 = 350 ms: late
+	r.Record(Sample{Op: 0, Scheduled: at(1100), Start: at(1400), Wait: 10 * time.Millisecond, DB: 40 * time.Millisecond, Retries: 2})
+	// no lag, 50 ms: not late
+	r.Record(Sample{Op: 0, Scheduled: at(1500), Start: at(1500), DB: 50 * time.Millisecond})
+	// an error with 100 ms lag: lag recorded, never late
+	r.Record(Sample{Op: 0, Scheduled: at(1600), Start: at(1700), DB: 500 * time.Millisecond, SQLState: "40001", Retries: 3})
+	r.RecordSkipped(0, at(1800))
+	r.RecordSkipped(1, at(1850))
+	ivs = append(ivs, r.Tick(at(2000))...)
+	if len(ivs) != 2 {
+		t.Fatalf("%d intervals", len(ivs))
+	}
+	if ivs[0].Backlog != 5 || ivs[0].BacklogMax != 9 || ivs[1].Backlog != 2 || ivs[1].BacklogMax != 5 {
+		t.Fatalf("backlog %d/%d then %d/%d, want 5/9 then 2/5 (the max starts from the last value)",
+			ivs[0].Backlog, ivs[0].BacklogMax, ivs[1].Backlog, ivs[1].BacklogMax)
+	}
+	iv := ivs[1]
+	if iv.Count != 3 || iv.Skipped != 2 || iv.Late != 1 || iv.Ops["a"].Skipped != 1 || iv.Ops["a"].Late != 1 || iv.Ops["b"].Skipped != 1 || iv.Ops["b"].Count != 0 {
+		t.Fatalf("interval: %+v", iv)
+	}
+	if ivs[0].Skipped != 0 {
+		t.Fatalf("warm-up skip in the series: %+v", ivs[0])
+	}
+	r.SetBacklogLeft(4)
+	res := r.Results(time.Second)
+	a := res[0]
+	if a.Count != 3 || a.WarmupCount != 1 || a.Skipped != 1 || a.WarmupSkipped != 1 || a.Late != 1 || a.Retries != 5 || a.Retried != 2 {
+		t.Fatalf("a: count %d warm %d skipped %d warm skipped %d late %d retries %d retried %d", a.Count, a.WarmupCount, a.Skipped, a.WarmupSkipped, a.Late, a.Retries, a.Retried)
+	}
+	// successes of 350 and 50 ms
+	if a.Response.StdDev < 149 || a.Response.StdDev > 151 {
+		t.Fatalf("response stddev %.1f ms, want 150", a.Response.StdDev)
+	}
+	if a.Response.Max < 349 || a.Response.Max > 351 {
+		t.Fatalf("response max %.1f ms, want 350 (lag included)", a.Response.Max)
+	}
+	if a.Lag.Max < 299 || a.Lag.Max > 301 || a.Lag.P50 < 99 || a.Lag.P50 > 101 {
+		t.Fatalf("lag %+v, want max 300, p50 100 (0, 100, 300 ms)", a.Lag)
+	}
+	if a.DB.Max > 51 {
+		t.Fatalf("db max %.1f ms: the lag leaked into the database time", a.DB.Max)
+	}
+	tot := r.Totals(2 * time.Second)
+	if tot.Count != 3 || tot.Errors != 1 || tot.Skipped != 2 || tot.Late != 1 || tot.Retries != 5 || tot.Retried != 2 || tot.BacklogLeft != 4 || tot.PerSecond != 1.5 {
+		t.Fatalf("totals %+v", tot)
+	}
+	if s := r.Snapshot(); s.Skipped != 2 || s.Late != 1 || s.Backlog != 2 {
+		t.Fatalf("snapshot %+v", s)
+	}
+}
+
+// Without a latency limit nothing is late; a closed-model run writes none
+// of the open model's fields (backward-compatible JSON).
+func TestClosedModelJSONHasNoOpenFields(t *testing.T) {
+	r := New(testOps(), t0, 0, time.Second)
+	r.Record(Sample{Op: 0, Start: t0, DB: 3 * time.Second})
+	ivs := r.Finish(t0.Add(1500 * time.Millisecond))
+	res := r.Results(time.Second)
+	if res[0].Late != 0 {
+		t.Fatalf("late %d without a limit", res[0].Late)
+	}
+	d := Document{Format: Format, Operations: res, Totals: r.Totals(time.Second), Series: ivs}
+	b, err := json.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"lag"`, `"skipped"`, `"late"`, `"retries"`, `"retried"`, `"backlog`, `"warmup_skipped"`} {
+		if strings.Contains(string(b), key) {
+			t.Errorf("closed-model JSON has %s: %s", key, b)
+		}
+	}
 }

@@ -44,6 +44,15 @@ type Totals struct {
 	PerSecond float64 `json:"per_second"`
 	// ScoredSeconds is the run length minus warm-up, in seconds.
 	ScoredSeconds float64 `json:"scored_seconds"`
+	// Skipped, Late and Retries sum the operations' figures (see
+	// OpResult).
+	Skipped int64 `json:"skipped,omitempty"`
+	Late    int64 `json:"late,omitempty"`
+	Retries int64 `json:"retries,omitempty"`
+	Retried int64 `json:"retried,omitempty"`
+	// BacklogLeft (open model) counts the arrivals that were due by the
+	// end of the run and never started: neither executed nor skipped.
+	BacklogLeft int64 `json:"backlog_left,omitempty"`
 }
 
 // Document is the final results file of `erplab run` (docs/results-format.md).

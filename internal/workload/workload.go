@@ -10,6 +10,7 @@ package workload
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"sort"
 	"strings"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/erplab/erplab/internal/record"
 )
 
 // Operation is one key operation of a load test: a unit of user work whose
@@ -101,6 +104,13 @@ type Workload interface {
 // records it in the results' parameters as "workload_details".
 type Describer interface {
 	Describe() map[string]any
+}
+
+// Reporter is implemented by workloads that add their own lines after
+// the end-of-run summary (e.g. pgbench's familiar report for pgbench
+// scripts); doc is the final results document.
+type Reporter interface {
+	Report(w io.Writer, doc *record.Document)
 }
 
 // ErrForeignDatabase is wrapped by Setup errors when the target database

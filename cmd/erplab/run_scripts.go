@@ -1,0 +1,347 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/pgbench/script"
+	wpgbench "github.com/erplab/erplab/internal/workload/pgbench"
+)
+
+// scriptFlags are pgbench's run options, accepted by `erplab run` when it
+// runs pgbench scripts (pgbench's reference page names them).
+type scriptFlags struct {
+	clients, jobs, timeS, transactions, maxTries int
+	rate, latencyLimitMs                         float64
+	rateStages, defines, files, builtins         []string
+	targets                                      []string
+	protocol, randomSeed                         string
+	noVacuum, skipSomeUpdates, selectOnly        bool
+	perCommand                                   bool
+}
+
+func addScriptFlags(fl *pflag.FlagSet, s *scriptFlags) {
+	fl.StringArrayVarP(&s.files, "file", "f", nil, "pgbench script file to run, FILE[@WEIGHT]; repeatable (runs pgbench scripts)")
+	fl.StringArrayVarP(&s.builtins, "builtin", "b", nil, "pgbench built-in script NAME[@WEIGHT]: tpcb-like, simple-update, select-only (a unique prefix will do); repeatable")
+	fl.BoolVarP(&s.selectOnly, "select-only", "S", false, "pgbench: run the built-in select-only script (-b select-only)")
+	fl.BoolVarP(&s.skipSomeUpdates, "skip-some-updates", "N", false, "pgbench: run the built-in simple-update script (-b simple-update)")
+	fl.IntVarP(&s.clients, "client", "c", 0, "pgbench: number of clients (VUs, each with its own connection); default 1")
+	fl.IntVarP(&s.jobs, "jobs", "j", 1, "pgbench: number of threads; accepted for compatibility, erplab's clients are goroutines on every CPU")
+	fl.IntVarP(&s.timeS, "time", "T", 0, "pgbench: duration of the run in seconds")
+	fl.IntVarP(&s.transactions, "transactions", "t", 0, "pgbench: transactions per client (default 10 when no duration is given)")
+	fl.Float64VarP(&s.rate, "rate", "R", 0, "open model: arrivals per second, a Poisson process like pgbench -R; latency runs from the scheduled start")
+	fl.StringArrayVar(&s.rateStages, "rate-stage", nil, "open model: rate profile step DURATION:RATE, the rate moving linearly to RATE (e.g. --rate-stage 60s:100 --rate-stage 5m:500); repeatable")
+	fl.Float64Var(&s.latencyLimitMs, "latency-limit", 0, "pgbench: latency limit in ms; with a rate, arrivals already later than this are skipped; transactions above it are counted as late")
+	fl.StringVarP(&s.protocol, "protocol", "M", "simple", "pgbench: query mode: simple, extended or prepared")
+	fl.BoolVarP(&s.noVacuum, "no-vacuum", "n", false, "pgbench: do not vacuum the tables before the run")
+	fl.BoolVarP(&s.perCommand, "report-per-command", "r", false, "pgbench: report each command's latency, failures and retries")
+	fl.IntVar(&s.maxTries, "max-tries", 1, "pgbench: tries of a transaction after a serialization failure or a deadlock (0 = unlimited)")
+	fl.StringVar(&s.randomSeed, "random-seed", "time", "pgbench: seed of the scripts' random functions: time, rand or an unsigned integer")
+	fl.StringArrayVarP(&s.defines, "define", "D", nil, "pgbench: define a script variable NAME=VALUE; repeatable")
+	fl.StringArrayVar(&s.targets, "target", nil, "APDEX target time T of a script's key operation, NAME=DURATION (e.g. select-only=5ms; default 50ms); repeatable")
+}
+
+// scriptOnlyFlags are the flags that mean nothing outside script runs
+// (the open model's --rate, --rate-stage and --latency-limit apply to
+// every workload).
+var scriptOnlyFlags = []string{"client", "jobs", "time", "transactions", "protocol", "no-vacuum",
+	"report-per-command", "max-tries", "random-seed", "define", "target"}
+
+// scriptMode reports whether the run is a pgbench script run: --workload
+// pgbench, or a script chosen with -f, -b, -S or -N.
+func (f *runFlags) scriptMode() bool {
+	s := &f.scripts
+	return f.workload == "pgbench" || len(s.files) > 0 || len(s.builtins) > 0 || s.selectOnly || s.skipSomeUpdates
+}
+
+// checkNotScripts refuses pgbench options in a run of another workload.
+func (f *runFlags) checkNotScripts(cmd *cobra.Command) error {
+	for _, name := range scriptOnlyFlags {
+		if cmd.Flags().Changed(name) {
+			return fmt.Errorf("--%s is a pgbench option: it applies only when running scripts (-f, -b, -S, -N or --workload pgbench)", name)
+		}
+	}
+	return nil
+}
+
+// scriptProfile resolves the script run's load profile from pgbench's
+// options: -c clients for -T seconds (or --duration / --stage), or -t
+// transactions per client (pgbench's default: 10).
+func (f *runFlags) scriptProfile(cmd *cobra.Command) (stages []engine.Stage, txPerVU int, err error) {
+	s := &f.scripts
+	changed := cmd.Flags().Changed
+	if changed("client") && (changed("users") || changed("stage")) {
+		return nil, 0, errors.New("-c/--client gives the number of clients: drop --users/--stage, or drop -c")
+	}
+	if s.clients < 0 || (changed("client") && s.clients == 0) {
+		return nil, 0, fmt.Errorf("invalid number of clients: %d", s.clients)
+	}
+	if s.jobs < 1 {
+		return nil, 0, fmt.Errorf("invalid number of threads: %d", s.jobs)
+	}
+	if changed("time") && changed("transactions") {
+		return nil, 0, errors.New("specify either a number of transactions (-t) or a duration (-T), not both")
+	}
+	if changed("time") && (changed("duration") || changed("stage")) {
+		return nil, 0, errors.New("-T gives the duration: drop --duration/--stage, or drop -T")
+	}
+	if s.transactions < 0 || (changed("transactions") && s.transactions == 0) {
+		return nil, 0, fmt.Errorf("invalid number of transactions: %d", s.transactions)
+	}
+	if s.timeS < 0 || (changed("time") && s.timeS == 0) {
+		return nil, 0, fmt.Errorf("invalid duration: %d", s.timeS)
+	}
+	clients := max(s.clients, 1)
+	if len(f.stages) > 0 {
+		for _, st := range f.stages {
+			stage, err := engine.ParseStage(st)
+			if err != nil {
+				return nil, 0, fmt.Errorf("--stage: %w", err)
+			}
+			stages = append(stages, stage)
+		}
+	} else {
+		if changed("users") {
+			clients = f.users
+		}
+		hold := f.duration
+		switch {
+		case changed("time"):
+			hold = time.Duration(s.timeS) * time.Second
+		case !changed("duration") && len(s.rateStages) == 0:
+			// -t N (default 10, as pgbench): the run ends when every
+			// client has done its transactions; the stage only bounds it.
+			txPerVU = cmp(s.transactions, 10)
+			hold = 365 * 24 * time.Hour
+		}
+		if stages, err = engine.SimpleStages(clients, f.ramp, hold); err != nil {
+			return nil, 0, err
+		}
+	}
+	if changed("transactions") {
+		txPerVU = s.transactions
+	}
+	return stages, txPerVU, nil
+}
+
+func cmp(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// scriptRate resolves -R / --rate-stage into the open model's profile (nil:
+// the closed model).
+func (f *runFlags) scriptRate(cmd *cobra.Command) ([]engine.RateStage, error) {
+	s := &f.scripts
+	if cmd.Flags().Changed("rate") && len(s.rateStages) > 0 {
+		return nil, errors.New("--rate gives a constant rate, --rate-stage a profile: use one of them")
+	}
+	if cmd.Flags().Changed("rate") {
+		return engine.ConstantRate(s.rate)
+	}
+	var out []engine.RateStage
+	for _, r := range s.rateStages {
+		st, err := engine.ParseRateStage(r)
+		if err != nil {
+			return nil, fmt.Errorf("--rate-stage: %w", err)
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// scriptWorkload builds the pgbench workload from the options: scripts,
+// query mode, variables, seed, targets.
+func (f *runFlags) scriptWorkload(cmd *cobra.Command, stages []engine.Stage, txPerVU int) (*wpgbench.Workload, error) {
+	s := &f.scripts
+	var scripts []*script.Script
+	for _, b := range s.builtins {
+		sc, err := script.Builtin(b)
+		if err != nil {
+			return nil, err
+		}
+		scripts = append(scripts, sc)
+	}
+	if s.selectOnly {
+		sc, _ := script.Builtin("select-only")
+		scripts = append(scripts, sc)
+	}
+	if s.skipSomeUpdates {
+		sc, _ := script.Builtin("simple-update")
+		scripts = append(scripts, sc)
+	}
+	for _, file := range s.files {
+		sc, err := script.ParseFile(file, os.ReadFile)
+		if err != nil {
+			return nil, err
+		}
+		scripts = append(scripts, sc)
+	}
+	if len(scripts) == 0 {
+		sc, _ := script.Builtin("tpcb-like")
+		scripts = append(scripts, sc)
+	}
+	mode, err := script.ParseMode(s.protocol)
+	if err != nil {
+		return nil, err
+	}
+	defines := map[string]string{}
+	for _, d := range s.defines {
+		name, value, err := script.ParseDefine(d)
+		if err != nil {
+			return nil, err
+		}
+		defines[name] = value
+	}
+	seed, err := parseRandomSeed(s.randomSeed)
+	if err != nil {
+		return nil, err
+	}
+	targets := map[string]time.Duration{}
+	for _, t := range s.targets {
+		name, v, ok := strings.Cut(t, "=")
+		if !ok || name == "" {
+			return nil, fmt.Errorf("--target %q: want NAME=DURATION, e.g. select-only=5ms", t)
+		}
+		d, err := parseTarget(v)
+		if err != nil {
+			return nil, fmt.Errorf("--target %q: %w", t, err)
+		}
+		targets[name] = d
+	}
+	if s.maxTries < 0 {
+		return nil, fmt.Errorf("invalid number of maximum tries: %d", s.maxTries)
+	}
+	scale := 1
+	if cmd.Flags().Changed("scale") {
+		if f.scale < 1 || f.scale != math.Trunc(f.scale) || f.scale > math.MaxInt32 {
+			return nil, fmt.Errorf("invalid scaling factor: %g (pgbench scales are whole numbers >= 1)", f.scale)
+		}
+		scale = int(f.scale)
+	}
+	maxTries := s.maxTries
+	if maxTries == 0 {
+		maxTries = -1 // pgbench --max-tries=0: unlimited
+	}
+	return wpgbench.New(wpgbench.Options{
+		Scripts: scripts, Targets: targets, Mode: mode, Defines: defines, RandomSeed: seed,
+		MaxTries: maxTries, PerCommand: s.perCommand, NoVacuum: s.noVacuum,
+		Scale: scale, ScaleGiven: cmd.Flags().Changed("scale"), Clients: engine.MaxTarget(stages), Threads: s.jobs,
+		Duration: engine.TotalDuration(stages), TxPerClient: txPerVU,
+		LatencyLimit: time.Duration(s.latencyLimitMs * float64(time.Millisecond)),
+		Rate:         cmd.Flags().Changed("rate") || len(s.rateStages) > 0,
+		Debug:        os.Stderr,
+	})
+}
+
+// parseRandomSeed reads pgbench's --random-seed: "time" (the current time
+// in µs, pgbench's default), "rand" (a strong random number) or an
+// unsigned integer (pgbench.c set_random_seed).
+func parseRandomSeed(s string) (uint64, error) {
+	switch s {
+	case "time":
+		return uint64(time.Now().UnixMicro()), nil
+	case "rand":
+		var b [8]byte
+		f, err := os.Open("/dev/urandom")
+		if err != nil {
+			return 0, fmt.Errorf("--random-seed rand: %w", err)
+		}
+		defer f.Close()
+		if _, err := f.Read(b[:]); err != nil {
+			return 0, fmt.Errorf("--random-seed rand: %w", err)
+		}
+		var v uint64
+		for _, x := range b {
+			v = v<<8 | uint64(x)
+		}
+		return v, nil
+	}
+	v, err := strconv.ParseUint(s, 0, 64)
+	if err != nil {
+		return 0, fmt.Errorf("unrecognized random seed option \"%s\": expecting an unsigned integer, \"time\" or \"rand\"", s)
+	}
+	return v, nil
+}
+
+// parseTarget reads a target time: a Go duration ("5ms", "1.5s") or a bare
+// number of milliseconds.
+func parseTarget(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		ms, err2 := strconv.ParseFloat(s, 64)
+		if err2 != nil {
+			return 0, fmt.Errorf("bad duration %q (e.g. 50ms, 1.5s)", s)
+		}
+		d = time.Duration(ms * float64(time.Millisecond))
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("target time must be > 0, got %s", s)
+	}
+	return d, nil
+}
+
+// progressValue is --progress/-P: a Go duration, or pgbench's whole
+// seconds ("-P 5").
+type progressValue struct{ d *time.Duration }
+
+func (p progressValue) String() string { return p.d.String() }
+func (p progressValue) Type() string   { return "duration" }
+func (p progressValue) Set(s string) error {
+	if n, err := strconv.Atoi(s); err == nil {
+		if n < 0 {
+			return fmt.Errorf("invalid thread progress delay: %d", n)
+		}
+		*p.d = time.Duration(n) * time.Second
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration (5s) or whole seconds (5), got %q", s)
+	}
+	*p.d = d
+	return nil
+}
+
+// exitScriptRun is pgbench's exit code for errors during the run (a
+// client aborted); script runs use it, other runs keep erplab's codes.
+const exitScriptRun = 2
+
+// scriptFailures reports transactions that failed with an error other
+// than a serialization failure or deadlock: pgbench 15 aborts the client
+// there and exits 2; erplab ran on, and says so with the same code.
+func scriptFailures(res *loadtest.Result) error {
+	var n int64
+	codes := map[string]int64{}
+	for _, op := range res.Doc.Operations {
+		for code, c := range op.ErrorsBySQLState {
+			if code == script.SerializationFailure || code == script.DeadlockDetected {
+				continue
+			}
+			n += c
+			codes[code] += c
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	parts := make([]string, 0, len(codes))
+	for code, c := range codes {
+		parts = append(parts, fmt.Sprintf("%s x%d", code, c))
+	}
+	sort.Strings(parts)
+	return fmt.Errorf("%d transactions failed (%s); pgbench would have aborted those clients; results: %s", n, strings.Join(parts, ", "), res.Path)
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/initbench"
+	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/pgbench/script"
+	"github.com/erplab/erplab/internal/pgbench/tables"
+	"github.com/erplab/erplab/internal/pgbench/versus"
+)
+
+func newVsPgbenchCmd() *cobra.Command {
+	var (
+		dsn, mode, osUser string
+		scripts           []string
+		clients           []int
+		duration          time.Duration
+		scale             int
+		force             bool
+	)
+	cmd := &cobra.Command{
+		Use:   "vs-pgbench",
+		Short: "Compare erplab's load generator with pgbench: tps and client CPU per transaction, side by side",
+		Long: `Run pgbench and 'erplab run' one after the other on the same server, for every built-in
+script and client count, in the same query mode for the same time, and print both
+generators' tps and client CPU per transaction (user + system time of the process, from
+getrusage) with the ratios erplab / pgbench. Without --dsn a throwaway server is started
+with pgbench tables at --scale and removed at the end. pgbench gets -j = min(clients, CPUs).
+
+Both generators share the host with the server they load: on a small machine the server's
+CPU bounds both, and the CPU per transaction is where the generators differ.`,
+		Example: `  erplab vs-pgbench
+  erplab vs-pgbench --builtins select-only --clients 1,8,32 --duration 20s -M prepared`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			out := cmd.OutOrStdout()
+			if duration < time.Second {
+				return withCode(exitUsage, fmt.Errorf("--duration must be at least 1s, got %s", duration))
+			}
+			if _, err := script.ParseMode(mode); err != nil {
+				return withCode(exitUsage, err)
+			}
+			for _, s := range scripts {
+				if _, err := script.Builtin(s); err != nil {
+					return withCode(exitUsage, fmt.Errorf("--builtins: %w", err))
+				}
+			}
+			maxClients := 0
+			for _, c := range clients {
+				if c < 1 {
+					return withCode(exitUsage, fmt.Errorf("--clients: %d is not a positive client count", c))
+				}
+				maxClients = max(maxClients, c)
+			}
+			if scale < 1 {
+				return withCode(exitUsage, fmt.Errorf("--scale must be >= 1, got %d", scale))
+			}
+			pgbench, err := initbench.FindPgbench("")
+			if err != nil {
+				return err
+			}
+			self, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("vs-pgbench: finding erplab's own executable: %w", err)
+			}
+			target, envGiven := conninfo.FromEnvOrFlag(dsn)
+			embedded := target == "" && !envGiven
+			if embedded {
+				c, err := loadtest.StartEmbedded(ctx, out, osUser, maxClients+10, false)
+				if err != nil {
+					return err
+				}
+				defer func() {
+					if err := c.Stop(); err != nil {
+						fmt.Fprintf(out, "warning: stopping the embedded server: %v\n", err)
+					}
+				}()
+				target, force = c.DSN("erplab"), true
+			}
+			pool, err := conninfo.OpenPool(ctx, target, 4)
+			if err != nil {
+				return err
+			}
+			have, _, ok, err := tables.Installed(ctx, pool)
+			if err == nil && (!ok || (embedded && have != scale)) {
+				fmt.Fprintf(out, "creating pgbench tables at scale %d\n", scale)
+				_, err = tables.Init(ctx, pool, tables.Options{Scale: scale, Force: force})
+			} else if ok {
+				fmt.Fprintf(out, "using the pgbench tables found (scale %d)\n", have)
+			}
+			pool.Close()
+			if err != nil {
+				return err
+			}
+			dir, err := os.MkdirTemp("", "erplab-vs-pgbench-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			fmt.Fprintf(out, "erplab vs pgbench: %s, clients %s, %s each, -M %s, server %s\n",
+				strings.Join(scripts, ", "), joinInts(clients), duration, mode, conninfo.Redact(target))
+			pairs, err := versus.Run(ctx, versus.Options{
+				DSN: target, Pgbench: pgbench, Erplab: self, Scripts: scripts, Clients: clients,
+				Duration: duration, Mode: mode, Dir: dir,
+				Progress: func(f string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), f+"\n", a...) },
+			})
+			if len(pairs) > 0 {
+				fmt.Fprintln(out)
+				versus.Print(out, pairs)
+			}
+			if err != nil && ctx.Err() != nil {
+				return withCode(exitInterrupted, errors.New("interrupted"))
+			}
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&dsn, "dsn", "", "server to use (needs pgbench tables, or --force to create them); default: a throwaway embedded server")
+	fl.StringSliceVar(&scripts, "builtins", []string{"select-only", "tpcb-like"}, "built-in scripts to compare, comma-separated")
+	fl.IntSliceVar(&clients, "clients", []int{1, 8, 32}, "client counts, comma-separated")
+	fl.DurationVar(&duration, "duration", 10*time.Second, "length of each run (whole seconds)")
+	fl.StringVarP(&mode, "protocol", "M", "prepared", "query mode: simple, extended or prepared")
+	fl.IntVarP(&scale, "scale", "s", 10, "pgbench scale of the tables created on the embedded server")
+	fl.BoolVar(&force, "force", false, "create pgbench tables in --dsn's database when it has none")
+	fl.StringVar(&osUser, "os-user", "", "embedded server: OS user to run PostgreSQL as when erplab runs as root (default postgres)")
+	return cmd
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ",")
+}

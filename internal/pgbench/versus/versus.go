@@ -1,0 +1,260 @@
+// Package versus compares erplab's load generator with pgbench on the same
+// server in one go: for each built-in script and client count, pgbench and
+// `erplab run` run the same script for the same time in the same query
+// mode, one after the other, and the comparison is their throughput (tps)
+// and the client CPU each spent per transaction (user + system time of the
+// generator's process from getrusage(2), divided by the transactions it
+// completed). Ratios are the result: the machines this runs on are noisy,
+// and both generators share the host with the server they load.
+package versus
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/erplab/erplab/internal/record"
+)
+
+// Options say what to compare.
+type Options struct {
+	// DSN of a database holding the pgbench tables (libpq key=value or
+	// URL); both generators connect to it.
+	DSN string
+	// Pgbench and Erplab are the paths of the two generators' executables.
+	Pgbench, Erplab string
+	// Scripts are built-in script names ("select-only", "tpcb-like",
+	// "simple-update").
+	Scripts []string
+	// Clients are the client counts (pgbench -c), each compared apart.
+	Clients []int
+	// Duration of each generator's run (pgbench -T, whole seconds).
+	Duration time.Duration
+	// Mode is the query mode, pgbench -M: simple, extended or prepared.
+	Mode string
+	// Dir receives erplab's results files (a temporary directory).
+	Dir string
+	// Progress, when not nil, is told which run starts.
+	Progress func(format string, args ...any)
+}
+
+// Measurement is one generator's run.
+type Measurement struct {
+	// Transactions completed (failed ones excluded).
+	Transactions int64
+	// TPS is the generator's own throughput figure: pgbench's "tps = "
+	// (without initial connection time), erplab's transactions per scored
+	// second.
+	TPS float64
+	// CPU is the user + system CPU time of the generator's process.
+	CPU time.Duration
+	// Wall is the wall time of the process, start-up included.
+	Wall time.Duration
+}
+
+// CPUPerTx is the client CPU per transaction in µs (0 without
+// transactions).
+func (m Measurement) CPUPerTx() float64 {
+	if m.Transactions == 0 {
+		return 0
+	}
+	return float64(m.CPU.Microseconds()) / float64(m.Transactions)
+}
+
+// Pair is one cell of the comparison: both generators on one script and
+// client count.
+type Pair struct {
+	Script  string
+	Clients int
+	Pgbench Measurement
+	Erplab  Measurement
+}
+
+// TPSRatio is erplab's tps divided by pgbench's (above 1: erplab drove
+// more transactions).
+func (p Pair) TPSRatio() float64 { return ratio(p.Erplab.TPS, p.Pgbench.TPS) }
+
+// CPURatio is erplab's CPU per transaction divided by pgbench's (below
+// 1: erplab spent less client CPU per transaction).
+func (p Pair) CPURatio() float64 { return ratio(p.Erplab.CPUPerTx(), p.Pgbench.CPUPerTx()) }
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// Jobs is the -j given to both generators for c clients: one thread per
+// client up to the number of CPUs, as a performance engineer would run
+// pgbench (erplab runs its clients' goroutines on that many threads,
+// GOMAXPROCS).
+func Jobs(clients int) int { return max(1, min(clients, runtime.NumCPU())) }
+
+// Run runs every script x client count cell, pgbench and erplab back to
+// back (the order alternates from cell to cell so neither always runs on
+// a warmer server). It returns the cells done so far with the first
+// error: a generator that fails, or ctx cancelled.
+func Run(ctx context.Context, opts Options) ([]Pair, error) {
+	if opts.Duration < time.Second {
+		return nil, fmt.Errorf("versus: duration must be at least 1s, got %s", opts.Duration)
+	}
+	if opts.Mode == "" {
+		opts.Mode = "prepared"
+	}
+	var out []Pair
+	n := 0
+	for _, script := range opts.Scripts {
+		for _, c := range opts.Clients {
+			if c < 1 {
+				return out, fmt.Errorf("versus: client count must be >= 1, got %d", c)
+			}
+			p := Pair{Script: script, Clients: c}
+			steps := []func() error{
+				func() (err error) { p.Pgbench, err = runPgbench(ctx, opts, script, c); return err },
+				func() (err error) { p.Erplab, err = runErplab(ctx, opts, script, c, n); return err },
+			}
+			if n%2 == 1 {
+				steps[0], steps[1] = steps[1], steps[0]
+			}
+			for _, step := range steps {
+				if err := step(); err != nil {
+					return out, err
+				}
+			}
+			out = append(out, p)
+			n++
+		}
+	}
+	return out, nil
+}
+
+func (o Options) say(format string, args ...any) {
+	if o.Progress != nil {
+		o.Progress(format, args...)
+	}
+}
+
+func secs(d time.Duration) string { return strconv.Itoa(int(d / time.Second)) }
+
+func runPgbench(ctx context.Context, opts Options, script string, clients int) (Measurement, error) {
+	opts.say("pgbench  %-12s %2d clients, %s, %s", script, clients, opts.Mode, opts.Duration)
+	args := []string{"-n", "-b", script, "-M", opts.Mode, "-c", strconv.Itoa(clients), "-j", strconv.Itoa(Jobs(clients)),
+		"-T", secs(opts.Duration), opts.DSN}
+	out, m, err := measure(ctx, opts.Pgbench, args)
+	if err != nil {
+		return m, fmt.Errorf("versus: pgbench %s -c %d: %w: %s", script, clients, err, lastLine(out))
+	}
+	if m.Transactions, m.TPS, err = parsePgbench(out); err != nil {
+		return m, fmt.Errorf("versus: pgbench %s -c %d: %w", script, clients, err)
+	}
+	return m, nil
+}
+
+func runErplab(ctx context.Context, opts Options, script string, clients, n int) (Measurement, error) {
+	opts.say("erplab   %-12s %2d clients, %s, %s", script, clients, opts.Mode, opts.Duration)
+	path := filepath.Join(opts.Dir, fmt.Sprintf("erplab-%d-%s-c%d.json", n, script, clients))
+	args := []string{"run", "--dsn", opts.DSN, "-n", "-b", script, "-M", opts.Mode, "-c", strconv.Itoa(clients),
+		"-j", strconv.Itoa(Jobs(clients)), "-T", secs(opts.Duration), "--observe=false", "--progress", "0", "--out", path}
+	out, m, err := measure(ctx, opts.Erplab, args)
+	if err != nil {
+		return m, fmt.Errorf("versus: erplab run %s -c %d: %w: %s", script, clients, err, lastLine(out))
+	}
+	doc, err := record.ReadFile(path)
+	if err != nil {
+		return m, fmt.Errorf("versus: erplab run %s -c %d: %w", script, clients, err)
+	}
+	m.Transactions = doc.Totals.Count - doc.Totals.Errors
+	if doc.Totals.ScoredSeconds > 0 {
+		m.TPS = float64(m.Transactions) / doc.Totals.ScoredSeconds
+	}
+	return m, nil
+}
+
+// measure runs a generator to completion and takes its CPU from the
+// kernel's accounting of the child (getrusage(2) RUSAGE_CHILDREN as Go's
+// ProcessState reports it).
+func measure(ctx context.Context, bin string, args []string) ([]byte, Measurement, error) {
+	var m Measurement
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	start := time.Now()
+	err := cmd.Run()
+	m.Wall = time.Since(start)
+	if cmd.ProcessState != nil {
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			m.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		}
+	}
+	if err != nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	return buf.Bytes(), m, err
+}
+
+// parsePgbench reads "number of transactions actually processed: N" and
+// "tps = X (without initial connection time)" from pgbench's report
+// (pgbench.c printResults).
+func parsePgbench(out []byte) (tx int64, tps float64, err error) {
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	var haveTx, haveTPS bool
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "number of transactions actually processed: "); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				// "N" or "N/M" when -t was given
+				n := strings.SplitN(f[0], "/", 2)[0]
+				if tx, err = strconv.ParseInt(n, 10, 64); err == nil {
+					haveTx = true
+				}
+			}
+		}
+		if v, ok := strings.CutPrefix(line, "tps = "); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				if tps, err = strconv.ParseFloat(f[0], 64); err == nil {
+					haveTPS = true
+				}
+			}
+		}
+	}
+	if !haveTx || !haveTPS {
+		return 0, 0, errors.New("no transaction count or tps in pgbench's report")
+	}
+	return tx, tps, nil
+}
+
+func lastLine(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}
+
+// Print writes the side-by-side table: per script and client count both
+// generators' tps and CPU per transaction (µs), and the ratios erplab /
+// pgbench.
+func Print(w io.Writer, pairs []Pair) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "script\tclients\tpgbench tps\terplab tps\ttps ratio\tpgbench CPU/tx\terplab CPU/tx\tCPU ratio\t\n")
+	for _, p := range pairs {
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.2f\t%.1f µs\t%.1f µs\t%.2f\t\n", p.Script, p.Clients,
+			p.Pgbench.TPS, p.Erplab.TPS, p.TPSRatio(), p.Pgbench.CPUPerTx(), p.Erplab.CPUPerTx(), p.CPURatio())
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\ntps ratio = erplab / pgbench (goal >= 1); CPU ratio = erplab CPU per transaction / pgbench's (goal <= 1)")
+}

@@ -1,0 +1,391 @@
+// Package pgbench is the workload that runs pgbench scripts as erplab key
+// operations: each script (a built-in -b or a file -f) is one key
+// operation, scored with APDEX against its target time T like any other;
+// one virtual user is one pgbench client with its own variables, random
+// state and (by default) its own connection. The interpreter is
+// internal/pgbench/script, the tables internal/pgbench/tables.
+package pgbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/erplab/erplab/internal/pgbench/expr"
+	"github.com/erplab/erplab/internal/pgbench/script"
+	"github.com/erplab/erplab/internal/pgbench/tables"
+	"github.com/erplab/erplab/internal/workload"
+)
+
+// DefaultTarget is the APDEX target time T of a script when --target does
+// not name it: 50 ms, a common service-level bound for an OLTP
+// transaction; pgbench's own --latency-limit examples use the same order.
+const DefaultTarget = 50 * time.Millisecond
+
+// Options describe the scripts and how the clients run them; the field
+// names follow pgbench's options.
+type Options struct {
+	// Scripts to run, with their weights (-f file@W, -b name@W); at least
+	// one.
+	Scripts []*script.Script
+	// Targets are APDEX target times by key operation name (--target
+	// name=50ms); others get DefaultTarget.
+	Targets map[string]time.Duration
+	// Mode is -M.
+	Mode script.Mode
+	// Defines are -D name=value.
+	Defines map[string]string
+	// RandomSeed seeds every client's random state in pgbench's order
+	// (--random-seed).
+	RandomSeed uint64
+	// MaxTries is --max-tries: tries of a transaction after a
+	// serialization failure or deadlock; 0 or 1 = one try (no retry), a
+	// negative value = unlimited (pgbench --max-tries=0).
+	MaxTries int
+	// PerCommand is -r: measure per-command latencies.
+	PerCommand bool
+	// NoVacuum is -n: skip pgbench's vacuum of the tables before the run.
+	NoVacuum bool
+	// Scale is -s: the scale of the tables created when the database has
+	// none, and :scale of custom scripts (built-in scripts read it from
+	// pgbench_branches, as pgbench does). 0 means 1.
+	Scale int
+	// ScaleGiven tells that -s was given (pgbench warns when it is ignored).
+	ScaleGiven bool
+	// Init are the table options used when the tables must be created
+	// (partitions etc.; Scale is taken from Scale).
+	Init tables.Options
+	// Clients is -c (for the summary and the seeding order).
+	Clients int
+	// Threads is -j as given (for the summary only: erplab's clients are
+	// goroutines on every CPU).
+	Threads int
+	// Duration (-T) or TxPerClient (-t), LatencyLimit (--latency-limit)
+	// and Rate (a --rate or --rate-stage was given) are for the summary.
+	Duration     time.Duration
+	TxPerClient  int
+	LatencyLimit time.Duration
+	Rate         bool
+	// Debug receives debug() lines and messages; nil means io.Discard.
+	Debug io.Writer
+}
+
+// Workload runs pgbench scripts. Create it with New.
+type Workload struct {
+	opts    Options
+	ops     []workload.Operation
+	builtin bool
+
+	// set by Setup
+	scale       int
+	scaleSource string
+	defaultSeed int64
+	rands       []*expr.PRNG // per client, pgbench's seeding order
+
+	mu      sync.Mutex
+	clients []*client // every client made, for the per-command report
+}
+
+type client struct {
+	c           *script.Client
+	lastRetries int
+}
+
+// New checks the options and names the key operations: a built-in
+// script's pgbench name (e.g. "select-only"), a file's base name without
+// extension; duplicates get "#2", "#3". It returns an error for no
+// scripts, a bad weight total or a --target naming no script.
+func New(opts Options) (*Workload, error) {
+	if len(opts.Scripts) == 0 {
+		return nil, errors.New("no script to run (give -f FILE, -b NAME, -S or -N)")
+	}
+	if opts.Clients < 1 {
+		opts.Clients = 1
+	}
+	if opts.Scale == 0 {
+		opts.Scale = 1
+	}
+	if opts.Debug == nil {
+		opts.Debug = io.Discard
+	}
+	w := &Workload{opts: opts}
+	seen := map[string]int{}
+	for _, s := range opts.Scripts {
+		if s.Weight < 0 {
+			return nil, fmt.Errorf("script %s: weight must not be negative", s.Name)
+		}
+		name, isBuiltin := OperationName(s)
+		w.builtin = w.builtin || isBuiltin
+		seen[name]++
+		if seen[name] > 1 {
+			name = fmt.Sprintf("%s#%d", name, seen[name])
+		}
+		t := DefaultTarget
+		if v, ok := opts.Targets[name]; ok {
+			t = v
+		}
+		w.ops = append(w.ops, workload.Operation{
+			Name: name, Target: t, Priority: 1,
+			Description: fmt.Sprintf("pgbench script %s, weight %d", s.Name, s.Weight),
+		})
+	}
+	for name := range opts.Targets {
+		if !w.hasOp(name) {
+			return nil, fmt.Errorf("--target %s: no script of that name (scripts: %s)", name, strings.Join(w.opNames(), ", "))
+		}
+	}
+	total := 0
+	for _, s := range opts.Scripts {
+		total += s.Weight
+	}
+	if total <= 0 {
+		return nil, errors.New("total script weight must not be zero")
+	}
+	return w, nil
+}
+
+func (w *Workload) hasOp(name string) bool {
+	for _, op := range w.ops {
+		if op.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *Workload) opNames() []string {
+	out := make([]string, len(w.ops))
+	for i, op := range w.ops {
+		out[i] = op.Name
+	}
+	return out
+}
+
+// OperationName is the key operation name of a script: the built-in's
+// pgbench name ("tpcb-like", "simple-update", "select-only") when s is a
+// built-in, else the file's base name without its extension.
+func OperationName(s *script.Script) (name string, builtin bool) {
+	for _, b := range script.BuiltinNames() {
+		_, desc, err := script.BuiltinText(b)
+		if err == nil && desc == s.Name {
+			return b, true
+		}
+	}
+	base := filepath.Base(s.Name)
+	return strings.TrimSuffix(base, filepath.Ext(base)), false
+}
+
+// Name implements workload.Workload.
+func (w *Workload) Name() string { return "pgbench" }
+
+// Operations implements workload.Workload: one per script.
+func (w *Workload) Operations() []workload.Operation { return w.ops }
+
+// Roles implements workload.Workload: one role whose mix is the scripts'
+// weights (pgbench's weighted choice per transaction).
+func (w *Workload) Roles() []workload.Role {
+	mix := map[string]float64{}
+	for i, s := range w.opts.Scripts {
+		if s.Weight > 0 {
+			mix[w.ops[i].Name] = float64(s.Weight)
+		}
+	}
+	return []workload.Role{{Name: "client", Share: 1, Mix: mix}}
+}
+
+// Setup implements workload.Workload. With built-in scripts it finds the
+// pgbench tables and reads the scale from pgbench_branches (pgbench does
+// the same); when the database has no pgbench tables they are created at
+// Options.Scale, but only in a database holding no other tables unless
+// opts.Force (the embedded server's is empty). Unless NoVacuum it then
+// vacuums like pgbench ("starting vacuum...end."). It also draws the
+// clients' random states in pgbench's order.
+func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, opts workload.SetupOptions) error {
+	say := func(format string, args ...any) {
+		if opts.Progress != nil {
+			opts.Progress(format, args...)
+		}
+	}
+	scale, _, ok, err := tables.Installed(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if !ok && (w.builtin || opts.Force) {
+		init := w.opts.Init
+		init.Scale = w.opts.Scale
+		init.Force = opts.Force
+		init.Progress = opts.Progress
+		if !w.builtin || !opts.Force {
+			// A user's database: create tables only when it is empty
+			// of anything erplab or pgbench did not make.
+			if foreign, err := tables.ForeignTables(ctx, pool); err != nil {
+				return err
+			} else if len(foreign) > 0 && !opts.Force {
+				return fmt.Errorf("%w; no pgbench tables here: create them with erplab init --workload pgbench -s N or pgbench -i", workload.ErrForeignDatabase)
+			}
+		}
+		say("no pgbench tables: creating them at scale %d", init.Scale)
+		if _, err := tables.Init(ctx, pool, init); err != nil {
+			return err
+		}
+		scale, ok = init.Scale, true
+	}
+	switch {
+	case w.builtin && !ok:
+		return errors.New("no pgbench tables in this database: create them with erplab init --workload pgbench -s N (or pgbench -i), or pass --force to let erplab create them")
+	case w.builtin:
+		w.scale, w.scaleSource = scale, "pgbench_branches"
+		if w.opts.ScaleGiven && w.opts.Scale != scale {
+			say("scale option ignored, using count from pgbench_branches table (%d)", scale)
+		}
+	default:
+		w.scale, w.scaleSource = w.opts.Scale, "-s"
+	}
+	if !w.opts.NoVacuum && ok {
+		say("starting vacuum...")
+		if err := tables.Vacuum(ctx, pool, false); err != nil {
+			say("%v (ignoring this error and continuing anyway)", err)
+		}
+		say("end.")
+	}
+	// Random states in pgbench 15's order: clients, default_seed, threads.
+	seeds := expr.NewSeeds(w.opts.RandomSeed)
+	w.rands = seeds.ClientRand(w.opts.Clients)
+	if _, given := w.opts.Defines["default_seed"]; !given {
+		w.defaultSeed = seeds.DefaultSeed()
+	}
+	return nil
+}
+
+// Execute implements workload.Workload: one transaction of script op for
+// the VU's pgbench client (created at its first transaction; VU n is
+// client n-1). A failed transaction returns its error, which carries the
+// SQLSTATE of a server error; the client goes on with the next one (pgbench
+// 15 would abort the client for errors other than serialization and
+// deadlock failures).
+func (w *Workload) Execute(ctx context.Context, conn *pgx.Conn, vu *workload.VU, op int) error {
+	cl, _ := vu.State.(*client)
+	if cl == nil {
+		var err error
+		if cl, err = w.newClient(vu.ID - 1); err != nil {
+			return err
+		}
+		vu.State = cl
+	}
+	res := cl.c.Run(ctx, conn.PgConn(), op)
+	cl.lastRetries = res.Retries()
+	if res.Failed || res.Err != nil {
+		if res.Err == nil {
+			return fmt.Errorf("transaction failed (SQLSTATE %s)", res.SQLState)
+		}
+		return res.Err
+	}
+	return nil
+}
+
+// LastRetries implements the engine's retry reporting: the retries of the
+// VU's last transaction (pgbench --max-tries).
+func (w *Workload) LastRetries(vu *workload.VU) int {
+	if cl, ok := vu.State.(*client); ok {
+		return cl.lastRetries
+	}
+	return 0
+}
+
+func (w *Workload) newClient(id int) (*client, error) {
+	var rnd *expr.PRNG
+	if id >= 0 && id < len(w.rands) {
+		rnd = w.rands[id]
+	} else {
+		// More VUs than -c (a --stage profile): later clients continue
+		// the sequence deterministically.
+		rnd = expr.NewPRNG(w.opts.RandomSeed ^ uint64(id+1)*0x9E3779B97F4A7C15)
+	}
+	maxTries := w.opts.MaxTries
+	c, err := script.NewClient(w.opts.Scripts, script.Options{
+		Mode: w.opts.Mode, ClientID: id, Scale: w.scale, Defines: w.opts.Defines,
+		RandomSeed: int64(w.opts.RandomSeed), DefaultSeed: w.defaultSeed, Rand: rnd,
+		MaxTries: maxTries, PerCommand: w.opts.PerCommand,
+		Debug: w.opts.Debug, ShellOut: w.opts.Debug, ShellErr: w.opts.Debug,
+	})
+	if err != nil {
+		return nil, err
+	}
+	cl := &client{c: c}
+	w.mu.Lock()
+	w.clients = append(w.clients, cl)
+	w.mu.Unlock()
+	return cl, nil
+}
+
+// CommandStats merges every client's per-command figures of script i.
+func (w *Workload) CommandStats(i int) []script.CommandStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]script.CommandStats, len(w.opts.Scripts[i].Commands))
+	for _, cl := range w.clients {
+		script.MergeStats(out, cl.c.Stats(i))
+	}
+	return out
+}
+
+// Describe implements workload.Describer: what the run ran on.
+func (w *Workload) Describe() map[string]any {
+	scripts := make([]map[string]any, len(w.opts.Scripts))
+	for i, s := range w.opts.Scripts {
+		scripts[i] = map[string]any{"operation": w.ops[i].Name, "script": s.Name, "weight": s.Weight}
+	}
+	d := map[string]any{
+		"scale": w.scale, "scale_from": w.scaleSource, "query_mode": w.opts.Mode.String(),
+		"random_seed": w.opts.RandomSeed, "max_tries": w.opts.MaxTries, "clients": w.opts.Clients,
+		"scripts": scripts,
+	}
+	if len(w.opts.Defines) > 0 {
+		keys := make([]string, 0, len(w.opts.Defines))
+		for k := range w.opts.Defines {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		defs := make([]string, len(keys))
+		for i, k := range keys {
+			defs[i] = k + "=" + w.opts.Defines[k]
+		}
+		d["defines"] = defs
+	}
+	if w.opts.PerCommand {
+		per := map[string]any{}
+		for i, s := range w.opts.Scripts {
+			stats := w.CommandStats(i)
+			cmds := make([]map[string]any, len(s.Commands))
+			for j, c := range s.Commands {
+				st := stats[j]
+				avg := 0.0
+				if st.Count > 0 {
+					avg = float64(st.SumUS) / 1000 / float64(st.Count)
+				}
+				cmds[j] = map[string]any{"command": c.FirstLine, "count": st.Count, "avg_ms": avg, "failures": st.Failures, "retries": st.Retries}
+			}
+			per[w.ops[i].Name] = cmds
+		}
+		d["per_command"] = per
+	}
+	return d
+}
+
+// Close releases the clients' resources.
+func (w *Workload) Close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, cl := range w.clients {
+		cl.c.Close()
+	}
+}

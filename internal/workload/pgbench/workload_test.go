@@ -1,0 +1,136 @@
+package pgbench_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/pgbench/script"
+	"github.com/erplab/erplab/internal/pgtest"
+	wpgbench "github.com/erplab/erplab/internal/workload/pgbench"
+)
+
+var srv *pgtest.Server
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m, &srv)) }
+
+func builtin(t *testing.T, name string) *script.Script {
+	t.Helper()
+	s, err := script.Builtin(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// run runs the workload through loadtest.Run (the whole `erplab run`
+// path) and returns the printed output and the results.
+func run(t *testing.T, dsn string, w *wpgbench.Workload, stages []engine.Stage, txPerVU int) (string, *loadtest.Result) {
+	t.Helper()
+	var out bytes.Buffer
+	res, err := loadtest.Run(context.Background(), loadtest.Options{
+		DSN: dsn, Workload: w, Stages: stages, TxPerVU: txPerVU, Connections: 0, Seed: 1,
+		Interval: time.Second, Out: filepath.Join(t.TempDir(), "r.json"),
+	}, &out)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	return out.String(), res
+}
+
+func TestBuiltinTransactionsPerClient(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	w, err := wpgbench.New(wpgbench.Options{
+		Scripts: []*script.Script{builtin(t, "tpcb-like")}, Mode: script.Prepared, RandomSeed: 7,
+		Clients: 3, TxPerClient: 5, PerCommand: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stages, _ := engine.SimpleStages(3, 0, time.Hour)
+	out, res := run(t, dsn, w, stages, 5)
+	if got := res.Doc.Operations[0].Count; got != 15 {
+		t.Fatalf("tpcb-like count = %d, want 3 clients x 5 = 15\n%s", got, out)
+	}
+	if res.Doc.Operations[0].Name != "tpcb-like" {
+		t.Fatalf("operation name %q", res.Doc.Operations[0].Name)
+	}
+	// The database saw exactly 15 history rows (pgbench's vacuum
+	// truncated it first).
+	pool := srv.Pool(t, dsn)
+	var n int
+	if err := pool.QueryRow(context.Background(), "select count(*) from pgbench_history").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 15 {
+		t.Fatalf("pgbench_history has %d rows, want 15", n)
+	}
+	for _, want := range []string{
+		"transaction type: <builtin: TPC-B (sort of)>",
+		"scaling factor: 1",
+		"query mode: prepared",
+		"number of clients: 3",
+		"number of transactions per client: 5",
+		"number of transactions actually processed: 15/15",
+		"number of failed transactions: 0 (0.000%)",
+		"statement latencies in milliseconds and failures:",
+		"UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;",
+		"target time T 50ms, key operation tpcb-like",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestCustomScriptWithDefines(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	pool := srv.Pool(t, dsn)
+	if _, err := pool.Exec(context.Background(), "create table seen (client int, v int)"); err != nil {
+		t.Fatal(err)
+	}
+	src := "\\set v :base + :client_id\ninsert into seen values (:client_id, :v);\n"
+	sc, err := script.Parse("ins.sql", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wpgbench.New(wpgbench.Options{
+		Scripts: []*script.Script{sc}, Mode: script.Extended, Defines: map[string]string{"base": "100"},
+		Clients: 2, TxPerClient: 4, NoVacuum: true,
+		Targets: map[string]time.Duration{"ins": 10 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stages, _ := engine.SimpleStages(2, 0, time.Hour)
+	out, res := run(t, dsn, w, stages, 4)
+	if res.Doc.Operations[0].Name != "ins" || res.Doc.Operations[0].TargetMs != 10 {
+		t.Fatalf("operation %q T %g ms, want ins with T 10 ms", res.Doc.Operations[0].Name, res.Doc.Operations[0].TargetMs)
+	}
+	var sum, n int
+	if err := pool.QueryRow(context.Background(), "select coalesce(sum(v),0), count(*) from seen").Scan(&sum, &n); err != nil {
+		t.Fatal(err)
+	}
+	// 4 rows of client 0 (v = 100) and 4 of client 1 (v = 101).
+	if n != 8 || sum != 4*100+4*101 {
+		t.Fatalf("seen: %d rows summing to %d, want 8 rows summing to 804\n%s", n, sum, out)
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	if _, err := wpgbench.New(wpgbench.Options{}); err == nil {
+		t.Fatal("no scripts accepted")
+	}
+	_, err := wpgbench.New(wpgbench.Options{
+		Scripts: []*script.Script{builtin(t, "select-only")}, Targets: map[string]time.Duration{"nope": time.Second},
+	})
+	if err == nil || !strings.Contains(err.Error(), "select-only") {
+		t.Fatalf("unknown --target name: err = %v, want one naming the scripts", err)
+	}
+}
