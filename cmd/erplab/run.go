@@ -150,6 +150,13 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
 			return nil
 		},
 	}
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		err = fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())
+		if looksLikeScriptRun(os.Args[1:]) {
+			return withCode(exitError, err) // pgbench: 1 for option errors
+		}
+		return withCode(exitUsage, err)
+	})
 	fl := cmd.Flags()
 	fl.StringVar(&f.dsn, "dsn", "", "server to test (libpq key=value or URL); default: PG* environment, else a throwaway embedded server")
 	fl.StringVar(&f.workload, "workload", "smoke", "workload to run")
@@ -231,6 +238,9 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 		}
 		if !cmd.Flags().Changed("connections") {
 			f.connections = 0
+		}
+		if !cmd.Flags().Changed("progress") {
+			f.progress = 0 // pgbench prints progress only with -P
 		}
 	} else {
 		if err := f.checkNotScripts(cmd); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"sort"
@@ -24,25 +25,59 @@ import (
 type scriptFlags struct {
 	clients, jobs, timeS, transactions, maxTries int
 	rate, latencyLimitMs                         float64
-	rateStages, defines, files, builtins         []string
+	rateStages, defines                          []string
 	targets                                      []string
 	protocol, randomSeed                         string
-	noVacuum, skipSomeUpdates, selectOnly        bool
-	perCommand                                   bool
+	noVacuum, perCommand                         bool
+	// scripts in command-line order, as pgbench numbers them: -f FILE,
+	// -b NAME, -S (select-only), -N (simple-update).
+	scripts []scriptArg
+}
+
+// scriptArg is one script option: a file (-f) or a built-in (-b, -S, -N).
+type scriptArg struct {
+	file bool
+	spec string
+}
+
+// scriptValue appends -f/-b/-S/-N to one ordered list (pflag keeps each
+// flag's values apart, which would lose pgbench's command-line order).
+type scriptValue struct {
+	list  *[]scriptArg
+	file  bool
+	fixed string // -S/-N: the built-in they stand for
+}
+
+func (v scriptValue) String() string { return "" }
+func (v scriptValue) Type() string {
+	if v.fixed != "" {
+		return "bool"
+	}
+	return "string"
+}
+func (v scriptValue) Set(s string) error {
+	if v.fixed != "" {
+		if s != "true" {
+			return fmt.Errorf("takes no value")
+		}
+		s = v.fixed
+	}
+	*v.list = append(*v.list, scriptArg{file: v.file, spec: s})
+	return nil
 }
 
 func addScriptFlags(fl *pflag.FlagSet, s *scriptFlags) {
-	fl.StringArrayVarP(&s.files, "file", "f", nil, "pgbench script file to run, FILE[@WEIGHT]; repeatable (runs pgbench scripts)")
-	fl.StringArrayVarP(&s.builtins, "builtin", "b", nil, "pgbench built-in script NAME[@WEIGHT]: tpcb-like, simple-update, select-only (a unique prefix will do); repeatable")
-	fl.BoolVarP(&s.selectOnly, "select-only", "S", false, "pgbench: run the built-in select-only script (-b select-only)")
-	fl.BoolVarP(&s.skipSomeUpdates, "skip-some-updates", "N", false, "pgbench: run the built-in simple-update script (-b simple-update)")
+	fl.VarP(scriptValue{list: &s.scripts, file: true}, "file", "f", "pgbench script file to run, FILE[@WEIGHT] (- reads standard input); repeatable (runs pgbench scripts)")
+	fl.VarP(scriptValue{list: &s.scripts}, "builtin", "b", "pgbench built-in script NAME[@WEIGHT]: tpcb-like, simple-update, select-only (a unique prefix will do); repeatable")
+	fl.VarPF(scriptValue{list: &s.scripts, fixed: "select-only"}, "select-only", "S", "pgbench: run the built-in select-only script (-b select-only)").NoOptDefVal = "true"
+	fl.VarPF(scriptValue{list: &s.scripts, fixed: "simple-update"}, "skip-some-updates", "N", "pgbench: run the built-in simple-update script (-b simple-update)").NoOptDefVal = "true"
 	fl.IntVarP(&s.clients, "client", "c", 0, "pgbench: number of clients (VUs, each with its own connection); default 1")
-	fl.IntVarP(&s.jobs, "jobs", "j", 1, "pgbench: number of threads; accepted for compatibility, erplab's clients are goroutines on every CPU")
+	fl.IntVarP(&s.jobs, "jobs", "j", 1, "pgbench: number of threads: the OS threads running the clients' goroutines (GOMAXPROCS); not given: every CPU")
 	fl.IntVarP(&s.timeS, "time", "T", 0, "pgbench: duration of the run in seconds")
 	fl.IntVarP(&s.transactions, "transactions", "t", 0, "pgbench: transactions per client (default 10 when no duration is given)")
 	fl.Float64VarP(&s.rate, "rate", "R", 0, "open model: arrivals per second, a Poisson process like pgbench -R; latency runs from the scheduled start")
 	fl.StringArrayVar(&s.rateStages, "rate-stage", nil, "open model: rate profile step DURATION:RATE, the rate moving linearly to RATE (e.g. --rate-stage 60s:100 --rate-stage 5m:500); repeatable")
-	fl.Float64Var(&s.latencyLimitMs, "latency-limit", 0, "pgbench: latency limit in ms; with a rate, arrivals already later than this are skipped; transactions above it are counted as late")
+	fl.Float64VarP(&s.latencyLimitMs, "latency-limit", "L", 0, "pgbench: latency limit in ms; with a rate, arrivals already later than this are skipped; transactions above it are counted as late")
 	fl.StringVarP(&s.protocol, "protocol", "M", "simple", "pgbench: query mode: simple, extended or prepared")
 	fl.BoolVarP(&s.noVacuum, "no-vacuum", "n", false, "pgbench: do not vacuum the tables before the run")
 	fl.BoolVarP(&s.perCommand, "report-per-command", "r", false, "pgbench: report each command's latency, failures and retries")
@@ -61,8 +96,7 @@ var scriptOnlyFlags = []string{"client", "jobs", "time", "transactions", "protoc
 // scriptMode reports whether the run is a pgbench script run: --workload
 // pgbench, or a script chosen with -f, -b, -S or -N.
 func (f *runFlags) scriptMode() bool {
-	s := &f.scripts
-	return f.workload == "pgbench" || len(s.files) > 0 || len(s.builtins) > 0 || s.selectOnly || s.skipSomeUpdates
+	return f.workload == "pgbench" || len(f.scripts.scripts) > 0
 }
 
 // checkNotScripts refuses pgbench options in a run of another workload.
@@ -168,23 +202,14 @@ func (f *runFlags) scriptRate(cmd *cobra.Command) ([]engine.RateStage, error) {
 func (f *runFlags) scriptWorkload(cmd *cobra.Command, stages []engine.Stage, txPerVU int) (*wpgbench.Workload, error) {
 	s := &f.scripts
 	var scripts []*script.Script
-	for _, b := range s.builtins {
-		sc, err := script.Builtin(b)
-		if err != nil {
-			return nil, err
+	for _, a := range s.scripts {
+		var sc *script.Script
+		var err error
+		if a.file {
+			sc, err = script.ParseFile(a.spec, readScript)
+		} else {
+			sc, err = script.Builtin(a.spec)
 		}
-		scripts = append(scripts, sc)
-	}
-	if s.selectOnly {
-		sc, _ := script.Builtin("select-only")
-		scripts = append(scripts, sc)
-	}
-	if s.skipSomeUpdates {
-		sc, _ := script.Builtin("simple-update")
-		scripts = append(scripts, sc)
-	}
-	for _, file := range s.files {
-		sc, err := script.ParseFile(file, os.ReadFile)
 		if err != nil {
 			return nil, err
 		}
@@ -224,6 +249,9 @@ func (f *runFlags) scriptWorkload(cmd *cobra.Command, stages []engine.Stage, txP
 	}
 	if s.maxTries < 0 {
 		return nil, fmt.Errorf("invalid number of maximum tries: %d", s.maxTries)
+	}
+	if s.maxTries == 0 && s.latencyLimitMs == 0 && !cmd.Flags().Changed("time") && !cmd.Flags().Changed("duration") && len(f.stages) == 0 {
+		return nil, errors.New("an unlimited number of transaction tries can only be used with --latency-limit or a duration (-T)")
 	}
 	scale := 1
 	if cmd.Flags().Changed("scale") {
@@ -344,4 +372,40 @@ func scriptFailures(res *loadtest.Result) error {
 	}
 	sort.Strings(parts)
 	return fmt.Errorf("%d transactions failed (%s); pgbench would have aborted those clients; results: %s", n, strings.Join(parts, ", "), res.Path)
+}
+
+// readScript reads a -f script; "-" is standard input, as for pgbench.
+func readScript(path string) ([]byte, error) {
+	if path == "-" {
+		return io.ReadAll(os.Stdin)
+	}
+	return os.ReadFile(path)
+}
+
+// looksLikeScriptRun tells from the raw arguments whether a `run` command
+// line asks for pgbench scripts, so that a flag error there exits 1 as
+// pgbench does (the flags are not parsed yet when cobra reports it).
+func looksLikeScriptRun(args []string) bool {
+	for i, a := range args {
+		switch {
+		case a == "--":
+			return false
+		case a == "--select-only" || a == "--skip-some-updates" || a == "--workload=pgbench",
+			strings.HasPrefix(a, "--file") || strings.HasPrefix(a, "--builtin"),
+			a == "--workload" && i+1 < len(args) && args[i+1] == "pgbench":
+			return true
+		case len(a) > 1 && a[0] == '-' && a[1] != '-':
+			// short flags, possibly combined (-nS); a value-taking
+			// letter ends the flags of the argument
+			for _, c := range a[1:] {
+				if strings.ContainsRune("SNfb", c) {
+					return true
+				}
+				if strings.ContainsRune("cjTtRPMDsL", c) {
+					break
+				}
+			}
+		}
+	}
+	return false
 }

@@ -126,7 +126,7 @@ func TestVsPgbenchCommand(t *testing.T) {
 	}
 	dsn := srv.NewDatabase(t)
 	code, text := exitCode(t, erplab(t, t.TempDir(), "vs-pgbench", "--dsn", dsn, "--force", "-s", "1", "--duration", "1s",
-		"--clients", "1,2", "--builtins", "select-only"))
+		"--clients", "1,2", "--builtins", "select-only", "--repeat", "1"))
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, text)
 	}
@@ -135,12 +135,50 @@ func TestVsPgbenchCommand(t *testing.T) {
 		f := strings.Fields(line)
 		if len(f) >= 10 && f[0] == "select-only" {
 			rows++
-			if f[2] == "0" || f[3] == "0" {
+			if f[3] == "0" || f[4] == "0" {
 				t.Errorf("a generator did nothing: %q", line)
 			}
 		}
 	}
 	if rows != 2 || !strings.Contains(text, "tps ratio = erplab / pgbench") {
 		t.Fatalf("want 2 rows of select-only and the ratio legend:\n%s", text)
+	}
+}
+
+// Scripts keep their command-line order (pgbench numbers them so), and a
+// bad flag in a script run exits 1 like pgbench.
+func TestRunScriptOrderAndFlagErrors(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "mine.sql")
+	if err := os.WriteFile(file, []byte("select 1;\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "r.json")
+	code, text := exitCode(t, erplab(t, dir, "run", "--dsn", dsn, "--force", "-f", file, "-S", "-b", "simple@2", "-t", "2", "--observe=false", "--out", out))
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, text)
+	}
+	doc, err := record.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, op := range doc.Operations {
+		names = append(names, op.Name)
+	}
+	if strings.Join(names, ",") != "mine,select-only,simple-update" {
+		t.Fatalf("operations %v, want command-line order mine,select-only,simple-update", names)
+	}
+	if !strings.Contains(text, "SQL script 1: "+file) {
+		t.Fatalf("script 1 is not %s:\n%s", file, text)
+	}
+	for _, args := range [][]string{{"run", "-S", "--bogus"}, {"run", "-nS", "-c", "abc"}, {"run", "-b", "tpcb", "-L", "x"}} {
+		if code, text := exitCode(t, erplab(t, dir, args...)); code != 1 {
+			t.Errorf("%v: exit %d, want 1 (pgbench's code for option errors)\n%s", args, code, text)
+		}
+	}
+	if code, _ := exitCode(t, erplab(t, dir, "run", "--workload", "smoke", "--bogus")); code != exitUsage {
+		t.Errorf("a bad flag outside script runs: exit %d, want %d", code, exitUsage)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -25,6 +26,7 @@ func newVsPgbenchCmd() *cobra.Command {
 		duration          time.Duration
 		scale             int
 		force             bool
+		repeat            int
 	)
 	cmd := &cobra.Command{
 		Use:   "vs-pgbench",
@@ -60,6 +62,9 @@ CPU bounds both, and the CPU per transaction is where the generators differ.`,
 					return withCode(exitUsage, fmt.Errorf("--clients: %d is not a positive client count", c))
 				}
 				maxClients = max(maxClients, c)
+			}
+			if repeat < 1 {
+				return withCode(exitUsage, fmt.Errorf("--repeat must be >= 1, got %d", repeat))
 			}
 			if scale < 1 {
 				return withCode(exitUsage, fmt.Errorf("--scale must be >= 1, got %d", scale))
@@ -106,11 +111,17 @@ CPU bounds both, and the CPU per transaction is where the generators differ.`,
 				return err
 			}
 			defer os.RemoveAll(dir)
-			fmt.Fprintf(out, "erplab vs pgbench: %s, clients %s, %s each, -M %s, server %s\n",
-				strings.Join(scripts, ", "), joinInts(clients), duration, mode, conninfo.Redact(target))
+			fmt.Fprintf(out, "erplab vs pgbench: %s, clients %s, %s each, %d runs per cell, -M %s, server %s\n",
+				strings.Join(scripts, ", "), joinInts(clients), duration, repeat, mode, conninfo.Redact(target))
+			if load, err := os.ReadFile("/proc/loadavg"); err == nil {
+				var l1 float64
+				if _, err := fmt.Sscan(string(load), &l1); err == nil && l1 > float64(runtime.NumCPU()) {
+					fmt.Fprintf(out, "warning: load average %.1f on %d CPUs before the start: other work will distort the tps figures (the CPU per transaction less so)\n", l1, runtime.NumCPU())
+				}
+			}
 			pairs, err := versus.Run(ctx, versus.Options{
 				DSN: target, Pgbench: pgbench, Erplab: self, Scripts: scripts, Clients: clients,
-				Duration: duration, Mode: mode, Dir: dir,
+				Duration: duration, Mode: mode, Dir: dir, Repeat: repeat,
 				Progress: func(f string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), f+"\n", a...) },
 			})
 			if len(pairs) > 0 {
@@ -127,7 +138,8 @@ CPU bounds both, and the CPU per transaction is where the generators differ.`,
 	fl.StringVar(&dsn, "dsn", "", "server to use (needs pgbench tables, or --force to create them); default: a throwaway embedded server")
 	fl.StringSliceVar(&scripts, "builtins", []string{"select-only", "tpcb-like"}, "built-in scripts to compare, comma-separated")
 	fl.IntSliceVar(&clients, "clients", []int{1, 8, 32}, "client counts, comma-separated")
-	fl.DurationVar(&duration, "duration", 10*time.Second, "length of each run (whole seconds)")
+	fl.DurationVar(&duration, "duration", 5*time.Second, "length of each run (whole seconds)")
+	fl.IntVar(&repeat, "repeat", 3, "runs of each generator per cell (alternating); the table gives medians and the ratios' range")
 	fl.StringVarP(&mode, "protocol", "M", "prepared", "query mode: simple, extended or prepared")
 	fl.IntVarP(&scale, "scale", "s", 10, "pgbench scale of the tables created on the embedded server")
 	fl.BoolVar(&force, "force", false, "create pgbench tables in --dsn's database when it has none")

@@ -190,7 +190,13 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	// The results files, checked before anything starts.
 	path := opts.Out
 	if path == "" {
-		path = filepath.Join("erplab-results", time.Now().Format("20060102-150405")+"-"+opts.Workload.Name()+".json")
+		stem := filepath.Join("erplab-results", time.Now().Format("20060102-150405")+"-"+opts.Workload.Name())
+		path = stem + ".json"
+		// Runs started in the same second get -2, -3, ...: a loop of
+		// short runs must not collide.
+		for i := 2; exists(path) || exists(strings.TrimSuffix(path, ".json")+".jsonl"); i++ {
+			path = fmt.Sprintf("%s-%d.json", stem, i)
+		}
 	}
 	streamPath := strings.TrimSuffix(path, ".json") + ".jsonl"
 	if opts.Out != "" {
@@ -556,6 +562,10 @@ func profileDesc(opts Options) string {
 		parts = append(parts, fmt.Sprintf("%s:%d", s.Duration, s.Target))
 	}
 	d := "stages " + strings.Join(parts, " ")
+	if opts.TxPerVU > 0 && engine.TotalDuration(opts.Stages) >= 24*time.Hour {
+		// -t without a duration: the stages only bound the run
+		d = fmt.Sprintf("%d VUs", engine.MaxTarget(opts.Stages))
+	}
 	if len(opts.Rate) > 0 {
 		rs := make([]string, 0, len(opts.Rate))
 		for _, r := range opts.Rate {
@@ -700,4 +710,9 @@ func stressDesc(s stress.Spec) string {
 		parts = append(parts, fmt.Sprintf("vm-bytes=%d", s.VMBytes))
 	}
 	return strings.Join(parts, ",")
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

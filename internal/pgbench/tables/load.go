@@ -342,7 +342,11 @@ func (r *runner) generate(ctx context.Context, serverSide bool) (err error) {
 	if serverSide {
 		side = "server-side"
 	}
-	r.say("generating data (%s, %d connections)...", side, r.par)
+	conns := "connections"
+	if r.par == 1 {
+		conns = "connection"
+	}
+	r.say("generating data (%s, %d %s)...", side, r.par, conns)
 	defer func() {
 		if err == nil {
 			return

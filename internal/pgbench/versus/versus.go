@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -45,6 +46,9 @@ type Options struct {
 	Mode string
 	// Dir receives erplab's results files (a temporary directory).
 	Dir string
+	// Repeat runs every cell this many times (at least 1), alternating
+	// the generators, so the spread of the ratios shows the noise.
+	Repeat int
 	// Progress, when not nil, is told which run starts.
 	Progress func(format string, args ...any)
 }
@@ -73,21 +77,59 @@ func (m Measurement) CPUPerTx() float64 {
 }
 
 // Pair is one cell of the comparison: both generators on one script and
-// client count.
+// client count, Repeat times each (index i of both slices ran back to
+// back).
 type Pair struct {
 	Script  string
 	Clients int
-	Pgbench Measurement
-	Erplab  Measurement
+	Pgbench []Measurement
+	Erplab  []Measurement
 }
 
-// TPSRatio is erplab's tps divided by pgbench's (above 1: erplab drove
-// more transactions).
-func (p Pair) TPSRatio() float64 { return ratio(p.Erplab.TPS, p.Pgbench.TPS) }
+// Spread is the median and range of a ratio over the repetitions.
+type Spread struct{ Median, Min, Max float64 }
 
-// CPURatio is erplab's CPU per transaction divided by pgbench's (below
-// 1: erplab spent less client CPU per transaction).
-func (p Pair) CPURatio() float64 { return ratio(p.Erplab.CPUPerTx(), p.Pgbench.CPUPerTx()) }
+func spread(v []float64) Spread {
+	if len(v) == 0 {
+		return Spread{}
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return Spread{Median: m, Min: s[0], Max: s[len(s)-1]}
+}
+
+// TPSRatio is erplab's tps divided by pgbench's over the repetitions
+// (above 1: erplab drove more transactions).
+func (p Pair) TPSRatio() Spread {
+	var r []float64
+	for i := range min(len(p.Pgbench), len(p.Erplab)) {
+		r = append(r, ratio(p.Erplab[i].TPS, p.Pgbench[i].TPS))
+	}
+	return spread(r)
+}
+
+// CPURatio is erplab's CPU per transaction divided by pgbench's over the
+// repetitions (below 1: erplab spent less client CPU per transaction).
+func (p Pair) CPURatio() Spread {
+	var r []float64
+	for i := range min(len(p.Pgbench), len(p.Erplab)) {
+		r = append(r, ratio(p.Erplab[i].CPUPerTx(), p.Pgbench[i].CPUPerTx()))
+	}
+	return spread(r)
+}
+
+// median returns the median of f over ms.
+func median(ms []Measurement, f func(Measurement) float64) float64 {
+	v := make([]float64, len(ms))
+	for i, m := range ms {
+		v[i] = f(m)
+	}
+	return spread(v).Median
+}
 
 func ratio(a, b float64) float64 {
 	if b == 0 {
@@ -113,6 +155,7 @@ func Run(ctx context.Context, opts Options) ([]Pair, error) {
 	if opts.Mode == "" {
 		opts.Mode = "prepared"
 	}
+	reps := max(opts.Repeat, 1)
 	var out []Pair
 	n := 0
 	for _, script := range opts.Scripts {
@@ -121,20 +164,27 @@ func Run(ctx context.Context, opts Options) ([]Pair, error) {
 				return out, fmt.Errorf("versus: client count must be >= 1, got %d", c)
 			}
 			p := Pair{Script: script, Clients: c}
-			steps := []func() error{
-				func() (err error) { p.Pgbench, err = runPgbench(ctx, opts, script, c); return err },
-				func() (err error) { p.Erplab, err = runErplab(ctx, opts, script, c, n); return err },
-			}
-			if n%2 == 1 {
-				steps[0], steps[1] = steps[1], steps[0]
-			}
-			for _, step := range steps {
-				if err := step(); err != nil {
-					return out, err
+			for range reps {
+				var pg, ep Measurement
+				steps := []func() error{
+					func() (err error) { pg, err = runPgbench(ctx, opts, script, c); return err },
+					func() (err error) { ep, err = runErplab(ctx, opts, script, c, n); return err },
 				}
+				if n%2 == 1 {
+					steps[0], steps[1] = steps[1], steps[0]
+				}
+				for _, step := range steps {
+					if err := step(); err != nil {
+						if len(p.Pgbench) > 0 {
+							out = append(out, p)
+						}
+						return out, err
+					}
+				}
+				p.Pgbench, p.Erplab = append(p.Pgbench, pg), append(p.Erplab, ep)
+				n++
 			}
 			out = append(out, p)
-			n++
 		}
 	}
 	return out, nil
@@ -245,16 +295,21 @@ func lastLine(b []byte) string {
 	return s
 }
 
-// Print writes the side-by-side table: per script and client count both
-// generators' tps and CPU per transaction (µs), and the ratios erplab /
-// pgbench.
+// Print writes the side-by-side table: per script and client count the
+// median of both generators' tps and CPU per transaction (µs) over the
+// repetitions, and the ratios erplab / pgbench as median [min-max].
 func Print(w io.Writer, pairs []Pair) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "script\tclients\tpgbench tps\terplab tps\ttps ratio\tpgbench CPU/tx\terplab CPU/tx\tCPU ratio\t\n")
+	fmt.Fprintf(tw, "script\tclients\truns\tpgbench tps\terplab tps\ttps ratio [range]\tpgbench CPU/tx\terplab CPU/tx\tCPU ratio [range]\t\n")
+	tps := func(m Measurement) float64 { return m.TPS }
+	cpu := func(m Measurement) float64 { return m.CPUPerTx() }
 	for _, p := range pairs {
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.2f\t%.1f µs\t%.1f µs\t%.2f\t\n", p.Script, p.Clients,
-			p.Pgbench.TPS, p.Erplab.TPS, p.TPSRatio(), p.Pgbench.CPUPerTx(), p.Erplab.CPUPerTx(), p.CPURatio())
+		t, c := p.TPSRatio(), p.CPURatio()
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.0f\t%.2f [%.2f-%.2f]\t%.1f µs\t%.1f µs\t%.2f [%.2f-%.2f]\t\n", p.Script, p.Clients, len(p.Erplab),
+			median(p.Pgbench, tps), median(p.Erplab, tps), t.Median, t.Min, t.Max,
+			median(p.Pgbench, cpu), median(p.Erplab, cpu), c.Median, c.Min, c.Max)
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "\ntps ratio = erplab / pgbench (goal >= 1); CPU ratio = erplab CPU per transaction / pgbench's (goal <= 1)")
+	fmt.Fprintln(w, "\ntps ratio = erplab / pgbench (goal >= 1); CPU ratio = erplab CPU per transaction / pgbench's (goal <= 1);")
+	fmt.Fprintln(w, "medians over the runs, [range] over the runs: a wide range means a noisy host")
 }

@@ -51,15 +51,15 @@ func TestParsePgbench(t *testing.T) {
 
 func TestRatios(t *testing.T) {
 	p := Pair{
-		Pgbench: Measurement{Transactions: 1000, TPS: 100, CPU: 10 * time.Millisecond},
-		Erplab:  Measurement{Transactions: 2000, TPS: 150, CPU: 30 * time.Millisecond},
+		Pgbench: []Measurement{{Transactions: 1000, TPS: 100, CPU: 10 * time.Millisecond}, {Transactions: 1000, TPS: 100, CPU: 10 * time.Millisecond}, {Transactions: 1000, TPS: 100, CPU: 10 * time.Millisecond}},
+		Erplab:  []Measurement{{Transactions: 2000, TPS: 150, CPU: 30 * time.Millisecond}, {Transactions: 1000, TPS: 50, CPU: 30 * time.Millisecond}, {Transactions: 1000, TPS: 300, CPU: 10 * time.Millisecond}},
 	}
-	if p.TPSRatio() != 1.5 {
-		t.Fatalf("tps ratio %g, want 1.5", p.TPSRatio())
+	if r := p.TPSRatio(); r.Median != 1.5 || r.Min != 0.5 || r.Max != 3 {
+		t.Fatalf("tps ratio %+v, want median 1.5 in 0.5-3", r)
 	}
-	// 10 µs vs 15 µs per transaction
-	if p.CPURatio() != 1.5 {
-		t.Fatalf("CPU ratio %g, want 1.5", p.CPURatio())
+	// 10 µs vs 15, 30, 10 µs per transaction
+	if r := p.CPURatio(); r.Median != 1.5 || r.Min != 1 || r.Max != 3 {
+		t.Fatalf("CPU ratio %+v, want median 1.5 in 1-3", r)
 	}
 	if Jobs(1) != 1 || Jobs(1000) < 1 {
 		t.Fatalf("Jobs(1) = %d, Jobs(1000) = %d", Jobs(1), Jobs(1000))

@@ -50,7 +50,7 @@ func (w *Workload) Report(out io.Writer, doc *record.Document) {
 	fmt.Fprintf(out, "scaling factor: %d\n", w.scale)
 	fmt.Fprintf(out, "query mode: %s\n", w.opts.Mode)
 	fmt.Fprintf(out, "number of clients: %d\n", w.opts.Clients)
-	fmt.Fprintf(out, "number of threads: %d\n", max(w.opts.Threads, 1))
+	fmt.Fprintf(out, "number of threads: %d\n", max(min(w.opts.Threads, w.opts.Clients), 1))
 	if w.opts.MaxTries < 0 {
 		fmt.Fprintf(out, "maximum number of tries: unlimited\n")
 	} else {
@@ -121,6 +121,12 @@ func (w *Workload) Report(out io.Writer, doc *record.Document) {
 		}
 		fmt.Fprintf(out, "%sAPDEX %s (%s), target time T %s, key operation %s\n", prefix,
 			r.Apdex.String(), ratingOf(r.Apdex), time.Duration(r.TargetMs*float64(time.Millisecond)), r.Name)
+		if msgs, counts := w.Errors(i); len(msgs) > 0 {
+			fmt.Fprintf(out, "%serrors:\n", prefix)
+			for j := range msgs {
+				fmt.Fprintf(out, "%s  %d x %s\n", prefix, counts[j], msgs[j])
+			}
+		}
 		if w.opts.PerCommand {
 			_ = script.WriteCommandReport(out, s, w.CommandStats(i), withRetries, len(w.opts.Scripts) > 1)
 		}

@@ -93,7 +93,20 @@ type Workload struct {
 
 	mu      sync.Mutex
 	clients []*client // every client made, for the per-command report
+	errs    []errorSeen
 }
+
+// errorSeen is one distinct error message of a key operation and how many
+// times it occurred.
+type errorSeen struct {
+	op    int
+	msg   string
+	count int64
+}
+
+// maxDistinctErrors bounds the distinct error messages kept (and printed
+// as they first occur); further ones are counted by SQLSTATE only.
+const maxDistinctErrors = 20
 
 type client struct {
 	c           *script.Client
@@ -205,8 +218,9 @@ func (w *Workload) Roles() []workload.Role {
 // Setup implements workload.Workload. With built-in scripts it finds the
 // pgbench tables and reads the scale from pgbench_branches (pgbench does
 // the same); when the database has no pgbench tables they are created at
-// Options.Scale, but only in a database holding no other tables unless
-// opts.Force (the embedded server's is empty). Unless NoVacuum it then
+// Options.Scale only with opts.Force (given for the throwaway server's
+// database, or by --force), otherwise Setup returns an error saying how to
+// create them. Unless NoVacuum it then
 // vacuums like pgbench ("starting vacuum...end."). It also draws the
 // clients' random states in pgbench's order.
 func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, opts workload.SetupOptions) error {
@@ -219,20 +233,13 @@ func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, opts workload.
 	if err != nil {
 		return err
 	}
-	if !ok && (w.builtin || opts.Force) {
+	if !ok && opts.Force {
+		// Only on the throwaway server (whose database erplab made) or
+		// with --force: never create tables in a user's database unasked.
 		init := w.opts.Init
 		init.Scale = w.opts.Scale
-		init.Force = opts.Force
+		init.Force = true
 		init.Progress = opts.Progress
-		if !w.builtin || !opts.Force {
-			// A user's database: create tables only when it is empty
-			// of anything erplab or pgbench did not make.
-			if foreign, err := tables.ForeignTables(ctx, pool); err != nil {
-				return err
-			} else if len(foreign) > 0 && !opts.Force {
-				return fmt.Errorf("%w; no pgbench tables here: create them with erplab init --workload pgbench -s N or pgbench -i", workload.ErrForeignDatabase)
-			}
-		}
 		say("no pgbench tables: creating them at scale %d", init.Scale)
 		if _, err := tables.Init(ctx, pool, init); err != nil {
 			return err
@@ -284,12 +291,49 @@ func (w *Workload) Execute(ctx context.Context, conn *pgx.Conn, vu *workload.VU,
 	res := cl.c.Run(ctx, conn.PgConn(), op)
 	cl.lastRetries = res.Retries()
 	if res.Failed || res.Err != nil {
-		if res.Err == nil {
-			return fmt.Errorf("transaction failed (SQLSTATE %s)", res.SQLState)
+		err := res.Err
+		if err == nil {
+			err = fmt.Errorf("transaction failed (SQLSTATE %s)", res.SQLState)
 		}
-		return res.Err
+		w.noteError(vu.ID-1, op, err)
+		return err
 	}
 	return nil
+}
+
+// noteError keeps the distinct error messages per key operation with
+// their counts, and writes each one to Options.Debug when it first occurs
+// (pgbench prints every error as it happens; erplab prints each distinct
+// one once, so a failing script does not flood the terminal).
+func (w *Workload) noteError(client, op int, err error) {
+	msg := strings.Join(strings.Fields(err.Error()), " ")
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := range w.errs {
+		if w.errs[i].op == op && w.errs[i].msg == msg {
+			w.errs[i].count++
+			return
+		}
+	}
+	if len(w.errs) >= maxDistinctErrors {
+		return
+	}
+	w.errs = append(w.errs, errorSeen{op: op, msg: msg, count: 1})
+	fmt.Fprintf(w.opts.Debug, "erplab: client %d script %s: %s\n", client, w.ops[op].Name, msg)
+}
+
+// Errors returns the distinct error messages of key operation op with
+// their counts, in order of first occurrence.
+func (w *Workload) Errors(op int) (msgs []string, counts []int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, e := range w.errs {
+		if e.op == op {
+			msgs = append(msgs, e.msg)
+			counts = append(counts, e.count)
+		}
+	}
+	return msgs, counts
 }
 
 // LastRetries implements the engine's retry reporting: the retries of the
@@ -360,6 +404,21 @@ func (w *Workload) Describe() map[string]any {
 			defs[i] = k + "=" + w.opts.Defines[k]
 		}
 		d["defines"] = defs
+	}
+	errs := map[string]any{}
+	for i := range w.ops {
+		msgs, counts := w.Errors(i)
+		if len(msgs) == 0 {
+			continue
+		}
+		list := make([]map[string]any, len(msgs))
+		for j := range msgs {
+			list[j] = map[string]any{"message": msgs[j], "count": counts[j]}
+		}
+		errs[w.ops[i].Name] = list
+	}
+	if len(errs) > 0 {
+		d["errors"] = errs
 	}
 	if w.opts.PerCommand {
 		per := map[string]any{}

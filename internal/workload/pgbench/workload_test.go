@@ -35,7 +35,7 @@ func run(t *testing.T, dsn string, w *wpgbench.Workload, stages []engine.Stage, 
 	t.Helper()
 	var out bytes.Buffer
 	res, err := loadtest.Run(context.Background(), loadtest.Options{
-		DSN: dsn, Workload: w, Stages: stages, TxPerVU: txPerVU, Connections: 0, Seed: 1,
+		DSN: dsn, Force: true, Workload: w, Stages: stages, TxPerVU: txPerVU, Connections: 0, Seed: 1,
 		Interval: time.Second, Out: filepath.Join(t.TempDir(), "r.json"),
 	}, &out)
 	if err != nil {
@@ -132,5 +132,53 @@ func TestNewRejects(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "select-only") {
 		t.Fatalf("unknown --target name: err = %v, want one naming the scripts", err)
+	}
+}
+
+// In a user's database (no --force) Setup never creates tables; it says
+// how to.
+func TestSetupRefusesToCreateTablesUnasked(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	w, err := wpgbench.New(wpgbench.Options{Scripts: []*script.Script{builtin(t, "select-only")}, Clients: 1, TxPerClient: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stages, _ := engine.SimpleStages(1, 0, time.Hour)
+	var out bytes.Buffer
+	_, err = loadtest.Run(context.Background(), loadtest.Options{
+		DSN: dsn, Workload: w, Stages: stages, TxPerVU: 1, Interval: time.Second, Out: filepath.Join(t.TempDir(), "r.json"),
+	}, &out)
+	if err == nil || !strings.Contains(err.Error(), "erplab init --workload pgbench") {
+		t.Fatalf("err = %v, want a refusal naming erplab init", err)
+	}
+	var n int
+	if err := srv.Pool(t, dsn).QueryRow(context.Background(), "select count(*) from pg_class where relname like 'pgbench_%'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d pgbench relations created (err %v)", n, err)
+	}
+}
+
+// A failing script's error messages are kept, counted and printed.
+func TestErrorMessagesKept(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	sc, err := script.Parse("div.sql", "select 1/0;\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var debug bytes.Buffer
+	w, err := wpgbench.New(wpgbench.Options{Scripts: []*script.Script{sc}, Clients: 2, TxPerClient: 3, NoVacuum: true, Debug: &debug})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stages, _ := engine.SimpleStages(2, 0, time.Hour)
+	out, res := run(t, dsn, w, stages, 3)
+	msgs, counts := w.Errors(0)
+	if len(msgs) != 1 || counts[0] != 6 || !strings.Contains(msgs[0], "division by zero") {
+		t.Fatalf("errors %q %v, want one division-by-zero message seen 6 times", msgs, counts)
+	}
+	if res.Doc.Operations[0].Errors != 6 || !strings.Contains(out, "6 x div.sql:1:") {
+		t.Fatalf("errors %d; summary:\n%s", res.Doc.Operations[0].Errors, out)
+	}
+	if strings.Count(debug.String(), "division by zero") != 1 {
+		t.Fatalf("distinct message printed %d times, want once:\n%s", strings.Count(debug.String(), "division by zero"), debug.String())
 	}
 }
