@@ -28,7 +28,7 @@ type scriptFlags struct {
 	rateStages, defines                          []string
 	targets                                      []string
 	protocol, randomSeed                         string
-	noVacuum, perCommand                         bool
+	noVacuum, perCommand, continueOnError        bool
 	// scripts in command-line order, as pgbench numbers them: -f FILE,
 	// -b NAME, -S (select-only), -N (simple-update).
 	scripts []scriptArg
@@ -80,6 +80,7 @@ func addScriptFlags(fl *pflag.FlagSet, s *scriptFlags) {
 	fl.Float64VarP(&s.latencyLimitMs, "latency-limit", "L", 0, "pgbench: latency limit in ms; with a rate, arrivals already later than this are skipped; transactions above it are counted as late")
 	fl.StringVarP(&s.protocol, "protocol", "M", "simple", "pgbench: query mode: simple, extended or prepared")
 	fl.BoolVarP(&s.noVacuum, "no-vacuum", "n", false, "pgbench: do not vacuum the tables before the run")
+	fl.BoolVar(&s.continueOnError, "continue-on-error", false, "pgbench 18: a client goes on after a failed transaction instead of stopping (pgbench 15-17 abort it)")
 	fl.BoolVarP(&s.perCommand, "report-per-command", "r", false, "pgbench: report each command's latency, failures and retries")
 	fl.IntVar(&s.maxTries, "max-tries", 1, "pgbench: tries of a transaction after a serialization failure or a deadlock (0 = unlimited)")
 	fl.StringVar(&s.randomSeed, "random-seed", "time", "pgbench: seed of the scripts' random functions: time, rand or an unsigned integer")
@@ -90,7 +91,7 @@ func addScriptFlags(fl *pflag.FlagSet, s *scriptFlags) {
 // scriptOnlyFlags are the flags that mean nothing outside script runs
 // (the open model's --rate, --rate-stage and --latency-limit apply to
 // every workload).
-var scriptOnlyFlags = []string{"client", "jobs", "time", "transactions", "protocol", "no-vacuum",
+var scriptOnlyFlags = []string{"client", "jobs", "time", "transactions", "protocol", "no-vacuum", "continue-on-error",
 	"report-per-command", "max-tries", "random-seed", "define", "target"}
 
 // scriptMode reports whether the run is a pgbench script run: --workload
@@ -266,7 +267,7 @@ func (f *runFlags) scriptWorkload(cmd *cobra.Command, stages []engine.Stage, txP
 	}
 	return wpgbench.New(wpgbench.Options{
 		Scripts: scripts, Targets: targets, Mode: mode, Defines: defines, RandomSeed: seed,
-		MaxTries: maxTries, PerCommand: s.perCommand, NoVacuum: s.noVacuum,
+		MaxTries: maxTries, ContinueOnError: s.continueOnError, PerCommand: s.perCommand, NoVacuum: s.noVacuum,
 		Scale: scale, ScaleGiven: cmd.Flags().Changed("scale"), Clients: engine.MaxTarget(stages), Threads: s.jobs,
 		Duration: engine.TotalDuration(stages), TxPerClient: txPerVU,
 		LatencyLimit: time.Duration(s.latencyLimitMs * float64(time.Millisecond)),
@@ -371,7 +372,10 @@ func scriptFailures(res *loadtest.Result) error {
 		parts = append(parts, fmt.Sprintf("%s x%d", code, c))
 	}
 	sort.Strings(parts)
-	return fmt.Errorf("%d transactions failed (%s); pgbench would have aborted those clients; results: %s", n, strings.Join(parts, ", "), res.Path)
+	if a := res.Doc.Totals.AbortedVUs; a > 0 {
+		return fmt.Errorf("%d transactions failed (%s), %d clients aborted; results: %s", n, strings.Join(parts, ", "), a, res.Path)
+	}
+	return fmt.Errorf("%d transactions failed (%s); results: %s", n, strings.Join(parts, ", "), res.Path)
 }
 
 // readScript reads a -f script; "-" is standard input, as for pgbench.

@@ -103,15 +103,28 @@ type Config struct {
 	// executions whose response time exceeds it are counted as late; in
 	// the open model an arrival whose lag already exceeds it when a VU
 	// takes it is skipped, not run, and counted as skipped for the
-	// operation the VU picked for it.
+	// operation the VU picked for it. A skipped arrival is a user who got
+	// no service: it counts in that operation's APDEX as frustrated, like
+	// a failed execution, but not in its Count or latency histograms
+	// (record.Recorder.RecordSkipped). Arrivals left in the backlog at the
+	// end (Outcome.BacklogLeft) had no operation picked yet and are in no
+	// APDEX.
 	LatencyLimit time.Duration
 	// TxPerVU (pgbench -t), 0 = no limit: each VU stops after that many
 	// operations (errors and skipped arrivals count; operations cut short
-	// at the end do not), and the run completes as soon as every VU the
-	// profile starts (MaxTarget of Stages) has stopped. Stages still give
-	// the VU count and bound the run's time; VUs stopped by that bound or
-	// by a ramp-down before their count are in Outcome.Unfinished. A VU
-	// that has finished is not replaced.
+	// at the end do not). Stages still give the VU count and bound the
+	// run's time; VUs stopped by that bound or by a ramp-down before their
+	// count are in Outcome.Unfinished. A VU that has finished is not
+	// replaced.
+	//
+	// A VU also stops on its own, whatever TxPerVU, after an operation
+	// whose Execute error wraps workload.ErrStopVU (the failure is
+	// recorded as usual; the VU is counted in Outcome.AbortedVUs, not in
+	// Unfinished, and not replaced). The run ends early, as completed,
+	// once every VU it runs has stopped on its own (TxPerVU done or
+	// ErrStopVU) and the rest of the profile asks for no more VUs than
+	// it has (a VU stopped by a ramp-down is not "on its own": a later
+	// ramp-up starts new VUs).
 	TxPerVU int
 	// OnSample, when set, receives every recorded execution (not the
 	// skipped arrivals), from the VU's goroutine right after recording,
@@ -150,23 +163,31 @@ type Outcome struct {
 	// (record.Totals.BacklogLeft).
 	BacklogLeft int64
 	// Unfinished (TxPerVU) counts the VUs that stopped before running
-	// their TxPerVU operations.
+	// their TxPerVU operations, the aborted ones excepted.
 	Unfinished int
+	// AbortedVUs counts the VUs that stopped themselves for the rest of
+	// the run after an operation failed with workload.ErrStopVU (like
+	// pgbench's aborted clients). The run's Status is unaffected
+	// ("completed" when it ran to its end or every VU stopped); a caller
+	// reports them, e.g. as pgbench's "the run was aborted". Also given to
+	// the recorder (record.Totals.AbortedVUs).
+	AbortedVUs int
 }
 
 // ErrAborted is wrapped by Run's error when the run stopped early on its
 // own (max errors reached, server gone).
 var ErrAborted = errors.New("run aborted")
 
-// Run executes the load profile against pool until the stages end (or,
-// with cfg.TxPerVU, every VU is done) or ctx is cancelled (an interrupt:
-// Outcome.Status "interrupted", nil error). The pool must allow at least
-// cfg.Connections connections, or the maximum VU count when
-// cfg.Connections is 0. rec must have been created with the workload's
-// operations, in order; Run sets its latency limit from cfg.LatencyLimit
-// and, in the open model, its backlog gauges and backlog left. Errors: a
-// bad role mix, a negative LatencyLimit or TxPerVU, a bad rate profile or
-// a rate without VUs (before anything runs), or ErrAborted wrapped.
+// Run executes the load profile against pool until the stages end (or
+// every VU has stopped on its own: cfg.TxPerVU done, workload.ErrStopVU)
+// or ctx is cancelled (an interrupt: Outcome.Status "interrupted", nil
+// error). The pool must allow at least cfg.Connections connections, or
+// the maximum VU count when cfg.Connections is 0. rec must have been
+// created with the workload's operations, in order; Run sets its latency
+// limit from cfg.LatencyLimit, its aborted VUs and, in the open model, its
+// backlog gauges and backlog left. Errors: a bad role mix, a negative
+// LatencyLimit or TxPerVU, a bad rate profile or a rate without VUs
+// (before anything runs), or ErrAborted wrapped.
 func Run(ctx context.Context, pool *pgxpool.Pool, cfg Config, rec *record.Recorder) (Outcome, error) {
 	if cfg.Tick <= 0 {
 		cfg.Tick = 100 * time.Millisecond
@@ -259,7 +280,28 @@ func buildMixes(ops []workload.Operation, roles []workload.Role) ([]*mix, error)
 type vuHandle struct {
 	stop chan struct{}
 	done chan struct{}
+	// self is set when the VU stopped on its own (TxPerVU done or
+	// workload.ErrStopVU), before it exits.
+	self atomic.Bool
 }
+
+// vuEnd is why a VU's loop returned.
+type vuEnd int
+
+const (
+	endStopped vuEnd = iota // told to stop, or the run is ending
+	endDone                 // ran its TxPerVU operations
+	endAborted              // an operation failed with workload.ErrStopVU
+)
+
+// step is what a VU does after an operation.
+type step int
+
+const (
+	stepNext    step = iota // go on
+	stepEnding              // the run is ending: the operation was cut short
+	stepAborted             // the operation failed with workload.ErrStopVU: stop the VU
+)
 
 type run struct {
 	cfg     Config
@@ -276,9 +318,9 @@ type run struct {
 	cancelled atomic.Int64
 	lastOK    atomic.Int64  // unix ns of the last successful operation
 	lastErr   atomic.Value  // string: last connection error text
-	exited    atomic.Int64  // VU goroutines that have returned
-	unfinish  atomic.Int64  // VUs that stopped short of TxPerVU
-	wake      chan struct{} // a VU exited (TxPerVU): the controller looks
+	unfinish  atomic.Int64  // VUs that stopped short of TxPerVU, not aborted
+	aborted   atomic.Int64  // VUs stopped by workload.ErrStopVU
+	wake      chan struct{} // a VU exited: the controller looks
 
 	assigned []float64 // VUs assigned per role (smooth weighted round robin)
 }
@@ -322,7 +364,6 @@ func (e *run) loop(ctx context.Context) (Outcome, error) {
 	}
 	ticker := time.NewTicker(e.cfg.Tick)
 	defer ticker.Stop()
-	maxVUs := MaxTarget(e.cfg.Stages)
 	// stopAt is when the VUs were told to stop: no arrival after it is
 	// due.
 	stopAt := start.Add(TotalDuration(e.cfg.Stages))
@@ -361,16 +402,24 @@ control:
 			go func() {
 				defer wg.Done()
 				defer close(h.done)
-				var n int
+				var (
+					n   int
+					end vuEnd
+				)
 				if e.sched != nil {
-					n = e.openLoop(runCtx, vu, m, h.stop)
+					n, end = e.openLoop(runCtx, vu, m, h.stop)
 				} else {
-					n = e.vuLoop(runCtx, vu, m, h.stop)
+					n, end = e.vuLoop(runCtx, vu, m, h.stop)
 				}
-				if e.cfg.TxPerVU > 0 && n < e.cfg.TxPerVU {
+				switch {
+				case end == endAborted:
+					e.aborted.Add(1)
+				case e.cfg.TxPerVU > 0 && n < e.cfg.TxPerVU:
 					e.unfinish.Add(1)
 				}
-				e.exited.Add(1)
+				if end != endStopped {
+					h.self.Store(true)
+				}
 				select {
 				case e.wake <- struct{}{}:
 				default:
@@ -384,8 +433,9 @@ control:
 			out.MaxVUs = len(vus)
 		}
 		flush(now)
-		if started := nextID - 1; e.cfg.TxPerVU > 0 && started >= maxVUs && e.exited.Load() == int64(started) {
-			// Every VU has run its transactions (pgbench -t).
+		if allStopped(vus) && maxTargetFrom(e.cfg.Stages, now.Sub(start)) <= len(vus) {
+			// Every VU has stopped on its own (run its transactions,
+			// pgbench -t, or aborted) and none would be started.
 			stopAt = now
 			break
 		}
@@ -449,6 +499,8 @@ wait:
 		e.rec.SetBacklogLeft(out.BacklogLeft)
 	}
 	out.Unfinished = int(e.unfinish.Load())
+	out.AbortedVUs = int(e.aborted.Load())
+	e.rec.SetAbortedVUs(out.AbortedVUs)
 	// Close the last, possibly partial, interval so nothing recorded is
 	// left out of the series.
 	e.rec.SetGauges(0, 0, 0)
@@ -464,6 +516,17 @@ wait:
 		return out, abort
 	}
 	return out, nil
+}
+
+// allStopped reports whether there are VUs and every one has stopped on
+// its own.
+func allStopped(vus []*vuHandle) bool {
+	for _, h := range vus {
+		if !h.self.Load() {
+			return false
+		}
+	}
+	return len(vus) > 0
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -483,15 +546,15 @@ func abortReason(err error) string {
 }
 
 // vuLoop is a VU of the closed model; it returns the number of operations
-// it ran.
-func (e *run) vuLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan struct{}) (done int) {
+// it ran and why it stopped.
+func (e *run) vuLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan struct{}) (done int, end vuEnd) {
 	e.active.Add(1)
 	defer e.active.Add(-1)
 	// A random first pause spreads VUs that start together, so they do
 	// not march in lock step.
 	if mean := e.cfg.Think.Mean(); mean > 0 {
 		if !sleep(ctx, stop, time.Duration(vu.Rand.Int64N(int64(mean)+1))) {
-			return
+			return 0, endStopped
 		}
 	}
 	// own is the VU's own connection when Connections == 0.
@@ -503,32 +566,36 @@ func (e *run) vuLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan s
 	}()
 	for e.cfg.TxPerVU == 0 || done < e.cfg.TxPerVU {
 		if stopped(ctx, stop) {
-			return
+			return done, endStopped
 		}
 		var pause time.Duration
-		var ok bool
-		if own, pause, ok = e.operation(ctx, vu, m.pick(vu.Rand), own, time.Time{}); !ok {
-			return
+		var next step
+		own, pause, next = e.operation(ctx, vu, m.pick(vu.Rand), own, time.Time{})
+		switch next {
+		case stepEnding:
+			return done, endStopped
+		case stepAborted:
+			return done + 1, endAborted
 		}
 		done++
 		if e.cfg.TxPerVU > 0 && done >= e.cfg.TxPerVU {
-			return
+			return done, endDone
 		}
 		if pause == 0 {
 			pause = e.cfg.Think.Draw(vu.Rand)
 		}
 		if !sleep(ctx, stop, pause) {
-			return
+			return done, endStopped
 		}
 	}
-	return done
+	return done, endDone
 }
 
 // openLoop is a worker of the open model: it picks an operation, takes
 // the next arrival, waits for its scheduled time if that lies ahead, and
 // runs it (or skips it under the latency limit). It returns the number of
-// operations run or skipped.
-func (e *run) openLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan struct{}) (done int) {
+// operations run or skipped and why it stopped.
+func (e *run) openLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan struct{}) (done int, end vuEnd) {
 	e.active.Add(1)
 	defer e.active.Add(-1)
 	var own *pgxpool.Conn
@@ -540,7 +607,7 @@ func (e *run) openLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan
 	limit := e.cfg.LatencyLimit
 	for e.cfg.TxPerVU == 0 || done < e.cfg.TxPerVU {
 		if stopped(ctx, stop) {
-			return
+			return done, endStopped
 		}
 		op := m.pick(vu.Rand)
 		now := time.Now()
@@ -551,12 +618,12 @@ func (e *run) openLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan
 			case <-stop:
 			case <-ctx.Done():
 			}
-			return
+			return done, endStopped
 		}
 		if a.at.After(now) {
-			if !sleep(ctx, stop, a.at.Sub(now)) || stopped(ctx, stop) {
+			if !waitUntil(ctx, stop, a.at) {
 				e.sched.giveBack(a)
-				return
+				return done, endStopped
 			}
 		} else if limit > 0 && now.Sub(a.at) > limit {
 			// Too late to meet the limit even if it ran at once
@@ -566,15 +633,20 @@ func (e *run) openLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan
 			continue
 		}
 		var pause time.Duration
-		if own, pause, ok = e.operation(ctx, vu, op, own, a.at); !ok {
-			return
+		var next step
+		own, pause, next = e.operation(ctx, vu, op, own, a.at)
+		switch next {
+		case stepEnding:
+			return done, endStopped
+		case stepAborted:
+			return done + 1, endAborted
 		}
 		done++
 		if pause > 0 && !sleep(ctx, stop, pause) {
-			return
+			return done, endStopped
 		}
 	}
-	return done
+	return done, endDone
 }
 
 // stopped reports, without waiting, whether the VU must stop.
@@ -593,9 +665,11 @@ func stopped(ctx context.Context, stop <-chan struct{}) bool {
 // arrival's scheduled start in the open model, zero in the closed model.
 // It returns the VU's own connection (Connections == 0; nil when it was
 // lost), a pause to take instead of the think time (after a failed
-// connect, so that VUs do not spin on a dead server), and false when the
-// run is ending (the operation was cut short and counted as cancelled).
-func (e *run) operation(ctx context.Context, vu *workload.VU, op int, own *pgxpool.Conn, sched time.Time) (*pgxpool.Conn, time.Duration, bool) {
+// connect, so that VUs do not spin on a dead server), and what to do
+// next: stepEnding when the run is ending (the operation was cut short
+// and counted as cancelled), stepAborted when Execute's error wraps
+// workload.ErrStopVU (the failure is recorded; the VU must stop).
+func (e *run) operation(ctx context.Context, vu *workload.VU, op int, own *pgxpool.Conn, sched time.Time) (*pgxpool.Conn, time.Duration, step) {
 	e.inflight.Add(1)
 	defer e.inflight.Add(-1)
 	start := time.Now()
@@ -617,10 +691,10 @@ func (e *run) operation(ctx context.Context, vu *workload.VU, op int, own *pgxpo
 		if err != nil {
 			if ctx.Err() != nil {
 				e.cancelled.Add(1)
-				return nil, 0, false
+				return nil, 0, stepEnding
 			}
 			e.fail(op, start, sched, wait, 0, 0, err)
-			return nil, time.Second, true
+			return nil, time.Second, stepNext
 		}
 	}
 	keep := func(c *pgxpool.Conn) *pgxpool.Conn {
@@ -642,19 +716,23 @@ func (e *run) operation(ctx context.Context, vu *workload.VU, op int, own *pgxpo
 		e.cancelled.Add(1)
 		conn.Conn().Close(context.Background()) //nolint:errcheck // discarded either way
 		conn.Release()
-		return nil, 0, false
+		return nil, 0, stepEnding
 	case err != nil:
 		e.fail(op, start, sched, wait, db, retries, err)
+		next := stepNext
+		if errors.Is(err, workload.ErrStopVU) {
+			next = stepAborted
+		}
 		if !healthy(ctx, conn.Conn()) {
 			conn.Conn().Close(ctx) //nolint:errcheck // the pool drops closed connections
 			conn.Release()
-			return nil, 0, true
+			return nil, 0, next
 		}
-		return keep(conn), 0, true
+		return keep(conn), 0, next
 	default:
 		e.lastOK.Store(time.Now().UnixNano())
 		e.record(record.Sample{Op: op, Start: start, Scheduled: sched, Wait: wait, DB: db, Retries: retries})
-		return keep(conn), 0, true
+		return keep(conn), 0, stepNext
 	}
 }
 

@@ -380,6 +380,18 @@ func TestOpenModelSkipsAboveLatencyLimit(t *testing.T) {
 	if late < 2 {
 		t.Fatalf("late %d, want the 2 operations caught by the stall", late)
 	}
+	// A skipped arrival is a user who got no service: frustrated in its
+	// operation's APDEX, but neither counted as an execution nor in the
+	// latencies.
+	for _, r := range res {
+		if r.Apdex.Samples != r.Count+r.Skipped || r.Zones.Total() != r.Count+r.Skipped || r.Zones.Frustrated < r.Skipped+r.Errors {
+			t.Fatalf("%s: APDEX over %d samples, zones %+v; want count %d + skipped %d, at least %d frustrated",
+				r.Name, r.Apdex.Samples, r.Zones, r.Count, r.Skipped, r.Skipped+r.Errors)
+		}
+		if ceiling := float64(r.Count) / float64(r.Count+r.Skipped); r.Apdex.Value > ceiling {
+			t.Fatalf("%s: APDEX %.3f above %.3f, the share of arrivals served", r.Name, r.Apdex.Value, ceiling)
+		}
+	}
 	var ivSkipped, ivLate int64
 	for _, iv := range rec.Series() {
 		ivSkipped += iv.Skipped

@@ -92,3 +92,21 @@ func TargetAt(stages []Stage, t time.Duration) (vus int, done bool) {
 	}
 	return prev, true
 }
+
+// maxTargetFrom is the largest VU count the profile asks for at elapsed
+// time t or later (TargetAt at t, and every stage target not yet reached);
+// 0 once t is past the last stage.
+func maxTargetFrom(stages []Stage, t time.Duration) int {
+	m, done := TargetAt(stages, t)
+	if done {
+		return 0
+	}
+	var end time.Duration
+	for _, s := range stages {
+		end += s.Duration
+		if end > t {
+			m = max(m, s.Target)
+		}
+	}
+	return m
+}

@@ -153,7 +153,8 @@ func printProgress(say func(string, ...any), rec *record.Recorder, obs *sampler.
 	}
 }
 
-// printOpenModel writes the open model's figures (arrivals, schedule lag
+// printOpenModel writes the open model's figures (skipped arrivals count
+// in APDEX as frustrated) (arrivals, schedule lag
 // per key operation, skipped, late, the backlog left at the end) and the
 // latency-limit and transactions-per-VU counts, when the run had any.
 func printOpenModel(w io.Writer, doc *record.Document, out engine.Outcome) {
@@ -176,6 +177,9 @@ func printOpenModel(w io.Writer, doc *record.Document, out engine.Outcome) {
 	}
 	if t.Retries > 0 {
 		fmt.Fprintf(w, "retried: %d executions, %d retries in all\n", t.Retried, t.Retries)
+	}
+	if out.AbortedVUs > 0 {
+		fmt.Fprintf(w, "%d VUs stopped after an error for the rest of the run: the results are incomplete\n", out.AbortedVUs)
 	}
 	if out.Unfinished > 0 {
 		fmt.Fprintf(w, "%d VUs stopped before doing all their transactions (the run's time bound or a ramp-down)\n", out.Unfinished)

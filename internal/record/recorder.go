@@ -144,6 +144,7 @@ type Recorder struct {
 	backlog     atomic.Int64
 	maxBacklog  atomic.Int64
 	backlogLeft atomic.Int64
+	abortedVUs  atomic.Int64
 }
 
 // New returns a recorder for ops, for a run that starts at start. Samples
@@ -233,10 +234,13 @@ func (r *Recorder) Record(s Sample) {
 // RecordSkipped counts an arrival of operation op, scheduled at scheduled,
 // that was not run because its schedule lag already exceeded the latency
 // limit when a virtual user took it (pgbench --latency-limit with --rate).
-// A skipped arrival is in no histogram and not in the APDEX score (as
-// pgbench leaves skipped transactions out of its latencies); read
-// OpResult.Skipped next to them. Arrivals scheduled in the warm-up are
-// counted apart (OpResult.WarmupSkipped).
+// A skipped arrival is a user who got no service: it is scored in the
+// operation's APDEX as frustrated, like a failed execution (the Apdex
+// specification v1.1 scores failed transactions frustrated), so
+// OpResult.Apdex.Samples is Count + Skipped. It is in no histogram and
+// not in Count (as pgbench leaves skipped transactions out of its
+// latencies); read OpResult.Skipped next to them. Arrivals scheduled in
+// the warm-up are counted apart (OpResult.WarmupSkipped) and not scored.
 func (r *Recorder) RecordSkipped(op int, scheduled time.Time) {
 	o := r.ops[op]
 	o.mu.Lock()
@@ -247,6 +251,7 @@ func (r *Recorder) RecordSkipped(op int, scheduled time.Time) {
 	}
 	o.skipped++
 	o.ivSkip++
+	o.apdex.Add(0, o.info.Target, true)
 }
 
 // SetGauges stores the current number of active virtual users, of those
@@ -288,6 +293,11 @@ func (r *Recorder) Backlog() int64 { return r.backlog.Load() }
 // the run and never started (the engine's Outcome.BacklogLeft), for
 // Totals.
 func (r *Recorder) SetBacklogLeft(n int64) { r.backlogLeft.Store(n) }
+
+// SetAbortedVUs stores the number of virtual users that stopped themselves
+// for the rest of the run after an operation failed with
+// workload.ErrStopVU (the engine's Outcome.AbortedVUs), for Totals.
+func (r *Recorder) SetAbortedVUs(n int) { r.abortedVUs.Store(int64(n)) }
 
 // OpInterval is one operation's figures in one interval. Latencies in ms.
 type OpInterval struct {
@@ -446,9 +456,11 @@ type OpResult struct {
 	DB       Latency `json:"db"`
 	// PerSecond is Count divided by the scored duration.
 	PerSecond float64 `json:"per_second"`
-	// APDEX of the operation against its target time.
+	// APDEX of the operation against its target time, over its scored
+	// executions and skipped arrivals (Apdex.Samples = Count + Skipped).
 	Apdex apdex.Score `json:"apdex"`
-	// Zones are the APDEX zone counts (errors are frustrated).
+	// Zones are the APDEX zone counts: errors and skipped arrivals are
+	// frustrated, so their total is Count + Skipped.
 	Zones apdex.Counts `json:"zones"`
 	// ErrorsBySQLState counts failed executions by SQLSTATE.
 	ErrorsBySQLState map[string]int64 `json:"errors_by_sqlstate,omitempty"`
@@ -465,8 +477,9 @@ type OpResult struct {
 	// "schedule lag"). It is part of Response.
 	Lag Latency `json:"lag,omitzero"`
 	// Skipped counts scored arrivals not run because their lag exceeded
-	// the latency limit (not in Count, histograms or APDEX);
-	// WarmupSkipped those scheduled in the warm-up.
+	// the latency limit: not in Count or the histograms, but in the APDEX
+	// as frustrated (Zones); WarmupSkipped those scheduled in the warm-up
+	// (not scored).
 	Skipped       int64 `json:"skipped,omitempty"`
 	WarmupSkipped int64 `json:"warmup_skipped,omitempty"`
 	// Late counts successful scored executions whose response time
@@ -513,9 +526,9 @@ func (r *Recorder) Results(scored time.Duration) []OpResult {
 
 // Totals sums the operations' scored figures over scored (the run length
 // minus warm-up, for PerSecond) and adds the backlog left at the end
-// (SetBacklogLeft).
+// (SetBacklogLeft) and the aborted VUs (SetAbortedVUs).
 func (r *Recorder) Totals(scored time.Duration) Totals {
-	t := Totals{ScoredSeconds: scored.Seconds(), BacklogLeft: r.backlogLeft.Load()}
+	t := Totals{ScoredSeconds: scored.Seconds(), BacklogLeft: r.backlogLeft.Load(), AbortedVUs: int(r.abortedVUs.Load())}
 	for _, o := range r.ops {
 		o.mu.Lock()
 		t.Count += o.count
@@ -534,7 +547,8 @@ func (r *Recorder) Totals(scored time.Duration) Totals {
 
 // VisitOps calls fn for each operation in order, under that operation's
 // lock: resp is the live response-time histogram (µs; fn must not keep or
-// change it), zones the APDEX zone counts. Safe beside concurrent Record
+// change it), zones the APDEX zone counts (errors and skipped arrivals
+// frustrated, so their total may exceed count). Safe beside concurrent Record
 // calls, and cheap enough for a metrics scrape (no copies, no encoding).
 func (r *Recorder) VisitOps(fn func(info OpInfo, resp *hdrhistogram.Histogram, zones apdex.Counts, count, errors int64)) {
 	for _, o := range r.ops {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/erplab/erplab/internal/apdex"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -221,12 +223,30 @@ func TestOpenModelFigures(t *testing.T) {
 	if a.DB.Max > 51 {
 		t.Fatalf("db max %.1f ms: the lag leaked into the database time", a.DB.Max)
 	}
+	// APDEX (T = 100 ms): 50 ms satisfied, 350 ms tolerating, the error
+	// and the scored skipped arrival frustrated; the warm-up skip is not
+	// scored.
+	if want := (apdex.Counts{Satisfied: 1, Tolerating: 1, Frustrated: 2}); a.Zones != want || a.Apdex.Samples != 4 || a.Apdex.Value != 0.375 {
+		t.Fatalf("a: zones %+v, APDEX %v over %d; want %+v, 0.375 over 4 (count 3 + skipped 1)", a.Zones, a.Apdex.Value, a.Apdex.Samples, want)
+	}
+	// b was only skipped: no execution, yet an APDEX of 0, not NS.
+	if b := res[1]; b.Count != 0 || b.Skipped != 1 || b.Zones.Frustrated != 1 || b.Apdex.NS() || b.Apdex.Value != 0 || b.Response.Max != 0 {
+		t.Fatalf("b: count %d skipped %d zones %+v APDEX %v response %+v", b.Count, b.Skipped, b.Zones, b.Apdex, b.Response)
+	}
+	r.SetAbortedVUs(2)
 	tot := r.Totals(2 * time.Second)
-	if tot.Count != 3 || tot.Errors != 1 || tot.Skipped != 2 || tot.Late != 1 || tot.Retries != 5 || tot.Retried != 2 || tot.BacklogLeft != 4 || tot.PerSecond != 1.5 {
+	if tot.Count != 3 || tot.Errors != 1 || tot.Skipped != 2 || tot.Late != 1 || tot.Retries != 5 || tot.Retried != 2 || tot.BacklogLeft != 4 || tot.AbortedVUs != 2 || tot.PerSecond != 1.5 {
 		t.Fatalf("totals %+v", tot)
 	}
-	if s := r.Snapshot(); s.Skipped != 2 || s.Late != 1 || s.Backlog != 2 {
+	if b, err := json.Marshal(tot); err != nil || !strings.Contains(string(b), `"aborted_vus":2`) {
+		t.Fatalf("totals JSON %s (%v)", b, err)
+	}
+	s := r.Snapshot()
+	if s.Skipped != 2 || s.Late != 1 || s.Backlog != 2 {
 		t.Fatalf("snapshot %+v", s)
+	}
+	if v, ok := Integral(res); !ok || s.Apdex != v || !s.ApdexOK {
+		t.Fatalf("snapshot APDEX %v (%v), results' integral %v (%v)", s.Apdex, s.ApdexOK, v, ok)
 	}
 }
 
@@ -245,7 +265,7 @@ func TestClosedModelJSONHasNoOpenFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{`"lag"`, `"skipped"`, `"late"`, `"retries"`, `"retried"`, `"backlog`, `"warmup_skipped"`} {
+	for _, key := range []string{`"lag"`, `"skipped"`, `"late"`, `"retries"`, `"retried"`, `"backlog`, `"warmup_skipped"`, `"aborted_vus"`} {
 		if strings.Contains(string(b), key) {
 			t.Errorf("closed-model JSON has %s: %s", key, b)
 		}

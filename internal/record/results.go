@@ -51,8 +51,13 @@ type Totals struct {
 	Retries int64 `json:"retries,omitempty"`
 	Retried int64 `json:"retried,omitempty"`
 	// BacklogLeft (open model) counts the arrivals that were due by the
-	// end of the run and never started: neither executed nor skipped.
+	// end of the run and never started: neither executed nor skipped. No
+	// operation was picked for them, so they are in no operation's APDEX.
 	BacklogLeft int64 `json:"backlog_left,omitempty"`
+	// AbortedVUs counts the virtual users that stopped themselves for the
+	// rest of the run after an operation failed with workload.ErrStopVU
+	// (like pgbench's aborted clients); that failure is in Errors.
+	AbortedVUs int `json:"aborted_vus,omitempty"`
 }
 
 // Document is the final results file of `erplab run` (docs/results-format.md).

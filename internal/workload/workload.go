@@ -9,6 +9,7 @@ package workload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -93,8 +94,9 @@ type Workload interface {
 	Roles() []Role
 	// Execute performs one execution of operation op (an index into
 	// Operations) on conn for virtual user vu. An error fails the
-	// operation; the engine records its SQLSTATE. Execute must leave conn
-	// outside any transaction when it returns, also on error.
+	// operation; the engine records its SQLSTATE. An error wrapping
+	// ErrStopVU also stops vu for the rest of the run. Execute must leave
+	// conn outside any transaction when it returns, also on error.
 	Execute(ctx context.Context, conn *pgx.Conn, vu *VU, op int) error
 }
 
@@ -116,6 +118,16 @@ type Reporter interface {
 // ErrForeignDatabase is wrapped by Setup errors when the target database
 // holds objects that erplab did not create and --force was not given.
 var ErrForeignDatabase = fmt.Errorf("database holds tables erplab did not create (pass --force to use it anyway)")
+
+// ErrStopVU, wrapped by an error of Workload.Execute (e.g.
+// fmt.Errorf("%w: %w", ErrStopVU, err)), fails the operation as usual (the
+// engine records the SQLSTATE of the error it wraps, "client" when none)
+// and then stops that virtual user for the rest of the run, like pgbench
+// aborting a client after an error it cannot go on from (e.g. a failed
+// \gset or a script error). The engine does not replace the VU; it counts
+// it in engine.Outcome.AbortedVUs and record.Totals.AbortedVUs, and ends
+// the run early once every VU has stopped on its own.
+var ErrStopVU = errors.New("virtual user stopped for the rest of the run")
 
 // Validate checks a workload's declarations: unique operation names,
 // positive targets and priorities, roles whose mixes name known operations

@@ -86,6 +86,9 @@ func (w *Workload) Report(out io.Writer, doc *record.Document) {
 	if doc.Totals.BacklogLeft > 0 {
 		fmt.Fprintf(out, "arrivals due but never started (backlog at the end): %d\n", doc.Totals.BacklogLeft)
 	}
+	if doc.Totals.AbortedVUs > 0 {
+		fmt.Fprintf(out, "clients aborted after an error: %d (the results of the run are incomplete)\n", doc.Totals.AbortedVUs)
+	}
 	tps := 0.0
 	if doc.Totals.ScoredSeconds > 0 {
 		tps = float64(processed) / doc.Totals.ScoredSeconds

@@ -51,6 +51,11 @@ type Options struct {
 	// serialization failure or deadlock; 0 or 1 = one try (no retry), a
 	// negative value = unlimited (pgbench --max-tries=0).
 	MaxTries int
+	// ContinueOnError (pgbench 18 --continue-on-error): a client whose
+	// transaction fails with an error other than a serialization failure
+	// or deadlock goes on with its next transaction. Without it the client
+	// stops for the rest of the run, as pgbench 15-17 aborts it.
+	ContinueOnError bool
 	// PerCommand is -r: measure per-command latencies.
 	PerCommand bool
 	// NoVacuum is -n: skip pgbench's vacuum of the tables before the run.
@@ -276,9 +281,9 @@ func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, opts workload.
 // Execute implements workload.Workload: one transaction of script op for
 // the VU's pgbench client (created at its first transaction; VU n is
 // client n-1). A failed transaction returns its error, which carries the
-// SQLSTATE of a server error; the client goes on with the next one (pgbench
-// 15 would abort the client for errors other than serialization and
-// deadlock failures).
+// SQLSTATE of a server error. After an error other than a serialization
+// failure or deadlock (retried up to MaxTries) the client stops for the
+// rest of the run, as pgbench aborts it, unless ContinueOnError.
 func (w *Workload) Execute(ctx context.Context, conn *pgx.Conn, vu *workload.VU, op int) error {
 	cl, _ := vu.State.(*client)
 	if cl == nil {
@@ -296,6 +301,9 @@ func (w *Workload) Execute(ctx context.Context, conn *pgx.Conn, vu *workload.VU,
 			err = fmt.Errorf("transaction failed (SQLSTATE %s)", res.SQLState)
 		}
 		w.noteError(vu.ID-1, op, err)
+		if !w.opts.ContinueOnError && res.SQLState != script.SerializationFailure && res.SQLState != script.DeadlockDetected {
+			return fmt.Errorf("client %d aborted: %w: %w", vu.ID-1, workload.ErrStopVU, err)
+		}
 		return err
 	}
 	return nil

@@ -3,6 +3,7 @@ package pgbench_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,28 +158,35 @@ func TestSetupRefusesToCreateTablesUnasked(t *testing.T) {
 	}
 }
 
-// A failing script's error messages are kept, counted and printed.
+// A failing script's error messages are kept, counted and printed; a
+// client stops after its first error as pgbench aborts it, unless
+// ContinueOnError.
 func TestErrorMessagesKept(t *testing.T) {
-	dsn := srv.NewDatabase(t)
-	sc, err := script.Parse("div.sql", "select 1/0;\n")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var debug bytes.Buffer
-	w, err := wpgbench.New(wpgbench.Options{Scripts: []*script.Script{sc}, Clients: 2, TxPerClient: 3, NoVacuum: true, Debug: &debug})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stages, _ := engine.SimpleStages(2, 0, time.Hour)
-	out, res := run(t, dsn, w, stages, 3)
-	msgs, counts := w.Errors(0)
-	if len(msgs) != 1 || counts[0] != 6 || !strings.Contains(msgs[0], "division by zero") {
-		t.Fatalf("errors %q %v, want one division-by-zero message seen 6 times", msgs, counts)
-	}
-	if res.Doc.Operations[0].Errors != 6 || !strings.Contains(out, "6 x div.sql:1:") {
-		t.Fatalf("errors %d; summary:\n%s", res.Doc.Operations[0].Errors, out)
-	}
-	if strings.Count(debug.String(), "division by zero") != 1 {
-		t.Fatalf("distinct message printed %d times, want once:\n%s", strings.Count(debug.String(), "division by zero"), debug.String())
+	for _, c := range []struct {
+		cont          bool
+		errors, abort int64
+	}{{false, 2, 2}, {true, 6, 0}} {
+		dsn := srv.NewDatabase(t)
+		sc, err := script.Parse("div.sql", "select 1/0;\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var debug bytes.Buffer
+		w, err := wpgbench.New(wpgbench.Options{Scripts: []*script.Script{sc}, Clients: 2, TxPerClient: 3, NoVacuum: true, Debug: &debug, ContinueOnError: c.cont})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stages, _ := engine.SimpleStages(2, 0, time.Hour)
+		out, res := run(t, dsn, w, stages, 3)
+		msgs, counts := w.Errors(0)
+		if len(msgs) != 1 || counts[0] != c.errors || !strings.Contains(msgs[0], "division by zero") {
+			t.Fatalf("continue %v: errors %q %v, want one division-by-zero message seen %d times", c.cont, msgs, counts, c.errors)
+		}
+		if res.Doc.Operations[0].Errors != c.errors || int64(res.Doc.Totals.AbortedVUs) != c.abort || !strings.Contains(out, fmt.Sprintf("%d x div.sql:1:", c.errors)) {
+			t.Fatalf("continue %v: errors %d aborted %d; summary:\n%s", c.cont, res.Doc.Operations[0].Errors, res.Doc.Totals.AbortedVUs, out)
+		}
+		if strings.Count(debug.String(), "division by zero") != 1 {
+			t.Fatalf("distinct message printed %d times, want once:\n%s", strings.Count(debug.String(), "division by zero"), debug.String())
+		}
 	}
 }
