@@ -25,41 +25,29 @@ type ExplainQuery struct {
 }
 
 // ExplainableQueries returns, for virtual user vu, the statements of key
-// operation 7 (the OR-subquery report, and its = ANY (ARRAY(subquery))
-// rewrite) and key operation 2 (the sales invoice form's header and lines)
-// with the parameters one execution would use. Operation 7 reads a
-// temporary table: it is created and filled on conn now (1C style), so the
-// statements must be explained on conn, and cleanup (which drops it) called
-// afterwards. vu logs in on its first use as in Execute.
-func (w *Workload) ExplainableQueries(ctx context.Context, conn *pgx.Conn, vu *workload.VU) (qs []ExplainQuery, cleanup func(context.Context) error, err error) {
+// operation 7 (the item analysis report with OR over subqueries, and its
+// = ANY (ARRAY(subquery)) rewrite) and key operation 2 (the sales invoice
+// form's header and lines) with the parameters one execution would use.
+// vu logs in on its first use as in Execute; nothing is left on conn.
+func (w *Workload) ExplainableQueries(ctx context.Context, conn *pgx.Conn, vu *workload.VU) ([]ExplainQuery, error) {
 	if w.err != nil {
-		return nil, nil, w.err
+		return nil, w.err
 	}
 	s, err := w.session(ctx, conn, vu)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	q := s.snap.q
-	tt := &tempTables{w: w, conn: conn, q: &q.temp} // 1C style whatever the options
-	cleanup = func(ctx context.Context) error { return tt.releaseAll(ctx) }
-	name, err := w.fillCustomers(ctx, conn, tt, s)
-	if err != nil {
-		_ = cleanup(ctx) // report the fill error
-		return nil, nil, fmt.Errorf("erp explain: %w", err)
-	}
-	cp, from, to := orReportArgs(vu.Rand, s)
-	orArgs := []any{cp, ts(from), ts(to)}
+	orArgs := orReportArgs(vu.Rand, s).args()
 	ref, err := w.pickDocument(ctx, conn, vu.Rand, s, salesInvoice)
 	if err != nil {
-		_ = cleanup(ctx)
-		return nil, nil, fmt.Errorf("erp explain: %w", err)
+		return nil, fmt.Errorf("erp explain: %w", err)
 	}
 	ops := w.Operations()
-	qs = []ExplainQuery{
-		{Op: ops[OpORSubqueryReport].Name, Name: "report", SQL: withTemp(q.or.Report, name, ""), Args: orArgs},
-		{Op: ops[OpORSubqueryReport].Name, Name: "report_any", SQL: withTemp(q.or.ReportAny, name, ""), Args: orArgs},
+	return []ExplainQuery{
+		{Op: ops[OpORSubqueryReport].Name, Name: "report", SQL: q.or.Report, Args: orArgs},
+		{Op: ops[OpORSubqueryReport].Name, Name: "report_any", SQL: q.or.ReportAny, Args: orArgs},
 		{Op: ops[OpDocumentForm].Name, Name: "header", SQL: q.form.HeaderSalesInvoice, Args: []any{ref}},
 		{Op: ops[OpDocumentForm].Name, Name: "lines", SQL: q.form.LinesSalesInvoice, Args: []any{ref}},
-	}
-	return qs, cleanup, nil
+	}, nil
 }

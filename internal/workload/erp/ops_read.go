@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -235,47 +236,72 @@ func (w *Workload) salesTurnover(ctx context.Context, conn *pgx.Conn, vu *worklo
 	return opResult{Rows: n}, err
 }
 
-// orReportArgs draws the parameters of key operation 7: a customer and 12
-// months ending at the end of the history or up to two months before.
-func orReportArgs(r *rand.Rand, s *vuSession) (customer []byte, from, to time.Time) {
-	to = HistoryEnd.AddDate(0, -r.IntN(3), 0)
-	return s.snap.customer(r), to.AddDate(-1, 0, 0), to
+// orReport holds the parameters of one execution of key operation 7: the
+// item the report is about, seen through the report's filter.
+type orReport struct {
+	// group is the item's group (_parentidrref).
+	group []byte
+	// kind is a LIKE pattern matching the descriptions of the same kind
+	// of item: the description's first word and " %" ("Drill %").
+	kind string
+	// product is a LIKE pattern matching the same product under any
+	// brand: the description without its last word (the brand) and " %"
+	// ("Drill steel 12x40 %").
+	product string
+	// series is a LIKE pattern matching the articles of the item's
+	// product line: the article without its last three characters and
+	// "%" ("BAL-363%" for BAL-363679); the article itself when it has
+	// fewer than four characters (generated articles have ten).
+	series string
+	// from and to bound the report's period [from, to): 12 months ending
+	// at the end of the history or up to two months before; the sales are
+	// compared with [from - 1 year, from).
+	from, to time.Time
 }
 
-// orSubqueryReport runs key operation 7: the user's customers into a temp
-// table, then the report filtered by "customer = $1 OR customer IN (temp
-// table)".
-func (w *Workload) orSubqueryReport(ctx context.Context, conn *pgx.Conn, vu *workload.VU, s *vuSession) (res opResult, err error) {
-	q := s.snap.q
-	tt := w.tempTables(conn, &q.temp)
-	defer func() {
-		if rerr := tt.releaseAll(ctx); err == nil && rerr != nil {
-			err = rerr
-		}
-	}()
-	name, err := w.fillCustomers(ctx, conn, tt, s)
-	if err != nil {
-		return res, err
-	}
-	cp, from, to := orReportArgs(vu.Rand, s)
-	res.Rows, err = countRows(ctx, conn, withTemp(q.or.Report, name, ""), cp, ts(from), ts(to))
-	return res, err
+// args returns the report statement's arguments $1..$7.
+func (a orReport) args() []any {
+	return []any{a.group, a.kind, a.product, ts(a.from), ts(a.to), ts(a.from.AddDate(-1, 0, 0)), a.series}
 }
 
-// fillCustomers puts the customers the user manages into a temp table.
-func (w *Workload) fillCustomers(ctx context.Context, conn *pgx.Conn, tt *tempTables, s *vuSession) (string, error) {
-	q := s.snap.q
-	name, err := tt.get(ctx, shapeRefs)
+// orReportArgs draws the parameters of key operation 7: an item drawn
+// uniformly from the catalog (an assortment review goes through every
+// item, not only the best sellers) and 12 months ending at the end of the
+// history or up to two months before.
+func orReportArgs(r *rand.Rand, s *vuSession) orReport {
+	k := r.IntN(len(s.snap.items))
+	words := strings.Fields(s.snap.itemNames[k])
+	a := orReport{group: s.snap.itemParent[k], kind: "%", product: "%"}
+	if len(words) > 0 {
+		a.kind = likePrefix(words[0]) + " %"
+		a.product = likePrefix(strings.Join(words[:max(1, len(words)-1)], " ")) + " %"
+	}
+	a.series = likePrefix(s.snap.itemArticle[k])
+	if art := []rune(s.snap.itemArticle[k]); len(art) > 3 {
+		a.series = likePrefix(string(art[:len(art)-3])) + "%"
+	}
+	a.to = HistoryEnd.AddDate(0, -r.IntN(3), 0)
+	a.from = a.to.AddDate(-1, 0, 0)
+	return a
+}
+
+// likePrefix escapes the LIKE wildcards % and _ and the escape character
+// backslash in s, so that s + "%" matches the strings starting with s
+// (PostgreSQL docs, "Pattern Matching", LIKE).
+func likePrefix(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}
+
+// orSubqueryReport runs key operation 7: the item analysis report, whose
+// filter on the item's attributes reaches the registers as "item IN
+// (subquery) OR item IN (subquery)" (queries/or_subquery_report.sql). One
+// statement, no temporary table.
+func (w *Workload) orSubqueryReport(ctx context.Context, conn *pgx.Conn, vu *workload.VU, s *vuSession) (opResult, error) {
+	n, err := countRows(ctx, conn, s.snap.q.or.Report, orReportArgs(vu.Rand, s).args()...)
 	if err != nil {
-		return "", err
+		return opResult{Rows: n}, fmt.Errorf("item analysis report: %w", err)
 	}
-	if _, err := conn.Exec(ctx, withTemp(q.or.FillCustomers, name, ""), execMode, s.user); err != nil {
-		return "", fmt.Errorf("fill customers: %w", err)
-	}
-	if err := tt.analyze(ctx, name); err != nil {
-		return "", fmt.Errorf("analyze customers: %w", err)
-	}
-	return name, nil
+	return opResult{Rows: n}, nil
 }
 
 // itemPicker runs key operation 8.

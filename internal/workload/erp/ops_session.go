@@ -37,14 +37,16 @@ type snapshot struct {
 	sep bool
 	q   *querySet
 
-	users      []userRow
-	items      [][]byte // item elements, most stocked first
-	itemNames  []string // their descriptions
-	itemGroups [][]byte
-	customers  [][]byte // customers, most invoiced first
-	priceTypes [][]byte // purchase, wholesale, retail
-	itemZipf   *zipf
-	custZipf   *zipf
+	users       []userRow
+	items       [][]byte // item elements, most stocked first
+	itemNames   []string // their descriptions
+	itemParent  [][]byte // their groups and articles (key operation 7's filter)
+	itemArticle []string
+	itemGroups  [][]byte
+	customers   [][]byte // customers, most invoiced first
+	priceTypes  [][]byte // purchase, wholesale, retail
+	itemZipf    *zipf
+	custZipf    *zipf
 	// lastMonth is the last month with balance totals (the first day of
 	// HistoryEnd's previous month).
 	lastMonth time.Time
@@ -170,13 +172,15 @@ func loadSnapshot(ctx context.Context, conn *pgx.Conn, q *querySet, sep bool) (*
 	}
 	for rows.Next() {
 		var ref, group []byte
-		var name string
-		if err := rows.Scan(&ref, &name, &group); err != nil {
+		var name, article string
+		if err := rows.Scan(&ref, &name, &group, &article); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("erp: read items: %w", err)
 		}
 		s.items = append(s.items, ref)
 		s.itemNames = append(s.itemNames, name)
+		s.itemParent = append(s.itemParent, group)
+		s.itemArticle = append(s.itemArticle, article)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("erp: read items: %w", err)

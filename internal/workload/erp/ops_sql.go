@@ -128,9 +128,8 @@ type turnoverSQL struct {
 
 // orSQL is queries/or_subquery_report.sql.
 type orSQL struct {
-	Report        string `sql:"report"`
-	ReportAny     string `sql:"report_any"`
-	FillCustomers string `sql:"fill_customers"`
+	Report    string `sql:"report"`
+	ReportAny string `sql:"report_any"`
 }
 
 // pickerSQL is queries/item_picker.sql.

@@ -66,8 +66,11 @@ func TestQueryFilesLoad(t *testing.T) {
 			t.Errorf("with the separator, a statement lacks %s:\n%s", SeparatorColumn, s)
 		}
 	}
-	if !strings.Contains(plain.or.Report, "{tt}") {
-		t.Errorf("or_subquery_report lost its temp-table placeholder:\n%s", plain.or.Report)
+	if strings.Contains(plain.or.Report, "{tt}") || strings.Contains(plain.or.ReportAny, "{tt}") {
+		t.Errorf("or_subquery_report reads a temp table; it is one statement on the registers and the item catalog:\n%s", plain.or.Report)
+	}
+	if !strings.Contains(sep.or.Report, "b."+SeparatorColumn+" = 0") || strings.Contains(plain.or.Report, SeparatorColumn) {
+		t.Errorf("or_subquery_report: the separator condition inside the subqueries is missing or always there:\n%s", sep.or.Report)
 	}
 	if _, err := splitNamed("-- name: a\nSELECT 1\n-- name: a\nSELECT 2"); err == nil {
 		t.Error("splitNamed accepted a duplicate name")
@@ -334,5 +337,29 @@ func TestTurnoverWholeHistory(t *testing.T) {
 	short, whole := rows(false), rows(true)
 	if whole < short || whole == 0 {
 		t.Fatalf("whole history %d rows, recent months %d", whole, short)
+	}
+}
+
+// TestLikePrefix checks key operation 7's LIKE patterns on the server: a
+// prefix holding the wildcards and the escape character matches itself
+// and longer strings only.
+func TestLikePrefix(t *testing.T) {
+	pool := srv.Pool(t, srv.DSN("postgres"))
+	const prefix = `Bolt 50%_x\y`
+	pattern := likePrefix(prefix) + "%"
+	for s, want := range map[string]bool{
+		prefix:             true,
+		prefix + " Summit": true,
+		`Bolt 50%ax\y`:     false, // _ is literal
+		`Bolt 50abx\y`:     false, // % is literal
+		`Bolt 50%_xy`:      false, // \ is literal
+	} {
+		var got bool
+		if err := pool.QueryRow(context.Background(), "SELECT $1::text LIKE $2", s, pattern).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%q LIKE %q = %v, want %v", s, pattern, got, want)
+		}
 	}
 }

@@ -31,8 +31,8 @@ const (
 // (Named apart from [Options], the parameters of [Init].)
 type WorkloadOptions struct {
 	// TempStyle is TempStyle1C ("1c", also when empty) or
-	// TempStyleLsFusion ("lsfusion"): how the document list, the
-	// OR-subquery report and the temp-table storm use temporary tables.
+	// TempStyleLsFusion ("lsfusion"): how the document list and the
+	// temp-table storm use temporary tables.
 	// Posting transactions always create and drop theirs.
 	TempStyle string
 	// Separator makes Setup initialise an empty database with the data
@@ -124,7 +124,11 @@ func (w *Workload) Options() WorkloadOptions { return w.opts }
 // operations' targets are large: a day of re-posting is ~170 postings at
 // scale 1 (about 1 s alone, four to five minutes with 100 VUs on a 2-core
 // server, like the field's 4:53 for re-posting on PostgreSQL), a month's
-// recomputation reads every movement before the month's end.
+// recomputation reads every movement before the month's end. Operation 7
+// departs from the list's T ~5 s: it reads a few hundred rows when its
+// filter uses the item indexes (~1 ms at any scale), so T is 100 ms, which
+// sequential scans of both movement registers miss from scale 1 on
+// (~0.2-0.4 s), as the field's 4-15 s report missed its T.
 func (*Workload) Operations() []workload.Operation {
 	return []workload.Operation{
 		OpDocumentList: {Name: "document_list", Target: time.Second, Priority: 1,
@@ -139,8 +143,8 @@ func (*Workload) Operations() []workload.Operation {
 			Description: "balance virtual table (current totals, or month totals +/- movements) valued at slice-last prices"},
 		OpSalesTurnoverReport: {Name: "sales_turnover_report", Target: 10 * time.Second, Priority: 3,
 			Description: "turnover totals of whole months UNION ALL movements of the partial month, by customer"},
-		OpORSubqueryReport: {Name: "or_subquery_report", Target: 5 * time.Second, Priority: 3,
-			Description: "sales filtered by customer = $1 OR customer IN (temp table): a sequential scan on stock PostgreSQL"},
+		OpORSubqueryReport: {Name: "or_subquery_report", Target: 100 * time.Millisecond, Priority: 3,
+			Description: "item analysis (goods statement, sales vs a year ago) of an item and its analogues, filtered by item IN (subquery) OR ... (three arms): sequential scans on stock PostgreSQL"},
 		OpItemPicker: {Name: "item_picker", Target: 500 * time.Millisecond, Priority: 2,
 			Description: "ILIKE search of items with slice-last price and current balance"},
 		OpTempTableStorm: {Name: "temp_table_storm", Target: 200 * time.Millisecond, Priority: 2,

@@ -33,8 +33,9 @@ ORDER BY w._code
 
 -- name: items_by_stock
 -- Item elements, most stocked first (stock follows demand in the data), with
--- their description (item picker search words) and group.
-SELECT i._idrref, i._description, i._parentidrref
+-- their description (item picker search words), group and article (the item
+-- analysis report's filter).
+SELECT i._idrref, i._description, i._parentidrref, i._fld1060
 FROM _reference42 i
 LEFT JOIN (SELECT t._fld1236rref, sum(t._fld1237) AS _qty
            FROM _accumrgt1239 t
