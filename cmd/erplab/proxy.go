@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -24,7 +26,7 @@ func newProxyCmd() *cobra.Command {
 		listen, upstream, metricsAddr string
 		shadow, verbose               bool
 		disable                       []string
-		cacheSize                     int
+		cacheSize, procs              int
 	)
 	cmd := &cobra.Command{
 		Use:   "proxy",
@@ -57,6 +59,9 @@ the original. Counters go to /metrics (with --metrics) and to a summary on exit.
 				}
 				dis[d] = true
 			}
+			if procs < 0 {
+				return withCode(exitUsage, fmt.Errorf("--procs: %d is negative (0 picks the default)", procs))
+			}
 			level := slog.LevelWarn
 			if verbose || shadow {
 				level = slog.LevelInfo
@@ -86,7 +91,8 @@ the original. Counters go to /metrics (with --metrics) and to a summary on exit.
 			if shadow {
 				mode = "shadow (logging would-be rewrites, sending originals)"
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "erplab proxy listening on %s, %s; Ctrl-C to stop\n", ln.Addr(), mode)
+			n := setProxyProcs(procs)
+			fmt.Fprintf(cmd.ErrOrStderr(), "erplab proxy listening on %s, %s, %d Go scheduler thread(s) (--procs); Ctrl-C to stop\n", ln.Addr(), mode, n)
 			err = p.Serve(ctx, ln)
 			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", p.Stats())
 			return err
@@ -99,8 +105,35 @@ the original. Counters go to /metrics (with --metrics) and to a summary on exit.
 	cmd.Flags().IntVar(&cacheSize, "cache", 10000, "statement texts whose decision is cached")
 	cmd.Flags().StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics at host:port/metrics")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every fallback and catalog problem (info level)")
+	cmd.Flags().IntVar(&procs, "procs", 0, procsHelp)
 	cmd.AddCommand(newProxyBenchCmd())
 	return cmd
+}
+
+const procsHelp = "Go scheduler threads running the proxy (GOMAXPROCS); 0 = the GOMAXPROCS environment variable if set, else a quarter of the CPUs, at least 1"
+
+// setProxyProcs sets GOMAXPROCS for a process running the proxy and
+// returns the value in effect: procs when positive; otherwise the
+// GOMAXPROCS environment variable when set; otherwise a quarter of the
+// CPUs Go would use (runtime default, cgroup limits included), at least 1.
+//
+// Why fewer than all CPUs: a relay spends its time waiting for the
+// network, and with idle Ps the Go scheduler wakes spare threads (futex)
+// to look for work on readied goroutines. On a 2-core host shared with
+// PostgreSQL and pgbench (pgbench -S -M prepared through the proxy,
+// perf stat), proxy CPU per transaction was, with 8 clients, 20-29 µs
+// with one P, 22-35 µs with two, 19-27 µs for PgBouncer's single thread;
+// with 1 client 36-39 µs, 52-55 µs and 46-48 µs. Latency differences
+// between one and two Ps stayed within the host's noise. The quarter
+// keeps room to scale on large hosts; --procs overrides it.
+func setProxyProcs(procs int) int {
+	switch {
+	case procs > 0:
+		runtime.GOMAXPROCS(procs)
+	case os.Getenv("GOMAXPROCS") == "":
+		runtime.GOMAXPROCS(max(1, runtime.GOMAXPROCS(0)/4))
+	}
+	return runtime.GOMAXPROCS(0)
 }
 
 func newProxyBenchCmd() *cobra.Command {
@@ -108,7 +141,8 @@ func newProxyBenchCmd() *cobra.Command {
 		upstream, modes, osUser string
 		clients                 []int
 		duration                time.Duration
-		initScale               int
+		initScale, rounds       int
+		procs                   int
 		noBouncer               bool
 	)
 	cmd := &cobra.Command{
@@ -118,7 +152,11 @@ func newProxyBenchCmd() *cobra.Command {
 through an in-process erplab proxy and through PgBouncer in session mode (Debian package
 pgbouncer; skipped with a note when absent or with --no-pgbouncer), all on this host, and
 print tps, p50 and p99 (from pgbench's per-transaction log) side by side with the latency
-each proxy adds. The upstream database needs pgbench's tables (--init creates them).`,
+each proxy adds at p50 and p99 and its tps as a fraction of direct. Clients reach both
+proxies over TCP on 127.0.0.1 and both proxies reach the upstream the same way (its host:
+a unix socket directory or a TCP address). --rounds repeats every cell with the targets in
+a rotated order and reports medians. The upstream database needs pgbench's tables (--init
+creates them).`,
 		Example: `  erplab proxy bench --upstream 'host=/var/run/postgresql dbname=bench user=postgres' --init 1 --duration 10s`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -143,7 +181,15 @@ each proxy adds. The upstream database needs pgbench's tables (--init creates th
 					return err
 				}
 			}
-			opts := proxybench.Options{Upstream: up, Duration: duration, Clients: clients, Modes: ms, OSUser: osUser, Progress: cmd.ErrOrStderr()}
+			if rounds < 1 {
+				return withCode(exitUsage, fmt.Errorf("--rounds: %d is not a positive count", rounds))
+			}
+			if procs < 0 {
+				return withCode(exitUsage, fmt.Errorf("--procs: %d is negative (0 picks the default)", procs))
+			}
+			setProxyProcs(procs) // the in-process proxy runs as 'erplab proxy' would
+			opts := proxybench.Options{Upstream: up, Duration: duration, Clients: clients, Modes: ms, OSUser: osUser,
+				Rounds: rounds, Progress: cmd.ErrOrStderr()}
 			if !noBouncer {
 				b, err := proxybench.FindPgBouncer()
 				if err != nil {
@@ -163,6 +209,8 @@ each proxy adds. The upstream database needs pgbench's tables (--init creates th
 	cmd.Flags().IntSliceVar(&clients, "clients", []int{1, 8}, "pgbench -c values, comma-separated")
 	cmd.Flags().DurationVar(&duration, "duration", 10*time.Second, "length of each pgbench run (whole seconds)")
 	cmd.Flags().IntVar(&initScale, "init", 0, "first run 'pgbench -i -s N' on the upstream (0 = tables exist)")
+	cmd.Flags().IntVar(&rounds, "rounds", 1, "repeat every cell, rotating the targets' order; report medians (use 3+ on a shared machine)")
+	cmd.Flags().IntVar(&procs, "procs", 0, procsHelp+" (as for 'erplab proxy')")
 	cmd.Flags().BoolVar(&noBouncer, "no-pgbouncer", false, "skip the PgBouncer column")
 	cmd.Flags().StringVar(&osUser, "os-user", "postgres", "OS user to run pgbouncer as when erplab runs as root")
 	return cmd

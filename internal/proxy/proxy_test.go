@@ -25,15 +25,41 @@ var srv *pgtest.Server
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m, &srv)) }
 
 // startProxy runs a proxy in front of the test cluster for the test.
-func startProxy(t *testing.T, shadow bool) (*Proxy, string) {
+func startProxy(t testing.TB, shadow bool) (*Proxy, string) {
+	t.Helper()
+	return startProxyPlain(t, shadow, false)
+}
+
+// plainConn hides the connection's file descriptor (syscall.Conn), as a
+// TLS connection or a wrapper would: the relay then uses Read and Write.
+type plainConn struct{ net.Conn }
+
+type plainListener struct{ net.Listener }
+
+func (l plainListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return plainConn{c}, nil
+}
+
+// startProxyPlain is startProxy; with plain, both sides of every session
+// are plainConns.
+func startProxyPlain(t testing.TB, shadow, plain bool) (*Proxy, string) {
 	t.Helper()
 	p, err := New(Config{Upstream: srv.DSN("postgres"), Shadow: shadow})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	var ln net.Listener
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if plain {
+		ln = plainListener{ln}
+		p.wrapUp = func(c net.Conn) net.Conn { return plainConn{c} }
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -270,6 +296,64 @@ func TestProtocol(t *testing.T) {
 	})
 	if s := p.Stats(); s.Rewrites == 0 || s.Sessions == 0 {
 		t.Errorf("stats %+v", s)
+	}
+}
+
+// Messages larger than the relay buffer (32 KiB) in both directions, and
+// results spanning many reads, pass byte for byte, over sockets and over
+// connections without a file descriptor.
+func TestLargeMessages(t *testing.T) {
+	ctx := context.Background()
+	dsn, _ := setup(t)
+	big := strings.Repeat("0123456789abcdef", 200_000) // 3.2 MB
+	for _, plain := range []bool{false, true} {
+		t.Run(fmt.Sprintf("plain=%v", plain), func(t *testing.T) {
+			p, addr := startProxyPlain(t, false, plain)
+			conn, err := pgx.Connect(ctx, viaProxy(t, dsn, addr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeSimpleProtocol} {
+				var got string
+				if err := conn.QueryRow(ctx, "SELECT $1::text || 'z'", mode, big).Scan(&got); err != nil {
+					t.Fatalf("%v: %v", mode, err)
+				}
+				if got != big+"z" {
+					t.Fatalf("%v: %d bytes back, want %d", mode, len(got), len(big)+1)
+				}
+			}
+			var rows, chars int
+			r, err := conn.Query(ctx, "SELECT g, repeat('x', g % 300) FROM generate_series(1, 20000) g")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r.Next() {
+				var g int
+				var s string
+				if err := r.Scan(&g, &s); err != nil {
+					t.Fatal(err)
+				}
+				rows++
+				if len(s) != g%300 {
+					t.Fatalf("row %d: %d bytes", g, len(s))
+				}
+				chars += len(s)
+			}
+			if err := r.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if rows != 20000 || chars != 2980200 {
+				t.Fatalf("%d rows, %d bytes", rows, chars)
+			}
+			var n int
+			if err := conn.QueryRow(ctx, "SELECT count(*) FROM t WHERE t.a = 1 OR t.a IN (SELECT u.x FROM u)").Scan(&n); err != nil || n != 31 {
+				t.Fatalf("rewritten query: %d, %v", n, err)
+			}
+			if p.Stats().Rewrites == 0 {
+				t.Fatal("not rewritten")
+			}
+		})
 	}
 }
 

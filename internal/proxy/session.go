@@ -1,11 +1,8 @@
 package proxy
 
 import (
-	"bufio"
+	"bytes"
 	"context"
-	"encoding/binary"
-	"fmt"
-	"io"
 	"net"
 	"sync"
 	"time"
@@ -19,10 +16,10 @@ import (
 type session struct {
 	p          *Proxy
 	client, up net.Conn
-	cr, ur     *bufio.Reader
-	cw         *bufio.Writer // written by upstreamLoop only
-	uwMu       sync.Mutex    // guards uw: clientLoop relays, upstreamLoop replays
-	uw         *bufio.Writer
+	cin, uin   *inbound  // client and upstream reads
+	cw         *outbound // written by upstreamLoop only
+	uwMu       sync.Mutex
+	uw         *outbound // guarded by uwMu: clientLoop relays, upstreamLoop replays
 	db         string
 	closeOnce  sync.Once
 	closed     chan struct{}
@@ -56,135 +53,118 @@ func (s *session) close() {
 	})
 }
 
-// frameReader reads typed protocol messages into one reused buffer.
-type frameReader struct {
-	r   *bufio.Reader
-	buf []byte
-}
-
-// next returns the whole message (type, length, body); valid until the
-// next call.
-func (f *frameReader) next() ([]byte, error) {
-	hdr, err := f.r.Peek(5)
-	if err != nil {
-		if err == io.EOF && len(hdr) > 0 {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
-	}
-	n := int(binary.BigEndian.Uint32(hdr[1:5]))
-	if n < 4 || n > maxMessage {
-		return nil, fmt.Errorf("invalid message length %d", n)
-	}
-	total := n + 1
-	if cap(f.buf) < total {
-		f.buf = make([]byte, total)
-	}
-	f.buf = f.buf[:total]
-	if _, err := io.ReadFull(f.r, f.buf); err != nil {
-		return nil, err
-	}
-	return f.buf, nil
-}
-
-func (s *session) writeUp(frames ...[]byte) error {
+// writeUp queues frames for the upstream; they may reference the client
+// read buffer until the next flushUp.
+func (s *session) writeUp(frames ...[]byte) {
 	s.uwMu.Lock()
 	defer s.uwMu.Unlock()
 	for _, f := range frames {
-		if _, err := s.uw.Write(f); err != nil {
-			return err
-		}
+		s.uw.add(f)
 	}
-	return nil
 }
 
 func (s *session) flushUp() error {
 	s.uwMu.Lock()
 	defer s.uwMu.Unlock()
-	return s.uw.Flush()
+	return s.uw.flush()
 }
 
 // clientLoop relays client messages upstream, rewriting Query and Parse.
+// The messages of one read go upstream in one write.
 func (s *session) clientLoop(ctx context.Context) {
-	fr := &frameReader{r: s.cr}
 	atBatchStart := true
-	for {
-		frame, err := fr.next()
-		if err != nil {
-			return
-		}
-		typ := frame[0]
-		out := frame
-		s.mu.Lock()
-		building := s.pending
-		s.mu.Unlock()
-		if building != nil && building.sealed {
-			building = nil
-		}
-		var started *pending
-		switch typ {
-		case 'Q':
-			out, started = s.onStatement(ctx, frame, true, building == nil)
-		case 'P':
-			out, started = s.onStatement(ctx, frame, false, building == nil)
-			if started != nil {
-				started.retryable = atBatchStart
+	_ = s.cin.run(func(data []byte) (int, error) {
+		used := 0
+		for {
+			n, err := frameSize(data[used:])
+			if err != nil {
+				_ = s.flushUp() // what came before it
+				return used, err
+			}
+			if n == 0 {
+				break
+			}
+			frame := data[used : used+n]
+			used += n
+			if err := s.fromClient(ctx, frame, &atBatchStart); err != nil {
+				return used, err
 			}
 		}
+		return used, s.flushUp()
+	})
+	// After an error, drop what still references the read buffer.
+	s.uwMu.Lock()
+	s.uw.pending, s.uw.inUse = nil, false
+	s.uwMu.Unlock()
+}
+
+// fromClient relays one client message; errStop ends the session.
+func (s *session) fromClient(ctx context.Context, frame []byte, atBatchStart *bool) error {
+	typ := frame[0]
+	out := frame
+	s.mu.Lock()
+	building := s.pending
+	s.mu.Unlock()
+	if building != nil && building.sealed {
+		building = nil
+	}
+	var started *pending
+	switch typ {
+	case 'Q':
+		out, started = s.onStatement(ctx, frame, true, building == nil)
+	case 'P':
+		out, started = s.onStatement(ctx, frame, false, building == nil)
 		if started != nil {
-			started.after = s.requests
-			s.mu.Lock()
-			s.pending = started
-			s.mu.Unlock()
-		} else if building != nil {
-			building.replay = append(building.replay, append([]byte(nil), frame...))
-			if typ == 'H' {
-				s.mu.Lock()
-				building.retryable = false
-				s.mu.Unlock()
-			}
-		}
-		if err := s.writeUp(out); err != nil {
-			return
-		}
-		switch typ {
-		case 'S', 'Q':
-			s.requests++
-			atBatchStart = true
-		case 'p':
-		default:
-			atBatchStart = false
-		}
-		wait := started
-		if wait == nil && typ == 'S' && building != nil {
-			wait = building
-		}
-		if wait != nil && (typ == 'Q' || typ == 'S') {
-			s.mu.Lock()
-			wait.sealed = true
-			s.mu.Unlock()
-			if err := s.flushUp(); err != nil {
-				return
-			}
-			select {
-			case <-wait.done:
-			case <-s.closed:
-				return
-			case <-ctx.Done():
-				return
-			}
-			continue
-		}
-		if typ == 'X' {
-			_ = s.flushUp()
-			return
-		}
-		if s.cr.Buffered() == 0 {
-			if err := s.flushUp(); err != nil {
-				return
-			}
+			started.retryable = *atBatchStart
 		}
 	}
+	if started != nil {
+		started.after = s.requests
+		s.mu.Lock()
+		s.pending = started
+		s.mu.Unlock()
+	} else if building != nil {
+		building.replay = append(building.replay, append([]byte(nil), frame...))
+		if typ == 'H' {
+			s.mu.Lock()
+			building.retryable = false
+			s.mu.Unlock()
+		}
+	}
+	s.writeUp(out)
+	switch typ {
+	case 'S', 'Q':
+		s.requests++
+		*atBatchStart = true
+	case 'p':
+	default:
+		*atBatchStart = false
+	}
+	wait := started
+	if wait == nil && typ == 'S' && building != nil {
+		wait = building
+	}
+	if wait != nil && (typ == 'Q' || typ == 'S') {
+		s.mu.Lock()
+		wait.sealed = true
+		s.mu.Unlock()
+		if err := s.flushUp(); err != nil {
+			return err
+		}
+		select {
+		case <-wait.done:
+			return nil
+		case <-s.closed:
+			return errStop
+		case <-ctx.Done():
+			return errStop
+		}
+	}
+	if typ == 'X' {
+		_ = s.flushUp()
+		return errStop
+	}
+	return nil
 }
 
 // onStatement decides about a Query (simple) or Parse (extended) message
@@ -193,6 +173,13 @@ func (s *session) clientLoop(ctx context.Context) {
 // while another first-use rewrite of the batch awaits its verdict: then an
 // unverified rewrite is not attempted.
 func (s *session) onStatement(ctx context.Context, frame []byte, simple, canPend bool) ([]byte, *pending) {
+	// The pre-filter runs on the message bytes first: most statements
+	// are never decoded (no allocation per relayed statement).
+	if raw, ok := statementText(frame[5:], simple); ok && !mayMatch(raw) {
+		s.p.stats.statements.Add(1)
+		s.p.stats.prefilterSkips.Add(1)
+		return frame, nil
+	}
 	var text string
 	var parse pgproto3.Parse
 	if simple {
@@ -243,54 +230,79 @@ func (s *session) onStatement(ctx context.Context, frame []byte, simple, canPend
 	return out, &pending{kind: kind, key: key, replay: [][]byte{append([]byte(nil), frame...)}, retryable: simple, done: make(chan struct{})}
 }
 
-// upstreamLoop relays upstream messages to the client, watching the
-// verdict on a pending first-use rewrite.
-func (s *session) upstreamLoop() {
-	fr := &frameReader{r: s.ur}
-	rfqSeen := 0
-	for {
-		frame, err := fr.next()
-		if err != nil {
-			_ = s.cw.Flush()
-			return
+// statementText returns the SQL text of a Query body (simple) or a Parse
+// body (statement name, then the text; both NUL-terminated), or false when
+// it is malformed.
+func statementText(body []byte, simple bool) ([]byte, bool) {
+	if !simple {
+		i := bytes.IndexByte(body, 0)
+		if i < 0 {
+			return nil, false
 		}
-		typ := frame[0]
+		body = body[i+1:]
+	}
+	i := bytes.IndexByte(body, 0)
+	if i < 0 {
+		return nil, false
+	}
+	return body[:i], true
+}
+
+// upstreamLoop relays upstream messages to the client, watching the
+// verdict on a pending first-use rewrite. The messages of one read go to
+// the client in one write, without copying unless a verdict changed them.
+func (s *session) upstreamLoop() {
+	rfqSeen := 0
+	_ = s.uin.run(func(data []byte) (int, error) {
 		s.mu.Lock()
 		pd := s.pending
 		s.mu.Unlock()
-		if pd != nil && rfqSeen == pd.after {
-			if handled, err := s.verdict(pd, frame, &rfqSeen); err != nil {
-				return
-			} else if handled {
-				if s.ur.Buffered() == 0 {
-					if err := s.cw.Flush(); err != nil {
-						return
-					}
+		used, run := 0, 0 // run: start of the messages relayed as they are
+		for {
+			n, err := frameSize(data[used:])
+			if err != nil {
+				s.cw.add(data[run:used]) // what came before it
+				_ = s.cw.flush()
+				return used, err
+			}
+			if n == 0 {
+				break
+			}
+			start := used
+			frame := data[start : start+n]
+			used += n
+			typ := frame[0]
+			if pd != nil && rfqSeen == pd.after {
+				s.cw.add(data[run:start])
+				run = start
+				handled, err := s.verdict(pd, frame, &rfqSeen)
+				if err != nil {
+					return used, err
 				}
-				continue
+				s.mu.Lock()
+				pd = s.pending
+				s.mu.Unlock()
+				if handled {
+					run = used
+					continue
+				}
+			}
+			switch typ {
+			case 'Z':
+				rfqSeen++
+			case 'K':
+				var k pgproto3.BackendKeyData
+				if err := k.Decode(frame[5:]); err == nil {
+					s.p.mu.Lock()
+					s.key = cancelKey(k.ProcessID, k.SecretKey)
+					s.p.keys[s.key] = s
+					s.p.mu.Unlock()
+				}
 			}
 		}
-		switch typ {
-		case 'Z':
-			rfqSeen++
-		case 'K':
-			var k pgproto3.BackendKeyData
-			if err := k.Decode(frame[5:]); err == nil {
-				s.p.mu.Lock()
-				s.key = cancelKey(k.ProcessID, k.SecretKey)
-				s.p.keys[s.key] = s
-				s.p.mu.Unlock()
-			}
-		}
-		if _, err := s.cw.Write(frame); err != nil {
-			return
-		}
-		if s.ur.Buffered() == 0 {
-			if err := s.cw.Flush(); err != nil {
-				return
-			}
-		}
-	}
+		s.cw.add(data[run:used])
+		return used, s.cw.flush()
+	})
 }
 
 // verdict handles frame, a response to the pending statement's request.
@@ -319,9 +331,7 @@ func (s *session) verdict(pd *pending, frame []byte, rfqSeen *int) (bool, error)
 			s.p.stats.fallbacks.Add(1)
 			s.p.log.Warn("upstream rejected a rewritten statement; sent the original, never rewriting it again",
 				"database", s.db, "code", e.Code, "error", e.Message)
-			if err := s.writeUp(pd.replay...); err != nil {
-				return true, err
-			}
+			s.writeUp(pd.replay...)
 			if err := s.flushUp(); err != nil {
 				return true, err
 			}
@@ -331,12 +341,8 @@ func (s *session) verdict(pd *pending, frame []byte, rfqSeen *int) (bool, error)
 		s.p.stats.fallbackErrors.Add(1)
 		s.p.log.Warn("upstream rejected a rewritten statement inside a transaction or batch; error passed on, never rewriting it again",
 			"database", s.db, "code", e.Code, "error", e.Message)
-		if _, err := s.cw.Write(pd.held); err != nil {
-			return true, err
-		}
-		if _, err := s.cw.Write(frame); err != nil {
-			return true, err
-		}
+		s.cw.add(pd.held)
+		s.cw.add(frame)
 		*rfqSeen++
 		s.resolve(pd)
 		return true, nil
@@ -430,7 +436,7 @@ func (p *Proxy) decide(ctx context.Context, db, text string) (key decisionKey, d
 // mayMatch is the cheap pre-filter: only text holding the words OR and
 // SELECT and one of IN / ANY / SOME (any case, outside identifiers) can
 // hold an OR over an IN subquery.
-func mayMatch(s string) bool {
+func mayMatch[T string | []byte](s T) bool {
 	var or, sel, in bool
 	n := len(s)
 	for i := 0; i < n; {
@@ -478,7 +484,7 @@ func isIdentStart(c byte) bool {
 func isIdentChar(c byte) bool { return isIdentStart(c) || (c >= '0' && c <= '9') || c == '$' }
 
 // eqFold compares ASCII word w with lower-case word lw, ignoring case.
-func eqFold(w, lw string) bool {
+func eqFold[T string | []byte](w T, lw string) bool {
 	for i := 0; i < len(w); i++ {
 		if w[i]|0x20 != lw[i] {
 			return false

@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -52,6 +53,10 @@ type Options struct {
 	// OSUser runs pgbouncer when erplab runs as root (it refuses root);
 	// "" means "postgres".
 	OSUser string
+	// Rounds repeats every (mode, clients) cell; each round runs the
+	// targets in a rotated order so that a load drift on a shared machine
+	// does not always favour the same target. 0 means 1.
+	Rounds int
 	// Progress, if set, receives one line per pgbench run.
 	Progress io.Writer
 }
@@ -64,6 +69,7 @@ type Result struct {
 	TPS      float64
 	P50, P99 time.Duration
 	Count    int64
+	Round    int // 0-based
 }
 
 // FindPgBouncer returns the pgbouncer binary's path or ErrNoPgBouncer.
@@ -126,18 +132,22 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 		defer stop()
 		targets = append(targets, struct{ name, dsn string }{"pgbouncer", redirect(opts.Upstream, port)})
 	}
+	rounds := max(opts.Rounds, 1)
 	var out []Result
-	for _, mode := range opts.Modes {
-		for _, c := range opts.Clients {
-			for _, t := range targets {
-				r, err := runPgBench(ctx, opts, dir, t.dsn, mode, c)
-				if err != nil {
-					return out, fmt.Errorf("proxybench: %s, -M %s -c %d: %w", t.name, mode, c, err)
-				}
-				r.Target = t.name
-				out = append(out, r)
-				if opts.Progress != nil {
-					fmt.Fprintf(opts.Progress, "%-13s -M %-8s -c %d: %.0f tps, p50 %s, p99 %s\n", t.name, mode, c, r.TPS, r.P50, r.P99)
+	for round := range rounds {
+		order := append(append([]struct{ name, dsn string }(nil), targets[round%len(targets):]...), targets[:round%len(targets)]...)
+		for _, mode := range opts.Modes {
+			for _, c := range opts.Clients {
+				for _, t := range order {
+					r, err := runPgBench(ctx, opts, dir, t.dsn, mode, c)
+					if err != nil {
+						return out, fmt.Errorf("proxybench: %s, -M %s -c %d: %w", t.name, mode, c, err)
+					}
+					r.Target, r.Round = t.name, round
+					out = append(out, r)
+					if opts.Progress != nil {
+						fmt.Fprintf(opts.Progress, "round %d/%d %-13s -M %-8s -c %d: %.0f tps, p50 %s, p99 %s\n", round+1, rounds, t.name, mode, c, r.TPS, r.P50, r.P99)
+					}
 				}
 			}
 		}
@@ -260,6 +270,14 @@ func lastLine(b []byte) string {
 
 // startPgBouncer runs pgbouncer in session mode in front of the upstream
 // and returns its port and a stop function.
+//
+// It reaches the upstream as the erplab proxy does (the upstream DSN's
+// host: a unix socket directory or a TCP address) and stays a child in
+// this process's session, not daemonized (-d): like the in-process erplab
+// proxy and pgbench it then shares one scheduler autogroup
+// (sched_autogroup_enabled; a session is a group). A daemonized PgBouncer
+// in its own group measured twice the p50 latency at 8 clients on a busy
+// 2-core host, which would flatter the erplab proxy.
 func startPgBouncer(ctx context.Context, opts Options, cfg *pgconn.Config, dir string) (int, func(), error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -350,48 +368,94 @@ pidfile = %s
 }
 
 // Table formats results side by side: one row per (mode, clients), per
-// target tps, p50 and p99, and the added p50 latency against direct.
+// target tps, p50 and p99 (µs), then per proxy the latency it adds to
+// direct at p50 and p99 (µs) and its tps as a fraction of direct. With
+// several rounds, every figure is the median over the rounds, and the
+// added latencies and tps ratios are medians of per-round differences
+// and ratios (each round's runs are neighbours in time).
 func Table(rs []Result) string {
 	type key struct {
 		mode    string
 		clients int
 	}
 	var order []key
-	byKey := map[key]map[string]Result{}
+	byKey := map[key]map[string][]Result{}
 	var targets []string
 	seenT := map[string]bool{}
+	rounds := 0
 	for _, r := range rs {
 		k := key{r.Mode, r.Clients}
 		if byKey[k] == nil {
-			byKey[k] = map[string]Result{}
+			byKey[k] = map[string][]Result{}
 			order = append(order, k)
 		}
-		byKey[k][r.Target] = r
+		byKey[k][r.Target] = append(byKey[k][r.Target], r)
 		if !seenT[r.Target] {
 			seenT[r.Target] = true
 			targets = append(targets, r.Target)
 		}
+		rounds = max(rounds, r.Round+1)
 	}
 	var b strings.Builder
+	if rounds > 1 {
+		fmt.Fprintf(&b, "medians of %d rounds\n", rounds)
+	}
 	fmt.Fprintf(&b, "%-9s %3s", "mode", "c")
 	for _, t := range targets {
-		fmt.Fprintf(&b, " | %-31s", t+": tps p50 p99")
+		fmt.Fprintf(&b, " | %-27s", t+": tps p50 p99")
 	}
-	b.WriteString(" | added p50 vs direct\n")
+	b.WriteString(" | added p50/p99 vs direct, tps ratio\n")
 	for _, k := range order {
 		fmt.Fprintf(&b, "%-9s %3d", k.mode, k.clients)
 		for _, t := range targets {
-			r := byKey[k][t]
-			fmt.Fprintf(&b, " | %9.0f %9s %11s", r.TPS, fmtDur(r.P50), fmtDur(r.P99))
+			runs := byKey[k][t]
+			fmt.Fprintf(&b, " | %7.0f %8s %10s", median(runs, func(r Result) float64 { return r.TPS }),
+				fmtDur(time.Duration(median(runs, func(r Result) float64 { return float64(r.P50) }))),
+				fmtDur(time.Duration(median(runs, func(r Result) float64 { return float64(r.P99) }))))
 		}
-		d := byKey[k]["direct"].P50
+		direct := map[int]Result{}
+		for _, r := range byKey[k]["direct"] {
+			direct[r.Round] = r
+		}
 		var parts []string
-		for _, t := range targets[1:] {
-			parts = append(parts, fmt.Sprintf("%s %+d µs", t, (byKey[k][t].P50-d).Microseconds()))
+		for _, t := range targets {
+			if t == "direct" {
+				continue
+			}
+			var paired []Result // this target's runs with a direct run in the same round
+			for _, r := range byKey[k][t] {
+				if _, ok := direct[r.Round]; ok {
+					paired = append(paired, r)
+				}
+			}
+			if len(paired) == 0 {
+				continue
+			}
+			dp50 := median(paired, func(r Result) float64 { return float64(r.P50 - direct[r.Round].P50) })
+			dp99 := median(paired, func(r Result) float64 { return float64(r.P99 - direct[r.Round].P99) })
+			ratio := median(paired, func(r Result) float64 { return r.TPS / direct[r.Round].TPS })
+			parts = append(parts, fmt.Sprintf("%s %+d/%+d µs %.2f", t, time.Duration(dp50).Microseconds(), time.Duration(dp99).Microseconds(), ratio))
 		}
 		b.WriteString(" | " + strings.Join(parts, ", ") + "\n")
 	}
 	return b.String()
+}
+
+// median returns the median of f over rs (the mean of the middle two
+// for an even count); 0 for none.
+func median(rs []Result, f func(Result) float64) float64 {
+	if len(rs) == 0 {
+		return 0
+	}
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
 func fmtDur(d time.Duration) string { return fmt.Sprintf("%d µs", d.Microseconds()) }

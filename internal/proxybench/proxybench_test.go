@@ -24,7 +24,7 @@ func pgbench() string {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-func bench(t *testing.T, bouncer string) []Result {
+func bench(t *testing.T, bouncer string, rounds int, modes ...string) []Result {
 	t.Helper()
 	ctx := context.Background()
 	dsn := srv.NewDatabase(t)
@@ -34,8 +34,8 @@ func bench(t *testing.T, bouncer string) []Result {
 	if err := Init(ctx, pgbench(), dsn, 1); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := Run(ctx, Options{Upstream: dsn, Duration: time.Second, Clients: []int{2}, Modes: []string{"simple", "prepared"},
-		PgBench: pgbench(), PgBouncer: bouncer})
+	rs, err := Run(ctx, Options{Upstream: dsn, Duration: time.Second, Clients: []int{2}, Modes: modes,
+		PgBench: pgbench(), PgBouncer: bouncer, Rounds: rounds})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,26 +43,56 @@ func bench(t *testing.T, bouncer string) []Result {
 	return rs
 }
 
+// checkResults checks rs: two cells (modes or rounds), each with one run
+// per target in targets' order rotated by the round.
 func checkResults(t *testing.T, rs []Result, targets ...string) {
 	t.Helper()
 	if len(rs) != 2*len(targets) {
 		t.Fatalf("%d results, want %d", len(rs), 2*len(targets))
 	}
 	for i, r := range rs {
-		if r.Target != targets[i%len(targets)] || r.TPS <= 0 || r.Count <= 0 || r.P50 <= 0 || r.P99 < r.P50 {
-			t.Errorf("result %d: %+v", i, r)
+		want := targets[(i+r.Round)%len(targets)]
+		if r.Target != want || r.TPS <= 0 || r.Count <= 0 || r.P50 <= 0 || r.P99 < r.P50 {
+			t.Errorf("result %d: %+v, want target %s", i, r, want)
 		}
 	}
 }
 
 func TestBenchDirectAndProxy(t *testing.T) {
-	checkResults(t, bench(t, ""), "direct", "erplab proxy")
+	checkResults(t, bench(t, "", 1, "simple", "prepared"), "direct", "erplab proxy")
 }
 
+// Two rounds of one cell: the second runs the targets in a rotated order.
 func TestBenchPgBouncer(t *testing.T) {
 	b, err := FindPgBouncer()
 	if err != nil {
 		t.Skipf("skipping the PgBouncer comparison: %v", err)
 	}
-	checkResults(t, bench(t, b), "direct", "erplab proxy", "pgbouncer")
+	rs := bench(t, b, 2, "extended")
+	checkResults(t, rs, "direct", "erplab proxy", "pgbouncer")
+	if rs[3].Round != 1 || rs[3].Target != "erplab proxy" {
+		t.Errorf("round 2 starts with %+v, want erplab proxy", rs[3])
+	}
+}
+
+// Table reports medians over rounds and pairs each proxy run with the
+// direct run of its round.
+func TestTableMedians(t *testing.T) {
+	us := func(n int) time.Duration { return time.Duration(n) * time.Microsecond }
+	var rs []Result
+	for round, v := range []struct{ dTPS, dP50, pTPS, pP50 float64 }{
+		{1000, 100, 800, 150}, // added 50, ratio 0.8
+		{500, 300, 450, 310},  // added 10, ratio 0.9
+		{900, 110, 450, 190},  // added 80, ratio 0.5
+	} {
+		rs = append(rs,
+			Result{Target: "direct", Mode: "simple", Clients: 1, TPS: v.dTPS, P50: us(int(v.dP50)), P99: us(int(v.dP50) * 2), Round: round},
+			Result{Target: "erplab proxy", Mode: "simple", Clients: 1, TPS: v.pTPS, P50: us(int(v.pP50)), P99: us(int(v.pP50) * 2), Round: round})
+	}
+	got := Table(rs)
+	for _, want := range []string{"medians of 3 rounds", "erplab proxy +50/+100 µs 0.80", "    900   110 µs"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
 }

@@ -1,0 +1,252 @@
+package proxy
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+)
+
+// relayBuffer is the initial size in bytes of each session's read buffers
+// (one per direction); a message larger than it grows the buffer to the
+// message's size, and the buffer shrinks back once it is empty.
+const relayBuffer = 32 * 1024
+
+// frameSize returns the size in bytes of the typed protocol message
+// (type byte, 4-byte length, body) at the start of b, 0 when b does not
+// hold all of it yet, or an error for an invalid length
+// (https://www.postgresql.org/docs/current/protocol-overview.html#PROTOCOL-MESSAGE-CONCEPTS).
+func frameSize(b []byte) (int, error) {
+	if len(b) < 5 {
+		return 0, nil
+	}
+	n := int(binary.BigEndian.Uint32(b[1:5]))
+	if n < 4 || n > maxMessage {
+		return 0, fmt.Errorf("invalid message length %d", n)
+	}
+	if len(b) < n+1 {
+		return 0, nil
+	}
+	return n + 1, nil
+}
+
+// inbound reads one side of a session into a reused buffer and hands the
+// bytes received to a handler, which consumes whole messages.
+//
+// On a socket it reads through syscall.RawConn: after a read that left
+// the socket empty (it returned less than the free space), it waits for
+// the poller's next readiness event instead of reading again. net.Conn's
+// Read always tries the read(2) first and parks only when that fails with
+// EAGAIN, which in a request-response relay costs one failing read(2) per
+// direction per round trip (2 of the 10 system calls a pgbench -S
+// transaction cost the proxy with net.Conn reads). The wait is safe because
+// the whole session runs inside one RawConn.Read call: Go's poller is
+// edge-triggered and its readiness flag is only reset when RawConn.Read
+// starts (internal/poll.FD.RawRead), so data that arrives after the short
+// read raises an event this loop sees.
+type inbound struct {
+	conn net.Conn
+	buf  []byte
+	n    int // bytes of buf holding unconsumed data
+}
+
+func newInbound(c net.Conn) *inbound {
+	return &inbound{conn: c, buf: make([]byte, relayBuffer)}
+}
+
+// errStop ends inbound.run without an error.
+var errStop = errors.New("stop")
+
+// run reads until the connection fails, is closed, or handle returns an
+// error. handle gets the unconsumed bytes (the buffer's start, valid until
+// it returns) and returns how many it consumed (whole messages). run
+// returns io.EOF when the peer closed, handle's error (nil for errStop),
+// or the read error.
+func (in *inbound) run(handle func([]byte) (int, error)) error {
+	var herr error
+	// process hands the data to handle and compacts the buffer; false
+	// means stop.
+	process := func() bool {
+		used, err := handle(in.buf[:in.n])
+		if used > 0 {
+			in.n = copy(in.buf, in.buf[used:in.n])
+		}
+		if err != nil {
+			herr = err
+			return false
+		}
+		return true
+	}
+	if in.n > 0 && !process() { // bytes read ahead during the startup phase
+		return stopErr(herr)
+	}
+	rc := rawConnOf(in.conn)
+	if rc == nil {
+		return in.runPlain(process, &herr)
+	}
+	var rerr error
+	err := rc.Read(func(fd uintptr) bool {
+		for {
+			free := in.prepare()
+			n, errno := rawRead(fd, in.buf[in.n:])
+			switch {
+			case errno == syscall.EINTR:
+				continue
+			case errno == syscall.EAGAIN:
+				return false // wait for readiness
+			case errno != 0:
+				rerr = errno
+				return true
+			case n == 0:
+				rerr = io.EOF
+				return true
+			}
+			in.n += n
+			if !process() {
+				return true
+			}
+			if n < free {
+				return false // the socket is drained: wait for the next event
+			}
+		}
+	})
+	if herr != nil {
+		return stopErr(herr)
+	}
+	if rerr != nil {
+		return rerr
+	}
+	return err
+}
+
+// runPlain is run for connections without a file descriptor.
+func (in *inbound) runPlain(process func() bool, herr *error) error {
+	for {
+		in.prepare()
+		n, err := in.conn.Read(in.buf[in.n:])
+		in.n += n
+		if n > 0 && !process() {
+			return stopErr(*herr)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// prepare makes room for the rest of a partly received message (or
+// shrinks an empty oversized buffer) and returns the free space in bytes.
+func (in *inbound) prepare() int {
+	if in.n >= 5 {
+		need := int(binary.BigEndian.Uint32(in.buf[1:5])) + 1 // checked by handle's frameSize
+		if need > len(in.buf) {
+			nb := make([]byte, need)
+			copy(nb, in.buf[:in.n])
+			in.buf = nb
+		}
+	} else if len(in.buf) > relayBuffer {
+		nb := make([]byte, relayBuffer)
+		copy(nb, in.buf[:in.n])
+		in.buf = nb
+	}
+	return len(in.buf) - in.n
+}
+
+func stopErr(err error) error {
+	if err == errStop {
+		return nil
+	}
+	return err
+}
+
+// outbound collects the bytes of one batch for a connection and writes
+// them with one write(2). Bytes added while nothing else is pending, or
+// directly following the pending bytes in the same array (consecutive
+// relayed messages of the inbound buffer), are only referenced, not
+// copied; anything else is coalesced into a scratch buffer. Callers flush
+// before the referenced bytes change.
+type outbound struct {
+	conn    net.Conn
+	rc      syscall.RawConn // nil: conn.Write
+	writeFn func(fd uintptr) bool
+	pending []byte // referenced, not owned
+	scratch []byte
+	inUse   bool   // scratch holds the batch
+	out     []byte // being written by writeFn
+	werr    error
+}
+
+func newOutbound(c net.Conn) *outbound {
+	o := &outbound{conn: c, rc: rawConnOf(c)}
+	if o.rc != nil {
+		o.writeFn = o.write
+	}
+	return o
+}
+
+// add queues b for the next flush.
+func (o *outbound) add(b []byte) {
+	switch {
+	case len(b) == 0:
+	case o.inUse:
+		o.scratch = append(o.scratch, b...)
+	case o.pending == nil:
+		o.pending = b
+	case cap(o.pending)-len(o.pending) >= len(b) && &o.pending[:len(o.pending)+1][len(o.pending)] == &b[0]:
+		o.pending = o.pending[:len(o.pending)+len(b)] // b follows in the same buffer
+	default:
+		o.scratch = append(append(o.scratch[:0], o.pending...), b...)
+		o.pending, o.inUse = nil, true
+	}
+}
+
+// flush writes what was added, waiting while the socket is full.
+func (o *outbound) flush() error {
+	var b []byte
+	if o.inUse {
+		b = o.scratch
+	} else {
+		b = o.pending
+	}
+	o.pending, o.inUse = nil, false
+	if cap(o.scratch) > 4*relayBuffer { // b keeps the array until written
+		o.scratch = nil
+	} else {
+		o.scratch = o.scratch[:0]
+	}
+	if len(b) == 0 {
+		return nil
+	}
+	if o.rc == nil {
+		_, err := o.conn.Write(b)
+		return err
+	}
+	o.out, o.werr = b, nil
+	err := o.rc.Write(o.writeFn)
+	o.out = nil
+	if o.werr != nil {
+		return o.werr
+	}
+	return err
+}
+
+// write is the RawConn.Write callback: it writes o.out until done (true)
+// or the socket is full (false: wait until writable).
+func (o *outbound) write(fd uintptr) bool {
+	for len(o.out) > 0 {
+		n, errno := rawWrite(fd, o.out)
+		switch {
+		case errno == syscall.EINTR:
+			continue
+		case errno == syscall.EAGAIN:
+			return false
+		case errno != 0:
+			o.werr = errno
+			return true
+		}
+		o.out = o.out[n:]
+	}
+	return true
+}
