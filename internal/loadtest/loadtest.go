@@ -238,7 +238,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		serverDesc = "from PG* environment"
 	}
 
-	pool, err := conninfo.OpenPool(ctx, dsn, poolSize)
+	pool, err := conninfo.OpenPool(ctx, dsn, poolSize, conninfo.RawSockets())
 	if err != nil {
 		return nil, err
 	}

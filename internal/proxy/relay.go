@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"syscall"
+
+	"github.com/erplab/erplab/internal/rawsock"
 )
 
 // relayBuffer is the initial size in bytes of each session's read buffers
@@ -82,7 +84,7 @@ func (in *inbound) run(handle func([]byte) (int, error)) error {
 	if in.n > 0 && !process() { // bytes read ahead during the startup phase
 		return stopErr(herr)
 	}
-	rc := rawConnOf(in.conn)
+	rc := rawsock.RawConnOf(in.conn)
 	if rc == nil {
 		return in.runPlain(process, &herr)
 	}
@@ -90,7 +92,7 @@ func (in *inbound) run(handle func([]byte) (int, error)) error {
 	err := rc.Read(func(fd uintptr) bool {
 		for {
 			free := in.prepare()
-			n, errno := rawRead(fd, in.buf[in.n:])
+			n, errno := rawsock.Read(fd, in.buf[in.n:])
 			switch {
 			case errno == syscall.EINTR:
 				continue
@@ -179,7 +181,7 @@ type outbound struct {
 }
 
 func newOutbound(c net.Conn) *outbound {
-	o := &outbound{conn: c, rc: rawConnOf(c)}
+	o := &outbound{conn: c, rc: rawsock.RawConnOf(c)}
 	if o.rc != nil {
 		o.writeFn = o.write
 	}
@@ -236,7 +238,7 @@ func (o *outbound) flush() error {
 // or the socket is full (false: wait until writable).
 func (o *outbound) write(fd uintptr) bool {
 	for len(o.out) > 0 {
-		n, errno := rawWrite(fd, o.out)
+		n, errno := rawsock.Write(fd, o.out)
 		switch {
 		case errno == syscall.EINTR:
 			continue
