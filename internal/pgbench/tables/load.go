@@ -507,8 +507,13 @@ func (r *runner) vacuum(ctx context.Context) error {
 		stmts = append(stmts, "vacuum "+t)
 	}
 	stmts = append(stmts, "vacuum analyze "+History)
-	if err := r.parallel(ctx, stmts); err != nil {
-		return err
+	// One after the other, as pgbench does: a concurrent ANALYZE's
+	// snapshot can keep a VACUUM from marking pages all-visible, and the
+	// visibility map must come out as pgbench -i leaves it.
+	for _, st := range stmts {
+		if err := r.exec(ctx, st); err != nil {
+			return err
+		}
 	}
 	if partitioned {
 		return r.exec(ctx, "analyze "+Accounts)

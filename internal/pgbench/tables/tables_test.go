@@ -129,7 +129,12 @@ func TestPgbenchInitMatchesPgbenchI(t *testing.T) {
 			if _, err := tables.RunPgbench(ctx, pgbench, refDSN, o); err != nil {
 				t.Fatal(err)
 			}
-			vacuumed := strings.Contains(st.Summary(), "vacuum")
+			// With server-side generation (G) both sides run the same
+			// INSERT ... SELECT; whether VACUUM marks the last pages
+			// all-visible then races with autovacuum's ANALYZE of the
+			// fresh partitions (relpages vs relallvisible), so the
+			// visibility map is compared only for client-side loads.
+			vacuumed := strings.Contains(st.Summary(), "vacuum") && !strings.Contains(o.Steps, "G")
 			got, want := snapshot(t, ours, vacuumed), snapshot(t, ref, vacuumed)
 			for name := range catalogQueries {
 				if strings.Join(got[name], "\n") != strings.Join(want[name], "\n") {
