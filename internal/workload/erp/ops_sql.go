@@ -37,9 +37,6 @@ type tempSQL struct {
 	CreateRLSValues  string `sql:"create_rls_values"`
 	IndexRLSValues   string `sql:"index_rls_values"`
 	Stats10RLSValues string `sql:"stats10_rls_values"`
-	CreateRefs       string `sql:"create_refs"`
-	IndexRefs        string `sql:"index_refs"`
-	Stats10Refs      string `sql:"stats10_refs"`
 	CreateGoods      string `sql:"create_goods"`
 	IndexGoods       string `sql:"index_goods"`
 	Stats10Goods     string `sql:"stats10_goods"`

@@ -16,7 +16,6 @@ type tempShape int
 
 const (
 	shapeRLSValues tempShape = iota // _type, _rtref, _rrref
-	shapeRefs                       // _ref
 	shapeGoods                      // _fld1235rref, _fld1236rref, _fld1237
 	numShapes
 )
@@ -25,8 +24,6 @@ func (q *tempSQL) ddl(s tempShape) (create, index, stats10 string) {
 	switch s {
 	case shapeRLSValues:
 		return q.CreateRLSValues, q.IndexRLSValues, q.Stats10RLSValues
-	case shapeRefs:
-		return q.CreateRefs, q.IndexRefs, q.Stats10Refs
 	default:
 		return q.CreateGoods, q.IndexGoods, q.Stats10Goods
 	}

@@ -22,15 +22,6 @@ CREATE INDEX {tt}_byvalue ON {tt} (_rrref, _rtref, _type)
 -- name: stats10_rls_values
 ALTER TABLE {tt} ALTER _type SET STATISTICS 10, ALTER _rtref SET STATISTICS 10, ALTER _rrref SET STATISTICS 10
 
--- name: create_refs
-CREATE TEMP TABLE {tt} (_ref bytea NOT NULL)
-
--- name: index_refs
-CREATE INDEX {tt}_byref ON {tt} (_ref)
-
--- name: stats10_refs
-ALTER TABLE {tt} ALTER _ref SET STATISTICS 10
-
 -- name: create_goods
 CREATE TEMP TABLE {tt} (_fld1235rref bytea NOT NULL, _fld1236rref bytea NOT NULL, _fld1237 numeric(21,3) NOT NULL)
 
