@@ -162,40 +162,11 @@ func runInit(ctx context.Context, out io.Writer, f initFlags, dsn string, embedd
 // comparePgbench loads a pgbench database of about the same size into a
 // sibling database on the same server and prints both rates.
 func comparePgbench(ctx context.Context, out io.Writer, cluster *pgcluster.Cluster, dsn string, st erp.LoadStats) error {
-	binDir := ""
-	if cluster != nil {
-		binDir = cluster.BinDir()
-	} else if d, err := pgcluster.FindBinDir(); err == nil {
-		binDir = d
-	}
-	pgbench, err := initbench.FindPgbench(binDir)
+	pgbench, db, pgDSN, drop, err := pgbenchSibling(ctx, cluster, dsn)
 	if err != nil {
 		return err
 	}
-	// A sibling database on the same server for pgbench's tables.
-	pool, err := conninfo.OpenPool(ctx, dsn, 1)
-	if err != nil {
-		return err
-	}
-	const db = "erplab_pgbench_compare"
-	_, err = pool.Exec(ctx, `DROP DATABASE IF EXISTS `+db)
-	if err == nil {
-		_, err = pool.Exec(ctx, `CREATE DATABASE `+db)
-	}
-	pool.Close()
-	if err != nil {
-		return fmt.Errorf("create database %s for pgbench: %w", db, err)
-	}
-	pgDSN, err := initbench.WithDatabase(dsn, db)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if p, err := conninfo.OpenPool(context.Background(), dsn, 1); err == nil {
-			p.Exec(context.Background(), `DROP DATABASE IF EXISTS `+db+` WITH (FORCE)`)
-			p.Close()
-		}
-	}()
+	defer drop()
 	scale := initbench.PgbenchScaleFor(st.Bytes)
 	fmt.Fprintf(out, "running pgbench -i -s %d (about the same size) into database %s on the same server...\n", scale, db)
 	ref, err := initbench.RunPgbench(ctx, pgbench, pgDSN, scale)
@@ -206,4 +177,48 @@ func comparePgbench(ctx context.Context, out io.Writer, cluster *pgcluster.Clust
 	fmt.Fprintln(out)
 	initbench.Print(out, ours, ref)
 	return nil
+}
+
+// pgbenchCompareDB is the sibling database `--vs-pgbench` loads with
+// pgbench, dropped afterwards.
+const pgbenchCompareDB = "erplab_pgbench_compare"
+
+// pgbenchSibling finds pgbench (next to the cluster's or the installed
+// server binaries, then on PATH) and creates a fresh sibling database on
+// dsn's server for its load. It returns pgbench's path, the database's
+// name and DSN, and drop, which removes the database (call it when done;
+// it ignores errors: the comparison is over by then).
+func pgbenchSibling(ctx context.Context, cluster *pgcluster.Cluster, dsn string) (pgbench, db, pgDSN string, drop func(), err error) {
+	binDir := ""
+	if cluster != nil {
+		binDir = cluster.BinDir()
+	} else if d, err := pgcluster.FindBinDir(); err == nil {
+		binDir = d
+	}
+	if pgbench, err = initbench.FindPgbench(binDir); err != nil {
+		return "", "", "", nil, err
+	}
+	db = pgbenchCompareDB
+	if pgDSN, err = initbench.WithDatabase(dsn, db); err != nil {
+		return "", "", "", nil, err
+	}
+	pool, err := conninfo.OpenPool(ctx, dsn, 1)
+	if err != nil {
+		return "", "", "", nil, err
+	}
+	_, err = pool.Exec(ctx, `DROP DATABASE IF EXISTS `+db)
+	if err == nil {
+		_, err = pool.Exec(ctx, `CREATE DATABASE `+db)
+	}
+	pool.Close()
+	if err != nil {
+		return "", "", "", nil, fmt.Errorf("create database %s for pgbench: %w", db, err)
+	}
+	drop = func() {
+		if p, err := conninfo.OpenPool(context.Background(), dsn, 1); err == nil {
+			p.Exec(context.Background(), `DROP DATABASE IF EXISTS `+db+` WITH (FORCE)`) //nolint:errcheck // best effort
+			p.Close()
+		}
+	}
+	return pgbench, db, pgDSN, drop, nil
 }

@@ -200,39 +200,11 @@ func describeLayout(o tables.Options) string {
 // sibling database on the same server and prints both times and their
 // ratio.
 func comparePgbenchInit(ctx context.Context, out io.Writer, cluster *pgcluster.Cluster, dsn string, o tables.Options, ours initbench.Result) error {
-	binDir := ""
-	if cluster != nil {
-		binDir = cluster.BinDir()
-	} else if d, err := pgcluster.FindBinDir(); err == nil {
-		binDir = d
-	}
-	pgbench, err := initbench.FindPgbench(binDir)
+	pgbench, db, pgDSN, drop, err := pgbenchSibling(ctx, cluster, dsn)
 	if err != nil {
 		return err
 	}
-	pool, err := conninfo.OpenPool(ctx, dsn, 1)
-	if err != nil {
-		return err
-	}
-	const db = "erplab_pgbench_compare"
-	_, err = pool.Exec(ctx, `DROP DATABASE IF EXISTS `+db)
-	if err == nil {
-		_, err = pool.Exec(ctx, `CREATE DATABASE `+db)
-	}
-	pool.Close()
-	if err != nil {
-		return fmt.Errorf("create database %s for pgbench: %w", db, err)
-	}
-	defer func() {
-		if p, err := conninfo.OpenPool(context.Background(), dsn, 1); err == nil {
-			p.Exec(context.Background(), `DROP DATABASE IF EXISTS `+db+` WITH (FORCE)`)
-			p.Close()
-		}
-	}()
-	pgDSN, err := initbench.WithDatabase(dsn, db)
-	if err != nil {
-		return err
-	}
+	defer drop()
 	args, err := o.PgbenchArgs()
 	if err != nil {
 		return err

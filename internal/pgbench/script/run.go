@@ -589,17 +589,24 @@ func (c *Client) fieldNames(fds []pgconn.FieldDescription) []string {
 	return c.names
 }
 
+// drain reads every row of rr, capturing each (the last one wins) when
+// the command stores its result (\gset, \aset), and returns the count.
+func (c *Client) drain(rr *pgconn.ResultReader, capture bool) int {
+	n := 0
+	for rr.NextRow() {
+		n++
+		if capture {
+			c.capture(rr.Values())
+		}
+	}
+	return n
+}
+
 // readOne reads the result of an extended-protocol command.
 func (c *Client) readOne(cs *clientScript, i int, rr *pgconn.ResultReader) *failure {
 	cmd := &cs.s.Commands[i]
 	want := cmd.Gset || cmd.Aset
-	n := 0
-	for rr.NextRow() {
-		n++
-		if want {
-			c.capture(rr.Values())
-		}
-	}
+	n := c.drain(rr, want)
 	if _, err := rr.Close(); err != nil {
 		return sqlFailure(err)
 	}
@@ -625,13 +632,7 @@ func (c *Client) readMulti(cs *clientScript, i int, mrr *pgconn.MultiResultReade
 	var f *failure
 	for mrr.NextResult() {
 		rr := mrr.ResultReader()
-		n := 0
-		for rr.NextRow() {
-			n++
-			if want {
-				c.capture(rr.Values())
-			}
-		}
+		n := c.drain(rr, want)
 		if _, err := rr.Close(); err != nil {
 			break // mrr.Close reports it
 		}
