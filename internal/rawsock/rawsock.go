@@ -23,6 +23,15 @@ import (
 type Conn struct {
 	net.Conn
 	rc syscall.RawConn
+
+	// The read and write loops and their state live in the Conn so that a
+	// call allocates nothing (a closure per call would). One Read and one
+	// Write may run at once, as on any net.Conn; not two Reads.
+	rbuf, wbuf []byte
+	rn, wdone  int
+	rerr, werr syscall.Errno
+	readFn     func(fd uintptr) bool
+	writeFn    func(fd uintptr) bool
 }
 
 // Wrap returns c with raw Read and Write when c has a file descriptor
@@ -33,7 +42,40 @@ func Wrap(c net.Conn) net.Conn {
 	if rc == nil {
 		return c
 	}
-	return &Conn{Conn: c, rc: rc}
+	rs := &Conn{Conn: c, rc: rc}
+	rs.readFn = rs.readLoop
+	rs.writeFn = rs.writeLoop
+	return rs
+}
+
+// readLoop is one read attempt for RawConn.Read: false (wait for
+// readiness) only when nothing is there.
+func (c *Conn) readLoop(fd uintptr) bool {
+	for {
+		c.rn, c.rerr = Read(fd, c.rbuf)
+		if c.rerr != syscall.EINTR {
+			return c.rerr != syscall.EAGAIN
+		}
+	}
+}
+
+// writeLoop writes what is left of wbuf for RawConn.Write: false (wait
+// for room) when the socket's buffer is full.
+func (c *Conn) writeLoop(fd uintptr) bool {
+	for c.wdone < len(c.wbuf) {
+		n, errno := Write(fd, c.wbuf[c.wdone:])
+		switch errno {
+		case 0:
+			c.wdone += n
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			c.werr = errno
+			return true
+		}
+	}
+	return true
 }
 
 // RawConnOf returns c's file descriptor access, or nil when c has none or
@@ -54,62 +96,38 @@ func RawConnOf(c net.Conn) syscall.RawConn {
 }
 
 // Read reads into b, waiting in the netpoller while nothing is there. It
-// returns io.EOF-compatible (0, io.EOF) at the peer's end of stream and
-// the wrapped connection's deadline error on a timeout.
+// returns (0, io.EOF) at the peer's end of stream and the wrapped
+// connection's deadline error on a timeout.
 func (c *Conn) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	var n int
-	var errno syscall.Errno
-	err := c.rc.Read(func(fd uintptr) bool {
-		for {
-			n, errno = Read(fd, b)
-			if errno != syscall.EINTR {
-				return errno != syscall.EAGAIN
-			}
-		}
-	})
+	c.rbuf = b
+	err := c.rc.Read(c.readFn)
+	c.rbuf = nil
+	if err == nil && c.rerr != 0 {
+		err = c.rerr
+	}
 	if err != nil {
 		return 0, &net.OpError{Op: "read", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 	}
-	if errno != 0 {
-		return 0, &net.OpError{Op: "read", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: errno}
-	}
-	if n == 0 {
+	if c.rn == 0 {
 		return 0, eof
 	}
-	return n, nil
+	return c.rn, nil
 }
 
 // Write writes all of b, waiting in the netpoller while the socket's
 // buffer is full.
 func (c *Conn) Write(b []byte) (int, error) {
-	done := 0
-	var errno syscall.Errno
-	err := c.rc.Write(func(fd uintptr) bool {
-		for done < len(b) {
-			var n int
-			n, errno = Write(fd, b[done:])
-			if errno == syscall.EAGAIN {
-				errno = 0
-				return false
-			}
-			if errno == syscall.EINTR {
-				continue
-			}
-			if errno != 0 {
-				return true
-			}
-			done += n
-		}
-		return true
-	})
-	if err == nil && errno != 0 {
-		err = errno
+	c.wbuf, c.wdone, c.werr = b, 0, 0
+	err := c.rc.Write(c.writeFn)
+	c.wbuf = nil
+	if err == nil && c.werr != 0 {
+		err = c.werr
 	}
 	if err != nil {
-		return done, &net.OpError{Op: "write", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+		return c.wdone, &net.OpError{Op: "write", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 	}
-	return done, nil
+	return c.wdone, nil
 }

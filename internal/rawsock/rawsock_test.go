@@ -107,3 +107,38 @@ func TestServerCloseIsEOF(t *testing.T) {
 		t.Fatal("connection not closed after the server went away")
 	}
 }
+
+// A round trip through a raw connection allocates nothing in rawsock
+// (pgconn's own allocations are counted too, so compare with and without).
+func BenchmarkRoundTrip(b *testing.B) {
+	for _, raw := range []bool{false, true} {
+		name := "net"
+		if raw {
+			name = "rawsock"
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			var opts []conninfo.PoolOption
+			if raw {
+				opts = append(opts, conninfo.RawSockets())
+			}
+			pool, err := conninfo.OpenPool(ctx, srv.DSN("postgres"), 1, opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer pool.Close()
+			c, err := pool.Acquire(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Release()
+			pc := c.Conn().PgConn()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := pc.Exec(ctx, "select 1").ReadAll(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
