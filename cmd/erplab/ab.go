@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +15,8 @@ import (
 	"github.com/erplab/erplab/internal/experiment"
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/remedy"
+	_ "github.com/erplab/erplab/internal/remedy/all"
 	"github.com/erplab/erplab/internal/workload"
 	"github.com/erplab/erplab/internal/workload/erp"
 )
@@ -27,10 +31,12 @@ func newABCmd() *cobra.Command {
 		interleave bool
 		cold       bool
 		rounds     int
-		tmpfsSize  string
 		alpha      float64
 		minEffect  float64
 	)
+	var remedies strings.Builder
+	_ = remedy.WriteHelp(&remedies)      // a strings.Builder does not fail
+	remedyParams := map[string]*string{} // remedy parameter name -> flag value
 	cmd := &cobra.Command{
 		Use:   "ab --variant NAME=remedy[,remedy] [--variant ...]",
 		Short: "A/B experiment: baseline and variants with remedies, same data and load, then compare",
@@ -44,13 +50,7 @@ restarted before every run and, as root, the OS page cache is dropped.
 'erplab compare' of the baseline against each variant, round by round.
 
 Remedies (each records what it changed in the run's results file, extra.remedies):
-  temp-style:1c|lsfusion   how the ERP workload treats temp tables in this run
-  settings:FILE            GUCs of a postgresql.conf-style file: ALTER SYSTEM SET + pg_reload_conf()
-                           before the run, ALTER SYSTEM RESET after (reloadable settings only;
-                           see examples/erp-profile.conf)
-  rewrite-proxy            the run's connections go through an in-process erplab proxy
-  tmpfs-temp-tablespace    temp tables on a tmpfs tablespace (erplab doctor's fix), undone after;
-                           root only`,
+` + strings.TrimRight(remedies.String(), "\n"),
 		Example: `  erplab ab --workload erp --scale 0.1 --users 20 --duration 60s --variant proxy=rewrite-proxy
   erplab ab --workload erp --variant tuned=settings:examples/erp-profile.conf --interleave --rounds 2
   erplab ab --workload erp --temp-style 1c --variant tmpfs=tmpfs-temp-tablespace --out-dir ab-tmpfs`,
@@ -91,11 +91,17 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 					}
 				}
 			}
-			newW := func(ts string) (workload.Workload, error) {
-				if ts == "" {
-					ts = f.wl.tempStyle
+			baseFlags := map[string]string{"temp-style": f.wl.tempStyle, "separator": strconv.FormatBool(f.wl.separator)}
+			newW := func(flags map[string]string) (workload.Workload, error) {
+				sep, err := strconv.ParseBool(flags["separator"])
+				if err != nil {
+					return nil, fmt.Errorf("--separator: %w", err)
 				}
-				return workloadByName(f.workload, workloadFlags{tempStyle: ts, separator: f.wl.separator})
+				return workloadByName(f.workload, workloadFlags{tempStyle: flags["temp-style"], separator: sep})
+			}
+			params := map[string]string{}
+			for name, v := range remedyParams {
+				params[name] = *v
 			}
 			out := cmd.OutOrStdout()
 			ctx := cmd.Context()
@@ -118,7 +124,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 					fmt.Fprintf(out, "warning: stopping the embedded server: %v\n", err)
 				}
 			}()
-			tw, err := newW("")
+			tw, err := newW(baseFlags)
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
@@ -126,8 +132,8 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 				return err
 			}
 			oc, err := experiment.Run(ctx, experiment.Config{
-				Cluster: c, NewWorkload: newW, TempStyle: f.wl.tempStyle, Load: opts, Variants: vs,
-				Rounds: rounds, Interleave: interleave, OutDir: outDir, TmpfsSize: tmpfsSize, Cold: cold,
+				Cluster: c, NewWorkload: newW, Flags: baseFlags, Load: opts, Variants: vs,
+				Rounds: rounds, Interleave: interleave, OutDir: outDir, Params: params, Cold: cold,
 				Compare: compare.Options{Alpha: alpha, MinEffect: minEffect},
 			}, out)
 			if err != nil {
@@ -147,12 +153,17 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringArrayVar(&variants, "variant", nil, "variant NAME=remedy[,remedy...], repeatable (remedies: temp-style:1c|lsfusion, settings:FILE, rewrite-proxy, tmpfs-temp-tablespace)")
+	fl.StringArrayVar(&variants, "variant", nil, "variant NAME=remedy[,remedy...], repeatable (remedies: "+remedy.Known()+")")
 	fl.StringVar(&outDir, "out-dir", "", "directory of the results files <variant>-<round>.json (default ./erplab-results/ab-<time>)")
 	fl.BoolVar(&interleave, "interleave", false, "run A B A B instead of A A B B (default --rounds 2)")
 	fl.BoolVar(&cold, "cold", false, "restart the server before every run (and drop the OS page cache as root): cold-cache runs")
 	fl.IntVar(&rounds, "rounds", 1, "runs of each configuration")
-	fl.StringVar(&tmpfsSize, "tmpfs-size", "1G", "tmpfs-temp-tablespace: size of the tmpfs (k, m, g or %)")
+	// Each remedy's parameters, e.g. --tmpfs-size.
+	for _, k := range remedy.Kinds() {
+		for _, p := range k.Params {
+			remedyParams[p.Name] = fl.String(p.Name, p.Default, k.Name+": "+p.Usage)
+		}
+	}
 	fl.Float64Var(&alpha, "alpha", compare.DefaultAlpha, "compare: family-wise significance level (Holm)")
 	fl.Float64Var(&minEffect, "min-effect", compare.DefaultMinEffect, "compare: smallest relative difference that counts (0.05 = 5 %)")
 	// The load flags of erplab run that make sense here.

@@ -11,8 +11,8 @@ import (
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/doctor"
 	"github.com/erplab/erplab/internal/loadtest"
+	tmpfsfix "github.com/erplab/erplab/internal/remedy/tmpfs"
 	"github.com/erplab/erplab/internal/sampler"
-	"github.com/erplab/erplab/internal/tmpfsfix"
 )
 
 // Exit codes of `erplab doctor` by the worst finding: 0 when nothing is

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sys/unix"
 
-	"github.com/erplab/erplab/internal/tmpfsfix"
+	tmpfsfix "github.com/erplab/erplab/internal/remedy/tmpfs"
 )
 
 // Sources of the catalog and wait rules.

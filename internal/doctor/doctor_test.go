@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/erplab/erplab/internal/pgcluster"
+	tmpfsfix "github.com/erplab/erplab/internal/remedy/tmpfs"
 	"github.com/erplab/erplab/internal/sampler"
-	"github.com/erplab/erplab/internal/tmpfsfix"
 )
 
 // cluster is this package's throwaway server. pgtest.Run cannot preload

@@ -1,5 +1,6 @@
 // Package experiment runs A/B experiments (`erplab ab`): a baseline and
-// variants, each a set of named remedies (ParseRemedy), run back to back
+// variants, each a set of named remedies (package remedy and its
+// registry; ParseVariant), run back to back
 // (or interleaved A B A B) with the same seed, load profile and data on one
 // embedded server, then compared with package compare.
 //
@@ -12,6 +13,13 @@
 // template's pages in shared buffers and the OS cache (warm runs); with
 // Config.Cold every run starts after a server restart and, as root, with
 // the OS page cache dropped.
+//
+// Remedies are opaque here: a run applies its variant's remedies in order
+// to a remedy.Target (the run's cluster and database, the DSN its
+// connections use, the workload flag values), builds the workload from
+// the target's flags (Config.NewWorkload), runs the load on the target's
+// DSN and undoes the remedies in reverse order, also when a remedy, the
+// workload or the run fails and when the run is interrupted.
 package experiment
 
 import (
@@ -33,6 +41,7 @@ import (
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/remedy"
 	"github.com/erplab/erplab/internal/workload"
 )
 
@@ -52,12 +61,14 @@ type Config struct {
 	Cluster *pgcluster.Cluster
 	// Template is the template database (default DefaultTemplate).
 	Template string
-	// NewWorkload returns a fresh workload for a temp-table style ("" =
-	// the baseline's TempStyle).
-	NewWorkload func(tempStyle string) (workload.Workload, error)
-	// TempStyle is the baseline's temp-table style (erp: "1c" or
-	// "lsfusion"; ignored by workloads without one).
-	TempStyle string
+	// NewWorkload returns a fresh workload built from workload flag
+	// values by flag name: Flags with the run's remedies' overrides
+	// (remedy.Target.Flags). It must not keep the map.
+	NewWorkload func(flags map[string]string) (workload.Workload, error)
+	// Flags are the baseline's workload flag values by flag name (e.g.
+	// "temp-style": "1c", "separator": "false"); every run starts from a
+	// copy. Flags[TempStyleFlag] is recorded as extra.experiment.temp_style.
+	Flags map[string]string
 	// Load holds the load parameters every run shares: Scale, Seed,
 	// Stages, Warmup, Think, Connections, Interval, Observe, Progress,
 	// GracefulStop, MaxErrors, Mix, Version, CommandLine. DSN, Workload
@@ -77,8 +88,10 @@ type Config struct {
 	// /proc/sys/vm/drop_caches = 1; Documentation/admin-guide/sysctl/vm.rst),
 	// so cold and warm cache are a parameter, not an accident.
 	Cold bool
-	// TmpfsSize is the tmpfs size of tmpfs-temp-tablespace (default 1G).
-	TmpfsSize string
+	// Params are the remedies' parameter values by name
+	// (remedy.Kind.Params, e.g. "tmpfs-size": "1G"); a missing one has
+	// its registered default.
+	Params map[string]string
 	// Compare tunes the verdicts.
 	Compare compare.Options
 }
@@ -89,7 +102,7 @@ type RunResult struct {
 	Round    int
 	Path     string
 	Doc      *record.Document
-	Remedies []Record
+	Remedies []remedy.Record
 }
 
 // Outcome is what Run returns: the runs in the order they ran and the
@@ -211,9 +224,6 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Outcome, error) {
 	if cfg.Rounds <= 0 {
 		cfg.Rounds = 1
 	}
-	if cfg.TmpfsSize == "" {
-		cfg.TmpfsSize = "1G"
-	}
 	all := append([]Variant{{Name: BaselineName}}, cfg.Variants...)
 	seen := map[string]bool{}
 	for _, v := range all {
@@ -301,51 +311,42 @@ func runOne(ctx context.Context, cfg Config, v Variant, round int, out io.Writer
 		}
 	}()
 
-	tempStyle := cfg.TempStyle
-	dsn := c.DSN(db)
-	var done []*applied
-	defer func() {
+	t := &remedy.Target{Cluster: c, Database: db, DSN: c.DSN(db), Flags: make(map[string]string, len(cfg.Flags)), Params: cfg.Params, Log: out}
+	for k, val := range cfg.Flags {
+		t.Flags[k] = val
+	}
+	// done holds the remedies in effect; undoAll undoes them in reverse
+	// order on a context that is not cancelled and empties it.
+	var done []*remedy.Applied
+	undoAll := func() (err error) {
 		for i := len(done) - 1; i >= 0; i-- {
-			if uerr := done[i].undo(cleanup); uerr != nil {
+			if uerr := done[i].Undo(cleanup); uerr != nil {
 				err = errors.Join(err, uerr)
 			}
 		}
+		done = nil
+		return err
+	}
+	defer func() {
+		if uerr := undoAll(); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
 	}()
-	var recs []*Record
 	for _, r := range v.Remedies {
-		var a *applied
-		switch r.Kind {
-		case KindTempStyle:
-			a = &applied{rec: &Record{Remedy: r.String(), Kind: r.Kind, Changed: map[string]any{"temp_style": r.Arg, "baseline_temp_style": cfg.TempStyle}},
-				undo: func(context.Context) error { return nil }}
-			tempStyle = r.Arg
-		case KindSettings:
-			if a, err = applySettings(ctx, c, r); err != nil {
-				return nil, err
-			}
-		case KindTmpfs:
-			if a, err = applyTmpfs(ctx, c, db, cfg.TmpfsSize, out); err != nil {
-				return nil, err
-			}
-		case KindRewriteProxy:
-			var pdsn string
-			if a, pdsn, err = startProxy(ctx, c, db); err != nil {
-				return nil, err
-			}
-			dsn = pdsn
-		default:
-			return nil, fmt.Errorf("unknown remedy %s", r.Kind)
+		a, err := remedy.Apply(ctx, t, r)
+		if err != nil {
+			return nil, err
 		}
 		done = append(done, a)
-		recs = append(recs, a.rec)
 	}
+	applied := done
 
-	w, err := cfg.NewWorkload(tempStyle)
+	w, err := cfg.NewWorkload(t.Flags)
 	if err != nil {
 		return nil, err
 	}
 	opts := cfg.Load
-	opts.DSN, opts.EnvGiven, opts.Force, opts.Keep, opts.OSUser = dsn, false, true, false, ""
+	opts.DSN, opts.EnvGiven, opts.Force, opts.Keep, opts.OSUser = t.DSN, false, true, false, ""
 	opts.Workload = w
 	opts.Out = filepath.Join(cfg.OutDir, fmt.Sprintf("%s-%d.json", v.Name, round))
 	res, runErr := loadtest.Run(ctx, opts, out)
@@ -354,21 +355,22 @@ func runOne(ctx context.Context, cfg Config, v Variant, round int, out io.Writer
 	}
 	// Undo now, so the records are complete (proxy counters, settings
 	// after the reset) when they are written.
-	for i := len(done) - 1; i >= 0; i-- {
-		if uerr := done[i].undo(cleanup); uerr != nil {
-			runErr = errors.Join(runErr, uerr)
-		}
+	if uerr := undoAll(); uerr != nil {
+		runErr = errors.Join(runErr, uerr)
 	}
-	done = nil
 	rr = &RunResult{Variant: v.Name, Round: round, Path: res.Path, Doc: res.Doc}
-	for _, r := range recs {
-		rr.Remedies = append(rr.Remedies, *r)
+	for _, a := range applied {
+		rr.Remedies = append(rr.Remedies, a.Record())
 	}
-	if werr := writeRemedies(res.Doc, res.Path, v, round, db, cfg.Template, tempStyle, cache, rr.Remedies); werr != nil {
+	if werr := writeRemedies(res.Doc, res.Path, v, round, db, cfg.Template, t.Flags[TempStyleFlag], cache, rr.Remedies); werr != nil {
 		runErr = errors.Join(runErr, werr)
 	}
 	return rr, runErr
 }
+
+// TempStyleFlag is the workload flag whose run value extra.experiment
+// records as temp_style ("" for a workload without it).
+const TempStyleFlag = "temp-style"
 
 // Experiment is the results section extra.experiment.
 type Experiment struct {
@@ -382,9 +384,9 @@ type Experiment struct {
 
 // writeRemedies adds extra.remedies and extra.experiment to the results
 // document and rewrites the file.
-func writeRemedies(doc *record.Document, path string, v Variant, round int, db, template, tempStyle, cache string, recs []Record) error {
+func writeRemedies(doc *record.Document, path string, v Variant, round int, db, template, tempStyle, cache string, recs []remedy.Record) error {
 	if recs == nil {
-		recs = []Record{}
+		recs = []remedy.Record{}
 	}
 	if doc.Extra == nil {
 		doc.Extra = map[string]json.RawMessage{}
@@ -404,12 +406,12 @@ func writeRemedies(doc *record.Document, path string, v Variant, round int, db, 
 }
 
 // Remedies reads extra.remedies of a results document (nil when absent).
-func Remedies(doc *record.Document) ([]Record, error) {
+func Remedies(doc *record.Document) ([]remedy.Record, error) {
 	raw, ok := doc.Extra["remedies"]
 	if !ok {
 		return nil, nil
 	}
-	var recs []Record
+	var recs []remedy.Record
 	if err := json.Unmarshal(raw, &recs); err != nil {
 		return nil, fmt.Errorf("results: extra.remedies: %w", err)
 	}
@@ -425,3 +427,6 @@ func dropPageCache() error {
 	}
 	return nil
 }
+
+// quoteLiteral quotes s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

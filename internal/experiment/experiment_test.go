@@ -17,6 +17,9 @@ import (
 	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/record"
+	_ "github.com/erplab/erplab/internal/remedy/all"
+	"github.com/erplab/erplab/internal/remedy/rewriteproxy"
+	"github.com/erplab/erplab/internal/remedy/settings"
 	"github.com/erplab/erplab/internal/workload"
 	"github.com/erplab/erplab/internal/workload/erp"
 )
@@ -48,9 +51,12 @@ func ensureTemplate(t *testing.T) {
 	}
 }
 
-func newERP(ts string) (workload.Workload, error) {
-	return erp.New(erp.WorkloadOptions{TempStyle: ts}), nil
+func newERP(flags map[string]string) (workload.Workload, error) {
+	return erp.New(erp.WorkloadOptions{TempStyle: flags["temp-style"]}), nil
 }
+
+// baseFlags are the baseline's workload flags of the erp experiments.
+var baseFlags = map[string]string{TempStyleFlag: erp.TempStyle1C}
 
 func loadOpts(t *testing.T, d time.Duration, users int, mix string) loadtest.Options {
 	t.Helper()
@@ -140,13 +146,21 @@ func TestCopyRefusesUnmarkedDatabase(t *testing.T) {
 	}
 }
 
+// readSetting is current_setting(name) in a new session on database
+// postgres.
 func readSetting(t *testing.T, name string) string {
 	t.Helper()
-	m, err := readSettings(context.Background(), srv.DSN("postgres"), []string{name})
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, srv.DSN("postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m[name]
+	defer conn.Close(ctx)
+	var v string
+	if err := conn.QueryRow(ctx, `SELECT current_setting($1)`, name).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // TestABRun runs a real experiment with two variants and checks the
@@ -172,7 +186,7 @@ func TestABRun(t *testing.T) {
 	}
 	outDir := filepath.Join(dir, "ab")
 	oc, err := Run(context.Background(), Config{
-		Cluster: srv.Cluster(), Template: testTemplate, NewWorkload: newERP, TempStyle: erp.TempStyle1C,
+		Cluster: srv.Cluster(), Template: testTemplate, NewWorkload: newERP, Flags: baseFlags,
 		Load: loadOpts(t, 3*time.Second, 3, "document_list=1,or_subquery_report=1,temp_table_storm=1"), Variants: []Variant{tuned, ls}, OutDir: outDir,
 	}, io.Discard)
 	if err != nil {
@@ -207,7 +221,7 @@ func TestABRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 2 || recs[0].Kind != KindSettings || recs[1].Kind != KindRewriteProxy {
+	if len(recs) != 2 || recs[0].Kind != settings.Name || recs[1].Kind != rewriteproxy.Name {
 		t.Fatalf("tuned remedies: %+v", recs)
 	}
 	sets := recs[0].Changed["settings"].([]any)
@@ -262,26 +276,6 @@ func TestABRun(t *testing.T) {
 	}
 }
 
-func TestSettingsRefusesRestartOnlyAndUnknown(t *testing.T) {
-	dir := t.TempDir()
-	for _, tc := range []struct{ body, want string }{
-		{"shared_buffers = '256MB'\n", "needs a server restart"},
-		{"no_such_setting = 1\n", "unknown setting"},
-	} {
-		p := filepath.Join(dir, "s.conf")
-		if err := os.WriteFile(p, []byte(tc.body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		_, err := applySettings(context.Background(), srv.Cluster(), Remedy{Kind: KindSettings, Arg: p})
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Fatalf("%q: want error with %q, got %v", tc.body, tc.want, err)
-		}
-	}
-	if got := readSetting(t, "shared_buffers"); got == "256MB" {
-		t.Fatal("shared_buffers changed")
-	}
-}
-
 func TestParse(t *testing.T) {
 	good := []struct {
 		in   string
@@ -300,24 +294,6 @@ func TestParse(t *testing.T) {
 	for _, bad := range []string{"x", "=rewrite-proxy", "baseline=rewrite-proxy", "a b=rewrite-proxy", "x=foo",
 		"x=temp-style:oracle", "x=settings:/nonexistent.conf", "x=rewrite-proxy,rewrite-proxy", "x=rewrite-proxy:1"} {
 		if _, err := ParseVariant(bad); err == nil {
-			t.Fatalf("%q accepted", bad)
-		}
-	}
-	sets, err := parseSettings(strings.NewReader("# c\nwork_mem = '64MB' # x\nsearch_path = 'a, ''b'''\nJoin_Collapse_Limit 6\n\n"), "f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []Setting{{"work_mem", "64MB"}, {"search_path", "a, 'b'"}, {"join_collapse_limit", "6"}}
-	if len(sets) != len(want) {
-		t.Fatalf("got %+v", sets)
-	}
-	for i := range want {
-		if sets[i] != want[i] {
-			t.Fatalf("setting %d: got %+v want %+v", i, sets[i], want[i])
-		}
-	}
-	for _, bad := range []string{"", "work_mem\n", "work_mem = 1\nwork_mem = 2\n", "bad-name = 1\n"} {
-		if _, err := parseSettings(strings.NewReader(bad), "f"); err == nil {
 			t.Fatalf("%q accepted", bad)
 		}
 	}
@@ -359,7 +335,7 @@ func TestColdRuns(t *testing.T) {
 	pid0 := c.PID()
 	outDir := filepath.Join(t.TempDir(), "cold")
 	oc, err := Run(ctx, Config{
-		Cluster: c, Template: testTemplate, NewWorkload: newERP, TempStyle: erp.TempStyle1C, Cold: true,
+		Cluster: c, Template: testTemplate, NewWorkload: newERP, Flags: baseFlags, Cold: true,
 		Load: loadOpts(t, 2*time.Second, 2, "document_list=1"), Variants: []Variant{ls}, OutDir: outDir,
 	}, io.Discard)
 	if err != nil {

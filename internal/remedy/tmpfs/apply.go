@@ -1,4 +1,4 @@
-package tmpfsfix
+package tmpfs
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-// Package tmpfsfix moves the files of temporary tables to tmpfs: the fix
+// Package tmpfs moves the files of temporary tables to tmpfs: the fix
 // of the field report in docs CONTEXT.md section 3, where temp-table
 // churn made file-system calls 13.5 % of the database server's CPU and a
 // tmpfs temp tablespace brought them to 1.6 % without a code change.
@@ -36,7 +36,7 @@
 // INSERT into a temp table fails, the file stays, and even TRUNCATE fails
 // (it writes a new relfilenode and rebuilds the indexes, whose metapages
 // need space); only DROP TABLE frees the space.
-package tmpfsfix
+package tmpfs
 
 import (
 	"context"

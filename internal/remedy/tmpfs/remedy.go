@@ -1,0 +1,52 @@
+package tmpfs
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/erplab/erplab/internal/remedy"
+)
+
+// SizeParam is the remedy parameter (erplab ab --tmpfs-size) holding the
+// tmpfs size of the remedy; default DefaultSize.
+const SizeParam = "tmpfs-size"
+
+// DefaultSize is the remedy's tmpfs size unless SizeParam says otherwise.
+const DefaultSize = "1G"
+
+// The remedy Name: Apply (system scope, default tablespace) through the
+// run's database before the run, Undo after it.
+func init() {
+	remedy.Register(remedy.Kind{
+		Name:      Name,
+		Doc:       "temp tables on a tmpfs tablespace (erplab doctor's fix), undone after",
+		NeedsRoot: "it mounts a tmpfs",
+		Params:    []remedy.Param{{Name: SizeParam, Default: DefaultSize, Usage: "size of the tmpfs (k, m, g or %)"}},
+		Apply:     applyRemedy,
+		Undo:      undoRemedy,
+	})
+}
+
+// applyRemedy runs Apply with scope system on the target's database
+// (Cluster.DSN(Database), not a proxy's) and records the verification.
+func applyRemedy(ctx context.Context, t *remedy.Target, _ string) (*remedy.Effect, error) {
+	opts := Options{Size: t.Param(SizeParam), Scope: ScopeSystem}
+	v, err := Apply(ctx, t.Cluster.DSN(t.Database), opts, t.Log)
+	if err != nil {
+		return nil, fmt.Errorf("remedy %s: %w", Name, err)
+	}
+	return &remedy.Effect{Changed: map[string]any{
+		"tablespace": DefaultTablespace, "tmpfs_size": opts.Size, "scope": string(ScopeSystem),
+		"verification": v.String(), "fs_type": v.FSType, "mount_point": v.MountPoint,
+	}, State: opts}, nil
+}
+
+// undoRemedy runs Undo with the options of applyRemedy and records
+// undone: true.
+func undoRemedy(ctx context.Context, t *remedy.Target, e *remedy.Effect) error {
+	if err := Undo(ctx, t.Cluster.DSN(t.Database), e.State.(Options), t.Log); err != nil {
+		return fmt.Errorf("remedy %s: undo: %w", Name, err)
+	}
+	e.Changed["undone"] = true
+	return nil
+}
