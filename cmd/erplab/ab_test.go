@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/erplab/erplab/internal/remedy"
 )
 
 func TestABUsageErrors(t *testing.T) {
@@ -50,5 +52,42 @@ func TestABSmoke(t *testing.T) {
 	}
 	if n := len(regexp.MustCompile(`(?m)^integral +apdex `).FindAllString(s, -1)); n != 2 {
 		t.Fatalf("want 2 integral APDEX comparison rows, got %d:\n%s", n, s)
+	}
+}
+
+// ab --help lists every registered remedy (syntax, what it does, why it
+// needs root) and their parameters as flags.
+func TestABHelpListsRemedies(t *testing.T) {
+	out, err := erplab(t, t.TempDir(), "ab", "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	s := string(out)
+	for _, k := range remedy.Kinds() {
+		syntax := k.Syntax
+		if syntax == "" {
+			syntax = k.Name
+		}
+		first, _, _ := strings.Cut(k.Doc, "\n")
+		if !regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(syntax) + ` +` + regexp.QuoteMeta(first) + `$`).MatchString(s) {
+			t.Errorf("help lacks the line of %s (%q):\n%s", k.Name, first, s)
+		}
+		if k.NeedsRoot != "" && !strings.Contains(s, "root only: "+k.NeedsRoot) {
+			t.Errorf("help does not say why %s needs root", k.Name)
+		}
+		for _, p := range k.Params {
+			if !strings.Contains(s, "--"+p.Name+" string") || !strings.Contains(s, k.Name+": "+p.Usage) {
+				t.Errorf("help lacks the flag --%s of %s", p.Name, k.Name)
+			}
+		}
+	}
+	for _, want := range []string{"  temp-style:1c|lsfusion   how the ERP workload treats temp tables in this run",
+		"root only: it mounts a tmpfs", `--tmpfs-size string`, `(default "1G")`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+	if n := len(remedy.Kinds()); n != 4 {
+		t.Errorf("%d remedies registered, want 4", n)
 	}
 }

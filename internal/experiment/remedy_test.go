@@ -17,6 +17,7 @@ import (
 
 	"github.com/erplab/erplab/internal/record"
 	"github.com/erplab/erplab/internal/remedy"
+	"github.com/erplab/erplab/internal/remedy/tmpfs"
 	"github.com/erplab/erplab/internal/workload"
 )
 
@@ -281,4 +282,25 @@ func TestRemedyUndoneOnInterrupt(t *testing.T) {
 		t.Fatalf("undone: %s", got)
 	}
 	wantGUCRecord(t, remediesOf(t, filepath.Join(cfg.OutDir, "c-1.json")), "run_c_1", "cancel")
+}
+
+// The tmpfs remedy through the registry, with its parameter tmpfs-size
+// from Config.Params (root only: it mounts a tmpfs).
+func TestTmpfsRemedyParam(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("tmpfs-temp-tablespace needs root")
+	}
+	w := &gucWorkload{seen: map[string]int{}}
+	cfg := gucExperiment(t, w, "tmpfs="+tmpfs.Name)
+	cfg.Params = map[string]string{tmpfs.SizeParam: "16M"}
+	if _, err := Run(context.Background(), cfg, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	recs := remediesOf(t, filepath.Join(cfg.OutDir, "tmpfs-1.json"))
+	if len(recs) != 1 || recs[0].Kind != tmpfs.Name || recs[0].Changed["tmpfs_size"] != "16M" || recs[0].Changed["fs_type"] != "tmpfs" || recs[0].Changed["undone"] != true {
+		t.Fatalf("tmpfs remedies: %+v", recs)
+	}
+	if got := readSetting(t, "temp_tablespaces"); got != "" {
+		t.Fatalf("temp_tablespaces after the experiment: %q", got)
+	}
 }
