@@ -14,8 +14,8 @@ const SizeParam = "tmpfs-size"
 // DefaultSize is the remedy's tmpfs size unless SizeParam says otherwise.
 const DefaultSize = "1G"
 
-// The remedy Name: Apply (system scope, default tablespace) through the
-// run's database before the run, Undo after it.
+// init registers the remedy Name: Apply (system scope, default
+// tablespace) through the run's database before the run, Undo after it.
 func init() {
 	remedy.Register(remedy.Kind{
 		Name:      Name,

@@ -36,6 +36,12 @@
 // INSERT into a temp table fails, the file stays, and even TRUNCATE fails
 // (it writes a new relfilenode and rebuilds the indexes, whose metapages
 // need space); only DROP TABLE frees the space.
+//
+// The procedure serves `erplab doctor fix tmpfs-temp-tablespace` (Apply,
+// Undo, Procedure with every option) and is the remedy
+// tmpfs-temp-tablespace of `erplab ab` (remedy.go: system scope, the
+// default tablespace, size from the remedy parameter tmpfs-size, root
+// only), registered in the remedy registry from this package's init.
 package tmpfs
 
 import (
