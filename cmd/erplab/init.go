@@ -10,9 +10,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/erplab/erplab/internal/conninfo"
-	"github.com/erplab/erplab/internal/initbench"
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/pgcluster"
+	"github.com/erplab/erplab/internal/versus/pgbenchinit"
 	"github.com/erplab/erplab/internal/workload/erp"
 )
 
@@ -167,15 +167,15 @@ func comparePgbench(ctx context.Context, out io.Writer, cluster *pgcluster.Clust
 		return err
 	}
 	defer drop()
-	scale := initbench.PgbenchScaleFor(st.Bytes)
+	scale := pgbenchinit.PgbenchScaleFor(st.Bytes)
 	fmt.Fprintf(out, "running pgbench -i -s %d (about the same size) into database %s on the same server...\n", scale, db)
-	ref, err := initbench.RunPgbench(ctx, pgbench, pgDSN, scale)
+	ref, err := pgbenchinit.RunPgbench(ctx, pgbench, pgDSN, scale)
 	if err != nil {
 		return err
 	}
-	ours := initbench.Result{Tool: "erplab init (erp)", Rows: st.Rows, Bytes: st.Bytes, Duration: st.Duration}
+	ours := pgbenchinit.Result{Tool: "erplab init (erp)", Rows: st.Rows, Bytes: st.Bytes, Duration: st.Duration}
 	fmt.Fprintln(out)
-	initbench.Print(out, ours, ref)
+	pgbenchinit.Print(out, ours, ref)
 	return nil
 }
 
@@ -195,11 +195,11 @@ func pgbenchSibling(ctx context.Context, cluster *pgcluster.Cluster, dsn string)
 	} else if d, err := pgcluster.FindBinDir(); err == nil {
 		binDir = d
 	}
-	if pgbench, err = initbench.FindPgbench(binDir); err != nil {
+	if pgbench, err = pgbenchinit.FindPgbench(binDir); err != nil {
 		return "", "", "", nil, err
 	}
 	db = pgbenchCompareDB
-	if pgDSN, err = initbench.WithDatabase(dsn, db); err != nil {
+	if pgDSN, err = pgbenchinit.WithDatabase(dsn, db); err != nil {
 		return "", "", "", nil, err
 	}
 	pool, err := conninfo.OpenPool(ctx, dsn, 1)

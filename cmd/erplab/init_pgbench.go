@@ -15,10 +15,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/erplab/erplab/internal/conninfo"
-	"github.com/erplab/erplab/internal/initbench"
 	"github.com/erplab/erplab/internal/loadtest"
-	"github.com/erplab/erplab/internal/pgbench/tables"
 	"github.com/erplab/erplab/internal/pgcluster"
+	"github.com/erplab/erplab/internal/versus/pgbenchinit"
+	"github.com/erplab/erplab/internal/workload/pgbench/tables"
 )
 
 // pgbenchInitFlags are the flags of 'erplab init --workload pgbench',
@@ -181,7 +181,7 @@ func runPgbenchInit(ctx context.Context, out io.Writer, f initFlags, o tables.Op
 	if !f.vsPgbench {
 		return nil
 	}
-	ours := initbench.Result{Tool: "erplab init --workload pgbench", Rows: st.Rows, Bytes: size, Duration: wall}
+	ours := pgbenchinit.Result{Tool: "erplab init --workload pgbench", Rows: st.Rows, Bytes: size, Duration: wall}
 	return comparePgbenchInit(ctx, out, cluster, dsn, o, ours)
 }
 
@@ -199,7 +199,7 @@ func describeLayout(o tables.Options) string {
 // comparePgbenchInit runs `pgbench -i` with the same options into a
 // sibling database on the same server and prints both times and their
 // ratio.
-func comparePgbenchInit(ctx context.Context, out io.Writer, cluster *pgcluster.Cluster, dsn string, o tables.Options, ours initbench.Result) error {
+func comparePgbenchInit(ctx context.Context, out io.Writer, cluster *pgcluster.Cluster, dsn string, o tables.Options, ours pgbenchinit.Result) error {
 	pgbench, db, pgDSN, drop, err := pgbenchSibling(ctx, cluster, dsn)
 	if err != nil {
 		return err
@@ -228,7 +228,7 @@ func comparePgbenchInit(ctx context.Context, out io.Writer, cluster *pgcluster.C
 	if err != nil {
 		return err
 	}
-	ref := initbench.Result{Tool: refName, Rows: ours.Rows, Bytes: size, Duration: d}
+	ref := pgbenchinit.Result{Tool: refName, Rows: ours.Rows, Bytes: size, Duration: d}
 	fmt.Fprintln(out)
 	printPgbenchComparison(out, ours, ref)
 	return nil
@@ -244,10 +244,10 @@ func checkpoint(ctx context.Context, q tables.Querier) {
 
 // printPgbenchComparison prints both loads of the same tables and the
 // ratio of their times.
-func printPgbenchComparison(w io.Writer, ours, ref initbench.Result) {
+func printPgbenchComparison(w io.Writer, ours, ref pgbenchinit.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "loader\trows\tMB\tseconds\trows/s\t")
-	for _, r := range []initbench.Result{ours, ref} {
+	for _, r := range []pgbenchinit.Result{ours, ref} {
 		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.2f\t%.0f\t\n", r.Tool, r.Rows, float64(r.Bytes)/1e6, r.Duration.Seconds(), r.RowsPerSecond())
 	}
 	tw.Flush()

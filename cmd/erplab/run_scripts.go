@@ -16,8 +16,8 @@ import (
 
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/loadtest"
-	"github.com/erplab/erplab/internal/pgbench/script"
 	wpgbench "github.com/erplab/erplab/internal/workload/pgbench"
+	"github.com/erplab/erplab/internal/workload/pgbench/script"
 )
 
 // scriptFlags are pgbench's run options, accepted by `erplab run` when it

@@ -3,7 +3,7 @@
 // operation, scored with APDEX against its target time T like any other;
 // one virtual user is one pgbench client with its own variables, random
 // state and (by default) its own connection. The interpreter is
-// internal/pgbench/script, the tables internal/pgbench/tables.
+// internal/workload/pgbench/script, the tables internal/workload/pgbench/tables.
 package pgbench
 
 import (
@@ -20,10 +20,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/erplab/erplab/internal/pgbench/expr"
-	"github.com/erplab/erplab/internal/pgbench/script"
-	"github.com/erplab/erplab/internal/pgbench/tables"
 	"github.com/erplab/erplab/internal/workload"
+	"github.com/erplab/erplab/internal/workload/pgbench/expr"
+	"github.com/erplab/erplab/internal/workload/pgbench/script"
+	"github.com/erplab/erplab/internal/workload/pgbench/tables"
 )
 
 // DefaultTarget is the APDEX target time T of a script when --target does
