@@ -14,7 +14,6 @@ import (
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/record"
 	"github.com/erplab/erplab/internal/workload"
-	"github.com/erplab/erplab/internal/workload/erp"
 )
 
 // newABCmd is `erplab ab`: baseline and variants on one embedded server,
@@ -91,11 +90,17 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 					}
 				}
 			}
+			meta, err := workload.Find(f.workload)
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			baseTempStyle, _ := cmd.Flags().GetString("temp-style")
 			newW := func(ts string) (workload.Workload, error) {
-				if ts == "" {
-					ts = f.wl.tempStyle
+				flags := meta.Values(cmd.Flags())
+				if ts != "" && meta.FlagSet().Lookup("temp-style") != nil {
+					flags["temp-style"] = ts // the temp-style remedy
 				}
-				return workloadByName(f.workload, workloadFlags{tempStyle: ts, separator: f.wl.separator})
+				return workload.Build(f.workload, flags)
 			}
 			out := cmd.OutOrStdout()
 			ctx := cmd.Context()
@@ -126,7 +131,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 				return err
 			}
 			oc, err := experiment.Run(ctx, experiment.Config{
-				Cluster: c, NewWorkload: newW, TempStyle: f.wl.tempStyle, Load: opts, Variants: vs,
+				Cluster: c, NewWorkload: newW, TempStyle: baseTempStyle, Load: opts, Variants: vs,
 				Rounds: rounds, Interleave: interleave, OutDir: outDir, TmpfsSize: tmpfsSize, Cold: cold,
 				Compare: compare.Options{Alpha: alpha, MinEffect: minEffect},
 			}, out)
@@ -158,8 +163,9 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	// The load flags of erplab run that make sense here.
 	fl.StringVar(&f.workload, "workload", "erp", "workload to run")
 	fl.Float64Var(&f.scale, "scale", 0, "data scale factor (0 = the workload's default: erp 0.1)")
-	fl.StringVar(&f.wl.tempStyle, "temp-style", erp.TempStyle1C, "erp: the baseline's temp-table style, 1c or lsfusion")
-	fl.BoolVar(&f.wl.separator, "separator", false, "erp: build the data with the data-separator column")
+	workload.AddFlags(fl) // erp's --temp-style and --separator, with ab's help:
+	fl.Lookup("temp-style").Usage = "erp: the baseline's temp-table style, 1c or lsfusion"
+	fl.Lookup("separator").Usage = "erp: build the data with the data-separator column"
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of data generation and of the VUs' random choices (same in every run)")
 	fl.StringVar(&f.mix, "mix", "", "override the roles' operation mix: op=weight,op=weight")
 	fl.IntVar(&f.users, "users", 10, "virtual users to ramp up to (ignored with --stage)")

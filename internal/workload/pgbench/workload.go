@@ -89,6 +89,8 @@ type Workload struct {
 	opts    Options
 	ops     []workload.Operation
 	builtin bool
+	// emptySteps: --init-steps was given empty (CheckInit refuses it).
+	emptySteps bool
 
 	// set by Setup
 	scale       int
@@ -202,8 +204,11 @@ func OperationName(s *script.Script) (name string, builtin bool) {
 	return strings.TrimSuffix(base, filepath.Ext(base)), false
 }
 
+// Name is the workload's registry name: `--workload pgbench`.
+const Name = "pgbench"
+
 // Name implements workload.Workload.
-func (w *Workload) Name() string { return "pgbench" }
+func (w *Workload) Name() string { return Name }
 
 // Operations implements workload.Workload: one per script.
 func (w *Workload) Operations() []workload.Operation { return w.ops }
