@@ -74,7 +74,7 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.listOps {
-				w, err := workloadByName(f.workload, cmd.Flags())
+				w, err := f.listWorkload(cmd)
 				if err != nil {
 					return withCode(exitUsage, err)
 				}
@@ -317,6 +317,19 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 		Stress: stressSpec, Observe: f.observe, ObserveInterval: f.observeInterval, MetricsAddr: f.metricsAddr,
 		Out: f.out, CommandLine: append([]string{"erplab"}, os.Args[1:]...), Version: version,
 	}, nil
+}
+
+// listWorkload is the workload --list-ops describes: the pgbench scripts
+// of a script run, else the registered workload with its options.
+func (f *runFlags) listWorkload(cmd *cobra.Command) (workload.Workload, error) {
+	if !f.scriptMode() {
+		return workloadByName(f.workload, cmd.Flags())
+	}
+	stages, txPerVU, err := f.scriptProfile(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return f.scriptWorkload(cmd, stages, txPerVU)
 }
 
 // listOperations prints a workload's key operations and roles.

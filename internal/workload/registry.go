@@ -112,14 +112,18 @@ func Help(usage string) string {
 // FlagSet returns a fresh flag set holding m's own flags (Flags and
 // InitFlags) at their defaults.
 func (m Meta) FlagSet() *pflag.FlagSet {
-	fs := pflag.NewFlagSet(m.Name, pflag.ContinueOnError)
-	if m.Flags != nil {
-		m.Flags(fs)
-	}
-	if m.InitFlags != nil {
-		tmp := pflag.NewFlagSet(m.Name, pflag.ContinueOnError)
-		m.InitFlags(tmp)
-		fs.AddFlagSet(tmp) // skips names Flags declared already
+	fs := declare(m.Name, m.Flags)
+	fs.AddFlagSet(declare(m.Name, m.InitFlags)) // skips names Flags declared already
+	return fs
+}
+
+// declare returns a flag set holding what decl declares (nothing for a
+// nil decl), visited in declaration order.
+func declare(name string, decl func(*pflag.FlagSet)) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SortFlags = false
+	if decl != nil {
+		decl(fs)
 	}
 	return fs
 }
@@ -157,23 +161,15 @@ func Build(name string, flags map[string]string) (Workload, error) {
 // (the first by name wins).
 func AddFlags(fs *pflag.FlagSet) {
 	for _, m := range All() {
-		if m.Flags != nil {
-			tmp := pflag.NewFlagSet(m.Name, pflag.ContinueOnError)
-			m.Flags(tmp)
-			fs.AddFlagSet(tmp)
-		}
+		fs.AddFlagSet(declare(m.Name, m.Flags))
 	}
 }
 
 // AddInitFlags declares every registered workload's init options
-// (Meta.InitFlags) on fs, for `erplab init`.
+// (Meta.InitFlags) on fs, for `erplab init`, as AddFlags does.
 func AddInitFlags(fs *pflag.FlagSet) {
 	for _, m := range All() {
-		if m.InitFlags != nil {
-			tmp := pflag.NewFlagSet(m.Name, pflag.ContinueOnError)
-			m.InitFlags(tmp)
-			fs.AddFlagSet(tmp)
-		}
+		fs.AddFlagSet(declare(m.Name, m.InitFlags))
 	}
 }
 
@@ -197,13 +193,10 @@ func (m Meta) Values(fs *pflag.FlagSet) map[string]string {
 func (m Meta) ForeignFlag(fs *pflag.FlagSet) (flag, owner string, ok bool) {
 	own := m.FlagSet()
 	for _, o := range All() {
-		if o.Name == m.Name || o.InitFlags == nil {
+		if o.Name == m.Name {
 			continue
 		}
-		tmp := pflag.NewFlagSet(o.Name, pflag.ContinueOnError)
-		tmp.SortFlags = false
-		o.InitFlags(tmp)
-		tmp.VisitAll(func(f *pflag.Flag) {
+		declare(o.Name, o.InitFlags).VisitAll(func(f *pflag.Flag) {
 			if g := fs.Lookup(f.Name); !ok && g != nil && g.Changed && own.Lookup(f.Name) == nil {
 				flag, owner, ok = f.Name, o.Name, true
 			}
