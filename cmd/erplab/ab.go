@@ -3,9 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/spf13/pflag"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,7 +18,6 @@ import (
 	"github.com/erplab/erplab/internal/remedy"
 	_ "github.com/erplab/erplab/internal/remedy/all"
 	"github.com/erplab/erplab/internal/workload"
-	"github.com/erplab/erplab/internal/workload/erp"
 )
 
 // newABCmd is `erplab ab`: baseline and variants on one embedded server,
@@ -91,13 +90,20 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 					}
 				}
 			}
-			baseFlags := map[string]string{"temp-style": f.wl.tempStyle, "separator": strconv.FormatBool(f.wl.separator)}
-			newW := func(flags map[string]string) (workload.Workload, error) {
-				sep, err := strconv.ParseBool(flags["separator"])
-				if err != nil {
-					return nil, fmt.Errorf("--separator: %w", err)
+			meta, err := workload.Find(f.workload)
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			// The baseline's workload options as given (defaults included);
+			// a remedy such as temp-style overrides one of them.
+			baseFlags := map[string]string{}
+			meta.FlagSet().VisitAll(func(fl *pflag.Flag) {
+				if g := cmd.Flags().Lookup(fl.Name); g != nil {
+					baseFlags[fl.Name] = g.Value.String()
 				}
-				return workloadByName(f.workload, workloadFlags{tempStyle: flags["temp-style"], separator: sep})
+			})
+			newW := func(flags map[string]string) (workload.Workload, error) {
+				return workload.Build(f.workload, flags)
 			}
 			params := map[string]string{}
 			for name, v := range remedyParams {
@@ -169,8 +175,9 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	// The load flags of erplab run that make sense here.
 	fl.StringVar(&f.workload, "workload", "erp", "workload to run")
 	fl.Float64Var(&f.scale, "scale", 0, "data scale factor (0 = the workload's default: erp 0.1)")
-	fl.StringVar(&f.wl.tempStyle, "temp-style", erp.TempStyle1C, "erp: the baseline's temp-table style, 1c or lsfusion")
-	fl.BoolVar(&f.wl.separator, "separator", false, "erp: build the data with the data-separator column")
+	workload.AddFlags(fl) // erp's --temp-style and --separator, with ab's help:
+	fl.Lookup("temp-style").Usage = "erp: the baseline's temp-table style, 1c or lsfusion"
+	fl.Lookup("separator").Usage = "erp: build the data with the data-separator column"
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of data generation and of the VUs' random choices (same in every run)")
 	fl.StringVar(&f.mix, "mix", "", "override the roles' operation mix: op=weight,op=weight")
 	fl.IntVar(&f.users, "users", 10, "virtual users to ramp up to (ignored with --stage)")

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/erplab/erplab/internal/conninfo"
-	"github.com/erplab/erplab/internal/workload/erp"
+	"github.com/erplab/erplab/internal/workload"
 )
 
 // exitCheckFailed is the exit code of `erplab check` when totals and
@@ -15,7 +15,7 @@ import (
 const exitCheckFailed = 3
 
 func newCheckCmd() *cobra.Command {
-	var dsn string
+	var dsn, name string
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Prove that the ERP data's register totals equal the sums of their movements",
@@ -30,32 +30,27 @@ mismatches, so it can follow a load test in a script.`,
 			if d == "" && !envGiven {
 				return withCode(exitUsage, errors.New("check needs a server: pass --dsn (or set PG* variables)"))
 			}
+			w, err := workload.Build(name, nil)
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			c, ok := w.(workload.Checker)
+			if !ok {
+				return withCode(exitUsage, fmt.Errorf("check: workload %s has no data check", name))
+			}
 			pool, err := conninfo.OpenPool(cmd.Context(), d, 2)
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
-			meta, ok, err := erp.Installed(cmd.Context(), pool)
-			if err != nil {
-				return err
+			err = c.CheckData(cmd.Context(), pool, cmd.OutOrStdout())
+			if errors.Is(err, workload.ErrCheckFailed) {
+				return withCode(exitCheckFailed, err)
 			}
-			if !ok || !meta.Ready {
-				return errors.New("no complete erplab ERP data set in this database (create one with 'erplab init')")
-			}
-			rep, err := erp.Check(cmd.Context(), pool)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "erplab ERP data, scale %g seed %d, created %s\n", meta.Scale, meta.Seed, meta.CreatedAt.Format("2006-01-02 15:04"))
-			fmt.Fprint(out, rep.String())
-			if !rep.OK() {
-				return withCode(exitCheckFailed, fmt.Errorf("%d totals rows differ from their movements", rep.Mismatches))
-			}
-			fmt.Fprintln(out, "OK: every totals row equals the sums of its movements")
-			return nil
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&dsn, "dsn", "", "database holding the ERP data (libpq key=value or URL); default: PG* environment")
+	cmd.Flags().StringVar(&name, "workload", "erp", "workload whose data to check")
 	return cmd
 }

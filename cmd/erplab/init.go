@@ -5,15 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/erplab/erplab/internal/conninfo"
-	"github.com/erplab/erplab/internal/initbench"
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/pgcluster"
-	"github.com/erplab/erplab/internal/workload/erp"
+	"github.com/erplab/erplab/internal/versus/pgbenchinit"
+	"github.com/erplab/erplab/internal/workload"
+	"github.com/erplab/erplab/internal/workload/pgbench/tables"
 )
 
 type initFlags struct {
@@ -21,9 +22,8 @@ type initFlags struct {
 	scale                 float64
 	seed                  uint64
 	parallel              int
-	separator, force      bool
+	force                 bool
 	drop, keep, vsPgbench bool
-	pgbench               pgbenchInitFlags // --workload pgbench only (init_pgbench.go)
 }
 
 func newInitCmd() *cobra.Command {
@@ -50,20 +50,17 @@ and recreates its own tables; other tables stop it unless --force. --vs-pgbench 
   erplab init --workload pgbench -s 10 --partitions 4 --partition-method hash --vs-pgbench`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.workload == "pgbench" {
-				return runPgbenchInitCmd(cmd, f)
-			}
-			if err := rejectPgbenchFlags(cmd); err != nil {
+			m, ini, err := initWorkload(cmd, f.workload)
+			if err != nil {
 				return withCode(exitUsage, err)
 			}
-			if f.workload != "erp" {
-				return withCode(exitUsage, fmt.Errorf("init: workload %q has no separate init (only erp and pgbench; smoke sets itself up in 'erplab run')", f.workload))
+			o := workload.InitOptions{Scale: f.scale, ScaleGiven: cmd.Flags().Changed("scale"),
+				Seed: f.seed, SeedGiven: cmd.Flags().Changed("seed"), Parallel: f.parallel, Force: f.force}
+			if !o.ScaleGiven {
+				o.Scale = m.DefaultScale
 			}
-			if f.scale <= 0 || f.scale > erp.MaxScale {
-				return withCode(exitUsage, fmt.Errorf("--scale must be in (0, %d], got %g", erp.MaxScale, f.scale))
-			}
-			if f.parallel < 0 {
-				return withCode(exitUsage, fmt.Errorf("--parallel must be >= 0, got %d", f.parallel))
+			if err := ini.CheckInit(o); err != nil {
+				return withCode(exitUsage, err)
 			}
 			dsn, envGiven := conninfo.FromEnvOrFlag(f.dsn)
 			embedded := dsn == "" && !envGiven
@@ -76,9 +73,9 @@ and recreates its own tables; other tables stop it unless --force. --vs-pgbench 
 			if f.drop && f.vsPgbench {
 				return withCode(exitUsage, errors.New("--drop and --vs-pgbench do not go together"))
 			}
-			err := runInit(cmd.Context(), cmd.OutOrStdout(), f, dsn, embedded)
+			err = runInit(cmd.Context(), cmd.OutOrStdout(), f, ini, o, dsn, embedded)
 			if err != nil && cmd.Context().Err() != nil {
-				return withCode(exitInterrupted, errors.New("init interrupted; what it had created was removed"))
+				return withCode(exitInterrupted, errors.New(ini.InitInterrupted()))
 			}
 			return err
 		},
@@ -89,17 +86,63 @@ and recreates its own tables; other tables stop it unless --force. --vs-pgbench 
 	fl.Float64VarP(&f.scale, "scale", "s", 0.1, "scale factor (erp: 0.1 = about 130 MB, 1 = about 1.4 GB; pgbench: a whole number, default 1, 15 MB each)")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the data generator (same seed and scale, same data)")
 	fl.IntVar(&f.parallel, "parallel", 0, "COPY streams and concurrent index builds (0 = number of CPUs)")
-	fl.BoolVar(&f.separator, "separator", false, "add the data-separator column as the first column of every index")
 	fl.BoolVar(&f.force, "force", false, "write into a database that holds tables erplab did not create")
 	fl.BoolVar(&f.drop, "drop", false, "remove what erplab created in the database, nothing else")
 	fl.BoolVar(&f.keep, "keep", false, "throwaway server: leave it running with the data and print how to connect")
 	fl.BoolVar(&f.vsPgbench, "vs-pgbench", false, "also run 'pgbench -i' of about the same size on the same server and compare the rates")
 	fl.StringVar(&f.osUser, "os-user", "", "throwaway server: OS user to run PostgreSQL as when erplab runs as root (default postgres)")
-	addPgbenchInitFlags(fl, &f.pgbench)
+	workload.AddInitFlags(fl) // erp's --separator, pgbench's --partitions etc.
 	return cmd
 }
 
-func runInit(ctx context.Context, out io.Writer, f initFlags, dsn string, embedded bool) error {
+// initWorkload finds the workload of `erplab init --workload name` and
+// builds it with its own init options; errors are usage errors: an
+// unknown workload, one with no separate init, another workload's option,
+// a bad option value.
+func initWorkload(cmd *cobra.Command, name string) (workload.Meta, workload.Initializer, error) {
+	var with, without []string
+	for _, m := range workload.All() {
+		if w, err := workload.Build(m.Name, nil); err == nil {
+			if _, ok := w.(workload.Initializer); ok {
+				with = append(with, m.Name)
+				continue
+			}
+		}
+		without = append(without, m.Name)
+	}
+	m, ok := workload.Lookup(name)
+	if ok {
+		if flag, owner, foreign := m.ForeignFlag(cmd.Flags()); foreign {
+			return m, nil, fmt.Errorf("--%s applies to --workload %s only", flag, owner)
+		}
+	}
+	var ini workload.Initializer
+	if ok {
+		w, err := workloadByName(name, cmd.Flags())
+		if err != nil {
+			return m, nil, err
+		}
+		ini, ok = w.(workload.Initializer)
+	}
+	if !ok {
+		verb := "sets"
+		if len(without) > 1 {
+			verb = "set"
+		}
+		return m, nil, fmt.Errorf("init: workload %q has no separate init (only %s; %s %s itself up in 'erplab run')",
+			name, strings.Join(with, " and "), strings.Join(without, ", "), verb)
+	}
+	return m, ini, nil
+}
+
+// pgbenchTables is implemented by workloads whose init builds pgbench's
+// own tables: `init --vs-pgbench` then times `pgbench -i` with the same
+// options (otherwise a pgbench database of about the same size).
+type pgbenchTables interface {
+	TablesOptions(o workload.InitOptions) tables.Options
+}
+
+func runInit(ctx context.Context, out io.Writer, f initFlags, ini workload.Initializer, o workload.InitOptions, dsn string, embedded bool) error {
 	var cluster *pgcluster.Cluster
 	if embedded {
 		c, err := loadtest.StartEmbedded(ctx, out, f.osUser, 50, f.keep)
@@ -115,67 +158,65 @@ func runInit(ctx context.Context, out io.Writer, f initFlags, dsn string, embedd
 			c.Stop()
 		}()
 		dsn = c.DSN("erplab")
-		f.force = true
+		o.Force = true
 	}
-	pool, err := conninfo.OpenPool(ctx, dsn, 2*max(f.parallel, 2)+2)
+	pool, err := conninfo.OpenPool(ctx, dsn, ini.InitConns(o))
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	if f.drop {
-		meta, ok, err := erp.Installed(ctx, pool)
+		d, ok := ini.(workload.Dropper)
+		if !ok {
+			return fmt.Errorf("init --drop: workload %s cannot drop its data", f.workload)
+		}
+		line, err := d.DropData(ctx, pool)
 		if err != nil {
 			return err
 		}
-		if !ok {
-			fmt.Fprintln(out, "no erplab ERP data in this database; nothing to drop")
-			return nil
-		}
-		if err := erp.Drop(ctx, pool); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "dropped erplab ERP data (scale %g, %d tables); other tables untouched\n", meta.Scale, len(meta.Tables))
+		fmt.Fprintln(out, line)
 		return nil
 	}
-	progress := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
-	st, err := erp.Init(ctx, pool, erp.Options{Scale: f.scale, Seed: f.seed, Separator: f.separator, Parallel: f.parallel, Force: f.force, Progress: progress})
+	o.Progress = func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
+	pt, same := ini.(pgbenchTables)
+	if f.vsPgbench && same {
+		checkpoint(ctx, pool)
+	}
+	st, err := ini.InitData(ctx, pool, o)
 	if err != nil {
 		return err
 	}
-	if st.Reused {
-		fmt.Fprintf(out, "the database already holds an erplab ERP data set of scale %g, seed %d (%d rows; runs may have changed it since: 'erplab check' verifies it, 'init --drop' then 'init' rebuilds it); nothing done\n", f.scale, f.seed, st.Rows)
-	} else {
-		fmt.Fprintf(out, "loaded %d rows, %.1f MB in %s (COPY %s, indexes %s, analyze %s): %.0f rows/s, %.1f MB/s\n",
-			st.Rows, float64(st.Bytes)/1e6, st.Duration.Round(10*time.Millisecond), st.CopyDuration.Round(10*time.Millisecond),
-			st.IndexDuration.Round(10*time.Millisecond), st.AnalyzeDuration.Round(10*time.Millisecond),
-			float64(st.Rows)/st.Duration.Seconds(), float64(st.Bytes)/1e6/st.Duration.Seconds())
-	}
+	fmt.Fprintln(out, st.Summary)
 	if !f.vsPgbench {
 		return nil
 	}
 	if st.Reused {
 		return errors.New("--vs-pgbench needs a fresh load; the data set was already there (use another database or --drop first)")
 	}
-	return comparePgbench(ctx, out, cluster, dsn, st)
+	if same {
+		ours := pgbenchinit.Result{Tool: "erplab init --workload " + f.workload, Rows: st.Rows, Bytes: st.Bytes, Duration: st.Duration}
+		return comparePgbenchInit(ctx, out, cluster, dsn, pt.TablesOptions(o), ours)
+	}
+	return comparePgbench(ctx, out, cluster, dsn, f.workload, st)
 }
 
 // comparePgbench loads a pgbench database of about the same size into a
 // sibling database on the same server and prints both rates.
-func comparePgbench(ctx context.Context, out io.Writer, cluster *pgcluster.Cluster, dsn string, st erp.LoadStats) error {
+func comparePgbench(ctx context.Context, out io.Writer, cluster *pgcluster.Cluster, dsn, name string, st workload.InitStats) error {
 	pgbench, db, pgDSN, drop, err := pgbenchSibling(ctx, cluster, dsn)
 	if err != nil {
 		return err
 	}
 	defer drop()
-	scale := initbench.PgbenchScaleFor(st.Bytes)
+	scale := pgbenchinit.PgbenchScaleFor(st.Bytes)
 	fmt.Fprintf(out, "running pgbench -i -s %d (about the same size) into database %s on the same server...\n", scale, db)
-	ref, err := initbench.RunPgbench(ctx, pgbench, pgDSN, scale)
+	ref, err := pgbenchinit.RunPgbench(ctx, pgbench, pgDSN, scale)
 	if err != nil {
 		return err
 	}
-	ours := initbench.Result{Tool: "erplab init (erp)", Rows: st.Rows, Bytes: st.Bytes, Duration: st.Duration}
+	ours := pgbenchinit.Result{Tool: "erplab init (" + name + ")", Rows: st.Rows, Bytes: st.Bytes, Duration: st.Duration}
 	fmt.Fprintln(out)
-	initbench.Print(out, ours, ref)
+	pgbenchinit.Print(out, ours, ref)
 	return nil
 }
 
@@ -195,11 +236,11 @@ func pgbenchSibling(ctx context.Context, cluster *pgcluster.Cluster, dsn string)
 	} else if d, err := pgcluster.FindBinDir(); err == nil {
 		binDir = d
 	}
-	if pgbench, err = initbench.FindPgbench(binDir); err != nil {
+	if pgbench, err = pgbenchinit.FindPgbench(binDir); err != nil {
 		return "", "", "", nil, err
 	}
 	db = pgbenchCompareDB
-	if pgDSN, err = initbench.WithDatabase(dsn, db); err != nil {
+	if pgDSN, err = pgbenchinit.WithDatabase(dsn, db); err != nil {
 		return "", "", "", nil, err
 	}
 	pool, err := conninfo.OpenPool(ctx, dsn, 1)

@@ -17,8 +17,8 @@ import (
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/metrics"
 	"github.com/erplab/erplab/internal/proxy"
-	"github.com/erplab/erplab/internal/proxybench"
 	"github.com/erplab/erplab/internal/rewrite"
+	"github.com/erplab/erplab/internal/versus/pgbouncer"
 )
 
 func newProxyCmd() *cobra.Command {
@@ -177,7 +177,7 @@ creates them).`,
 				}
 			}
 			if initScale > 0 {
-				if err := proxybench.Init(ctx, "", up, initScale); err != nil {
+				if err := pgbouncer.Init(ctx, "", up, initScale); err != nil {
 					return err
 				}
 			}
@@ -188,18 +188,18 @@ creates them).`,
 				return withCode(exitUsage, fmt.Errorf("--procs: %d is negative (0 picks the default)", procs))
 			}
 			setProxyProcs(procs) // the in-process proxy runs as 'erplab proxy' would
-			opts := proxybench.Options{Upstream: up, Duration: duration, Clients: clients, Modes: ms, OSUser: osUser,
+			opts := pgbouncer.Options{Upstream: up, Duration: duration, Clients: clients, Modes: ms, OSUser: osUser,
 				Rounds: rounds, Progress: cmd.ErrOrStderr()}
 			if !noBouncer {
-				b, err := proxybench.FindPgBouncer()
+				b, err := pgbouncer.FindPgBouncer()
 				if err != nil {
 					fmt.Fprintf(cmd.ErrOrStderr(), "note: %v; comparing direct and erplab proxy only\n", err)
 				}
 				opts.PgBouncer = b
 			}
-			rs, err := proxybench.Run(ctx, opts)
+			rs, err := pgbouncer.Run(ctx, opts)
 			if len(rs) > 0 {
-				fmt.Fprint(cmd.OutOrStdout(), proxybench.Table(rs))
+				fmt.Fprint(cmd.OutOrStdout(), pgbouncer.Table(rs))
 			}
 			return err
 		},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/engine"
@@ -20,46 +21,18 @@ import (
 	"github.com/erplab/erplab/internal/record"
 	"github.com/erplab/erplab/internal/stress"
 	"github.com/erplab/erplab/internal/workload"
-	"github.com/erplab/erplab/internal/workload/erp"
-	"github.com/erplab/erplab/internal/workload/smoke"
+	_ "github.com/erplab/erplab/internal/workload/all" // every built-in workload
+	wpgbench "github.com/erplab/erplab/internal/workload/pgbench"
 )
 
-// workloadFlags are the options of the built-in workloads.
-type workloadFlags struct {
-	tempStyle string
-	separator bool
-}
-
-// workloads maps --workload names to constructors.
-func workloads(wf workloadFlags) map[string]func() workload.Workload {
-	return map[string]func() workload.Workload{
-		"smoke": func() workload.Workload { return smoke.New() },
-		"erp": func() workload.Workload {
-			return erp.New(erp.WorkloadOptions{TempStyle: wf.tempStyle, Separator: wf.separator})
-		},
+// workloadByName builds the registered workload name with its own options
+// (e.g. erp's --temp-style) as given on fs; errors are usage errors.
+func workloadByName(name string, fs *pflag.FlagSet) (workload.Workload, error) {
+	m, err := workload.Find(name)
+	if err != nil {
+		return nil, err
 	}
-}
-
-// defaultScale is each workload's scale when --scale is not given: the
-// ERP data at 0.1 (about 130 MB) builds in a few seconds.
-func defaultScale(name string) float64 {
-	if name == "erp" {
-		return 0.1
-	}
-	return 1
-}
-
-func workloadByName(name string, wf workloadFlags) (workload.Workload, error) {
-	all := workloads(wf)
-	if f, ok := all[name]; ok {
-		return f(), nil
-	}
-	names := make([]string, 0, len(all))
-	for n := range all {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return nil, fmt.Errorf("unknown workload %q (known: %s)", name, strings.Join(names, ", "))
+	return workload.Build(name, m.Values(fs))
 }
 
 type runFlags struct {
@@ -76,7 +49,6 @@ type runFlags struct {
 	metricsAddr                            string
 	listOps                                bool
 	stress                                 string
-	wl                                     workloadFlags
 	scripts                                scriptFlags
 }
 
@@ -102,7 +74,7 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.listOps {
-				w, err := workloadByName(f.workload, f.wl)
+				w, err := f.listWorkload(cmd)
 				if err != nil {
 					return withCode(exitUsage, err)
 				}
@@ -159,10 +131,9 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
 	})
 	fl := cmd.Flags()
 	fl.StringVar(&f.dsn, "dsn", "", "server to test (libpq key=value or URL); default: PG* environment, else a throwaway embedded server")
-	fl.StringVar(&f.workload, "workload", "smoke", "workload to run")
+	fl.StringVar(&f.workload, "workload", "smoke", workload.Help("workload to run:"))
 	fl.Float64VarP(&f.scale, "scale", "s", 0, "data scale factor of the workload (0 = the workload's default: smoke 1, erp 0.1 = about 130 MB; erp 1 = about 1.4 GB; pgbench 1 = 100,000 accounts)")
-	fl.StringVar(&f.wl.tempStyle, "temp-style", erp.TempStyle1C, "erp: how temp tables are used: 1c (create, index, analyze, drop) or lsfusion (cached t_N, TRUNCATE)")
-	fl.BoolVar(&f.wl.separator, "separator", false, "erp: build the data with the data-separator column first in every index")
+	workload.AddFlags(fl) // erp's --temp-style and --separator
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of data generation and of the VUs' random choices")
 	fl.BoolVar(&f.force, "force", false, "allow writing into a database that holds tables erplab did not create")
 	fl.BoolVar(&f.listOps, "list-ops", false, "list the workload's key operations (T, priority, what they do) and roles, and exit")
@@ -204,9 +175,6 @@ func checkApdexMin(i record.IntegralScore, min float64) error {
 }
 
 func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
-	if f.wl.tempStyle != erp.TempStyle1C && f.wl.tempStyle != erp.TempStyleLsFusion {
-		return loadtest.Options{}, fmt.Errorf("--temp-style must be %s or %s, got %q", erp.TempStyle1C, erp.TempStyleLsFusion, f.wl.tempStyle)
-	}
 	var (
 		w       workload.Workload
 		stages  []engine.Stage
@@ -223,10 +191,10 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 	}
 	scripts := f.scriptMode()
 	if scripts {
-		if cmd.Flags().Changed("workload") && f.workload != "pgbench" {
+		if cmd.Flags().Changed("workload") && f.workload != wpgbench.Name {
 			return loadtest.Options{}, fmt.Errorf("--workload %s does not run pgbench scripts; drop -f/-b/-S/-N or use --workload pgbench", f.workload)
 		}
-		f.workload = "pgbench"
+		f.workload = wpgbench.Name
 		if stages, txPerVU, err = f.scriptProfile(cmd); err != nil {
 			return loadtest.Options{}, err
 		}
@@ -246,15 +214,19 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 		if err := f.checkNotScripts(cmd); err != nil {
 			return loadtest.Options{}, err
 		}
-		if w, err = workloadByName(f.workload, f.wl); err != nil {
+		if w, err = workloadByName(f.workload, cmd.Flags()); err != nil {
 			return loadtest.Options{}, err
 		}
 	}
-	if !cmd.Flags().Changed("scale") {
-		f.scale = defaultScale(f.workload)
+	m, err := workload.Find(f.workload)
+	if err != nil {
+		return loadtest.Options{}, err
 	}
-	if f.workload == "erp" && (!(f.scale > 0) || f.scale > erp.MaxScale) {
-		return loadtest.Options{}, fmt.Errorf("--scale must be in (0, %d] for erp, got %g", erp.MaxScale, f.scale)
+	if !cmd.Flags().Changed("scale") {
+		f.scale = m.DefaultScale
+	}
+	if !scripts && m.MaxScale > 0 && (!(f.scale > 0) || f.scale > m.MaxScale) {
+		return loadtest.Options{}, fmt.Errorf("--scale must be in (0, %g] for %s, got %g", m.MaxScale, m.Name, f.scale)
 	}
 	if f.mix != "" {
 		if _, err := workload.OverrideMix(w, f.mix); err != nil {
@@ -345,6 +317,19 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 		Stress: stressSpec, Observe: f.observe, ObserveInterval: f.observeInterval, MetricsAddr: f.metricsAddr,
 		Out: f.out, CommandLine: append([]string{"erplab"}, os.Args[1:]...), Version: version,
 	}, nil
+}
+
+// listWorkload is the workload --list-ops describes: the pgbench scripts
+// of a script run, else the registered workload with its options.
+func (f *runFlags) listWorkload(cmd *cobra.Command) (workload.Workload, error) {
+	if !f.scriptMode() {
+		return workloadByName(f.workload, cmd.Flags())
+	}
+	stages, txPerVU, err := f.scriptProfile(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return f.scriptWorkload(cmd, stages, txPerVU)
 }
 
 // listOperations prints a workload's key operations and roles.

@@ -16,8 +16,8 @@ import (
 
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/loadtest"
-	"github.com/erplab/erplab/internal/pgbench/script"
 	wpgbench "github.com/erplab/erplab/internal/workload/pgbench"
+	"github.com/erplab/erplab/internal/workload/pgbench/script"
 )
 
 // scriptFlags are pgbench's run options, accepted by `erplab run` when it
@@ -97,7 +97,7 @@ var scriptOnlyFlags = []string{"client", "jobs", "time", "transactions", "protoc
 // scriptMode reports whether the run is a pgbench script run: --workload
 // pgbench, or a script chosen with -f, -b, -S or -N.
 func (f *runFlags) scriptMode() bool {
-	return f.workload == "pgbench" || len(f.scripts.scripts) > 0
+	return f.workload == wpgbench.Name || len(f.scripts.scripts) > 0
 }
 
 // checkNotScripts refuses pgbench options in a run of another workload.
@@ -394,9 +394,9 @@ func looksLikeScriptRun(args []string) bool {
 		switch {
 		case a == "--":
 			return false
-		case a == "--select-only" || a == "--skip-some-updates" || a == "--workload=pgbench",
+		case a == "--select-only" || a == "--skip-some-updates" || a == "--workload="+wpgbench.Name,
 			strings.HasPrefix(a, "--file") || strings.HasPrefix(a, "--builtin"),
-			a == "--workload" && i+1 < len(args) && args[i+1] == "pgbench":
+			a == "--workload" && i+1 < len(args) && args[i+1] == wpgbench.Name:
 			return true
 		case len(a) > 1 && a[0] == '-' && a[1] != '-':
 			// short flags, possibly combined (-nS); a value-taking

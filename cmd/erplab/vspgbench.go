@@ -11,11 +11,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/erplab/erplab/internal/conninfo"
-	"github.com/erplab/erplab/internal/initbench"
 	"github.com/erplab/erplab/internal/loadtest"
-	"github.com/erplab/erplab/internal/pgbench/script"
-	"github.com/erplab/erplab/internal/pgbench/tables"
-	"github.com/erplab/erplab/internal/pgbench/versus"
+	"github.com/erplab/erplab/internal/versus/pgbenchinit"
+	"github.com/erplab/erplab/internal/versus/pgbenchrun"
+	"github.com/erplab/erplab/internal/workload/pgbench/script"
+	"github.com/erplab/erplab/internal/workload/pgbench/tables"
 )
 
 func newVsPgbenchCmd() *cobra.Command {
@@ -69,7 +69,7 @@ CPU bounds both, and the CPU per transaction is where the generators differ.`,
 			if scale < 1 {
 				return withCode(exitUsage, fmt.Errorf("--scale must be >= 1, got %d", scale))
 			}
-			pgbench, err := initbench.FindPgbench("")
+			pgbench, err := pgbenchinit.FindPgbench("")
 			if err != nil {
 				return err
 			}
@@ -119,14 +119,14 @@ CPU bounds both, and the CPU per transaction is where the generators differ.`,
 					fmt.Fprintf(out, "warning: load average %.1f on %d CPUs before the start: other work will distort the tps figures (the CPU per transaction less so)\n", l1, runtime.NumCPU())
 				}
 			}
-			pairs, err := versus.Run(ctx, versus.Options{
+			pairs, err := pgbenchrun.Run(ctx, pgbenchrun.Options{
 				DSN: target, Pgbench: pgbench, Erplab: self, Scripts: scripts, Clients: clients,
 				Duration: duration, Mode: mode, Dir: dir, Repeat: repeat,
 				Progress: func(f string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), f+"\n", a...) },
 			})
 			if len(pairs) > 0 {
 				fmt.Fprintln(out)
-				versus.Print(out, pairs)
+				pgbenchrun.Print(out, pairs)
 			}
 			if err != nil && ctx.Err() != nil {
 				return withCode(exitInterrupted, errors.New("interrupted"))

@@ -197,7 +197,7 @@ func Macro(ctx context.Context, srv Server, path string, tag int, opts MacroOpti
 	}
 	// The turnover report covers the whole history, as in the field's
 	// storage comparison (CONTEXT.md section 2).
-	w := erp.New(erp.WorkloadOptions{TurnoverWholeHistory: true})
+	w := erp.NewWholeHistory()
 	for _, op := range MacroOps()[1:] {
 		vu := &workload.VU{ID: 1, Role: "accountant", Rand: rand.New(rand.NewPCG(opts.Seed, 42))}
 		// One untimed execution logs the VU in and warms the catalog

@@ -1,10 +1,3 @@
-// Package workload defines what a load-test workload gives the engine: its
-// schema set-up, its key operations with APDEX targets and priorities, the
-// roles of the virtual users that mix those operations, and a function that
-// executes one operation on one database connection.
-//
-// A workload is stateless between calls except for what it keeps in the
-// database; per-virtual-user state (random source, identity) is in [VU].
 package workload
 
 import (

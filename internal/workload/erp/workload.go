@@ -113,6 +113,13 @@ func New(opts WorkloadOptions) *Workload {
 	return w
 }
 
+// NewWholeHistory returns the ERP workload whose sales turnover report
+// covers the whole history (WorkloadOptions.TurnoverWholeHistory, no CLI
+// flag), other options at their defaults: the storage comparison of
+// `erplab disk --macro` (package disk), which drives single operations by
+// their Op* index on its own connection rather than a load test.
+func NewWholeHistory() *Workload { return New(WorkloadOptions{TurnoverWholeHistory: true}) }
+
 // Name implements workload.Workload.
 func (*Workload) Name() string { return "erp" }
 

@@ -3,7 +3,7 @@
 // operation, scored with APDEX against its target time T like any other;
 // one virtual user is one pgbench client with its own variables, random
 // state and (by default) its own connection. The interpreter is
-// internal/pgbench/script, the tables internal/pgbench/tables.
+// internal/workload/pgbench/script, the tables internal/workload/pgbench/tables.
 package pgbench
 
 import (
@@ -20,10 +20,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/erplab/erplab/internal/pgbench/expr"
-	"github.com/erplab/erplab/internal/pgbench/script"
-	"github.com/erplab/erplab/internal/pgbench/tables"
 	"github.com/erplab/erplab/internal/workload"
+	"github.com/erplab/erplab/internal/workload/pgbench/expr"
+	"github.com/erplab/erplab/internal/workload/pgbench/script"
+	"github.com/erplab/erplab/internal/workload/pgbench/tables"
 )
 
 // DefaultTarget is the APDEX target time T of a script when --target does
@@ -89,6 +89,8 @@ type Workload struct {
 	opts    Options
 	ops     []workload.Operation
 	builtin bool
+	// emptySteps: --init-steps was given empty (CheckInit refuses it).
+	emptySteps bool
 
 	// set by Setup
 	scale       int
@@ -202,8 +204,11 @@ func OperationName(s *script.Script) (name string, builtin bool) {
 	return strings.TrimSuffix(base, filepath.Ext(base)), false
 }
 
+// Name is the workload's registry name: `--workload pgbench`.
+const Name = "pgbench"
+
 // Name implements workload.Workload.
-func (w *Workload) Name() string { return "pgbench" }
+func (w *Workload) Name() string { return Name }
 
 // Operations implements workload.Workload: one per script.
 func (w *Workload) Operations() []workload.Operation { return w.ops }

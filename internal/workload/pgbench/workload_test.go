@@ -12,9 +12,9 @@ import (
 
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/loadtest"
-	"github.com/erplab/erplab/internal/pgbench/script"
 	"github.com/erplab/erplab/internal/pgtest"
 	wpgbench "github.com/erplab/erplab/internal/workload/pgbench"
+	"github.com/erplab/erplab/internal/workload/pgbench/script"
 )
 
 var srv *pgtest.Server

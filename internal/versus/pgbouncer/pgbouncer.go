@@ -1,4 +1,4 @@
-// Package proxybench measures what a proxy adds to latency: pgbench -S
+// Package pgbouncer measures what a proxy adds to latency: pgbench -S
 // (simple, extended, prepared protocol; several client counts) direct to
 // PostgreSQL, through erplab's rewriting proxy (package proxy) and
 // through PgBouncer in session mode, side by side in one run.
@@ -7,7 +7,7 @@
 // third field is the latency in µs, https://www.postgresql.org/docs/current/pgbench.html
 // "Per-Transaction Logging") into an HdrHistogram; tps is pgbench's own
 // "tps = ... (without initial connection time)".
-package proxybench
+package pgbouncer
 
 import (
 	"bufio"

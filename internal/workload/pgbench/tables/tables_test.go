@@ -11,10 +11,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/erplab/erplab/internal/initbench"
-	"github.com/erplab/erplab/internal/pgbench/tables"
 	"github.com/erplab/erplab/internal/pgtest"
+	"github.com/erplab/erplab/internal/versus/pgbenchinit"
 	"github.com/erplab/erplab/internal/workload"
+	"github.com/erplab/erplab/internal/workload/pgbench/tables"
 )
 
 var srv *pgtest.Server
@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m, &srv)) }
 
 func pgbenchPath(t testing.TB) string {
 	t.Helper()
-	p, err := initbench.FindPgbench(srv.BinDir())
+	p, err := pgbenchinit.FindPgbench(srv.BinDir())
 	if err != nil {
 		t.Skipf("cannot compare with pgbench: %v", err)
 	}

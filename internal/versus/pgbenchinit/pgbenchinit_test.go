@@ -1,4 +1,4 @@
-package initbench_test
+package pgbenchinit_test
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/erplab/erplab/internal/initbench"
 	"github.com/erplab/erplab/internal/pgtest"
+	"github.com/erplab/erplab/internal/versus/pgbenchinit"
 )
 
 var srv *pgtest.Server
@@ -17,7 +17,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m, &srv)) }
 
 func TestPgbenchScaleFor(t *testing.T) {
 	for bytes, want := range map[int64]int{0: 1, 7e6: 1, 15e6: 1, 31e6: 2, 1_370_000_000: 91} {
-		if got := initbench.PgbenchScaleFor(bytes); got != want {
+		if got := pgbenchinit.PgbenchScaleFor(bytes); got != want {
 			t.Errorf("PgbenchScaleFor(%d) = %d, want %d", bytes, got, want)
 		}
 	}
@@ -26,12 +26,12 @@ func TestPgbenchScaleFor(t *testing.T) {
 // pgbench -i -s 1 really loads 100,000 accounts and the database grows by
 // about the documented 15 MB.
 func TestRunPgbench(t *testing.T) {
-	pgbench, err := initbench.FindPgbench(srv.BinDir())
+	pgbench, err := pgbenchinit.FindPgbench(srv.BinDir())
 	if err != nil {
 		t.Skipf("no pgbench: %v", err)
 	}
 	dsn := srv.NewDatabase(t)
-	r, err := initbench.RunPgbench(context.Background(), pgbench, dsn+" password=unused", 1)
+	r, err := pgbenchinit.RunPgbench(context.Background(), pgbench, dsn+" password=unused", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,20 +49,20 @@ func TestRunPgbench(t *testing.T) {
 }
 
 func TestPrintRatio(t *testing.T) {
-	ours := initbench.Result{Tool: "ours", Rows: 1000, Bytes: 1e9, Duration: 20 * time.Second}
-	ref := initbench.Result{Tool: "pgbench", Rows: 1000, Bytes: 2e9, Duration: 20 * time.Second}
-	if r := initbench.Ratio(ours, ref); r != 2 {
+	ours := pgbenchinit.Result{Tool: "ours", Rows: 1000, Bytes: 1e9, Duration: 20 * time.Second}
+	ref := pgbenchinit.Result{Tool: "pgbench", Rows: 1000, Bytes: 2e9, Duration: 20 * time.Second}
+	if r := pgbenchinit.Ratio(ours, ref); r != 2 {
 		t.Fatalf("ratio %g, want 2 (20 s/GB vs 10 s/GB)", r)
 	}
 	var b strings.Builder
-	initbench.Print(&b, ours, ref)
+	pgbenchinit.Print(&b, ours, ref)
 	if !strings.Contains(b.String(), "2.00x") {
 		t.Fatalf("output:\n%s", b.String())
 	}
 }
 
 func TestWithDatabaseKeepsPassword(t *testing.T) {
-	s, err := initbench.WithDatabase("host=/tmp port=5 user=u password='it\\'s' dbname=a", "b")
+	s, err := pgbenchinit.WithDatabase("host=/tmp port=5 user=u password='it\\'s' dbname=a", "b")
 	if err != nil {
 		t.Fatal(err)
 	}

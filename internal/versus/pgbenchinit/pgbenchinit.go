@@ -1,9 +1,9 @@
-// Package initbench compares the data-loading rate of erplab's workload
+// Package pgbenchinit compares the data-loading rate of erplab's workload
 // initialisation with `pgbench -i` on the same server in one go: each tool
 // loads a database of about the same size, indexes included, and the
 // comparison is their time per GB and rows per second. Ratios, not single
 // timings, are the result: the machines this runs on are noisy.
-package initbench
+package pgbenchinit
 
 import (
 	"bytes"

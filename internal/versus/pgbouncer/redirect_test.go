@@ -1,4 +1,4 @@
-package proxybench
+package pgbouncer
 
 import (
 	"testing"

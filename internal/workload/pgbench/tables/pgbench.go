@@ -14,7 +14,7 @@ import (
 
 // RunPgbench runs the real `pgbench -i` with the options equivalent to o
 // (Options.PgbenchArgs) into the database of dsn, and returns its wall
-// time. pgbench is the path of the binary (initbench.FindPgbench finds
+// time. pgbench is the path of the binary (pgbenchinit.FindPgbench finds
 // one). The password of dsn goes to pgbench through PGPASSWORD, not its
 // command line. The error carries pgbench's last output line.
 func RunPgbench(ctx context.Context, pgbench, dsn string, o Options) (time.Duration, error) {

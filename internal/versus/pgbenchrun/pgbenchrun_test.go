@@ -1,4 +1,4 @@
-package versus
+package pgbenchrun
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-// Package versus compares erplab's load generator with pgbench on the same
+// Package pgbenchrun compares erplab's load generator with pgbench on the same
 // server in one go: for each built-in script and client count, pgbench and
 // `erplab run` run the same script for the same time in the same query
 // mode, one after the other, and the comparison is their throughput (tps)
@@ -6,7 +6,7 @@
 // generator's process from getrusage(2), divided by the transactions it
 // completed). Ratios are the result: the machines this runs on are noisy,
 // and both generators share the host with the server they load.
-package versus
+package pgbenchrun
 
 import (
 	"bufio"

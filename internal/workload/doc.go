@@ -1,0 +1,38 @@
+// Package workload defines what a load-test workload gives the engine: its
+// schema set-up, its key operations with APDEX targets and priorities, the
+// roles of the virtual users that mix those operations, and a function that
+// executes one operation on one database connection.
+//
+// A workload is stateless between calls except for what it keeps in the
+// database; per-virtual-user state (random source, identity) is in [VU].
+//
+// # Registry
+//
+// Every workload package registers a [Meta] from its init function
+// (Register); package internal/workload/all imports them all, and the
+// commands import it. A command finds a workload by its --workload name
+// (Lookup, Find), lists them (Names, All, Help) and builds one with
+// [Build], which takes the workload's own options as flag values by name:
+//
+//	w, err := workload.Build("erp", map[string]string{"temp-style": "lsfusion"})
+//
+// A workload's own options are pflag flags it declares itself: Meta.Flags
+// for `erplab run` and `erplab ab` (erp's --temp-style and --separator),
+// Meta.InitFlags for `erplab init` (erp's --separator, pgbench's
+// --partitions, --fillfactor and the others). The CLI declares every
+// workload's flags on its command before parsing (AddFlags, AddInitFlags),
+// and after parsing hands the ones given to Build (Meta.Values). Meta.New
+// reads them from a flag set of the workload's own, so the command line and
+// a remedy that overrides one option build the workload the same way.
+// Meta.DefaultScale and Meta.MaxScale are the --scale default and bound.
+//
+// What only some workloads have is an optional interface of the built
+// [Workload]: [Initializer] (data set-up of `erplab init`), [Dropper]
+// (`init --drop`), [Checker] (`erplab check`), [Describer] and
+// [Reporter] (what a run records and prints after its summary).
+//
+// Adding a workload: a package under internal/workload with a type
+// implementing [Workload] (and the optional interfaces it has), an init
+// function calling Register, and a blank import in internal/workload/all.
+// The registry test registers a tiny workload of its own the same way.
+package workload

@@ -1,0 +1,100 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// What only some workloads have is an optional interface: a command
+// type-asserts the Workload that [Build] returned and says "workload X has
+// no ..." when it is missing.
+
+// InitOptions are the parameters of [Initializer.InitData]: the options of
+// `erplab init` every workload shares (its own ones are the flags of
+// Meta.InitFlags, given to Meta.New).
+type InitOptions struct {
+	// Scale is the data scale factor, Meta.DefaultScale when --scale was
+	// not given.
+	Scale float64
+	// ScaleGiven tells that --scale was given.
+	ScaleGiven bool
+	// Seed makes the data deterministic (--seed); SeedGiven tells that
+	// it was given (a workload whose data has no seed refuses it).
+	Seed      uint64
+	SeedGiven bool
+	// Parallel is the number of COPY streams and concurrent index builds
+	// (0: one per CPU).
+	Parallel int
+	// Force allows writing into a database that holds tables erplab did
+	// not create.
+	Force bool
+	// Progress, when not nil, receives human-readable progress lines.
+	Progress func(format string, args ...any)
+}
+
+// InitStats is what [Initializer.InitData] did.
+type InitStats struct {
+	// Rows is the number of rows loaded; Bytes the size the data set
+	// takes in the database, bytes; Duration the wall time of the load.
+	Rows, Bytes int64
+	Duration    time.Duration
+	// Reused is true when the database already held this data set and
+	// nothing was done.
+	Reused bool
+	// Summary is the line `erplab init` prints at the end (no newline).
+	Summary string
+}
+
+// Initializer is implemented by workloads whose data `erplab init` builds
+// apart from a run (erp's data set, pgbench's tables).
+type Initializer interface {
+	// CheckInit validates o (and the workload's own init options) before
+	// anything connects; its error is a one-line usage error.
+	CheckInit(o InitOptions) error
+	// InitConns is the size of the connection pool InitData wants for
+	// o.Parallel.
+	InitConns(o InitOptions) int
+	// InitData creates the schema and loads the data into the database of
+	// pool. It refuses a database holding foreign tables unless o.Force
+	// (error wrapping ErrForeignDatabase).
+	InitData(ctx context.Context, pool *pgxpool.Pool, o InitOptions) (InitStats, error)
+	// InitInterrupted is what `erplab init` says when InitData was
+	// interrupted: what is left in the database and what to do.
+	InitInterrupted() string
+}
+
+// Dropper is implemented by workloads that can remove their data set
+// (`erplab init --drop`).
+type Dropper interface {
+	// DropData removes what the workload created in the database of
+	// pool, nothing else, and returns the line to print (also when there
+	// was nothing to drop).
+	DropData(ctx context.Context, pool *pgxpool.Pool) (string, error)
+}
+
+// Checker is implemented by workloads that can verify the consistency of
+// their data set (`erplab check`).
+type Checker interface {
+	// CheckData verifies the data set read-only and writes its report to
+	// out. It returns an error wrapping ErrCheckFailed when the data is
+	// inconsistent, another error when it cannot check (no data set, a
+	// connection error).
+	CheckData(ctx context.Context, pool *pgxpool.Pool, out io.Writer) error
+}
+
+// ErrCheckFailed is wrapped by [Checker.CheckData] errors when the data
+// is inconsistent (`erplab check` exits 3).
+var ErrCheckFailed = errors.New("data check failed")
+
+// CheckFailed returns an error saying msg that wraps ErrCheckFailed, for
+// [Checker.CheckData].
+func CheckFailed(msg string) error { return checkFailed(msg) }
+
+type checkFailed string
+
+func (e checkFailed) Error() string        { return string(e) }
+func (e checkFailed) Is(target error) bool { return target == ErrCheckFailed }
