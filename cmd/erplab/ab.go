@@ -12,7 +12,7 @@ import (
 	"github.com/erplab/erplab/internal/compare"
 	"github.com/erplab/erplab/internal/experiment"
 	"github.com/erplab/erplab/internal/loadtest"
-	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/workload"
 	"github.com/erplab/erplab/internal/workload/erp"
 )
@@ -180,7 +180,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 }
 
 // fmtIntegral prints a run's integral APDEX with its rating.
-func fmtIntegral(d *record.Document) string {
+func fmtIntegral(d *results.Document) string {
 	if d.Integral.NS() {
 		return "NS"
 	}

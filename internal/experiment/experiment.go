@@ -32,7 +32,7 @@ import (
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/pgcluster"
-	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/workload"
 )
 
@@ -88,7 +88,7 @@ type RunResult struct {
 	Variant  string
 	Round    int
 	Path     string
-	Doc      *record.Document
+	Doc      *results.Document
 	Remedies []Record
 }
 
@@ -382,7 +382,7 @@ type Experiment struct {
 
 // writeRemedies adds extra.remedies and extra.experiment to the results
 // document and rewrites the file.
-func writeRemedies(doc *record.Document, path string, v Variant, round int, db, template, tempStyle, cache string, recs []Record) error {
+func writeRemedies(doc *results.Document, path string, v Variant, round int, db, template, tempStyle, cache string, recs []Record) error {
 	if recs == nil {
 		recs = []Record{}
 	}
@@ -404,7 +404,7 @@ func writeRemedies(doc *record.Document, path string, v Variant, round int, db, 
 }
 
 // Remedies reads extra.remedies of a results document (nil when absent).
-func Remedies(doc *record.Document) ([]Record, error) {
+func Remedies(doc *results.Document) ([]Record, error) {
 	raw, ok := doc.Extra["remedies"]
 	if !ok {
 		return nil, nil

@@ -8,7 +8,7 @@ import (
 
 	"github.com/erplab/erplab/internal/apdex"
 	"github.com/erplab/erplab/internal/pgbench/script"
-	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 )
 
 // Report implements workload.Reporter: pgbench 15's familiar end-of-run
@@ -20,7 +20,7 @@ import (
 // cover the scored part of the run (after --warmup); erplab opens every
 // connection before the run starts, so the tps has no connection time in
 // it.
-func (w *Workload) Report(out io.Writer, doc *record.Document) {
+func (w *Workload) Report(out io.Writer, doc *results.Document) {
 	ops := doc.Operations
 	if len(ops) != len(w.opts.Scripts) {
 		return
