@@ -439,12 +439,7 @@ func (r *Recorder) Totals(scored time.Duration) results.Totals {
 	t := results.Totals{ScoredSeconds: scored.Seconds(), BacklogLeft: r.backlogLeft.Load(), AbortedVUs: int(r.abortedVUs.Load())}
 	for _, o := range r.ops {
 		o.mu.Lock()
-		t.Count += o.count
-		t.Errors += o.errors
-		t.Skipped += o.skipped
-		t.Late += o.late
-		t.Retries += o.retries
-		t.Retried += o.retried
+		t.AddOp(results.OpResult{Count: o.count, Errors: o.errors, Skipped: o.skipped, Late: o.late, Retries: o.retries, Retried: o.retried})
 		o.mu.Unlock()
 	}
 	if scored > 0 {

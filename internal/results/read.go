@@ -107,20 +107,7 @@ func Rebuild(header *Document, series []Interval) (*Document, error) {
 		for _, name := range names {
 			oi := iv.Ops[name]
 			a := get(name)
-			r := &a.res
-			r.Count += oi.Count
-			r.Errors += oi.Errors
-			r.Skipped += oi.Skipped
-			r.Late += oi.Late
-			r.Retries += oi.Retries
-			r.Retried += oi.Retried
-			r.Zones.Merge(oi.Zones)
-			for k, v := range oi.ErrorsBySQLState {
-				if r.ErrorsBySQLState == nil {
-					r.ErrorsBySQLState = map[string]int64{}
-				}
-				r.ErrorsBySQLState[k] += v
-			}
+			a.res.addInterval(oi)
 			if oi.Zones.Total() != oi.Count+oi.Skipped {
 				a.exact = false
 			}
@@ -168,12 +155,7 @@ func Rebuild(header *Document, series []Interval) (*Document, error) {
 			r.PerSecond = float64(r.Count) / scored
 		}
 		d.Operations = append(d.Operations, r)
-		d.Totals.Count += r.Count
-		d.Totals.Errors += r.Errors
-		d.Totals.Skipped += r.Skipped
-		d.Totals.Late += r.Late
-		d.Totals.Retries += r.Retries
-		d.Totals.Retried += r.Retried
+		d.Totals.AddOp(r)
 	}
 	if scored > 0 {
 		d.Totals.PerSecond = float64(d.Totals.Count) / scored
@@ -184,4 +166,22 @@ func Rebuild(header *Document, series []Interval) (*Document, error) {
 	v, ok := Integral(d.Operations)
 	d.Integral = NewIntegralScore(v, ok)
 	return &d, nil
+}
+
+// addInterval adds an interval's counts, zones and errors by SQLSTATE of
+// the operation to r.
+func (r *OpResult) addInterval(oi OpInterval) {
+	r.Count += oi.Count
+	r.Errors += oi.Errors
+	r.Skipped += oi.Skipped
+	r.Late += oi.Late
+	r.Retries += oi.Retries
+	r.Retried += oi.Retried
+	r.Zones.Merge(oi.Zones)
+	for k, v := range oi.ErrorsBySQLState {
+		if r.ErrorsBySQLState == nil {
+			r.ErrorsBySQLState = map[string]int64{}
+		}
+		r.ErrorsBySQLState[k] += v
+	}
 }

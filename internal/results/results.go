@@ -64,6 +64,18 @@ type Totals struct {
 	AbortedVUs int `json:"aborted_vus,omitempty"`
 }
 
+// AddOp adds an operation's Count, Errors, Skipped, Late, Retries and
+// Retried to the totals' (not PerSecond, ScoredSeconds, BacklogLeft or
+// AbortedVUs, which are the run's).
+func (t *Totals) AddOp(op OpResult) {
+	t.Count += op.Count
+	t.Errors += op.Errors
+	t.Skipped += op.Skipped
+	t.Late += op.Late
+	t.Retries += op.Retries
+	t.Retried += op.Retried
+}
+
 // Document is the final results file of `erplab run` (docs/results-format.md).
 type Document struct {
 	Format string `json:"format"`

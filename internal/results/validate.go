@@ -50,12 +50,7 @@ func Validate(d *Document) error {
 		if z := op.Zones.Total(); z != op.Count+op.Skipped && !(noZones && z == 0) {
 			return fmt.Errorf("%s: total %d, want count + skipped = %d", f("zones"), z, op.Count+op.Skipped)
 		}
-		sum.Count += op.Count
-		sum.Errors += op.Errors
-		sum.Skipped += op.Skipped
-		sum.Late += op.Late
-		sum.Retries += op.Retries
-		sum.Retried += op.Retried
+		sum.AddOp(op)
 	}
 	for _, c := range []struct {
 		field     string
