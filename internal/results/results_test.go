@@ -247,3 +247,16 @@ func TestWriteFileAtomic(t *testing.T) {
 		t.Fatal("temp file left behind")
 	}
 }
+
+// A run killed before its first interval closed reads as an empty
+// document: every operation of the header with no sample, APDEX "ns".
+func TestReadHeaderOnlyStream(t *testing.T) {
+	d, err := Read("testdata/header-only.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Status != "killed: stream ended at t=0s without a summary" || len(d.Operations) != 5 || d.Totals.Count != 0 ||
+		d.Integral.Rating != "ns" || !d.EndedAt.Equal(d.StartedAt) || d.Operations[4].Name != "hour_report" || d.Operations[4].TargetMs != 500 {
+		t.Fatalf("%+v", d)
+	}
+}
