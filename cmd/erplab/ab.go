@@ -14,7 +14,7 @@ import (
 	"github.com/erplab/erplab/internal/compare"
 	"github.com/erplab/erplab/internal/experiment"
 	"github.com/erplab/erplab/internal/loadtest"
-	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/remedy"
 	_ "github.com/erplab/erplab/internal/remedy/all"
 	"github.com/erplab/erplab/internal/workload"
@@ -198,7 +198,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 }
 
 // fmtIntegral prints a run's integral APDEX with its rating.
-func fmtIntegral(d *record.Document) string {
+func fmtIntegral(d *results.Document) string {
 	if d.Integral.NS() {
 		return "NS"
 	}

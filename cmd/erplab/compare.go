@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/erplab/erplab/internal/compare"
-	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 )
 
 // newCompareCmd is `erplab compare BASELINE.json VARIANT.json [...]`.
@@ -45,9 +45,9 @@ Exit codes: 0 compared; 1 an input could not be read; 2 bad usage; 99 with
 			if !(alpha > 0 && alpha < 1) || !(minEffect >= 0) {
 				return withCode(exitUsage, fmt.Errorf("--alpha must be in (0, 1) and --min-effect >= 0 (got %g, %g)", alpha, minEffect))
 			}
-			docs := make([]*record.Document, len(args))
+			docs := make([]*results.Document, len(args))
 			for i, p := range args {
-				d, err := record.ReadFile(p)
+				d, err := results.Read(p)
 				if err != nil {
 					return withCode(exitError, err)
 				}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/erplab/erplab/internal/pgtest"
-	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 )
 
 var srv *pgtest.Server
@@ -67,7 +67,7 @@ func TestRunEmbeddedDefault(t *testing.T) {
 	if len(files) != 1 {
 		t.Fatalf("results files: %v\n%s", files, out)
 	}
-	doc, err := record.ReadFile(files[0])
+	doc, err := results.Read(files[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func interrupted(t *testing.T, sig syscall.Signal) {
 	if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
 		t.Fatalf("throwaway cluster %s left behind after SIGINT", dataDir)
 	}
-	doc, err := record.ReadFile(filepath.Join(dir, "r.json"))
+	doc, err := results.Read(filepath.Join(dir, "r.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,14 +172,14 @@ func TestBadFlagsOneLine(t *testing.T) {
 
 func TestCheckApdexMin(t *testing.T) {
 	for _, tc := range []struct {
-		score record.IntegralScore
+		score results.IntegralScore
 		min   float64
 		code  int
 	}{
-		{record.NewIntegralScore(0.86, true), 0.85, 0},
-		{record.NewIntegralScore(0.85, true), 0.85, 0},
-		{record.NewIntegralScore(0.849, true), 0.85, exitThreshold},
-		{record.NewIntegralScore(0, false), 0.1, exitThreshold},
+		{results.NewIntegralScore(0.86, true), 0.85, 0},
+		{results.NewIntegralScore(0.85, true), 0.85, 0},
+		{results.NewIntegralScore(0.849, true), 0.85, exitThreshold},
+		{results.NewIntegralScore(0, false), 0.1, exitThreshold},
 	} {
 		err := checkApdexMin(tc.score, tc.min)
 		var ce *codedError
@@ -206,7 +206,7 @@ func TestApdexMinFailsOverloadedRun(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != exitThreshold {
 		t.Fatalf("exit %v, want %d\n%s", err, exitThreshold, out)
 	}
-	doc, err := record.ReadFile(filepath.Join(dir, "r.json"))
+	doc, err := results.Read(filepath.Join(dir, "r.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestRunERPEmbedded(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	doc, err := record.ReadFile(filepath.Join(dir, "erp.json"))
+	doc, err := results.Read(filepath.Join(dir, "erp.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/loadtest"
-	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/stress"
 	"github.com/erplab/erplab/internal/workload"
 	_ "github.com/erplab/erplab/internal/workload/all" // every built-in workload
@@ -164,7 +164,7 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
 
 // checkApdexMin fails with exit code 99 when the integral APDEX is below
 // min or has no samples.
-func checkApdexMin(i record.IntegralScore, min float64) error {
+func checkApdexMin(i results.IntegralScore, min float64) error {
 	switch {
 	case i.NS():
 		return withCode(exitThreshold, fmt.Errorf("integral APDEX is NS (no samples); --apdex-min %g not met", min))

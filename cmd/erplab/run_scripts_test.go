@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 )
 
 // A pgbench script run with pgbench's own flags: -c/-t counts exactly,
@@ -37,7 +37,7 @@ func TestRunScriptFlags(t *testing.T) {
 	if n != 12 || sum != 4*(70+71+72) {
 		t.Fatalf("seen has %d rows summing to %d, want 12 rows summing to %d\n%s", n, sum, 4*(70+71+72), text)
 	}
-	doc, err := record.ReadFile(out)
+	doc, err := results.Read(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestRunScriptOrderAndFlagErrors(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, text)
 	}
-	doc, err := record.ReadFile(out)
+	doc, err := results.Read(out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ import (
 	"sort"
 
 	"github.com/erplab/erplab/internal/apdex"
-	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/sampler"
 )
 
@@ -185,7 +185,7 @@ func (c *Comparison) Find(subject, metric string) *Row {
 // names). Operations present in only one run are compared with the
 // other side's values as NaN and verdict n/a. It returns an error when an
 // observations section cannot be decoded or opts are out of range.
-func Compare(nameA string, a *record.Document, nameB string, b *record.Document, opts Options) (*Comparison, error) {
+func Compare(nameA string, a *results.Document, nameB string, b *results.Document, opts Options) (*Comparison, error) {
 	opts, err := opts.norm()
 	if err != nil {
 		return nil, err
@@ -256,9 +256,9 @@ func decide(rows []Row, opts Options) {
 // scoredIntervals returns the intervals that count for series tests: not
 // warm-up and not a last partial interval (shorter than the run's
 // interval by more than 10 %).
-func scoredIntervals(d *record.Document) []record.Interval {
+func scoredIntervals(d *results.Document) []results.Interval {
 	step := intervalSeconds(d)
-	var out []record.Interval
+	var out []results.Interval
 	prev := 0.0
 	for i, iv := range d.Series {
 		length := iv.T - prev
@@ -274,7 +274,7 @@ func scoredIntervals(d *record.Document) []record.Interval {
 	return out
 }
 
-func intervalSeconds(d *record.Document) float64 {
+func intervalSeconds(d *results.Document) float64 {
 	var p struct {
 		IntervalS float64 `json:"interval_s"`
 	}
@@ -284,10 +284,10 @@ func intervalSeconds(d *record.Document) float64 {
 	return 1
 }
 
-func opNames(a, b *record.Document) []string {
+func opNames(a, b *results.Document) []string {
 	seen := map[string]bool{}
 	var names []string
-	for _, d := range []*record.Document{a, b} {
+	for _, d := range []*results.Document{a, b} {
 		for _, op := range d.Operations {
 			if !seen[op.Name] {
 				seen[op.Name] = true
@@ -298,7 +298,7 @@ func opNames(a, b *record.Document) []string {
 	return names
 }
 
-func findOp(d *record.Document, name string) *record.OpResult {
+func findOp(d *results.Document, name string) *results.OpResult {
 	for i := range d.Operations {
 		if d.Operations[i].Name == name {
 			return &d.Operations[i]
@@ -333,7 +333,7 @@ func proportionMoments(k, n int64) (p, varMean float64) {
 
 var nan = math.NaN()
 
-func operationRows(a, b *record.Document) []Row {
+func operationRows(a, b *results.Document) []Row {
 	ia, ib := scoredIntervals(a), scoredIntervals(b)
 	var rows []Row
 	for _, name := range opNames(a, b) {
@@ -360,12 +360,12 @@ func operationRows(a, b *record.Document) []Row {
 		// Percentiles over the interval series.
 		for _, q := range []struct {
 			metric string
-			whole  func(record.Latency) float64
-			iv     func(record.OpInterval) float64
+			whole  func(results.Latency) float64
+			iv     func(results.OpInterval) float64
 		}{
-			{"p50_ms", func(l record.Latency) float64 { return l.P50 }, func(o record.OpInterval) float64 { return o.P50 }},
-			{"p95_ms", func(l record.Latency) float64 { return l.P95 }, func(o record.OpInterval) float64 { return o.P95 }},
-			{"p99_ms", func(l record.Latency) float64 { return l.P99 }, func(o record.OpInterval) float64 { return o.P99 }},
+			{"p50_ms", func(l results.Latency) float64 { return l.P50 }, func(o results.OpInterval) float64 { return o.P50 }},
+			{"p95_ms", func(l results.Latency) float64 { return l.P95 }, func(o results.OpInterval) float64 { return o.P95 }},
+			{"p99_ms", func(l results.Latency) float64 { return l.P99 }, func(o results.OpInterval) float64 { return o.P99 }},
 		} {
 			r := base
 			r.Metric, r.Unit, r.Direction = q.metric, "ms", LowerBetter
@@ -413,7 +413,7 @@ func seriesTest(test func(a, b []float64) float64, method string, a, b []float64
 	return method, test(a, b), ""
 }
 
-func opSeries(ivs []record.Interval, name string, f func(record.OpInterval) float64) []float64 {
+func opSeries(ivs []results.Interval, name string, f func(results.OpInterval) float64) []float64 {
 	var out []float64
 	for _, iv := range ivs {
 		if o, ok := iv.Ops[name]; ok && o.Count-o.Errors > 0 {
@@ -423,7 +423,7 @@ func opSeries(ivs []record.Interval, name string, f func(record.OpInterval) floa
 	return out
 }
 
-func opCounts(ivs []record.Interval, name string) []float64 {
+func opCounts(ivs []results.Interval, name string) []float64 {
 	out := make([]float64, 0, len(ivs))
 	for _, iv := range ivs {
 		out = append(out, float64(iv.Ops[name].Count))
@@ -433,7 +433,7 @@ func opCounts(ivs []record.Interval, name string) []float64 {
 
 // integralMoments is the integral APDEX and the variance of it by the
 // delta method: Σ wᵢ² Var(scoreᵢ) / (Σ wᵢ)², weights as apdex.Integral.
-func integralMoments(d *record.Document) (value, varMean float64, ok bool) {
+func integralMoments(d *results.Document) (value, varMean float64, ok bool) {
 	maxP := 1
 	for _, op := range d.Operations {
 		maxP = max(maxP, op.Priority)
@@ -454,7 +454,7 @@ func integralMoments(d *record.Document) (value, varMean float64, ok bool) {
 	return d.Integral.Value, sv / (sw * sw), true
 }
 
-func integralRows(a, b *record.Document) []Row {
+func integralRows(a, b *results.Document) []Row {
 	base := Row{Section: "integral", Subject: "integral", P: nan}
 	var rows []Row
 	r := base
@@ -470,7 +470,7 @@ func integralRows(a, b *record.Document) []Row {
 	r = base
 	r.Metric, r.Unit, r.Direction = "per_second", "1/s", HigherBetter
 	r.A, r.B = a.Totals.PerSecond, b.Totals.PerSecond
-	totals := func(ivs []record.Interval) []float64 {
+	totals := func(ivs []results.Interval) []float64 {
 		out := make([]float64, 0, len(ivs))
 		for _, iv := range ivs {
 			out = append(out, float64(iv.Count))
@@ -494,7 +494,7 @@ func integralRows(a, b *record.Document) []Row {
 
 // Observations returns the decoded observations section of d, nil
 // when the run kept none.
-func Observations(d *record.Document) (*sampler.Observations, error) {
+func Observations(d *results.Document) (*sampler.Observations, error) {
 	raw, ok := d.Extra["observations"]
 	if !ok || len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
@@ -517,7 +517,7 @@ func ratePoints(o *sampler.Observations) []sampler.Sample {
 // TopWaits is how many wait events (besides CPU) observation rows list.
 const TopWaits = 5
 
-func observationRows(a, b *record.Document) ([]Row, error) {
+func observationRows(a, b *results.Document) ([]Row, error) {
 	oa, err := Observations(a)
 	if err != nil {
 		return nil, fmt.Errorf("compare: baseline: %w", err)
@@ -625,7 +625,7 @@ func obsSeries(o *sampler.Observations, f func(*sampler.Sample) float64) []float
 }
 
 // catalogGrowth is Σ after - Σ before of extra.catalog, bytes.
-func catalogGrowth(d *record.Document) (float64, bool) {
+func catalogGrowth(d *results.Document) (float64, bool) {
 	raw, ok := d.Extra["catalog"]
 	if !ok {
 		return 0, false

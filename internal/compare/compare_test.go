@@ -18,7 +18,7 @@ import (
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/pgtest"
-	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/workload"
 	"github.com/erplab/erplab/internal/workload/smoke"
 )
@@ -50,14 +50,14 @@ func (s slowed) Execute(ctx context.Context, conn *pgx.Conn, vu *workload.VU, op
 // configuration again, and the variant with item_lookup slowed.
 var (
 	runsOnce sync.Once
-	runDocs  [3]*record.Document
+	runDocs  [3]*results.Document
 	runErr   error
 )
 
 // threeRuns performs the three smoke runs at the same time, each on its
 // own fresh database of the shared test server, so that whatever else
 // the machine does meets all three alike.
-func threeRuns(t *testing.T) [3]*record.Document {
+func threeRuns(t *testing.T) [3]*results.Document {
 	t.Helper()
 	runsOnce.Do(func() {
 		dir := t.TempDir()
@@ -201,7 +201,7 @@ func TestHolm(t *testing.T) {
 }
 
 func TestBadOptions(t *testing.T) {
-	d := &record.Document{}
+	d := &results.Document{}
 	if _, err := compare.Compare("a", d, "b", d, compare.Options{Alpha: 2}); err == nil {
 		t.Fatal("alpha 2 accepted")
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/workload"
 )
 
@@ -79,7 +80,7 @@ type Config struct {
 	ServerGone time.Duration
 	// OnInterval receives every closed interval of the time series (from
 	// the controller goroutine), e.g. to stream it to disk.
-	OnInterval func(record.Interval)
+	OnInterval func(results.Interval)
 	// Tick is how often the controller adjusts VUs and closes intervals
 	// (default 100 ms).
 	Tick time.Duration
@@ -137,7 +138,7 @@ type Config struct {
 // operation itself (like pgbench --max-tries after a serialization failure
 // or a deadlock): after each Execute the engine asks how many retries that
 // execution took on vu and records them (record.Sample.Retries, summed per
-// key operation in record.OpResult.Retries).
+// key operation in results.OpResult.Retries).
 type RetryCounter interface {
 	LastRetries(vu *workload.VU) int
 }
@@ -160,7 +161,7 @@ type Outcome struct {
 	Arrivals int64
 	// BacklogLeft (open model) counts the arrivals that were due by the
 	// end of the run and never started; also given to the recorder
-	// (record.Totals.BacklogLeft).
+	// (results.Totals.BacklogLeft).
 	BacklogLeft int64
 	// Unfinished (TxPerVU) counts the VUs that stopped before running
 	// their TxPerVU operations, the aborted ones excepted.
@@ -170,7 +171,7 @@ type Outcome struct {
 	// pgbench's aborted clients). The run's Status is unaffected
 	// ("completed" when it ran to its end or every VU stopped); a caller
 	// reports them, e.g. as pgbench's "the run was aborted". Also given to
-	// the recorder (record.Totals.AbortedVUs).
+	// the recorder (results.Totals.AbortedVUs).
 	AbortedVUs int
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/workload"
 )
 
@@ -59,7 +60,7 @@ func ops(w workload.Workload) []record.OpInfo {
 	return out
 }
 
-func run(t *testing.T, w workload.Workload, cfg engine.Config, poolSize int) (engine.Outcome, []record.OpResult, *record.Recorder, error) {
+func run(t *testing.T, w workload.Workload, cfg engine.Config, poolSize int) (engine.Outcome, []results.OpResult, *record.Recorder, error) {
 	t.Helper()
 	pool := srv.Pool(t, srv.NewDatabase(t))
 	cfg.Workload = w
@@ -207,7 +208,7 @@ func TestErrorsBySQLStateAndLostConnections(t *testing.T) {
 	if out.Status != "completed" {
 		t.Fatalf("status %q", out.Status)
 	}
-	byName := map[string]record.OpResult{}
+	byName := map[string]results.OpResult{}
 	for _, r := range res {
 		byName[r.Name] = r
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/workload"
 )
 
@@ -28,7 +29,7 @@ func (l *sampleLog) add(s record.Sample) {
 
 // runOn runs w on the database dsn with a pool of poolSize connections;
 // atStart is called just before the run starts.
-func runOn(t *testing.T, dsn string, w workload.Workload, cfg engine.Config, poolSize int, atStart func()) (engine.Outcome, []record.OpResult, *record.Recorder, error) {
+func runOn(t *testing.T, dsn string, w workload.Workload, cfg engine.Config, poolSize int, atStart func()) (engine.Outcome, []results.OpResult, *record.Recorder, error) {
 	t.Helper()
 	cfg.Workload = w
 	if cfg.Roles == nil {
@@ -44,7 +45,7 @@ func runOn(t *testing.T, dsn string, w workload.Workload, cfg engine.Config, poo
 // checkArrivals asserts that every arrival of an open-model run is
 // accounted for: executed (scored or warm-up), skipped, cut short, or left
 // in the backlog.
-func checkArrivals(t *testing.T, out engine.Outcome, res []record.OpResult) {
+func checkArrivals(t *testing.T, out engine.Outcome, res []results.OpResult) {
 	t.Helper()
 	var n int64
 	for _, r := range res {

@@ -40,7 +40,7 @@ import (
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/pgcluster"
-	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/remedy"
 	"github.com/erplab/erplab/internal/workload"
 )
@@ -101,7 +101,7 @@ type RunResult struct {
 	Variant  string
 	Round    int
 	Path     string
-	Doc      *record.Document
+	Doc      *results.Document
 	Remedies []remedy.Record
 }
 
@@ -384,7 +384,7 @@ type Experiment struct {
 
 // writeRemedies adds extra.remedies and extra.experiment to the results
 // document and rewrites the file.
-func writeRemedies(doc *record.Document, path string, v Variant, round int, db, template, tempStyle, cache string, recs []remedy.Record) error {
+func writeRemedies(doc *results.Document, path string, v Variant, round int, db, template, tempStyle, cache string, recs []remedy.Record) error {
 	if recs == nil {
 		recs = []remedy.Record{}
 	}
@@ -406,7 +406,7 @@ func writeRemedies(doc *record.Document, path string, v Variant, round int, db, 
 }
 
 // Remedies reads extra.remedies of a results document (nil when absent).
-func Remedies(doc *record.Document) ([]remedy.Record, error) {
+func Remedies(doc *results.Document) ([]remedy.Record, error) {
 	raw, ok := doc.Extra["remedies"]
 	if !ok {
 		return nil, nil

@@ -16,7 +16,7 @@ import (
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/pgtest"
-	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 	_ "github.com/erplab/erplab/internal/remedy/all"
 	"github.com/erplab/erplab/internal/remedy/rewriteproxy"
 	"github.com/erplab/erplab/internal/remedy/settings"
@@ -213,7 +213,7 @@ func TestABRun(t *testing.T) {
 	}
 
 	// Remedies as read back from the files.
-	doc, err := record.ReadFile(filepath.Join(outDir, "tuned-1.json"))
+	doc, err := results.Read(filepath.Join(outDir, "tuned-1.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestABRun(t *testing.T) {
 	if rw, _ := recs[1].Changed["rewrites"].(float64); rw == 0 {
 		t.Fatalf("the proxy rewrote no OR-over-subquery statement: %v", recs[1].Changed["summary"])
 	}
-	doc, err = record.ReadFile(filepath.Join(outDir, "ls-1.json"))
+	doc, err = results.Read(filepath.Join(outDir, "ls-1.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestABRun(t *testing.T) {
 	if len(recs) != 1 || recs[0].Changed["temp_style"] != erp.TempStyleLsFusion {
 		t.Fatalf("ls remedies: %+v", recs)
 	}
-	doc, err = record.ReadFile(filepath.Join(outDir, "baseline-1.json"))
+	doc, err = results.Read(filepath.Join(outDir, "baseline-1.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func TestColdRuns(t *testing.T) {
 		t.Fatal("the postmaster was not restarted")
 	}
 	for _, name := range []string{"baseline-1", "ls-1"} {
-		doc, err := record.ReadFile(filepath.Join(outDir, name+".json"))
+		doc, err := results.Read(filepath.Join(outDir, name+".json"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/remedy"
 	"github.com/erplab/erplab/internal/remedy/tmpfs"
 	"github.com/erplab/erplab/internal/workload"
@@ -195,7 +195,7 @@ func undone() []string {
 // remediesOf reads extra.remedies of a results file as JSON text.
 func remediesOf(t *testing.T, path string) []remedy.Record {
 	t.Helper()
-	doc, err := record.ReadFile(path)
+	doc, err := results.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}

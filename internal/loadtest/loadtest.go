@@ -26,6 +26,7 @@ import (
 	"github.com/erplab/erplab/internal/metrics"
 	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/runenv"
 	"github.com/erplab/erplab/internal/sampler"
 	"github.com/erplab/erplab/internal/storm"
@@ -153,7 +154,7 @@ var ErrInterrupted = errors.New("interrupted before the load test started; nothi
 
 // Result is what Run returns: the document and where it was written.
 type Result struct {
-	Doc        *record.Document
+	Doc        *results.Document
 	Path       string
 	StreamPath string
 }
@@ -272,7 +273,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		return nil, fmt.Errorf("open %d connections: %s (with --connections %d)", poolSize, conninfo.Describe(err), opts.Connections)
 	}
 
-	stream, err := record.CreateStream(streamPath)
+	stream, err := results.CreateStream(streamPath)
 	if err != nil {
 		return nil, err
 	}
@@ -300,8 +301,8 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	}
 	params.LatencyLimitMs = float64(opts.LatencyLimit) / float64(time.Millisecond)
 	params.TxPerVU = opts.TxPerVU
-	doc := &record.Document{
-		Format: record.Format, Version: opts.Version, CommandLine: redactArgs(opts.CommandLine),
+	doc := &results.Document{
+		Format: results.Format, Schema: results.SchemaVersion, Version: opts.Version, CommandLine: redactArgs(opts.CommandLine),
 		Workload: opts.Workload.Name(), Status: "running",
 	}
 	doc.Environment, _ = json.Marshal(env)
@@ -309,7 +310,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 
 	start := time.Now()
 	doc.StartedAt = start
-	if err := stream.Write(record.StreamLine{Type: "header", Header: doc}); err != nil {
+	if err := stream.Write(results.StreamLine{Type: "header", Header: doc}); err != nil {
 		return nil, err
 	}
 	rec := record.New(recOps, start, opts.Warmup, opts.Interval)
@@ -368,8 +369,8 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		Think: opts.Think, Connections: opts.Connections, MaxErrors: opts.MaxErrors,
 		Seed: opts.Seed, GracefulStop: opts.GracefulStop,
 		Rate: opts.Rate, LatencyLimit: opts.LatencyLimit, TxPerVU: opts.TxPerVU,
-		OnInterval: func(iv record.Interval) {
-			if err := stream.Write(record.StreamLine{Type: "interval", Interval: &iv}); err != nil {
+		OnInterval: func(iv results.Interval) {
+			if err := stream.Write(results.StreamLine{Type: "interval", Interval: &iv}); err != nil {
 				streamMu.Lock()
 				if streamErr == nil {
 					streamErr = err
@@ -421,8 +422,8 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		params.WorkloadDetails = d.Describe()
 		doc.Parameters, _ = json.Marshal(params)
 	}
-	v, ok := record.Integral(doc.Operations)
-	doc.Integral = record.NewIntegralScore(v, ok)
+	v, ok := results.Integral(doc.Operations)
+	doc.Integral = results.NewIntegralScore(v, ok)
 	doc.Totals = rec.Totals(scored)
 	doc.Series = rec.Series()
 	cat := CatalogGrowth{Before: catBefore, After: catalogSizes(context.WithoutCancel(ctx), pool)}
@@ -442,7 +443,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	}
 	summary := *doc
 	summary.Series = nil
-	if err := stream.Write(record.StreamLine{Type: "summary", Summary: &summary}); err != nil && streamErr == nil {
+	if err := stream.Write(results.StreamLine{Type: "summary", Summary: &summary}); err != nil && streamErr == nil {
 		streamErr = err
 	}
 	PrintSummary(out, doc, outcome)

@@ -15,7 +15,7 @@ import (
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/pgtest"
-	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/sampler"
 	"github.com/erplab/erplab/internal/workload"
 	"github.com/erplab/erplab/internal/workload/smoke"
@@ -47,7 +47,7 @@ func TestRunResultsMatchPrintedTable(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	doc, err := record.ReadFile(res.Path)
+	doc, err := results.Read(res.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestRunResultsMatchPrintedTable(t *testing.T) {
 	if strings.Contains(string(mustRead(t, res.Path)), "s3cret") {
 		t.Fatal("a password reached the results file")
 	}
-	h, series, summary, err := record.ReadStream(res.StreamPath)
+	h, series, summary, err := results.ReadStream(res.StreamPath)
 	if err != nil || h == nil || summary == nil || len(series) != len(doc.Series) {
 		t.Fatalf("stream: err %v header %v summary %v, %d vs %d intervals", err, h != nil, summary != nil, len(series), len(doc.Series))
 	}
@@ -181,7 +181,7 @@ func TestServerGoneMidRunKeepsResults(t *testing.T) {
 	if res == nil {
 		t.Fatal("no results returned")
 	}
-	doc, rerr := record.ReadFile(res.Path)
+	doc, rerr := results.Read(res.Path)
 	if rerr != nil {
 		t.Fatal(rerr)
 	}

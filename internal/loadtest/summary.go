@@ -10,13 +10,14 @@ import (
 	"github.com/erplab/erplab/internal/apdex"
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/sampler"
 )
 
 // PrintSummary writes the end-of-run table: per key operation T, count,
 // errors, p50/p95/p99/max response time, pool wait p95, APDEX [T] and its
 // rating, then the integral APDEX and the error codes seen.
-func PrintSummary(w io.Writer, doc *record.Document, out engine.Outcome) {
+func PrintSummary(w io.Writer, doc *results.Document, out engine.Outcome) {
 	fmt.Fprintf(w, "\nrun %s after %s", doc.Status, out.Elapsed.Round(100*time.Millisecond))
 	if out.Cancelled > 0 {
 		fmt.Fprintf(w, " (%d operations cut short at the end, not counted)", out.Cancelled)
@@ -46,7 +47,7 @@ func PrintSummary(w io.Writer, doc *record.Document, out engine.Outcome) {
 	if warm > 0 {
 		fmt.Fprintf(w, "warm-up: %d operations recorded apart, not scored\n", warm)
 	}
-	if codes := record.SQLStates(doc.Operations); len(codes) > 0 {
+	if codes := results.SQLStates(doc.Operations); len(codes) > 0 {
 		parts := make([]string, 0, len(codes))
 		for _, c := range codes {
 			var n int64
@@ -72,7 +73,7 @@ func rating(s apdex.Score) string {
 	return s.Rating().String()
 }
 
-func integralString(i record.IntegralScore) string {
+func integralString(i results.IntegralScore) string {
 	if i.NS() {
 		return "NS"
 	}
@@ -157,7 +158,7 @@ func printProgress(say func(string, ...any), rec *record.Recorder, obs *sampler.
 // in APDEX as frustrated) (arrivals, schedule lag
 // per key operation, skipped, late, the backlog left at the end) and the
 // latency-limit and transactions-per-VU counts, when the run had any.
-func printOpenModel(w io.Writer, doc *record.Document, out engine.Outcome) {
+func printOpenModel(w io.Writer, doc *results.Document, out engine.Outcome) {
 	t := doc.Totals
 	if out.Arrivals > 0 {
 		fmt.Fprintf(w, "\nopen model: %d arrivals scheduled; response times run from each arrival's scheduled start\n", out.Arrivals)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/sampler"
 	"github.com/erplab/erplab/internal/storm"
 )
@@ -241,7 +242,7 @@ func TestExporterOps(t *testing.T) {
 	if _, ok := value(t, fams, "erplab_apdex", map[string]string{"operation": "report"}); ok {
 		t.Error("APDEX of an operation without samples is exported")
 	}
-	iv, _ := record.Integral(res)
+	iv, _ := results.Integral(res)
 	if m, ok := value(t, fams, "erplab_apdex_integral", nil); !ok || num(m) != iv {
 		t.Errorf("integral %v, want %v", m, iv)
 	}

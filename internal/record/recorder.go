@@ -6,13 +6,14 @@
 // a rate, engine.Config.Rate) it also keeps the schedule lag (actual start
 // minus scheduled start, its own HdrHistogram), arrivals skipped under a
 // latency limit, executions late above that limit, retries, and the
-// backlog of due arrivals not yet started. It also streams intervals to disk
-// as the run goes and writes the final results document (see
-// docs/results-format.md for the format).
+// backlog of due arrivals not yet started. It produces the types of package
+// results (results.Interval per closed interval, results.OpResult and
+// results.Totals at the end); writing, streaming and reading them belong to
+// package results (docs/results-format.md).
 package record
 
 import (
-	"sort"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/erplab/erplab/internal/apdex"
+	"github.com/erplab/erplab/internal/results"
 )
 
 // Histogram range: 1 µs to 1 hour at 3 significant digits (HdrHistogram's
@@ -100,28 +102,32 @@ func (s Sample) Response() time.Duration { return s.Lag() + s.Wait + s.DB }
 // opStats is guarded by its own mutex so virtual users recording different
 // operations do not contend.
 type opStats struct {
-	mu       sync.Mutex
-	info     OpInfo
-	resp     *hdrhistogram.Histogram // response time, µs, scored samples only
-	wait     *hdrhistogram.Histogram // pool wait, µs
-	db       *hdrhistogram.Histogram // time in the database, µs
-	lag      *hdrhistogram.Histogram // schedule lag, µs, open-model samples only
-	ivResp   *hdrhistogram.Histogram // response time in the current interval
-	ivCount  int64
-	ivErrors int64
-	ivSkip   int64
-	ivLate   int64
-	count    int64 // scored samples, errors included
-	errors   int64
-	skipped  int64 // scored arrivals skipped under the latency limit
-	late     int64 // successful scored executions above the latency limit
-	retries  int64
-	retried  int64 // scored executions with at least one retry
-	byState  map[string]int64
-	apdex    apdex.Counts
-	warmN    int64
-	warmErr  int64
-	warmSkip int64
+	mu        sync.Mutex
+	info      OpInfo
+	resp      *hdrhistogram.Histogram // response time, µs, scored samples only
+	wait      *hdrhistogram.Histogram // pool wait, µs
+	db        *hdrhistogram.Histogram // time in the database, µs
+	lag       *hdrhistogram.Histogram // schedule lag, µs, open-model samples only
+	ivResp    *hdrhistogram.Histogram // response time in the current interval
+	ivCount   int64
+	ivErrors  int64
+	ivSkip    int64
+	ivLate    int64
+	ivRetries int64
+	ivRetried int64
+	ivApdex   apdex.Counts
+	ivState   map[string]int64
+	count     int64 // scored samples, errors included
+	errors    int64
+	skipped   int64 // scored arrivals skipped under the latency limit
+	late      int64 // successful scored executions above the latency limit
+	retries   int64
+	retried   int64 // scored executions with at least one retry
+	byState   map[string]int64
+	apdex     apdex.Counts
+	warmN     int64
+	warmErr   int64
+	warmSkip  int64
 }
 
 // Recorder accumulates samples. Record, SetGauges, Gauges, Snapshot,
@@ -135,7 +141,7 @@ type Recorder struct {
 	interval time.Duration
 
 	ivIndex     int // number of intervals closed so far
-	series      []Interval
+	series      []results.Interval
 	vus         atomic.Int64
 	inflight    atomic.Int64
 	waiters     atomic.Int64
@@ -158,7 +164,7 @@ func New(ops []OpInfo, start time.Time, warmup, interval time.Duration) *Recorde
 	for _, op := range ops {
 		r.ops = append(r.ops, &opStats{
 			info: op, resp: newHist(), wait: newHist(), db: newHist(), lag: newHist(), ivResp: newHist(),
-			byState: map[string]int64{},
+			byState: map[string]int64{}, ivState: map[string]int64{},
 		})
 	}
 	return r
@@ -208,6 +214,8 @@ func (r *Recorder) Record(s Sample) {
 	if s.Retries > 0 {
 		o.retries += int64(s.Retries)
 		o.retried++
+		o.ivRetries += int64(s.Retries)
+		o.ivRetried++
 	}
 	if !s.Scheduled.IsZero() {
 		recordMicros(o.lag, s.Lag())
@@ -216,6 +224,7 @@ func (r *Recorder) Record(s Sample) {
 		o.errors++
 		o.ivErrors++
 		o.byState[s.SQLState]++
+		o.ivState[s.SQLState]++
 	} else {
 		// Latency histograms hold successful executions only: a fast
 		// error must not make the percentiles look better.
@@ -229,6 +238,7 @@ func (r *Recorder) Record(s Sample) {
 		}
 	}
 	o.apdex.Add(resp, o.info.Target, failed)
+	o.ivApdex.Add(resp, o.info.Target, failed)
 }
 
 // RecordSkipped counts an arrival of operation op, scheduled at scheduled,
@@ -252,6 +262,7 @@ func (r *Recorder) RecordSkipped(op int, scheduled time.Time) {
 	o.skipped++
 	o.ivSkip++
 	o.apdex.Add(0, o.info.Target, true)
+	o.ivApdex.Add(0, o.info.Target, true)
 }
 
 // SetGauges stores the current number of active virtual users, of those
@@ -299,67 +310,29 @@ func (r *Recorder) SetBacklogLeft(n int64) { r.backlogLeft.Store(n) }
 // workload.ErrStopVU (the engine's Outcome.AbortedVUs), for Totals.
 func (r *Recorder) SetAbortedVUs(n int) { r.abortedVUs.Store(int64(n)) }
 
-// OpInterval is one operation's figures in one interval. Latencies in ms.
-type OpInterval struct {
-	Count  int64   `json:"n"`
-	Errors int64   `json:"err"`
-	P50    float64 `json:"p50_ms"`
-	P95    float64 `json:"p95_ms"`
-	P99    float64 `json:"p99_ms"`
-	Max    float64 `json:"max_ms"`
-	// Skipped counts arrivals skipped under the latency limit, by their
-	// skip time; Late successful executions above the limit.
-	Skipped int64 `json:"skipped,omitempty"`
-	Late    int64 `json:"late,omitempty"`
+// encode is h in the HdrHistogram V2 compressed encoding, base64, as
+// results.OpResult.Histogram holds it ("" if encoding fails, which it does
+// not for a histogram of this package's range).
+func encode(h *hdrhistogram.Histogram) string {
+	enc, err := h.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+	if err != nil {
+		return ""
+	}
+	return string(enc)
 }
-
-// Interval is one point of the time series.
-type Interval struct {
-	// T is the end of the interval in seconds since the run started.
-	T float64 `json:"t"`
-	// Warmup is true while the interval lies in the warm-up period.
-	Warmup bool `json:"warmup,omitempty"`
-	// VUs is the number of active virtual users at the end of the interval.
-	VUs int64 `json:"vus"`
-	// PoolWaiters is the number of VUs waiting for a connection at the end
-	// of the interval; PoolWaitersMax the largest number seen during it.
-	PoolWaiters    int64 `json:"pool_waiters"`
-	PoolWaitersMax int64 `json:"pool_waiters_max"`
-	// InFlight is the number of VUs inside an operation at the end of the
-	// interval (a stall shows as InFlight high and Count low).
-	InFlight int64 `json:"in_flight"`
-	// Ops holds per-operation figures by operation name; operations with
-	// no sample in the interval are left out.
-	Ops map[string]OpInterval `json:"ops"`
-	// Count and Errors sum all operations.
-	Count  int64 `json:"n"`
-	Errors int64 `json:"err"`
-	// Backlog (open model) is the number of arrivals due and not yet
-	// started at the end of the interval; BacklogMax the largest number
-	// seen during it (sampled whenever a VU takes an arrival and on every
-	// engine tick).
-	Backlog    int64 `json:"backlog,omitempty"`
-	BacklogMax int64 `json:"backlog_max,omitempty"`
-	// Skipped sums the operations' skipped arrivals, Late their late
-	// executions.
-	Skipped int64 `json:"skipped,omitempty"`
-	Late    int64 `json:"late,omitempty"`
-}
-
-func ms(us int64) float64 { return float64(us) / 1000 }
 
 // Tick closes every interval that has ended by now and returns them in
 // order (usually one). Warm-up samples are not in intervals; intervals
 // that lie in the warm-up period are marked.
-func (r *Recorder) Tick(now time.Time) []Interval {
-	var out []Interval
+func (r *Recorder) Tick(now time.Time) []results.Interval {
+	var out []results.Interval
 	for {
 		end := r.start.Add(time.Duration(r.ivIndex+1) * r.interval)
 		if now.Before(end) {
 			return out
 		}
 		r.ivIndex++
-		iv := Interval{
+		iv := results.Interval{
 			T:              end.Sub(r.start).Seconds(),
 			Warmup:         end.Sub(r.start) <= r.warmup,
 			VUs:            r.vus.Load(),
@@ -368,16 +341,22 @@ func (r *Recorder) Tick(now time.Time) []Interval {
 			PoolWaitersMax: r.maxWaiter.Swap(r.waiters.Load()),
 			Backlog:        r.backlog.Load(),
 			BacklogMax:     r.maxBacklog.Swap(r.backlog.Load()),
-			Ops:            map[string]OpInterval{},
+			Ops:            map[string]results.OpInterval{},
 		}
 		for _, o := range r.ops {
 			o.mu.Lock()
 			if o.ivCount > 0 || o.ivSkip > 0 {
-				oi := OpInterval{Count: o.ivCount, Errors: o.ivErrors, Skipped: o.ivSkip, Late: o.ivLate}
+				oi := results.OpInterval{
+					Count: o.ivCount, Errors: o.ivErrors, Skipped: o.ivSkip, Late: o.ivLate,
+					Zones: o.ivApdex, Retries: o.ivRetries, Retried: o.ivRetried,
+				}
 				if o.ivResp.TotalCount() > 0 {
-					q := o.ivResp.ValueAtPercentilesSlice([]float64{50, 95, 99})
-					oi.P50, oi.P95, oi.P99 = ms(q[0]), ms(q[1]), ms(q[2])
-					oi.Max = ms(o.ivResp.Max())
+					l := results.Summarize(o.ivResp)
+					oi.P50, oi.P95, oi.P99, oi.Max = l.P50, l.P95, l.P99, l.Max
+					oi.Histogram = encode(o.ivResp)
+				}
+				if len(o.ivState) > 0 {
+					oi.ErrorsBySQLState = maps.Clone(o.ivState)
 				}
 				iv.Ops[o.info.Name] = oi
 				iv.Count += o.ivCount
@@ -387,6 +366,8 @@ func (r *Recorder) Tick(now time.Time) []Interval {
 			}
 			o.ivResp.Reset()
 			o.ivCount, o.ivErrors, o.ivSkip, o.ivLate = 0, 0, 0, 0
+			o.ivRetries, o.ivRetried, o.ivApdex = 0, 0, apdex.Counts{}
+			clear(o.ivState)
 			o.mu.Unlock()
 		}
 		r.series = append(r.series, iv)
@@ -396,7 +377,7 @@ func (r *Recorder) Tick(now time.Time) []Interval {
 
 // Finish closes every interval up to now, then the last partial one (its
 // T is the real end, not a whole interval) when it holds any sample or time.
-func (r *Recorder) Finish(now time.Time) []Interval {
+func (r *Recorder) Finish(now time.Time) []results.Interval {
 	out := r.Tick(now)
 	last := r.start.Add(time.Duration(r.ivIndex) * r.interval)
 	if now.After(last) {
@@ -419,92 +400,21 @@ func (r *Recorder) Gauges() (vus, poolWaiters, inFlight int64) {
 }
 
 // Series returns the intervals closed so far.
-func (r *Recorder) Series() []Interval { return r.series }
-
-// Latency is a latency distribution summary in ms.
-type Latency struct {
-	Mean float64 `json:"mean_ms"`
-	P50  float64 `json:"p50_ms"`
-	P95  float64 `json:"p95_ms"`
-	P99  float64 `json:"p99_ms"`
-	Max  float64 `json:"max_ms"`
-	// StdDev is the standard deviation (pgbench's "latency stddev"); left
-	// out of the JSON when 0.
-	StdDev float64 `json:"stddev_ms,omitempty"`
-}
-
-func summarize(h *hdrhistogram.Histogram) Latency {
-	if h.TotalCount() == 0 {
-		return Latency{}
-	}
-	q := h.ValueAtPercentilesSlice([]float64{50, 95, 99})
-	return Latency{Mean: h.Mean() / 1000, P50: ms(q[0]), P95: ms(q[1]), P99: ms(q[2]), Max: ms(h.Max()), StdDev: h.StdDev() / 1000}
-}
-
-// OpResult is the final result of one key operation.
-type OpResult struct {
-	Name     string  `json:"name"`
-	TargetMs float64 `json:"target_ms"`
-	Priority int     `json:"priority"`
-	// Count is the number of scored executions, errors included.
-	Count  int64 `json:"count"`
-	Errors int64 `json:"errors"`
-	// Response is the response time (pool wait + database) of successful
-	// executions; PoolWait and DB split it.
-	Response Latency `json:"response"`
-	PoolWait Latency `json:"pool_wait"`
-	DB       Latency `json:"db"`
-	// PerSecond is Count divided by the scored duration.
-	PerSecond float64 `json:"per_second"`
-	// APDEX of the operation against its target time, over its scored
-	// executions and skipped arrivals (Apdex.Samples = Count + Skipped).
-	Apdex apdex.Score `json:"apdex"`
-	// Zones are the APDEX zone counts: errors and skipped arrivals are
-	// frustrated, so their total is Count + Skipped.
-	Zones apdex.Counts `json:"zones"`
-	// ErrorsBySQLState counts failed executions by SQLSTATE.
-	ErrorsBySQLState map[string]int64 `json:"errors_by_sqlstate,omitempty"`
-	// WarmupCount and WarmupErrors count executions started during warm-up
-	// (not scored).
-	WarmupCount  int64 `json:"warmup_count"`
-	WarmupErrors int64 `json:"warmup_errors"`
-	// Histogram is the response-time HdrHistogram in µs, in the
-	// HdrHistogram V2 compressed encoding, base64 (hdrhistogram-go Encode),
-	// so later tools can merge or re-query it.
-	Histogram string `json:"histogram_us"`
-	// Lag (open model only) is the schedule lag of scored executions,
-	// errors included: actual start minus scheduled start (pgbench's
-	// "schedule lag"). It is part of Response.
-	Lag Latency `json:"lag,omitzero"`
-	// Skipped counts scored arrivals not run because their lag exceeded
-	// the latency limit: not in Count or the histograms, but in the APDEX
-	// as frustrated (Zones); WarmupSkipped those scheduled in the warm-up
-	// (not scored).
-	Skipped       int64 `json:"skipped,omitempty"`
-	WarmupSkipped int64 `json:"warmup_skipped,omitempty"`
-	// Late counts successful scored executions whose response time
-	// exceeded the latency limit (pgbench's "above the latency limit").
-	Late int64 `json:"late,omitempty"`
-	// Retries sums the retries the workload reported (Sample.Retries);
-	// Retried counts the executions that were retried at least once
-	// (pgbench's "total number of retries" and "transactions retried").
-	Retries int64 `json:"retries,omitempty"`
-	Retried int64 `json:"retried,omitempty"`
-}
+func (r *Recorder) Series() []results.Interval { return r.series }
 
 // Results computes per-operation results; scored is the scored duration
 // (run length minus warm-up) used for rates.
-func (r *Recorder) Results(scored time.Duration) []OpResult {
-	out := make([]OpResult, 0, len(r.ops))
+func (r *Recorder) Results(scored time.Duration) []results.OpResult {
+	out := make([]results.OpResult, 0, len(r.ops))
 	for _, o := range r.ops {
 		o.mu.Lock()
-		res := OpResult{
+		res := results.OpResult{
 			Name: o.info.Name, TargetMs: float64(o.info.Target) / float64(time.Millisecond), Priority: o.info.Priority,
 			Count: o.count, Errors: o.errors,
-			Response: summarize(o.resp), PoolWait: summarize(o.wait), DB: summarize(o.db),
+			Response: results.Summarize(o.resp), PoolWait: results.Summarize(o.wait), DB: results.Summarize(o.db),
 			Apdex: o.apdex.Score(o.info.Target), Zones: o.apdex,
 			WarmupCount: o.warmN, WarmupErrors: o.warmErr,
-			Lag: summarize(o.lag), Skipped: o.skipped, WarmupSkipped: o.warmSkip, Late: o.late, Retries: o.retries, Retried: o.retried,
+			Lag: results.Summarize(o.lag), Skipped: o.skipped, WarmupSkipped: o.warmSkip, Late: o.late, Retries: o.retries, Retried: o.retried,
 		}
 		if scored > 0 {
 			res.PerSecond = float64(o.count) / scored.Seconds()
@@ -515,9 +425,7 @@ func (r *Recorder) Results(scored time.Duration) []OpResult {
 				res.ErrorsBySQLState[k] = v
 			}
 		}
-		if enc, err := o.resp.Encode(hdrhistogram.V2CompressedEncodingCookieBase); err == nil {
-			res.Histogram = string(enc)
-		}
+		res.Histogram = encode(o.resp)
 		o.mu.Unlock()
 		out = append(out, res)
 	}
@@ -527,16 +435,11 @@ func (r *Recorder) Results(scored time.Duration) []OpResult {
 // Totals sums the operations' scored figures over scored (the run length
 // minus warm-up, for PerSecond) and adds the backlog left at the end
 // (SetBacklogLeft) and the aborted VUs (SetAbortedVUs).
-func (r *Recorder) Totals(scored time.Duration) Totals {
-	t := Totals{ScoredSeconds: scored.Seconds(), BacklogLeft: r.backlogLeft.Load(), AbortedVUs: int(r.abortedVUs.Load())}
+func (r *Recorder) Totals(scored time.Duration) results.Totals {
+	t := results.Totals{ScoredSeconds: scored.Seconds(), BacklogLeft: r.backlogLeft.Load(), AbortedVUs: int(r.abortedVUs.Load())}
 	for _, o := range r.ops {
 		o.mu.Lock()
-		t.Count += o.count
-		t.Errors += o.errors
-		t.Skipped += o.skipped
-		t.Late += o.late
-		t.Retries += o.retries
-		t.Retried += o.retried
+		t.AddOp(results.OpResult{Count: o.count, Errors: o.errors, Skipped: o.skipped, Late: o.late, Retries: o.retries, Retried: o.retried})
 		o.mu.Unlock()
 	}
 	if scored > 0 {
@@ -556,16 +459,6 @@ func (r *Recorder) VisitOps(fn func(info OpInfo, resp *hdrhistogram.Histogram, z
 		fn(o.info, o.resp, o.apdex, o.count, o.errors)
 		o.mu.Unlock()
 	}
-}
-
-// Integral is the integral APDEX over the operations' scores, weighted by
-// priority (see apdex.Integral). ok is false when no operation has samples.
-func Integral(results []OpResult) (value float64, ok bool) {
-	ws := make([]apdex.Weighted, 0, len(results))
-	for _, r := range results {
-		ws = append(ws, apdex.Weighted{Score: r.Apdex, Priority: r.Priority})
-	}
-	return apdex.Integral(ws)
 }
 
 // Snapshot is a running view for progress lines: totals since the start
@@ -610,25 +503,4 @@ func (r *Recorder) Snapshot() Snapshot {
 	s.Apdex, s.ApdexOK = apdex.Integral(ws)
 	s.Backlog = r.backlog.Load()
 	return s
-}
-
-// SQLStates returns all error codes seen, most frequent first.
-func SQLStates(results []OpResult) []string {
-	total := map[string]int64{}
-	for _, r := range results {
-		for k, v := range r.ErrorsBySQLState {
-			total[k] += v
-		}
-	}
-	keys := make([]string, 0, len(total))
-	for k := range total {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if total[keys[i]] != total[keys[j]] {
-			return total[keys[i]] > total[keys[j]]
-		}
-		return keys[i] < keys[j]
-	})
-	return keys
 }

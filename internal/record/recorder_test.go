@@ -11,6 +11,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/erplab/erplab/internal/apdex"
+	"github.com/erplab/erplab/internal/results"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -73,7 +74,7 @@ func TestRecordScoresAndIntervals(t *testing.T) {
 		t.Fatalf("b APDEX %v", res[1].Apdex)
 	}
 	// integral: weights 1 (p1) and 0.5 (p2 of max 2): (0.5*1 + 0.5*0.5)/1.5 = 0.5
-	if v, ok := Integral(res); !ok || v != 0.5 {
+	if v, ok := results.Integral(res); !ok || v != 0.5 {
 		t.Fatalf("integral %v %v", v, ok)
 	}
 	h, err := hdrhistogram.Decode([]byte(ra.Histogram))
@@ -92,45 +93,17 @@ func TestHistogramClampsExtremes(t *testing.T) {
 	}
 }
 
-func TestStreamSurvivesTornLine(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "run.jsonl")
-	s, err := CreateStream(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Write(StreamLine{Type: "header", Header: &Document{Format: Format, Workload: "w"}}); err != nil {
-		t.Fatal(err)
-	}
-	for i := 1; i <= 3; i++ {
-		iv := Interval{T: float64(i), Count: int64(i)}
-		if err := s.Write(StreamLine{Type: "interval", Interval: &iv}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// a killed run: the file ends mid-line, nothing closed
-	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	f.WriteString(`{"type":"interval","interval":{"t":4,`)
-	f.Close()
-	h, series, summary, err := ReadStream(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h == nil || h.Workload != "w" || len(series) != 3 || series[2].Count != 3 || summary != nil {
-		t.Fatalf("header %v, %d intervals, summary %v", h, len(series), summary)
-	}
-}
-
 func TestDocumentRoundTrip(t *testing.T) {
 	r := New(testOps(), t0, 0, time.Second)
 	r.Record(Sample{Op: 0, Start: t0, DB: 20 * time.Millisecond})
-	d := &Document{Format: Format, Workload: "w", Operations: r.Results(time.Second), Status: "completed"}
-	v, ok := Integral(d.Operations)
-	d.Integral = NewIntegralScore(v, ok)
+	d := &results.Document{Format: results.Format, Workload: "w", StartedAt: t0, Operations: r.Results(time.Second), Totals: r.Totals(time.Second), Status: "completed"}
+	v, ok := results.Integral(d.Operations)
+	d.Integral = results.NewIntegralScore(v, ok)
 	path := filepath.Join(t.TempDir(), "sub", "r.json")
 	if err := d.WriteFile(path); err != nil {
 		t.Fatal(err)
 	}
-	back, err := ReadFile(path)
+	back, err := results.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +218,7 @@ func TestOpenModelFigures(t *testing.T) {
 	if s.Skipped != 2 || s.Late != 1 || s.Backlog != 2 {
 		t.Fatalf("snapshot %+v", s)
 	}
-	if v, ok := Integral(res); !ok || s.Apdex != v || !s.ApdexOK {
+	if v, ok := results.Integral(res); !ok || s.Apdex != v || !s.ApdexOK {
 		t.Fatalf("snapshot APDEX %v (%v), results' integral %v (%v)", s.Apdex, s.ApdexOK, v, ok)
 	}
 }
@@ -260,7 +233,7 @@ func TestClosedModelJSONHasNoOpenFields(t *testing.T) {
 	if res[0].Late != 0 {
 		t.Fatalf("late %d without a limit", res[0].Late)
 	}
-	d := Document{Format: Format, Operations: res, Totals: r.Totals(time.Second), Series: ivs}
+	d := results.Document{Format: results.Format, Operations: res, Totals: r.Totals(time.Second), Series: ivs}
 	b, err := json.Marshal(d)
 	if err != nil {
 		t.Fatal(err)
@@ -269,5 +242,63 @@ func TestClosedModelJSONHasNoOpenFields(t *testing.T) {
 		if strings.Contains(string(b), key) {
 			t.Errorf("closed-model JSON has %s: %s", key, b)
 		}
+	}
+}
+
+// The intervals carry per operation its zones, response-time histogram,
+// errors by SQLSTATE and retries, so that summed and merged over the series
+// they equal the operation's final results exactly (what results.Rebuild
+// relies on for a killed run).
+func TestIntervalsSumToResults(t *testing.T) {
+	r := New(testOps(), t0, time.Second, time.Second)
+	r.SetLatencyLimit(400 * time.Millisecond)
+	for i := range 300 {
+		at := t0.Add(time.Duration(i) * 13 * time.Millisecond)
+		s := Sample{Op: i % 2, Start: at, Wait: time.Duration(i%7) * time.Millisecond, DB: time.Duration(i*3%900) * time.Millisecond}
+		switch {
+		case i%17 == 0:
+			s.SQLState = "40001"
+		case i%29 == 0:
+			s.SQLState = "08006"
+		}
+		if i%11 == 0 {
+			s.Retries = 2
+		}
+		r.Record(s)
+		if i%23 == 0 {
+			r.RecordSkipped(i%2, at)
+		}
+		r.Tick(at)
+	}
+	r.Finish(t0.Add(4100 * time.Millisecond))
+	doc, err := results.Rebuild(&results.Document{
+		Format: results.Format, Workload: "w", StartedAt: t0,
+		Parameters: json.RawMessage(`{"warmup_s":1,"operations":[{"name":"a","target_ms":100,"priority":1},{"name":"b","target_ms":1000,"priority":2}]}`),
+	}, r.Series())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := r.Results(3100 * time.Millisecond)
+	for i, got := range doc.Operations {
+		w := want[i]
+		if got.Count != w.Count || got.Errors != w.Errors || got.Skipped != w.Skipped || got.Late != w.Late ||
+			got.Retries != w.Retries || got.Retried != w.Retried || got.Zones != w.Zones || got.Apdex != w.Apdex ||
+			got.Response != w.Response || got.Histogram != w.Histogram || len(got.ErrorsBySQLState) != len(w.ErrorsBySQLState) {
+			t.Errorf("op %s rebuilt\n%+v\nwant\n%+v", w.Name, got, w)
+		}
+		for k, v := range w.ErrorsBySQLState {
+			if got.ErrorsBySQLState[k] != v {
+				t.Errorf("op %s %s: %d, want %d", w.Name, k, got.ErrorsBySQLState[k], v)
+			}
+		}
+		if w.Count == 0 || w.Errors == 0 || w.Skipped == 0 || w.Retries == 0 {
+			t.Errorf("op %s: the test should exercise every figure: %+v", w.Name, w)
+		}
+	}
+	if tot := r.Totals(3100 * time.Millisecond); doc.Totals.Count != tot.Count || doc.Totals.Errors != tot.Errors || doc.Totals.PerSecond != tot.PerSecond {
+		t.Errorf("totals %+v, want %+v", doc.Totals, tot)
+	}
+	if err := results.Validate(doc); err != nil {
+		t.Error(err)
 	}
 }

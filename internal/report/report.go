@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/sampler"
 )
 
@@ -26,12 +26,12 @@ type Run struct {
 	// extension, made unique).
 	Name string
 	Path string
-	Doc  *record.Document
+	Doc  *results.Document
 	// Obs is the decoded extra.observations, nil when the run has none.
 	Obs *sampler.Observations
 }
 
-// Load reads results files (record.ReadFile) and their observations and
+// Load reads results files (results.Read) and their observations and
 // names the runs after their files. It returns the first error, with the
 // file's path.
 func Load(paths []string) ([]Run, error) {
@@ -41,7 +41,7 @@ func Load(paths []string) ([]Run, error) {
 	runs := make([]Run, 0, len(paths))
 	used := map[string]int{}
 	for _, p := range paths {
-		d, err := record.ReadFile(p)
+		d, err := results.Read(p)
 		if err != nil {
 			return nil, err
 		}
@@ -64,7 +64,7 @@ func Load(paths []string) ([]Run, error) {
 	return runs, nil
 }
 
-func (r Run) op(name string) *record.OpResult {
+func (r Run) op(name string) *results.OpResult {
 	for i := range r.Doc.Operations {
 		if r.Doc.Operations[i].Name == name {
 			return &r.Doc.Operations[i]

@@ -21,7 +21,7 @@ type SessionOptions struct {
 	Options
 	// Interval is the sampling period (default DefaultInterval, at least
 	// MinInterval). Ticks are aligned to start + k*Interval, so sample
-	// times line up with the load test's intervals (record.Interval.T); a
+	// times line up with the load test's intervals (results.Interval.T); a
 	// tick whose time has passed while a slow sample ran is skipped.
 	Interval time.Duration
 	// Rule is the storm rule; the zero value means storm.DefaultRule().
@@ -67,8 +67,8 @@ type Cost struct {
 }
 
 // Observations is the "observations" section of a results document
-// (record.Document.Extra["observations"]). Series holds one Sample per
-// tick, T in seconds since the load test's start like record.Interval.T;
+// (results.Document.Extra["observations"]). Series holds one Sample per
+// tick, T in seconds since the load test's start like results.Interval.T;
 // to keep the document small, rate and count fields that are 0 are left
 // out of each point (read a missing number as 0), and the first point has
 // no "db" rates and no CPU split. Storms are the detected storms with
@@ -345,7 +345,7 @@ func (ss *Session) Snapshot() Observations {
 }
 
 // Observations returns the observations so far as JSON, for
-// record.Document.Extra["observations"]. Call Stop first for the final
+// results.Document.Extra["observations"]. Call Stop first for the final
 // figures.
 func (ss *Session) Observations() json.RawMessage {
 	b, err := json.Marshal(ss.Snapshot())

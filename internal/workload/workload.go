@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 )
 
 // Operation is one key operation of a load test: a unit of user work whose
@@ -105,7 +105,7 @@ type Describer interface {
 // the end-of-run summary (e.g. pgbench's familiar report for pgbench
 // scripts); doc is the final results document.
 type Reporter interface {
-	Report(w io.Writer, doc *record.Document)
+	Report(w io.Writer, doc *results.Document)
 }
 
 // ErrForeignDatabase is wrapped by Setup errors when the target database
@@ -118,7 +118,7 @@ var ErrForeignDatabase = fmt.Errorf("database holds tables erplab did not create
 // and then stops that virtual user for the rest of the run, like pgbench
 // aborting a client after an error it cannot go on from (e.g. a failed
 // \gset or a script error). The engine does not replace the VU; it counts
-// it in engine.Outcome.AbortedVUs and record.Totals.AbortedVUs, and ends
+// it in engine.Outcome.AbortedVUs and results.Totals.AbortedVUs, and ends
 // the run early once every VU has stopped on its own.
 var ErrStopVU = errors.New("virtual user stopped for the rest of the run")
 

@@ -25,7 +25,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 )
 
 // Options say what to compare.
@@ -221,7 +221,7 @@ func runErplab(ctx context.Context, opts Options, script string, clients, n int)
 	if err != nil {
 		return m, fmt.Errorf("versus: erplab run %s -c %d: %w: %s", script, clients, err, lastLine(out))
 	}
-	doc, err := record.ReadFile(path)
+	doc, err := results.Read(path)
 	if err != nil {
 		return m, fmt.Errorf("versus: erplab run %s -c %d: %w", script, clients, err)
 	}

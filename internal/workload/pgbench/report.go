@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/erplab/erplab/internal/apdex"
-	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/workload/pgbench/script"
 )
 
@@ -20,7 +20,7 @@ import (
 // cover the scored part of the run (after --warmup); erplab opens every
 // connection before the run starts, so the tps has no connection time in
 // it.
-func (w *Workload) Report(out io.Writer, doc *record.Document) {
+func (w *Workload) Report(out io.Writer, doc *results.Document) {
 	ops := doc.Operations
 	if len(ops) != len(w.opts.Scripts) {
 		return

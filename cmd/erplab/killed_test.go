@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/erplab/erplab/internal/pgcluster"
+	"github.com/erplab/erplab/internal/results"
+)
+
+// A run killed with SIGKILL leaves a stream without a summary; report and
+// compare read it as the document rebuilt from its intervals, whose
+// operation counts are the sums over the intervals. The embedded cluster
+// lives in a TMPDIR of the test's own: its postmaster dies with erplab
+// (PDEATHSIG), and the test reaps that directory as the next erplab run
+// would, leaving nothing behind.
+func TestKilledRunStaysReadable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded server and runs for ~10 s")
+	}
+	// Not t.TempDir (mode 0700): an erplab run as root hands the cluster
+	// directory to the postgres user, who must reach it.
+	dir, err := os.MkdirTemp("", "erplab-killed-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{dir, tmp} {
+		if err := os.Chmod(d, 0o1777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := erplab(t, dir, "run", "--workload", "smoke", "--duration", "60s", "--users", "4", "--think", "20ms",
+		"--observe=false", "--out", filepath.Join(dir, "x.json"))
+	cmd.Env = append(cmd.Env, "TMPDIR="+tmp)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	stream := filepath.Join(dir, "x.jsonl")
+	deadline := time.After(90 * time.Second)
+	for intervalLines(stream) < 8 {
+		select {
+		case <-exited:
+			t.Fatalf("erplab ended before 8 intervals:\n%s", out.String())
+		case <-deadline:
+			cmd.Process.Kill()
+			<-exited
+			t.Fatalf("no 8 intervals in %s after 90 s:\n%s", stream, out.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	t.Cleanup(func() { reapKilled(t, tmp) })
+
+	if _, err := os.Stat(filepath.Join(dir, "x.json")); !os.IsNotExist(err) {
+		t.Fatalf("a killed run wrote its document (%v)", err)
+	}
+	doc, err := results.Read(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(doc.Status, "killed: stream ended at t=") || len(doc.Series) < 8 {
+		t.Fatalf("status %q, %d intervals", doc.Status, len(doc.Series))
+	}
+	sums := map[string]int64{}
+	for _, iv := range rawStreamIntervals(t, stream) {
+		for name, op := range iv.Ops {
+			sums[name] += op.Count
+		}
+	}
+	var total int64
+	for _, op := range doc.Operations {
+		if op.Count != sums[op.Name] {
+			t.Errorf("%s: count %d, intervals sum to %d", op.Name, op.Count, sums[op.Name])
+		}
+		if op.Count > op.Errors && op.Response.P95 <= 0 {
+			t.Errorf("%s: no percentiles rebuilt: %+v", op.Name, op.Response)
+		}
+		total += op.Count
+	}
+	if total == 0 || doc.Totals.Count != total {
+		t.Errorf("totals.count %d, operations sum to %d", doc.Totals.Count, total)
+	}
+
+	html := filepath.Join(dir, "x.html")
+	if b, err := erplab(t, dir, "report", stream, "-o", html).CombinedOutput(); err != nil {
+		t.Fatalf("report: %v\n%s", err, b)
+	}
+	if b, err := os.ReadFile(html); err != nil || !strings.Contains(string(b), "killed: stream ended") {
+		t.Errorf("report %s lacks the killed status (%v)", html, err)
+	}
+	if b, err := erplab(t, dir, "compare", stream, stream).CombinedOutput(); err != nil || !strings.Contains(string(b), "item_lookup") {
+		t.Fatalf("compare: %v\n%s", err, b)
+	}
+}
+
+// intervalLines counts the complete interval lines of a stream so far.
+func intervalLines(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if strings.HasSuffix(l, "\n") && strings.HasPrefix(l, `{"type":"interval"`) {
+			n++
+		}
+	}
+	return n
+}
+
+// rawStreamIntervals decodes a stream's interval lines without package
+// results' reader, skipping a torn last line.
+func rawStreamIntervals(t *testing.T, path string) []results.Interval {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []results.Interval
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var l struct {
+			Type     string
+			Interval *results.Interval
+		}
+		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Type == "interval" {
+			out = append(out, *l.Interval)
+		}
+	}
+	return out
+}
+
+// reapKilled removes the killed run's cluster from tmp as the next erplab
+// run would (pgcluster.ReapOrphans, which waits for a postmaster still
+// alive) and fails when anything is left.
+func reapKilled(t *testing.T, tmp string) {
+	t.Setenv("TMPDIR", tmp)
+	removed, err := pgcluster.ReapOrphans()
+	if err != nil {
+		t.Errorf("reap: %v", err)
+	}
+	left, _ := filepath.Glob(filepath.Join(tmp, "erplab-pg-*"))
+	if len(removed) != 1 || len(left) != 0 {
+		t.Errorf("reaped %v, left %v", removed, left)
+	}
+}

@@ -1,0 +1,39 @@
+// Package results owns the on-disk results of `erplab run`: the document
+// (X.json, [Document]) and the JSON Lines stream written while the run goes
+// (X.jsonl, [StreamLine]), their format name and schema version, writing
+// ([Document.WriteFile], [CreateStream]), reading ([Read], which takes
+// either file) and validation ([Validate]). Every reader of results
+// (compare, report, experiment, versus, summaries) imports this package and
+// not the recorder (package record), which produces these types.
+//
+// # Killed runs
+//
+// A run killed with SIGKILL (or a host that lost power) leaves a stream
+// with a header and the intervals it closed, but no summary line, and
+// perhaps a torn last line. [Read] rebuilds a Document from it:
+//
+//   - Status is "killed: stream ended at t=<last interval>s without a
+//     summary"; EndedAt is StartedAt plus that t.
+//   - Per operation (names, targets and priorities from the header's
+//     parameters.operations), Count, Errors, Skipped, Late, Retries,
+//     Retried, ErrorsBySQLState and the APDEX zones are the sums over the
+//     intervals; the APDEX score follows from the zones and the target; the
+//     response-time histogram is the merge of the intervals' histograms, so
+//     Response (mean, percentiles, max, stddev) and histogram_us are exactly
+//     those the recorder would have written. PoolWait, DB, Lag and the
+//     warm-up counters are not in the stream and stay zero.
+//   - Totals sum the operations; ScoredSeconds is the last interval's t
+//     minus the header's parameters.warmup_s; Series is the intervals.
+//
+// Streams written before intervals carried zones and histograms
+// (SchemaVersion 1) are rebuilt with counts only: no APDEX, no latencies
+// (the status says so).
+//
+// # Schema version
+//
+// Format names the document ("erplab-run/1"); SchemaVersion counts
+// additive changes within that format (readers ignore fields they do not
+// know and treat a missing one as zero, so older files stay readable). A
+// document or stream with another format name, or a schema version newer
+// than this package knows, is refused by Validate.
+package results

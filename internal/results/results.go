@@ -1,0 +1,268 @@
+package results
+
+import (
+	"encoding/json"
+	"sort"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/erplab/erplab/internal/apdex"
+)
+
+// Format names the results document and stream (the "format" field).
+const Format = "erplab-run/1"
+
+// SchemaVersion counts the additive changes within Format that this
+// package writes and reads (the "schema" field; a file without it is
+// version 1). Version 2 added per-operation zones, histogram_us,
+// errors_by_sqlstate, retries and retried to the intervals.
+const SchemaVersion = 2
+
+// IntegralScore is the integral APDEX of a run, as written to the results.
+type IntegralScore struct {
+	// Value is the priority-weighted mean of the per-operation scores.
+	Value float64 `json:"value"`
+	// Rating is the APDEX band of Value ("excellent" ... "unacceptable"),
+	// or "ns" when no operation had samples.
+	Rating string `json:"rating"`
+}
+
+// NS reports that no operation had samples.
+func (i IntegralScore) NS() bool { return i.Rating == apdex.NoSample.String() }
+
+// NewIntegralScore wraps an integral value for the document.
+func NewIntegralScore(v float64, ok bool) IntegralScore {
+	if !ok {
+		return IntegralScore{Rating: apdex.NoSample.String()}
+	}
+	return IntegralScore{Value: v, Rating: apdex.RatingOf(v).String()}
+}
+
+// Totals sums a run over all operations.
+type Totals struct {
+	Count  int64 `json:"count"`
+	Errors int64 `json:"errors"`
+	// PerSecond is executions per second over the scored duration (the
+	// load test's "tps" for key operations).
+	PerSecond float64 `json:"per_second"`
+	// ScoredSeconds is the run length minus warm-up, in seconds.
+	ScoredSeconds float64 `json:"scored_seconds"`
+	// Skipped, Late and Retries sum the operations' figures (see
+	// OpResult).
+	Skipped int64 `json:"skipped,omitempty"`
+	Late    int64 `json:"late,omitempty"`
+	Retries int64 `json:"retries,omitempty"`
+	Retried int64 `json:"retried,omitempty"`
+	// BacklogLeft (open model) counts the arrivals that were due by the
+	// end of the run and never started: neither executed nor skipped. No
+	// operation was picked for them, so they are in no operation's APDEX.
+	BacklogLeft int64 `json:"backlog_left,omitempty"`
+	// AbortedVUs counts the virtual users that stopped themselves for the
+	// rest of the run after an operation failed with workload.ErrStopVU
+	// (like pgbench's aborted clients); that failure is in Errors.
+	AbortedVUs int `json:"aborted_vus,omitempty"`
+}
+
+// AddOp adds an operation's Count, Errors, Skipped, Late, Retries and
+// Retried to the totals' (not PerSecond, ScoredSeconds, BacklogLeft or
+// AbortedVUs, which are the run's).
+func (t *Totals) AddOp(op OpResult) {
+	t.Count += op.Count
+	t.Errors += op.Errors
+	t.Skipped += op.Skipped
+	t.Late += op.Late
+	t.Retries += op.Retries
+	t.Retried += op.Retried
+}
+
+// Document is the final results file of `erplab run` (docs/results-format.md).
+type Document struct {
+	Format string `json:"format"`
+	// Schema is the SchemaVersion the file was written with (absent, read
+	// as 1, in files written before the field existed).
+	Schema      int       `json:"schema,omitempty"`
+	Version     string    `json:"erplab_version"`
+	CommandLine []string  `json:"command_line"`
+	Workload    string    `json:"workload"`
+	StartedAt   time.Time `json:"started_at"`
+	EndedAt     time.Time `json:"ended_at"`
+	// Status is "completed", "interrupted" (Ctrl-C), or "aborted: <why>";
+	// "running" in the stream's header; "killed: <why>" when Read rebuilt
+	// the document from the stream of a run that left no summary.
+	Status      string          `json:"status"`
+	Environment json.RawMessage `json:"environment,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+	Operations  []OpResult      `json:"operations"`
+	Integral    IntegralScore   `json:"apdex_integral"`
+	Totals      Totals          `json:"totals"`
+	Series      []Interval      `json:"series,omitempty"`
+	// Extra holds sections other packages add (observations, remedies).
+	Extra map[string]json.RawMessage `json:"extra,omitempty"`
+}
+
+// OpResult is the final result of one key operation.
+type OpResult struct {
+	Name     string  `json:"name"`
+	TargetMs float64 `json:"target_ms"`
+	Priority int     `json:"priority"`
+	// Count is the number of scored executions, errors included.
+	Count  int64 `json:"count"`
+	Errors int64 `json:"errors"`
+	// Response is the response time (pool wait + database) of successful
+	// executions; PoolWait and DB split it.
+	Response Latency `json:"response"`
+	PoolWait Latency `json:"pool_wait"`
+	DB       Latency `json:"db"`
+	// PerSecond is Count divided by the scored duration.
+	PerSecond float64 `json:"per_second"`
+	// APDEX of the operation against its target time, over its scored
+	// executions and skipped arrivals (Apdex.Samples = Count + Skipped).
+	Apdex apdex.Score `json:"apdex"`
+	// Zones are the APDEX zone counts: errors and skipped arrivals are
+	// frustrated, so their total is Count + Skipped.
+	Zones apdex.Counts `json:"zones"`
+	// ErrorsBySQLState counts failed executions by SQLSTATE.
+	ErrorsBySQLState map[string]int64 `json:"errors_by_sqlstate,omitempty"`
+	// WarmupCount and WarmupErrors count executions started during warm-up
+	// (not scored).
+	WarmupCount  int64 `json:"warmup_count"`
+	WarmupErrors int64 `json:"warmup_errors"`
+	// Histogram is the response-time HdrHistogram in µs, in the
+	// HdrHistogram V2 compressed encoding, base64 (hdrhistogram-go Encode),
+	// so later tools can merge or re-query it.
+	Histogram string `json:"histogram_us"`
+	// Lag (open model only) is the schedule lag of scored executions,
+	// errors included: actual start minus scheduled start (pgbench's
+	// "schedule lag"). It is part of Response.
+	Lag Latency `json:"lag,omitzero"`
+	// Skipped counts scored arrivals not run because their lag exceeded
+	// the latency limit: not in Count or the histograms, but in the APDEX
+	// as frustrated (Zones); WarmupSkipped those scheduled in the warm-up
+	// (not scored).
+	Skipped       int64 `json:"skipped,omitempty"`
+	WarmupSkipped int64 `json:"warmup_skipped,omitempty"`
+	// Late counts successful scored executions whose response time
+	// exceeded the latency limit (pgbench's "above the latency limit").
+	Late int64 `json:"late,omitempty"`
+	// Retries sums the retries the workload reported (Sample.Retries);
+	// Retried counts the executions that were retried at least once
+	// (pgbench's "total number of retries" and "transactions retried").
+	Retries int64 `json:"retries,omitempty"`
+	Retried int64 `json:"retried,omitempty"`
+}
+
+// Latency is a latency distribution summary in ms.
+type Latency struct {
+	Mean float64 `json:"mean_ms"`
+	P50  float64 `json:"p50_ms"`
+	P95  float64 `json:"p95_ms"`
+	P99  float64 `json:"p99_ms"`
+	Max  float64 `json:"max_ms"`
+	// StdDev is the standard deviation (pgbench's "latency stddev"); left
+	// out of the JSON when 0.
+	StdDev float64 `json:"stddev_ms,omitempty"`
+}
+
+// OpInterval is one operation's figures in one interval. Latencies in ms.
+type OpInterval struct {
+	Count  int64   `json:"n"`
+	Errors int64   `json:"err"`
+	P50    float64 `json:"p50_ms"`
+	P95    float64 `json:"p95_ms"`
+	P99    float64 `json:"p99_ms"`
+	Max    float64 `json:"max_ms"`
+	// Skipped counts arrivals skipped under the latency limit, by their
+	// skip time; Late successful executions above the limit.
+	Skipped int64 `json:"skipped,omitempty"`
+	Late    int64 `json:"late,omitempty"`
+	// Zones are the operation's APDEX zone counts in the interval (errors
+	// and skipped arrivals frustrated); Histogram its response-time
+	// HdrHistogram of successful executions in µs, encoded as
+	// OpResult.Histogram. Summed and merged over the intervals they give
+	// the operation's OpResult.Zones and OpResult.Histogram exactly.
+	// Absent in files of schema 1.
+	Zones     apdex.Counts `json:"zones,omitzero"`
+	Histogram string       `json:"histogram_us,omitempty"`
+	// ErrorsBySQLState counts the interval's failed executions by
+	// SQLSTATE; Retries and Retried as in OpResult (schema 2).
+	ErrorsBySQLState map[string]int64 `json:"errors_by_sqlstate,omitempty"`
+	Retries          int64            `json:"retries,omitempty"`
+	Retried          int64            `json:"retried,omitempty"`
+}
+
+// Interval is one point of the time series.
+type Interval struct {
+	// T is the end of the interval in seconds since the run started.
+	T float64 `json:"t"`
+	// Warmup is true while the interval lies in the warm-up period.
+	Warmup bool `json:"warmup,omitempty"`
+	// VUs is the number of active virtual users at the end of the interval.
+	VUs int64 `json:"vus"`
+	// PoolWaiters is the number of VUs waiting for a connection at the end
+	// of the interval; PoolWaitersMax the largest number seen during it.
+	PoolWaiters    int64 `json:"pool_waiters"`
+	PoolWaitersMax int64 `json:"pool_waiters_max"`
+	// InFlight is the number of VUs inside an operation at the end of the
+	// interval (a stall shows as InFlight high and Count low).
+	InFlight int64 `json:"in_flight"`
+	// Ops holds per-operation figures by operation name; operations with
+	// no sample in the interval are left out.
+	Ops map[string]OpInterval `json:"ops"`
+	// Count and Errors sum all operations.
+	Count  int64 `json:"n"`
+	Errors int64 `json:"err"`
+	// Backlog (open model) is the number of arrivals due and not yet
+	// started at the end of the interval; BacklogMax the largest number
+	// seen during it (sampled whenever a VU takes an arrival and on every
+	// engine tick).
+	Backlog    int64 `json:"backlog,omitempty"`
+	BacklogMax int64 `json:"backlog_max,omitempty"`
+	// Skipped sums the operations' skipped arrivals, Late their late
+	// executions.
+	Skipped int64 `json:"skipped,omitempty"`
+	Late    int64 `json:"late,omitempty"`
+}
+
+// Integral is the integral APDEX over the operations' scores, weighted by
+// priority (see apdex.Integral). ok is false when no operation has samples.
+func Integral(results []OpResult) (value float64, ok bool) {
+	ws := make([]apdex.Weighted, 0, len(results))
+	for _, r := range results {
+		ws = append(ws, apdex.Weighted{Score: r.Apdex, Priority: r.Priority})
+	}
+	return apdex.Integral(ws)
+}
+
+// SQLStates returns all error codes seen, most frequent first.
+func SQLStates(results []OpResult) []string {
+	total := map[string]int64{}
+	for _, r := range results {
+		for k, v := range r.ErrorsBySQLState {
+			total[k] += v
+		}
+	}
+	keys := make([]string, 0, len(total))
+	for k := range total {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if total[keys[i]] != total[keys[j]] {
+			return total[keys[i]] > total[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	return keys
+}
+
+// Summarize is the latency summary (ms) of a histogram of microseconds;
+// the zero Latency for an empty one.
+func Summarize(h *hdrhistogram.Histogram) Latency {
+	if h.TotalCount() == 0 {
+		return Latency{}
+	}
+	q := h.ValueAtPercentilesSlice([]float64{50, 95, 99})
+	return Latency{Mean: h.Mean() / 1000, P50: ms(q[0]), P95: ms(q[1]), P99: ms(q[2]), Max: ms(h.Max()), StdDev: h.StdDev() / 1000}
+}
+
+func ms(us int64) float64 { return float64(us) / 1000 }
