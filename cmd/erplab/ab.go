@@ -14,9 +14,9 @@ import (
 	"github.com/erplab/erplab/internal/compare"
 	"github.com/erplab/erplab/internal/experiment"
 	"github.com/erplab/erplab/internal/loadtest"
-	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/remedy"
 	_ "github.com/erplab/erplab/internal/remedy/all"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/workload"
 )
 

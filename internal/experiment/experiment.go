@@ -40,8 +40,8 @@ import (
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/pgcluster"
-	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/remedy"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/workload"
 )
 

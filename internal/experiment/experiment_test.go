@@ -16,10 +16,10 @@ import (
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/pgtest"
-	"github.com/erplab/erplab/internal/results"
 	_ "github.com/erplab/erplab/internal/remedy/all"
 	"github.com/erplab/erplab/internal/remedy/rewriteproxy"
 	"github.com/erplab/erplab/internal/remedy/settings"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/workload"
 	"github.com/erplab/erplab/internal/workload/erp"
 )

@@ -15,9 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/remedy"
 	"github.com/erplab/erplab/internal/remedy/tmpfs"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/workload"
 )
 
