@@ -2,7 +2,9 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 )
 
 // Sources of the host rules.
@@ -33,7 +35,10 @@ const (
 
 func checkTHPEnabled(_ context.Context, e *env) result {
 	path := e.host.thpPath("enabled")
-	mode := e.host.h.THPEnabled
+	if e.host.thpErr != nil {
+		return notChecked("a readable " + path + " (" + e.host.thpErr.Error() + ")")
+	}
+	mode := e.host.thp
 	from := path
 	if mode == "" {
 		return result{sev: OK, summary: "the kernel has no transparent huge pages", evidence: []Evidence{{Text: "no THP control file", From: path}}}
@@ -174,16 +179,16 @@ func checkHugePages(_ context.Context, e *env) result {
 
 func checkOvercommit(_ context.Context, e *env) result {
 	path := e.host.procPath("sys", "vm", "overcommit_memory")
-	if e.host.vm == nil || e.host.vm.OvercommitMemory == nil {
-		why := "not present"
-		if e.host.vmErr != nil {
-			why = e.host.vmErr.Error()
+	if e.host.overcommit == nil {
+		why := e.host.overcommitErr.Error()
+		if errors.Is(e.host.overcommitErr, fs.ErrNotExist) {
+			why = "not present"
 		}
 		return notChecked("a readable " + path + " (" + why + ")")
 	}
-	v := *e.host.vm.OvercommitMemory
+	v := *e.host.overcommit
 	ev := []Evidence{{Text: fmt.Sprintf("vm.overcommit_memory = %d", v), From: path}}
-	if r := e.host.vm.OvercommitRatio; r != nil {
+	if r := e.host.overcommitRatio; r != nil {
 		ev = append(ev, Evidence{Text: fmt.Sprintf("vm.overcommit_ratio = %d", *r), From: e.host.procPath("sys", "vm", "overcommit_ratio")})
 	}
 	mi := e.host.mem

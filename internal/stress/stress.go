@@ -27,7 +27,7 @@ import (
 
 	"github.com/prometheus/procfs"
 
-	"github.com/erplab/erplab/internal/procfile"
+	"github.com/erplab/erplab/internal/hostfacts"
 	"golang.org/x/sys/unix"
 )
 
@@ -97,7 +97,7 @@ func (s Spec) Validate() error {
 
 // CPUSplit is the host's CPU time split over an interval, % of all CPUs,
 // from the "cpu" line of /proc/stat (proc(5)).
-type CPUSplit = procfile.CPU
+type CPUSplit = hostfacts.CPU
 
 // Workers sums the workers of one kind.
 type Workers struct {
@@ -235,7 +235,7 @@ func Start(ctx context.Context, spec Spec) (*Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stress: %s/stat: %w", spec.ProcRoot, err)
 	}
-	vm, err := procfile.VMStat(filepath.Join(spec.ProcRoot, "vmstat"), vmKeys...)
+	vm, err := hostfacts.VMStat(filepath.Join(spec.ProcRoot, "vmstat"), vmKeys...)
 	if err != nil {
 		return nil, err
 	}
@@ -361,14 +361,14 @@ func (r *Run) Live() (Live, error) {
 	if err != nil {
 		return Live{}, fmt.Errorf("stress: /proc/stat: %w", err)
 	}
-	vm, err := procfile.VMStat(filepath.Join(r.spec.ProcRoot, "vmstat"), vmKeys...)
+	vm, err := hostfacts.VMStat(filepath.Join(r.spec.ProcRoot, "vmstat"), vmKeys...)
 	if err != nil {
 		return Live{}, err
 	}
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	l := Live{Elapsed: now.Sub(r.start), Host: procfile.Split(r.liveCPU, st.CPUTotal), Ops: map[string]int64{},
+	l := Live{Elapsed: now.Sub(r.start), Host: hostfacts.Split(r.liveCPU, st.CPUTotal), Ops: map[string]int64{},
 		UserS: map[string]float64{}, SystemS: map[string]float64{}}
 	if s := now.Sub(r.liveTime).Seconds(); s > 0 {
 		l.THPFaultAllocPerS = float64(sub(r.liveVM["thp_fault_alloc"], vm["thp_fault_alloc"])) / s
@@ -414,11 +414,11 @@ func (r *Run) Stop() Report {
 	rep.THPHost = bracketed(filepath.Join(r.spec.SysRoot, "kernel/mm/transparent_hugepage/enabled"))
 	rep.THPDefrag = bracketed(filepath.Join(r.spec.SysRoot, "kernel/mm/transparent_hugepage/defrag"))
 	if st, err := r.fs.Stat(); err == nil {
-		rep.Host = procfile.Split(r.cpu0, st.CPUTotal)
+		rep.Host = hostfacts.Split(r.cpu0, st.CPUTotal)
 	} else {
 		rep.Errors = append(rep.Errors, fmt.Sprintf("/proc/stat: %v", err))
 	}
-	if vm, err := procfile.VMStat(filepath.Join(r.spec.ProcRoot, "vmstat"), vmKeys...); err == nil {
+	if vm, err := hostfacts.VMStat(filepath.Join(r.spec.ProcRoot, "vmstat"), vmKeys...); err == nil {
 		d := func(k string) uint64 { return sub(r.vm0[k], vm[k]) }
 		rep.VM = VMCounters{THPFaultAlloc: d("thp_fault_alloc"), THPFaultFallback: d("thp_fault_fallback"),
 			THPCollapseAlloc: d("thp_collapse_alloc"), CompactStall: d("compact_stall"),
@@ -476,6 +476,6 @@ func sub(a, b uint64) uint64 {
 // bracketed returns the [selected] word of a sysfs choice file, "" when
 // the file is missing.
 func bracketed(path string) string {
-	w, _ := procfile.SelectedFile(path)
+	w, _ := hostfacts.SelectedFile(path)
 	return w
 }

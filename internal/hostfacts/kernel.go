@@ -1,9 +1,4 @@
-// Package procfile reads the kernel files that prometheus/procfs does not
-// cover, or covers only as raw counters: /proc/vmstat counters, the
-// selected word of sysfs choice files (transparent_hugepage/enabled), and
-// the CPU time split between two /proc/stat readings. Samplers, the
-// stress tool, the doctor and the run environment share it.
-package procfile
+package hostfacts
 
 import (
 	"bufio"

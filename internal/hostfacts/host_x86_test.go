@@ -1,6 +1,6 @@
 //go:build amd64 || 386
 
-package runenv
+package hostfacts
 
 import (
 	"testing"
@@ -12,7 +12,7 @@ import (
 // when the program runs on x86.
 
 func TestReadHostFixture(t *testing.T) {
-	h, err := ReadHost("testdata/host/proc", "testdata/host/sys")
+	h, err := readHost("testdata/golden/proc", "testdata/golden/sys")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,12 +27,12 @@ func TestReadHostFixture(t *testing.T) {
 		THPEnabled:    "never",
 	}
 	if h != want {
-		t.Fatalf("ReadHost(fixture) =\n %+v\nwant\n %+v", h, want)
+		t.Fatalf("readHost(fixture) =\n %+v\nwant\n %+v", h, want)
 	}
 }
 
 func TestReadHostFixtureWithoutArchAndTHP(t *testing.T) {
-	h, err := ReadHost("testdata/nothp/proc", "testdata/nothp/sys")
+	h, err := readHost("testdata/nothp/proc", "testdata/nothp/sys")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,6 +51,6 @@ func TestReadHostFixtureWithoutArchAndTHP(t *testing.T) {
 		THPEnabled:    "", // kernel without THP
 	}
 	if h != want {
-		t.Fatalf("ReadHost(fixture) =\n %+v\nwant\n %+v", h, want)
+		t.Fatalf("readHost(fixture) =\n %+v\nwant\n %+v", h, want)
 	}
 }

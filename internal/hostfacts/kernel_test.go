@@ -1,4 +1,4 @@
-package procfile
+package hostfacts
 
 import (
 	"os"
