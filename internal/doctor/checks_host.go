@@ -36,7 +36,7 @@ const (
 func checkTHPEnabled(_ context.Context, e *env) result {
 	path := e.host.thpPath("enabled")
 	if e.host.thpErr != nil {
-		return notChecked("a readable " + path + " (" + e.host.thpErr.Error() + ")")
+		return notChecked("a readable " + e.host.thpErr.Error()) // the error names the file
 	}
 	mode := e.host.thp
 	from := path
@@ -180,11 +180,10 @@ func checkHugePages(_ context.Context, e *env) result {
 func checkOvercommit(_ context.Context, e *env) result {
 	path := e.host.procPath("sys", "vm", "overcommit_memory")
 	if e.host.overcommit == nil {
-		why := e.host.overcommitErr.Error()
 		if errors.Is(e.host.overcommitErr, fs.ErrNotExist) {
-			why = "not present"
+			return notChecked("a readable " + path + " (not present)")
 		}
-		return notChecked("a readable " + path + " (" + why + ")")
+		return notChecked("a readable " + e.host.overcommitErr.Error()) // the error names the file
 	}
 	v := *e.host.overcommit
 	ev := []Evidence{{Text: fmt.Sprintf("vm.overcommit_memory = %d", v), From: path}}

@@ -159,6 +159,10 @@ type Check struct {
 	// judge the current state without.
 	Sampled    bool
 	UsesSample bool
+	// Offline is true for checks that read only the server's identity,
+	// its settings and the host facts: no query, no sample. They run from
+	// recorded facts (the golden tests in testdata/doctor).
+	Offline bool
 	// Rule is the severity rule in one line (for --list and the docs).
 	Rule string
 	Why  string
@@ -379,6 +383,14 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 	}
 
+	return e.report(ctx, checks)
+}
+
+// report runs checks on the facts in e (server, settings, host, sample)
+// and assembles the report: findings sorted by severity section, then
+// check order. Errors: ctx cancelled.
+func (e *env) report(ctx context.Context, checks []Check) (*Report, error) {
+	opts := e.opts
 	rep := &Report{Format: ReportFormat, Server: e.srv, HostChecked: e.host != nil}
 	if e.host != nil {
 		rep.HostNote = "read " + opts.ProcRoot + " and " + opts.SysRoot

@@ -36,11 +36,13 @@ type env struct {
 	pgss    *pgssState // loaded on first use
 }
 
-// setting is one row of pg_settings.
+// setting is one row of pg_settings; the JSON names are those of the
+// golden fixtures (testdata/doctor/*/settings.json).
 type setting struct {
-	Raw  string // pg_settings.setting, in Unit
-	Unit string // pg_settings.unit: "8kB", "kB", "MB", "ms", "s", ""
-	Show string // current_setting(): as SHOW prints it, with a unit
+	Raw    string `json:"setting"` // pg_settings.setting, in Unit
+	Unit   string `json:"unit"`    // pg_settings.unit: "8kB", "kB", "MB", "ms", "s", ""
+	Source string `json:"source"`  // pg_settings.source: "default", "configuration file", ...
+	Show   string `json:"show"`    // current_setting(): as SHOW prints it, with a unit
 }
 
 const serverSQL = `SELECT current_setting('server_version_num')::int4, current_setting('server_version'),
@@ -51,7 +53,7 @@ const serverSQL = `SELECT current_setting('server_version_num')::int4, current_s
 
 // settingsSQL reads every setting the role may see (pg_settings hides
 // superuser-only ones such as data_directory from other roles).
-const settingsSQL = `SELECT name, coalesce(setting, ''), coalesce(unit, ''), current_setting(name) FROM pg_catalog.pg_settings`
+const settingsSQL = `SELECT name, coalesce(setting, ''), coalesce(unit, ''), coalesce(source, ''), current_setting(name) FROM pg_catalog.pg_settings`
 
 func (e *env) readServer(ctx context.Context) error {
 	var oid int64
@@ -69,7 +71,7 @@ func (e *env) readServer(ctx context.Context) error {
 	e.set = map[string]setting{}
 	var name string
 	var st setting
-	if _, err := pgx.ForEachRow(rows, []any{&name, &st.Raw, &st.Unit, &st.Show}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&name, &st.Raw, &st.Unit, &st.Source, &st.Show}, func() error {
 		e.set[name] = st
 		return nil
 	}); err != nil {
