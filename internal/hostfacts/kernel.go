@@ -56,16 +56,6 @@ func Selected(line string) string {
 	return line[i+1 : j]
 }
 
-// SelectedFile is Selected of the file's content; a missing file gives
-// "" and the error.
-func SelectedFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	return Selected(string(b)), nil
-}
-
 // CPU is the CPU time split over an interval, % of all CPUs.
 type CPU struct {
 	User    float64 `json:"user_pct,omitempty"`

@@ -1,6 +1,8 @@
 package hostfacts
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -45,5 +47,28 @@ func TestSplit(t *testing.T) {
 	}
 	if (Split(b, b) != CPU{}) {
 		t.Fatal("zero interval not zero")
+	}
+}
+
+// THP reads the bracketed word of a THP control file (moved from stress's
+// TestBracketed); a missing file is "" and fs.ErrNotExist.
+func TestTHPFile(t *testing.T) {
+	dir := t.TempDir()
+	thp := filepath.Join(dir, "kernel", "mm", "transparent_hugepage")
+	if err := os.MkdirAll(thp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(thp, "enabled"), []byte("always [madvise] never\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := New("testdata/golden/proc", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.THP("enabled"); err != nil || got != "madvise" {
+		t.Errorf("THP(enabled) = %q, %v", got, err)
+	}
+	if got, err := f.THP("missing"); got != "" || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing file: %q, %v", got, err)
 	}
 }
