@@ -3,6 +3,9 @@ package hostfacts
 import (
 	"errors"
 	"io/fs"
+	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -137,4 +140,29 @@ func deref(p *uint64) uint64 {
 		return 0
 	}
 	return *p
+}
+
+// ProcStat and ChildPIDs on the live /proc: this test process and the
+// child it starts.
+func TestLiveProcesses(t *testing.T) {
+	f, err := New("", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.ProcStat(os.Getpid())
+	if err != nil || st.PID != os.Getpid() || st.PPID != os.Getppid() {
+		t.Fatalf("own stat: %+v %v", st, err)
+	}
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	kids, err := f.ChildPIDs(os.Getpid())
+	if err != nil || !slices.Contains(kids, cmd.Process.Pid) {
+		t.Errorf("children %v (%v), want %d among them", kids, err, cmd.Process.Pid)
+	}
+	if _, err := f.ProcStat(1 << 30); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("absent pid: %v, want fs.ErrNotExist", err)
+	}
 }

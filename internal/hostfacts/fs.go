@@ -149,3 +149,35 @@ func (f FS) THP(name string) (string, error) {
 	}
 	return w, nil
 }
+
+// ProcStat parses /proc/<pid>/stat of one process (procfs; CPU times via
+// its CPUTime method, seconds). Errors name the file; a process that is
+// gone gives fs.ErrNotExist.
+func (f FS) ProcStat(pid int) (procfs.ProcStat, error) {
+	p, err := f.proc.Proc(pid)
+	if err != nil {
+		return procfs.ProcStat{}, fmt.Errorf("%s: %w", f.ProcPath(strconv.Itoa(pid)), err)
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return procfs.ProcStat{}, fmt.Errorf("%s: %w", f.ProcPath(strconv.Itoa(pid), "stat"), err)
+	}
+	return st, nil
+}
+
+// ChildPIDs lists the processes whose parent is pid (the PPID field of
+// every /proc/<n>/stat); processes that exit while the tree is read are
+// skipped. Errors: the proc root cannot be listed.
+func (f FS) ChildPIDs(pid int) ([]int, error) {
+	procs, err := f.proc.AllProcs()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.procRoot, err)
+	}
+	var out []int
+	for _, p := range procs {
+		if st, err := p.Stat(); err == nil && st.PPID == pid {
+			out = append(out, p.PID)
+		}
+	}
+	return out, nil
+}
