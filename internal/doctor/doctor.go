@@ -21,6 +21,16 @@
 // swap activity, new sessions) use a sample taken with package sampler
 // for Options.Sample. The thresholds are constants of this package,
 // listed with each check in Checks and in the CLI help.
+//
+// Host facts come from package hostfacts under Options.ProcRoot and
+// SysRoot; meminfo is required, every other host file is read on its own,
+// so a malformed one makes only the checks reading it NotChecked (naming
+// the file). Checks marked Offline read nothing but the server's identity,
+// its settings and the host facts; testdata/doctor/<case>/ holds golden
+// cases for them (server.json, settings.json as pg_settings rows, proc/
+// and sys/ trees, expected.json), and
+// `go test ./internal/doctor -run Golden -update` rewrites the expected
+// findings after a deliberate change.
 package doctor
 
 import (

@@ -7,9 +7,11 @@
 //
 // Every reader goes through an [FS] made by [New] from a proc root and a
 // sys root ("/proc" and "/sys" on a live host), so that tests feed it
-// fixture trees: testdata/golden holds a complete fake host, the other
-// testdata directories hold trees with one malformed or missing file each
-// (as node_exporter and pgcenter keep theirs). The files procfs parses
+// fixture trees (as node_exporter and pgcenter keep theirs):
+// testdata/golden is a complete fake host; testdata/malformed breaks
+// stat, vmstat, overcommit_memory and the THP enabled file beside sound
+// ones; testdata/badmeminfo has a non-numeric meminfo and missing files;
+// testdata/nothp is a kernel without THP and without sys/kernel/arch. The files procfs parses
 // (meminfo, cpuinfo, stat) are read with github.com/prometheus/procfs;
 // the rest are small one-value files read here.
 //
