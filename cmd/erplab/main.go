@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -58,13 +59,12 @@ func newRoot() *cobra.Command {
 func usageCodedArgs(c *cobra.Command) {
 	if v := c.Args; v != nil {
 		c.Args = func(cmd *cobra.Command, args []string) error {
-			if err := v(cmd, args); err != nil {
-				if exitcode.Of(err) != exitcode.Error {
-					return err // coded by the validator itself
-				}
-				return withCode(exitUsage, err)
+			err := v(cmd, args)
+			var coded exitcode.Coder
+			if err == nil || errors.As(err, &coded) {
+				return err // nil, or coded by the validator itself
 			}
-			return nil
+			return withCode(exitUsage, err)
 		}
 	}
 	for _, sub := range c.Commands() {
