@@ -64,14 +64,7 @@ func TestReadHostErrors(t *testing.T) {
 		t.Errorf("proc without meminfo: err = %v", err)
 	}
 	// A THP file without a bracketed mode is an error, not a silent "".
-	sys := t.TempDir()
-	thp := filepath.Join(sys, "kernel", "mm", "transparent_hugepage")
-	if err := os.MkdirAll(thp, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(thp, "enabled"), []byte("always madvise never\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	sys := sysWithTHP(t, "always madvise never\n")
 	if _, err := readHost("testdata/golden/proc", sys); err == nil || !strings.Contains(err.Error(), "bracketed") {
 		t.Errorf("THP without selection: err = %v", err)
 	}

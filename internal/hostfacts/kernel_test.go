@@ -53,15 +53,7 @@ func TestSplit(t *testing.T) {
 // THP reads the bracketed word of a THP control file (moved from stress's
 // TestBracketed); a missing file is "" and fs.ErrNotExist.
 func TestTHPFile(t *testing.T) {
-	dir := t.TempDir()
-	thp := filepath.Join(dir, "kernel", "mm", "transparent_hugepage")
-	if err := os.MkdirAll(thp, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(thp, "enabled"), []byte("always [madvise] never\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := New("testdata/golden/proc", dir)
+	f, err := New("testdata/golden/proc", sysWithTHP(t, "always [madvise] never\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,4 +63,19 @@ func TestTHPFile(t *testing.T) {
 	if got, err := f.THP("missing"); got != "" || !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing file: %q, %v", got, err)
 	}
+}
+
+// sysWithTHP returns a sys root whose transparent_hugepage/enabled holds
+// body.
+func sysWithTHP(t *testing.T, body string) string {
+	t.Helper()
+	sys := t.TempDir()
+	thp := filepath.Join(sys, "kernel", "mm", "transparent_hugepage")
+	if err := os.MkdirAll(thp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(thp, "enabled"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return sys
 }
