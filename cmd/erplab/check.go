@@ -10,10 +10,6 @@ import (
 	"github.com/erplab/erplab/internal/workload"
 )
 
-// exitCheckFailed is the exit code of `erplab check` when totals and
-// movements disagree (the data is inconsistent, not the command wrong).
-const exitCheckFailed = 3
-
 func newCheckCmd() *cobra.Command {
 	var dsn, name string
 	cmd := &cobra.Command{

@@ -15,14 +15,6 @@ import (
 	"github.com/erplab/erplab/internal/sampler"
 )
 
-// Exit codes of `erplab doctor` by the worst finding: 0 when nothing is
-// worse than info (ok, info, not checked), 4 for a warning, 5 for a
-// critical finding. 1 and 2 keep their meaning (error, usage).
-const (
-	exitDoctorWarning  = 4
-	exitDoctorCritical = 5
-)
-
 type doctorFlags struct {
 	dsn, format, osUser string
 	procRoot, sysRoot   string

@@ -8,35 +8,32 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/erplab/erplab/internal/exitcode"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "0.1.0-dev"
 
-// Exit codes. 99 for a failed threshold follows the load-tool convention
-// (k6 exits 99 when a threshold fails); 130 is the shell's code for SIGINT.
+// Exit codes, by the one table in internal/exitcode (the README's "Exit
+// codes" section repeats it). The cmd files use these short names.
 const (
-	exitOK          = 0
-	exitError       = 1
-	exitUsage       = 2
-	exitThreshold   = 99
-	exitInterrupted = 130
+	exitOK             = int(exitcode.OK)
+	exitError          = int(exitcode.Error)
+	exitUsage          = int(exitcode.Usage)
+	exitScriptRun      = int(exitcode.ScriptRun) // = exitUsage on purpose: pgbench's 2 for errors during a run
+	exitCheckFailed    = int(exitcode.CheckFailed)
+	exitDoctorWarning  = int(exitcode.DoctorWarning)
+	exitDoctorCritical = int(exitcode.DoctorCritical)
+	exitThreshold      = int(exitcode.Threshold)
+	exitInterrupted    = int(exitcode.Interrupted)
 )
 
-// exitError carries an exit code through cobra.
-type codedError struct {
-	code int
-	err  error
-}
-
-func (e *codedError) Error() string { return e.err.Error() }
-func (e *codedError) Unwrap() error { return e.err }
-
-func withCode(code int, err error) error { return &codedError{code: code, err: err} }
+// withCode attaches an exit code to err (exitcode.With).
+func withCode(code int, err error) error { return exitcode.With(exitcode.Code(code), err) }
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{
@@ -46,11 +43,33 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// Flag errors (unknown flag, bad value): cobra asks a command's own
+	// FlagErrorFunc and else its parents', so this one covers every
+	// command that sets none of its own (run sets one for script mode).
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return withCode(exitUsage, fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 	})
 	root.AddCommand(newVersionCmd(), newRunCmd(), newInitCmd(), newCheckCmd(), newTopCmd(), newStressCmd(), newDiskCmd(), newRewriteCmd(), newProxyCmd(), newDoctorCmd(), newCompareCmd(), newReportCmd(), newABCmd(), newVsPgbenchCmd())
+	usageCodedArgs(root)
 	return root
+}
+
+// usageCodedArgs wraps the Args validator of c and every command below it
+// so that an argument-count error carries exitUsage.
+func usageCodedArgs(c *cobra.Command) {
+	if v := c.Args; v != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			err := v(cmd, args)
+			var coded exitcode.Coder
+			if err == nil || errors.As(err, &coded) {
+				return err // nil, or coded by the validator itself
+			}
+			return withCode(exitUsage, err)
+		}
+	}
+	for _, sub := range c.Commands() {
+		usageCodedArgs(sub)
+	}
 }
 
 func newVersionCmd() *cobra.Command {
@@ -75,31 +94,26 @@ func main() {
 	os.Exit(execute(ctx, os.Args[1:]))
 }
 
+// execute runs the command line args and returns the process exit code,
+// printing the error (one line "erplab: ...") to stderr.
 func execute(ctx context.Context, args []string) int {
 	root := newRoot()
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
+	if err != nil && unknownCommand(root, args) {
+		// cobra's Find fails only for a word naming no subcommand.
+		err = withCode(exitUsage, err)
+	}
 	if err == nil {
 		return exitOK
 	}
 	fmt.Fprintf(os.Stderr, "erplab: %v\n", err)
-	var ce *codedError
-	if errors.As(err, &ce) {
-		return ce.code
-	}
-	if isUsageError(err) {
-		return exitUsage
-	}
-	return exitError
+	return int(exitcode.Of(err))
 }
 
-// isUsageError recognises cobra's own argument errors, which carry no code.
-func isUsageError(err error) bool {
-	msg := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "invalid argument"} {
-		if strings.Contains(msg, p) {
-			return true
-		}
-	}
-	return false
+// unknownCommand reports whether args name no command: cobra's Find (the
+// lookup ExecuteContext itself makes) fails for them.
+func unknownCommand(root *cobra.Command, args []string) bool {
+	_, _, err := root.Find(args)
+	return err != nil
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/erplab/erplab/internal/exitcode"
 	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/results"
 )
@@ -182,11 +183,7 @@ func TestCheckApdexMin(t *testing.T) {
 		{results.NewIntegralScore(0, false), 0.1, exitThreshold},
 	} {
 		err := checkApdexMin(tc.score, tc.min)
-		var ce *codedError
-		got := 0
-		if errors.As(err, &ce) {
-			got = ce.code
-		}
+		got := int(exitcode.Of(err))
 		if got != tc.code {
 			t.Errorf("%+v min %.3f: code %d, want %d (%v)", tc.score, tc.min, got, tc.code, err)
 		}

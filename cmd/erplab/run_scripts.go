@@ -345,10 +345,6 @@ func (p progressValue) Set(s string) error {
 	return nil
 }
 
-// exitScriptRun is pgbench's exit code for errors during the run (a
-// client aborted); script runs use it, other runs keep erplab's codes.
-const exitScriptRun = 2
-
 // scriptFailures reports transactions that failed with an error other
 // than a serialization failure or deadlock: pgbench 15 aborts the client
 // there and exits 2; erplab ran on, and says so with the same code.

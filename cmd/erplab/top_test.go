@@ -3,11 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/erplab/erplab/internal/exitcode"
 	"github.com/erplab/erplab/internal/pgcluster"
 )
 
@@ -40,8 +40,7 @@ func TestTopUsageErrors(t *testing.T) {
 		{[]string{"top", "--dsn", "host=/x", "--count", "-1"}, "--count must be >= 0"},
 	} {
 		_, err := runRoot(t, c.args...)
-		var ce *codedError
-		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.As(err, &ce) || ce.code != exitUsage {
+		if err == nil || !strings.Contains(err.Error(), c.want) || int(exitcode.Of(err)) != exitUsage {
 			t.Errorf("%v: error %v, want exit %d and %q", c.args, err, exitUsage, c.want)
 		}
 	}

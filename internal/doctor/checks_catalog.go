@@ -276,13 +276,13 @@ func checkTempTablespace(ctx context.Context, e *env) result {
 		if p, err := filepath.EvalSymlinks(dir); err == nil {
 			path = p
 		}
-		fsType, mp, err := tmpfsfix.MountOf(e.host.procRoot, path)
+		fsType, mp, err := tmpfsfix.MountOf(e.host.fs.ProcRoot(), path)
 		if err != nil {
-			ev = append(ev, Evidence{Text: err.Error(), From: filepath.Join(e.host.procRoot, "self", "mountinfo")})
+			ev = append(ev, Evidence{Text: err.Error(), From: e.host.procPath("self", "mountinfo")})
 			allTmpfs, fsKnown = false, false
 			continue
 		}
-		ev = append(ev, Evidence{Text: fmt.Sprintf("tablespace %s: temp files of this database go to %s, on %s mounted at %s", name, dir, fsType, mp), From: filepath.Join(e.host.procRoot, "self", "mountinfo")})
+		ev = append(ev, Evidence{Text: fmt.Sprintf("tablespace %s: temp files of this database go to %s, on %s mounted at %s", name, dir, fsType, mp), From: e.host.procPath("self", "mountinfo")})
 		if fsType != "tmpfs" {
 			allTmpfs = false
 			continue

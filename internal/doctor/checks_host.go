@@ -2,7 +2,9 @@ package doctor
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 )
 
 // Sources of the host rules.
@@ -33,7 +35,10 @@ const (
 
 func checkTHPEnabled(_ context.Context, e *env) result {
 	path := e.host.thpPath("enabled")
-	mode := e.host.h.THPEnabled
+	if e.host.thpErr != nil {
+		return notChecked("a readable " + e.host.thpErr.Error()) // the error names the file
+	}
+	mode := e.host.thp
 	from := path
 	if mode == "" {
 		return result{sev: OK, summary: "the kernel has no transparent huge pages", evidence: []Evidence{{Text: "no THP control file", From: path}}}
@@ -174,16 +179,15 @@ func checkHugePages(_ context.Context, e *env) result {
 
 func checkOvercommit(_ context.Context, e *env) result {
 	path := e.host.procPath("sys", "vm", "overcommit_memory")
-	if e.host.vm == nil || e.host.vm.OvercommitMemory == nil {
-		why := "not present"
-		if e.host.vmErr != nil {
-			why = e.host.vmErr.Error()
+	if e.host.overcommit == nil {
+		if errors.Is(e.host.overcommitErr, fs.ErrNotExist) {
+			return notChecked("a readable " + path + " (not present)")
 		}
-		return notChecked("a readable " + path + " (" + why + ")")
+		return notChecked("a readable " + e.host.overcommitErr.Error()) // the error names the file
 	}
-	v := *e.host.vm.OvercommitMemory
+	v := *e.host.overcommit
 	ev := []Evidence{{Text: fmt.Sprintf("vm.overcommit_memory = %d", v), From: path}}
-	if r := e.host.vm.OvercommitRatio; r != nil {
+	if r := e.host.overcommitRatio; r != nil {
 		ev = append(ev, Evidence{Text: fmt.Sprintf("vm.overcommit_ratio = %d", *r), From: e.host.procPath("sys", "vm", "overcommit_ratio")})
 	}
 	mi := e.host.mem

@@ -78,8 +78,8 @@ func checkMaxConnections(ctx context.Context, e *env) result {
 	}
 	m := map[string]float64{"max_connections": maxConn, "client_sessions": float64(clients), "peak_sessions": float64(peak), "usage_pct": round2(100 * usage)}
 	var cpus int
-	if e.host != nil {
-		cpus = e.host.h.CPUs
+	if e.host != nil && e.host.cpusErr == nil {
+		cpus = e.host.cpus
 		ev = append(ev, Evidence{Text: fmt.Sprintf("%d CPUs", cpus), From: e.host.procPath("cpuinfo")})
 		m["cpus"] = float64(cpus)
 	}
@@ -241,7 +241,7 @@ func checkMemoryBudget(_ context.Context, e *env) result {
 	if e.host == nil {
 		return notChecked(e.hostWhy)
 	}
-	ram := int64(e.host.h.MemTotalBytes)
+	ram := e.host.memTotal()
 	sb, _ := e.bytes("shared_buffers")
 	wm, _ := e.bytes("work_mem")
 	tb, _ := e.bytes("temp_buffers")

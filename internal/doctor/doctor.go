@@ -21,6 +21,16 @@
 // swap activity, new sessions) use a sample taken with package sampler
 // for Options.Sample. The thresholds are constants of this package,
 // listed with each check in Checks and in the CLI help.
+//
+// Host facts come from package hostfacts under Options.ProcRoot and
+// SysRoot; meminfo is required, every other host file is read on its own,
+// so a malformed one makes only the checks reading it NotChecked (naming
+// the file). Checks marked Offline read nothing but the server's identity,
+// its settings and the host facts; testdata/doctor/<case>/ holds golden
+// cases for them (server.json, settings.json as pg_settings rows, proc/
+// and sys/ trees, expected.json), and
+// `go test ./internal/doctor -run Golden -update` rewrites the expected
+// findings after a deliberate change.
 package doctor
 
 import (
@@ -159,6 +169,10 @@ type Check struct {
 	// judge the current state without.
 	Sampled    bool
 	UsesSample bool
+	// Offline is true for checks that read only the server's identity,
+	// its settings and the host facts: no query, no sample. They run from
+	// recorded facts (the golden tests in testdata/doctor).
+	Offline bool
 	// Rule is the severity rule in one line (for --list and the docs).
 	Rule string
 	Why  string
@@ -379,6 +393,14 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 	}
 
+	return e.report(ctx, checks)
+}
+
+// report runs checks on the facts in e (server, settings, host, sample)
+// and assembles the report: findings sorted by severity section, then
+// check order. Errors: ctx cancelled.
+func (e *env) report(ctx context.Context, checks []Check) (*Report, error) {
+	opts := e.opts
 	rep := &Report{Format: ReportFormat, Server: e.srv, HostChecked: e.host != nil}
 	if e.host != nil {
 		rep.HostNote = "read " + opts.ProcRoot + " and " + opts.SysRoot

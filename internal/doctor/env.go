@@ -4,9 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	iofs "io/fs"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -15,8 +14,7 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/erplab/erplab/internal/conninfo"
-	"github.com/erplab/erplab/internal/procfile"
-	"github.com/erplab/erplab/internal/runenv"
+	"github.com/erplab/erplab/internal/hostfacts"
 	"github.com/erplab/erplab/internal/sampler"
 	"github.com/erplab/erplab/internal/storm"
 )
@@ -38,11 +36,13 @@ type env struct {
 	pgss    *pgssState // loaded on first use
 }
 
-// setting is one row of pg_settings.
+// setting is one row of pg_settings; the JSON names are those of the
+// golden fixtures (testdata/doctor/*/settings.json).
 type setting struct {
-	Raw  string // pg_settings.setting, in Unit
-	Unit string // pg_settings.unit: "8kB", "kB", "MB", "ms", "s", ""
-	Show string // current_setting(): as SHOW prints it, with a unit
+	Raw    string `json:"setting"` // pg_settings.setting, in Unit
+	Unit   string `json:"unit"`    // pg_settings.unit: "8kB", "kB", "MB", "ms", "s", ""
+	Source string `json:"source"`  // pg_settings.source: "default", "configuration file", ...
+	Show   string `json:"show"`    // current_setting(): as SHOW prints it, with a unit
 }
 
 const serverSQL = `SELECT current_setting('server_version_num')::int4, current_setting('server_version'),
@@ -53,7 +53,7 @@ const serverSQL = `SELECT current_setting('server_version_num')::int4, current_s
 
 // settingsSQL reads every setting the role may see (pg_settings hides
 // superuser-only ones such as data_directory from other roles).
-const settingsSQL = `SELECT name, coalesce(setting, ''), coalesce(unit, ''), current_setting(name) FROM pg_catalog.pg_settings`
+const settingsSQL = `SELECT name, coalesce(setting, ''), coalesce(unit, ''), coalesce(source, ''), current_setting(name) FROM pg_catalog.pg_settings`
 
 func (e *env) readServer(ctx context.Context) error {
 	var oid int64
@@ -71,7 +71,7 @@ func (e *env) readServer(ctx context.Context) error {
 	e.set = map[string]setting{}
 	var name string
 	var st setting
-	if _, err := pgx.ForEachRow(rows, []any{&name, &st.Raw, &st.Unit, &st.Show}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&name, &st.Raw, &st.Unit, &st.Source, &st.Show}, func() error {
 		e.set[name] = st
 		return nil
 	}); err != nil {
@@ -154,14 +154,25 @@ func unitBytes(u string) (int64, bool) {
 // on reports whether a boolean setting is on.
 func (e *env) on(name string) bool { return e.set[name].Raw == "on" }
 
-// hostFacts are read once from the proc and sys trees.
+// hostFacts are read once from the proc and sys trees. Meminfo is
+// required (without it no host check runs); every other file is read on
+// its own and a broken one only affects the checks that read it.
 type hostFacts struct {
-	procRoot, sysRoot string
-	h                 runenv.Host
-	thpDefrag         string // bracketed word of .../transparent_hugepage/defrag
-	mem               procfs.Meminfo
-	vm                *procfs.VM // nil when proc/sys/vm is unreadable
-	vmErr             error
+	fs  hostfacts.FS
+	mem procfs.Meminfo
+	// cpus is the number of processors in cpuinfo; 0 with cpusErr.
+	cpus    int
+	cpusErr error
+	// thp is the bracketed mode of transparent_hugepage/enabled: "" when
+	// the kernel has no THP (thpErr nil) or the file is unreadable or
+	// malformed (thpErr says why).
+	thp       string
+	thpErr    error
+	thpDefrag string // bracketed word of .../transparent_hugepage/defrag; "" when absent or malformed
+	// overcommit and overcommitRatio are vm.overcommit_memory and
+	// vm.overcommit_ratio; nil with the error when unreadable.
+	overcommit, overcommitRatio *int64
+	overcommitErr               error
 }
 
 // readHost decides whether host checks run and reads the host facts.
@@ -174,46 +185,57 @@ func (e *env) readHost() {
 		e.hostWhy = "a local server (Unix socket or loopback) or --host: the server is remote, its host is not this one"
 		return
 	}
-	h, err := runenv.ReadHost(e.opts.ProcRoot, e.opts.SysRoot)
+	hf, err := readHostFacts(e.opts.ProcRoot, e.opts.SysRoot)
 	if err != nil {
 		e.hostWhy = "a readable host: " + err.Error()
 		return
-	}
-	fs, err := procfs.NewFS(e.opts.ProcRoot)
-	if err != nil {
-		e.hostWhy = "a readable host: " + err.Error()
-		return
-	}
-	mi, err := fs.Meminfo()
-	if err != nil {
-		e.hostWhy = "a readable host: " + err.Error()
-		return
-	}
-	hf := &hostFacts{procRoot: e.opts.ProcRoot, sysRoot: e.opts.SysRoot, h: h, mem: mi}
-	hf.vm, hf.vmErr = fs.VM()
-	if line, err := readLine(hf.thpPath("defrag")); err == nil {
-		hf.thpDefrag = procfile.Selected(line)
 	}
 	e.host = hf
 }
 
-func (h *hostFacts) thpPath(name string) string {
-	return filepath.Join(h.sysRoot, "kernel", "mm", "transparent_hugepage", name)
-}
-
-func (h *hostFacts) procPath(parts ...string) string {
-	return filepath.Join(append([]string{h.procRoot}, parts...)...)
-}
-
-// readLine returns the first line of a small file, trimmed.
-func readLine(path string) (string, error) {
-	b, err := os.ReadFile(path)
+// readHostFacts reads the host facts under procRoot and sysRoot. Errors:
+// the proc root or its meminfo (with MemTotal) unreadable; other files
+// leave their error in the facts.
+func readHostFacts(procRoot, sysRoot string) (*hostFacts, error) {
+	fs, err := hostfacts.New(procRoot, sysRoot)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	return strings.TrimSpace(line), nil
+	mi, err := fs.Meminfo()
+	if err != nil {
+		return nil, err
+	}
+	if mi.MemTotalBytes == nil {
+		return nil, fmt.Errorf("%s: no MemTotal line", fs.ProcPath("meminfo"))
+	}
+	hf := &hostFacts{fs: fs, mem: mi}
+	if ci, err := fs.CPUInfo(); err != nil {
+		hf.cpusErr = err
+	} else {
+		hf.cpus = len(ci)
+	}
+	hf.thp, hf.thpErr = fs.THP("enabled")
+	if errors.Is(hf.thpErr, iofs.ErrNotExist) {
+		hf.thpErr = nil // no THP in this kernel
+	}
+	hf.thpDefrag, _ = fs.THP("defrag")
+	if v, err := fs.Sysctl("vm", "overcommit_memory"); err != nil {
+		hf.overcommitErr = err
+	} else {
+		hf.overcommit = &v
+		if r, err := fs.Sysctl("vm", "overcommit_ratio"); err == nil {
+			hf.overcommitRatio = &r
+		}
+	}
+	return hf, nil
 }
+
+// memTotal is MemTotal of meminfo, bytes.
+func (h *hostFacts) memTotal() int64 { return int64(deref(h.mem.MemTotalBytes)) }
+
+func (h *hostFacts) thpPath(name string) string { return h.fs.THPPath(name) }
+
+func (h *hostFacts) procPath(parts ...string) string { return h.fs.ProcPath(parts...) }
 
 // sampleData is the sample rate-based checks read.
 type sampleData struct {
@@ -237,10 +259,9 @@ func (e *env) takeSample(ctx context.Context) error {
 	if e.host != nil {
 		mode = sampler.HostOn
 	}
-	vmstatPath := filepath.Join(e.opts.ProcRoot, "vmstat")
 	var sw0 map[string]uint64
 	if e.host != nil {
-		sw0, _ = procfile.VMStat(vmstatPath, "pswpin", "pswpout")
+		sw0, _ = e.host.fs.VMStat("pswpin", "pswpout")
 	}
 	t0 := time.Now()
 	ss, err := sampler.Start(ctx, e.opts.DSN, t0, sampler.SessionOptions{
@@ -277,7 +298,7 @@ func (e *env) takeSample(ctx context.Context) error {
 	d.first, d.last = &d.series[0], &d.series[len(d.series)-1]
 	d.elapsed = d.last.Time.Sub(d.first.Time).Seconds()
 	if sw0 != nil {
-		if sw1, err := procfile.VMStat(vmstatPath, "pswpin", "pswpout"); err == nil {
+		if sw1, err := e.host.fs.VMStat("pswpin", "pswpout"); err == nil {
 			if dt := t1.Sub(t0).Seconds(); dt > 0 {
 				_, ok0 := sw0["pswpin"]
 				_, ok1 := sw1["pswpin"]

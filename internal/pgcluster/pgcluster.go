@@ -38,7 +38,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/prometheus/procfs"
+
+	"github.com/erplab/erplab/internal/hostfacts"
 )
 
 // Options configures Start. The zero value starts a cluster with defaults
@@ -367,9 +368,9 @@ func dsmType() string {
 // for the load generator running on the same machine.
 func defaultSharedBuffers() string {
 	size := uint64(minSharedBuffers)
-	if fs, err := procfs.NewDefaultFS(); err == nil {
-		if mi, err := fs.Meminfo(); err == nil && mi.MemTotal != nil {
-			size = *mi.MemTotal * 1024 / 8 // MemTotal is in kB
+	if fs, err := hostfacts.New("", ""); err == nil {
+		if mi, err := fs.Meminfo(); err == nil && mi.MemTotalBytes != nil {
+			size = *mi.MemTotalBytes / 8
 		}
 	}
 	size = min(max(size, minSharedBuffers), maxSharedBuffers)
@@ -759,20 +760,11 @@ func (c *Cluster) stopServer() error {
 
 // childPIDs lists the processes whose parent is pid.
 func childPIDs(pid int) []int {
-	fs, err := procfs.NewDefaultFS()
+	fs, err := hostfacts.New("", "")
 	if err != nil {
 		return nil
 	}
-	procs, err := fs.AllProcs()
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, p := range procs {
-		if st, err := p.Stat(); err == nil && st.PPID == pid {
-			out = append(out, p.PID)
-		}
-	}
+	out, _ := fs.ChildPIDs(pid)
 	return out
 }
 

@@ -1,90 +1,29 @@
 package runenv
 
 import (
-	"encoding/json"
-	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/erplab/erplab/internal/hostfacts"
 )
 
-func TestReadHostLive(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("needs Linux /proc and /sys")
-	}
-	h, err := ReadHost("/proc", "/sys")
+// ReadHost is hostfacts' Host of the same roots (its tests are there).
+func TestReadHostIsHostfacts(t *testing.T) {
+	proc, sys := "../hostfacts/testdata/golden/proc", "../hostfacts/testdata/golden/sys"
+	got, err := ReadHost(proc, sys)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("host: %+v", h)
-	// runtime.NumCPU counts the CPUs in this process's affinity mask; on an
-	// unrestricted machine that is every online CPU.
-	if h.CPUs != runtime.NumCPU() {
-		t.Errorf("CPUs = %d, runtime.NumCPU() = %d", h.CPUs, runtime.NumCPU())
-	}
-	if h.MemTotalBytes == 0 {
-		t.Error("MemTotalBytes = 0")
-	}
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		t.Fatal(err)
-	}
-	if want := unix.ByteSliceToString(u.Release[:]); h.Kernel != want {
-		t.Errorf("Kernel = %q, uname release %q", h.Kernel, want)
-	}
-	if want := unix.ByteSliceToString(u.Machine[:]); h.Arch != want {
-		t.Errorf("Arch = %q, uname machine %q", h.Arch, want)
-	}
-	if want, _ := os.Hostname(); h.Hostname != want {
-		t.Errorf("Hostname = %q, os.Hostname %q", h.Hostname, want)
-	}
-	if h.OS != "Linux" {
-		t.Errorf("OS = %q, want Linux", h.OS)
-	}
-	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage/enabled"); err == nil {
-		switch h.THPEnabled {
-		case "always", "madvise", "never":
-		default:
-			t.Errorf("THPEnabled = %q", h.THPEnabled)
-		}
-	}
-}
-
-func TestReadHostErrors(t *testing.T) {
-	if _, err := ReadHost(filepath.Join(t.TempDir(), "absent"), "/sys"); err == nil {
-		t.Error("absent proc root: no error")
-	}
-	// A proc tree without meminfo: the error names the file.
-	proc := t.TempDir()
-	_, err := ReadHost(proc, t.TempDir())
-	if err == nil || !strings.Contains(err.Error(), "meminfo") {
-		t.Errorf("proc without meminfo: err = %v", err)
-	}
-	// A THP file without a bracketed mode is an error, not a silent "".
-	sys := t.TempDir()
-	thp := filepath.Join(sys, "kernel", "mm", "transparent_hugepage")
-	if err := os.MkdirAll(thp, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(thp, "enabled"), []byte("always madvise never\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ReadHost("testdata/host/proc", sys); err == nil || !strings.Contains(err.Error(), "bracketed") {
-		t.Errorf("THP without selection: err = %v", err)
-	}
-}
-
-func TestHostJSON(t *testing.T) {
-	b, err := json.Marshal(Host{Hostname: "h", CPUs: 2, MemTotalBytes: 1024, THPEnabled: "madvise"})
+	f, err := hostfacts.New(proc, sys)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{`"hostname":"h"`, `"cpus":2`, `"mem_total_bytes":1024`, `"thp_enabled":"madvise"`} {
-		if !strings.Contains(string(b), k) {
-			t.Errorf("JSON %s lacks %s", b, k)
-		}
+	want, err := f.Host()
+	if err != nil || got != want || got.MemTotalBytes != 16318600*1024 {
+		t.Fatalf("ReadHost = %+v, hostfacts = %+v (%v)", got, want, err)
+	}
+	if _, err := ReadHost(filepath.Join(t.TempDir(), "absent"), "/sys"); err == nil || !strings.HasPrefix(err.Error(), "read host: proc tree") {
+		t.Errorf("absent proc root: err = %v", err)
 	}
 }

@@ -2,12 +2,11 @@ package sampler
 
 import (
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/prometheus/procfs"
 
-	"github.com/erplab/erplab/internal/procfile"
+	"github.com/erplab/erplab/internal/hostfacts"
 )
 
 // Host is one sample of the machine the server runs on (only when it is
@@ -33,7 +32,7 @@ type Host struct {
 // CPU is the split of CPU time over the interval, % of all CPUs, from the
 // "cpu" line of /proc/stat (proc(5)). Guest time is already inside User and
 // Nice, as the kernel accounts it.
-type CPU = procfile.CPU
+type CPU = hostfacts.CPU
 
 // Mem is memory now, bytes, from /proc/meminfo.
 type Mem struct {
@@ -76,21 +75,19 @@ type HostCounters struct {
 
 // hostReader reads host figures under a proc root.
 type hostReader struct {
-	root     string
-	fs       procfs.FS
+	fs       hostfacts.FS
 	prev     *HostCounters
 	prevTime time.Time
 }
 
+// newHostReader reads the proc tree procRoot ("" = /proc); only /proc is
+// read, so the sys root is left at its default.
 func newHostReader(procRoot string) (*hostReader, error) {
-	if procRoot == "" {
-		procRoot = procfs.DefaultMountPoint
-	}
-	fs, err := procfs.NewFS(procRoot)
+	fs, err := hostfacts.New(procRoot, "")
 	if err != nil {
-		return nil, fmt.Errorf("host sampler: proc tree %s: %w", procRoot, err)
+		return nil, fmt.Errorf("host sampler: %w", err)
 	}
-	return &hostReader{root: procRoot, fs: fs}, nil
+	return &hostReader{fs: fs}, nil
 }
 
 // read returns one Host sample taken at now; per-second rates use the
@@ -99,13 +96,13 @@ func newHostReader(procRoot string) (*hostReader, error) {
 func (h *hostReader) read(now time.Time) (*Host, error) {
 	st, err := h.fs.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("host sampler: %s: %w", filepath.Join(h.root, "stat"), err)
+		return nil, fmt.Errorf("host sampler: %w", err)
 	}
 	mi, err := h.fs.Meminfo()
 	if err != nil {
-		return nil, fmt.Errorf("host sampler: %s: %w", filepath.Join(h.root, "meminfo"), err)
+		return nil, fmt.Errorf("host sampler: %w", err)
 	}
-	vm, err := procfile.VMStat(filepath.Join(h.root, "vmstat"), vmstatKeys...)
+	vm, err := h.fs.VMStat(vmstatKeys...)
 	if err != nil {
 		return nil, err
 	}
@@ -118,7 +115,7 @@ func (h *hostReader) read(now time.Time) (*Host, error) {
 	if h.prev != nil {
 		elapsed := now.Sub(h.prevTime).Seconds()
 		out.Rates = true
-		out.CPU = procfile.Split(h.prev.CPUTotal, cur.CPUTotal)
+		out.CPU = hostfacts.Split(h.prev.CPUTotal, cur.CPUTotal)
 		if elapsed > 0 {
 			out.ContextSwitchesPerS = round2(float64(delta(h.prev.ContextSwitches, cur.ContextSwitches)) / elapsed)
 			r := func(k string) float64 {

@@ -1,7 +1,7 @@
 package sampler
 
 import (
-	"github.com/erplab/erplab/internal/procfile"
+	"github.com/erplab/erplab/internal/hostfacts"
 	"math"
 	"os"
 	"path/filepath"
@@ -137,7 +137,7 @@ func TestHostFixtureErrors(t *testing.T) {
 	}
 	// A kernel without THP has no thp_* lines: not an error, just absent.
 	os.WriteFile(filepath.Join(dir, "vmstat"), []byte("pgmajfault 5\n"), 0o644)
-	m, err := procfile.VMStat(filepath.Join(dir, "vmstat"), vmstatKeys...)
+	m, err := hostfacts.VMStat(filepath.Join(dir, "vmstat"), vmstatKeys...)
 	if _, ok := m["thp_fault_alloc"]; err != nil || ok || m["pgmajfault"] != 5 {
 		t.Errorf("vmstat without THP: %v %v", m, err)
 	}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
-	"github.com/prometheus/procfs"
 
+	"github.com/erplab/erplab/internal/hostfacts"
 	"github.com/erplab/erplab/internal/storm"
 )
 
@@ -166,15 +166,11 @@ func (ss *Session) backendCPU() (float64, bool) {
 	if !ss.info.HostSampled {
 		return 0, false
 	}
-	fs, err := procfs.NewFS(ss.s.opts.ProcRoot)
+	fs, err := hostfacts.New(ss.s.opts.ProcRoot, "")
 	if err != nil {
 		return 0, false
 	}
-	p, err := fs.Proc(ss.connPID)
-	if err != nil {
-		return 0, false
-	}
-	st, err := p.Stat()
+	st, err := fs.ProcStat(ss.connPID)
 	if err != nil || st.Comm != "postgres" { // another pid namespace?
 		return 0, false
 	}

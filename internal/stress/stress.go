@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -27,7 +26,7 @@ import (
 
 	"github.com/prometheus/procfs"
 
-	"github.com/erplab/erplab/internal/procfile"
+	"github.com/erplab/erplab/internal/hostfacts"
 	"golang.org/x/sys/unix"
 )
 
@@ -97,7 +96,7 @@ func (s Spec) Validate() error {
 
 // CPUSplit is the host's CPU time split over an interval, % of all CPUs,
 // from the "cpu" line of /proc/stat (proc(5)).
-type CPUSplit = procfile.CPU
+type CPUSplit = hostfacts.CPU
 
 // Workers sums the workers of one kind.
 type Workers struct {
@@ -198,7 +197,7 @@ type Run struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	start   time.Time
-	fs      procfs.FS
+	fs      hostfacts.FS
 	cpu0    procfs.CPUStat
 	vm0     map[string]uint64
 	workers []*worker
@@ -221,21 +220,16 @@ func Start(ctx context.Context, spec Spec) (*Run, error) {
 	if spec.VMBytes == 0 {
 		spec.VMBytes = DefaultVMBytes
 	}
-	if spec.ProcRoot == "" {
-		spec.ProcRoot = procfs.DefaultMountPoint
-	}
-	if spec.SysRoot == "" {
-		spec.SysRoot = "/sys"
-	}
-	fs, err := procfs.NewFS(spec.ProcRoot)
+	fs, err := hostfacts.New(spec.ProcRoot, spec.SysRoot)
 	if err != nil {
-		return nil, fmt.Errorf("stress: proc tree %s: %w", spec.ProcRoot, err)
+		return nil, fmt.Errorf("stress: %w", err)
 	}
+	spec.ProcRoot, spec.SysRoot = fs.ProcRoot(), fs.SysRoot()
 	st, err := fs.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("stress: %s/stat: %w", spec.ProcRoot, err)
+		return nil, fmt.Errorf("stress: %w", err)
 	}
-	vm, err := procfile.VMStat(filepath.Join(spec.ProcRoot, "vmstat"), vmKeys...)
+	vm, err := fs.VMStat(vmKeys...)
 	if err != nil {
 		return nil, err
 	}
@@ -359,16 +353,16 @@ type Live struct {
 func (r *Run) Live() (Live, error) {
 	st, err := r.fs.Stat()
 	if err != nil {
-		return Live{}, fmt.Errorf("stress: /proc/stat: %w", err)
+		return Live{}, fmt.Errorf("stress: %w", err)
 	}
-	vm, err := procfile.VMStat(filepath.Join(r.spec.ProcRoot, "vmstat"), vmKeys...)
+	vm, err := r.fs.VMStat(vmKeys...)
 	if err != nil {
 		return Live{}, err
 	}
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	l := Live{Elapsed: now.Sub(r.start), Host: procfile.Split(r.liveCPU, st.CPUTotal), Ops: map[string]int64{},
+	l := Live{Elapsed: now.Sub(r.start), Host: hostfacts.Split(r.liveCPU, st.CPUTotal), Ops: map[string]int64{},
 		UserS: map[string]float64{}, SystemS: map[string]float64{}}
 	if s := now.Sub(r.liveTime).Seconds(); s > 0 {
 		l.THPFaultAllocPerS = float64(sub(r.liveVM["thp_fault_alloc"], vm["thp_fault_alloc"])) / s
@@ -411,14 +405,15 @@ func (r *Run) Stop() Report {
 	end := time.Now()
 	rep := Report{THP: r.spec.THP, Duration: end.Sub(r.start)}
 	rep.Seconds = math.Round(rep.Duration.Seconds()*100) / 100
-	rep.THPHost = bracketed(filepath.Join(r.spec.SysRoot, "kernel/mm/transparent_hugepage/enabled"))
-	rep.THPDefrag = bracketed(filepath.Join(r.spec.SysRoot, "kernel/mm/transparent_hugepage/defrag"))
+	// "" when the kernel has no THP (or the file has no bracketed mode).
+	rep.THPHost, _ = r.fs.THP("enabled")
+	rep.THPDefrag, _ = r.fs.THP("defrag")
 	if st, err := r.fs.Stat(); err == nil {
-		rep.Host = procfile.Split(r.cpu0, st.CPUTotal)
+		rep.Host = hostfacts.Split(r.cpu0, st.CPUTotal)
 	} else {
-		rep.Errors = append(rep.Errors, fmt.Sprintf("/proc/stat: %v", err))
+		rep.Errors = append(rep.Errors, err.Error()) // names the file
 	}
-	if vm, err := procfile.VMStat(filepath.Join(r.spec.ProcRoot, "vmstat"), vmKeys...); err == nil {
+	if vm, err := r.fs.VMStat(vmKeys...); err == nil {
 		d := func(k string) uint64 { return sub(r.vm0[k], vm[k]) }
 		rep.VM = VMCounters{THPFaultAlloc: d("thp_fault_alloc"), THPFaultFallback: d("thp_fault_fallback"),
 			THPCollapseAlloc: d("thp_collapse_alloc"), CompactStall: d("compact_stall"),
@@ -471,11 +466,4 @@ func sub(a, b uint64) uint64 {
 		return 0
 	}
 	return b - a
-}
-
-// bracketed returns the [selected] word of a sysfs choice file, "" when
-// the file is missing.
-func bracketed(path string) string {
-	w, _ := procfile.SelectedFile(path)
-	return w
 }

@@ -89,20 +89,6 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func TestBracketed(t *testing.T) {
-	dir := t.TempDir()
-	p := dir + "/enabled"
-	if err := writeFile(p, "always [madvise] never\n"); err != nil {
-		t.Fatal(err)
-	}
-	if got := bracketed(p); got != "madvise" {
-		t.Errorf("bracketed = %q", got)
-	}
-	if got := bracketed(dir + "/missing"); got != "" {
-		t.Errorf("missing file: %q", got)
-	}
-}
-
 func TestParseSpec(t *testing.T) {
 	sp, err := ParseSpec("vm=2, vm-bytes=64M,thp=nohuge,cpu=1")
 	if err != nil {

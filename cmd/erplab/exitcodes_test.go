@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+)
+
+// Every exit code through execute, the function main calls: cobra's own
+// errors (unknown command, unknown flag, bad flag value, wrong argument
+// count) get exitUsage structurally, each command's usage errors keep
+// exitUsage, missing inputs exit exitError, and the threshold, doctor and
+// interrupt codes come out as the table says.
+func TestExecuteExitCodes(t *testing.T) {
+	for _, v := range []string{"PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGPASSWORD", "PGSERVICE"} {
+		t.Setenv(v, "")
+	}
+	dir := t.TempDir()
+	t.Chdir(dir)
+	proc, sys := thpHost(t, "always")
+	dsn := srv.NewDatabase(t)
+	for name, body := range map[string]string{"ok.sql": "SELECT 1\n", "bad.sql": "SELEC 1\n"} {
+		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for _, c := range []struct {
+		name string
+		stop time.Duration // > 0: interrupt (cancel the context) after this long
+		args []string
+		want int
+	}{
+		{"version", 0, []string{"version"}, exitOK},
+		{"help", 0, []string{"--help"}, exitOK},
+		{"unknown command", 0, []string{"bogus"}, exitUsage},
+		{"unknown command after flags", 0, []string{"--help=false", "frobnicate", "x"}, exitUsage},
+		{"unknown flag on root", 0, []string{"--bogus"}, exitUsage},
+		{"unknown flag", 0, []string{"version", "--bogus"}, exitUsage},
+		{"unknown shorthand flag", 0, []string{"doctor", "-Z"}, exitUsage},
+		{"unknown flag of a subcommand", 0, []string{"doctor", "fix", "--bogus"}, exitUsage},
+		{"bad flag value", 0, []string{"top", "--count", "many"}, exitUsage},
+		{"bad duration value", 0, []string{"doctor", "--sample", "soon"}, exitUsage},
+		{"no args allowed", 0, []string{"version", "extra"}, exitUsage},
+		{"too few args", 0, []string{"compare", "a.json"}, exitUsage},
+		{"no arg", 0, []string{"report"}, exitUsage},
+		{"too many args", 0, []string{"rewrite", "SELECT 1", "SELECT 2"}, exitUsage},
+		{"subcommand arg validator", 0, []string{"doctor", "fix"}, exitUsage},
+		{"unknown fix", 0, []string{"doctor", "fix", "nope"}, exitUsage},
+		{"run", 0, []string{"run", "--apdex-min", "1.5"}, exitUsage},
+		{"run workload flag", 0, []string{"run", "--workload", "erp", "--scale", "5000"}, exitUsage},
+		{"init", 0, []string{"init"}, exitUsage},
+		{"check", 0, []string{"check"}, exitUsage},
+		{"top", 0, []string{"top", "--once"}, exitUsage},
+		{"stress", 0, []string{"stress", "--timeout", "0s"}, exitUsage},
+		{"disk", 0, []string{"disk"}, exitUsage},
+		{"rewrite", 0, []string{"rewrite", "--disable", "nope", "ok.sql"}, exitUsage},
+		{"rewrite parse", 0, []string{"rewrite", "bad.sql"}, exitUsage},
+		{"proxy", 0, []string{"proxy"}, exitUsage},
+		{"proxy bench", 0, []string{"proxy", "bench"}, exitUsage},
+		{"doctor", 0, []string{"doctor", "--format", "xml"}, exitUsage},
+		{"doctor ids", 0, []string{"doctor", "--only", "nope"}, exitUsage},
+		{"compare", 0, []string{"compare", "--format", "xml", "a.json", "b.json"}, exitUsage},
+		{"report", 0, []string{"report", "--format", "pdf", "a.json"}, exitUsage},
+		{"ab", 0, []string{"ab"}, exitUsage},
+		{"vs-pgbench", 0, []string{"vs-pgbench", "--repeat", "0"}, exitUsage},
+		{"missing input", 0, []string{"compare", "a.json", "nope.json"}, exitError},
+		{"missing report input", 0, []string{"report", "nope.json"}, exitError},
+		{"unreachable server", 0, []string{"doctor", "--dsn", "host=/nonexistent port=1", "--sample", "0"}, exitError},
+		{"doctor warning", 0, []string{"doctor", "--dsn", dsn, "--sample", "0", "--only", "thp-enabled", "--host",
+			"--proc-root", proc, "--sys-root", sys}, exitDoctorWarning},
+		{"doctor ok", 0, []string{"doctor", "--dsn", dsn, "--sample", "0", "--only", "thp-defrag", "--host",
+			"--proc-root", proc, "--sys-root", sys}, exitOK},
+		{"threshold", 0, []string{"run", "--workload", "smoke", "--dsn", dsn, "--users", "100", "--connections", "1", "--think", "0",
+			"--duration", "1s", "--mix", "temp_churn=1", "--apdex-min", "1", "--out", "t.json", "--progress", "0"}, exitThreshold},
+		{"interrupted", time.Second, []string{"run", "--workload", "smoke", "--dsn", dsn, "--duration", "30s", "--out", "i.json", "--progress", "0"}, exitInterrupted},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		if c.stop > 0 {
+			time.AfterFunc(c.stop, cancel)
+		}
+		got := execute(ctx, c.args)
+		cancel()
+		if got != c.want {
+			t.Errorf("%s: erplab %q exits %d, want %d", c.name, c.args, got, c.want)
+		}
+	}
+}

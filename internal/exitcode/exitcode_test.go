@@ -1,0 +1,67 @@
+package exitcode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"testing"
+)
+
+func TestOf(t *testing.T) {
+	base := errors.New("boom")
+	for _, c := range []struct {
+		name string
+		err  error
+		want Code
+	}{
+		{"nil", nil, OK},
+		{"plain", base, Error},
+		{"coded", With(Usage, base), Usage},
+		{"wrapped after coding", fmt.Errorf("run: %w", With(Threshold, base)), Threshold},
+		{"outermost wins", With(Interrupted, fmt.Errorf("x: %w", With(Usage, base))), Interrupted},
+		{"joined", errors.Join(base, With(CheckFailed, base)), CheckFailed},
+	} {
+		if got := Of(c.err); got != c.want {
+			t.Errorf("%s: Of = %d, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+func TestWithKeepsChain(t *testing.T) {
+	err := With(Interrupted, fmt.Errorf("stop: %w", context.Canceled))
+	if !errors.Is(err, context.Canceled) || err.Error() != "stop: context canceled" {
+		t.Errorf("With hides the chain or changes the message: %v", err)
+	}
+	if With(Usage, nil) != nil {
+		t.Error("With(code, nil) is not nil")
+	}
+}
+
+// A child process's exit status (exec.ExitError has ExitCode() int) must
+// not become erplab's: only Coder values carry a code.
+func TestChildExitStatusIsNotACode(t *testing.T) {
+	err := exec.Command("sh", "-c", "exit 7").Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
+		t.Fatalf("sh exit 7: %v", err)
+	}
+	if got := Of(fmt.Errorf("pgbench: %w", err)); got != Error {
+		t.Errorf("Of(child exit 7) = %d, want %d", got, Error)
+	}
+}
+
+func TestTable(t *testing.T) {
+	seen := map[string]bool{}
+	prev := Code(-1)
+	for _, e := range Table() {
+		if e.Code < prev || e.Meaning == "" || seen[e.Name] {
+			t.Errorf("table row %+v: out of order, empty or repeated", e)
+		}
+		seen[e.Name] = true
+		prev = e.Code
+	}
+	if len(seen) != 9 || ScriptRun != Usage {
+		t.Errorf("table has %d rows (want 9), ScriptRun %d Usage %d", len(seen), ScriptRun, Usage)
+	}
+}
