@@ -89,7 +89,7 @@ func num(m *dto.Metric) float64 {
 
 func TestExporterSample(t *testing.T) {
 	ctx := context.Background()
-	s, err := sampler.Connect(ctx, srv.DSN("postgres"), sampler.Options{})
+	s, err := sampler.Connect(ctx, srv.DSN(t, "postgres"), sampler.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -187,7 +187,7 @@ func rowsOf(t *testing.T, pool *pgxpool.Pool, q string) []string {
 // the PostgreSQL server (information_schema.sql, system_views.sql, ...):
 // real-world SQL with ORs, subqueries, comments and casts.
 func corpusStatements(t *testing.T) []string {
-	files, _ := filepath.Glob(filepath.Join(filepath.Dir(srv.BinDir()), "..", "..", "..", "share", "postgresql", "*", "*.sql"))
+	files, _ := filepath.Glob(filepath.Join(filepath.Dir(srv.BinDir(t)), "..", "..", "..", "share", "postgresql", "*", "*.sql"))
 	if len(files) == 0 {
 		files, _ = filepath.Glob("/usr/share/postgresql/*/*.sql")
 	}
