@@ -78,11 +78,31 @@ func (s *Server) need(t testing.TB) *pgcluster.Cluster {
 // them and returns 1 (the suite fails: CI installs them). SIGINT or SIGTERM
 // during the tests stops the cluster (removing its directory) and exits
 // with status 1.
-func Run(m *testing.M, srv **Server) int {
+func Run(m *testing.M, srv **Server) int { return RunWith(m, srv, Options{}) }
+
+// Options adjust the cluster of RunWith; zero fields take Run's values.
+type Options struct {
+	// MaxConnections and SharedBuffers default to the package constants.
+	MaxConnections int
+	SharedBuffers  string
+	// Settings are extra postgresql.conf settings (name -> value), e.g.
+	// shared_preload_libraries.
+	Settings map[string]string
+}
+
+// RunWith is Run with a cluster adjusted by opts (e.g. a preloaded
+// library).
+func RunWith(m *testing.M, srv **Server, opts Options) int {
 	flag.Parse() // testing.Short needs the flags parsed; m.Run parses again harmlessly
 	if testing.Short() {
 		*srv = &Server{}
 		return m.Run()
+	}
+	if opts.MaxConnections == 0 {
+		opts.MaxConnections = MaxConnections
+	}
+	if opts.SharedBuffers == "" {
+		opts.SharedBuffers = SharedBuffers
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -98,8 +118,9 @@ func Run(m *testing.M, srv **Server) int {
 		}
 	}()
 	c, err := pgcluster.Start(ctx, pgcluster.Options{
-		MaxConnections: MaxConnections,
-		SharedBuffers:  SharedBuffers,
+		MaxConnections: opts.MaxConnections,
+		SharedBuffers:  opts.SharedBuffers,
+		Settings:       opts.Settings,
 		// A test binary killed by -timeout cannot run Stop; do not leave
 		// a server behind then.
 		StopWithParent: true,
