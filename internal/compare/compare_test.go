@@ -32,13 +32,7 @@ var rerecord = flag.Bool("record", false, "re-record testdata/*.json with real r
 
 // TestMain starts a server only to re-record: the comparisons read
 // recorded runs.
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if !*rerecord {
-		os.Exit(m.Run())
-	}
-	os.Exit(pgtest.Run(m, &srv))
-}
+func TestMain(m *testing.M) { os.Exit(pgtest.RunIf(m, &srv, rerecord)) }
 
 // slowed is the smoke workload with pg_sleep(Sleep) added to one key
 // operation: a deliberately slower variant.

@@ -31,13 +31,7 @@ var rerecord = flag.Bool("record", false, "re-record testdata/sample.json from a
 
 // TestMain starts a server only to re-record: the exposition is tested on
 // a recorded sample.
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if !*rerecord {
-		os.Exit(m.Run())
-	}
-	os.Exit(pgtest.Run(m, &srv))
-}
+func TestMain(m *testing.M) { os.Exit(pgtest.RunIf(m, &srv, rerecord)) }
 
 const sampleFile = "testdata/sample.json"
 

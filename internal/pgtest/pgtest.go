@@ -80,6 +80,19 @@ func (s *Server) need(t testing.TB) *pgcluster.Cluster {
 // with status 1.
 func Run(m *testing.M, srv **Server) int { return RunWith(m, srv, Options{}) }
 
+// RunIf is Run when *need is true after the flags are parsed (e.g. a
+// -record flag asking for real runs to record testdata from), and
+// otherwise runs the tests without a cluster, as under -short: the
+// package's tests read recorded data and need no server.
+func RunIf(m *testing.M, srv **Server, need *bool) int {
+	flag.Parse()
+	if !*need {
+		*srv = &Server{}
+		return m.Run()
+	}
+	return Run(m, srv)
+}
+
 // Options adjust the cluster of RunWith; zero fields take Run's values.
 type Options struct {
 	// MaxConnections and SharedBuffers default to the package constants.

@@ -32,13 +32,7 @@ var rerecord = flag.Bool("record", false, "re-record testdata/{three,one}.json w
 
 // TestMain starts a server only to re-record: the reports are made from
 // recorded runs.
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if !*rerecord {
-		os.Exit(m.Run())
-	}
-	os.Exit(pgtest.Run(m, &srv))
-}
+func TestMain(m *testing.M) { os.Exit(pgtest.RunIf(m, &srv, rerecord)) }
 
 // runPaths are the two recorded smoke runs (3 and 1 pooled connections,
 // with observations).
@@ -180,8 +174,11 @@ func TestHTMLSelfContained(t *testing.T) {
 	}
 }
 
-func TestMarkdown(t *testing.T) {
-	runs, err := report.Load(twoRuns(t))
+// markdownOf loads the results files at paths and renders their Markdown
+// report.
+func markdownOf(t *testing.T, paths []string) ([]report.Run, string) {
+	t.Helper()
+	runs, err := report.Load(paths)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +186,11 @@ func TestMarkdown(t *testing.T) {
 	if err := report.WriteMarkdown(&buf, runs); err != nil {
 		t.Fatal(err)
 	}
-	md := buf.String()
+	return runs, buf.String()
+}
+
+func TestMarkdown(t *testing.T) {
+	runs, md := markdownOf(t, twoRuns(t))
 	for _, op := range runs[0].Doc.Operations {
 		if !strings.Contains(md, "| "+op.Name+" |") {
 			t.Errorf("markdown lacks a row for %s", op.Name)
@@ -311,15 +312,7 @@ func TestChromiumRenders(t *testing.T) {
 // recorded figures: the integral APDEX, temp_table_storm's APDEX and
 // percentiles, and "NS" for the operations that ran no sample.
 func TestERPRecordedRun(t *testing.T) {
-	runs, err := report.Load([]string{"testdata/erp.json"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := report.WriteMarkdown(&buf, runs); err != nil {
-		t.Fatal(err)
-	}
-	md := buf.String()
+	runs, md := markdownOf(t, []string{"testdata/erp.json"})
 	for _, row := range []string{
 		"| erp | erp | completed | 2026-12-01T09:38:18Z | 20s | 10 | 10 | 0.961 (excellent) | 9.2 | 184 | 0 | 0 |",
 		"| temp_table_storm | 200 ms | 2 | 0.625 (poor) | 212 ms / 324 ms / 324 ms | 8 (0) |",
@@ -332,7 +325,7 @@ func TestERPRecordedRun(t *testing.T) {
 			t.Errorf("markdown lacks %q:\n%s", row, md)
 		}
 	}
-	buf.Reset()
+	var buf bytes.Buffer
 	if err := report.WriteHTML(&buf, runs); err != nil {
 		t.Fatal(err)
 	}
