@@ -56,6 +56,8 @@ const (
 type Server struct {
 	cluster *pgcluster.Cluster
 	seq     atomic.Int64
+	// skip is the reason of the skip when there is no cluster.
+	skip string
 }
 
 // SkipReason is the message of the skip under -short.
@@ -66,16 +68,20 @@ const SkipReason = "needs a PostgreSQL server (skipped under -short)"
 func (s *Server) need(t testing.TB) *pgcluster.Cluster {
 	t.Helper()
 	if s == nil || s.cluster == nil {
-		t.Skip(SkipReason)
+		why := SkipReason
+		if s != nil && s.skip != "" {
+			why = s.skip
+		}
+		t.Skip(why)
 	}
 	return s.cluster
 }
 
 // Run starts one cluster (MaxConnections, SharedBuffers), stores it in *srv,
 // runs the tests and stops the cluster, returning the exit code for
-// os.Exit. Under -short it starts nothing and stores a Server whose methods
-// skip the test calling them. Without server binaries it prints one line saying how to install
-// them and returns 1 (the suite fails: CI installs them). SIGINT or SIGTERM
+// os.Exit. Under -short it starts nothing and stores a Server whose
+// methods skip the test calling them. Without server binaries it prints one
+// line saying how to install them and returns 1 (the suite fails: CI installs them). SIGINT or SIGTERM
 // during the tests stops the cluster (removing its directory) and exits
 // with status 1.
 func Run(m *testing.M, srv **Server) int { return RunWith(m, srv, Options{}) }
@@ -87,7 +93,7 @@ func Run(m *testing.M, srv **Server) int { return RunWith(m, srv, Options{}) }
 func RunIf(m *testing.M, srv **Server, need *bool) int {
 	flag.Parse()
 	if !*need {
-		*srv = &Server{}
+		*srv = &Server{skip: "needs a PostgreSQL server: only to record testdata (see the package's record flag)"}
 		return m.Run()
 	}
 	return Run(m, srv)
