@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/erplab/erplab/internal/pgtest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -28,6 +29,7 @@ func TestABUsageErrors(t *testing.T) {
 // A real, short ab run on the embedded default: two variants, the files,
 // and a comparison per variant on stdout.
 func TestABSmoke(t *testing.T) {
+	pgtest.SkipShort(t) // builds the binary and starts an embedded server
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "p.conf")
 	if err := os.WriteFile(conf, []byte("work_mem = '32MB'\n"), 0o644); err != nil {

@@ -73,7 +73,7 @@ func TestInitPgbenchDSN(t *testing.T) {
 // --vs-pgbench on the throwaway server times pgbench -i with the same
 // options after erplab's load and prints both with the ratio.
 func TestInitPgbenchVsPgbench(t *testing.T) {
-	if _, err := pgbenchinit.FindPgbench(srv.BinDir()); err != nil {
+	if _, err := pgbenchinit.FindPgbench(srv.BinDir(t)); err != nil {
 		t.Skipf("no pgbench: %v", err)
 	}
 	out, err := erplab(t, t.TempDir(), "init", "--workload", "pgbench", "-s", "1", "--partitions", "2", "--vs-pgbench").CombinedOutput()

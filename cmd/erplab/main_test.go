@@ -52,6 +52,7 @@ var dataDirRE = regexp.MustCompile(`\(data (\S+), port`)
 // The main job on the embedded default: a throwaway server, a short smoke
 // run, a results file in ./erplab-results, and no server or directory left.
 func TestRunEmbeddedDefault(t *testing.T) {
+	pgtest.SkipShort(t) // builds the binary and starts an embedded server
 	dir := t.TempDir()
 	out, err := erplab(t, dir, "run", "--workload", "smoke", "--duration", "4s", "--users", "4", "--think", "50ms").CombinedOutput()
 	if err != nil {
@@ -84,6 +85,7 @@ func TestRunInterruptedBySIGINT(t *testing.T) { interrupted(t, syscall.SIGINT) }
 func TestRunInterruptedBySIGHUP(t *testing.T) { interrupted(t, syscall.SIGHUP) }
 
 func interrupted(t *testing.T, sig syscall.Signal) {
+	pgtest.SkipShort(t) // builds the binary and starts an embedded server
 	dir := t.TempDir()
 	cmd := erplab(t, dir, "run", "--duration", "5m", "--users", "3", "--think", "20ms", "--out", "r.json")
 	stdout, err := cmd.StdoutPipe()
@@ -195,6 +197,7 @@ func TestCheckApdexMin(t *testing.T) {
 // second, far above T = 300 ms) misses its target: --apdex-min 0.9 exits 99 and still
 // writes results.
 func TestApdexMinFailsOverloadedRun(t *testing.T) {
+	pgtest.SkipShort(t) // builds the binary and starts an embedded server
 	dir := t.TempDir()
 	cmd := erplab(t, dir, "run", "--users", "250", "--connections", "1", "--think", "0", "--duration", "4s",
 		"--mix", "temp_churn=1", "--apdex-min", "0.9", "--out", "r.json", "--progress", "0")
@@ -222,6 +225,7 @@ func TestVersion(t *testing.T) {
 // erplab init --vs-pgbench on the throwaway server prints both loaders
 // side by side with their ratio.
 func TestInitVsPgbench(t *testing.T) {
+	pgtest.SkipShort(t) // builds the binary and starts an embedded server
 	out, err := erplab(t, t.TempDir(), "init", "--scale", "0.01", "--vs-pgbench").CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -241,6 +245,7 @@ func TestInitVsPgbench(t *testing.T) {
 // The ERP workload end to end on the embedded default: every key
 // operation appears in the results, and the catalog sizes are printed.
 func TestRunERPEmbedded(t *testing.T) {
+	pgtest.SkipShort(t) // builds the binary and starts an embedded server
 	dir := t.TempDir()
 	out, err := erplab(t, dir, "run", "--workload", "erp", "--scale", "0.01", "--users", "12", "--connections", "4",
 		"--think", "0", "--duration", "6s", "--out", "erp.json", "--progress", "0").CombinedOutput()

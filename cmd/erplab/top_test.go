@@ -9,6 +9,7 @@ import (
 
 	"github.com/erplab/erplab/internal/exitcode"
 	"github.com/erplab/erplab/internal/pgcluster"
+	"github.com/erplab/erplab/internal/pgtest"
 )
 
 // runRoot runs the erplab command tree in-process with args and returns
@@ -54,6 +55,7 @@ func TestTopUsageErrors(t *testing.T) {
 // TestTopOnceCommand runs `erplab top --once` in-process against a
 // throwaway server and checks both tables are printed.
 func TestTopOnceCommand(t *testing.T) {
+	pgtest.SkipShort(t) // builds the binary and starts an embedded server
 	ctx := context.Background()
 	c, err := pgcluster.Start(ctx, pgcluster.Options{MaxConnections: 20, SharedBuffers: "128MB", StopWithParent: true})
 	if err != nil {

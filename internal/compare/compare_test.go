@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
+	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -25,7 +26,13 @@ import (
 
 var srv *pgtest.Server
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Run(m, &srv)) }
+// rerecord makes threeRuns run the load tests again on a test PostgreSQL
+// server and rewrite testdata/{a,a2,slow}.json: go test -run . -record.
+var rerecord = flag.Bool("record", false, "re-record testdata/*.json with real runs on a test PostgreSQL server")
+
+// TestMain starts a server only to re-record: the comparisons read
+// recorded runs.
+func TestMain(m *testing.M) { os.Exit(pgtest.RunIf(m, &srv, rerecord)) }
 
 // slowed is the smoke workload with pg_sleep(Sleep) added to one key
 // operation: a deliberately slower variant.
@@ -46,26 +53,41 @@ func (s slowed) Execute(ctx context.Context, conn *pgx.Conn, vu *workload.VU, op
 	return nil
 }
 
-// runs holds the three real runs the tests compare: baseline, the same
-// configuration again, and the variant with item_lookup slowed.
-var (
-	runsOnce sync.Once
-	runDocs  [3]*results.Document
-	runErr   error
-)
+// runFiles are the three recorded runs the tests compare: baseline, the
+// same configuration again, and the variant with item_lookup slowed.
+var runFiles = [3]string{"testdata/a.json", "testdata/a2.json", "testdata/slow.json"}
 
-// threeRuns performs the three smoke runs at the same time, each on its
-// own fresh database of the shared test server, so that whatever else
-// the machine does meets all three alike.
+// threeRuns reads the three recorded runs (re-recording them first under
+// -record).
 func threeRuns(t *testing.T) [3]*results.Document {
 	t.Helper()
-	runsOnce.Do(func() {
-		dir := t.TempDir()
+	if *rerecord {
+		recordRuns(t)
+	}
+	var docs [3]*results.Document
+	for i, p := range runFiles {
+		d, err := results.Read(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs[i] = d
+	}
+	return docs
+}
+
+var recordOnce sync.Once
+
+// recordRuns performs the three smoke runs at the same time, each on its
+// own fresh database of the test server, so that whatever else the
+// machine does meets all three alike, and writes them to runFiles.
+func recordRuns(t *testing.T) {
+	t.Helper()
+	var runErr error
+	recordOnce.Do(func() {
 		dsns := [3]string{srv.NewDatabase(t), srv.NewDatabase(t), srv.NewDatabase(t)}
 		wls := [3]workload.Workload{smoke.New(), smoke.New(), slowed{smoke.New(), "item_lookup", 40 * time.Millisecond}}
 		var wg sync.WaitGroup
 		var mu sync.Mutex
-		outs := [3]*bytes.Buffer{{}, {}, {}}
 		for i := range 3 {
 			wg.Add(1)
 			go func() {
@@ -75,18 +97,17 @@ func threeRuns(t *testing.T) [3]*results.Document {
 					Stages:      []engine.Stage{{Duration: 0, Target: 6}, {Duration: 10 * time.Second, Target: 6}},
 					Think:       engine.ThinkTime{Kind: "uniform", Min: 10 * time.Millisecond, Max: 30 * time.Millisecond},
 					Connections: 3, Interval: time.Second, Observe: true,
-					Out: filepath.Join(dir, []string{"a.json", "a2.json", "slow.json"}[i]), Version: "test",
+					Out: runFiles[i], Version: "test",
 				}
-				res, err := loadtest.Run(context.Background(), opts, outs[i])
+				_, err := loadtest.Run(context.Background(), opts, io.Discard)
+				if err == nil { // the stream the run wrote before its document
+					err = os.Remove(strings.TrimSuffix(runFiles[i], ".json") + ".jsonl")
+				}
 				mu.Lock()
 				defer mu.Unlock()
-				if err != nil {
-					if runErr == nil {
-						runErr = err
-					}
-					return
+				if err != nil && runErr == nil {
+					runErr = err
 				}
-				runDocs[i] = res.Doc
 			}()
 		}
 		wg.Wait()
@@ -94,7 +115,6 @@ func threeRuns(t *testing.T) [3]*results.Document {
 	if runErr != nil {
 		t.Fatalf("load test: %v", runErr)
 	}
-	return runDocs
 }
 
 // The same configuration run twice gives no significant difference on
@@ -217,5 +237,49 @@ func TestRowJSONUndefinedNumbers(t *testing.T) {
 	}
 	if !strings.Contains(string(b), `"a":null`) || !strings.Contains(string(b), `"b":2`) || !strings.Contains(string(b), `"p":null`) {
 		t.Fatalf("%s", b)
+	}
+}
+
+// The comparison of the recorded runs gives the figures of those runs:
+// item_lookup's p95 and APDEX of each side, and the verdict rows. The
+// numbers are the recorded runs' own; -record makes new runs with other
+// numbers, so the test is skipped then (update the numbers after
+// re-recording).
+func TestRecordedFigures(t *testing.T) {
+	if *rerecord {
+		t.Skip("figures of the committed recordings")
+	}
+	d := threeRuns(t)
+	c, err := compare.Compare("a", d[0], "slow", d[2], compare.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		subject, metric string
+		a, b, tol       float64
+		verdict         compare.Verdict
+	}{
+		{"item_lookup", "p95_ms", 14.77, 75.20, 0.005, compare.Worse},
+		{"item_lookup", "apdex", 0.998, 0.776, 0.0005, compare.Worse},
+		{"integral", "per_second", 200.2, 106.8, 0.05, compare.Worse},
+		{"item_lookup", "error_pct", 0, 0, 0, compare.NoDifference},
+	} {
+		r := c.Find(w.subject, w.metric)
+		if r == nil {
+			t.Errorf("no row %s %s", w.subject, w.metric)
+			continue
+		}
+		if math.Abs(r.A-w.a) > w.tol || math.Abs(r.B-w.b) > w.tol || r.Verdict != w.verdict {
+			t.Errorf("%s %s: A %v B %v %s, want A %v B %v %s", w.subject, w.metric, r.A, r.B, r.Verdict, w.a, w.b, w.verdict)
+		}
+	}
+	// The row's figures are the document's: A's p95 is the recorded
+	// operation's p95.
+	for _, op := range d[0].Operations {
+		if op.Name == "item_lookup" {
+			if r := c.Find("item_lookup", "p95_ms"); r.A != op.Response.P95 {
+				t.Errorf("row p95 %v, document p95 %v", r.A, op.Response.P95)
+			}
+		}
 	}
 }

@@ -78,12 +78,12 @@ func TestDescribeNoSocket(t *testing.T) {
 }
 
 func TestDescribeMissingDatabase(t *testing.T) {
-	err := connectErr(t, srv.DSN("no_such_db")+" password="+password)
+	err := connectErr(t, srv.DSN(t, "no_such_db")+" password="+password)
 	checkDescribe(t, err, `database "no_such_db" does not exist; create it or pass another dbname in --dsn`)
 }
 
 func TestDescribeMissingRole(t *testing.T) {
-	err := connectErr(t, srv.DSN("postgres")+" user=no_such_role password="+password)
+	err := connectErr(t, srv.DSN(t, "postgres")+" user=no_such_role password="+password)
 	checkDescribe(t, err, `authentication failed: role "no_such_role" does not exist; check user and password in --dsn (or PGUSER/PGPASSWORD, ~/.pgpass) and the server's pg_hba.conf`)
 }
 
@@ -92,13 +92,13 @@ func TestDescribeMissingRole(t *testing.T) {
 // a wrong one.
 func TestDescribeWrongPassword(t *testing.T) {
 	ctx := context.Background()
-	admin := srv.Pool(t, srv.DSN("postgres"))
+	admin := srv.Pool(t, srv.DSN(t, "postgres"))
 	if _, err := admin.Exec(ctx, "CREATE ROLE pw_user LOGIN PASSWORD 'right-Passw0rd'"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP ROLE pw_user") })
 
-	hba := filepath.Join(srv.Cluster().DataDir(), "pg_hba.conf")
+	hba := filepath.Join(srv.Cluster(t).DataDir(), "pg_hba.conf")
 	orig, err := os.ReadFile(hba)
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func TestDescribeWrongPassword(t *testing.T) {
 
 	tcp := func(pw string) string {
 		return fmt.Sprintf("host=127.0.0.1 port=%d user=pw_user password=%s dbname=postgres sslmode=disable",
-			srv.Cluster().Port(), pw)
+			srv.Cluster(t).Port(), pw)
 	}
 	// The right password works once the new rule is loaded, so the rule is
 	// really in force when the wrong one is rejected.
@@ -157,19 +157,19 @@ func TestDescribeWrongPassword(t *testing.T) {
 
 func TestDescribeTooManyConnections(t *testing.T) {
 	ctx := context.Background()
-	admin := srv.Pool(t, srv.DSN("postgres"))
+	admin := srv.Pool(t, srv.DSN(t, "postgres"))
 	if _, err := admin.Exec(ctx, "CREATE ROLE limited_user LOGIN CONNECTION LIMIT 0"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), "DROP ROLE limited_user") })
-	err := connectErr(t, srv.DSN("postgres")+" user=limited_user password="+password)
+	err := connectErr(t, srv.DSN(t, "postgres")+" user=limited_user password="+password)
 	checkDescribe(t, err, `server refused the connection: too many connections for role "limited_user"; lower the number of connections (virtual users, pool size) or raise max_connections`)
 }
 
 func TestDescribeNoConnectPrivilege(t *testing.T) {
 	ctx := context.Background()
 	dsn := srv.NewDatabase(t)
-	admin := srv.Pool(t, srv.DSN("postgres"))
+	admin := srv.Pool(t, srv.DSN(t, "postgres"))
 	var db string
 	if err := srv.Pool(t, dsn).QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
 		t.Fatal(err)
@@ -189,8 +189,8 @@ func TestDescribeNoConnectPrivilege(t *testing.T) {
 
 func TestDescribeTLSRefused(t *testing.T) {
 	err := connectErr(t, fmt.Sprintf("host=127.0.0.1 port=%d user=postgres password=%s sslmode=require",
-		srv.Cluster().Port(), password))
-	checkDescribe(t, err, fmt.Sprintf("server at 127.0.0.1:%d does not accept TLS (SSL); use sslmode=disable or sslmode=prefer in --dsn", srv.Cluster().Port()))
+		srv.Cluster(t).Port(), password))
+	checkDescribe(t, err, fmt.Sprintf("server at 127.0.0.1:%d does not accept TLS (SSL); use sslmode=disable or sslmode=prefer in --dsn", srv.Cluster(t).Port()))
 }
 
 func TestDescribeInvalidDSN(t *testing.T) {
@@ -221,11 +221,11 @@ func TestDescribeOtherErrors(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := pgx.Connect(ctx, srv.DSN("postgres"))
+	_, err := pgx.Connect(ctx, srv.DSN(t, "postgres"))
 	if err == nil {
 		t.Fatal("connect with a cancelled context succeeded")
 	}
-	want := fmt.Sprintf("connection attempt at %s/.s.PGSQL.%d cancelled", srv.Cluster().SocketDir(), srv.Cluster().Port())
+	want := fmt.Sprintf("connection attempt at %s/.s.PGSQL.%d cancelled", srv.Cluster(t).SocketDir(), srv.Cluster(t).Port())
 	if got := conninfo.Describe(err); got != want {
 		t.Errorf("Describe(cancelled) = %q, want %q", got, want)
 	}

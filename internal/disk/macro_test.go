@@ -22,7 +22,7 @@ func TestMacroBuildsAndRemovesTablespace(t *testing.T) {
 		t.Skip("no /dev/shm")
 	}
 	before, _ := filepath.Glob(filepath.Join(path, "erplab-ts-*"))
-	s := Server{DSN: srv.DSN, AdminDB: "postgres", OSUser: srv.Cluster().OSUser()}
+	s := Server{DSN: func(db string) string { return srv.DSN(t, db) }, AdminDB: "postgres", OSUser: srv.Cluster(t).OSUser()}
 	res, err := Macro(context.Background(), s, path, 0, MacroOptions{Scale: 0.01, Seed: 1, Runs: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +37,7 @@ func TestMacroBuildsAndRemovesTablespace(t *testing.T) {
 			t.Errorf("%s: %+v, %v", op, o, ok)
 		}
 	}
-	pool := srv.Pool(t, srv.DSN("postgres"))
+	pool := srv.Pool(t, srv.DSN(t, "postgres"))
 	var n int
 	if err := pool.QueryRow(context.Background(),
 		"SELECT (SELECT count(*) FROM pg_tablespace WHERE spcname = $1) + (SELECT count(*) FROM pg_database WHERE datname = $1)",

@@ -14,45 +14,28 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/erplab/erplab/internal/pgcluster"
 	tmpfsfix "github.com/erplab/erplab/internal/remedy/tmpfs"
+	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/sampler"
 )
 
-// cluster is this package's throwaway server. pgtest.Run cannot preload
-// libraries, so TestMain starts it with pgcluster directly:
-// pg_stat_statements preloaded with track_planning on (the statement
-// checks), and autovacuum_naptime 10min so that autovacuum does not clean
-// the dead catalog tuples the churn test makes while the test looks at
-// them (no check judges the naptime).
-var cluster *pgcluster.Cluster
+// srv is this package's throwaway server: pg_stat_statements preloaded
+// with track_planning on (the statement checks), and autovacuum_naptime
+// 10min so that autovacuum does not clean the dead catalog tuples the
+// churn test makes while the test looks at them (no check judges the
+// naptime). Under -short there is none and the tests using it skip.
+var srv *pgtest.Server
 
 func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	c, err := pgcluster.Start(ctx, pgcluster.Options{
+	os.Exit(pgtest.RunWith(m, &srv, pgtest.Options{
 		MaxConnections: 50,
 		SharedBuffers:  "128MB",
-		StopWithParent: true,
 		Settings: map[string]string{
 			"shared_preload_libraries":          "pg_stat_statements",
 			"pg_stat_statements.track_planning": "on",
 			"autovacuum_naptime":                "10min",
 		},
-	})
-	cancel()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "doctor tests: start PostgreSQL: %v\n", err)
-		os.Exit(1)
-	}
-	cluster = c
-	code := m.Run()
-	if err := c.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "doctor tests: stop PostgreSQL: %v\n", err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	os.Exit(code)
+	}))
 }
 
 var dbSeq struct {
@@ -69,6 +52,7 @@ func newDatabase(t *testing.T) string {
 	name := fmt.Sprintf("doctor_%d", dbSeq.n)
 	dbSeq.Unlock()
 	ctx := context.Background()
+	cluster := srv.Cluster(t)
 	if err := cluster.CreateDatabase(ctx, name); err != nil {
 		t.Fatal(err)
 	}
@@ -451,7 +435,7 @@ func TestORSubqueryFound(t *testing.T) {
 // THP 'always' in a fixture root fires thp-enabled; 'madvise' and
 // 'never' do not; a kernel without THP is ok. defrag likewise.
 func TestTHPFixture(t *testing.T) {
-	dsn := cluster.DSN("postgres")
+	dsn := srv.DSN(t, "postgres")
 	for _, c := range []struct {
 		mode string
 		want Severity
@@ -485,13 +469,13 @@ func TestTHPFixture(t *testing.T) {
 // read the fixture.
 func TestHostChecksGated(t *testing.T) {
 	proc, sys := writeHost(t, hostFixture{thp: "always", defrag: "madvise", overcommit: 1, swapTotalKB: 2000000, swapFreeKB: 1000000})
-	rep := run(t, Options{DSN: cluster.DSN("postgres"), Only: []string{"thp-enabled", "overcommit", "swap", "memory-budget"}, Host: sampler.HostOff, ProcRoot: proc, SysRoot: sys})
+	rep := run(t, Options{DSN: srv.DSN(t, "postgres"), Only: []string{"thp-enabled", "overcommit", "swap", "memory-budget"}, Host: sampler.HostOff, ProcRoot: proc, SysRoot: sys})
 	for _, f := range rep.Findings {
 		if f.Severity != NotChecked || !strings.Contains(f.Needs, "host checks (turned off") {
 			t.Errorf("[%s] %s: %s", f.ID, f.Severity, f.Summary)
 		}
 	}
-	rep = run(t, Options{DSN: cluster.DSN("postgres"), Only: []string{"overcommit", "swap"}, ProcRoot: proc, SysRoot: sys})
+	rep = run(t, Options{DSN: srv.DSN(t, "postgres"), Only: []string{"overcommit", "swap"}, ProcRoot: proc, SysRoot: sys})
 	if f := find(t, rep, "overcommit"); f.Severity != Warning || f.Metrics["overcommit_memory"] != 1 {
 		t.Errorf("overcommit %s %v", f.Severity, f.Metrics)
 	}
@@ -510,7 +494,7 @@ func TestNotCheckedNeeds(t *testing.T) {
 	exec(t, conn, "SELECT pg_reload_conf()")
 	t.Cleanup(func() {
 		ctx := context.Background()
-		c, err := pgx.Connect(ctx, cluster.DSN("postgres"))
+		c, err := pgx.Connect(ctx, srv.DSN(t, "postgres"))
 		if err != nil {
 			t.Error(err)
 			return
@@ -549,10 +533,10 @@ func TestNotCheckedNeeds(t *testing.T) {
 
 func TestOptionsErrors(t *testing.T) {
 	ctx := context.Background()
-	if _, err := Run(ctx, Options{DSN: cluster.DSN("postgres"), Only: []string{"thp-enabled", "no-such-check"}}); err == nil || !strings.Contains(err.Error(), "no-such-check") {
+	if _, err := Run(ctx, Options{DSN: srv.DSN(t, "postgres"), Only: []string{"thp-enabled", "no-such-check"}}); err == nil || !strings.Contains(err.Error(), "no-such-check") {
 		t.Errorf("unknown id: %v", err)
 	}
-	if _, err := Run(ctx, Options{DSN: cluster.DSN("postgres"), Only: []string{"swap"}, Skip: []string{"swap"}}); err == nil {
+	if _, err := Run(ctx, Options{DSN: srv.DSN(t, "postgres"), Only: []string{"swap"}, Skip: []string{"swap"}}); err == nil {
 		t.Error("only and skip leaving nothing: no error")
 	}
 	_, err := Run(ctx, Options{DSN: "host=127.0.0.1 port=1 user=x password=s3cret dbname=y connect_timeout=2"})
@@ -565,7 +549,7 @@ func TestOptionsErrors(t *testing.T) {
 // by name.
 func TestRender(t *testing.T) {
 	proc, sys := writeHost(t, hostFixture{thp: "always", defrag: "madvise", overcommit: 2})
-	rep := run(t, Options{DSN: cluster.DSN("postgres") + " password=s3cret", Only: []string{"thp-enabled", "thp-defrag", "wraparound", "catalog-bloat"}, ProcRoot: proc, SysRoot: sys})
+	rep := run(t, Options{DSN: srv.DSN(t, "postgres") + " password=s3cret", Only: []string{"thp-enabled", "thp-defrag", "wraparound", "catalog-bloat"}, ProcRoot: proc, SysRoot: sys})
 	text, md := Text(rep), Markdown(rep)
 	var js strings.Builder
 	if err := Render(&js, rep, FormatJSON); err != nil {

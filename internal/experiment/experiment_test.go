@@ -34,7 +34,7 @@ const testTemplate = "erplab_template_test"
 func ensureTemplate(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, srv.DSN("postgres"))
+	conn, err := pgx.Connect(ctx, srv.DSN(t, "postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func ensureTemplate(t *testing.T) {
 	if n == 1 {
 		return
 	}
-	if err := BuildTemplate(ctx, srv.Cluster(), testTemplate, erp.New(erp.WorkloadOptions{}), 0.01, 7, io.Discard); err != nil {
+	if err := BuildTemplate(ctx, srv.Cluster(t), testTemplate, erp.New(erp.WorkloadOptions{}), 0.01, 7, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -77,7 +77,7 @@ func loadOpts(t *testing.T, d time.Duration, users int, mix string) loadtest.Opt
 func fingerprint(t *testing.T, db string) string {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, srv.DSN(db))
+	conn, err := pgx.Connect(ctx, srv.DSN(t, db))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func fingerprint(t *testing.T, db string) string {
 func TestTemplateCopiesIdentical(t *testing.T) {
 	ensureTemplate(t)
 	ctx := context.Background()
-	c := srv.Cluster()
+	c := srv.Cluster(t)
 	tmplFP := fingerprint(t, testTemplate)
 	if err := CopyTemplate(ctx, c, testTemplate, "run_copy_a"); err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func TestTemplateCopiesIdentical(t *testing.T) {
 	}
 	// Run A posts sales invoices.
 	opts := loadOpts(t, 2*time.Second, 2, "post_sales_invoice=1")
-	opts.DSN, opts.Force, opts.Workload, opts.Out = srv.DSN("run_copy_a"), true, erp.New(erp.WorkloadOptions{}), filepath.Join(t.TempDir(), "a.json")
+	opts.DSN, opts.Force, opts.Workload, opts.Out = srv.DSN(t, "run_copy_a"), true, erp.New(erp.WorkloadOptions{}), filepath.Join(t.TempDir(), "a.json")
 	res, err := loadtest.Run(ctx, opts, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +140,7 @@ func TestCopyRefusesUnmarkedDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = CopyTemplate(context.Background(), srv.Cluster(), cfg.Database, "run_never")
+	err = CopyTemplate(context.Background(), srv.Cluster(t), cfg.Database, "run_never")
 	if err == nil || !strings.Contains(err.Error(), "not an erplab template") {
 		t.Fatalf("want a refusal of an unmarked template, got %v", err)
 	}
@@ -151,7 +151,7 @@ func TestCopyRefusesUnmarkedDatabase(t *testing.T) {
 func readSetting(t *testing.T, name string) string {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, srv.DSN("postgres"))
+	conn, err := pgx.Connect(ctx, srv.DSN(t, "postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestABRun(t *testing.T) {
 	}
 	outDir := filepath.Join(dir, "ab")
 	oc, err := Run(context.Background(), Config{
-		Cluster: srv.Cluster(), Template: testTemplate, NewWorkload: newERP, Flags: baseFlags,
+		Cluster: srv.Cluster(t), Template: testTemplate, NewWorkload: newERP, Flags: baseFlags,
 		Load: loadOpts(t, 3*time.Second, 3, "document_list=1,or_subquery_report=1,temp_table_storm=1"), Variants: []Variant{tuned, ls}, OutDir: outDir,
 	}, io.Discard)
 	if err != nil {
@@ -262,7 +262,7 @@ func TestABRun(t *testing.T) {
 		t.Fatalf("join_collapse_limit after the experiment is %s, was %s", got, jclBefore)
 	}
 	// The run databases are gone.
-	conn, err := pgx.Connect(context.Background(), srv.DSN("postgres"))
+	conn, err := pgx.Connect(context.Background(), srv.DSN(t, "postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,6 +319,7 @@ func TestSchedule(t *testing.T) {
 // Cold runs: every run starts after a server restart (a new postmaster),
 // and the results say so.
 func TestColdRuns(t *testing.T) {
+	pgtest.SkipShort(t)
 	ctx := context.Background()
 	c, err := pgcluster.Start(ctx, pgcluster.Options{MaxConnections: 40, SharedBuffers: "64MB"})
 	if err != nil {

@@ -156,7 +156,7 @@ func gucExperiment(t *testing.T, w *gucWorkload, vs ...string) Config {
 	t.Helper()
 	ctx := context.Background()
 	var n int
-	conn, err := pgx.Connect(ctx, srv.DSN("postgres"))
+	conn, err := pgx.Connect(ctx, srv.DSN(t, "postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func gucExperiment(t *testing.T, w *gucWorkload, vs ...string) Config {
 		t.Fatal(err)
 	}
 	if n == 0 {
-		if err := BuildTemplate(ctx, srv.Cluster(), gucTemplate, w, 1, 1, io.Discard); err != nil {
+		if err := BuildTemplate(ctx, srv.Cluster(t), gucTemplate, w, 1, 1, io.Discard); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -182,7 +182,7 @@ func gucExperiment(t *testing.T, w *gucWorkload, vs ...string) Config {
 	undoMu.Lock()
 	undoLog = nil
 	undoMu.Unlock()
-	return Config{Cluster: srv.Cluster(), Template: gucTemplate, Load: load, Variants: variants, OutDir: filepath.Join(t.TempDir(), "ab"),
+	return Config{Cluster: srv.Cluster(t), Template: gucTemplate, Load: load, Variants: variants, OutDir: filepath.Join(t.TempDir(), "ab"),
 		NewWorkload: func(map[string]string) (workload.Workload, error) { return w, nil }}
 }
 

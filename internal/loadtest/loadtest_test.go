@@ -138,7 +138,7 @@ func TestForeignDatabaseNeedsForce(t *testing.T) {
 func TestBadServerOneLine(t *testing.T) {
 	for _, tc := range []struct{ dsn, want string }{
 		{"postgres://bob:hunter2@127.0.0.1:1/db?connect_timeout=2", "127.0.0.1"},
-		{srv.DSN("no_such_db") + " password=hunter2", "no_such_db"},
+		{srv.DSN(t, "no_such_db") + " password=hunter2", "no_such_db"},
 		{"host=/tmp port=5432 user=x password=hunter2 dbname", "dsn"},
 	} {
 		var out bytes.Buffer
@@ -157,7 +157,7 @@ func TestBadServerOneLine(t *testing.T) {
 // result recorded so far is on disk.
 func TestServerGoneMidRunKeepsResults(t *testing.T) {
 	dsn := srv.NewDatabase(t)
-	admin := srv.Pool(t, srv.DSN("postgres"))
+	admin := srv.Pool(t, srv.DSN(t, "postgres"))
 	var dbname string
 	for _, kv := range strings.Fields(dsn) {
 		if v, ok := strings.CutPrefix(kv, "dbname="); ok {

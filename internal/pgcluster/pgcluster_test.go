@@ -105,6 +105,7 @@ func expectedUID(t *testing.T) uint64 {
 }
 
 func TestStartStop(t *testing.T) {
+	skipShort(t)
 	opts := Options{
 		MaxConnections: 37,
 		SharedBuffers:  "160MB",
@@ -225,6 +226,7 @@ func childNonRoot() int {
 // TestNonRoot re-executes the test binary as the postgres OS user, where
 // Start runs initdb and postgres as itself (no credential switch).
 func TestNonRoot(t *testing.T) {
+	skipShort(t)
 	if os.Geteuid() != 0 {
 		t.Skip("not root: TestStartStop already ran the cluster as the current non-root user")
 	}
@@ -323,6 +325,7 @@ func reachableTempDir(t *testing.T) string {
 }
 
 func TestStartFailureCleansUp(t *testing.T) {
+	skipShort(t)
 	tmp := reachableTempDir(t)
 	t.Setenv("TMPDIR", tmp)
 	opts := startOpts()
@@ -354,6 +357,7 @@ func TestStartFailureCleansUp(t *testing.T) {
 }
 
 func TestStartRejectsBadOptions(t *testing.T) {
+	skipShort(t)
 	for _, tc := range []struct {
 		opts Options
 		want string
@@ -375,6 +379,7 @@ func TestStartRejectsBadOptions(t *testing.T) {
 }
 
 func TestStartMissingOSUser(t *testing.T) {
+	skipShort(t)
 	if os.Geteuid() != 0 {
 		t.Skip("OSUser only matters when running as root")
 	}
@@ -411,6 +416,7 @@ func childSigint() int {
 // SIGINT, and sends SIGINT to the child's whole process group, as a terminal
 // Ctrl-C does.
 func TestCleanupAfterSIGINT(t *testing.T) {
+	skipShort(t)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -473,6 +479,7 @@ func TestCleanupAfterSIGINT(t *testing.T) {
 // TestKeep detaches a cluster, checks Stop leaves it alone, then runs the
 // printed stop-and-remove command.
 func TestKeep(t *testing.T) {
+	skipShort(t)
 	c := start(t, startOpts())
 	msg := c.Keep("postgres")
 	t.Cleanup(func() { // if the test fails before the printed command ran
@@ -523,6 +530,7 @@ func TestKeep(t *testing.T) {
 }
 
 func TestFindBinDir(t *testing.T) {
+	skipShort(t)
 	d, err := FindBinDir()
 	if err != nil {
 		t.Fatal(err)
@@ -609,6 +617,7 @@ func (s *syncBuffer) String() string {
 }
 
 func TestLogWriter(t *testing.T) {
+	skipShort(t)
 	var buf syncBuffer
 	opts := startOpts()
 	opts.Log = &buf
@@ -629,5 +638,14 @@ func TestLogWriter(t *testing.T) {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("Options.Log lacks %q:\n%s", want, buf.String())
 		}
+	}
+}
+
+// skipShort skips a test that starts a server under go test -short (the
+// pgtest harness cannot be used here: it imports this package).
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs PostgreSQL server binaries (skipped under -short)")
 	}
 }

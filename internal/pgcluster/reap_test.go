@@ -15,6 +15,7 @@ import (
 // A cluster whose owner died is shut down and removed; a live owner's and
 // a kept one are left alone.
 func TestReapOrphans(t *testing.T) {
+	skipShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	orphan, err := Start(ctx, Options{MaxConnections: 10, SharedBuffers: "16MB"})
@@ -65,6 +66,7 @@ func TestReapOrphans(t *testing.T) {
 
 // Restart starts a new postmaster on the same data: data kept, PID new.
 func TestRestart(t *testing.T) {
+	skipShort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := Start(ctx, Options{MaxConnections: 10, SharedBuffers: "16MB"})

@@ -2,6 +2,11 @@
 // cluster (internal/pgcluster) per test package, started in TestMain and
 // torn down after the tests, plus helpers for fresh databases and pools.
 //
+// Under go test -short no cluster is started: every Server method takes the
+// test and skips it ("needs a PostgreSQL server"), so a package's pure tests
+// run on a machine without server binaries. Without -short a missing server
+// fails the whole package, as before.
+//
 // Usage:
 //
 //	var srv *pgtest.Server
@@ -9,7 +14,7 @@
 //	func TestMain(m *testing.M) { os.Exit(pgtest.Run(m, &srv)) }
 //
 //	func TestX(t *testing.T) {
-//		pool := srv.Pool(t, srv.NewDatabase(t))
+//		pool := srv.Pool(t, srv.NewDatabase(t)) // skips under -short
 //		...
 //	}
 package pgtest
@@ -17,6 +22,7 @@ package pgtest
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -45,19 +51,78 @@ const (
 	adminTimeout = time.Minute
 )
 
-// Server is the per-package test cluster handed out by Run.
+// Server is the per-package test cluster handed out by Run. Under -short it
+// has no cluster and every method skips the calling test.
 type Server struct {
 	cluster *pgcluster.Cluster
 	seq     atomic.Int64
+	// skip is the reason of the skip when there is no cluster.
+	skip string
+}
+
+// SkipReason is the message of the skip under -short.
+const SkipReason = "needs a PostgreSQL server (skipped under -short)"
+
+// need skips t when s has no cluster (go test -short) and returns the
+// cluster otherwise.
+func (s *Server) need(t testing.TB) *pgcluster.Cluster {
+	t.Helper()
+	if s == nil || s.cluster == nil {
+		why := SkipReason
+		if s != nil && s.skip != "" {
+			why = s.skip
+		}
+		t.Skip(why)
+	}
+	return s.cluster
 }
 
 // Run starts one cluster (MaxConnections, SharedBuffers), stores it in *srv,
 // runs the tests and stops the cluster, returning the exit code for
-// os.Exit. Without server binaries it prints one line saying how to install
-// them and returns 1 (the suite fails: CI installs them). SIGINT or SIGTERM
+// os.Exit. Under -short it starts nothing and stores a Server whose
+// methods skip the test calling them. Without server binaries it prints one
+// line saying how to install them and returns 1 (the suite fails: CI installs them). SIGINT or SIGTERM
 // during the tests stops the cluster (removing its directory) and exits
 // with status 1.
-func Run(m *testing.M, srv **Server) int {
+func Run(m *testing.M, srv **Server) int { return RunWith(m, srv, Options{}) }
+
+// RunIf is Run when *need is true after the flags are parsed (e.g. a
+// -record flag asking for real runs to record testdata from), and
+// otherwise runs the tests without a cluster, as under -short: the
+// package's tests read recorded data and need no server.
+func RunIf(m *testing.M, srv **Server, need *bool) int {
+	flag.Parse()
+	if !*need {
+		*srv = &Server{skip: "needs a PostgreSQL server: only to record testdata (see the package's record flag)"}
+		return m.Run()
+	}
+	return Run(m, srv)
+}
+
+// Options adjust the cluster of RunWith; zero fields take Run's values.
+type Options struct {
+	// MaxConnections and SharedBuffers default to the package constants.
+	MaxConnections int
+	SharedBuffers  string
+	// Settings are extra postgresql.conf settings (name -> value), e.g.
+	// shared_preload_libraries.
+	Settings map[string]string
+}
+
+// RunWith is Run with a cluster adjusted by opts (e.g. a preloaded
+// library).
+func RunWith(m *testing.M, srv **Server, opts Options) int {
+	flag.Parse() // testing.Short needs the flags parsed; m.Run parses again harmlessly
+	if testing.Short() {
+		*srv = &Server{}
+		return m.Run()
+	}
+	if opts.MaxConnections == 0 {
+		opts.MaxConnections = MaxConnections
+	}
+	if opts.SharedBuffers == "" {
+		opts.SharedBuffers = SharedBuffers
+	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
@@ -72,8 +137,9 @@ func Run(m *testing.M, srv **Server) int {
 		}
 	}()
 	c, err := pgcluster.Start(ctx, pgcluster.Options{
-		MaxConnections: MaxConnections,
-		SharedBuffers:  SharedBuffers,
+		MaxConnections: opts.MaxConnections,
+		SharedBuffers:  opts.SharedBuffers,
+		Settings:       opts.Settings,
 		// A test binary killed by -timeout cannot run Stop; do not leave
 		// a server behind then.
 		StopWithParent: true,
@@ -118,30 +184,43 @@ func Run(m *testing.M, srv **Server) int {
 // DSN returns the key/value DSN of dbname on the test cluster: Unix socket,
 // superuser "postgres", e.g.
 // "host=/tmp/erplab-pg-123 port=40001 user=postgres dbname=x sslmode=disable".
-func (s *Server) DSN(dbname string) string { return s.cluster.DSN(dbname) }
+// It skips t under -short.
+func (s *Server) DSN(t testing.TB, dbname string) string {
+	t.Helper()
+	return s.need(t).DSN(dbname)
+}
 
-// Cluster is the underlying cluster (directory, port, version...).
-func (s *Server) Cluster() *pgcluster.Cluster { return s.cluster }
+// Cluster is the underlying cluster (directory, port, version...). It skips
+// t under -short.
+func (s *Server) Cluster(t testing.TB) *pgcluster.Cluster {
+	t.Helper()
+	return s.need(t)
+}
 
 // BinDir is the directory of the server binaries (pgbench, psql and
-// pg_ctl are usually there too).
-func (s *Server) BinDir() string { return s.cluster.BinDir() }
+// pg_ctl are usually there too). It skips t under -short.
+func (s *Server) BinDir(t testing.TB) string {
+	t.Helper()
+	return s.need(t).BinDir()
+}
 
 // NewDatabase creates an empty database with a unique name derived from the
 // test name, drops it (WITH (FORCE), closing leftover sessions) in
-// t.Cleanup, and returns its DSN. It fails the test on error.
+// t.Cleanup, and returns its DSN. It fails the test on error and skips it
+// under -short.
 func (s *Server) NewDatabase(t testing.TB) string {
 	t.Helper()
+	c := s.need(t)
 	name := s.dbName(t.Name())
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
-	if err := s.cluster.CreateDatabase(ctx, name); err != nil {
+	if err := c.CreateDatabase(ctx, name); err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, s.DSN("postgres"))
+		conn, err := pgx.Connect(ctx, c.DSN("postgres"))
 		if err != nil {
 			t.Errorf("pgtest: drop database %q: %v", name, err)
 			return
@@ -151,7 +230,7 @@ func (s *Server) NewDatabase(t testing.TB) string {
 			t.Errorf("pgtest: drop database %q: %v", name, err)
 		}
 	})
-	return s.DSN(name)
+	return c.DSN(name)
 }
 
 // dbName makes a database name from a test name: lower-case letters,
@@ -176,9 +255,10 @@ func (s *Server) dbName(testName string) string {
 
 // Pool opens a pgxpool on dsn, checks it with a ping and closes it in
 // t.Cleanup (before the database of an earlier NewDatabase is dropped). It
-// fails the test on error.
+// fails the test on error and skips it under -short.
 func (s *Server) Pool(t testing.TB, dsn string) *pgxpool.Pool {
 	t.Helper()
+	s.need(t)
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	pool, err := pgxpool.New(ctx, dsn)
@@ -190,4 +270,13 @@ func (s *Server) Pool(t testing.TB, dsn string) *pgxpool.Pool {
 		t.Fatalf("pgtest: ping pool: %v", err)
 	}
 	return pool
+}
+
+// SkipShort skips t under -short, for tests that start a cluster of their
+// own (pgcluster.Start) instead of using the package's Server.
+func SkipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(SkipReason)
+	}
 }

@@ -55,7 +55,7 @@ func TestNewDatabaseIsFreshAndDropped(t *testing.T) {
 		}
 		_ = conn // deliberately not closed
 	})
-	conn, err := pgx.Connect(context.Background(), srv.DSN("postgres"))
+	conn, err := pgx.Connect(context.Background(), srv.DSN(t, "postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestNewDatabaseIsFreshAndDropped(t *testing.T) {
 }
 
 func TestClusterSettings(t *testing.T) {
-	pool := srv.Pool(t, srv.DSN("postgres"))
+	pool := srv.Pool(t, srv.DSN(t, "postgres"))
 	var maxConn, sb string
 	ctx := context.Background()
 	if err := pool.QueryRow(ctx, "SHOW max_connections").Scan(&maxConn); err != nil {
@@ -83,11 +83,11 @@ func TestClusterSettings(t *testing.T) {
 	if maxConn != strconv.Itoa(pgtest.MaxConnections) || sb != pgtest.SharedBuffers {
 		t.Fatalf("max_connections=%s shared_buffers=%s, want %d and %s", maxConn, sb, pgtest.MaxConnections, pgtest.SharedBuffers)
 	}
-	if _, err := os.Stat(filepath.Join(srv.BinDir(), "postgres")); err != nil {
-		t.Fatalf("BinDir %q: %v", srv.BinDir(), err)
+	if _, err := os.Stat(filepath.Join(srv.BinDir(t), "postgres")); err != nil {
+		t.Fatalf("BinDir %q: %v", srv.BinDir(t), err)
 	}
-	if srv.Cluster().Dir() == "" || srv.Cluster().Port() == 0 {
-		t.Fatalf("cluster dir %q port %d", srv.Cluster().Dir(), srv.Cluster().Port())
+	if srv.Cluster(t).Dir() == "" || srv.Cluster(t).Port() == 0 {
+		t.Fatalf("cluster dir %q port %d", srv.Cluster(t).Dir(), srv.Cluster(t).Port())
 	}
 }
 
@@ -97,7 +97,7 @@ func TestSignalChild(t *testing.T) {
 	if os.Getenv(envChild) == "" {
 		t.Skip("child mode of TestSignalStopsCluster only")
 	}
-	fmt.Printf("CLUSTER %s %d\n", srv.Cluster().Dir(), srv.Cluster().PID())
+	fmt.Printf("CLUSTER %s %d\n", srv.Cluster(t).Dir(), srv.Cluster(t).PID())
 	time.Sleep(time.Minute)
 	t.Fatal("no signal arrived")
 }
@@ -106,6 +106,7 @@ func TestSignalStopsCluster(t *testing.T) {
 	if os.Getenv(envChild) != "" {
 		t.Skip("in child")
 	}
+	pgtest.SkipShort(t)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -157,3 +158,42 @@ func TestSignalStopsCluster(t *testing.T) {
 type devNull struct{}
 
 func (devNull) Write(p []byte) (int, error) { return len(p), nil }
+
+// Without server binaries (ERPLAB_PG_BINDIR=/nonexistent), -short skips
+// every test that uses the Server and the package passes; without -short
+// the package fails, naming the missing binaries.
+func TestNoServerBinaries(t *testing.T) {
+	if os.Getenv(envChild) != "" {
+		t.Skip("in child")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, error) {
+		cmd := exec.Command(exe, append(args, "-test.run=^(TestNewDatabaseIsFreshAndDropped|TestClusterSettings)$", "-test.v")...)
+		cmd.Env = append(os.Environ(), "ERPLAB_PG_BINDIR=/nonexistent")
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := run("-test.short")
+	if err != nil {
+		t.Fatalf("-short without server binaries: %v\n%s", err, out)
+	}
+	for _, name := range []string{"TestNewDatabaseIsFreshAndDropped", "TestClusterSettings"} {
+		if !strings.Contains(out, "--- SKIP: "+name) {
+			t.Errorf("-short: %s not skipped:\n%s", name, out)
+		}
+	}
+	if !strings.Contains(out, pgtest.SkipReason) {
+		t.Errorf("-short: skip reason %q missing:\n%s", pgtest.SkipReason, out)
+	}
+	out, err = run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("without -short and without server binaries: %v, want exit status 1\n%s", err, out)
+	}
+	if !strings.Contains(out, "pgtest: ") || !strings.Contains(out, "/nonexistent") {
+		t.Errorf("without -short: the failure does not name the missing binaries:\n%s", out)
+	}
+}

@@ -48,7 +48,7 @@ func (l plainListener) Accept() (net.Conn, error) {
 // are plainConns.
 func startProxyPlain(t testing.TB, shadow, plain bool) (*Proxy, string) {
 	t.Helper()
-	p, err := New(Config{Upstream: srv.DSN("postgres"), Shadow: shadow})
+	p, err := New(Config{Upstream: srv.DSN(t, "postgres"), Shadow: shadow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,7 +468,7 @@ func TestSCRAM(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_, _ = srv.Pool(t, srv.DSN("postgres")).Exec(context.Background(), "DROP OWNED BY scram_user; DROP ROLE scram_user")
+		_, _ = srv.Pool(t, srv.DSN(t, "postgres")).Exec(context.Background(), "DROP OWNED BY scram_user; DROP ROLE scram_user")
 	})
 	restore := prependHBA(t, "local all scram_user scram-sha-256\n")
 	defer restore()
@@ -536,7 +536,7 @@ func TestPsqlAndPgbench(t *testing.T) {
 	p, addr := startProxy(t, false)
 	target := viaProxy(t, dsn, addr)
 	bin := func(name string) string {
-		if path := filepath.Join(srv.BinDir(), name); fileExists(path) {
+		if path := filepath.Join(srv.BinDir(t), name); fileExists(path) {
 			return path
 		}
 		return name
@@ -631,7 +631,7 @@ func TestMD5(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_, _ = srv.Pool(t, srv.DSN("postgres")).Exec(context.Background(), "DROP ROLE IF EXISTS md5_user")
+		_, _ = srv.Pool(t, srv.DSN(t, "postgres")).Exec(context.Background(), "DROP ROLE IF EXISTS md5_user")
 	})
 	restore := prependHBA(t, "local all md5_user md5\n")
 	defer restore()
@@ -653,13 +653,13 @@ func TestMD5(t *testing.T) {
 // function restores the file.
 func prependHBA(t *testing.T, lines string) func() {
 	t.Helper()
-	hba := filepath.Join(srv.Cluster().DataDir(), "pg_hba.conf")
+	hba := filepath.Join(srv.Cluster(t).DataDir(), "pg_hba.conf")
 	orig, err := os.ReadFile(hba)
 	if err != nil {
 		t.Fatal(err)
 	}
 	reload := func() {
-		if _, err := srv.Pool(t, srv.DSN("postgres")).Exec(context.Background(), "SELECT pg_reload_conf()"); err != nil {
+		if _, err := srv.Pool(t, srv.DSN(t, "postgres")).Exec(context.Background(), "SELECT pg_reload_conf()"); err != nil {
 			t.Error(err)
 		}
 	}

@@ -135,7 +135,7 @@ func TestRelayAllocations(t *testing.T) {
 // upstream on the unix socket); the difference is what the proxy and
 // the TCP hop add.
 func BenchmarkRelayRoundTrip(b *testing.B) {
-	cfg, err := pgconn.ParseConfig(srv.DSN("postgres"))
+	cfg, err := pgconn.ParseConfig(srv.DSN(b, "postgres"))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m, &srv)) }
 // parameter, the connections really wrapped (on Linux).
 func TestPoolThroughRawSockets(t *testing.T) {
 	ctx := context.Background()
-	pool, err := conninfo.OpenPool(ctx, srv.DSN("postgres"), 2, conninfo.RawSockets())
+	pool, err := conninfo.OpenPool(ctx, srv.DSN(t, "postgres"), 2, conninfo.RawSockets())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestPoolThroughRawSockets(t *testing.T) {
 // deadline on the connection: the raw read honours it), and the pool
 // goes on serving.
 func TestCancelThroughRawSockets(t *testing.T) {
-	pool, err := conninfo.OpenPool(context.Background(), srv.DSN("postgres"), 2, conninfo.RawSockets())
+	pool, err := conninfo.OpenPool(context.Background(), srv.DSN(t, "postgres"), 2, conninfo.RawSockets())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestCancelThroughRawSockets(t *testing.T) {
 // The server closing the connection reads as the end of the stream.
 func TestServerCloseIsEOF(t *testing.T) {
 	ctx := context.Background()
-	cfg, err := pgx.ParseConfig(srv.DSN("postgres"))
+	cfg, err := pgx.ParseConfig(srv.DSN(t, "postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 			if raw {
 				opts = append(opts, conninfo.RawSockets())
 			}
-			pool, err := conninfo.OpenPool(ctx, srv.DSN("postgres"), 1, opts...)
+			pool, err := conninfo.OpenPool(ctx, srv.DSN(b, "postgres"), 1, opts...)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -361,7 +361,7 @@ func connectCounting(t testing.TB, dsn string) (*pgx.Conn, *atomic.Int64) {
 // TestOneRoundTripPerSample checks that a sample, all sources and the
 // query list included, is one write to the server after the first.
 func TestOneRoundTripPerSample(t *testing.T) {
-	conn, writes := connectCounting(t, srv.DSN("postgres"))
+	conn, writes := connectCounting(t, srv.DSN(t, "postgres"))
 	s, err := New(context.Background(), conn, Options{Queries: 10})
 	if err != nil {
 		t.Fatal(err)
@@ -511,10 +511,10 @@ func TestSessionObservationsJSON(t *testing.T) {
 
 func TestStartErrors(t *testing.T) {
 	ctx := context.Background()
-	if _, err := Start(ctx, srv.DSN("postgres"), time.Now(), SessionOptions{Interval: 50 * time.Millisecond}); err == nil || !strings.Contains(err.Error(), "at least 100ms") {
+	if _, err := Start(ctx, srv.DSN(t, "postgres"), time.Now(), SessionOptions{Interval: 50 * time.Millisecond}); err == nil || !strings.Contains(err.Error(), "at least 100ms") {
 		t.Errorf("short interval: %v", err)
 	}
-	if _, err := Start(ctx, srv.DSN("postgres"), time.Now(), SessionOptions{Rule: storm.Rule{Factor: 2}}); err == nil {
+	if _, err := Start(ctx, srv.DSN(t, "postgres"), time.Now(), SessionOptions{Rule: storm.Rule{Factor: 2}}); err == nil {
 		t.Error("invalid storm rule accepted")
 	}
 	_, err := Connect(ctx, "host=/nonexistent port=1 user=x password=sekrit dbname=y", Options{})
@@ -525,10 +525,10 @@ func TestStartErrors(t *testing.T) {
 
 // TestReconnect kills the sampler's backend; the next sample reconnects.
 func TestReconnect(t *testing.T) {
-	s := newSampler(t, srv.DSN("postgres"), Options{Host: HostOff})
+	s := newSampler(t, srv.DSN(t, "postgres"), Options{Host: HostOff})
 	sample(t, s)
 	pid := s.Info().BackendPID
-	admin := connect(t, srv.DSN("postgres"))
+	admin := connect(t, srv.DSN(t, "postgres"))
 	if _, err := admin.Exec(context.Background(), "SELECT pg_terminate_backend($1)", pid); err != nil {
 		t.Fatal(err)
 	}

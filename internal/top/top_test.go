@@ -105,7 +105,7 @@ func TestPrintOnce(t *testing.T) {
 
 // TestPrintCount prints two snapshots; the trend grows by one per sample.
 func TestPrintCount(t *testing.T) {
-	s, err := sampler.Connect(context.Background(), srv.DSN("postgres"), sampler.Options{Queries: 5})
+	s, err := sampler.Connect(context.Background(), srv.DSN(t, "postgres"), sampler.Options{Queries: 5})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m, &srv)) }
 
 func readSetting(t *testing.T, name string) string {
 	t.Helper()
-	m, err := readSettings(context.Background(), srv.DSN("postgres"), []string{name})
+	m, err := readSettings(context.Background(), srv.DSN(t, "postgres"), []string{name})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestSettingsRefusesRestartOnlyAndUnknown(t *testing.T) {
 		if err := os.WriteFile(p, []byte(tc.body), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, err := apply(context.Background(), &remedy.Target{Cluster: srv.Cluster()}, p)
+		_, err := apply(context.Background(), &remedy.Target{Cluster: srv.Cluster(t)}, p)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Fatalf("%q: want error with %q, got %v", tc.body, tc.want, err)
 		}

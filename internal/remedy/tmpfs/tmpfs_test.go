@@ -138,7 +138,7 @@ func mountsUnder(t *testing.T, dir string) []string {
 // safetyNet unmounts whatever a failed test left under the cluster
 // directory, so the cluster's removal does not trip over a mount.
 func safetyNet(t *testing.T) {
-	dir := resolve(srv.Cluster().Dir())
+	dir := resolve(srv.Cluster(t).Dir())
 	t.Cleanup(func() {
 		for _, mp := range mountsUnder(t, dir) {
 			_ = syscall.Unmount(mp, 0)
@@ -300,14 +300,14 @@ func TestFullTmpfs(t *testing.T) {
 
 func TestApplyRefusals(t *testing.T) {
 	ctx := context.Background()
-	if _, err := Apply(ctx, srv.DSN("postgres"), Options{Size: "2GB"}, io.Discard); err == nil || !strings.Contains(err.Error(), "2GB") {
+	if _, err := Apply(ctx, srv.DSN(t, "postgres"), Options{Size: "2GB"}, io.Discard); err == nil || !strings.Contains(err.Error(), "2GB") {
 		t.Errorf("bad size: %v", err)
 	}
-	if _, err := Apply(ctx, srv.DSN("postgres"), Options{Size: "2G", Scope: "cluster"}, io.Discard); err == nil || !strings.Contains(err.Error(), "scope") {
+	if _, err := Apply(ctx, srv.DSN(t, "postgres"), Options{Size: "2G", Scope: "cluster"}, io.Discard); err == nil || !strings.Contains(err.Error(), "scope") {
 		t.Errorf("bad scope: %v", err)
 	}
 	if os.Geteuid() != 0 {
-		if _, err := Apply(ctx, srv.DSN("postgres"), Options{Size: "2G"}, io.Discard); err == nil || !strings.Contains(err.Error(), "root") {
+		if _, err := Apply(ctx, srv.DSN(t, "postgres"), Options{Size: "2G"}, io.Discard); err == nil || !strings.Contains(err.Error(), "root") {
 			t.Errorf("not root: %v", err)
 		}
 		return
@@ -315,11 +315,11 @@ func TestApplyRefusals(t *testing.T) {
 	// A tablespace that already exists is not taken over.
 	dsn := srv.NewDatabase(t)
 	conn := dial(t, dsn)
-	dir := filepath.Join(srv.Cluster().Dir(), "other_ts")
+	dir := filepath.Join(srv.Cluster(t).Dir(), "other_ts")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	st, _ := os.Stat(srv.Cluster().DataDir())
+	st, _ := os.Stat(srv.Cluster(t).DataDir())
 	sys := st.Sys().(*syscall.Stat_t)
 	if err := os.Chown(dir, int(sys.Uid), int(sys.Gid)); err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ func TestPgbenchScaleFor(t *testing.T) {
 // pgbench -i -s 1 really loads 100,000 accounts and the database grows by
 // about the documented 15 MB.
 func TestRunPgbench(t *testing.T) {
-	pgbench, err := pgbenchinit.FindPgbench(srv.BinDir())
+	pgbench, err := pgbenchinit.FindPgbench(srv.BinDir(t))
 	if err != nil {
 		t.Skipf("no pgbench: %v", err)
 	}

@@ -15,8 +15,8 @@ var srv *pgtest.Server
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m, &srv)) }
 
-func pgbench() string {
-	if p := filepath.Join(srv.BinDir(), "pgbench"); fileExists(p) {
+func pgbench(t testing.TB) string {
+	if p := filepath.Join(srv.BinDir(t), "pgbench"); fileExists(p) {
 		return p
 	}
 	return "pgbench"
@@ -28,14 +28,14 @@ func bench(t *testing.T, bouncer string, rounds int, modes ...string) []Result {
 	t.Helper()
 	ctx := context.Background()
 	dsn := srv.NewDatabase(t)
-	if _, err := Run(ctx, Options{Upstream: dsn, PgBench: pgbench()}); err == nil || !strings.Contains(err.Error(), "no pgbench tables") {
+	if _, err := Run(ctx, Options{Upstream: dsn, PgBench: pgbench(t)}); err == nil || !strings.Contains(err.Error(), "no pgbench tables") {
 		t.Fatalf("want a no-pgbench-tables error, got %v", err)
 	}
-	if err := Init(ctx, pgbench(), dsn, 1); err != nil {
+	if err := Init(ctx, pgbench(t), dsn, 1); err != nil {
 		t.Fatal(err)
 	}
 	rs, err := Run(ctx, Options{Upstream: dsn, Duration: time.Second, Clients: []int{2}, Modes: modes,
-		PgBench: pgbench(), PgBouncer: bouncer, Rounds: rounds})
+		PgBench: pgbench(t), PgBouncer: bouncer, Rounds: rounds})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -344,7 +344,7 @@ func TestTurnoverWholeHistory(t *testing.T) {
 // prefix holding the wildcards and the escape character matches itself
 // and longer strings only.
 func TestLikePrefix(t *testing.T) {
-	pool := srv.Pool(t, srv.DSN("postgres"))
+	pool := srv.Pool(t, srv.DSN(t, "postgres"))
 	const prefix = `Bolt 50%_x\y`
 	pattern := likePrefix(prefix) + "%"
 	for s, want := range map[string]bool{

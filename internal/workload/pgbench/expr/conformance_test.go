@@ -26,7 +26,7 @@ func pgbenchPath(t *testing.T) string {
 	t.Helper()
 	candidates := []string{}
 	if srv != nil {
-		candidates = append(candidates, filepath.Join(srv.BinDir(), "pgbench"))
+		candidates = append(candidates, filepath.Join(srv.BinDir(t), "pgbench"))
 	}
 	if p, err := exec.LookPath("pgbench"); err == nil {
 		candidates = append(candidates, p)
@@ -58,7 +58,7 @@ type pgbenchRun struct {
 // postgres database of the test cluster.
 func runPgbench(t *testing.T, bin string, files map[string]string, args ...string) pgbenchRun {
 	t.Helper()
-	return runPgbenchOn(t, bin, srv.DSN("postgres"), files, args...)
+	return runPgbenchOn(t, bin, srv.DSN(t, "postgres"), files, args...)
 }
 
 func runPgbenchOn(t *testing.T, bin, dsn string, files map[string]string, args ...string) pgbenchRun {

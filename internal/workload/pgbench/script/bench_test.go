@@ -116,7 +116,7 @@ func pgbenchCPU(b *testing.B, dsn, name string, clients, n int) float64 {
 // commands of tpcb-like (random() of :scale expressions), one transaction
 // per op, no SQL.
 func BenchmarkInterpreter(b *testing.B) {
-	conn := connect(b, srv.DSN("postgres"))
+	conn := connect(b, srv.DSN(b, "postgres"))
 	text, _, err := BuiltinText("tpcb-like")
 	if err != nil {
 		b.Fatal(err)

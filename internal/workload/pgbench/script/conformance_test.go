@@ -18,7 +18,7 @@ import (
 // PATH; the test is skipped without it.
 func pgbenchPath(t testing.TB) string {
 	t.Helper()
-	if p := filepath.Join(srv.BinDir(), "pgbench"); fileExists(p) {
+	if p := filepath.Join(srv.BinDir(t), "pgbench"); fileExists(p) {
 		return p
 	}
 	p, err := exec.LookPath("pgbench")

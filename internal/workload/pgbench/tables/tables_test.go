@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Run(m, &srv)) }
 
 func pgbenchPath(t testing.TB) string {
 	t.Helper()
-	p, err := pgbenchinit.FindPgbench(srv.BinDir())
+	p, err := pgbenchinit.FindPgbench(srv.BinDir(t))
 	if err != nil {
 		t.Skipf("cannot compare with pgbench: %v", err)
 	}

@@ -1,0 +1,1 @@
+SELECT 1 FROM t WHERE t.a IN (SELECT u.x FROM u)

@@ -1,0 +1,1 @@
+SELECT * FROM t m WHERE m.a = ANY (ARRAY (SELECT u.x FROM u)) OR m.a = ANY (ARRAY (SELECT v.y FROM v))

@@ -1,0 +1,1 @@
+SELECT * FROM t m WHERE m.a IN (SELECT u.x FROM u) OR m.a IN (SELECT v.y FROM v)

@@ -1,0 +1,1 @@
+SELECT 1; DELETE FROM t WHERE t.a = 1 OR t.a IN (SELECT u.x FROM u)

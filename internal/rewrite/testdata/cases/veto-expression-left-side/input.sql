@@ -1,0 +1,1 @@
+SELECT 1 FROM t WHERE t.a + 1 IN (SELECT u.y FROM u) OR t.a + 1 IN (SELECT u.x FROM u)

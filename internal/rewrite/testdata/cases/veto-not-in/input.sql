@@ -1,0 +1,1 @@
+SELECT 1 FROM t WHERE t.a NOT IN (SELECT u.x FROM u) OR t.a = 1
