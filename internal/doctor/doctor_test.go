@@ -14,8 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	tmpfsfix "github.com/erplab/erplab/internal/remedy/tmpfs"
 	"github.com/erplab/erplab/internal/pgtest"
+	tmpfsfix "github.com/erplab/erplab/internal/remedy/tmpfs"
 	"github.com/erplab/erplab/internal/sampler"
 )
 
