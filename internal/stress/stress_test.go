@@ -30,7 +30,11 @@ func TestSplitSeparatesCPUFromIO(t *testing.T) {
 	if c.UserS <= c.SystemS {
 		t.Errorf("cpu worker: user %.3f s not above system %.3f s", c.UserS, c.SystemS)
 	}
-	if io.SystemS <= io.UserS {
+	// sync(2) mostly sleeps in the kernel: on a loaded host the io worker
+	// may use only a few milliseconds of CPU in 2 s, below what the
+	// rusage split resolves (the clock tick), so its system-over-user
+	// order is asserted only when it used at least 50 ms.
+	if io.SystemS+io.UserS >= 0.05 && io.SystemS <= io.UserS {
 		t.Errorf("io worker: system %.3f s not above user %.3f s", io.SystemS, io.UserS)
 	}
 	if c.SystemShare >= io.SystemShare {
