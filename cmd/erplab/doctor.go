@@ -172,8 +172,8 @@ func containsID(list []string, s string) bool {
 }
 
 type fixFlags struct {
-	dsn, size, tablespace, location, scope, procRoot, state string
-	apply, undo, force, states                              bool
+	dsn, size, tablespace, location, scope, procRoot, state, stateDir string
+	apply, undo, force, states                                        bool
 }
 
 func newDoctorFixCmd() *cobra.Command {
@@ -240,7 +240,9 @@ ALTER DATABASE: this database only, new sessions only.
 	fl.StringVar(&f.location, "location", "", "tablespace directory (default: next to the data directory, <parent of data_directory>/<tablespace>)")
 	fl.StringVar(&f.scope, "scope", string(tmpfsfix.ScopeSystem), "where temp_tablespaces is set: system (ALTER SYSTEM) or database (ALTER DATABASE)")
 	fl.StringVar(&f.procRoot, "proc-root", "/proc", "proc tree whose self/mountinfo is read")
+	fl.StringVar(&f.stateDir, "state-dir", "", "erplab's state directory (default /var/lib/erplab for root, else $XDG_STATE_HOME/erplab)")
 	_ = fl.MarkHidden("proc-root")
+	_ = fl.MarkHidden("state-dir")
 	return cmd
 }
 
@@ -269,7 +271,7 @@ func runFix(cmd *cobra.Command, f fixFlags) error {
 		}
 	}
 	ctx := cmd.Context()
-	opts.Force = f.force
+	opts.Force, opts.StateDir = f.force, f.stateDir
 	switch {
 	case f.states:
 		return listFixStates(cmd, opts)

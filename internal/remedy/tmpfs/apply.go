@@ -32,6 +32,8 @@ type Verification struct {
 	MountPoint   string
 	FSType       string
 	MountOptions string
+	// StateFile is the state file recording the fix (set by Apply).
+	StateFile string
 }
 
 // OnTmpfs reports whether the file is on a tmpfs mounted at dbDir.
@@ -300,6 +302,7 @@ func Apply(ctx context.Context, dsn string, opts Options, log io.Writer) (*Verif
 	}
 	say("6. verified: %s", v)
 	say("recorded in %s (--undo reverts exactly that)", path)
+	v.StateFile = path
 	return v, nil
 }
 
@@ -328,6 +331,7 @@ func reapply(ctx context.Context, conn *pgx.Conn, dsn string, t *Target, st *Sta
 	}
 	say("already applied (state file %s), nothing changed: %s", path, st.Summary())
 	say("verified: %s", v)
+	v.StateFile = path
 	return v, nil
 }
 

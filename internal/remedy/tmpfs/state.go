@@ -147,6 +147,9 @@ func stateFiles(opts Options) (string, error) {
 // missing, and checks that both are real directories owned by this
 // process's user that no one else can write. Errors name the path.
 func ensurePrivateDir(dir string) error {
+	if err := os.MkdirAll(filepath.Dir(filepath.Dir(dir)), 0o755); err != nil {
+		return fmt.Errorf("tmpfs fix: state directory: %w", err)
+	}
 	for _, d := range []string{filepath.Dir(dir), dir} {
 		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("tmpfs fix: state directory: %w", err)

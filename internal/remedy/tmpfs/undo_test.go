@@ -10,9 +10,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sys/unix"
+
+	"github.com/erplab/erplab/internal/pgcluster"
 )
 
 // stateOpts is opts with a state directory of the test's own.
@@ -623,6 +626,97 @@ func TestUndoOrphan(t *testing.T) {
 	}
 	if _, err := os.Lstat(loc); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("%s left (%v)", loc, err)
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state file left (%v)", err)
+	}
+}
+
+// What an `erplab ab` killed during its tmpfs run leaves, and how it is
+// cleaned: a throwaway server with the fix applied (as the remedy does:
+// system scope, default tablespace) and a temp table on the tmpfs loses
+// its postmaster to SIGKILL; UndoOrphan unmounts the tmpfs and keeps the
+// state while the data directory exists; the cluster directory can then
+// be removed (it could not with the mount), and UndoOrphan again removes
+// the state file.
+func TestUndoAfterServerKilled(t *testing.T) {
+	needRoot(t)
+	ctx := context.Background()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{StopWithParent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := resolve(c.Dir())
+	t.Cleanup(func() {
+		for _, mp := range mountPointsUnder(t, dir) {
+			_ = syscall.Unmount(mp, 0)
+		}
+		_ = c.Stop()
+	})
+	if err := c.CreateDatabase(ctx, "erplab"); err != nil {
+		t.Fatal(err)
+	}
+	dsn := c.DSN("erplab")
+	opts := stateOpts(t, Options{Size: "8M"})
+	if _, err := Apply(ctx, dsn, opts, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	app := dial(t, dsn)
+	if _, err := app.Exec(ctx, "CREATE TEMP TABLE doc_buf AS SELECT g FROM generate_series(1, 1000) g"); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := States(opts)
+	if err != nil || len(ents) != 1 || ents[0].Err != nil || ents[0].State.DataDir != c.DataDir() {
+		t.Fatalf("states after apply: %+v (%v)", ents, err)
+	}
+	path := ents[0].Path
+	point := ents[0].State.Mount.Point
+
+	pid := c.PID()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if _, alive := postmasterAlive(c.DataDir()); !alive {
+			break
+		}
+		if i == 400 {
+			t.Fatalf("postmaster %d alive 20 s after SIGKILL", pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Backends notice the postmaster's death and exit; until then the
+	// tmpfs is busy.
+	var log strings.Builder
+	for i := 0; ; i++ {
+		log.Reset()
+		err = UndoOrphan(ctx, path, opts, &log)
+		if err == nil || !errors.Is(err, syscall.EBUSY) || i == 400 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("orphan undo after the kill: %v\n%s", err, log.String())
+	}
+	t.Log(log.String())
+	if m := mountPointsUnder(t, dir); len(m) > 0 {
+		t.Fatalf("mounts left after the orphan undo: %q", m)
+	}
+	st, err := LoadState(path)
+	if err != nil || st.Mount != nil || st.Tablespace == nil || !strings.Contains(log.String(), "still has the tablespace") {
+		t.Fatalf("state after the orphan undo with the data directory there: %+v (%v)\n%s", st, err, log.String())
+	}
+	if _, err := os.Stat(point); err != nil {
+		t.Errorf("the per-database directory went with the unmount: %v", err)
+	}
+	// The cluster directory goes (the next run's reaper, here Stop).
+	if err := c.Stop(); err != nil {
+		t.Fatalf("remove the killed cluster: %v", err)
+	}
+	log.Reset()
+	if err := UndoOrphan(ctx, path, opts, &log); err != nil {
+		t.Fatalf("orphan undo with the data directory gone: %v\n%s", err, log.String())
 	}
 	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("state file left (%v)", err)
