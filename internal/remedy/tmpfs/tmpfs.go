@@ -337,7 +337,8 @@ func Procedure(t *Target, opts Options) string {
 	p("SELECT current_setting('data_directory') || '/' || pg_relation_filepath('pg_temp.erplab_tmpfs_check');")
 	p("findmnt -T <that path>   # FSTYPE tmpfs, TARGET %s", dbdir)
 	p("")
-	p("# Undo: erplab doctor fix %s --undo (reset, umount %s, DROP TABLESPACE %s, rmdir %s).", Name, dbdir, ts, loc)
+	p("# Undo: erplab doctor fix %s --undo (temp_tablespaces back, umount %s, DROP TABLESPACE %s, rmdir %s):", Name, dbdir, ts, loc)
+	p("# it reverts what --apply recorded; steps run by hand have no record: undo them by hand, or --undo --force.")
 	p("")
 	for _, l := range strings.Split(FullWarning, "\n") {
 		p("# %s", l)
