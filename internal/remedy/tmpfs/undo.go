@@ -112,11 +112,9 @@ func forceUndo(ctx context.Context, conn *pgx.Conn, dsn string, t *Target, opts 
 
 	// 1. Settings naming the tablespace.
 	reset := false
-	var auto string
-	err := conn.QueryRow(ctx, `SELECT coalesce((SELECT setting FROM pg_catalog.pg_file_settings
-WHERE name = 'temp_tablespaces' AND sourcefile LIKE '%postgresql.auto.conf' ORDER BY seqno DESC LIMIT 1), '')`).Scan(&auto)
+	_, auto, err := scopeSetting(ctx, conn, ScopeSystem, 0)
 	if err != nil {
-		return fmt.Errorf("tmpfs fix: read postgresql.auto.conf settings: %w", err)
+		return err
 	}
 	if slices.Contains(TablespaceNames(auto), t.Tablespace) {
 		if err := exec("ALTER SYSTEM RESET temp_tablespaces"); err != nil {
@@ -125,27 +123,12 @@ WHERE name = 'temp_tablespaces' AND sourcefile LIKE '%postgresql.auto.conf' ORDE
 		say("ALTER SYSTEM RESET temp_tablespaces (was '%s')", auto)
 		reset = true
 	}
-	rows, err := conn.Query(ctx, `SELECT coalesce(d.datname::text, ''), coalesce(r.rolname::text, ''), c
-FROM pg_catalog.pg_db_role_setting s
-LEFT JOIN pg_catalog.pg_database d ON d.oid = s.setdatabase
-LEFT JOIN pg_catalog.pg_roles r ON r.oid = s.setrole,
-LATERAL unnest(s.setconfig) AS c
-WHERE c LIKE 'temp\_tablespaces=%'`)
+	ovs, err := overrides(ctx, conn)
 	if err != nil {
-		return fmt.Errorf("tmpfs fix: read per-database settings: %w", err)
-	}
-	type ov struct{ db, role, cfg string }
-	ovs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ov, error) {
-		var o ov
-		err := r.Scan(&o.db, &o.role, &o.cfg)
-		return o, err
-	})
-	if err != nil {
-		return fmt.Errorf("tmpfs fix: read per-database settings: %w", err)
+		return err
 	}
 	for _, o := range ovs {
-		_, val, _ := strings.Cut(o.cfg, "=")
-		if !slices.Contains(TablespaceNames(val), t.Tablespace) {
+		if !slices.Contains(TablespaceNames(o.value), t.Tablespace) {
 			continue
 		}
 		var sql string
@@ -160,7 +143,7 @@ WHERE c LIKE 'temp\_tablespaces=%'`)
 		if err := exec(sql); err != nil {
 			return err
 		}
-		say("%s (was %s)", sql, o.cfg)
+		say("%s (was temp_tablespaces=%s)", sql, o.value)
 		reset = true
 	}
 	if reset {
