@@ -164,8 +164,8 @@ func containsID(list []string, s string) bool {
 }
 
 type fixFlags struct {
-	dsn, size, tablespace, location, scope, procRoot string
-	apply, undo                                      bool
+	dsn, size, tablespace, location, scope, procRoot, state, stateDir string
+	apply, undo, force, states                                        bool
 }
 
 func newDoctorFixCmd() *cobra.Command {
@@ -180,8 +180,23 @@ set and pg_reload_conf(), and a check that a new temp table's file lands on the 
 
 With --apply, erplab performs it on a server on this host, as root, with a superuser role, and
 verifies it (pg_relation_filepath of a new temp table against /proc/self/mountinfo); a failed step
-undoes the steps before it. With --undo it reverses it without leftovers: settings reset, tmpfs
-unmounted, tablespace dropped, directory removed.
+undoes the steps before it. Before each step it records what it creates or changes (directory,
+tablespace and its OID, grant, mount with its ID, the previous temp_tablespaces at the scope it
+sets) in a state file, 0600, under /var/lib/erplab/tmpfs (root; else $XDG_STATE_HOME/erplab/tmpfs),
+one per server and tablespace. Applying again over a complete record verifies and changes nothing.
+
+With --undo it reverts exactly what that file records, newest first: temp_tablespaces set back to
+its previous value (RESET when it was unset), tmpfs unmounted, tablespace dropped, the directory
+removed (or its owner and mode put back), state file removed. It refuses, in one line, changing
+nothing, a tablespace or mount erplab did not create: no state file for it (e.g. a DBA's own
+tablespace of that name, or one named with --tablespace), a tablespace whose OID differs from the
+record, a mount that is not the recorded one. --undo --force removes them anyway: it drops the
+tablespace, unmounts every mount under its directory and resets every temp_tablespaces naming it,
+whoever made them — only for leftovers you know are erplab's.
+
+A state file whose server is gone (e.g. the throwaway server of a killed 'erplab ab'): list them
+with --states, and clean one with --undo --state FILE (no --dsn): it unmounts the recorded tmpfs and,
+once the data directory is gone, removes the tablespace directory and the file.
 
 --scope system (default) uses ALTER SYSTEM: running sessions follow at pg_reload_conf(), which
 matters for ERP connection pools that live for days, but the setting applies to every database
@@ -191,7 +206,9 @@ ALTER DATABASE: this database only, new sessions only.
 ` + tmpfsfix.FullWarning,
 		Example: `  erplab doctor fix tmpfs-temp-tablespace --size 2G --dsn 'dbname=erp'
   sudo erplab doctor fix tmpfs-temp-tablespace --size 2G --dsn 'host=/var/run/postgresql dbname=erp user=postgres' --apply
-  sudo erplab doctor fix tmpfs-temp-tablespace --dsn 'host=/var/run/postgresql dbname=erp user=postgres' --undo`,
+  sudo erplab doctor fix tmpfs-temp-tablespace --dsn 'host=/var/run/postgresql dbname=erp user=postgres' --undo
+  sudo erplab doctor fix tmpfs-temp-tablespace --states
+  sudo erplab doctor fix tmpfs-temp-tablespace --undo --state /var/lib/erplab/tmpfs/7312...-erplab_temp_tmpfs-0a1b2c3d4e5f.json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return withCode(exitUsage, fmt.Errorf("doctor fix needs the fix's name: %s", tmpfsfix.Name))
@@ -207,12 +224,17 @@ ALTER DATABASE: this database only, new sessions only.
 	fl.StringVar(&f.dsn, "dsn", "", "server and database to fix (libpq key=value or URL); default: PG* environment")
 	fl.StringVar(&f.size, "size", "", "tmpfs size: a number with k, m, g or % (e.g. 2G); required with --apply")
 	fl.BoolVar(&f.apply, "apply", false, "perform the procedure (local server, root, superuser) and verify it")
-	fl.BoolVar(&f.undo, "undo", false, "reverse the procedure without leftovers")
+	fl.BoolVar(&f.undo, "undo", false, "revert what --apply recorded for this server and tablespace; refuses what erplab did not create")
+	fl.BoolVar(&f.force, "force", false, "with --undo: DANGEROUS, also drop a tablespace and unmount a tmpfs erplab has no record of creating (a DBA's own)")
+	fl.StringVar(&f.state, "state", "", "with --undo and no --dsn: the state file of a server that is gone (see --states)")
+	fl.BoolVar(&f.states, "states", false, "list erplab's tmpfs state files (what --apply recorded and --undo would revert)")
 	fl.StringVar(&f.tablespace, "tablespace", tmpfsfix.DefaultTablespace, "tablespace name")
 	fl.StringVar(&f.location, "location", "", "tablespace directory (default: next to the data directory, <parent of data_directory>/<tablespace>)")
 	fl.StringVar(&f.scope, "scope", string(tmpfsfix.ScopeSystem), "where temp_tablespaces is set: system (ALTER SYSTEM) or database (ALTER DATABASE)")
 	fl.StringVar(&f.procRoot, "proc-root", "/proc", "proc tree whose self/mountinfo is read")
+	fl.StringVar(&f.stateDir, "state-dir", "", "erplab's state directory (default /var/lib/erplab for root, else $XDG_STATE_HOME/erplab)")
 	_ = fl.MarkHidden("proc-root")
+	_ = fl.MarkHidden("state-dir")
 	return cmd
 }
 
@@ -222,6 +244,14 @@ func runFix(cmd *cobra.Command, f fixFlags) error {
 	switch {
 	case f.apply && f.undo:
 		return withCode(exitUsage, errors.New("--apply and --undo exclude each other"))
+	case f.force && !f.undo:
+		return withCode(exitUsage, errors.New("--force applies to --undo only"))
+	case f.state != "" && !f.undo:
+		return withCode(exitUsage, errors.New("--state applies to --undo only"))
+	case f.state != "" && f.dsn != "":
+		return withCode(exitUsage, errors.New("--state is for a server that is gone: drop --dsn (with --dsn the state file is found from the server)"))
+	case f.states && (f.apply || f.undo):
+		return withCode(exitUsage, errors.New("--states lists the state files; it excludes --apply and --undo"))
 	case f.scope != string(tmpfsfix.ScopeSystem) && f.scope != string(tmpfsfix.ScopeDatabase):
 		return withCode(exitUsage, fmt.Errorf("--scope must be system or database, got %q", f.scope))
 	case f.tablespace == "":
@@ -233,10 +263,17 @@ func runFix(cmd *cobra.Command, f fixFlags) error {
 		}
 	}
 	ctx := cmd.Context()
+	opts.Force, opts.StateDir = f.force, f.stateDir
+	switch {
+	case f.states:
+		return listFixStates(cmd, opts)
+	case f.state != "":
+		return tmpfsfix.UndoOrphan(ctx, f.state, opts, out)
+	}
 	dsn, given := conninfo.FromEnvOrFlag(f.dsn)
 	if !given {
 		if f.apply || f.undo {
-			return withCode(exitUsage, errors.New("--apply and --undo need the server: pass --dsn (or set PG* variables)"))
+			return withCode(exitUsage, errors.New("--apply and --undo need the server: pass --dsn (or set PG* variables; for a server that is gone, --undo --state FILE)"))
 		}
 		fmt.Fprint(out, tmpfsfix.Procedure(&tmpfsfix.Target{Database: "<database>", Tablespace: f.tablespace, Location: f.location, UID: -1, GID: -1}, opts))
 		return nil
@@ -265,5 +302,27 @@ func runFix(cmd *cobra.Command, f fixFlags) error {
 		return err
 	}
 	fmt.Fprint(out, tmpfsfix.Procedure(t, opts))
+	return nil
+}
+
+// listFixStates prints one line per tmpfs state file: its path and what
+// it records.
+func listFixStates(cmd *cobra.Command, opts tmpfsfix.Options) error {
+	out := cmd.OutOrStdout()
+	ents, err := tmpfsfix.States(opts)
+	if err != nil {
+		return err
+	}
+	if len(ents) == 0 {
+		fmt.Fprintln(out, "no tmpfs state files: nothing recorded to undo")
+		return nil
+	}
+	for _, e := range ents {
+		if e.Err != nil {
+			fmt.Fprintf(out, "%s: %v\n", e.Path, e.Err)
+			continue
+		}
+		fmt.Fprintf(out, "%s: %s\n", e.Path, e.State.Summary())
+	}
 	return nil
 }

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // exitCode runs cmd and returns its exit code and combined output.
@@ -122,6 +126,11 @@ func TestDoctorUsageErrors(t *testing.T) {
 		{"doctor", "fix", "tmpfs-temp-tablespace", "--apply", "--undo", "--size", "2G"},
 		{"doctor", "fix", "tmpfs-temp-tablespace", "--size", "2GB"},
 		{"doctor", "fix", "tmpfs-temp-tablespace", "--apply", "--size", "2G"},
+		{"doctor", "fix", "tmpfs-temp-tablespace", "--force", "--dsn", "dbname=x"},
+		{"doctor", "fix", "tmpfs-temp-tablespace", "--apply", "--size", "2G", "--force", "--dsn", "dbname=x"},
+		{"doctor", "fix", "tmpfs-temp-tablespace", "--state", "/nonexistent.json"},
+		{"doctor", "fix", "tmpfs-temp-tablespace", "--undo", "--state", "/nonexistent.json", "--dsn", "dbname=x"},
+		{"doctor", "fix", "tmpfs-temp-tablespace", "--undo", "--states"},
 	} {
 		code, out := exitCode(t, erplab(t, t.TempDir(), args...))
 		if code != exitUsage || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.HasPrefix(out, "erplab: ") {
@@ -144,5 +153,69 @@ func TestDoctorFixPrints(t *testing.T) {
 	}
 	if strings.Contains(out, "ALTER SYSTEM SET") {
 		t.Errorf("database scope prints ALTER SYSTEM:\n%s", out)
+	}
+}
+
+// Through the command line (root only): --undo refuses, in one line with
+// exit 1, a DBA's tablespace named with --tablespace and leaves it;
+// --apply records, --states lists the record, --undo reverts it and
+// removes it.
+func TestDoctorFixUndoOnlyWhatWasDone(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the fix mounts a tmpfs")
+	}
+	ctx := context.Background()
+	dsn := srv.NewDatabase(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var dataDir string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('data_directory')").Scan(&dataDir); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(srv.Cluster().Dir(), "cli_usertemp")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	if err := os.Chown(dir, int(sys.Uid), int(sys.Gid)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLESPACE cli_usertemp LOCATION '"+dir+"'"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), "DROP TABLESPACE IF EXISTS cli_usertemp") })
+	stateDir := t.TempDir()
+	fix := func(args ...string) (int, string) {
+		return exitCode(t, erplab(t, t.TempDir(), append([]string{"doctor", "fix", "tmpfs-temp-tablespace", "--state-dir", stateDir, "--dsn", dsn}, args...)...))
+	}
+	code, out := fix("--undo", "--tablespace", "cli_usertemp")
+	if code != 1 || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.Contains(out, "refusing to undo what erplab did not create: found tablespace cli_usertemp") {
+		t.Fatalf("undo of a DBA's tablespace: exit %d:\n%s", code, out)
+	}
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_tablespace WHERE spcname = 'cli_usertemp'").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("the DBA's tablespace after the refused undo: %d (%v)", n, err)
+	}
+
+	if code, out := fix("--apply", "--size", "16M", "--tablespace", "cli_tmpfs"); code != 0 || !strings.Contains(out, "recorded in "+stateDir) {
+		t.Fatalf("apply: exit %d:\n%s", code, out)
+	}
+	code, out = exitCode(t, erplab(t, t.TempDir(), "doctor", "fix", "tmpfs-temp-tablespace", "--state-dir", stateDir, "--states"))
+	if code != 0 || !strings.Contains(out, "tablespace cli_tmpfs (oid ") || !strings.Contains(out, "tmpfs 16M at ") || !strings.Contains(out, ", complete") {
+		t.Errorf("--states: exit %d:\n%s", code, out)
+	}
+	if code, out := fix("--undo", "--tablespace", "cli_tmpfs"); code != 0 || !strings.Contains(out, "ALTER SYSTEM RESET temp_tablespaces") || !strings.Contains(out, "DROP TABLESPACE") {
+		t.Fatalf("undo: exit %d:\n%s", code, out)
+	}
+	code, out = exitCode(t, erplab(t, t.TempDir(), "doctor", "fix", "tmpfs-temp-tablespace", "--state-dir", stateDir, "--states"))
+	if code != 0 || !strings.Contains(out, "no tmpfs state files") {
+		t.Errorf("--states after undo: exit %d:\n%s", code, out)
 	}
 }

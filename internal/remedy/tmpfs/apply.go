@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,6 +32,8 @@ type Verification struct {
 	MountPoint   string
 	FSType       string
 	MountOptions string
+	// StateFile is the state file recording the fix (set by Apply).
+	StateFile string
 }
 
 // OnTmpfs reports whether the file is on a tmpfs mounted at dbDir.
@@ -43,13 +46,21 @@ func (v *Verification) String() string {
 	return fmt.Sprintf("temp_tablespaces = '%s'; new temp table file %s is on %s mounted at %s (%s)", v.TempTablespaces, v.File, v.FSType, v.MountPoint, v.MountOptions)
 }
 
+// errStopped is what Apply returns at Options.stopBefore (tests only).
+var errStopped = errors.New("tmpfs fix: stopped as a crash would (test)")
+
 // Apply performs the procedure on the server dsn names, which must run on
 // this host, as root, with a superuser role: see the package
-// documentation for the steps. It writes one line per step to log and
-// returns the verification. On failure it undoes the steps already done
-// and returns the error (with the undo's error joined, if any). Errors:
-// not root, remote server, not superuser, the tablespace existing, the
-// location not empty, a failed step.
+// documentation for the steps. Before each step it records in the state
+// file (StatePath) what the step will create or change, and after it what
+// it did, so that Undo reverts exactly that even after a crash between
+// steps. It writes one line per step to log and returns the verification.
+// On failure it undoes the steps already done (through the same records)
+// and returns the error (with the undo's error joined, if any). Applying
+// again what a complete state file records verifies it and changes
+// nothing. Errors: not root, remote server, not superuser, the tablespace
+// existing without a state file (not erplab's), an unfinished earlier
+// apply, the location not empty, a failed step.
 func Apply(ctx context.Context, dsn string, opts Options, log io.Writer) (*Verification, error) {
 	if err := opts.normalize(); err != nil {
 		return nil, err
@@ -74,29 +85,63 @@ func Apply(ctx context.Context, dsn string, opts Options, log io.Writer) (*Verif
 		return nil, errors.New("tmpfs fix: --apply works on a server on this host only (Unix socket or loopback); print the procedure and run it there")
 	case !t.Superuser:
 		return nil, errors.New("tmpfs fix: --apply needs a superuser role (CREATE TABLESPACE, ALTER SYSTEM)")
-	case t.TablespaceExists:
-		return nil, fmt.Errorf("tmpfs fix: tablespace %s already exists (at %s); run with --undo first, or pick another --tablespace", t.Tablespace, t.Location)
 	case t.DataDir == "" || t.UID < 0:
 		return nil, errors.New("tmpfs fix: cannot read data_directory and its owner (the server's OS user)")
+	case t.SystemIdentifier == "":
+		return nil, errors.New("tmpfs fix: cannot read pg_control_system() (the system identifier names the server in erplab's state file)")
 	case t.UID == 0:
 		return nil, fmt.Errorf("tmpfs fix: %s is owned by root; cannot tell the server's OS user", t.DataDir)
 	}
-	if ents, err := os.ReadDir(t.Location); err == nil && len(ents) > 0 {
-		return nil, fmt.Errorf("tmpfs fix: %s exists and is not empty; pick another --location", t.Location)
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+	say := func(format string, a ...any) { fmt.Fprintf(log, format+"\n", a...) }
+	path, err := StatePath(opts, t.SystemIdentifier, t.DataDir, t.Tablespace)
+	if err != nil {
+		return nil, err
+	}
+	if prev, err := LoadState(path); err == nil {
+		return reapply(ctx, conn, dsn, t, prev, path, opts, say)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if t.TablespaceExists {
+		return nil, fmt.Errorf("tmpfs fix: tablespace %s already exists (oid %d at %s) and erplab has no record of creating it; pick another --tablespace", t.Tablespace, t.TablespaceOID, t.Location)
+	}
+	fi, err := os.Stat(t.Location)
+	switch {
+	case err == nil && !fi.IsDir():
+		return nil, fmt.Errorf("tmpfs fix: %s exists and is not a directory; pick another --location", t.Location)
+	case err == nil:
+		if ents, err := os.ReadDir(t.Location); err != nil {
+			return nil, fmt.Errorf("tmpfs fix: %w", err)
+		} else if len(ents) > 0 {
+			return nil, fmt.Errorf("tmpfs fix: %s exists and is not empty; pick another --location", t.Location)
+		}
+	case !errors.Is(err, os.ErrNotExist):
 		return nil, fmt.Errorf("tmpfs fix: %w", err)
 	}
-	say := func(format string, a ...any) { fmt.Fprintf(log, format+"\n", a...) }
 
-	var undo []func() error
-	rollback := func(cause error) error {
-		errs := []error{cause}
-		for i := len(undo) - 1; i >= 0; i-- {
-			if err := undo[i](); err != nil {
-				errs = append(errs, fmt.Errorf("rollback: %w", err))
-			}
+	now := time.Now().UTC().Truncate(time.Second)
+	st := &State{Version: StateVersion, SystemIdentifier: t.SystemIdentifier, DataDir: t.DataDir, Database: t.Database, DBOID: t.DBOID,
+		Created: now, Size: opts.Size, Scope: opts.Scope}
+	// record saves st; intend saves it and stops there in a test's crash.
+	record := func() error { return st.save(path) }
+	intend := func(step string) error {
+		if err := record(); err != nil {
+			return err
 		}
-		return errors.Join(errs...)
+		if opts.stopBefore == step {
+			return errStopped
+		}
+		return nil
+	}
+	fail := func(cause error) (*Verification, error) {
+		if errors.Is(cause, errStopped) {
+			return nil, cause
+		}
+		uerr := undoState(context.WithoutCancel(ctx), conn, dsn, st, path, opts, func(format string, a ...any) { say("rollback: "+format, a...) })
+		if uerr != nil {
+			return nil, errors.Join(cause, fmt.Errorf("rollback: %w (state kept in %s; run --undo again)", uerr, path))
+		}
+		return nil, cause
 	}
 	exec := func(sql string) error {
 		if _, err := conn.Exec(ctx, sql); err != nil {
@@ -104,113 +149,189 @@ func Apply(ctx context.Context, dsn string, opts Options, log io.Writer) (*Verif
 		}
 		return nil
 	}
-	cleanCtx := context.WithoutCancel(ctx)
 
 	// 1. Directory.
-	created := false
-	if _, err := os.Stat(t.Location); errors.Is(err, os.ErrNotExist) {
+	dir := &DirRecord{Path: t.Location}
+	if fi != nil {
+		sys := fi.Sys().(*syscall.Stat_t)
+		dir.Existed, dir.PrevUID, dir.PrevGID, dir.PrevMode = true, int(sys.Uid), int(sys.Gid), fi.Mode().Perm()
+	}
+	st.Directory = dir
+	if err := intend("directory"); err != nil {
+		return fail(err)
+	}
+	if !dir.Existed {
 		if err := os.Mkdir(t.Location, 0o700); err != nil {
-			return nil, fmt.Errorf("tmpfs fix: %w", err)
+			return fail(fmt.Errorf("tmpfs fix: %w", err))
 		}
-		created = true
 	}
 	if err := os.Chown(t.Location, t.UID, t.GID); err != nil {
-		return nil, rollback(fmt.Errorf("tmpfs fix: %w", err))
+		return fail(fmt.Errorf("tmpfs fix: %w", err))
 	}
 	if err := os.Chmod(t.Location, 0o700); err != nil {
-		return nil, rollback(fmt.Errorf("tmpfs fix: %w", err))
+		return fail(fmt.Errorf("tmpfs fix: %w", err))
 	}
-	if created {
-		undo = append(undo, func() error { return os.Remove(t.Location) })
+	dir.Done = true
+	if err := record(); err != nil {
+		return fail(err)
 	}
 	say("1. directory %s owned by %s (uid %d, gid %d), mode 0700", t.Location, or(t.OSUser, "the server's user"), t.UID, t.GID)
 
-	// 2. Tablespace.
+	// 2. Tablespace and grant.
 	ts := ident(t.Tablespace)
+	st.Tablespace = &TablespaceRecord{Name: t.Tablespace, Location: t.Location}
+	if err := intend("tablespace"); err != nil {
+		return fail(err)
+	}
 	if err := exec("CREATE TABLESPACE " + ts + " LOCATION " + quoteLiteral(t.Location)); err != nil {
-		return nil, rollback(err)
+		return fail(err)
 	}
-	undo = append(undo, func() error {
-		_, err := conn.Exec(cleanCtx, "DROP TABLESPACE IF EXISTS "+ts)
-		return err
-	})
+	var oid int64
+	if err := conn.QueryRow(ctx, `SELECT oid::int8 FROM pg_catalog.pg_tablespace WHERE spcname = $1`, t.Tablespace).Scan(&oid); err != nil {
+		return fail(fmt.Errorf("tmpfs fix: oid of the new tablespace: %w", err))
+	}
+	st.Tablespace.OID, st.Tablespace.Done = uint32(oid), true
+	if err := record(); err != nil {
+		return fail(err)
+	}
+	st.Grant = &GrantRecord{Privilege: "CREATE", To: "PUBLIC"}
+	if err := intend("grant"); err != nil {
+		return fail(err)
+	}
 	if err := exec("GRANT CREATE ON TABLESPACE " + ts + " TO PUBLIC"); err != nil {
-		return nil, rollback(err)
+		return fail(err)
 	}
-	say("2. CREATE TABLESPACE %s LOCATION '%s'; GRANT CREATE ON TABLESPACE %s TO PUBLIC", ts, t.Location, ts)
+	st.Grant.Done = true
+	if err := record(); err != nil {
+		return fail(err)
+	}
+	say("2. CREATE TABLESPACE %s LOCATION '%s' (oid %d); GRANT CREATE ON TABLESPACE %s TO PUBLIC", ts, t.Location, oid, ts)
 
-	// 3. Per-database directory via a dummy temp table.
+	// 3. Per-database directory via a dummy temp table (inside the
+	// tablespace: DROP TABLESPACE removes it).
 	var rel string
 	if err := exec("CREATE TEMP TABLE " + probeTable + " (x int) TABLESPACE " + ts); err != nil {
-		return nil, rollback(err)
+		return fail(err)
 	}
 	err = conn.QueryRow(ctx, "SELECT pg_catalog.pg_relation_filepath('pg_temp."+probeTable+"')").Scan(&rel)
 	if derr := exec("DROP TABLE pg_temp." + probeTable); err == nil {
 		err = derr
 	}
 	if err != nil {
-		return nil, rollback(fmt.Errorf("tmpfs fix: dummy temp table: %w", err))
+		return fail(fmt.Errorf("tmpfs fix: dummy temp table: %w", err))
 	}
 	dbDir := resolve(filepath.Dir(filepath.Join(t.DataDir, rel)))
 	if t.DBDir != "" && dbDir != resolve(t.DBDir) {
-		return nil, rollback(fmt.Errorf("tmpfs fix: the dummy temp table went to %s, expected %s", dbDir, t.DBDir))
+		return fail(fmt.Errorf("tmpfs fix: the dummy temp table went to %s, expected %s", dbDir, t.DBDir))
 	}
 	t.DBDir = dbDir
 	say("3. dummy temp table %s: %s; per-database directory %s", probeTable, rel, dbDir)
 
 	// 4. tmpfs.
-	if ents, err := os.ReadDir(dbDir); err != nil || len(ents) > 0 {
-		return nil, rollback(fmt.Errorf("tmpfs fix: %s must exist and be empty before mounting (%d entries, %v)", dbDir, len(ents), err))
-	}
 	mopts := mountOptions(opts.Size, t.UID, t.GID)
-	if err := unix.Mount("tmpfs", dbDir, "tmpfs", unix.MS_NODEV|unix.MS_NOSUID|unix.MS_NOEXEC, mopts); err != nil {
-		return nil, rollback(fmt.Errorf("tmpfs fix: mount tmpfs on %s: %w", dbDir, err))
+	st.Mount = &MountRecord{Point: dbDir, FSType: "tmpfs", Size: opts.Size, Options: mopts + ",nodev,nosuid,noexec"}
+	if err := intend("mount"); err != nil {
+		return fail(err)
 	}
-	undo = append(undo, func() error { return unix.Unmount(dbDir, 0) })
-	say("4. mount -t tmpfs -o %s,nodev,nosuid,noexec tmpfs %s", mopts, dbDir)
+	if ents, err := os.ReadDir(dbDir); err != nil || len(ents) > 0 {
+		return fail(fmt.Errorf("tmpfs fix: %s must exist and be empty before mounting (%d entries, %v)", dbDir, len(ents), err))
+	}
+	if err := unix.Mount("tmpfs", dbDir, "tmpfs", unix.MS_NODEV|unix.MS_NOSUID|unix.MS_NOEXEC, mopts); err != nil {
+		return fail(fmt.Errorf("tmpfs fix: mount tmpfs on %s: %w", dbDir, err))
+	}
+	st.Mount.Mounted = true
+	mounts, err := readMounts(opts.ProcRoot)
+	if err != nil {
+		return fail(err)
+	}
+	mi := topMountAt(mounts, dbDir)
+	if mi == nil || mi.FSType != "tmpfs" {
+		return fail(fmt.Errorf("tmpfs fix: the tmpfs mounted on %s is not in %s/self/mountinfo", dbDir, opts.ProcRoot))
+	}
+	st.Mount.MountID, st.Mount.Device, st.Mount.Done = mi.MountID, mi.MajorMinorVer, true
+	if err := record(); err != nil {
+		return fail(err)
+	}
+	say("4. mount -t tmpfs -o %s,nodev,nosuid,noexec tmpfs %s (mount id %d)", mopts, dbDir, mi.MountID)
 
-	// 5. temp_tablespaces.
+	// 5. temp_tablespaces, the previous value recorded first.
+	set := &SettingRecord{Scope: opts.Scope, Value: t.Tablespace}
 	if opts.Scope == ScopeDatabase {
-		if err := exec("ALTER DATABASE " + ident(t.Database) + " SET temp_tablespaces = " + quoteLiteral(t.Tablespace)); err != nil {
-			return nil, rollback(err)
-		}
-		undo = append(undo, func() error {
-			_, err := conn.Exec(cleanCtx, "ALTER DATABASE "+ident(t.Database)+" RESET temp_tablespaces")
-			return err
-		})
-	} else {
-		if err := exec("ALTER SYSTEM SET temp_tablespaces = " + quoteLiteral(t.Tablespace)); err != nil {
-			return nil, rollback(err)
-		}
-		undo = append(undo, func() error {
-			if _, err := conn.Exec(cleanCtx, "ALTER SYSTEM RESET temp_tablespaces"); err != nil {
-				return err
-			}
-			_, err := conn.Exec(cleanCtx, "SELECT pg_catalog.pg_reload_conf()")
-			return err
-		})
+		set.Database = t.Database
+	}
+	if set.WasSet, set.Previous, err = scopeSetting(ctx, conn, opts.Scope, t.DBOID); err != nil {
+		return fail(err)
+	}
+	st.Setting = set
+	if err := intend("setting"); err != nil {
+		return fail(err)
+	}
+	if err := exec(settingSQL(opts.Scope, t.Database, []string{t.Tablespace})); err != nil {
+		return fail(err)
 	}
 	if err := exec("SELECT pg_catalog.pg_reload_conf()"); err != nil {
-		return nil, rollback(err)
+		return fail(err)
 	}
-	if opts.Scope == ScopeDatabase {
-		say("5. ALTER DATABASE %s SET temp_tablespaces = '%s'; SELECT pg_reload_conf()", ident(t.Database), t.Tablespace)
-	} else {
-		say("5. ALTER SYSTEM SET temp_tablespaces = '%s'; SELECT pg_reload_conf()", t.Tablespace)
+	set.Done = true
+	if err := record(); err != nil {
+		return fail(err)
 	}
+	was := "unset"
+	if set.WasSet {
+		was = "'" + set.Previous + "'"
+	}
+	say("5. %s; SELECT pg_reload_conf() (was %s)", settingSQL(opts.Scope, t.Database, []string{t.Tablespace}), was)
 	for _, o := range t.Overrides {
 		say("   note: overridden for some sessions by %s", o)
 	}
 
 	// 6. Verify.
+	if opts.stopBefore == "verify" {
+		return nil, errStopped
+	}
 	v, err := Verify(ctx, dsn, opts)
 	if err != nil {
-		return nil, rollback(err)
+		return fail(err)
 	}
 	if !v.OnTmpfs(dbDir) {
-		return nil, rollback(fmt.Errorf("tmpfs fix: verification failed: %s", v))
+		return fail(fmt.Errorf("tmpfs fix: verification failed: %s", v))
+	}
+	st.Complete = true
+	if err := record(); err != nil {
+		return fail(err)
 	}
 	say("6. verified: %s", v)
+	say("recorded in %s (--undo reverts exactly that)", path)
+	v.StateFile = path
+	return v, nil
+}
+
+// reapply is Apply when a state file exists: a complete one whose
+// tablespace and mount are still those recorded is verified and left as
+// is; anything else is refused.
+func reapply(ctx context.Context, conn *pgx.Conn, dsn string, t *Target, st *State, path string, opts Options, say func(string, ...any)) (*Verification, error) {
+	if !st.Complete {
+		return nil, fmt.Errorf("tmpfs fix: an earlier apply of tablespace %s did not finish (%s; state file %s); run --undo first", t.Tablespace, st.Summary(), path)
+	}
+	if st.Size != opts.Size || st.Scope != opts.Scope {
+		return nil, fmt.Errorf("tmpfs fix: tablespace %s is already applied with size %s, scope %s (state file %s); run --undo first to change them", t.Tablespace, st.Size, st.Scope, path)
+	}
+	if err := checkOwned(ctx, conn, st, opts, path); err != nil {
+		return nil, err
+	}
+	if !t.TablespaceExists {
+		return nil, fmt.Errorf("tmpfs fix: state file %s records tablespace %s, which is gone; run --undo, then --apply", path, t.Tablespace)
+	}
+	v, err := Verify(ctx, dsn, opts)
+	if err != nil {
+		return nil, err
+	}
+	if !v.OnTmpfs(st.Mount.Point) {
+		return nil, fmt.Errorf("tmpfs fix: already applied (state file %s) but verification fails: %s; run --undo, then --apply", path, v)
+	}
+	say("already applied (state file %s), nothing changed: %s", path, st.Summary())
+	say("verified: %s", v)
+	v.StateFile = path
 	return v, nil
 }
 
@@ -271,169 +392,6 @@ func Verify(ctx context.Context, dsn string, opts Options) (*Verification, error
 	v.MountPoint, v.FSType = mi.MountPoint, mi.FSType
 	v.MountOptions = joinOptions(mi.SuperOptions)
 	return v, nil
-}
-
-// Undo reverses Apply for opts.Tablespace on the server dsn names (local,
-// root, superuser): it resets every temp_tablespaces setting that names
-// the tablespace (ALTER SYSTEM, per database, per role), reloads, checks
-// that no temp file is left on the mounts, unmounts every mount under the
-// tablespace directory, drops the tablespace and removes the directory.
-// It is idempotent: parts already undone are skipped. Errors name what is
-// left, e.g. temp files of sessions that still hold temp tables there.
-func Undo(ctx context.Context, dsn string, opts Options, log io.Writer) error {
-	if err := opts.normalize(); err != nil {
-		return err
-	}
-	if os.Geteuid() != 0 {
-		return errors.New("tmpfs fix: --undo needs root (umount)")
-	}
-	conn, err := Connect(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	t, err := Inspect(ctx, conn, opts)
-	if err != nil {
-		return err
-	}
-	switch {
-	case !t.Local:
-		return errors.New("tmpfs fix: --undo works on a server on this host only (Unix socket or loopback)")
-	case !t.Superuser:
-		return errors.New("tmpfs fix: --undo needs a superuser role")
-	case t.Location == "":
-		return errors.New("tmpfs fix: cannot tell the tablespace directory: pass --location")
-	}
-	say := func(format string, a ...any) { fmt.Fprintf(log, format+"\n", a...) }
-	exec := func(sql string) error {
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			return fmt.Errorf("tmpfs fix: %s: %w", sql, err)
-		}
-		return nil
-	}
-
-	// 1. Settings naming the tablespace.
-	reset := false
-	var auto string
-	err = conn.QueryRow(ctx, `SELECT coalesce((SELECT setting FROM pg_catalog.pg_file_settings
-WHERE name = 'temp_tablespaces' AND sourcefile LIKE '%postgresql.auto.conf' ORDER BY seqno DESC LIMIT 1), '')`).Scan(&auto)
-	if err != nil {
-		return fmt.Errorf("tmpfs fix: read postgresql.auto.conf settings: %w", err)
-	}
-	if slices.Contains(TablespaceNames(auto), t.Tablespace) {
-		if err := exec("ALTER SYSTEM RESET temp_tablespaces"); err != nil {
-			return err
-		}
-		say("ALTER SYSTEM RESET temp_tablespaces (was '%s')", auto)
-		reset = true
-	}
-	rows, err := conn.Query(ctx, `SELECT coalesce(d.datname::text, ''), coalesce(r.rolname::text, ''), c
-FROM pg_catalog.pg_db_role_setting s
-LEFT JOIN pg_catalog.pg_database d ON d.oid = s.setdatabase
-LEFT JOIN pg_catalog.pg_roles r ON r.oid = s.setrole,
-LATERAL unnest(s.setconfig) AS c
-WHERE c LIKE 'temp\_tablespaces=%'`)
-	if err != nil {
-		return fmt.Errorf("tmpfs fix: read per-database settings: %w", err)
-	}
-	type ov struct{ db, role, cfg string }
-	ovs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ov, error) {
-		var o ov
-		err := r.Scan(&o.db, &o.role, &o.cfg)
-		return o, err
-	})
-	if err != nil {
-		return fmt.Errorf("tmpfs fix: read per-database settings: %w", err)
-	}
-	for _, o := range ovs {
-		_, val, _ := strings.Cut(o.cfg, "=")
-		if !slices.Contains(TablespaceNames(val), t.Tablespace) {
-			continue
-		}
-		var sql string
-		switch {
-		case o.role != "" && o.db != "":
-			sql = "ALTER ROLE " + ident(o.role) + " IN DATABASE " + ident(o.db) + " RESET temp_tablespaces"
-		case o.role != "":
-			sql = "ALTER ROLE " + ident(o.role) + " RESET temp_tablespaces"
-		default:
-			sql = "ALTER DATABASE " + ident(o.db) + " RESET temp_tablespaces"
-		}
-		if err := exec(sql); err != nil {
-			return err
-		}
-		say("%s (was %s)", sql, o.cfg)
-		reset = true
-	}
-	if reset {
-		if err := exec("SELECT pg_catalog.pg_reload_conf()"); err != nil {
-			return err
-		}
-		// Let sessions see the reset before the files are checked.
-		if err := waitSetting(ctx, dsn, t.Tablespace); err != nil {
-			return err
-		}
-		say("SELECT pg_reload_conf()")
-	}
-
-	// 2. Mounts under the tablespace directory, deepest first.
-	mounts, err := readMounts(opts.ProcRoot)
-	if err != nil {
-		return err
-	}
-	loc := resolve(t.Location)
-	var under []string
-	for _, mi := range mounts {
-		if strings.HasPrefix(mi.MountPoint, loc+"/") || mi.MountPoint == loc {
-			under = append(under, mi.MountPoint)
-		}
-	}
-	sort.Slice(under, func(i, j int) bool { return len(under[i]) > len(under[j]) })
-	for _, mp := range under {
-		ents, err := os.ReadDir(mp)
-		if err != nil {
-			return fmt.Errorf("tmpfs fix: %w", err)
-		}
-		if len(ents) > 0 {
-			names := make([]string, 0, 5)
-			for i, e := range ents {
-				if i == 5 {
-					names = append(names, "...")
-					break
-				}
-				names = append(names, e.Name())
-			}
-			return fmt.Errorf("tmpfs fix: %d temp files still on %s (%s): sessions that created temp tables before the reset still hold them; end those sessions and run --undo again", len(ents), mp, strings.Join(names, " "))
-		}
-		if err := unix.Unmount(mp, 0); err != nil {
-			return fmt.Errorf("tmpfs fix: umount %s: %w", mp, err)
-		}
-		say("umount %s", mp)
-	}
-
-	// 3. Tablespace.
-	if t.TablespaceExists {
-		if err := exec("DROP TABLESPACE " + ident(t.Tablespace)); err != nil {
-			return fmt.Errorf("%w (files of other databases or sessions may still be in %s)", err, t.Location)
-		}
-		say("DROP TABLESPACE %s", ident(t.Tablespace))
-	}
-
-	// 4. Directory.
-	if err := os.Remove(t.Location); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("tmpfs fix: remove %s: %w", t.Location, err)
-	} else if err == nil {
-		say("rmdir %s", t.Location)
-	}
-
-	// 5. Nothing left.
-	if left, err := Leftovers(ctx, conn, opts, t.Location); err != nil {
-		return err
-	} else if len(left) > 0 {
-		return fmt.Errorf("tmpfs fix: undo left: %s", strings.Join(left, "; "))
-	}
-	say("undone: no mount, no tablespace, no directory left")
-	return nil
 }
 
 // Leftovers lists what of the fix remains: mounts under location (from

@@ -28,7 +28,11 @@ func init() {
 }
 
 // applyRemedy runs Apply with scope system on the target's database
-// (Cluster.DSN(Database), not a proxy's) and records the verification.
+// (Cluster.DSN(Database), not a proxy's) and records the verification
+// and the state file. Apply records every step in that file as the fix
+// does, so an ab killed mid-run leaves a file that `erplab doctor fix
+// tmpfs-temp-tablespace --undo --state FILE` (or --undo --dsn while the
+// server runs) cleans.
 func applyRemedy(ctx context.Context, t *remedy.Target, _ string) (*remedy.Effect, error) {
 	opts := Options{Size: t.Param(SizeParam), Scope: ScopeSystem}
 	v, err := Apply(ctx, t.Cluster.DSN(t.Database), opts, t.Log)
@@ -38,6 +42,7 @@ func applyRemedy(ctx context.Context, t *remedy.Target, _ string) (*remedy.Effec
 	return &remedy.Effect{Changed: map[string]any{
 		"tablespace": DefaultTablespace, "tmpfs_size": opts.Size, "scope": string(ScopeSystem),
 		"verification": v.String(), "fs_type": v.FSType, "mount_point": v.MountPoint,
+		"state_file": v.StateFile,
 	}, State: opts}, nil
 }
 

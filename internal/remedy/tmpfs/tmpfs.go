@@ -1,47 +1,3 @@
-// Package tmpfs moves the files of temporary tables to tmpfs: the fix
-// of the field report in docs CONTEXT.md section 3, where temp-table
-// churn made file-system calls 13.5 % of the database server's CPU and a
-// tmpfs temp tablespace brought them to 1.6 % without a code change.
-//
-// The procedure, for one database of a running server:
-//
-//  1. a directory for the tablespace, owned by the server's OS user
-//     (the owner of data_directory) with mode 0700;
-//  2. CREATE TABLESPACE ... LOCATION, and GRANT CREATE on it to PUBLIC
-//     (temp_tablespaces silently skips tablespaces the session's role
-//     may not create in: src/backend/commands/tablespace.c,
-//     PrepareTempTablespaces);
-//  3. a dummy temp table in it, which makes the server create the
-//     per-database directory <location>/PG_<major>_<catversion>/<dboid>
-//     (TablespaceCreateDbspace); the table is dropped at once;
-//  4. a tmpfs mounted over that per-database directory with the server
-//     user's uid and gid and mode 0700 (Documentation/filesystems/
-//     tmpfs.rst). The per-database directory, not the tablespace root:
-//     after a reboot an empty tmpfs there still works, while an empty
-//     version directory would not (the server recreates only the
-//     per-database level);
-//  5. temp_tablespaces set with ALTER SYSTEM (default scope: running
-//     sessions pick it up at pg_reload_conf(), which matters for ERP
-//     connection pools that live for days; it applies to every database)
-//     or ALTER DATABASE (only this database, only new sessions), then
-//     pg_reload_conf();
-//  6. verification: a new session creates a temp table and
-//     pg_relation_filepath shows its relfilenode file under the mount,
-//     which /proc/self/mountinfo lists as tmpfs.
-//
-// Undo reverses it without leftovers: settings reset, tmpfs unmounted,
-// tablespace dropped, directory removed.
-//
-// The full-tmpfs failure mode (FullWarning): when the tmpfs is full an
-// INSERT into a temp table fails, the file stays, and even TRUNCATE fails
-// (it writes a new relfilenode and rebuilds the indexes, whose metapages
-// need space); only DROP TABLE frees the space.
-//
-// The procedure serves `erplab doctor fix tmpfs-temp-tablespace` (Apply,
-// Undo, Procedure with every option) and is the remedy
-// tmpfs-temp-tablespace of `erplab ab` (remedy.go: system scope, the
-// default tablespace, size from the remedy parameter tmpfs-size, root
-// only), registered in the remedy registry from this package's init.
 package tmpfs
 
 import (
@@ -115,6 +71,20 @@ type Options struct {
 	// ProcRoot is the proc tree whose self/mountinfo is read (default
 	// "/proc").
 	ProcRoot string
+	// StateDir is erplab's state directory holding the state files
+	// (default StateDir()); the files are in its subdirectory tmpfs.
+	StateDir string
+	// Force makes Undo remove a tablespace, mount or setting erplab has
+	// no record of creating (no state file, or the tablespace's OID or
+	// the mount differs from the record): it then removes what a DBA may
+	// have made. Apply ignores it.
+	Force bool
+
+	// stopBefore, set by tests only, makes Apply return errStopped right
+	// after recording the intent of that step ("directory",
+	// "tablespace", "grant", "mount", "setting", "verify"), as a crash
+	// there would leave it.
+	stopBefore string
 }
 
 func (o *Options) normalize() error {
@@ -176,9 +146,14 @@ type Target struct {
 	// directory under it, the tmpfs mount point.
 	Location string
 	DBDir    string
-	// Tablespace is the name; TablespaceExists whether it exists now.
+	// Tablespace is the name; TablespaceExists whether it exists now,
+	// TablespaceOID its oid then (else 0).
 	Tablespace       string
 	TablespaceExists bool
+	TablespaceOID    uint32
+	// SystemIdentifier is pg_control_system().system_identifier as
+	// decimal text ("" when not readable).
+	SystemIdentifier string
 	// Local: connected over a Unix socket or loopback. Superuser: the
 	// role is a superuser.
 	Local     bool
@@ -217,14 +192,17 @@ func Inspect(ctx context.Context, conn *pgx.Conn, opts Options) (*Target, error)
 	t.DBOID = uint32(oid)
 	t.Local = isLocal(conn)
 	var cat int64
-	if err := conn.QueryRow(ctx, `SELECT catalog_version_no::int8 FROM pg_catalog.pg_control_system()`).Scan(&cat); err == nil {
+	var sysid string
+	if err := conn.QueryRow(ctx, `SELECT catalog_version_no::int8, system_identifier::text FROM pg_catalog.pg_control_system()`).Scan(&cat, &sysid); err == nil {
 		t.VersionDir = fmt.Sprintf("PG_%d_%d", t.VersionNum/10000, cat)
+		t.SystemIdentifier = sysid
 	}
 	var loc string
-	err = conn.QueryRow(ctx, `SELECT pg_catalog.pg_tablespace_location(oid) FROM pg_catalog.pg_tablespace WHERE spcname = $1`, t.Tablespace).Scan(&loc)
+	var tsOID int64
+	err = conn.QueryRow(ctx, `SELECT oid::int8, pg_catalog.pg_tablespace_location(oid) FROM pg_catalog.pg_tablespace WHERE spcname = $1`, t.Tablespace).Scan(&tsOID, &loc)
 	switch {
 	case err == nil:
-		t.TablespaceExists, t.Location = true, loc
+		t.TablespaceExists, t.Location, t.TablespaceOID = true, loc, uint32(tsOID)
 	case !errors.Is(err, pgx.ErrNoRows):
 		return nil, fmt.Errorf("tmpfs fix: inspect tablespace: %w", err)
 	}
@@ -359,7 +337,8 @@ func Procedure(t *Target, opts Options) string {
 	p("SELECT current_setting('data_directory') || '/' || pg_relation_filepath('pg_temp.erplab_tmpfs_check');")
 	p("findmnt -T <that path>   # FSTYPE tmpfs, TARGET %s", dbdir)
 	p("")
-	p("# Undo: erplab doctor fix %s --undo (reset, umount %s, DROP TABLESPACE %s, rmdir %s).", Name, dbdir, ts, loc)
+	p("# Undo: erplab doctor fix %s --undo (temp_tablespaces back, umount %s, DROP TABLESPACE %s, rmdir %s):", Name, dbdir, ts, loc)
+	p("# it reverts what --apply recorded; steps run by hand have no record: undo them by hand, or --undo --force.")
 	p("")
 	for _, l := range strings.Split(FullWarning, "\n") {
 		p("# %s", l)

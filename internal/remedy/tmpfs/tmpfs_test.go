@@ -119,8 +119,8 @@ func needRoot(t *testing.T) {
 	}
 }
 
-// mountsUnder lists mount points at or under dir in /proc/self/mountinfo.
-func mountsUnder(t *testing.T, dir string) []string {
+// mountPointsUnder lists mount points at or under dir in /proc/self/mountinfo.
+func mountPointsUnder(t *testing.T, dir string) []string {
 	t.Helper()
 	ms, err := readMounts("/proc")
 	if err != nil {
@@ -140,7 +140,7 @@ func mountsUnder(t *testing.T, dir string) []string {
 func safetyNet(t *testing.T) {
 	dir := resolve(srv.Cluster(t).Dir())
 	t.Cleanup(func() {
-		for _, mp := range mountsUnder(t, dir) {
+		for _, mp := range mountPointsUnder(t, dir) {
 			_ = syscall.Unmount(mp, 0)
 		}
 	})
@@ -213,7 +213,7 @@ func TestApplyVerifyUndo(t *testing.T) {
 	if err != nil || len(left) > 0 {
 		t.Errorf("leftovers %q (%v)", left, err)
 	}
-	if m := mountsUnder(t, resolve(tg.Location)); len(m) > 0 {
+	if m := mountPointsUnder(t, resolve(tg.Location)); len(m) > 0 {
 		t.Errorf("mounts left in /proc/self/mountinfo: %q", m)
 	}
 	if _, err := os.Lstat(tg.Location); !errors.Is(err, os.ErrNotExist) {
