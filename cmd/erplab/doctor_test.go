@@ -179,7 +179,7 @@ func TestDoctorFixUndoOnlyWhatWasDone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(srv.Cluster().Dir(), "cli_usertemp")
+	dir := filepath.Join(srv.Cluster(t).Dir(), "cli_usertemp")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func stateOpts(t *testing.T, opts Options) Options {
 // serverOwner is the uid and gid owning the test server's data directory.
 func serverOwner(t *testing.T) (int, int) {
 	t.Helper()
-	st, err := os.Stat(srv.Cluster().DataDir())
+	st, err := os.Stat(srv.Cluster(t).DataDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func dbaTablespace(t *testing.T, conn *pgx.Conn, name, dir string) uint32 {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		c, err := Connect(context.Background(), srv.DSN("postgres"))
+		c, err := Connect(context.Background(), srv.DSN(t, "postgres"))
 		if err == nil {
 			_, _ = c.Exec(context.Background(), "DROP TABLESPACE IF EXISTS "+ident(name))
 			c.Close(context.Background())
@@ -103,7 +103,7 @@ func systemSetting(t *testing.T, conn *pgx.Conn, value string) {
 		}
 	}
 	t.Cleanup(func() {
-		c, err := Connect(context.Background(), srv.DSN("postgres"))
+		c, err := Connect(context.Background(), srv.DSN(t, "postgres"))
 		if err == nil {
 			_, _ = c.Exec(context.Background(), "ALTER SYSTEM RESET temp_tablespaces")
 			_, _ = c.Exec(context.Background(), "SELECT pg_reload_conf()")
@@ -163,7 +163,7 @@ func TestUndoRefusesDBATmpfs(t *testing.T) {
 	dsn := srv.NewDatabase(t)
 	ctx := context.Background()
 	conn := dial(t, dsn)
-	dir := filepath.Join(srv.Cluster().Dir(), "usertemp")
+	dir := filepath.Join(srv.Cluster(t).Dir(), "usertemp")
 	oid := dbaTablespace(t, conn, "usertemp", dir)
 	var rel string
 	for _, q := range []string{"CREATE TEMP TABLE dba_probe (x int) TABLESPACE usertemp"} {
@@ -177,7 +177,7 @@ func TestUndoRefusesDBATmpfs(t *testing.T) {
 	if _, err := conn.Exec(ctx, "DROP TABLE dba_probe"); err != nil {
 		t.Fatal(err)
 	}
-	dbDir := resolve(filepath.Dir(filepath.Join(srv.Cluster().DataDir(), rel)))
+	dbDir := resolve(filepath.Dir(filepath.Join(srv.Cluster(t).DataDir(), rel)))
 	uid, gid := serverOwner(t)
 	if err := unix.Mount("tmpfs", dbDir, "tmpfs", 0, mountOptions("8M", uid, gid)); err != nil {
 		t.Fatal(err)
@@ -251,7 +251,7 @@ func TestUndoRefusesReplacedTablespaceAndMount(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	other := dbaTablespace(t, conn, "erplab_replaced", filepath.Join(srv.Cluster().Dir(), "replaced_by_dba"))
+	other := dbaTablespace(t, conn, "erplab_replaced", filepath.Join(srv.Cluster(t).Dir(), "replaced_by_dba"))
 	err = Undo(ctx, dsn, opts, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "refusing to undo: tablespace erplab_replaced is oid") || !strings.Contains(err.Error(), "not oid") {
 		t.Fatalf("undo of a replaced tablespace: %v", err)
@@ -306,7 +306,7 @@ func TestUndoRestoresPreviousSetting(t *testing.T) {
 	t.Run("database", func(t *testing.T) {
 		dsn := srv.NewDatabase(t)
 		conn := dial(t, dsn)
-		dbaTablespace(t, conn, "dba_temp", filepath.Join(srv.Cluster().Dir(), "dba_temp"))
+		dbaTablespace(t, conn, "dba_temp", filepath.Join(srv.Cluster(t).Dir(), "dba_temp"))
 		var db string
 		var dboid uint32
 		if err := conn.QueryRow(ctx, "SELECT current_database(), oid FROM pg_database WHERE datname = current_database()").Scan(&db, &dboid); err != nil {
@@ -579,7 +579,7 @@ func TestUndoOrphan(t *testing.T) {
 	if mi == nil {
 		t.Fatal("test mount not in mountinfo")
 	}
-	st := &State{Version: StateVersion, SystemIdentifier: "7312345678901234567", DataDir: srv.Cluster().DataDir(), Database: "erplab", DBOID: 16384,
+	st := &State{Version: StateVersion, SystemIdentifier: "7312345678901234567", DataDir: srv.Cluster(t).DataDir(), Database: "erplab", DBOID: 16384,
 		Size: "4M", Scope: ScopeSystem,
 		Directory:  &DirRecord{Path: loc, Done: true},
 		Tablespace: &TablespaceRecord{Name: DefaultTablespace, Location: loc, OID: 16390, Done: true},
