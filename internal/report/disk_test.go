@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,20 +11,21 @@ import (
 	"github.com/erplab/erplab/internal/disk"
 )
 
-// The disk page from real (tiny) measurements of two directories is
-// self-contained and has a chart per pattern and the churn lines.
+// The disk page from real (tiny) measurements of two directories, 3
+// repeats each, is self-contained, has a chart per pattern and the churn
+// lines, draws no log scale and prints every median on its bar.
 func TestWriteDiskHTML(t *testing.T) {
-	opts := disk.Options{FileBytes: 1 << 20, Duration: 100 * time.Millisecond, QueueDepth: 2, ChurnFiles: 200, Seed: 1}
-	var micro []disk.PathResult
-	for _, dir := range []string{t.TempDir(), "/dev/shm"} {
-		r, err := disk.Measure(context.Background(), dir, opts)
-		if err != nil {
-			t.Fatalf("%s: %v", dir, err)
-		}
-		micro = append(micro, r)
+	opts := disk.Options{FileBytes: 1 << 20, Duration: 100 * time.Millisecond, QueueDepth: 2, ChurnFiles: 200, Seed: 1, Repeats: 3}
+	micro, err := disk.MeasureAll(context.Background(), []string{t.TempDir(), "/dev/shm"}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := disk.NewComparison(micro, nil, 3, disk.DefaultRule(), false)
+	if err != nil {
+		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := WriteDiskHTML(&b, micro, nil); err != nil {
+	if err := WriteDiskHTML(&b, c); err != nil {
 		t.Fatal(err)
 	}
 	page := b.String()
@@ -40,6 +42,16 @@ func TestWriteDiskHTML(t *testing.T) {
 	for _, pat := range disk.Patterns() {
 		if !strings.Contains(page, pat) {
 			t.Fatalf("no %s in the page", pat)
+		}
+	}
+	if strings.Contains(page, "log10") {
+		t.Error("page still draws a log10 axis")
+	}
+	for _, m := range micro {
+		for _, r := range m.Results {
+			if lbl := fmt.Sprintf(">%.0f<", r.OpsPerS.Median); !strings.Contains(page, lbl) {
+				t.Errorf("%s %s: median %s not printed", m.Path, r.Pattern, lbl)
+			}
 		}
 	}
 }
