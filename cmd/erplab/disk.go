@@ -111,6 +111,9 @@ it creates is removed afterwards, also on Ctrl-C.`,
 			if len(paths) == 0 && tmpfsSize == "" {
 				return withCode(exitUsage, errors.New("give at least one directory (e.g. erplab disk /var/lib/postgresql /dev/shm) or --tmpfs SIZE"))
 			}
+			if err := disk.Distinct(paths); err != nil {
+				return withCode(exitUsage, err)
+			}
 			// Space first, before writing anything anywhere.
 			for _, p := range paths {
 				fi, err := os.Stat(p)

@@ -268,6 +268,13 @@ func uStat(x, y []float64) float64 {
 	return u
 }
 
+// Distinct returns an error naming a path given twice (after
+// filepath.Clean), nil when all differ.
+func Distinct(paths []string) error {
+	_, err := canonical(paths)
+	return err
+}
+
 // Order is the order in which round r (0-based) measures n paths given
 // in canonical order: the indexes 0..n-1 rotated left by r, so over n
 // rounds every path takes every position once and the drift of a shared
