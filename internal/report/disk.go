@@ -40,7 +40,7 @@ func DiskCharts(c disk.Comparison) ([]Chart, error) {
 		if len(spreads) == 0 {
 			continue
 		}
-		p, err := pathBars(fmt.Sprintf("%s: operations per second, median of %d repeats, bar = range (more is better)", pat, c.Repeats), "ops/s", "%.0f", names, spreads)
+		p, err := pathBars(fmt.Sprintf("%s: operations per second, median of %d repeats, whisker = range (more is better)", pat, c.Repeats), "ops/s", "%.0f", names, spreads)
 		if err := add(fmt.Sprintf("micro-%d", i), p, err); err != nil {
 			return nil, err
 		}
@@ -89,7 +89,7 @@ func DiskCharts(c disk.Comparison) ([]Chart, error) {
 		if len(spreads) == 0 {
 			continue
 		}
-		p, err := pathBars(fmt.Sprintf("%s: time, median of %d repeats, bar = range (less is better)", op, c.Repeats), "ms", "%.1f", names, spreads)
+		p, err := pathBars(fmt.Sprintf("%s: time, median of %d repeats, whisker = range (less is better)", op, c.Repeats), "ms", "%.1f", names, spreads)
 		if err := add(fmt.Sprintf("macro-%d", i), p, err); err != nil {
 			return nil, err
 		}
@@ -149,6 +149,7 @@ func pathBars(title, ylabel, verb string, paths []string, spreads []disk.Spread)
 		p.Y.Max = top * 1.15 // room for the labels
 	}
 	p.NominalX(paths...)
+	p.X.Min, p.X.Max = -0.6, float64(len(paths))-0.4
 	p.X.Tick.Label.Rotation = math.Pi / 12
 	p.X.Tick.Label.XAlign = draw.XRight
 	return p, nil
