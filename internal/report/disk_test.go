@@ -3,7 +3,9 @@ package report
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +54,45 @@ func TestWriteDiskHTML(t *testing.T) {
 			if lbl := fmt.Sprintf(">%.0f<", r.OpsPerS.Median); !strings.Contains(page, lbl) {
 				t.Errorf("%s %s: median %s not printed", m.Path, r.Pattern, lbl)
 			}
+		}
+	}
+}
+
+// The page of a recorded comparison with macro results (a disk and
+// /dev/shm, WAL on the paths): one bar chart per operation with its
+// median printed, the macro table with ranks, the WAL note and the rule.
+func TestWriteDiskHTMLRecordedMacro(t *testing.T) {
+	b, err := os.ReadFile("../disk/testdata/shm-disk-walonpath-order1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec disk.Comparison
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	c, err := disk.NewComparison(rec.Micro, rec.Macro, rec.Repeats, rec.Rule, rec.WALOnPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := WriteDiskHTML(&out, c); err != nil {
+		t.Fatal(err)
+	}
+	page := out.String()
+	if n, want := strings.Count(page, "<svg"), len(disk.Patterns())+2+len(disk.MacroOps()); n != want {
+		t.Errorf("%d charts, want %d", n, want)
+	}
+	for _, m := range c.Macro {
+		for _, o := range m.Ops {
+			if lbl := fmt.Sprintf(">%.1f<", o.Ms.Median); !strings.Contains(page, lbl) {
+				t.Errorf("%s %s: median %s not on its bar", m.Path, o.Op, lbl)
+			}
+		}
+	}
+	// repost_day on /dev/shm: median 614.7 ms of 401.6-647.1, rank 1 alone
+	for _, want := range []string{"614.7 [401.6-647.1] (1)", "WAL on each path", "only complete separation"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
 		}
 	}
 }
