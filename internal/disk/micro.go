@@ -131,7 +131,10 @@ type Run struct {
 	// UnlinkPerS the rate of removing them all.
 	RateOverTime []float64 `json:"files_per_s_over_fill,omitempty"`
 	UnlinkPerS   float64   `json:"unlink_per_s,omitempty"`
-	Note         string    `json:"note,omitempty"`
+	// FilesWanted is, for a churn run that hit its time bound before
+	// creating all its files, how many it was to create (Ops created).
+	FilesWanted int    `json:"files_wanted,omitempty"`
+	Note        string `json:"note,omitempty"`
 }
 
 // Result is one pattern measured on one path over its repeats.
@@ -182,11 +185,19 @@ func (r *Result) summarise() {
 	}
 	ops := make([]float64, len(r.Runs))
 	var notes []string
+	var bound []float64 // files created by time-bound churn runs
+	wanted := 0
 	for i, x := range r.Runs {
 		ops[i] = x.OpsPerS
-		if x.Note != "" && !slices.Contains(notes, x.Note) {
+		switch {
+		case x.FilesWanted > 0:
+			bound, wanted = append(bound, float64(x.Ops)), x.FilesWanted
+		case x.Note != "" && !slices.Contains(notes, x.Note):
 			notes = append(notes, x.Note)
 		}
+	}
+	if b := NewSpread(bound); len(bound) > 0 {
+		notes = append(notes, fmt.Sprintf("time bound in %d of %d runs: %.0f-%.0f of %d files", len(bound), len(r.Runs), b.Min, b.Max, wanted))
 	}
 	if len(r.Runs) > 0 {
 		r.Direct, r.QueueDepth = r.Runs[0].Direct, r.Runs[0].QueueDepth
@@ -643,6 +654,7 @@ func churn(ctx context.Context, dir string, doSync bool, maxFiles int, d time.Du
 	}
 	if n < maxFiles {
 		res.Note = fmt.Sprintf("time bound: %d of %d files", n, maxFiles)
+		res.FilesWanted = maxFiles
 	}
 	return res, nil
 }
