@@ -39,7 +39,10 @@ func TestMicroOrdering(t *testing.T) {
 	if fs, _, err := Space(shm); err != nil || fs != "tmpfs" {
 		t.Skipf("/dev/shm is not tmpfs (%s, %v)", fs, err)
 	}
-	dd := diskDir(t)
+	// Private directories on each file system, so that other tests
+	// measuring /dev/shm or /var/tmp at the same time do not show up in
+	// the leftover counts.
+	dd, shm := privateDir(t, diskDir(t)), privateDir(t, shm)
 	paths := []string{dd, shm}
 	var before []int
 	for _, p := range paths {
@@ -101,6 +104,17 @@ func TestMicroOrdering(t *testing.T) {
 	if len(c.RateOverTime) == 0 || c.UnlinkPerS <= 0 {
 		t.Errorf("churn lacks rate over fill / unlink rate: %+v", c)
 	}
+}
+
+// privateDir is a fresh directory under parent, removed after the test.
+func privateDir(t *testing.T, parent string) string {
+	t.Helper()
+	d, err := os.MkdirTemp(parent, "erplab-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
 }
 
 func leftovers(t *testing.T, dir string) int {
