@@ -49,9 +49,9 @@
 //
 //	erplab: cleaned up after killed erplab commands: pgcluster /tmp/erplab-pg-1a2b (postmaster 4711 stopped, 3 shared memory segments removed); left alone: /tmp/erplab-pg-x (not a 0700 directory of root)
 //
-// A kind may also list Strays: things on disk that look like its own but
-// that no entry names (forged, another user's, or from an older erplab);
-// they are never touched and are named in the same line.
+// Things on disk that look like erplab's but that no entry names (forged
+// by another user, or left by an older erplab) are never touched: a kind's
+// package may list them in Report.LeftAlone (pgcluster.ReapOrphans does).
 //
 // # Kinds to come
 //

@@ -272,10 +272,6 @@ type Kind struct {
 	// thing is left alone, the entry dropped); other errors keep the
 	// entry for the next Sweep.
 	Undo func(ctx context.Context, e Entry) (string, error)
-	// Strays, if set, lists things that look like this kind's but that no
-	// entry of recorded names, each with the reason it is left alone
-	// ("<path> (<reason>)"). They are only reported.
-	Strays func(recorded []Entry) []string
 }
 
 // kinds is the registry filled by Register at init.
@@ -347,9 +343,8 @@ func Sweep(ctx context.Context, out io.Writer) (Report, error) {
 }
 
 // Sweep undoes the entries of dead owners through their registered kinds
-// (see the package doc) and collects the strays of every kind. Entries of
-// live owners, of unregistered kinds, and entries another Sweep holds are
-// skipped.
+// (see the package doc). Entries of live owners, of unregistered kinds,
+// and entries another Sweep holds are skipped.
 func (r *Record) Sweep(ctx context.Context) Report {
 	var rep Report
 	entries, err := r.Entries()
@@ -367,11 +362,6 @@ func (r *Record) Sweep(ctx context.Context) Report {
 			continue
 		}
 		r.sweepOne(ctx, k, e, &rep)
-	}
-	for _, k := range byKind {
-		if k.Strays != nil {
-			rep.LeftAlone = append(rep.LeftAlone, k.Strays(entries)...)
-		}
 	}
 	return rep
 }
