@@ -39,7 +39,7 @@
 // environment. Keep prints it, as the way to connect to a kept server.
 //
 // Without Options.TCP the server listens on no TCP address
-// (listen_addresses = ”); with it, on 127.0.0.1 only, with the same
+// (listen_addresses is empty); with it, on 127.0.0.1 only, with the same
 // password. A local user other than the invoking one and the server's OS
 // user can therefore neither reach the socket nor log in over TCP.
 //
