@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/erplab/erplab/internal/leftover"
 	"github.com/spf13/cobra"
 )
 
@@ -45,6 +46,13 @@ func newRoot() *cobra.Command {
 		Long:          "erplab load-tests PostgreSQL with ERP-like workloads (virtual users, key operations, APDEX),\nobserves it and diagnoses it. With no --dsn it starts a throwaway PostgreSQL of its own.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Undo what killed erplab commands left behind (internal/leftover:
+		// throwaway servers today); one line on stderr when it did anything.
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			if _, err := leftover.Sweep(cmd.Context(), cmd.ErrOrStderr()); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v\n", err)
+			}
+		},
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return withCode(exitUsage, fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))

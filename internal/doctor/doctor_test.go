@@ -33,6 +33,8 @@ func TestMain(m *testing.M) {
 		MaxConnections: 50,
 		SharedBuffers:  "128MB",
 		StopWithParent: true,
+		// TestRender passes a dummy password over the private socket.
+		TrustSocket: true,
 		Settings: map[string]string{
 			"shared_preload_libraries":          "pg_stat_statements",
 			"pg_stat_statements.track_planning": "on",

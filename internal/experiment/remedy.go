@@ -398,7 +398,7 @@ func startProxy(ctx context.Context, c *pgcluster.Cluster, db string) (*applied,
 	done := make(chan error, 1)
 	go func() { done <- p.Serve(pctx, ln) }()
 	port := ln.Addr().(*net.TCPAddr).Port
-	dsn := fmt.Sprintf("host=127.0.0.1 port=%d user=postgres dbname=%s sslmode=disable", port, db)
+	dsn := c.DSNAt("127.0.0.1", port, db)
 	rec := &Record{Remedy: KindRewriteProxy, Kind: KindRewriteProxy, Changed: map[string]any{"listen": ln.Addr().String()}}
 	return &applied{rec: rec, undo: func(context.Context) error {
 		cancel()

@@ -501,7 +501,7 @@ func StartEmbedded(ctx context.Context, out io.Writer, osUser string, maxConnect
 		}
 		conn.Close(ctx)
 	}
-	fmt.Fprintf(out, "PostgreSQL %s ready in %s (data %s, Unix socket only)\n", c.Version(), time.Since(t0).Round(10*time.Millisecond), c.Dir())
+	fmt.Fprintf(out, "PostgreSQL %s ready in %s (data %s, port %d, Unix socket only)\n", c.Version(), time.Since(t0).Round(10*time.Millisecond), c.Dir(), c.Port())
 	return c, nil
 }
 

@@ -37,6 +37,9 @@
 // pgbench, which honour passfile=) authenticate without the password ever
 // appearing in an argv; Password returns it for PGPASSWORD in a child's
 // environment. Keep prints it, as the way to connect to a kept server.
+// Options.TrustSocket (internal/pgtest only, for tests of errors that
+// follow authentication) makes the private socket "trust"; TCP is never
+// trust.
 //
 // Without Options.TCP the server listens on no TCP address
 // (listen_addresses is empty); with it, on 127.0.0.1 only, with the same

@@ -62,6 +62,14 @@ type Options struct {
 	// the Unix socket, which only the invoking user and the server's OS
 	// user can reach.
 	TCP bool
+	// TrustSocket makes the Unix socket trust its clients (pg_hba "local
+	// ... trust"); TCP stays scram-sha-256. Only for test harnesses whose
+	// tests need the server's own errors that come after authentication
+	// (unknown role, missing database, too many connections) while
+	// passing dummy passwords. The socket directory stays private: only
+	// the invoking user, root and the server's OS user can connect.
+	// erplab's own servers never set it.
+	TrustSocket bool
 	// StopWithParent asks the kernel to send the postmaster SIGQUIT
 	// (immediate shutdown) when the process that started it dies without
 	// calling Stop (prctl PR_SET_PDEATHSIG), e.g. a test binary killed by
@@ -124,7 +132,7 @@ type Cluster struct {
 	dir, dataDir, binDir string
 	sockDir, passFile    string
 	password             string
-	tcp                  bool
+	tcp, trustSocket     bool
 	port                 int
 	version              string
 	osUser               string // "" when running as the current (non-root) user
@@ -179,7 +187,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		}
 	}
 
-	c = &Cluster{binDir: binDir, extraLog: opts.Log, pdeath: opts.StopWithParent, tcp: opts.TCP, exited: make(chan struct{})}
+	c = &Cluster{binDir: binDir, extraLog: opts.Log, pdeath: opts.StopWithParent, tcp: opts.TCP, trustSocket: opts.TrustSocket, exited: make(chan struct{})}
 	if os.Geteuid() == 0 {
 		c.osUser = opts.OSUser
 		if c.osUser == "" {
@@ -460,7 +468,8 @@ func (c *Cluster) sysProcAttr(pdeath bool) *syscall.SysProcAttr {
 	return a
 }
 
-// initdb runs initdb -D <dir>/data -U postgres --auth=scram-sha-256
+// initdb runs initdb -D <dir>/data -U postgres --auth-local=scram-sha-256
+// (trust with Options.TrustSocket) --auth-host=scram-sha-256
 // --pwfile=<dir>/initdb.pw --encoding=UTF8 --locale=C -N (app-initdb.html;
 // -N skips fsync during initdb only, the server keeps fsync=on). The
 // password file is the server user's, mode 0600, removed right after.
@@ -470,8 +479,12 @@ func (c *Cluster) initdb(ctx context.Context) error {
 		return err
 	}
 	defer os.Remove(pwFile)
+	local := "scram-sha-256"
+	if c.trustSocket {
+		local = "trust"
+	}
 	cmd := exec.CommandContext(ctx, filepath.Join(c.binDir, "initdb"),
-		"-D", c.dataDir, "-U", "postgres", "--auth=scram-sha-256", "--pwfile="+pwFile,
+		"-D", c.dataDir, "-U", "postgres", "--auth-local="+local, "--auth-host=scram-sha-256", "--pwfile="+pwFile,
 		"--encoding=UTF8", "--locale=C", "-N")
 	cmd.Dir = c.dir
 	cmd.Env = serverEnv()

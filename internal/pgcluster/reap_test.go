@@ -398,6 +398,29 @@ func TestLockedDown(t *testing.T) {
 		conn.Close(context.Background())
 		t.Error("TCP connection accepted without Options.TCP")
 	}
+	// TrustSocket (test harnesses) trusts the private socket only: TCP
+	// still asks for the password.
+	opts := startOpts()
+	opts.TrustSocket, opts.TCP = true, true
+	tc := start(t, opts)
+	hba, err = os.ReadFile(filepath.Join(tc.DataDir(), "pg_hba.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range strings.Lines(string(hba)) {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == "host" && f[len(f)-1] != "scram-sha-256" {
+			t.Errorf("TrustSocket: TCP rule %q", strings.TrimSpace(l))
+		}
+	}
+	if conn, err := pgx.Connect(context.Background(), fmt.Sprintf("host=127.0.0.1 port=%d user=postgres dbname=postgres sslmode=disable", tc.Port())); err == nil {
+		conn.Close(context.Background())
+		t.Error("TrustSocket: TCP connection without password accepted")
+	}
+	if conn, err := pgx.Connect(context.Background(), fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres sslmode=disable", tc.SocketDir(), tc.Port())); err != nil {
+		t.Errorf("TrustSocket: socket without password: %v", err)
+	} else {
+		conn.Close(context.Background())
+	}
 	if os.Geteuid() != 0 {
 		return
 	}
