@@ -810,6 +810,14 @@ func (c *Cluster) stopServer() error {
 
 // childPIDs lists the processes whose parent is pid.
 func childPIDs(pid int) []int {
+	return pidsWhere(func(p procfs.Proc) bool {
+		st, err := p.Stat()
+		return err == nil && st.PPID == pid
+	})
+}
+
+// pidsWhere lists the live processes for which keep returns true.
+func pidsWhere(keep func(procfs.Proc) bool) []int {
 	fs, err := procfs.NewDefaultFS()
 	if err != nil {
 		return nil
@@ -820,7 +828,7 @@ func childPIDs(pid int) []int {
 	}
 	var out []int
 	for _, p := range procs {
-		if st, err := p.Stat(); err == nil && st.PPID == pid {
+		if keep(p) {
 			out = append(out, p.PID)
 		}
 	}

@@ -312,21 +312,7 @@ func isServerOf(pid int, info reapInfo, dataDir string) bool {
 
 // serverProcs lists the live processes isServerOf approves for dataDir.
 func serverProcs(info reapInfo, dataDir string) []int {
-	fs, err := procfs.NewDefaultFS()
-	if err != nil {
-		return nil
-	}
-	procs, err := fs.AllProcs()
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, p := range procs {
-		if isServerOf(p.PID, info, dataDir) {
-			out = append(out, p.PID)
-		}
-	}
-	return out
+	return pidsWhere(func(p procfs.Proc) bool { return isServerOf(p.PID, info, dataDir) })
 }
 
 // waitGone polls until pid is gone or d passes; it reports whether it is

@@ -86,6 +86,18 @@ func mainSegment(t *testing.T, info reapInfo) (bool, uint32) {
 	return true, binary.NativeEndian.Uint32(mem[24:])
 }
 
+// reapOrphans runs ReapOrphans and returns its report and line.
+func reapOrphans(t *testing.T) (leftover.Report, string) {
+	t.Helper()
+	var out bytes.Buffer
+	rep, err := ReapOrphans(context.Background(), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(out.String())
+	return rep, out.String()
+}
+
 func exists(path string) bool { _, err := os.Lstat(path); return err == nil }
 
 // A cluster whose erplab process was killed with -9 is reaped by the next
@@ -157,13 +169,7 @@ func TestReapOrphans(t *testing.T) {
 		t.Fatal("kill -9 of the postmaster removed its shared memory: nothing to test")
 	}
 
-	var out bytes.Buffer
-	rep, err := ReapOrphans(context.Background(), &out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	line := out.String()
-	t.Log(line)
+	rep, line := reapOrphans(t)
 	for _, dir := range []string{runningDir, killedDir} {
 		if exists(dir) {
 			t.Errorf("orphan %s not removed", dir)
@@ -198,9 +204,8 @@ func TestReapOrphans(t *testing.T) {
 	}
 	conn.Close(context.Background())
 	// A second sweep has nothing left to do.
-	out.Reset()
-	if rep, _ := ReapOrphans(context.Background(), &out); len(rep.Cleaned) != 0 {
-		t.Errorf("second sweep: %s", out.String())
+	if rep, line := reapOrphans(t); len(rep.Cleaned) != 0 {
+		t.Errorf("second sweep: %s", line)
 	}
 }
 
@@ -298,13 +303,7 @@ func TestReapForgery(t *testing.T) {
 		t.Cleanup(func() { _ = rec.Remove(e) })
 	}
 
-	var out bytes.Buffer
-	rep, err := ReapOrphans(context.Background(), &out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	line := out.String()
-	t.Log(line)
+	rep, line := reapOrphans(t)
 	if !stillRunning(victim.Process.Pid) {
 		t.Fatalf("victim %s was signalled", vpid)
 	}
