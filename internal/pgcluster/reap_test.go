@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -397,6 +398,25 @@ func TestLockedDown(t *testing.T) {
 		conn.Close(context.Background())
 		t.Error("TCP connection accepted without Options.TCP")
 	}
+	// A child (psql) authenticates through the passfile the DSN names, and
+	// no process shows the password in its command line.
+	psql := filepath.Join(c.BinDir(), "psql")
+	if !exists(psql) {
+		psql = "psql"
+	}
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "PG") })
+	cmd := exec.Command(psql, c.DSN("postgres"), "-Atc", "select current_user")
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "postgres" {
+		t.Errorf("psql with the DSN: %v: %s", err, out)
+	}
+	if pids := pidsWhere(func(p procfs.Proc) bool {
+		args, err := p.CmdLine()
+		return err == nil && strings.Contains(strings.Join(args, " "), c.Password())
+	}); len(pids) > 0 {
+		t.Errorf("processes %v have the password in their command line", pids)
+	}
+
 	// TrustSocket (test harnesses) trusts the private socket only: TCP
 	// still asks for the password.
 	opts := startOpts()
@@ -422,10 +442,6 @@ func TestLockedDown(t *testing.T) {
 	}
 	if os.Geteuid() != 0 {
 		return
-	}
-	psql := filepath.Join(c.BinDir(), "psql")
-	if !exists(psql) {
-		psql = "psql"
 	}
 	// nobody knows the socket's path but cannot enter the directory.
 	out, err := asNobody(t, `"$1" "host=$2 port=$3 user=postgres dbname=postgres" -c 'select 1'`, psql, c.SocketDir(), strconv.Itoa(c.Port()))
