@@ -24,15 +24,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// childOrphan starts two clusters without StopWithParent, prints
-// "READY <dir1> <pid1> <dir2> <pid2>" and waits to be killed, as an
-// erplab run killed with -9 would leave them.
+// childOrphan starts three clusters without StopWithParent (the third
+// with System V dynamic shared memory), prints "READY <dir1> <pid1> <dir2>
+// <pid2> <dir3> <pid3>" and waits to be killed, as an erplab run killed
+// with -9 would leave them.
 func childOrphan() int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	line := "READY"
-	for range 2 {
-		c, err := Start(ctx, startOpts())
+	for i := range 3 {
+		opts := startOpts()
+		if i == 2 {
+			opts.Settings = map[string]string{"dynamic_shared_memory_type": "sysv"}
+		}
+		c, err := Start(ctx, opts)
 		if err != nil {
 			fmt.Println("ERROR", err)
 			return 1
@@ -95,16 +100,28 @@ func reapOrphans(t *testing.T) (leftover.Report, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log(out.String())
+	if out.Len() > 0 {
+		t.Log(out.String())
+	}
 	return rep, out.String()
 }
 
 func exists(path string) bool { _, err := os.Lstat(path); return err == nil }
 
+// dsmExists reports whether dynamic shared memory segment h of the
+// cluster exists.
+func dsmExists(info reapInfo, h uint32) bool {
+	if info.DSM == "sysv" {
+		_, err := unix.SysvShmGet(int(int32(h)), 0, 0)
+		return err == nil
+	}
+	return exists(posixDSMPath(h))
+}
+
 // A cluster whose erplab process was killed with -9 is reaped by the next
 // ReapOrphans: a postmaster still running is stopped, one killed -9 too
-// leaves shared memory that is removed; a live process's cluster, with its
-// segments, is left alone.
+// leaves shared memory that is removed (posix and System V dynamic shared
+// memory); a live process's cluster, with its segments, is left alone.
 func TestReapOrphans(t *testing.T) {
 	if dsmType() != "posix" {
 		t.Skip("this test follows /dev/shm files (dynamic_shared_memory_type posix)")
@@ -135,43 +152,56 @@ func TestReapOrphans(t *testing.T) {
 			break
 		}
 	}
-	if len(f) != 5 || f[0] != "READY" {
+	if len(f) != 7 || f[0] != "READY" {
 		t.Fatalf("child: %v", f)
 	}
-	runningDir, killedDir := f[1], f[3]
+	runningDir, killedDirs := f[1], []string{f[3], f[5]}
 	runningPID, _ := strconv.Atoi(f[2])
-	killedPID, _ := strconv.Atoi(f[4])
+	var killedPIDs []int
+	for _, s := range []string{f[4], f[6]} {
+		pid, _ := strconv.Atoi(s)
+		killedPIDs = append(killedPIDs, pid)
+	}
 	t.Cleanup(func() { // if the reaper fails
-		for _, p := range []int{runningPID, killedPID} {
+		for _, p := range append([]int{runningPID}, killedPIDs...) {
 			_ = syscall.Kill(p, syscall.SIGQUIT)
 		}
 	})
-	_, killedInfo := entryFor(t, killedDir)
-	ok, control := mainSegment(t, killedInfo)
-	if !ok || control == 0 {
-		t.Fatalf("orphan's main segment (key %d id %d): exists %v, dsm control %d", killedInfo.ShmKey, killedInfo.ShmID, ok, control)
+	type shm struct {
+		info    reapInfo
+		control uint32
 	}
-	controlFile := posixDSMPath(control)
-	if !exists(controlFile) {
-		t.Fatalf("orphan's dsm control segment %s missing", controlFile)
+	var killed []shm
+	for _, dir := range killedDirs {
+		_, info := entryFor(t, dir)
+		ok, control := mainSegment(t, info)
+		if !ok || control == 0 || !dsmExists(info, control) {
+			t.Fatalf("orphan %s: main segment (key %d id %d) exists %v, dsm control %d (%s) exists %v", dir, info.ShmKey, info.ShmID, ok, control, info.DSM, dsmExists(info, control))
+		}
+		killed = append(killed, shm{info, control})
+	}
+	if killed[0].info.DSM != "posix" || killed[1].info.DSM != "sysv" {
+		t.Fatalf("dynamic shared memory types %s, %s; want posix, sysv", killed[0].info.DSM, killed[1].info.DSM)
 	}
 
-	// kill -9 of erplab, then of one postmaster (its backends then exit
-	// by themselves without removing shared memory).
+	// kill -9 of erplab, then of two postmasters (their backends then
+	// exit by themselves without removing shared memory).
 	_ = child.Process.Kill()
 	_ = child.Wait()
-	if err := syscall.Kill(killedPID, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if !waitGone(killedPID, 10*time.Second) {
-		t.Fatal("killed postmaster still there")
-	}
-	if ok, _ := mainSegment(t, killedInfo); !ok || !exists(controlFile) {
-		t.Fatal("kill -9 of the postmaster removed its shared memory: nothing to test")
+	for i, pid := range killedPIDs {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		if !waitGone(pid, 10*time.Second) {
+			t.Fatal("killed postmaster still there")
+		}
+		if ok, _ := mainSegment(t, killed[i].info); !ok || !dsmExists(killed[i].info, killed[i].control) {
+			t.Fatal("kill -9 of the postmaster removed its shared memory: nothing to test")
+		}
 	}
 
 	rep, line := reapOrphans(t)
-	for _, dir := range []string{runningDir, killedDir} {
+	for _, dir := range append([]string{runningDir}, killedDirs...) {
 		if exists(dir) {
 			t.Errorf("orphan %s not removed", dir)
 		}
@@ -182,16 +212,20 @@ func TestReapOrphans(t *testing.T) {
 	if !strings.Contains(line, fmt.Sprintf("postmaster %d stopped", runningPID)) {
 		t.Errorf("line does not say postmaster %d was stopped: %s", runningPID, line)
 	}
-	if alive(runningPID) || alive(killedPID) {
-		t.Errorf("postmasters %d/%d: alive %v/%v", runningPID, killedPID, alive(runningPID), alive(killedPID))
+	for _, pid := range append([]int{runningPID}, killedPIDs...) {
+		if alive(pid) {
+			t.Errorf("postmaster %d still alive", pid)
+		}
 	}
-	if ok, _ := mainSegment(t, killedInfo); ok {
-		t.Errorf("main segment key %d id %d of the killed postmaster still there", killedInfo.ShmKey, killedInfo.ShmID)
+	for _, k := range killed {
+		if ok, _ := mainSegment(t, k.info); ok {
+			t.Errorf("main segment key %d id %d of a killed postmaster still there", k.info.ShmKey, k.info.ShmID)
+		}
+		if dsmExists(k.info, k.control) {
+			t.Errorf("%s dsm control segment %d of a killed postmaster still there", k.info.DSM, k.control)
+		}
 	}
-	if exists(controlFile) {
-		t.Errorf("dsm control segment %s of the killed postmaster still there", controlFile)
-	}
-	if len(rep.Cleaned) != 2 || len(rep.Failed) != 0 {
+	if len(rep.Cleaned) != 3 || len(rep.Failed) != 0 {
 		t.Errorf("report %+v", rep)
 	}
 	// The live cluster and its shared memory are untouched.
