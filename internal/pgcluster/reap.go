@@ -451,7 +451,7 @@ func removeDSM(info reapInfo, control uint32) (int, error) {
 // it does not exist or is not the server user's.
 func readDSM(info reapInfo, h uint32) ([]byte, error) {
 	if info.DSM == "sysv" {
-		id, err := unix.SysvShmGet(int(int32(h)), 0, 0)
+		id, err := unix.SysvShmGet(sysvDSMKey(h), 0, 0)
 		if err != nil {
 			return nil, nil
 		}
@@ -482,7 +482,7 @@ func readDSM(info reapInfo, h uint32) ([]byte, error) {
 // server user's and (System V) has no process attached.
 func destroyDSM(info reapInfo, h uint32) (bool, error) {
 	if info.DSM == "sysv" {
-		id, err := unix.SysvShmGet(int(int32(h)), 0, 0)
+		id, err := unix.SysvShmGet(sysvDSMKey(h), 0, 0)
 		if err != nil {
 			return false, nil
 		}
@@ -503,6 +503,17 @@ func destroyDSM(info reapInfo, h uint32) (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+// sysvDSMKey is the System V key of dynamic shared memory segment h:
+// PostgreSQL casts the handle to key_t and negates a key below 1
+// (dsm_impl_sysv in dsm_impl.c).
+func sysvDSMKey(h uint32) int {
+	k := int32(h)
+	if k < 1 {
+		k = -k // wraps for -2^31 as in C
+	}
+	return int(k)
 }
 
 // posixDSMPath is where PostgreSQL's posix dynamic shared memory segment h

@@ -112,7 +112,7 @@ func exists(path string) bool { _, err := os.Lstat(path); return err == nil }
 // cluster exists.
 func dsmExists(info reapInfo, h uint32) bool {
 	if info.DSM == "sysv" {
-		_, err := unix.SysvShmGet(int(int32(h)), 0, 0)
+		_, err := unix.SysvShmGet(sysvDSMKey(h), 0, 0)
 		return err == nil
 	}
 	return exists(posixDSMPath(h))
@@ -291,6 +291,8 @@ func TestReapForgery(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("TMPDIR", tmp)
+	// A record of its own: entries other tests left are not its business.
+	t.Setenv(leftover.EnvStateDir, filepath.Join(t.TempDir(), "state"))
 
 	victim := exec.Command("sleep", "300")
 	if err := victim.Start(); err != nil {
@@ -525,6 +527,16 @@ func TestRestart(t *testing.T) {
 	for _, e := range entries {
 		if e.Path == dir {
 			t.Errorf("entry of %s left in the record after Stop", dir)
+		}
+	}
+}
+
+// PostgreSQL's System V key of a dynamic shared memory handle: the handle
+// as a 32-bit key_t, negated when below 1.
+func TestSysvDSMKey(t *testing.T) {
+	for h, want := range map[uint32]int{5: 5, 4272257726: 22709570, 1 << 31: -1 << 31, 0xffffffff: 1} {
+		if got := sysvDSMKey(h); got != want {
+			t.Errorf("sysvDSMKey(%d) = %d, want %d", h, got, want)
 		}
 	}
 }
