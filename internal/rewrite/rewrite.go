@@ -49,6 +49,9 @@ type ColumnInfo struct {
 	IsArray bool
 	// LeadingIndex is true when a valid index's first key is the column.
 	LeadingIndex bool
+	// TypeOID is the column's declared type (pg_attribute.atttypid), 0
+	// when it does not exist.
+	TypeOID uint32
 }
 
 // Options tune Rewrite.
@@ -59,6 +62,20 @@ type Options struct {
 	Catalog Catalog
 	// Disabled lists rule names that must not fire.
 	Disabled map[string]bool
+	// Types, if set, is asked for the server's types: an arm is rewritten
+	// only when its compared column and its subquery's output are scalar,
+	// non-array types (see Types), and a rewritten statement is used only
+	// when the server prepares it with the original's parameter and
+	// result column types. It needs Catalog too (PGCatalog serves as
+	// both).
+	Types Types
+	// ParamOIDs are the parameter types a client declared (a Parse
+	// message's), passed to every Describe.
+	ParamOIDs []uint32
+	// RequireTypes: without Types, veto every arm ("types unknown: not
+	// rewritten") instead of trusting the text alone. erplab rewrite
+	// without --dsn sets it unless the user asserts the types.
+	RequireTypes bool
 }
 
 // Firing says that a rule changed the statement at byte offset Location.
@@ -85,6 +102,10 @@ type Result struct {
 	Changed bool
 	Fired   []Firing
 	Vetoes  []Veto
+	// Validated is true when Changed and the server (Options.Types)
+	// prepared every rewritten statement with the original's parameter
+	// and result column types.
+	Validated bool
 }
 
 // Explain is a one-line human summary of r: which rules fired and why
@@ -121,10 +142,14 @@ type rule interface {
 
 // statement is one parsed input with lazily scanned tokens.
 type statement struct {
-	sql     string
-	tree    *pg_query.ParseResult
-	tokens  []*pg_query.ScanToken
-	catalog Catalog
+	sql          string
+	tree         *pg_query.ParseResult
+	tokens       []*pg_query.ScanToken
+	catalog      Catalog
+	types        Types
+	paramOIDs    []uint32
+	requireTypes bool
+	spans        []*stmtSpan // the statements' spans, built by spanOf
 }
 
 func (s *statement) scan() ([]*pg_query.ScanToken, error) {
@@ -159,7 +184,7 @@ func Rewrite(ctx context.Context, sql string, opts Options) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("rewrite: parse: %w", err)
 	}
-	st := &statement{sql: sql, tree: tree, catalog: opts.Catalog}
+	st := &statement{sql: sql, tree: tree, catalog: opts.Catalog, types: opts.Types, paramOIDs: opts.ParamOIDs, requireTypes: opts.RequireTypes}
 	var edits []edit
 	for _, r := range allRules() {
 		if opts.Disabled[r.name()] {
@@ -172,6 +197,13 @@ func Rewrite(ctx context.Context, sql string, opts Options) (Result, error) {
 		edits = append(edits, e...)
 		res.Fired = append(res.Fired, f...)
 		res.Vetoes = append(res.Vetoes, v...)
+	}
+	if len(edits) > 0 && opts.Types != nil {
+		edits, res.Fired, res.Vetoes, err = validate(ctx, st, edits, res.Fired, res.Vetoes)
+		if err != nil {
+			return res, err
+		}
+		res.Validated = len(edits) > 0
 	}
 	if len(edits) == 0 {
 		return res, nil
