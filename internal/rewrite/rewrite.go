@@ -106,6 +106,23 @@ type Result struct {
 	// prepared every rewritten statement with the original's parameter
 	// and result column types.
 	Validated bool
+	// ValidationFailed is true when a rule fired but the server rejected
+	// the rewritten text or described it differently from the original
+	// (so it was not used: a caller may remember never to try again).
+	ValidationFailed bool
+}
+
+// warmSQL exercises the parser, scanner, tree walk and splice.
+const warmSQL = "SELECT t.a FROM t WHERE t.a = $1 OR t.a IN (SELECT u.x FROM u WHERE u.y = 'w') /* warm */"
+
+// Warm runs the parser, the scanner, the fingerprinter and the rules'
+// tree walk once on a small statement, so that their one-time
+// initialisation (libpg_query's memory contexts, protobuf reflection of
+// the parse tree's types) is not paid by a client's first statement. It
+// is safe to call more than once and from several goroutines.
+func Warm() {
+	_, _ = Rewrite(context.Background(), warmSQL, Options{})
+	_, _ = pg_query.Fingerprint(warmSQL)
 }
 
 // Explain is a one-line human summary of r: which rules fired and why
@@ -199,7 +216,7 @@ func Rewrite(ctx context.Context, sql string, opts Options) (Result, error) {
 		res.Vetoes = append(res.Vetoes, v...)
 	}
 	if len(edits) > 0 && opts.Types != nil {
-		edits, res.Fired, res.Vetoes, err = validate(ctx, st, edits, res.Fired, res.Vetoes)
+		edits, res.Fired, res.Vetoes, res.ValidationFailed, err = validate(ctx, st, edits, res.Fired, res.Vetoes)
 		if err != nil {
 			return res, err
 		}

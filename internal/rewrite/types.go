@@ -181,8 +181,10 @@ func subqueryTypeBlock(ctx context.Context, st *statement, params []uint32, subT
 // prepares the rewritten text with the original's parameter and result
 // column types, and that no temporary relation could hide a relation it
 // names. It returns the edits that passed and moves the firings of the
-// others to vetoes.
-func validate(ctx context.Context, st *statement, edits []edit, fired []Firing, vetoes []Veto) ([]edit, []Firing, []Veto, error) {
+// others to vetoes; failed is true when the server rejected a rewritten
+// text or described it differently.
+func validate(ctx context.Context, st *statement, edits []edit, fired []Firing, vetoes []Veto) ([]edit, []Firing, []Veto, bool, error) {
+	failed := false
 	var keepE []edit
 	var keepF []Firing
 	for _, raw := range st.tree.Stmts {
@@ -204,7 +206,10 @@ func validate(ctx context.Context, st *statement, edits []edit, fired []Firing, 
 		}
 		why, err := validateOne(ctx, st, sp, raw, es)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, false, err
+		}
+		if strings.HasPrefix(why, validationFailed) {
+			failed = true
 		}
 		if why != "" {
 			for _, f := range fs {
@@ -217,8 +222,11 @@ func validate(ctx context.Context, st *statement, edits []edit, fired []Firing, 
 		}
 		keepF = append(keepF, fs...)
 	}
-	return keepE, keepF, vetoes, nil
+	return keepE, keepF, vetoes, failed, nil
 }
+
+// validationFailed starts the reason of a veto by validation.
+const validationFailed = "validation failed: "
 
 func validateOne(ctx context.Context, st *statement, sp *stmtSpan, raw *pg_query.RawStmt, es []edit) (string, error) {
 	var names []string
@@ -250,10 +258,10 @@ func validateOne(ctx context.Context, st *statement, sp *stmtSpan, raw *pg_query
 		if !ok {
 			return "", fmt.Errorf("rewrite: describe the rewritten statement: %w", err)
 		}
-		return "validation failed: the server rejects the rewritten statement (" + why + ")", nil
+		return validationFailed + "the server rejects the rewritten statement (" + why + ")", nil
 	}
 	if !slices.Equal(d.Params, sp.desc.Params) || !slices.Equal(d.Columns, sp.desc.Columns) {
-		return fmt.Sprintf("validation failed: the rewritten statement describes as %s, the original as %s", d, sp.desc), nil
+		return fmt.Sprintf(validationFailed+"the rewritten statement describes as %s, the original as %s", d, sp.desc), nil
 	}
 	return "", nil
 }
