@@ -51,7 +51,7 @@ type session struct {
 type pending struct {
 	kind      byte // 'Q' or 'P'
 	key       decisionKey
-	fp        string // the statement's fingerprint
+	fp        string   // the statement's fingerprint
 	after     int      // ReadyForQuery messages that precede its responses
 	replay    [][]byte // original frames, up to and including the Sync
 	sealed    bool     // the batch's Sync was forwarded
