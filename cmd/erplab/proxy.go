@@ -74,6 +74,12 @@ rewritten and sends the original. Counters go to /metrics (with --metrics) and t
 			if err != nil {
 				return withCode(exitUsage, fmt.Errorf("--upstream: %s", conninfo.Describe(err)))
 			}
+			// The parser was warmed by New; the side connection of the
+			// upstream's database logs in and runs one decision before the
+			// first client can connect.
+			if err := p.Warm(ctx); err != nil {
+				log.Warn("side connection failed; statements stay unchanged until it works", "err", conninfo.Describe(err))
+			}
 			var lc net.ListenConfig
 			ln, err := lc.Listen(ctx, "tcp", listen)
 			if err != nil {

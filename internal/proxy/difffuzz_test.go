@@ -69,7 +69,9 @@ type fuzzGen struct {
 	alias int
 }
 
-func newFuzzGen(seed uint64) *fuzzGen { return &fuzzGen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))} }
+func newFuzzGen(seed uint64) *fuzzGen {
+	return &fuzzGen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+}
 
 func (g *fuzzGen) pick(n int) int        { return g.r.IntN(n) }
 func (g *fuzzGen) chance(p float64) bool { return g.r.Float64() < p }

@@ -152,6 +152,18 @@ func New(cfg Config) (*Proxy, error) {
 	return p, nil
 }
 
+// Warm opens the side connection of the upstream DSN's database and user
+// and runs one decision on it (see openSide), so that a first client
+// statement pays neither a login nor a fresh backend's first catalog
+// lookups. Serve does the same in the background; calling Warm before
+// Serve makes it synchronous. It returns that connection's error (the
+// proxy still serves: statements of that database and user stay
+// unchanged until a retry succeeds).
+func (p *Proxy) Warm(ctx context.Context) error {
+	_, err := p.side(ctx, p.catCfg.ConnConfig.Database, p.catCfg.ConnConfig.User)
+	return err
+}
+
 // generation is database db's DDL generation: it grows whenever a session
 // sends (and again when it completes) a statement that may change the
 // schema, and decisions of an older generation are not used.
@@ -167,6 +179,7 @@ func (p *Proxy) invalidate(db string) {
 	p.gens[db]++
 	p.mu.Unlock()
 	p.cache.clear(db)
+	p.forget(db)
 	p.stats.invalidations.Add(1)
 }
 
@@ -179,7 +192,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		_, _ = p.side(ctx, p.catCfg.ConnConfig.Database, p.catCfg.ConnConfig.User)
+		_ = p.Warm(ctx)
 	}()
 	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
 	defer stop()

@@ -62,6 +62,11 @@ func startProxyPlain(t testing.TB, shadow, plain bool) (*Proxy, string) {
 		p.wrapUp = func(c net.Conn) net.Conn { return plainConn{c} }
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	// As erplab proxy does: the side connection is ready before clients
+	// come (and its warm-up does not run beside a measurement).
+	if err := p.Warm(ctx); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
 	go func() { done <- p.Serve(ctx, ln) }()
 	t.Cleanup(func() {

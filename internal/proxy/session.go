@@ -539,14 +539,14 @@ func (p *Proxy) decideOnSide(ctx context.Context, s *session, key decisionKey, t
 		return decision{}, err
 	}
 	defer conn.Release()
-	ok, err := setPath(ctx, conn.Conn(), e, s.db, s.user, key.path)
+	ok, err := e.setPath(ctx, conn.Conn(), s.db, s.user, key.path)
 	if err != nil {
 		return decision{}, err
 	}
 	if !ok {
 		return decision{explain: "the session's default search_path is unknown to the proxy"}, nil
 	}
-	cat := rewrite.NewPGCatalogConn(conn.Conn())
+	cat := rewrite.NewPGCatalogConn(conn.Conn()).ShareTypes(e.types)
 	t0 := time.Now()
 	res, err := rewrite.Rewrite(ctx, text, rewrite.Options{Catalog: cat, Types: cat, ParamOIDs: paramOIDs, Disabled: p.cfg.Disabled})
 	p.stats.parseNanos.Add(uint64(time.Since(t0).Nanoseconds()))

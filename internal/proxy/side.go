@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/erplab/erplab/internal/rewrite"
 )
 
 // sideKey identifies the side connections of one database and user.
@@ -25,6 +28,9 @@ type sideEntry struct {
 	cfgPath string
 	err     error
 	at      time.Time // when err happened
+	types   *rewrite.TypeCache
+	mu      sync.Mutex
+	set     map[*pgx.Conn]string // the session path each connection was last given (setPath's argument)
 }
 
 // sideRetry is how long a failed side connection is not retried.
@@ -42,7 +48,7 @@ func (p *Proxy) side(ctx context.Context, db, user string) (*sideEntry, error) {
 	if e, ok := p.sides[k]; ok && (e.err == nil || time.Since(e.at) < sideRetry) {
 		return e, e.err
 	}
-	e := &sideEntry{}
+	e := &sideEntry{types: rewrite.NewTypeCache(), set: map[*pgx.Conn]string{}}
 	err := p.openSide(ctx, e, db, user)
 	if err != nil {
 		e.err, e.at = fmt.Errorf("side connection to database %q as %q: %w", db, user, err), time.Now()
@@ -88,8 +94,25 @@ SELECT EXISTS (SELECT 1 FROM pg_db_role_setting s, unnest(s.setconfig) c
 		e.cfgPath = reset
 	}
 	e.pool = pool
+	// One decision on catalog tables, so that the first client statement
+	// finds the side backend's catalog caches and pgx's prepared catalog
+	// queries ready (a fresh backend's first catalog lookups cost
+	// milliseconds each).
+	conn, err := pool.Acquire(pctx)
+	if err != nil {
+		pool.Close()
+		return err
+	}
+	defer conn.Release()
+	if ok, err := e.setPath(pctx, conn.Conn(), db, user, ""); err == nil && ok {
+		cat := rewrite.NewPGCatalogConn(conn.Conn()).ShareTypes(e.types)
+		_, _ = rewrite.Rewrite(pctx, warmSideSQL, rewrite.Options{Catalog: cat, Types: cat})
+	}
 	return nil
 }
+
+// warmSideSQL is a statement the rule rewrites in any database.
+const warmSideSQL = "SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid = 1 OR c.oid IN (SELECT i.indexrelid FROM pg_catalog.pg_index i WHERE i.indisunique)"
 
 // defaultPathSQL sets the search_path a new session of user $2 in
 // database $1 starts with: the most specific pg_db_role_setting entry,
@@ -108,8 +131,18 @@ FROM (SELECT coalesce(
 // default of its database and user, then the session's own setting
 // (path: "" for none, "cfg:" + a value from the startup packet, "sql:" +
 // a SET statement the session ran). It returns false when the default
-// cannot be known.
-func setPath(ctx context.Context, c *pgx.Conn, e *sideEntry, db, user, path string) (bool, error) {
+// cannot be known. It does nothing when c was last given path (until
+// forget).
+func (e *sideEntry) setPath(ctx context.Context, c *pgx.Conn, db, user, path string) (bool, error) {
+	e.mu.Lock()
+	last, ok := e.set[c]
+	e.mu.Unlock()
+	if ok && last == path {
+		return true, nil
+	}
+	e.mu.Lock()
+	delete(e.set, c)
+	e.mu.Unlock()
 	var v *string
 	if err := c.QueryRow(ctx, defaultPathSQL, db, user, e.cfgPath).Scan(&v); err != nil {
 		return false, fmt.Errorf("side connection: search_path: %w", err)
@@ -127,7 +160,25 @@ func setPath(ctx context.Context, c *pgx.Conn, e *sideEntry, db, user, path stri
 			return false, fmt.Errorf("side connection: replay %q: %w", path[4:], err)
 		}
 	}
+	e.mu.Lock()
+	e.set[c] = path
+	e.mu.Unlock()
 	return true, nil
+}
+
+// forget makes the next setPath of every connection of database db set
+// its path again (a schema change may have changed a role's or the
+// database's default).
+func (p *Proxy) forget(db string) {
+	p.catMu.Lock()
+	defer p.catMu.Unlock()
+	for k, e := range p.sides {
+		if k.db == db {
+			e.mu.Lock()
+			clear(e.set)
+			e.mu.Unlock()
+		}
+	}
 }
 
 func (p *Proxy) closeSides() {

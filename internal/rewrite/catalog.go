@@ -31,13 +31,12 @@ type PGCatalog struct {
 	cols  map[[3]string]ColumnInfo
 	funcs map[string][2]bool
 	types map[uint32]TypeInfo
-	temps map[string]bool
+	tc    *TypeCache // shared instead of types, if set
 }
 
 // NewPGCatalog returns a caching catalog reading through q.
 func NewPGCatalog(q Querier) *PGCatalog {
-	return &PGCatalog{q: q, cols: map[[3]string]ColumnInfo{}, funcs: map[string][2]bool{},
-		types: map[uint32]TypeInfo{}, temps: map[string]bool{}}
+	return &PGCatalog{q: q, cols: map[[3]string]ColumnInfo{}, funcs: map[string][2]bool{}, types: map[uint32]TypeInfo{}}
 }
 
 // NewPGCatalogConn returns a caching catalog that also implements Types,
@@ -68,9 +67,13 @@ func (c *PGCatalog) Describe(ctx context.Context, sql string, paramOIDs []uint32
 // Type implements Types from pg_type, following typbasetype through
 // domains.
 func (c *PGCatalog) Type(ctx context.Context, oid uint32) (TypeInfo, error) {
-	c.mu.Lock()
-	ti, ok := c.types[oid]
-	c.mu.Unlock()
+	mu, m := &c.mu, c.types
+	if c.tc != nil {
+		mu, m = &c.tc.mu, c.tc.m
+	}
+	mu.Lock()
+	ti, ok := m[oid]
+	mu.Unlock()
 	if ok {
 		return ti, nil
 	}
@@ -108,27 +111,41 @@ ORDER BY d.depth DESC LIMIT 1`
 	default:
 		ti.Scalar = true
 	}
-	c.mu.Lock()
-	c.types[oid] = ti
-	c.mu.Unlock()
+	mu.Lock()
+	m[oid] = ti
+	mu.Unlock()
 	return ti, nil
 }
 
-// TempRelation implements Types from pg_class.
-func (c *PGCatalog) TempRelation(ctx context.Context, name string) (bool, error) {
-	c.mu.Lock()
-	v, ok := c.temps[name]
-	c.mu.Unlock()
-	if ok {
-		return v, nil
+// TempRelations implements Types from pg_class, in one query, uncached
+// (another session may create a temporary table at any time).
+func (c *PGCatalog) TempRelations(ctx context.Context, names []string) (string, error) {
+	var found *string
+	if err := c.q.QueryRow(ctx, `SELECT min(relname::text) FROM pg_class WHERE relname = ANY ($1::text[]) AND relpersistence = 't'`, names).Scan(&found); err != nil {
+		return "", fmt.Errorf("rewrite catalog: temporary relations %v: %w", names, err)
 	}
-	if err := c.q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_class WHERE relname = $1 AND relpersistence = 't')`, name).Scan(&v); err != nil {
-		return false, fmt.Errorf("rewrite catalog: temporary relation %s: %w", name, err)
+	if found == nil {
+		return "", nil
 	}
-	c.mu.Lock()
-	c.temps[name] = v
-	c.mu.Unlock()
-	return v, nil
+	return *found, nil
+}
+
+// TypeCache holds TypeInfo answers for several PGCatalogs (a type OID's
+// kind and base type do not change while it exists). Safe for concurrent
+// use; the zero value is not usable (NewTypeCache).
+type TypeCache struct {
+	mu sync.Mutex
+	m  map[uint32]TypeInfo
+}
+
+// NewTypeCache returns an empty TypeCache.
+func NewTypeCache() *TypeCache { return &TypeCache{m: map[uint32]TypeInfo{}} }
+
+// ShareTypes makes c read and fill tc instead of its own type cache, and
+// returns c.
+func (c *PGCatalog) ShareTypes(tc *TypeCache) *PGCatalog {
+	c.tc = tc
+	return c
 }
 
 // Column implements Catalog from pg_class, pg_attribute, pg_type and

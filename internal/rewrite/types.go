@@ -26,11 +26,11 @@ type Types interface {
 	Describe(ctx context.Context, sql string, paramOIDs []uint32) (Description, error)
 	// Type describes type oid with domains resolved to their base type.
 	Type(ctx context.Context, oid uint32) (TypeInfo, error)
-	// TempRelation reports whether some session has a temporary
-	// relation named name (pg_class.relpersistence = 't'): a session of
-	// a client could then resolve the name differently from the
-	// connection that answers Describe.
-	TempRelation(ctx context.Context, name string) (bool, error)
+	// TempRelations returns one of names that some session has a
+	// temporary relation of (pg_class.relpersistence = 't'), or "": a
+	// client's session could then resolve that name differently from the
+	// connection that answers Describe. It must not cache its answer.
+	TempRelations(ctx context.Context, names []string) (string, error)
 }
 
 // Description is what Types.Describe returns.
@@ -236,12 +236,12 @@ func validateOne(ctx context.Context, st *statement, sp *stmtSpan, raw *pg_query
 		}
 		return true
 	})
-	for _, n := range names {
-		tmp, err := st.types.TempRelation(ctx, n)
+	if len(names) > 0 {
+		n, err := st.types.TempRelations(ctx, names)
 		if err != nil {
 			return "", err
 		}
-		if tmp {
+		if n != "" {
 			return fmt.Sprintf("a temporary relation named %s exists: a client session may resolve %s to it, not to what the server described", n, n), nil
 		}
 	}
