@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"container/list"
+	"slices"
 	"sync"
 	"time"
 )
@@ -29,6 +30,7 @@ type decision struct {
 	rewritten string
 	explain   string
 	fp        string    // the statement's fingerprint
+	names     []string  // relations the validated statement names (rewrite.Result.Relations)
 	gen       uint64    // the database's DDL generation when decided
 	at        time.Time // when decided
 	// verified: the upstream accepted the rewritten text once in a
@@ -117,6 +119,25 @@ func (c *decisionCache) markVerified(k decisionKey) {
 	c.update(k, func(d *decision) { d.verified = true })
 }
 func (c *decisionCache) markFailed(k decisionKey) { c.update(k, func(d *decision) { d.failed = true }) }
+
+// dropNamed drops the decisions of database db whose statement names one
+// of names.
+func (c *decisionCache) dropNamed(db string, names []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, e := range c.items {
+		if k.db != db {
+			continue
+		}
+		for _, n := range e.Value.(*cacheEntry).d.names {
+			if slices.Contains(names, n) {
+				c.ll.Remove(e)
+				delete(c.items, k)
+				break
+			}
+		}
+	}
+}
 
 // clear drops every decision of database db.
 func (c *decisionCache) clear(db string) {

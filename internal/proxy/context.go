@@ -95,10 +95,14 @@ func mayMatch[T string | []byte](s T) bool { return scanWords(s).match }
 // contextChange is what a statement does to the session's name
 // resolution, as far as the proxy can follow it.
 type contextChange struct {
-	// ddl: the statement changes the schema (CREATE, ALTER, DROP, a DO
-	// block, SELECT INTO, ...): cached decisions of the database are
-	// stale.
+	// ddl: the statement changes the schema (CREATE, ALTER, a DO
+	// block, ...): cached decisions of the database are stale.
 	ddl bool
+	// names: relations the statement creates as temporary tables or
+	// drops: the cached decisions naming them are stale. (CREATE INDEX,
+	// TRUNCATE and the like change no decision's meaning: the decision
+	// time-out picks up a new index.)
+	names []string
 	// unknown: the session's search_path or role changes in a way the
 	// proxy does not follow (SET LOCAL, inside a transaction or with
 	// other statements, set_config, SET ROLE): rewriting stops for it.
@@ -152,14 +156,28 @@ func classifyContext(text string, alone bool) contextChange {
 				}
 			}
 		case *pg_query.Node_DiscardStmt:
-			c.ddl = true // DISCARD ALL and TEMP drop temporary tables
+			// Dropping temporary tables unhides, it never hides: no
+			// decision made without them changes meaning.
 			if n.DiscardStmt.Target == pg_query.DiscardMode_DISCARD_ALL && alone && single {
 				c.reset = true
 			}
 		case *pg_query.Node_SelectStmt:
-			if n.SelectStmt.IntoClause != nil {
+			if into := n.SelectStmt.IntoClause; into != nil {
+				c.created(into.Rel)
+			}
+		case *pg_query.Node_CreateStmt:
+			c.created(n.CreateStmt.Relation)
+		case *pg_query.Node_CreateTableAsStmt:
+			if into := n.CreateTableAsStmt.Into; into != nil {
+				c.created(into.Rel)
+			} else {
 				c.ddl = true
 			}
+		case *pg_query.Node_DropStmt:
+			if !dropsNames(n.DropStmt, &c.names) {
+				c.ddl = true
+			}
+		case *pg_query.Node_IndexStmt, *pg_query.Node_ReindexStmt, *pg_query.Node_ClusterStmt, *pg_query.Node_CommentStmt:
 		case *pg_query.Node_InsertStmt, *pg_query.Node_UpdateStmt, *pg_query.Node_DeleteStmt, *pg_query.Node_MergeStmt,
 			*pg_query.Node_TransactionStmt, *pg_query.Node_VariableShowStmt, *pg_query.Node_ExplainStmt,
 			*pg_query.Node_PrepareStmt, *pg_query.Node_ExecuteStmt, *pg_query.Node_DeallocateStmt,
@@ -174,6 +192,43 @@ func classifyContext(text string, alone bool) contextChange {
 		}
 	}
 	return c
+}
+
+// created records relation rv, created: a temporary table hides
+// relations of its name (names); a permanent one may as well, in an
+// earlier schema of a search_path (ddl).
+func (c *contextChange) created(rv *pg_query.RangeVar) {
+	if rv == nil {
+		c.ddl = true
+		return
+	}
+	if rv.Relpersistence == "t" {
+		c.names = append(c.names, rv.Relname)
+		return
+	}
+	c.ddl = true
+}
+
+// dropsNames appends the relation names a DROP TABLE/VIEW/... removes
+// and reports true, or false for a DROP of another kind of object (a
+// type, a function, a schema: treated as a schema change). DROP INDEX
+// changes no decision's meaning.
+func dropsNames(d *pg_query.DropStmt, names *[]string) bool {
+	switch d.RemoveType {
+	case pg_query.ObjectType_OBJECT_INDEX:
+		return true
+	case pg_query.ObjectType_OBJECT_TABLE, pg_query.ObjectType_OBJECT_VIEW, pg_query.ObjectType_OBJECT_MATVIEW,
+		pg_query.ObjectType_OBJECT_FOREIGN_TABLE, pg_query.ObjectType_OBJECT_SEQUENCE:
+		for _, o := range d.Objects {
+			l := o.GetList()
+			if l == nil || len(l.Items) == 0 {
+				return false
+			}
+			*names = append(*names, l.Items[len(l.Items)-1].GetString_().GetSval())
+		}
+		return true
+	}
+	return false
 }
 
 // callsSetConfig reports whether the statement calls set_config (which

@@ -1,6 +1,9 @@
 package proxy
 
-import "testing"
+import (
+	"reflect"
+	"testing"
+)
 
 func TestScanWordsAndContext(t *testing.T) {
 	for s, want := range map[string]words{
@@ -30,17 +33,23 @@ func TestScanWordsAndContext(t *testing.T) {
 		{"SET ROLE other", true, contextChange{unknown: true}},
 		{"SET SESSION AUTHORIZATION other", true, contextChange{unknown: true}},
 		{"RESET ALL", true, contextChange{reset: true}},
-		{"DISCARD ALL", true, contextChange{reset: true, ddl: true}},
+		{"DISCARD ALL", true, contextChange{reset: true}},
+		{"DISCARD TEMP", true, contextChange{}},
 		{"SELECT set_config('search_path', 'x', false)", true, contextChange{unknown: true}},
-		{"CREATE TEMP TABLE x (a int)", true, contextChange{ddl: true}},
-		{"SELECT 1 INTO TEMP x", true, contextChange{ddl: true}},
+		{"CREATE TEMP TABLE x (a int)", true, contextChange{names: []string{"x"}}},
+		{"SELECT 1 INTO TEMP x", true, contextChange{names: []string{"x"}}},
+		{"CREATE TEMPORARY TABLE y AS SELECT 1", true, contextChange{names: []string{"y"}}},
+		{"DROP TABLE tt1, s.tt2", true, contextChange{names: []string{"tt1", "tt2"}}},
+		{"CREATE INDEX ON tt1 (a); DROP INDEX i", true, contextChange{}},
+		{"CREATE TABLE p (a int)", true, contextChange{ddl: true}},
+		{"DROP TYPE comp", true, contextChange{ddl: true}},
 		{"ALTER TABLE t ALTER a TYPE int[]", false, contextChange{ddl: true}},
 		{"UPDATE t SET a = 1 WHERE role = 2", true, contextChange{}},
 		{"SET statement_timeout = 1", true, contextChange{}},
 		{"SELEC nonsense", true, contextChange{}},
 	}
 	for _, c := range cases {
-		if got := classifyContext(c.text, c.alone); got != c.want {
+		if got := classifyContext(c.text, c.alone); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("classifyContext(%q, %v) = %+v, want %+v", c.text, c.alone, got, c.want)
 		}
 	}

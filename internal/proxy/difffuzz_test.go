@@ -353,25 +353,12 @@ func newFuzzEnv(t testing.TB) *fuzzEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := pgconn.Connect(ctx, viaProxyTB(t, dsn, addr))
+	v, err := pgconn.Connect(ctx, viaProxy(t, dsn, addr))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { d.Close(context.Background()); v.Close(context.Background()) })
 	return &fuzzEnv{p: p, direct: d, viaPrx: v}
-}
-
-// viaProxyTB is viaProxy for a testing.TB.
-func viaProxyTB(t testing.TB, dsn, addr string) string {
-	var kept []string
-	for _, kv := range strings.Fields(dsn) {
-		if strings.HasPrefix(kv, "host=") || strings.HasPrefix(kv, "port=") || strings.HasPrefix(kv, "sslmode=") {
-			continue
-		}
-		kept = append(kept, kv)
-	}
-	host, port, _ := strings.Cut(addr, ":")
-	return strings.Join(append(kept, "host="+host, "port="+port, "sslmode=prefer"), " ")
 }
 
 // fuzzOutcome runs q in the simple protocol (extended=false) or as an

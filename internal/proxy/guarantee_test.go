@@ -283,6 +283,16 @@ func TestSearchPathAndSchemaChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, "after DISCARD ALL", "1,2,4", true)
+	// A temporary table the session creates hides public.tb: the
+	// decisions naming tb are dropped; dropping it brings them back.
+	if _, err := conn.Exec(ctx, "CREATE TEMP TABLE tb (v int[]); INSERT INTO tb VALUES ('{2}')"); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "a temporary tb (int[]) hides public.tb", "ERROR 42883", false)
+	if _, err := conn.Exec(ctx, "DROP TABLE tb"); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "after DROP TABLE of the temporary tb", "1,2,4", true)
 	// A schema change through the proxy drops the decisions at once.
 	if _, err := conn.Exec(ctx, "ALTER TABLE tb ALTER COLUMN v TYPE int[] USING ARRAY[v]"); err != nil {
 		t.Fatal(err)

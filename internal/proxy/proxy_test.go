@@ -80,7 +80,7 @@ func startProxyPlain(t testing.TB, shadow, plain bool) (*Proxy, string) {
 
 // viaProxy is dsn (the test cluster's, a key=value DSN) redirected to the
 // proxy at addr, with libpq's default sslmode=prefer.
-func viaProxy(t *testing.T, dsn, addr string) string {
+func viaProxy(t testing.TB, dsn, addr string) string {
 	t.Helper()
 	host, port, _ := net.SplitHostPort(addr)
 	var kept []string

@@ -42,6 +42,9 @@ type session struct {
 	ctxUnknown      atomic.Bool   // a change the proxy does not follow: no rewriting
 	setInFlight     atomic.Bool   // a followed SET is under way: an error makes the context unknown
 	ddlInFlight     atomic.Bool   // a schema change is under way: invalidate again when it ends
+	namesMu         sync.Mutex
+	namesInFlight   []string    // relations created (temporary) or dropped by statements under way
+	namesPending    atomic.Bool // namesInFlight is not empty
 	rfqs            atomic.Int64  // ReadyForQuery messages relayed (upstreamLoop writes)
 	txStatus        atomic.Uint32 // the last ReadyForQuery's status byte
 }
@@ -329,6 +332,14 @@ func (s *session) upstreamLoop() {
 				if s.ddlInFlight.Swap(false) {
 					s.p.invalidate(s.db)
 				}
+				if s.namesPending.Load() {
+					s.namesMu.Lock()
+					names := s.namesInFlight
+					s.namesInFlight = nil
+					s.namesPending.Store(false)
+					s.namesMu.Unlock()
+					s.p.cache.dropNamed(s.db, names)
+				}
 			case 'K':
 				var k pgproto3.BackendKeyData
 				if err := k.Decode(frame[5:]); err == nil {
@@ -434,6 +445,13 @@ func (s *session) onContext(text string, first bool) {
 	if c.ddl {
 		s.p.invalidate(s.db)
 		s.ddlInFlight.Store(true)
+	}
+	if len(c.names) > 0 {
+		s.p.cache.dropNamed(s.db, c.names)
+		s.namesMu.Lock()
+		s.namesInFlight = append(s.namesInFlight, c.names...)
+		s.namesPending.Store(true)
+		s.namesMu.Unlock()
 	}
 	switch {
 	case c.unknown:
@@ -579,7 +597,8 @@ func (p *Proxy) decideOnSide(ctx context.Context, s *session, key decisionKey, t
 		p.stats.validationFailures.Add(1)
 		p.log.Info("rewrite failed validation: never rewriting this statement", "database", s.db, "explain", res.Explain())
 	}
-	return decision{changed: res.Changed, rewritten: res.SQL, explain: res.Explain(), failed: res.ValidationFailed && !res.Changed}, nil
+	return decision{changed: res.Changed, rewritten: res.SQL, explain: res.Explain(), names: res.Relations,
+		failed: res.ValidationFailed && !res.Changed}, nil
 }
 
 func isIdentStart(c byte) bool {

@@ -110,6 +110,10 @@ type Result struct {
 	// the rewritten text or described it differently from the original
 	// (so it was not used: a caller may remember never to try again).
 	ValidationFailed bool
+	// Relations are the names (without schema) of the relations the
+	// statements that Types validated refer to: a new or dropped relation
+	// of one of these names may change what they mean.
+	Relations []string
 }
 
 // warmSQL exercises the parser, scanner, tree walk and splice.
@@ -167,6 +171,7 @@ type statement struct {
 	paramOIDs    []uint32
 	requireTypes bool
 	spans        []*stmtSpan // the statements' spans, built by spanOf
+	relations    []string    // relation names of the validated statements
 }
 
 func (s *statement) scan() ([]*pg_query.ScanToken, error) {
@@ -221,6 +226,7 @@ func Rewrite(ctx context.Context, sql string, opts Options) (Result, error) {
 			return res, err
 		}
 		res.Validated = len(edits) > 0
+		res.Relations = st.relations
 	}
 	if len(edits) == 0 {
 		return res, nil

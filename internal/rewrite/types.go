@@ -231,8 +231,13 @@ const validationFailed = "validation failed: "
 func validateOne(ctx context.Context, st *statement, sp *stmtSpan, raw *pg_query.RawStmt, es []edit) (string, error) {
 	var names []string
 	walk(raw.Stmt, nil, func(m proto.Message, _ []proto.Message) bool {
-		if rv, ok := m.(*pg_query.RangeVar); ok && (rv.Schemaname == "" || rv.Schemaname == "pg_temp") && !slices.Contains(names, rv.Relname) {
-			names = append(names, rv.Relname)
+		if rv, ok := m.(*pg_query.RangeVar); ok {
+			if !slices.Contains(st.relations, rv.Relname) {
+				st.relations = append(st.relations, rv.Relname)
+			}
+			if (rv.Schemaname == "" || rv.Schemaname == "pg_temp") && !slices.Contains(names, rv.Relname) {
+				names = append(names, rv.Relname)
+			}
 		}
 		return true
 	})
