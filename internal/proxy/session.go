@@ -39,12 +39,12 @@ type session struct {
 	// startPath the one of its startup packet.
 	path, startPath string
 	startUnknown    bool
-	ctxUnknown      atomic.Bool   // a change the proxy does not follow: no rewriting
-	setInFlight     atomic.Bool   // a followed SET is under way: an error makes the context unknown
-	ddlInFlight     atomic.Bool   // a schema change is under way: invalidate again when it ends
+	ctxUnknown      atomic.Bool // a change the proxy does not follow: no rewriting
+	setInFlight     atomic.Bool // a followed SET is under way: an error makes the context unknown
+	ddlInFlight     atomic.Bool // a schema change is under way: invalidate again when it ends
 	namesMu         sync.Mutex
-	namesInFlight   []string    // relations created (temporary) or dropped by statements under way
-	namesPending    atomic.Bool // namesInFlight is not empty
+	namesInFlight   []string      // relations created (temporary) or dropped by statements under way
+	namesPending    atomic.Bool   // namesInFlight is not empty
 	rfqs            atomic.Int64  // ReadyForQuery messages relayed (upstreamLoop writes)
 	txStatus        atomic.Uint32 // the last ReadyForQuery's status byte
 }
