@@ -23,8 +23,13 @@ const RuleORAnyArray = "or_any_array"
 // functions-comparisons.html. Preconditions keep the rewrite to cases where
 // it also pays and cannot change side effects: S uncorrelated (evaluated
 // once as an InitPlan), no volatile functions, no FOR UPDATE/SHARE, no
-// data-modifying CTE, not under NOT, and with a Catalog the column has an
-// index leading with it.
+// data-modifying CTE, not under NOT, and with a Catalog every compared
+// column has an index leading with it (then arms on different columns are
+// fine: the planner BitmapOrs their indexes; without a Catalog all arms
+// must test one column). With Types, the compared columns and the
+// subqueries' outputs must be scalar types (see TypeInfo.Scalar): for an
+// array-valued S, ARRAY(S) is a multi-dimensional array and "= ANY" would
+// compare with its elements, not with S's rows.
 type orAnyArray struct{}
 
 func (orAnyArray) name() string { return RuleORAnyArray }

@@ -5,12 +5,24 @@
 //
 // The first rule, "or_any_array", is the field remedy for OR over
 // subqueries (docs/field-notes.md, section 1, cause 3): in an OR whose arms all
-// test one column with "=", each arm "col IN (S)" / "col = ANY (S)"
+// test columns with "=", each arm "col IN (S)" / "col = ANY (S)"
 // becomes "col = ANY (ARRAY(S))". PostgreSQL evaluates ARRAY(S) once as an
 // InitPlan and can use the array as an index condition (a BitmapOr of index
 // scans), where the sublink form keeps a sequential scan with a SubPlan
 // filter (src/backend/optimizer/plan/subselect.c; indexable
 // ScalarArrayOpExpr: src/backend/optimizer/path/indxpath.c).
+//
+// The rule's preconditions are syntactic (an OR of equality arms on
+// plain columns, uncorrelated subqueries, no volatile function, ...), on
+// the catalog (Options.Catalog: each compared column leads an index, the
+// arms may test different columns) and on types (Options.Types: the
+// server's types of each compared column and of each subquery's output
+// are scalar, non-array types after resolving domains, so that
+// ARRAY(subquery) is one-dimensional and "= ANY" finds the same "="
+// operator as IN). With Types the rewritten statement is also prepared
+// by the server (never executed) and kept only if it has the original's
+// parameter and result column types (validate). Without Types the rule
+// trusts the text unless Options.RequireTypes.
 //
 // Parsing uses the real PostgreSQL parser (pg_query_go, libpg_query).
 package rewrite
