@@ -423,10 +423,13 @@ func (e *fuzzEnv) check(ctx context.Context, q string, extended bool) (mismatch 
 // runFuzz checks n queries of seed and returns how many the proxy
 // rewrote, how many failed (the same way both ways) and the mismatches
 // (at most 20).
-func runFuzz(e *fuzzEnv, seed uint64, n int) (rewritten, errs int, mismatches []string) {
+func runFuzz(t testing.TB, e *fuzzEnv, seed uint64, n int) (rewritten, errs int, mismatches []string) {
 	ctx := context.Background()
 	g := newFuzzGen(seed)
 	for i := 0; i < n; i++ {
+		if i > 0 && i%10000 == 0 {
+			t.Logf("%d queries, %d rewritten, %d mismatches so far", i, rewritten, len(mismatches))
+		}
 		q := g.query()
 		m, rw, failed := e.check(ctx, q, g.chance(0.5))
 		if rw {
@@ -463,7 +466,7 @@ func TestDifferentialFuzzCorpus(t *testing.T) {
 		}
 	}
 	e := newFuzzEnv(t)
-	rewritten, errs, mismatches := runFuzz(e, seed, n)
+	rewritten, errs, mismatches := runFuzz(t, e, seed, n)
 	s := e.p.Stats()
 	t.Logf("%d queries (seed %d), %d rewritten, %d failed alike both ways, %d mismatches; proxy: validated %d, validation failures %d, fallbacks %d (+%d passed on)",
 		n, seed, rewritten, errs, len(mismatches), s.Validated, s.ValidationFailures, s.Fallbacks, s.FallbackErrors)

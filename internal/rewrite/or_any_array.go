@@ -14,7 +14,7 @@ import (
 const RuleORAnyArray = "or_any_array"
 
 // orAnyArray rewrites each arm "col IN (S)" / "col = ANY (S)" of an OR whose
-// arms all compare col with "=" to "col = ANY (ARRAY(S))".
+// arms all compare plain columns with "=" to "col = ANY (ARRAY(S))".
 //
 // Why it is safe: for a one-column S, "x IN (S)" and "x = ANY (ARRAY(S))"
 // have the same three-valued result (true if some row equals x; else null
