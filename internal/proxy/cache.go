@@ -29,10 +29,13 @@ type decision struct {
 	changed   bool
 	rewritten string
 	explain   string
-	fp        string    // the statement's fingerprint
-	names     []string  // relations the validated statement names (rewrite.Result.Relations)
-	gen       uint64    // the database's DDL generation when decided
-	at        time.Time // when decided
+	fp        string   // the statement's fingerprint
+	names     []string // relations the validated statement names (rewrite.Result.Relations)
+	// replayable: the text is one statement, so a rejected simple
+	// Query of it can be sent again as written.
+	replayable bool
+	gen        uint64    // the database's DDL generation when decided
+	at         time.Time // when decided
 	// verified: the upstream accepted the rewritten text once in a
 	// client's session.
 	verified bool

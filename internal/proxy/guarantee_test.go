@@ -293,6 +293,12 @@ func TestSearchPathAndSchemaChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, "after DROP TABLE of the temporary tb", "1,2,4", true)
+	// A text that creates the hiding table itself is not rewritten (its
+	// statements would be validated against the state before it).
+	_, err = conn.PgConn().Exec(ctx, "CREATE TEMP TABLE tb (v int[]); INSERT INTO tb VALUES ('{2}'); "+q).ReadAll()
+	if got := sqlstate(err); got != "ERROR 42883" {
+		t.Errorf("CREATE TEMP TABLE and the statement in one Query: %q", got)
+	}
 	// A schema change through the proxy drops the decisions at once.
 	if _, err := conn.Exec(ctx, "ALTER TABLE tb ALTER COLUMN v TYPE int[] USING ARRAY[v]"); err != nil {
 		t.Fatal(err)

@@ -198,8 +198,12 @@ func (s *session) onStatement(ctx context.Context, frame []byte, simple, canPend
 	// are never decoded (no allocation per relayed statement).
 	if raw, ok := statementText(frame[5:], simple); ok {
 		w := scanWords(raw)
-		if w.context {
-			s.onContext(string(raw), simple && atBatchStart)
+		if w.context && s.onContext(string(raw), simple && atBatchStart) {
+			// The text changes the schema or the session's context
+			// itself: its own statements would be validated against
+			// the state before it.
+			s.p.stats.statements.Add(1)
+			return frame, nil
 		}
 		if !w.match {
 			s.p.stats.statements.Add(1)
@@ -257,7 +261,10 @@ func (s *session) onStatement(ctx context.Context, frame []byte, simple, canPend
 	if simple {
 		kind = 'Q'
 	}
-	return out, &pending{kind: kind, key: key, fp: d.fp, replay: [][]byte{append([]byte(nil), frame...)}, retryable: simple, done: make(chan struct{})}
+	// A Query of several statements is not replayed: an earlier one may
+	// have had effects a rollback does not undo (a sequence, an advisory
+	// lock, a COMMIT).
+	return out, &pending{kind: kind, key: key, fp: d.fp, replay: [][]byte{append([]byte(nil), frame...)}, retryable: simple && d.replayable, done: make(chan struct{})}
 }
 
 // statementText returns the SQL text of a Query body (simple) or a Parse
@@ -377,7 +384,10 @@ func (s *session) verdict(pd *pending, frame []byte, rfqSeen *int) (bool, error)
 		s.mu.Lock()
 		ready, retryable := pd.sealed, pd.retryable
 		s.mu.Unlock()
-		if retryable && ready && status == 'I' {
+		// Only an error of parse analysis (class 42: the rewritten text
+		// did not resolve in this session) is certain to come before
+		// anything ran; a run-time error is passed on.
+		if retryable && ready && status == 'I' && strings.HasPrefix(e.Code, "42") {
 			s.p.stats.fallbacks.Add(1)
 			s.p.log.Warn("upstream rejected a rewritten statement; sent the original, never rewriting it again",
 				"database", s.db, "code", e.Code, "error", e.Message)
@@ -438,8 +448,9 @@ func (s *session) resolve(pd *pending) {
 
 // onContext follows a statement that may change the session's name
 // resolution (the pre-filter flagged it; see classifyContext). first is
-// true for a simple Query that starts a batch.
-func (s *session) onContext(text string, first bool) {
+// true for a simple Query that starts a batch. It reports whether the
+// text changes anything (then it is not rewritten itself).
+func (s *session) onContext(text string, first bool) bool {
 	alone := first && int64(s.requests) == s.rfqs.Load() && byte(s.txStatus.Load()) == 'I'
 	c := classifyContext(text, alone)
 	if c.ddl {
@@ -467,6 +478,7 @@ func (s *session) onContext(text string, first bool) {
 		s.path = "sql:" + c.setPath
 		s.setInFlight.Store(true)
 	}
+	return c.ddl || c.unknown || c.reset || c.toDefault || c.setPath != "" || len(c.names) > 0
 }
 
 // neverAgain marks statement k (fingerprint fp) as never to be rewritten
@@ -598,7 +610,7 @@ func (p *Proxy) decideOnSide(ctx context.Context, s *session, key decisionKey, t
 		p.log.Info("rewrite failed validation: never rewriting this statement", "database", s.db, "explain", res.Explain())
 	}
 	return decision{changed: res.Changed, rewritten: res.SQL, explain: res.Explain(), names: res.Relations,
-		failed: res.ValidationFailed && !res.Changed}, nil
+		replayable: res.Statements == 1, failed: res.ValidationFailed && !res.Changed}, nil
 }
 
 func isIdentStart(c byte) bool {

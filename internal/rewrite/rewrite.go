@@ -126,6 +126,8 @@ type Result struct {
 	// statements that Types validated refer to: a new or dropped relation
 	// of one of these names may change what they mean.
 	Relations []string
+	// Statements is the number of statements in the input.
+	Statements int
 }
 
 // warmSQL exercises the parser, scanner, tree walk and splice.
@@ -219,6 +221,7 @@ func Rewrite(ctx context.Context, sql string, opts Options) (Result, error) {
 		return res, fmt.Errorf("rewrite: parse: %w", err)
 	}
 	st := &statement{sql: sql, tree: tree, catalog: opts.Catalog, types: opts.Types, paramOIDs: opts.ParamOIDs, requireTypes: opts.RequireTypes}
+	res.Statements = len(tree.Stmts)
 	var edits []edit
 	for _, r := range allRules() {
 		if opts.Disabled[r.name()] {
