@@ -115,6 +115,9 @@ func TestTypeAwareVetoes(t *testing.T) {
 		if _, err := other.Exec(ctx, "CREATE TEMP TABLE tb2 (v int[])"); err != nil {
 			t.Fatal(err)
 		}
+		// Dropped before the next case (a closed session's temporary
+		// tables go away only once its backend has exited).
+		defer func() { _, _ = other.Exec(ctx, "DROP TABLE pg_temp.tb2") }()
 		r, err := Rewrite(ctx, in, Options{Catalog: NewPGCatalogConn(conn), Types: NewPGCatalogConn(conn)})
 		if err != nil || r.Changed || !strings.Contains(r.Explain(), "a temporary relation named tb2") {
 			t.Fatalf("%s, %v", r.Explain(), err)
