@@ -146,3 +146,32 @@ func writeWithoutSummary(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// A profile of several steps gives per-step figures in the results and
+// the summary; they add up to the run's.
+func TestStagedRunHasStageFigures(t *testing.T) {
+	opts := smokeOptions(t, srv.NewDatabase(t), 0)
+	opts.Stages = []engine.Stage{{Duration: 2 * time.Second, Target: 2}, {Duration: 2 * time.Second, Target: 4}}
+	opts.Observe = false
+	var out bytes.Buffer
+	res, err := loadtest.Run(context.Background(), opts, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	doc := res.Doc
+	if len(doc.Stages) != 2 || doc.Stages[0].Stage != 1 || doc.Stages[1].FromVUs != 2 || doc.Stages[1].TargetVUs != 4 {
+		t.Fatalf("stages %+v", doc.Stages)
+	}
+	if n := doc.Stages[0].Count + doc.Stages[1].Count; n != doc.Totals.Count || doc.Stages[0].Count == 0 {
+		t.Fatalf("steps count %d + %d, run %d", doc.Stages[0].Count, doc.Stages[1].Count, doc.Totals.Count)
+	}
+	s := out.String()
+	for _, want := range []string{"per stage (executions counted in the stage in which they completed):", " 0-2s  0->2  item_lookup ", "2->4  item_lookup "} {
+		if !strings.Contains(s, want) {
+			t.Fatalf("summary lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Count(s, "all (integral)") != 3 {
+		t.Fatalf("want the run's and two steps' integral rows:\n%s", s)
+	}
+}
