@@ -43,14 +43,14 @@ func PrintSummary(w io.Writer, doc *results.Document, out engine.Outcome) {
 	for _, r := range doc.Operations {
 		warm += r.WarmupCount
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
-			name(r.Name), fmtMs(r.TargetMs), r.Count, r.Errors, r.PerSecond,
-			fmtMs(r.Response.P50), fmtMs(r.Response.P95), fmtMs(r.Response.P99), fmtMs(r.Response.Max),
-			fmtMs(r.PoolWait.P95), r.Apdex.String(), rating(r.Apdex))
+			name(r.Name), results.FormatMs(r.TargetMs), r.Count, r.Errors, r.PerSecond,
+			results.FormatMs(r.Response.P50), results.FormatMs(r.Response.P95), results.FormatMs(r.Response.P99), results.FormatMs(r.Response.Max),
+			results.FormatMs(r.PoolWait.P95), r.Apdex.String(), r.Apdex.Rating().Label())
 	}
 	fmt.Fprintf(tw, "%s\t\t%d\t%d\t%.1f\t\t\t\t\t\t%s\t%s\t\n", name("all (integral)"), doc.Totals.Count, doc.Totals.Errors, doc.Totals.PerSecond,
-		integralString(doc.Integral), doc.Integral.Rating)
+		doc.Integral.String(), doc.Integral.Rating)
 	tw.Flush()
-	fmt.Fprintf(w, "\nintegral APDEX %s (%s): priority-weighted mean of the key operations' scores\n", integralString(doc.Integral), doc.Integral.Rating)
+	fmt.Fprintf(w, "\nintegral APDEX %s (%s): priority-weighted mean of the key operations' scores\n", doc.Integral.String(), doc.Integral.Rating)
 	printCutShort(w, doc)
 	printStages(w, doc)
 	printOpenModel(w, doc, out)
@@ -73,38 +73,6 @@ func PrintSummary(w io.Writer, doc *results.Document, out engine.Outcome) {
 			fmt.Fprintf(w, "* fewer than %d samples: APDEX of such operations is indicative only\n", apdex.MinSamples)
 			break
 		}
-	}
-}
-
-func rating(s apdex.Score) string {
-	if s.NS() {
-		return "NS"
-	}
-	return s.Rating().String()
-}
-
-func integralString(i results.IntegralScore) string {
-	if i.NS() {
-		return "NS"
-	}
-	return apdex.FormatValue(i.Value)
-}
-
-// fmtMs prints a latency in ms with a unit that keeps 3 significant digits.
-func fmtMs(v float64) string {
-	switch {
-	case v == 0:
-		return "-"
-	case v < 1:
-		return fmt.Sprintf("%.0fµs", v*1000)
-	case v < 10:
-		return fmt.Sprintf("%.2fms", v)
-	case v < 1000:
-		return fmt.Sprintf("%.0fms", v)
-	case v >= 60000:
-		return (time.Duration(v*1e6) / time.Second * time.Second).String()
-	default:
-		return fmt.Sprintf("%.2fs", v/1000)
 	}
 }
 
@@ -185,7 +153,7 @@ func progressLine(f progressFigures) string {
 	} else {
 		line += "  last " + f.Period.String() + ":"
 		if f.Window.WorstOp != "" {
-			line += fmt.Sprintf(" p95 %s %s (T %s)", f.Window.WorstOp, fmtMs(float64(f.Window.WorstP95)/1e6), fmtMs(float64(f.Window.WorstTarget)/1e6))
+			line += fmt.Sprintf(" p95 %s %s (T %s)", f.Window.WorstOp, results.FormatMs(float64(f.Window.WorstP95)/1e6), results.FormatMs(float64(f.Window.WorstTarget)/1e6))
 		}
 		if f.Window.ApdexOK {
 			line += " APDEX " + apdex.FormatValue(f.Window.Apdex)
@@ -213,7 +181,7 @@ func printOpenModel(w io.Writer, doc *results.Document, out engine.Outcome) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "key operation\tlag p50\tlag p99\tlag max\tskipped\tlate\t\n")
 		for _, r := range doc.Operations {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t\n", r.Name, fmtMs(r.Lag.P50), fmtMs(r.Lag.P99), fmtMs(r.Lag.Max), r.Skipped, r.Late)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t\n", r.Name, results.FormatMs(r.Lag.P50), results.FormatMs(r.Lag.P99), results.FormatMs(r.Lag.Max), r.Skipped, r.Late)
 		}
 		tw.Flush()
 		fmt.Fprintf(w, "lag = actual start - scheduled start")
@@ -251,10 +219,10 @@ func printCutShort(w io.Writer, doc *results.Document) {
 		}
 		var parts []string
 		if c.Frustrated > 0 {
-			parts = append(parts, fmt.Sprintf("%d past 4T = %s, scored frustrated (longest %s)", c.Frustrated, fmtMs(4*r.TargetMs), fmtMs(c.FrustratedMaxMs)))
+			parts = append(parts, fmt.Sprintf("%d past 4T = %s, scored frustrated (longest %s)", c.Frustrated, results.FormatMs(4*r.TargetMs), results.FormatMs(c.FrustratedMaxMs)))
 		}
 		if c.NotScored > 0 {
-			parts = append(parts, fmt.Sprintf("%d not scored (longest %s)", c.NotScored, fmtMs(c.NotScoredMaxMs)))
+			parts = append(parts, fmt.Sprintf("%d not scored (longest %s)", c.NotScored, results.FormatMs(c.NotScoredMaxMs)))
 		}
 		fmt.Fprintf(w, "  %s: %s\n", r.Name, strings.Join(parts, ", "))
 	}
@@ -283,10 +251,10 @@ func printStages(w io.Writer, doc *results.Document) {
 		first := fmt.Sprintf("%d\t%s-%ss\t%s", st.Stage, fmtSeconds(st.StartS), fmtSeconds(st.EndS), vus)
 		for _, op := range st.Operations {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t\n", first, name(op.Name), op.Count, op.Errors, op.PerSecond,
-				fmtMs(op.Response.P50), fmtMs(op.Response.P95), fmtMs(op.Response.P99), op.Apdex.String())
+				results.FormatMs(op.Response.P50), results.FormatMs(op.Response.P95), results.FormatMs(op.Response.P99), op.Apdex.String())
 			first = "\t\t"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t\t\t\t%s\t\n", first, name("all (integral)"), st.Count, st.Errors, st.PerSecond, integralString(st.Integral))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t\t\t\t%s\t\n", first, name("all (integral)"), st.Count, st.Errors, st.PerSecond, st.Integral.String())
 	}
 	tw.Flush()
 }

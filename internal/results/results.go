@@ -2,6 +2,7 @@ package results
 
 import (
 	"encoding/json"
+	"fmt"
 	"sort"
 	"time"
 
@@ -33,6 +34,36 @@ type IntegralScore struct {
 
 // NS reports that no operation had samples.
 func (i IntegralScore) NS() bool { return i.Rating == apdex.NoSample.String() }
+
+// String prints the value as the run summary, compare and report show
+// it: truncated to two decimals (apdex.FormatValue), "NS" when no
+// operation had samples.
+func (i IntegralScore) String() string {
+	if i.NS() {
+		return "NS"
+	}
+	return apdex.FormatValue(i.Value)
+}
+
+// FormatMs prints a latency in ms with a unit that keeps 3 significant
+// digits, as every erplab table shows latencies: "-" for 0, "381µs",
+// "2.57ms", "17ms", "1.25s", and whole seconds from a minute ("1m5s").
+func FormatMs(v float64) string {
+	switch {
+	case v == 0:
+		return "-"
+	case v < 1:
+		return fmt.Sprintf("%.0fµs", v*1000)
+	case v < 10:
+		return fmt.Sprintf("%.2fms", v)
+	case v < 1000:
+		return fmt.Sprintf("%.0fms", v)
+	case v >= 60000:
+		return (time.Duration(v*1e6) / time.Second * time.Second).String()
+	default:
+		return fmt.Sprintf("%.2fs", v/1000)
+	}
+}
 
 // NewIntegralScore wraps an integral value for the document.
 func NewIntegralScore(v float64, ok bool) IntegralScore {
