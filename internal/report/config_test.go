@@ -165,3 +165,34 @@ func TestReportColourBlindSafePalette(t *testing.T) {
 	}
 	t.Fatal("no APDEX chart")
 }
+
+// A run of several steps gets an APDEX-per-stage table, in the page and
+// the markdown, with the step figures of its results.
+func TestReportStageTable(t *testing.T) {
+	runs, err := Load([]string{"testdata/stages/stages.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := runs[0].Doc.Stages
+	if len(st) != 2 {
+		t.Fatalf("%d stages", len(st))
+	}
+	page := htmlOf(t, runs)
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, runs); err != nil {
+		t.Fatal(err)
+	}
+	p95 := fmtMs(st[1].Operations[0].Response.P95)
+	for _, s := range []string{`id="stages"`, `<td>2 → 8</td>`, `<td class="r-` + st[1].Integral.Rating + `">` + st[1].Integral.String() + `</td>`, st[1].Operations[0].Apdex.ValueString() + ", " + p95} {
+		if !strings.Contains(page, s) {
+			t.Errorf("page lacks %q", s)
+		}
+	}
+	if !strings.Contains(md.String(), "| stages | 3 | 4.0–8.1 s | 2 → 8 | 270.3 | 0.99 | "+st[1].Operations[0].Apdex.ValueString()+", "+p95+" |") {
+		t.Errorf("markdown lacks the second step:\n%s", md.String())
+	}
+	// One-step runs have no such table.
+	if strings.Contains(htmlOf(t, abRuns(t)), `id="stages"`) {
+		t.Error("one-step runs show a stage table")
+	}
+}

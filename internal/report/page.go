@@ -59,6 +59,13 @@ details { margin: .5em 0; } code { background: #f6f6f6; padding: .1em .3em; word
 {{end}}</table>
 <p class="muted">APDEX values are truncated to two decimals, as erplab run prints them (0.9399 shows as 0.93, in its band "good").{{if .Small}} * fewer than 100 samples: APDEX of such operations is indicative only.{{end}}</p>
 
+{{if .Stages.Rows}}<h2 id="stages">APDEX per stage</h2>
+<table>
+<tr><th class="l">run</th><th>stage</th><th>span</th><th>VUs</th><th>executions/s</th><th>integral APDEX</th>{{range .Stages.Ops}}<th>{{.}}<br>APDEX, p95</th>{{end}}</tr>
+{{range .Stages.Rows}}<tr><td class="l">{{.Run}}</td><td>{{.Stage}}</td><td>{{.Span}}</td><td>{{.VUs}}</td><td>{{.PerSecond}}</td><td class="r-{{.Rating}}">{{.Integral}}</td>{{range .Cells}}<td class="{{.Class}}">{{.Apdex}}{{if .P95}}, {{.P95}}{{end}}</td>{{end}}</tr>
+{{end}}</table>
+<p class="muted">Executions count in the stage in which they completed (results: stages[]).</p>
+{{end}}
 <h2 id="observations">Observations (means over the run)</h2>
 <table>
 <tr><th class="l">run</th><th class="l">top wait events (share of active sessions)</th><th>CPU user</th><th>CPU system</th><th>iowait</th><th>softirq</th><th>catalog before</th><th>catalog after</th><th>catalog growth</th><th>temp files</th></tr>

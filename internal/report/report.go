@@ -374,6 +374,7 @@ type page struct {
 	Obs     []obsRow
 	Storms  []stormRow
 	Charts  []Chart
+	Stages  stageTable
 	Params  []item // parameters, erplab version and remedies
 	Server  []item
 	Host    []item
@@ -418,8 +419,55 @@ func buildPage(runs []Run, charts []Chart) page {
 		}
 	}
 	pg.OpDefs = operationRows(runs)
+	pg.Stages = stageRows(runs)
 	pg.Storms = stormRows(runs)
 	return pg
+}
+
+// stageTable holds the per-step figures of the runs that have several
+// steps (results' stages[]): a row per run and step, a column per key
+// operation.
+type stageTable struct {
+	Ops  []string
+	Rows []stageRow
+}
+
+type stageRow struct {
+	Run, Stage, Span, VUs, PerSecond, Integral, Rating string
+	Cells                                              []stageCell
+}
+
+type stageCell struct{ Apdex, P95, Class string }
+
+func stageRows(runs []Run) stageTable {
+	var t stageTable
+	for _, r := range runs {
+		if len(r.Doc.Stages) > 0 {
+			t.Ops = opNames(runs)
+			break
+		}
+	}
+	for _, r := range runs {
+		for _, st := range r.Doc.Stages {
+			vus := fmt.Sprint(st.TargetVUs)
+			if st.FromVUs != st.TargetVUs {
+				vus = fmt.Sprintf("%d → %d", st.FromVUs, st.TargetVUs)
+			}
+			row := stageRow{Run: r.Name, Stage: fmt.Sprint(st.Stage), Span: fmt.Sprintf("%.1f–%.1f s", st.StartS, st.EndS), VUs: vus,
+				PerSecond: fmt.Sprintf("%.1f", st.PerSecond), Integral: st.Integral.String(), Rating: st.Integral.Rating}
+			for _, name := range t.Ops {
+				c := stageCell{Apdex: "-"}
+				for _, op := range st.Operations {
+					if op.Name == name {
+						c = stageCell{Apdex: op.Apdex.ValueString(), P95: fmtMs(op.Response.P95), Class: "r-" + op.Apdex.Rating().String()}
+					}
+				}
+				row.Cells = append(row.Cells, c)
+			}
+			t.Rows = append(t.Rows, row)
+		}
+	}
+	return t
 }
 
 func allDash(vs []string) bool {
@@ -495,6 +543,24 @@ func WriteMarkdown(w io.Writer, runs []Run) error {
 	}
 	if pg.Small {
 		b.WriteString("\n\\* fewer than 100 samples: APDEX of such operations is indicative only\n")
+	}
+	if len(pg.Stages.Rows) > 0 {
+		b.WriteString("\n### APDEX per stage (APDEX, p95)\n\n| run | stage | span | VUs | ops/s | integral APDEX |")
+		for _, op := range pg.Stages.Ops {
+			fmt.Fprintf(&b, " %s |", md(op))
+		}
+		b.WriteString("\n|---|---:|---:|---:|---:|---:|" + strings.Repeat("---:|", len(pg.Stages.Ops)) + "\n")
+		for _, r := range pg.Stages.Rows {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |", md(r.Run), r.Stage, r.Span, r.VUs, r.PerSecond, r.Integral)
+			for _, c := range r.Cells {
+				if c.P95 != "" {
+					fmt.Fprintf(&b, " %s, %s |", c.Apdex, c.P95)
+				} else {
+					fmt.Fprintf(&b, " %s |", c.Apdex)
+				}
+			}
+			b.WriteString("\n")
+		}
 	}
 	b.WriteString("\n### Observations (means over the run)\n\n| run | top wait events (share of active sessions) | CPU user | CPU system | iowait | softirq | catalog before → after (growth) | temp files |\n|---|---|---:|---:|---:|---:|---|---:|\n")
 	for _, o := range pg.Obs {
