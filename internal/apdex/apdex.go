@@ -189,6 +189,15 @@ func (r Rating) String() string {
 	return fmt.Sprintf("Rating(%d)", int(r))
 }
 
+// Label is the rating as summaries print it: [Rating.String], except
+// "NS" for NoSample (the notation of the Apdex specification).
+func (r Rating) Label() string {
+	if r == NoSample {
+		return "NS"
+	}
+	return r.String()
+}
+
 // RatingOf gives the band of a score value in [0, 1]: Excellent ≥ 0.94,
 // Good ≥ 0.85, Fair ≥ 0.70, Poor ≥ 0.50, Unacceptable below (Apdex
 // specification v1.1). The comparison is on the full-precision value, so
@@ -222,15 +231,21 @@ func (s Score) Rating() Rating {
 // printed number always lies in the band [Score.Rating] names (0.9399 prints
 // as "0.93", Good) and "1.00" means every sample was satisfied.
 func (s Score) String() string {
-	t := FormatTarget(s.Target)
+	return s.ValueString() + " [" + FormatTarget(s.Target) + "]"
+}
+
+// ValueString is the score as [Score.String] prints it, without T: the
+// value truncated to two decimals, an asterisk for a small group, "NS"
+// without samples ("0.86", "0.86*", "NS"). Every erplab output (run
+// summary, compare, report) prints scores with it.
+func (s Score) ValueString() string {
 	if s.NS() {
-		return "NS [" + t + "]"
+		return "NS"
 	}
-	star := ""
 	if s.SmallSample() {
-		star = "*"
+		return FormatValue(s.Value) + "*"
 	}
-	return FormatValue(s.Value) + star + " [" + t + "]"
+	return FormatValue(s.Value)
 }
 
 // FormatValue prints a score value with two decimals, truncated towards zero

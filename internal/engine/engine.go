@@ -72,8 +72,10 @@ type Config struct {
 	// times, repeatable.
 	Seed uint64
 	// GracefulStop is how long VUs may finish their current operation at
-	// the end of the run before it is cancelled (cancelled operations are
-	// not recorded).
+	// the end of the run before it is cancelled. A cancelled (cut-short)
+	// operation that has run longer than 4T is scored frustrated, the
+	// others are only counted (record.Recorder.RecordCutShort,
+	// results.OpResult.CutShort).
 	GracefulStop time.Duration
 	// ServerGone: when every operation has failed with a connection error
 	// for this long, the run is aborted (default 10 s).
@@ -150,7 +152,8 @@ type Outcome struct {
 	// Elapsed is the wall time from start to the last VU's exit.
 	Elapsed time.Duration
 	// Cancelled counts operations cut short by the end of the run or by
-	// an interrupt; they are not in the results.
+	// an interrupt; the results' OpResult.CutShort splits them into those
+	// scored frustrated (past 4T) and those not scored.
 	Cancelled int64
 	// MaxVUs is the largest number of VUs that ran at once.
 	MaxVUs int
@@ -375,7 +378,7 @@ func (e *run) loop(ctx context.Context) (Outcome, error) {
 	}
 	flush := func(now time.Time) {
 		e.rec.SetGauges(int(e.active.Load()), int(e.waiters.Load()), int(e.inflight.Load()))
-		backlog(now)
+		backlog(minTime(now, stopAt)) // no arrival is due after stopAt
 		for _, iv := range e.rec.Tick(now) {
 			if e.cfg.OnInterval != nil {
 				e.cfg.OnInterval(iv)
@@ -489,8 +492,9 @@ wait:
 			<-finished
 			break wait
 		case now := <-ticker.C:
-			e.rec.SetGauges(int(e.active.Load()), int(e.waiters.Load()), int(e.inflight.Load()))
-			backlog(minTime(now, stopAt))
+			// Intervals go on closing in the graceful stop, so what
+			// completes in it lies in the interval it completed in.
+			flush(now)
 		}
 	}
 	end := time.Now()
@@ -674,7 +678,8 @@ func (e *run) operation(ctx context.Context, vu *workload.VU, op int, own *pgxpo
 	e.inflight.Add(1)
 	defer e.inflight.Add(-1)
 	start := time.Now()
-	t0 := start // start of the execution proper; t0 - start is the pool wait
+	began := start // kept for a cut-short operation's elapsed time
+	t0 := start    // start of the execution proper; t0 - start is the pool wait
 	conn, wait := own, time.Duration(0)
 	if conn == nil {
 		var err error
@@ -691,7 +696,7 @@ func (e *run) operation(ctx context.Context, vu *workload.VU, op int, own *pgxpo
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				e.cancelled.Add(1)
+				e.cutShort(op, began, sched)
 				return nil, 0, stepEnding
 			}
 			e.fail(op, start, sched, wait, 0, 0, err)
@@ -714,7 +719,7 @@ func (e *run) operation(ctx context.Context, vu *workload.VU, op int, own *pgxpo
 	switch {
 	case ctx.Err() != nil:
 		// The run is ending: the operation was cut short, not failed.
-		e.cancelled.Add(1)
+		e.cutShort(op, began, sched)
 		conn.Conn().Close(context.Background()) //nolint:errcheck // discarded either way
 		conn.Release()
 		return nil, 0, stepEnding
@@ -754,6 +759,14 @@ func healthy(ctx context.Context, conn *pgx.Conn) bool {
 	default:
 		return false
 	}
+}
+
+// cutShort counts an operation that the end of the run cut short and
+// hands it to the recorder, which scores it frustrated when it has
+// already run longer than 4T (record.Recorder.RecordCutShort).
+func (e *run) cutShort(op int, start, sched time.Time) {
+	e.cancelled.Add(1)
+	e.rec.RecordCutShort(op, start, sched, time.Now())
 }
 
 func (e *run) record(s record.Sample) {

@@ -426,6 +426,9 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	doc.Integral = results.NewIntegralScore(v, ok)
 	doc.Totals = rec.Totals(scored)
 	doc.Series = rec.Series()
+	if doc.Stages, err = results.StageFigures(doc); err != nil {
+		say("warning: per-stage figures: %v", err)
+	}
 	cat := CatalogGrowth{Before: catBefore, After: catalogSizes(context.WithoutCancel(ctx), pool)}
 	doc.Extra = map[string]json.RawMessage{}
 	if cat.Before != nil && cat.After != nil {

@@ -36,6 +36,9 @@ func smokeOptions(t *testing.T, dsn string, d time.Duration) loadtest.Options {
 	}
 }
 
+// progressRE matches a progress line after the warm-up.
+var progressRE = regexp.MustCompile(`(?m)^ +\d+s/4s  VUs \d+  in op \d+  waiting \d+  tps \d+\.\d  errors \d+  last 1s: p95 [a-z_]+ \S+ \(T \S+\) APDEX [01]\.\d\d  since start: APDEX [01]\.\d\d  \| active `)
+
 // rowRE matches a summary table row: name, T, count, errors.
 var rowRE = regexp.MustCompile(`^\s*([a-z_]+)\s+\S+\s+(\d+)\s+(\d+)\s`)
 
@@ -88,6 +91,12 @@ func TestRunResultsMatchPrintedTable(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "| active ") {
 		t.Fatalf("progress lines lack the sampler's figures:\n%s", out.String())
+	}
+	// The progress line's figures are labelled: erplab's own tps, the
+	// last period's p95 and APDEX, the APDEX since the start, and the
+	// server's own commit rate named as the server's.
+	if !progressRE.MatchString(out.String()) || strings.Contains(out.String(), "| tps ") || !strings.Contains(out.String(), "| server tps ") {
+		t.Fatalf("progress lines lack labelled window and since-start figures:\n%s", out.String())
 	}
 	if strings.Contains(string(mustRead(t, res.Path)), "s3cret") {
 		t.Fatal("a password reached the results file")

@@ -3,6 +3,8 @@ package loadtest
 import (
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,11 +18,17 @@ import (
 
 // PrintSummary writes the end-of-run table: per key operation T, count,
 // errors, p50/p95/p99/max response time, pool wait p95, APDEX [T] and its
-// rating, then the integral APDEX and the error codes seen.
+// rating, then the integral APDEX, the operations cut short at the end
+// (scored frustrated past 4T, the others not scored), the per-stage
+// figures of a profile of several steps, and the error codes seen.
 func PrintSummary(w io.Writer, doc *results.Document, out engine.Outcome) {
 	fmt.Fprintf(w, "\nrun %s after %s", doc.Status, out.Elapsed.Round(100*time.Millisecond))
 	if out.Cancelled > 0 {
-		fmt.Fprintf(w, " (%d operations cut short at the end, not counted)", out.Cancelled)
+		var scored int64
+		for _, r := range doc.Operations {
+			scored += r.CutShort.Scored()
+		}
+		fmt.Fprintf(w, " (%d operations cut short at the end: %d scored frustrated, %d not scored)", out.Cancelled, scored, out.Cancelled-scored)
 	}
 	fmt.Fprintf(w, "; max %d VUs\n\n", out.MaxVUs)
 	// Names left-aligned (padded here), figures right-aligned.
@@ -35,14 +43,16 @@ func PrintSummary(w io.Writer, doc *results.Document, out engine.Outcome) {
 	for _, r := range doc.Operations {
 		warm += r.WarmupCount
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
-			name(r.Name), fmtMs(r.TargetMs), r.Count, r.Errors, r.PerSecond,
-			fmtMs(r.Response.P50), fmtMs(r.Response.P95), fmtMs(r.Response.P99), fmtMs(r.Response.Max),
-			fmtMs(r.PoolWait.P95), r.Apdex.String(), rating(r.Apdex))
+			name(r.Name), results.FormatMs(r.TargetMs), r.Count, r.Errors, r.PerSecond,
+			results.FormatMs(r.Response.P50), results.FormatMs(r.Response.P95), results.FormatMs(r.Response.P99), results.FormatMs(r.Response.Max),
+			results.FormatMs(r.PoolWait.P95), r.Apdex.String(), r.Apdex.Rating().Label())
 	}
 	fmt.Fprintf(tw, "%s\t\t%d\t%d\t%.1f\t\t\t\t\t\t%s\t%s\t\n", name("all (integral)"), doc.Totals.Count, doc.Totals.Errors, doc.Totals.PerSecond,
-		integralString(doc.Integral), doc.Integral.Rating)
+		doc.Integral.String(), doc.Integral.Rating)
 	tw.Flush()
-	fmt.Fprintf(w, "\nintegral APDEX %s (%s): priority-weighted mean of the key operations' scores\n", integralString(doc.Integral), doc.Integral.Rating)
+	fmt.Fprintf(w, "\nintegral APDEX %s (%s): priority-weighted mean of the key operations' scores\n", doc.Integral.String(), doc.Integral.Rating)
+	printCutShort(w, doc)
+	printStages(w, doc)
 	printOpenModel(w, doc, out)
 	if warm > 0 {
 		fmt.Fprintf(w, "warm-up: %d operations recorded apart, not scored\n", warm)
@@ -66,38 +76,6 @@ func PrintSummary(w io.Writer, doc *results.Document, out engine.Outcome) {
 	}
 }
 
-func rating(s apdex.Score) string {
-	if s.NS() {
-		return "NS"
-	}
-	return s.Rating().String()
-}
-
-func integralString(i results.IntegralScore) string {
-	if i.NS() {
-		return "NS"
-	}
-	return apdex.FormatValue(i.Value)
-}
-
-// fmtMs prints a latency in ms with a unit that keeps 3 significant digits.
-func fmtMs(v float64) string {
-	switch {
-	case v == 0:
-		return "-"
-	case v < 1:
-		return fmt.Sprintf("%.0fµs", v*1000)
-	case v < 10:
-		return fmt.Sprintf("%.2fms", v)
-	case v < 1000:
-		return fmt.Sprintf("%.0fms", v)
-	case v >= 60000:
-		return (time.Duration(v*1e6) / time.Second * time.Second).String()
-	default:
-		return fmt.Sprintf("%.2fs", v/1000)
-	}
-}
-
 // fmtElapsed rounds elapsed time to the progress period's precision.
 func fmtElapsed(d, period time.Duration) string {
 	if period < time.Second {
@@ -106,10 +84,14 @@ func fmtElapsed(d, period time.Duration) string {
 	return d.Round(time.Second).String()
 }
 
-// printProgress writes a line every opts.Progress until done: elapsed, VUs,
-// VUs inside an operation and waiting for a connection, operations per
-// second over the last period, errors, the worst p95 against its T since
-// the start of scoring (cumulative), and the running integral APDEX.
+// printProgress writes a line every opts.Progress until done: elapsed,
+// VUs, VUs inside an operation and waiting for a connection, erplab's own
+// executions per second over the last period ("tps", completed key
+// operations, warm-up included), errors since the start, then for the last
+// period ("last 5s") the worst p95 against its T and the integral APDEX,
+// and the integral APDEX since the start of scoring. The samplers' figures
+// follow (their "server tps" is PostgreSQL's commit rate, which
+// pg_stat_database reports with a delay).
 func printProgress(say func(string, ...any), rec *record.Recorder, obs *sampler.Session, opts Options, done <-chan struct{}) {
 	t := time.NewTicker(opts.Progress)
 	defer t.Stop()
@@ -122,36 +104,70 @@ func printProgress(say func(string, ...any), rec *record.Recorder, obs *sampler.
 			return
 		case now := <-t.C:
 			s := rec.Snapshot()
+			win := rec.TakeWindow()
 			vus, waiters, inFlight := rec.Gauges()
 			n := s.Count + s.Warmup
 			rate := float64(n-lastCount) / now.Sub(last).Seconds()
 			lastCount, last = n, now
-			line := fmt.Sprintf("%5s/%s  VUs %d  in op %d  waiting %d  %.1f ops/s  errors %d",
-				fmtElapsed(now.Sub(rec.Start()), opts.Progress), total, vus, inFlight, waiters, rate, s.Errors)
-			if opts.Rate != nil {
-				line += fmt.Sprintf("  backlog %d", s.Backlog)
-				if s.Skipped > 0 {
-					line += fmt.Sprintf("  skipped %d", s.Skipped)
-				}
-			}
-			if now.Sub(rec.Start()) < opts.Warmup {
-				line += "  (warm-up)"
-			} else {
-				if s.WorstOp != "" {
-					line += fmt.Sprintf("  worst p95 %s %s (T %s)", s.WorstOp, fmtMs(float64(s.WorstP95)/1e6), fmtMs(float64(s.WorstTarget)/1e6))
-				}
-				if s.ApdexOK {
-					line += "  APDEX " + apdex.FormatValue(s.Apdex)
-				}
-			}
-			if obs != nil {
-				if o := obs.ProgressLine(); o != "" {
-					line += "  | " + o
-				}
-			}
-			say("%s", line)
+			say("%s", progressLine(progressFigures{
+				Elapsed: fmtElapsed(now.Sub(rec.Start()), opts.Progress), Total: total, Period: opts.Progress,
+				VUs: vus, InFlight: inFlight, Waiters: waiters, TPS: rate, Snapshot: s, Window: win,
+				Open: opts.Rate != nil, Warmup: now.Sub(rec.Start()) < opts.Warmup, Obs: obsLine(obs),
+			}))
 		}
 	}
+}
+
+func obsLine(obs *sampler.Session) string {
+	if obs == nil {
+		return ""
+	}
+	return obs.ProgressLine()
+}
+
+// progressFigures is what one progress line shows.
+type progressFigures struct {
+	Elapsed                string
+	Total, Period          time.Duration
+	VUs, InFlight, Waiters int64
+	TPS                    float64 // erplab's completed executions per second in the period
+	Snapshot               record.Snapshot
+	Window                 record.Window
+	Open, Warmup           bool
+	Obs                    string // the samplers' part, "" without
+}
+
+// progressLine formats one progress line, e.g.
+// "  10s/1m0s  VUs 20  in op 20  waiting 12  tps 24.8  errors 0  last 5s: p95 post_order 412ms (T 200ms) APDEX 0.61  since start: APDEX 0.83  | active 8 ...".
+func progressLine(f progressFigures) string {
+	line := fmt.Sprintf("%5s/%s  VUs %d  in op %d  waiting %d  tps %.1f  errors %d",
+		f.Elapsed, f.Total, f.VUs, f.InFlight, f.Waiters, f.TPS, f.Snapshot.Errors)
+	if f.Open {
+		line += fmt.Sprintf("  backlog %d", f.Snapshot.Backlog)
+		if f.Snapshot.Skipped > 0 {
+			line += fmt.Sprintf("  skipped %d", f.Snapshot.Skipped)
+		}
+	}
+	if f.Warmup {
+		line += "  (warm-up)"
+	} else {
+		line += "  last " + f.Period.String() + ":"
+		if f.Window.WorstOp != "" {
+			line += fmt.Sprintf(" p95 %s %s (T %s)", f.Window.WorstOp, results.FormatMs(float64(f.Window.WorstP95)/1e6), results.FormatMs(float64(f.Window.WorstTarget)/1e6))
+		}
+		if f.Window.ApdexOK {
+			line += " APDEX " + apdex.FormatValue(f.Window.Apdex)
+		} else {
+			line += " no executions"
+		}
+		if f.Snapshot.ApdexOK {
+			line += "  since start: APDEX " + apdex.FormatValue(f.Snapshot.Apdex)
+		}
+	}
+	if f.Obs != "" {
+		line += "  | " + f.Obs
+	}
+	return line
 }
 
 // printOpenModel writes the open model's figures (skipped arrivals count
@@ -165,7 +181,7 @@ func printOpenModel(w io.Writer, doc *results.Document, out engine.Outcome) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "key operation\tlag p50\tlag p99\tlag max\tskipped\tlate\t\n")
 		for _, r := range doc.Operations {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t\n", r.Name, fmtMs(r.Lag.P50), fmtMs(r.Lag.P99), fmtMs(r.Lag.Max), r.Skipped, r.Late)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t\n", r.Name, results.FormatMs(r.Lag.P50), results.FormatMs(r.Lag.P99), results.FormatMs(r.Lag.Max), r.Skipped, r.Late)
 		}
 		tw.Flush()
 		fmt.Fprintf(w, "lag = actual start - scheduled start")
@@ -186,3 +202,62 @@ func printOpenModel(w io.Writer, doc *results.Document, out engine.Outcome) {
 		fmt.Fprintf(w, "%d VUs stopped before doing all their transactions (the run's time bound or a ramp-down)\n", out.Unfinished)
 	}
 }
+
+// printCutShort lists, per operation, the executions still running when
+// the run ended: those already past 4T are in the APDEX as frustrated
+// (and the table's APDEX counts them), the others are not scored.
+func printCutShort(w io.Writer, doc *results.Document) {
+	header := false
+	for _, r := range doc.Operations {
+		c := r.CutShort
+		if c.Total() == 0 {
+			continue
+		}
+		if !header {
+			fmt.Fprintf(w, "cut short at the end (still running after the graceful stop; past 4T scored frustrated, the others not scored):\n")
+			header = true
+		}
+		var parts []string
+		if c.Frustrated > 0 {
+			parts = append(parts, fmt.Sprintf("%d past 4T = %s, scored frustrated (longest %s)", c.Frustrated, results.FormatMs(4*r.TargetMs), results.FormatMs(c.FrustratedMaxMs)))
+		}
+		if c.NotScored > 0 {
+			parts = append(parts, fmt.Sprintf("%d not scored (longest %s)", c.NotScored, results.FormatMs(c.NotScoredMaxMs)))
+		}
+		fmt.Fprintf(w, "  %s: %s\n", r.Name, strings.Join(parts, ", "))
+	}
+}
+
+// printStages writes the per-step figures of a load profile of several
+// steps (doc.Stages): per step its span and VUs, then per key operation
+// count, rate, p50/p95/p99 and APDEX, and the step's integral APDEX.
+func printStages(w io.Writer, doc *results.Document) {
+	if len(doc.Stages) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nper stage (executions counted in the stage in which they completed):\n")
+	width := len("all (integral)")
+	for _, r := range doc.Operations {
+		width = max(width, len(r.Name))
+	}
+	name := func(s string) string { return fmt.Sprintf("%-*s", width, s) }
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "stage\tspan\tVUs\t%s\tcount\terrors\tper s\tp50\tp95\tp99\tAPDEX [T]\t\n", name("key operation"))
+	for _, st := range doc.Stages {
+		vus := fmt.Sprint(st.TargetVUs)
+		if st.FromVUs != st.TargetVUs {
+			vus = fmt.Sprintf("%d->%d", st.FromVUs, st.TargetVUs)
+		}
+		first := fmt.Sprintf("%d\t%s-%ss\t%s", st.Stage, fmtSeconds(st.StartS), fmtSeconds(st.EndS), vus)
+		for _, op := range st.Operations {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t%s\t%s\t%s\t%s\t\n", first, name(op.Name), op.Count, op.Errors, op.PerSecond,
+				results.FormatMs(op.Response.P50), results.FormatMs(op.Response.P95), results.FormatMs(op.Response.P99), op.Apdex.String())
+			first = "\t\t"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t\t\t\t%s\t\n", first, name("all (integral)"), st.Count, st.Errors, st.PerSecond, st.Integral.String())
+	}
+	tw.Flush()
+}
+
+// fmtSeconds prints seconds since the start without needless decimals.
+func fmtSeconds(s float64) string { return strconv.FormatFloat(math.Round(s*10)/10, 'f', -1, 64) }

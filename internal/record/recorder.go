@@ -128,6 +128,13 @@ type opStats struct {
 	warmN     int64
 	warmErr   int64
 	warmSkip  int64
+	ivCut     int64 // cut-short executions scored frustrated in the interval
+	cut       results.CutShort
+	// win* cover the window since the last TakeWindow (progress line).
+	winResp  *hdrhistogram.Histogram
+	winApdex apdex.Counts
+	winCount int64
+	winErr   int64
 }
 
 // Recorder accumulates samples. Record, SetGauges, Gauges, Snapshot,
@@ -163,7 +170,7 @@ func New(ops []OpInfo, start time.Time, warmup, interval time.Duration) *Recorde
 	r := &Recorder{start: start, warmup: warmup, interval: interval}
 	for _, op := range ops {
 		r.ops = append(r.ops, &opStats{
-			info: op, resp: newHist(), wait: newHist(), db: newHist(), lag: newHist(), ivResp: newHist(),
+			info: op, resp: newHist(), wait: newHist(), db: newHist(), lag: newHist(), ivResp: newHist(), winResp: newHist(),
 			byState: map[string]int64{}, ivState: map[string]int64{},
 		})
 	}
@@ -230,6 +237,7 @@ func (r *Recorder) Record(s Sample) {
 		// error must not make the percentiles look better.
 		recordMicros(o.resp, resp)
 		recordMicros(o.ivResp, resp)
+		recordMicros(o.winResp, resp)
 		recordMicros(o.wait, s.Wait)
 		recordMicros(o.db, s.DB)
 		if limit := r.limit.Load(); limit > 0 && resp > time.Duration(limit) {
@@ -239,6 +247,44 @@ func (r *Recorder) Record(s Sample) {
 	}
 	o.apdex.Add(resp, o.info.Target, failed)
 	o.ivApdex.Add(resp, o.info.Target, failed)
+	o.winApdex.Add(resp, o.info.Target, failed)
+	o.winCount++
+	if failed {
+		o.winErr++
+	}
+}
+
+// RecordCutShort counts an execution of operation op that the end of the
+// run (the graceful stop's end, or an interrupt) cut short at end: it
+// began at start, or was scheduled at scheduled in the open model (then
+// its elapsed time runs from there, as its response time would have).
+// When its elapsed time already exceeds 4T it could only have ended
+// frustrated, so it is scored frustrated (in the zones and APDEX of the
+// operation and of the current interval, not in Count or the histograms)
+// and counted in results.CutShort.Frustrated; otherwise, or when it
+// began in the warm-up, it is counted in CutShort.NotScored. Both keep
+// their longest elapsed time.
+func (r *Recorder) RecordCutShort(op int, start, scheduled, end time.Time) {
+	o := r.ops[op]
+	at := start
+	if !scheduled.IsZero() {
+		at = scheduled
+	}
+	elapsed := max(end.Sub(at), 0)
+	ms := float64(elapsed) / float64(time.Millisecond)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if at.Sub(r.start) >= r.warmup && apdex.Classify(elapsed, o.info.Target) == apdex.Frustrated {
+		o.cut.Frustrated++
+		o.cut.FrustratedMaxMs = max(o.cut.FrustratedMaxMs, ms)
+		o.ivCut++
+		o.apdex.Add(elapsed, o.info.Target, true)
+		o.ivApdex.Add(elapsed, o.info.Target, true)
+		o.winApdex.Add(elapsed, o.info.Target, true)
+		return
+	}
+	o.cut.NotScored++
+	o.cut.NotScoredMaxMs = max(o.cut.NotScoredMaxMs, ms)
 }
 
 // RecordSkipped counts an arrival of operation op, scheduled at scheduled,
@@ -263,6 +309,7 @@ func (r *Recorder) RecordSkipped(op int, scheduled time.Time) {
 	o.ivSkip++
 	o.apdex.Add(0, o.info.Target, true)
 	o.ivApdex.Add(0, o.info.Target, true)
+	o.winApdex.Add(0, o.info.Target, true)
 }
 
 // SetGauges stores the current number of active virtual users, of those
@@ -345,10 +392,10 @@ func (r *Recorder) Tick(now time.Time) []results.Interval {
 		}
 		for _, o := range r.ops {
 			o.mu.Lock()
-			if o.ivCount > 0 || o.ivSkip > 0 {
+			if o.ivCount > 0 || o.ivSkip > 0 || o.ivCut > 0 {
 				oi := results.OpInterval{
 					Count: o.ivCount, Errors: o.ivErrors, Skipped: o.ivSkip, Late: o.ivLate,
-					Zones: o.ivApdex, Retries: o.ivRetries, Retried: o.ivRetried,
+					Zones: o.ivApdex, Retries: o.ivRetries, Retried: o.ivRetried, CutShort: o.ivCut,
 				}
 				if o.ivResp.TotalCount() > 0 {
 					l := results.Summarize(o.ivResp)
@@ -366,7 +413,7 @@ func (r *Recorder) Tick(now time.Time) []results.Interval {
 			}
 			o.ivResp.Reset()
 			o.ivCount, o.ivErrors, o.ivSkip, o.ivLate = 0, 0, 0, 0
-			o.ivRetries, o.ivRetried, o.ivApdex = 0, 0, apdex.Counts{}
+			o.ivRetries, o.ivRetried, o.ivApdex, o.ivCut = 0, 0, apdex.Counts{}, 0
 			clear(o.ivState)
 			o.mu.Unlock()
 		}
@@ -426,6 +473,10 @@ func (r *Recorder) Results(scored time.Duration) []results.OpResult {
 			}
 		}
 		res.Histogram = encode(o.resp)
+		if o.cut.Total() > 0 {
+			c := o.cut
+			res.CutShort = &c
+		}
 		o.mu.Unlock()
 		out = append(out, res)
 	}
@@ -503,4 +554,46 @@ func (r *Recorder) Snapshot() Snapshot {
 	s.Apdex, s.ApdexOK = apdex.Integral(ws)
 	s.Backlog = r.backlog.Load()
 	return s
+}
+
+// Window holds the scored figures of the window since the previous
+// TakeWindow (or the start): executions and errors completed in it, the
+// operation whose p95 in the window is worst relative to its T, and the
+// integral APDEX of the window's zone counts (errors, skipped arrivals
+// and cut-short executions past 4T frustrated). ApdexOK is false when no
+// operation had a sample in the window.
+type Window struct {
+	Count, Errors int64
+	WorstOp       string
+	WorstP95      time.Duration
+	WorstTarget   time.Duration
+	Apdex         float64
+	ApdexOK       bool
+}
+
+// TakeWindow returns the figures since the previous call and starts a new
+// window. It is meant for one consumer (the progress line); it is safe
+// beside concurrent Record calls.
+func (r *Recorder) TakeWindow() Window {
+	var w Window
+	worst := -1.0
+	ws := make([]apdex.Weighted, 0, len(r.ops))
+	for _, o := range r.ops {
+		o.mu.Lock()
+		w.Count += o.winCount
+		w.Errors += o.winErr
+		if o.winResp.TotalCount() > 0 {
+			p95 := time.Duration(o.winResp.ValueAtQuantile(95)) * time.Microsecond
+			if ratio := float64(p95) / float64(o.info.Target); ratio > worst {
+				worst = ratio
+				w.WorstOp, w.WorstP95, w.WorstTarget = o.info.Name, p95, o.info.Target
+			}
+		}
+		ws = append(ws, apdex.Weighted{Score: o.winApdex.Score(o.info.Target), Priority: o.info.Priority})
+		o.winResp.Reset()
+		o.winApdex, o.winCount, o.winErr = apdex.Counts{}, 0, 0
+		o.mu.Unlock()
+	}
+	w.Apdex, w.ApdexOK = apdex.Integral(ws)
+	return w
 }

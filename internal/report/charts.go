@@ -32,11 +32,38 @@ const (
 	chartH = 3.2 * vg.Inch
 )
 
-var stormColor = color.RGBA{R: 220, G: 30, B: 30, A: 255}
+// okabeIto is the colour-blind-safe palette of Okabe and Ito ("Color
+// Universal Design", 2008) without its yellow (too light on white) and
+// with vermillion last: runs are told apart by blue, orange, bluish
+// green, reddish purple, sky blue and black, never by red against green.
+var okabeIto = []color.Color{
+	color.RGBA{R: 0x00, G: 0x72, B: 0xB2, A: 255}, // blue
+	color.RGBA{R: 0xE6, G: 0x9F, B: 0x00, A: 255}, // orange
+	color.RGBA{R: 0x00, G: 0x9E, B: 0x73, A: 255}, // bluish green
+	color.RGBA{R: 0xCC, G: 0x79, B: 0xA7, A: 255}, // reddish purple
+	color.RGBA{R: 0x56, G: 0xB4, B: 0xE9, A: 255}, // sky blue
+	color.RGBA{R: 0x00, G: 0x00, B: 0x00, A: 255}, // black
+	color.RGBA{R: 0xD5, G: 0x5E, B: 0x00, A: 255}, // vermillion
+}
 
+// stormColor marks storms: vermillion, the palette's last colour.
+var stormColor = okabeIto[len(okabeIto)-1]
+
+// palette gives the i-th colour of a chart (runs in the APDEX bars,
+// percentiles in the latency charts, wait events in the stacked chart):
+// Okabe-Ito, then the same colours half-way to white, then again.
 func palette(i int) color.Color {
-	all := append(append([]color.Color{}, plotutil.DarkColors...), plotutil.SoftColors...)
-	return all[i%len(all)]
+	c := okabeIto[i%len(okabeIto)].(color.RGBA)
+	if (i/len(okabeIto))%2 == 1 {
+		c = color.RGBA{R: c.R/2 + 128, G: c.G/2 + 128, B: c.B/2 + 128, A: 255}
+	}
+	return c
+}
+
+// hexColor is c as a CSS colour, "#0072b2".
+func hexColor(c color.Color) string {
+	r, g, b, _ := c.RGBA()
+	return fmt.Sprintf("#%02x%02x%02x", r>>8, g>>8, b>>8)
 }
 
 // render draws p into an SVG element.
@@ -131,7 +158,7 @@ func addStorms(p *plot.Plot, storms []stormMark) error {
 		if err != nil {
 			return fmt.Errorf("report: storm span: %w", err)
 		}
-		span.Color = color.NRGBA{R: 220, G: 30, B: 30, A: 40}
+		span.Color = color.NRGBA{R: 0xD5, G: 0x5E, B: 0x00, A: 40}
 		span.LineStyle.Width = 0
 		l, err := plotter.NewLine(plotter.XYs{{X: s.t, Y: ymin}, {X: s.t, Y: ymax}})
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/erplab/erplab/internal/apdex"
 	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/sampler"
 )
@@ -115,7 +116,7 @@ func opNames(runs []Run) []string {
 type summaryRow struct {
 	Name, Workload, Status, Started, Duration string
 	MaxVUs, Connections                       string
-	Integral, Rating                          string
+	Integral, Rating, RatingLabel             string
 	PerSecond, Count, Errors                  string
 	Storms                                    int
 }
@@ -139,12 +140,9 @@ func summarize(r Run) summaryRow {
 		Started:  r.Doc.StartedAt.UTC().Format(time.RFC3339),
 		Duration: r.Doc.EndedAt.Sub(r.Doc.StartedAt).Round(100 * time.Millisecond).String(),
 		MaxVUs:   fmt.Sprint(p.MaxVUs), Connections: conns,
-		Integral: "NS", Rating: r.Doc.Integral.Rating,
+		Integral: r.Doc.Integral.String(), Rating: r.Doc.Integral.Rating, RatingLabel: ratingLabel(r.Doc.Integral.Rating),
 		PerSecond: fmt.Sprintf("%.1f", r.Doc.Totals.PerSecond),
 		Count:     fmt.Sprint(r.Doc.Totals.Count), Errors: fmt.Sprint(r.Doc.Totals.Errors),
-	}
-	if !r.Doc.Integral.NS() {
-		s.Integral = fmt.Sprintf("%.3f", r.Doc.Integral.Value)
 	}
 	if r.Obs != nil {
 		s.Storms = len(r.Obs.Storms)
@@ -154,8 +152,11 @@ func summarize(r Run) summaryRow {
 
 // opCell is one operation's figures in one run.
 type opCell struct {
+	// Apdex is the score as the run summary prints it (apdex.Score.ValueString:
+	// two decimals truncated, "*" under 100 samples, "NS").
 	Apdex, Rating, P50, P95, P99, Count, Errors string
 	Class                                       string
+	Small                                       bool
 }
 
 type opRow struct {
@@ -178,14 +179,14 @@ func opRows(runs []Run) []opRow {
 				row.Target, row.Priority = fmtMs(op.TargetMs), op.Priority
 			}
 			c := opCell{
-				Apdex: "NS", Rating: op.Apdex.Rating().String(),
+				Apdex: op.Apdex.ValueString(), Rating: op.Apdex.Rating().Label(),
 				P50: fmtMs(op.Response.P50), P95: fmtMs(op.Response.P95), P99: fmtMs(op.Response.P99),
 				Count: fmt.Sprint(op.Count), Errors: fmt.Sprint(op.Errors),
+				Class: "r-" + op.Apdex.Rating().String(), Small: op.Apdex.SmallSample(),
 			}
-			if !op.Apdex.NS() {
-				c.Apdex = fmt.Sprintf("%.3f", op.Apdex.Value)
+			if op.Apdex.NS() {
+				c.Rating = "" // "NS" says it already
 			}
-			c.Class = "r-" + c.Rating
 			row.Cells = append(row.Cells, c)
 		}
 		rows = append(rows, row)
@@ -193,17 +194,16 @@ func opRows(runs []Run) []opRow {
 	return rows
 }
 
-func fmtMs(v float64) string {
-	switch {
-	case v >= 10000:
-		return fmt.Sprintf("%.1f s", v/1000)
-	case v >= 100:
-		return fmt.Sprintf("%.0f ms", v)
-	case v >= 1:
-		return fmt.Sprintf("%.1f ms", v)
-	default:
-		return fmt.Sprintf("%.2f ms", v)
+// fmtMs prints a latency as the run summary does (results.FormatMs).
+func fmtMs(v float64) string { return results.FormatMs(v) }
+
+// ratingLabel prints a rating as the run summary does ("NS" without
+// samples).
+func ratingLabel(r string) string {
+	if r == apdex.NoSample.String() {
+		return apdex.NoSample.Label()
 	}
+	return r
 }
 
 // obsRow is one run's observation summary.
@@ -356,35 +356,127 @@ func flatten(raw json.RawMessage) []kv {
 type envSection struct {
 	Name        string
 	CommandLine string
-	Environment []kv
-	Parameters  []kv
 }
 
 type page struct {
 	Title     string
 	Generated string
 	Runs      []string
-	Summary   []summaryRow
-	Ops       []opRow
-	Obs       []obsRow
-	Storms    []stormRow
-	Charts    []Chart
-	Env       []envSection
+	// Differs are the configuration items whose values differ between
+	// the runs (none for a single run); Remedies the remedies row when
+	// any run recorded remedies.
+	Differs  []item
+	Remedies *item
+	Summary  []summaryRow
+	Ops      []opRow
+	// Small is true when some APDEX comes from fewer than 100 samples.
+	Small   bool
+	Obs     []obsRow
+	Storms  []stormRow
+	Charts  []Chart
+	Stages  stageTable
+	Params  []item // parameters, erplab version and remedies
+	Server  []item
+	Host    []item
+	OpDefs  []opDef
+	Env     []envSection
+	Palette []string // the runs' colours in the charts, CSS hex
 }
 
 func buildPage(runs []Run, charts []Chart) page {
 	pg := page{Title: "erplab report", Generated: time.Now().UTC().Format(time.RFC3339), Charts: charts}
-	for _, r := range runs {
+	for i, r := range runs {
 		pg.Runs = append(pg.Runs, r.Name)
 		pg.Summary = append(pg.Summary, summarize(r))
 		pg.Obs = append(pg.Obs, observe(r))
-		pg.Env = append(pg.Env, envSection{Name: r.Name, CommandLine: strings.Join(r.Doc.CommandLine, " "),
-			Environment: flatten(r.Doc.Environment), Parameters: flatten(r.Doc.Parameters)})
+		pg.Env = append(pg.Env, envSection{Name: r.Name, CommandLine: strings.Join(r.Doc.CommandLine, " ")})
+		pg.Palette = append(pg.Palette, hexColor(palette(i)))
 	}
 	pg.Title += ": " + strings.Join(pg.Runs, " vs ")
+	for _, it := range configItems(runs) {
+		if it.Differs && len(runs) > 1 {
+			pg.Differs = append(pg.Differs, it)
+		}
+		switch it.Section {
+		case secRemedies:
+			if it.Key == "remedies" && !allDash(it.Values) {
+				c := it
+				pg.Remedies = &c
+			}
+			pg.Params = append(pg.Params, it)
+		case secVersion, secParams:
+			pg.Params = append(pg.Params, it)
+		case secServer:
+			pg.Server = append(pg.Server, it)
+		case secHost:
+			pg.Host = append(pg.Host, it)
+		}
+	}
 	pg.Ops = opRows(runs)
+	for _, o := range pg.Ops {
+		for _, c := range o.Cells {
+			pg.Small = pg.Small || c.Small
+		}
+	}
+	pg.OpDefs = operationRows(runs)
+	pg.Stages = stageRows(runs)
 	pg.Storms = stormRows(runs)
 	return pg
+}
+
+// stageTable holds the per-step figures of the runs that have several
+// steps (results' stages[]): a row per run and step, a column per key
+// operation.
+type stageTable struct {
+	Ops  []string
+	Rows []stageRow
+}
+
+type stageRow struct {
+	Run, Stage, Span, VUs, PerSecond, Integral, Rating string
+	Cells                                              []stageCell
+}
+
+type stageCell struct{ Apdex, P95, Class string }
+
+func stageRows(runs []Run) stageTable {
+	var t stageTable
+	for _, r := range runs {
+		if len(r.Doc.Stages) > 0 {
+			t.Ops = opNames(runs)
+			break
+		}
+	}
+	for _, r := range runs {
+		for _, st := range r.Doc.Stages {
+			vus := fmt.Sprint(st.TargetVUs)
+			if st.FromVUs != st.TargetVUs {
+				vus = fmt.Sprintf("%d → %d", st.FromVUs, st.TargetVUs)
+			}
+			row := stageRow{Run: r.Name, Stage: fmt.Sprint(st.Stage), Span: fmt.Sprintf("%.1f–%.1f s", st.StartS, st.EndS), VUs: vus,
+				PerSecond: fmt.Sprintf("%.1f", st.PerSecond), Integral: st.Integral.String(), Rating: st.Integral.Rating}
+			for _, name := range t.Ops {
+				c := stageCell{Apdex: "-"}
+				for _, op := range st.Operations {
+					if op.Name == name {
+						c = stageCell{Apdex: op.Apdex.ValueString(), P95: fmtMs(op.Response.P95), Class: "r-" + op.Apdex.Rating().String()}
+					}
+				}
+				row.Cells = append(row.Cells, c)
+			}
+			t.Rows = append(t.Rows, row)
+		}
+	}
+	return t
+}
+
+func allDash(vs []string) bool {
+	for _, v := range vs {
+		if v != "-" {
+			return false
+		}
+	}
+	return true
 }
 
 // WriteHTML writes the report page for runs: summary, APDEX table,
@@ -399,6 +491,13 @@ func WriteHTML(w io.Writer, runs []Run) error {
 	pg := buildPage(runs, charts)
 	t, err := template.New("page").Funcs(template.FuncMap{
 		"svg": func(s string) template.HTML { return template.HTML(s) }, // our own renderer's output
+		"dict": func(kv ...any) map[string]any {
+			m := make(map[string]any, len(kv)/2)
+			for i := 0; i+1 < len(kv); i += 2 {
+				m[fmt.Sprint(kv[i])] = kv[i+1]
+			}
+			return m
+		},
 	}).Parse(pageHTML)
 	if err != nil {
 		return fmt.Errorf("report: template: %w", err)
@@ -415,11 +514,12 @@ func WriteMarkdown(w io.Writer, runs []Run) error {
 	pg := buildPage(runs, nil)
 	var b strings.Builder
 	fmt.Fprintf(&b, "## %s\n\n", pg.Title)
+	writeItemsMarkdown(&b, pg, "What differs between the runs", pg.Differs, true)
 	b.WriteString("| run | workload | status | started | duration | VUs | connections | integral APDEX | ops/s | executions | errors | storms |\n")
 	b.WriteString("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range pg.Summary {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s (%s) | %s | %s | %s | %d |\n", md(s.Name), md(s.Workload), md(s.Status),
-			s.Started, s.Duration, s.MaxVUs, s.Connections, s.Integral, s.Rating, s.PerSecond, s.Count, s.Errors, s.Storms)
+			s.Started, s.Duration, s.MaxVUs, s.Connections, s.Integral, s.RatingLabel, s.PerSecond, s.Count, s.Errors, s.Storms)
 	}
 	b.WriteString("\n### APDEX per key operation\n\n| operation | T | priority |")
 	for _, r := range pg.Runs {
@@ -433,9 +533,34 @@ func WriteMarkdown(w io.Writer, runs []Run) error {
 				b.WriteString(" - | - | - |")
 				continue
 			}
-			fmt.Fprintf(&b, " %s (%s) | %s / %s / %s | %s (%s) |", c.Apdex, c.Rating, c.P50, c.P95, c.P99, c.Count, c.Errors)
+			a := c.Apdex
+			if c.Rating != "" {
+				a += " (" + c.Rating + ")"
+			}
+			fmt.Fprintf(&b, " %s | %s / %s / %s | %s (%s) |", a, c.P50, c.P95, c.P99, c.Count, c.Errors)
 		}
 		b.WriteString("\n")
+	}
+	if pg.Small {
+		b.WriteString("\n\\* fewer than 100 samples: APDEX of such operations is indicative only\n")
+	}
+	if len(pg.Stages.Rows) > 0 {
+		b.WriteString("\n### APDEX per stage (APDEX, p95)\n\n| run | stage | span | VUs | ops/s | integral APDEX |")
+		for _, op := range pg.Stages.Ops {
+			fmt.Fprintf(&b, " %s |", md(op))
+		}
+		b.WriteString("\n|---|---:|---:|---:|---:|---:|" + strings.Repeat("---:|", len(pg.Stages.Ops)) + "\n")
+		for _, r := range pg.Stages.Rows {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |", md(r.Run), r.Stage, r.Span, r.VUs, r.PerSecond, r.Integral)
+			for _, c := range r.Cells {
+				if c.P95 != "" {
+					fmt.Fprintf(&b, " %s, %s |", c.Apdex, c.P95)
+				} else {
+					fmt.Fprintf(&b, " %s |", c.Apdex)
+				}
+			}
+			b.WriteString("\n")
+		}
 	}
 	b.WriteString("\n### Observations (means over the run)\n\n| run | top wait events (share of active sessions) | CPU user | CPU system | iowait | softirq | catalog before → after (growth) | temp files |\n|---|---|---:|---:|---:|---:|---|---:|\n")
 	for _, o := range pg.Obs {
@@ -448,7 +573,9 @@ func WriteMarkdown(w io.Writer, runs []Run) error {
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", md(s.Run), s.At, s.Span, md(s.Wait), md(s.Message))
 		}
 	}
-	b.WriteString("\n### Command lines\n\n")
+	b.WriteString("\n")
+	writeItemsMarkdown(&b, pg, "Parameters", pg.Params, false)
+	b.WriteString("### Command lines\n\n")
 	for _, e := range pg.Env {
 		fmt.Fprintf(&b, "- %s: `%s`\n", md(e.Name), strings.ReplaceAll(e.CommandLine, "`", "'"))
 	}
@@ -456,6 +583,38 @@ func WriteMarkdown(w io.Writer, runs []Run) error {
 		return fmt.Errorf("report: write: %w", err)
 	}
 	return nil
+}
+
+// writeItemsMarkdown writes a table of configuration items, a column per
+// run. With differsOnly (the "what differs" table, only for several runs)
+// an empty list says that nothing differs; otherwise the differing rows
+// are marked.
+func writeItemsMarkdown(b *strings.Builder, pg page, title string, items []item, differsOnly bool) {
+	if len(pg.Runs) < 2 && differsOnly {
+		return
+	}
+	fmt.Fprintf(b, "### %s\n\n", title)
+	if len(items) == 0 {
+		b.WriteString("Nothing recorded differs: same remedies, erplab version, parameters, server settings and host.\n\n")
+		return
+	}
+	b.WriteString("| | |")
+	for _, r := range pg.Runs {
+		fmt.Fprintf(b, " %s |", md(r))
+	}
+	b.WriteString("\n|---|---|" + strings.Repeat("---|", len(pg.Runs)) + "\n")
+	for _, it := range items {
+		key := md(it.Key)
+		if it.Differs && !differsOnly {
+			key = "**" + key + "** (differs)"
+		}
+		fmt.Fprintf(b, "| %s | %s |", it.Section, key)
+		for _, v := range it.Values {
+			fmt.Fprintf(b, " %s |", md(v))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
 }
 
 func md(s string) string {

@@ -24,6 +24,10 @@
 //     warm-up counters are not in the stream and stay zero.
 //   - Totals sum the operations; ScoredSeconds is the last interval's t
 //     minus the header's parameters.warmup_s; Series is the intervals.
+//   - The intervals' cut_short counts (executions the end of the run cut
+//     short past 4T, scored frustrated; schema 3) sum into
+//     OpResult.CutShort.Frustrated; the not-scored ones are not in the
+//     stream. Stages are computed from the intervals ([StageFigures]).
 //
 // Streams written before intervals carried zones and histograms
 // (SchemaVersion 1) are rebuilt with counts only: no APDEX, no latencies

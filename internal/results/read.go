@@ -108,7 +108,7 @@ func Rebuild(header *Document, series []Interval) (*Document, error) {
 			oi := iv.Ops[name]
 			a := get(name)
 			a.res.addInterval(oi)
-			if oi.Zones.Total() != oi.Count+oi.Skipped {
+			if oi.Zones.Total() != oi.Count+oi.Skipped+oi.CutShort {
 				a.exact = false
 			}
 			if oi.Histogram == "" {
@@ -165,6 +165,11 @@ func Rebuild(header *Document, series []Interval) (*Document, error) {
 	}
 	v, ok := Integral(d.Operations)
 	d.Integral = NewIntegralScore(v, ok)
+	stages, err := StageFigures(&d)
+	if err != nil {
+		return nil, fmt.Errorf("rebuild: %w", err)
+	}
+	d.Stages = stages
 	return &d, nil
 }
 
@@ -178,6 +183,12 @@ func (r *OpResult) addInterval(oi OpInterval) {
 	r.Retries += oi.Retries
 	r.Retried += oi.Retried
 	r.Zones.Merge(oi.Zones)
+	if oi.CutShort > 0 {
+		if r.CutShort == nil {
+			r.CutShort = &CutShort{}
+		}
+		r.CutShort.Frustrated += oi.CutShort
+	}
 	for k, v := range oi.ErrorsBySQLState {
 		if r.ErrorsBySQLState == nil {
 			r.ErrorsBySQLState = map[string]int64{}

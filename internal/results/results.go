@@ -2,6 +2,7 @@ package results
 
 import (
 	"encoding/json"
+	"fmt"
 	"sort"
 	"time"
 
@@ -16,8 +17,11 @@ const Format = "erplab-run/1"
 // SchemaVersion counts the additive changes within Format that this
 // package writes and reads (the "schema" field; a file without it is
 // version 1). Version 2 added per-operation zones, histogram_us,
-// errors_by_sqlstate, retries and retried to the intervals.
-const SchemaVersion = 2
+// errors_by_sqlstate, retries and retried to the intervals. Version 3
+// added the operations cut short at the end of the run (cut_short: those
+// already past 4T are scored frustrated, so the zones total count +
+// skipped + cut_short.frustrated) and the per-stage figures (stages).
+const SchemaVersion = 3
 
 // IntegralScore is the integral APDEX of a run, as written to the results.
 type IntegralScore struct {
@@ -30,6 +34,36 @@ type IntegralScore struct {
 
 // NS reports that no operation had samples.
 func (i IntegralScore) NS() bool { return i.Rating == apdex.NoSample.String() }
+
+// String prints the value as the run summary, compare and report show
+// it: truncated to two decimals (apdex.FormatValue), "NS" when no
+// operation had samples.
+func (i IntegralScore) String() string {
+	if i.NS() {
+		return "NS"
+	}
+	return apdex.FormatValue(i.Value)
+}
+
+// FormatMs prints a latency in ms with a unit that keeps 3 significant
+// digits, as every erplab table shows latencies: "-" for 0, "381µs",
+// "2.57ms", "17ms", "1.25s", and whole seconds from a minute ("1m5s").
+func FormatMs(v float64) string {
+	switch {
+	case v == 0:
+		return "-"
+	case v < 1:
+		return fmt.Sprintf("%.0fµs", v*1000)
+	case v < 10:
+		return fmt.Sprintf("%.2fms", v)
+	case v < 1000:
+		return fmt.Sprintf("%.0fms", v)
+	case v >= 60000:
+		return (time.Duration(v*1e6) / time.Second * time.Second).String()
+	default:
+		return fmt.Sprintf("%.2fs", v/1000)
+	}
+}
 
 // NewIntegralScore wraps an integral value for the document.
 func NewIntegralScore(v float64, ok bool) IntegralScore {
@@ -97,6 +131,9 @@ type Document struct {
 	Integral    IntegralScore   `json:"apdex_integral"`
 	Totals      Totals          `json:"totals"`
 	Series      []Interval      `json:"series,omitempty"`
+	// Stages are the figures of each step of a load profile of several
+	// steps (StageFigures), absent for a single step.
+	Stages []StageResult `json:"stages,omitempty"`
 	// Extra holds sections other packages add (observations, remedies).
 	Extra map[string]json.RawMessage `json:"extra,omitempty"`
 }
@@ -150,6 +187,45 @@ type OpResult struct {
 	// (pgbench's "total number of retries" and "transactions retried").
 	Retries int64 `json:"retries,omitempty"`
 	Retried int64 `json:"retried,omitempty"`
+	// CutShort counts the executions still running when the run ended
+	// (after the graceful stop, or at an interrupt); nil when there were
+	// none.
+	CutShort *CutShort `json:"cut_short,omitempty"`
+}
+
+// CutShort describes the executions of one operation that the end of the
+// run cut short. Those whose elapsed time (from the start, or the
+// scheduled start in the open model) already exceeded 4T could only have
+// ended frustrated: they are scored frustrated (in Zones and the APDEX,
+// not in Count or the histograms), so a saturated pool cannot hide its
+// longest waits. The others could still have ended in any zone and are
+// not scored. Elapsed times in ms.
+type CutShort struct {
+	// Frustrated counts the scored ones (elapsed > 4T); FrustratedMaxMs
+	// is the longest elapsed time among them.
+	Frustrated      int64   `json:"frustrated"`
+	FrustratedMaxMs float64 `json:"frustrated_max_elapsed_ms,omitempty"`
+	// NotScored counts the others (elapsed <= 4T, or started in the
+	// warm-up); NotScoredMaxMs is the longest elapsed time among them.
+	NotScored      int64   `json:"not_scored"`
+	NotScoredMaxMs float64 `json:"not_scored_max_elapsed_ms,omitempty"`
+}
+
+// Total is Frustrated + NotScored (nil-safe).
+func (c *CutShort) Total() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.Frustrated + c.NotScored
+}
+
+// Scored is the number of cut-short executions in the APDEX zones
+// (Frustrated; nil-safe).
+func (c *CutShort) Scored() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.Frustrated
 }
 
 // Latency is a latency distribution summary in ms.
@@ -189,6 +265,10 @@ type OpInterval struct {
 	ErrorsBySQLState map[string]int64 `json:"errors_by_sqlstate,omitempty"`
 	Retries          int64            `json:"retries,omitempty"`
 	Retried          int64            `json:"retried,omitempty"`
+	// CutShort counts the executions cut short by the end of the run and
+	// scored frustrated (CutShort.Frustrated), in the interval in which
+	// the run ended (schema 3); they are in Zones, not in Count.
+	CutShort int64 `json:"cut_short,omitempty"`
 }
 
 // Interval is one point of the time series.

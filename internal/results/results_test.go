@@ -181,7 +181,7 @@ func TestValidate(t *testing.T) {
 	}
 	for file, want := range map[string]string{
 		"format.json":            `format: "erplab-run/2", want "erplab-run/1"`,
-		"schema-newer.json":      "schema: 3, this erplab reads up to 2",
+		"schema-newer.json":      "schema: 4, this erplab reads up to 3",
 		"no-workload.json":       "workload: missing",
 		"no-started-at.json":     "started_at: missing",
 		"no-status.json":         "status: missing",

@@ -9,7 +9,7 @@ import (
 // known, the required fields (workload, started_at, status, every
 // operation's name, unique) are present, counts are not negative and
 // errors do not exceed counts, each operation's APDEX zones total its
-// count plus skipped arrivals, and the totals equal the sums over the
+// count plus skipped arrivals plus cut-short executions scored frustrated, and the totals equal the sums over the
 // operations. The error is one line naming the first field found wrong,
 // e.g. `totals.count: 10, but the operations sum to 12`.
 func Validate(d *Document) error {
@@ -47,7 +47,10 @@ func Validate(d *Document) error {
 			return fmt.Errorf("%s: %d, outside 0..count (%d)", f("errors"), op.Errors, op.Count)
 		}
 		seen[op.Name] = true
-		if z := op.Zones.Total(); z != op.Count+op.Skipped && !(noZones && z == 0) {
+		if z, cut := op.Zones.Total(), op.CutShort.Scored(); z != op.Count+op.Skipped+cut && !(noZones && z == 0) {
+			if cut > 0 {
+				return fmt.Errorf("%s: total %d, want count + skipped + cut_short.frustrated = %d", f("zones"), z, op.Count+op.Skipped+cut)
+			}
 			return fmt.Errorf("%s: total %d, want count + skipped = %d", f("zones"), z, op.Count+op.Skipped)
 		}
 		sum.AddOp(op)

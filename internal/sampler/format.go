@@ -6,7 +6,7 @@ import (
 )
 
 // Line is a one-line summary of a sample for progress lines, e.g.
-// "active 12 (LWLock:LockManager 8, CPU 3) idle 80 idle-in-tx 1 | tps 1200 | temp files 0.0/s | CPU busy 35 % sys 9 %".
+// "active 12 (LWLock:LockManager 8, CPU 3) idle 80 idle-in-tx 1 | server tps 1200 | temp files 0.0/s | CPU busy 35 % sys 9 %".
 // Parts whose data is missing (first sample, remote host) are left out.
 func Line(s *Sample) string {
 	var b strings.Builder
@@ -21,7 +21,7 @@ func Line(s *Sample) string {
 	}
 	fmt.Fprintf(&b, " idle %d idle-in-tx %d", s.Sessions.Idle, s.Sessions.IdleInTransaction+s.Sessions.IdleInTransactionAborted)
 	if s.DB != nil {
-		fmt.Fprintf(&b, " | tps %.0f | temp files %.1f/s", s.DB.TPS, s.DB.TempFiles)
+		fmt.Fprintf(&b, " | server tps %.0f | temp files %.1f/s", s.DB.TPS, s.DB.TempFiles)
 	}
 	if s.Host != nil && s.Host.Rates {
 		fmt.Fprintf(&b, " | CPU busy %.0f %% sys %.0f %%", s.Host.CPU.Busy, s.Host.CPU.System)

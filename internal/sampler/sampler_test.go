@@ -475,7 +475,7 @@ func TestSessionObservationsJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "samples", func() bool { return n.Load() >= 4 })
-	if line := sess.ProgressLine(); !strings.HasPrefix(line, "active 0 idle ") || !strings.Contains(line, "| tps ") {
+	if line := sess.ProgressLine(); !strings.HasPrefix(line, "active 0 idle ") || !strings.Contains(line, "| server tps ") {
 		t.Errorf("progress line %q", line)
 	}
 	sess.Stop()
