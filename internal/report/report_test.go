@@ -309,15 +309,16 @@ func TestChromiumRenders(t *testing.T) {
 //	erplab run --workload erp --scale 0.02 --users 10 --duration 20s --out erp.json
 //
 // (embedded server, default observations). Its report shows the
-// recorded figures: the integral APDEX, temp_table_storm's APDEX and
+// recorded figures as the CLI prints them (two decimals, '*' under 100
+// samples): the integral APDEX, temp_table_storm's APDEX and
 // percentiles, and "NS" for the operations that ran no sample.
 func TestERPRecordedRun(t *testing.T) {
 	runs, md := markdownOf(t, []string{"testdata/erp.json"})
 	for _, row := range []string{
-		"| erp | erp | completed | 2026-12-01T09:38:18Z | 20s | 10 | 10 | 0.961 (excellent) | 9.2 | 184 | 0 | 0 |",
-		"| temp_table_storm | 200 ms | 2 | 0.625 (poor) | 212 ms / 324 ms / 324 ms | 8 (0) |",
-		"| post_sales_invoice | 2000 ms | 1 | 1.000 (excellent) | 128 ms / 194 ms / 200 ms | 20 (0) |",
-		"| repost_day | 300.0 s | 4 | NS (ns) |",
+		"| erp | erp | completed | 2026-12-01T09:38:18Z | 20s | 10 | 10 | 0.96 (excellent) | 9.2 | 184 | 0 | 0 |",
+		"| temp_table_storm | 200ms | 2 | 0.62* (poor) | 212ms / 324ms / 324ms | 8 (0) |",
+		"| post_sales_invoice | 2.00s | 1 | 1.00* (excellent) | 128ms / 194ms / 200ms | 20 (0) |",
+		"| repost_day | 5m0s | 4 | NS | - / - / - | 0 (0) |",
 		"| erp | CPU 100 % | 58.8 % | 36.7 % | 0.3 % | 1.0 % | 1.8 MiB → 3.0 MiB (1.2 MiB) | 0.00 /s |",
 		"- erp: `erplab run --workload erp --scale 0.02 --users 10 --duration 20s --out erp.json`",
 	} {
