@@ -85,6 +85,7 @@ func reachableDir(t *testing.T) string {
 // directory grew during the load (a fresh cluster has one 16 MiB
 // segment; the scale-0.01 load writes more WAL than that).
 func TestWALOnPath(t *testing.T) {
+	pgtest.SkipShort(t) // starts a server of its own
 	ctx := context.Background()
 	path := reachableDir(t)
 	c, err := pgcluster.Start(ctx, pgcluster.Options{SharedBuffers: "128MB", MaxConnections: 20, StopWithParent: true})

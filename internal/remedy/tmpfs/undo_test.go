@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/erplab/erplab/internal/pgtest"
 	"io"
 	"os"
 	"path/filepath"
@@ -640,6 +641,7 @@ func TestUndoOrphan(t *testing.T) {
 // be removed (it could not with the mount), and UndoOrphan again removes
 // the state file.
 func TestUndoAfterServerKilled(t *testing.T) {
+	pgtest.SkipShort(t) // starts a server of its own
 	needRoot(t)
 	ctx := context.Background()
 	c, err := pgcluster.Start(ctx, pgcluster.Options{StopWithParent: true})
