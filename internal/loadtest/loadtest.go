@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -188,18 +189,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		poolSize = maxVUs
 	}
 
-	// The results files, checked before anything starts.
-	path := opts.Out
-	if path == "" {
-		stem := filepath.Join("erplab-results", time.Now().Format("20060102-150405")+"-"+opts.Workload.Name())
-		path = stem + ".json"
-		// Runs started in the same second get -2, -3, ...: a loop of
-		// short runs must not collide.
-		for i := 2; exists(path) || exists(strings.TrimSuffix(path, ".json")+".jsonl"); i++ {
-			path = fmt.Sprintf("%s-%d.json", stem, i)
-		}
-	}
-	streamPath := strings.TrimSuffix(path, ".json") + ".jsonl"
+	// The results files, checked and reserved before anything starts.
 	if opts.Out != "" {
 		// A typo in --out must not create directories: only the default
 		// ./erplab-results is made on demand.
@@ -209,9 +199,17 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 			}
 		}
 	}
-	if err := checkWritable(path, streamPath); err != nil {
+	path, streamPath, err := reserveResults(opts.Out, opts.Workload.Name(), time.Now())
+	if err != nil {
 		return nil, err
 	}
+	streaming := false
+	defer func() {
+		if !streaming {
+			// The run ended before its stream began: give the name back.
+			os.Remove(streamPath)
+		}
+	}()
 
 	// The server.
 	dsn, serverDesc := opts.DSN, conninfo.Redact(opts.DSN)
@@ -277,6 +275,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	streaming = true
 	defer stream.Close()
 
 	ops := opts.Workload.Operations()
@@ -615,12 +614,56 @@ func shortVersion(v string) string {
 	return v
 }
 
+// reserveResults chooses the run's results files and reserves them before
+// any server is started: path is out, or by default
+// ./erplab-results/<YYYYMMDD-HHMMSS>-<workload>.json (runs started in the
+// same second get -2, -3, ...), and streamPath the same with .jsonl,
+// created empty with O_EXCL so that two runs started together never take
+// the same name (the stream then opens the reserved file). It fails when
+// out names existing results or a directory that takes no files. The
+// caller removes streamPath if the run ends before streaming.
+func reserveResults(out, workload string, now time.Time) (path, streamPath string, err error) {
+	stem := strings.TrimSuffix(out, ".json")
+	if out == "" {
+		stem = filepath.Join("erplab-results", now.Format("20060102-150405")+"-"+workload)
+	}
+	for i := 1; ; i++ {
+		path = stem + ".json"
+		if i > 1 {
+			path = fmt.Sprintf("%s-%d.json", stem, i)
+		}
+		streamPath = strings.TrimSuffix(path, ".json") + ".jsonl"
+		err := checkWritable(path, streamPath)
+		if err == nil {
+			var f *os.File
+			if f, err = os.OpenFile(streamPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644); err == nil {
+				return path, streamPath, f.Close()
+			}
+			if !errors.Is(err, fs.ErrExist) {
+				return "", "", fmt.Errorf("results: %w", err)
+			}
+			err = resultsExistError{streamPath}
+		}
+		var taken resultsExistError
+		if out != "" || !errors.As(err, &taken) {
+			return "", "", err
+		}
+	}
+}
+
+// resultsExistError says that a results file exists already.
+type resultsExistError struct{ path string }
+
+func (e resultsExistError) Error() string {
+	return fmt.Sprintf("results file %s exists; choose another --out or remove it", e.path)
+}
+
 // checkWritable refuses to overwrite earlier results and makes sure the
 // directory exists and takes files, before any server is started.
 func checkWritable(paths ...string) error {
 	for _, p := range paths {
 		if _, err := os.Stat(p); err == nil {
-			return fmt.Errorf("results file %s exists; choose another --out or remove it", p)
+			return resultsExistError{p}
 		}
 		dir := filepath.Dir(p)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -714,9 +757,4 @@ func stressDesc(s stress.Spec) string {
 		parts = append(parts, fmt.Sprintf("vm-bytes=%d", s.VMBytes))
 	}
 	return strings.Join(parts, ",")
-}
-
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
 }
