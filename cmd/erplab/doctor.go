@@ -15,8 +15,8 @@ import (
 )
 
 type doctorFlags struct {
-	dsn, dsnFile        string
-	format, osUser      string
+	dsn, format, osUser string
+	dsnFile             string
 	procRoot, sysRoot   string
 	only, skip          []string
 	sample, interval    time.Duration
@@ -168,7 +168,8 @@ func containsID(list []string, s string) bool {
 }
 
 type fixFlags struct {
-	dsn, dsnFile, size, tablespace, location, scope, procRoot, state, stateDir string
+	dsn, size, tablespace, location, scope, procRoot, state, stateDir string
+	dsnFile                                                           string
 	apply, undo, force, states                                        bool
 }
 

@@ -19,11 +19,11 @@ import (
 
 type initFlags struct {
 	dsn, dsnFile, workload, osUser string
-	scale                 float64
-	seed                  uint64
-	parallel              int
-	force                 bool
-	drop, keep, vsPgbench bool
+	scale                          float64
+	seed                           uint64
+	parallel                       int
+	force                          bool
+	drop, keep, vsPgbench          bool
 }
 
 func newInitCmd() *cobra.Command {

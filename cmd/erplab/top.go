@@ -17,9 +17,9 @@ import (
 
 type topFlags struct {
 	dsn, dsnFile, metricsAddr string
-	interval         time.Duration
-	once             bool
-	count, queries   int
+	interval                  time.Duration
+	once                      bool
+	count, queries            int
 }
 
 func newTopCmd() *cobra.Command {

@@ -20,8 +20,8 @@ import (
 
 func newVsPgbenchCmd() *cobra.Command {
 	var (
-		dsn, dsnFile      string
-		mode, osUser      string
+		dsn, mode, osUser string
+		dsnFile           string
 		scripts           []string
 		clients           []int
 		duration          time.Duration
