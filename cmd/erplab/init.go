@@ -18,12 +18,13 @@ import (
 )
 
 type initFlags struct {
-	dsn, dsnFile, workload, osUser string
-	scale                          float64
-	seed                           uint64
-	parallel                       int
-	force                          bool
-	drop, keep, vsPgbench          bool
+	dsn, workload, osUser string
+	dsnFile               string
+	scale                 float64
+	seed                  uint64
+	parallel              int
+	force                 bool
+	drop, keep, vsPgbench bool
 }
 
 func newInitCmd() *cobra.Command {

@@ -35,20 +35,21 @@ func workloadByName(name string, fs *pflag.FlagSet) (workload.Workload, error) {
 }
 
 type runFlags struct {
-	dsn, dsnFile, workload, mix, think, out, osUser string
-	users, connections                              int
-	ramp, duration, warmup, progress                time.Duration
-	gracefulStop, interval                          time.Duration
-	stages                                          []string
-	scale, apdexMin                                 float64
-	seed                                            uint64
-	maxErrors                                       int64
-	force, keep, observe                            bool
-	observeInterval                                 time.Duration
-	metricsAddr                                     string
-	listOps                                         bool
-	stress                                          string
-	scripts                                         scriptFlags
+	dsn, workload, mix, think, out, osUser string
+	dsnFile                                string
+	users, connections                     int
+	ramp, duration, warmup, progress       time.Duration
+	gracefulStop, interval                 time.Duration
+	stages                                 []string
+	scale, apdexMin                        float64
+	seed                                   uint64
+	maxErrors                              int64
+	force, keep, observe                   bool
+	observeInterval                        time.Duration
+	metricsAddr                            string
+	listOps                                bool
+	stress                                 string
+	scripts                                scriptFlags
 }
 
 func newRunCmd() *cobra.Command {

@@ -16,10 +16,11 @@ import (
 )
 
 type topFlags struct {
-	dsn, dsnFile, metricsAddr string
-	interval                  time.Duration
-	once                      bool
-	count, queries            int
+	dsn, metricsAddr string
+	dsnFile          string
+	interval         time.Duration
+	once             bool
+	count, queries   int
 }
 
 func newTopCmd() *cobra.Command {
