@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -20,19 +19,17 @@ import (
 	"github.com/erplab/erplab/internal/stress"
 )
 
-// diskReport is the JSON output of erplab disk.
-type diskReport struct {
-	Micro []disk.PathResult  `json:"micro"`
-	Macro []disk.MacroResult `json:"macro,omitempty"`
-}
+// diskReport is the JSON output of erplab disk (docs/disk-format.md).
+type diskReport = disk.Comparison
 
 func newDiskCmd() *cobra.Command {
 	var (
 		quick, asJSON, noMacro, noMicro, quiet bool
+		walOnPath                              bool
 		tmpfsSize, fileSize, htmlOut           string
 		duration                               time.Duration
-		qd, churnFiles, runs                   int
-		scale                                  float64
+		qd, churnFiles, runs, repeat           int
+		scale, minEffect                       float64
 		osUser                                 string
 	)
 	cmd := &cobra.Command{
@@ -43,8 +40,21 @@ itself with --tmpfs SIZE when root) with micro patterns (8 KiB random reads/writ
 queue depth 1 and N, WAL-like 8 KiB writes with fdatasync and O_DSYNC, the temp-table file churn)
 and macro operations of the ERP workload on a tablespace on that path in a throwaway server (data
 load, sales turnover report, re-posting a day, temp-table storm with temp_tablespaces there), and
-ranks the paths per operation. Free space is checked first; every file it creates is removed
-afterwards, also on Ctrl-C. --quick runs the whole comparison in about a minute.`,
+ranks the paths per operation.
+
+Every measurement is repeated (--repeat, default 3) in rounds interleaved across the paths (round r
+takes the paths, sorted by name, rotated by r), so the order the paths are given in does not
+matter. Each figure is the median of its repeats with their range [min-max]. Two paths are tied
+unless the exact Mann-Whitney test over the repeats gives p <= 0.10 and the medians are at least
+--min-effect apart (default 10 %); with 3 repeats only complete separation of the repeats
+(p = 0.10) can make a difference, use --repeat 5 or more to resolve smaller ones.
+
+--wal-on-path gives each path its own throwaway server whose WAL (pg_wal) is on that path too, so
+re-posting's WAL flushes hit the candidate device; without it the WAL stays in the server's data
+directory under the temporary directory. The macro part always uses a server erplab starts itself
+(a server reached by a DSN could not have its WAL moved). Free space is checked first; every file
+it creates is removed afterwards, also on Ctrl-C. --quick (1 s runs, scale 0.01) takes about
+1.5 minutes for two paths.`,
 		RunE: func(cmd *cobra.Command, paths []string) error {
 			ctx := cmd.Context()
 			out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
@@ -54,12 +64,20 @@ afterwards, also on Ctrl-C. --quick runs the whole comparison in about a minute.
 				}
 			}
 			opts := disk.DefaultOptions()
-			mopts := disk.MacroOptions{Scale: 0.05, Seed: 1, Runs: 3, Progress: progress}
+			mopts := disk.MacroOptions{Scale: 0.05, Seed: 1, Runs: 1, Repeats: 3, Progress: progress}
 			if quick {
 				opts = disk.QuickOptions()
-				mopts.Scale, mopts.Runs = 0.01, 1
+				mopts.Scale = 0.01
 			}
 			f := cmd.Flags()
+			if f.Changed("repeat") {
+				opts.Repeats, mopts.Repeats = repeat, repeat
+			}
+			rule := disk.DefaultRule()
+			rule.MinEffect = minEffect
+			if err := rule.Validate(); err != nil {
+				return withCode(exitUsage, fmt.Errorf("--min-effect: %w", err))
+			}
 			if f.Changed("duration") {
 				opts.Duration = duration
 			}
@@ -94,6 +112,9 @@ afterwards, also on Ctrl-C. --quick runs the whole comparison in about a minute.
 			if len(paths) == 0 && tmpfsSize == "" {
 				return withCode(exitUsage, errors.New("give at least one directory (e.g. erplab disk /var/lib/postgresql /dev/shm) or --tmpfs SIZE"))
 			}
+			if err := disk.Distinct(paths); err != nil {
+				return withCode(exitUsage, err)
+			}
 			// Space first, before writing anything anywhere.
 			for _, p := range paths {
 				fi, err := os.Stat(p)
@@ -112,7 +133,7 @@ afterwards, also on Ctrl-C. --quick runs the whole comparison in about a minute.
 					need = 0
 				}
 				if !noMacro {
-					need = max(need, mopts.NeedBytes())
+					need = max(need, mopts.NeedBytes(walOnPath))
 				}
 				if free < need {
 					return fmt.Errorf("disk: %s: %d MiB free, need %d MiB (lower --file-size, --churn-files or --scale)", p, free>>20, need>>20)
@@ -138,23 +159,26 @@ afterwards, also on Ctrl-C. --quick runs the whole comparison in about a minute.
 			if noMicro && noMacro {
 				return withCode(exitUsage, errors.New("--no-micro and --no-macro leave nothing to measure"))
 			}
-			var rep diskReport
-			for _, p := range paths {
-				if noMicro {
-					break
-				}
-				r, err := disk.Measure(ctx, p, opts)
-				if err != nil {
+			if walOnPath && noMacro {
+				return withCode(exitUsage, errors.New("--wal-on-path moves the WAL of the macro part: drop --no-macro"))
+			}
+			var micro []disk.PathResult
+			var macro []disk.MacroResult
+			if !noMicro {
+				var err error
+				if micro, err = disk.MeasureAll(ctx, paths, opts); err != nil {
 					return diskErr(ctx, err)
 				}
-				rep.Micro = append(rep.Micro, r)
 			}
 			if !noMacro {
-				mr, err := runMacro(ctx, errw, osUser, paths, mopts)
-				rep.Macro = mr
-				if err != nil {
+				var err error
+				if macro, err = runMacro(ctx, errw, osUser, paths, mopts, walOnPath); err != nil {
 					return diskErr(ctx, err)
 				}
+			}
+			rep, err := disk.NewComparison(micro, macro, opts.Repeats, rule, walOnPath)
+			if err != nil {
+				return err
 			}
 			if htmlOut != "" {
 				if err := writeDiskHTML(htmlOut, rep); err != nil {
@@ -166,20 +190,25 @@ afterwards, also on Ctrl-C. --quick runs the whole comparison in about a minute.
 				return labWriteJSON(out, rep)
 			}
 			if len(rep.Micro) > 0 {
-				if err := writeMicroTable(out, rep.Micro); err != nil {
+				if err := writeMicroTable(out, rep); err != nil {
 					return err
 				}
 			}
 			if len(rep.Macro) > 0 {
-				return writeMacroTable(out, rep.Macro, mopts)
+				if err := writeMacroTable(out, rep, mopts); err != nil {
+					return err
+				}
 			}
-			return nil
+			return writeRuleNote(out, rep)
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&quick, "quick", false, "small sizes and short patterns: the whole comparison in about a minute")
+	f.BoolVar(&quick, "quick", false, "small sizes and short patterns: two paths in about 1.5 minutes")
 	f.StringVar(&tmpfsSize, "tmpfs", "", "also mount a tmpfs of this size (e.g. 2G) and measure it (root only); unmounted afterwards")
-	f.DurationVar(&duration, "duration", 5*time.Second, "time bound of each micro pattern (--quick: 2s)")
+	f.IntVar(&repeat, "repeat", 3, fmt.Sprintf("measure every pattern and operation this many times per path, interleaved across paths (1..%d)", disk.MaxRepeats))
+	f.Float64Var(&minEffect, "min-effect", disk.DefaultRule().MinEffect, "smallest relative difference of the medians that can rank two paths apart (0.10 = 10 %)")
+	f.BoolVar(&walOnPath, "wal-on-path", false, "put the WAL of the macro part on each candidate path too (one throwaway server per path)")
+	f.DurationVar(&duration, "duration", 5*time.Second, "time bound of each micro pattern run (--quick: 1s)")
 	f.StringVar(&fileSize, "file-size", "512M", "random I/O data file size (--quick: 64M)")
 	f.IntVar(&qd, "queue-depth", 16, "N of the queue depth N patterns (--quick: 8)")
 	f.IntVar(&churnFiles, "churn-files", 50000, "most files the temp-table churn creates in one directory (--quick: 10000)")
@@ -187,7 +216,7 @@ afterwards, also on Ctrl-C. --quick runs the whole comparison in about a minute.
 	f.BoolVar(&noMicro, "no-micro", false, "skip the micro patterns")
 	f.BoolVar(&noMacro, "no-macro", false, "skip the macro part (tablespaces in a throwaway server)")
 	f.Float64Var(&scale, "scale", 0.05, "ERP data scale of the macro part (--quick: 0.01)")
-	f.IntVar(&runs, "runs", 3, "timed executions of each macro operation (--quick: 1)")
+	f.IntVar(&runs, "runs", 1, "timed executions of each macro operation per repeat, averaged")
 	f.StringVar(&osUser, "os-user", "", "OS user of the throwaway server when root (default postgres)")
 	f.BoolVar(&asJSON, "json", false, "print the results as JSON")
 	f.BoolVarP(&quiet, "quiet", "q", false, "no progress lines")
@@ -202,50 +231,82 @@ func diskErr(ctx context.Context, err error) error {
 	return err
 }
 
-// runMacro starts a throwaway server and runs disk.Macro on every path.
-func runMacro(ctx context.Context, errw io.Writer, osUser string, paths []string, mopts disk.MacroOptions) ([]disk.MacroResult, error) {
-	mopts.Progress("starting a throwaway PostgreSQL for the tablespaces...")
-	c, err := pgcluster.Start(ctx, pgcluster.Options{OSUser: osUser, StopWithParent: true})
-	if err != nil {
-		return nil, err
-	}
+// runMacro starts a throwaway server (one per path with walOnPath, its
+// WAL moved there) and runs disk.MacroAll on the paths.
+func runMacro(ctx context.Context, errw io.Writer, osUser string, paths []string, mopts disk.MacroOptions, walOnPath bool) ([]disk.MacroResult, error) {
+	var targets []disk.Target
+	var stops []func() // run in reverse order
 	defer func() {
-		if err := c.Stop(); err != nil {
-			fmt.Fprintf(errw, "erplab: stop server: %v\n", err)
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
 		}
 	}()
-	srv := disk.Server{DSN: c.DSN, AdminDB: "postgres", OSUser: c.OSUser()}
-	var out []disk.MacroResult
-	for i, p := range paths {
-		r, err := disk.Macro(ctx, srv, p, i, mopts)
+	start := func() (*pgcluster.Cluster, error) {
+		c, err := pgcluster.Start(ctx, pgcluster.Options{OSUser: osUser, StopWithParent: true})
 		if err != nil {
-			return out, err
+			return nil, err
 		}
-		out = append(out, r)
+		stops = append(stops, func() {
+			if err := c.Stop(); err != nil {
+				fmt.Fprintf(errw, "erplab: stop server: %v\n", err)
+			}
+		})
+		return c, nil
 	}
-	return out, nil
-}
-
-func writeMicroTable(out io.Writer, res []disk.PathResult) error {
-	fmt.Fprintln(out, "Micro patterns (8 KiB; ranked by ops/s, 1 = best)")
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "pattern\trank\tpath\tfs\tops/s\tMiB/s\tp50 µs\tp95 µs\tp99 µs\tmax µs\t  note")
-	for _, p := range disk.Patterns() {
-		idx := disk.Rank(res, p)
-		for _, i := range idx {
-			r, _ := res[i].Result(p)
-			rank := 1
-			for _, j := range idx {
-				if o, _ := res[j].Result(p); o.OpsPerS > r.OpsPerS {
-					rank++
+	server := func(c *pgcluster.Cluster) disk.Server {
+		return disk.Server{DSN: c.DSN, AdminDB: "postgres", OSUser: c.OSUser()}
+	}
+	if !walOnPath {
+		mopts.Progress("starting a throwaway PostgreSQL for the tablespaces...")
+		c, err := start()
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range paths {
+			targets = append(targets, disk.Target{Server: server(c), Path: p})
+		}
+		return disk.MacroAll(ctx, targets, mopts)
+	}
+	for _, p := range paths {
+		mopts.Progress("starting a throwaway PostgreSQL with its WAL on %s...", p)
+		c, err := start()
+		if err != nil {
+			return nil, err
+		}
+		dir, err := disk.PutWALOn(ctx, c, p)
+		if dir != "" {
+			// Remove the WAL directory after the server's Stop: put it
+			// before that Stop in the reversed list.
+			stopC := stops[len(stops)-1]
+			stops[len(stops)-1] = func() {
+				if err := os.RemoveAll(dir); err != nil {
+					fmt.Fprintf(errw, "erplab: %v\n", err)
 				}
 			}
+			stops = append(stops, stopC)
+		}
+		if err != nil {
+			return nil, err
+		}
+		targets = append(targets, disk.Target{Server: server(c), Path: p, WALDir: dir})
+	}
+	return disk.MacroAll(ctx, targets, mopts)
+}
+
+func writeMicroTable(out io.Writer, c disk.Comparison) error {
+	fmt.Fprintf(out, "Micro patterns (8 KiB; ops/s median [min-max] of %d repeats interleaved across paths; rank 1 = best, = tied)\n", c.Repeats)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "pattern\trank\tpath\tfs\tops/s [min-max]\tMiB/s\tp50 µs\tp95 µs\tp99 µs\tmax µs\tvs next\t  note")
+	for _, rk := range c.MicroRanking {
+		for k, pl := range rk.Places {
+			pr, _ := c.PathResultOf(pl.Path)
+			r, _ := pr.Result(rk.Measure)
 			note := r.Note
-			if len(r.RateOverTime) > 0 {
-				first, last := r.RateOverTime[0], r.RateOverTime[len(r.RateOverTime)-1]
-				low := slices.Min(r.RateOverTime)
-				note = strings.TrimSpace(fmt.Sprintf("create files/s first %.0f, min %.0f, last %.0f as %d files filled the dir; unlink %.0f/s %s",
-					first, low, last, r.Ops, r.UnlinkPerS, note))
+			if m := r.MedianRun(); len(m.RateOverTime) > 0 {
+				first, last := m.RateOverTime[0], m.RateOverTime[len(m.RateOverTime)-1]
+				low := slices.Min(m.RateOverTime)
+				note = strings.TrimSpace(fmt.Sprintf("median run: create files/s first %.0f, min %.0f, last %.0f as %d files filled the dir; unlink %.0f/s %s",
+					first, low, last, m.Ops, m.UnlinkPerS, note))
 			}
 			if r.QueueDepth > 1 {
 				note = strings.TrimSpace(fmt.Sprintf("QD %d %s", r.QueueDepth, note))
@@ -253,60 +314,39 @@ func writeMicroTable(out io.Writer, res []disk.PathResult) error {
 			if r.Direct {
 				note = strings.TrimSpace("O_DIRECT " + note)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%.0f\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t  %s\n", p, rank, res[i].Path, res[i].FSType,
-				r.OpsPerS, r.MiBPerS, r.P50us, r.P95us, r.P99us, r.MaxUs, note)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t  %s\n", rk.Measure, disk.RankLabel(pl.Rank, pl.Tied), pl.Path, pr.FSType,
+				disk.FormatSpread("%.0f", r.OpsPerS), r.MiBPerS, r.P50us, r.P95us, r.P99us, r.MaxUs, rk.VersusNext(k), note)
 		}
 	}
 	return tw.Flush()
 }
 
 // writeMacroTable writes the field's table (CONTEXT.md section 2): one
-// row per path, the operations' mean times with their rank, rows ordered
-// by the sum of ranks.
-func writeMacroTable(out io.Writer, res []disk.MacroResult, o disk.MacroOptions) error {
-	fmt.Fprintf(out, "\nERP operations on a tablespace per path (scale %g, mean of %d run(s), ms; (rank), 1 = fastest)\n", o.Scale, o.Runs)
-	ops := disk.MacroOps()
-	ranks := make([]map[string]int, len(res))
-	score := make([]int, len(res))
-	for i := range res {
-		ranks[i] = map[string]int{}
-	}
-	for _, op := range ops {
-		idx := disk.RankMacro(res, op)
-		for _, i := range idx {
-			t, _ := res[i].Op(op)
-			r := 1
-			for _, j := range idx {
-				if o, _ := res[j].Op(op); o.MeanMs < t.MeanMs {
-					r++
-				}
-			}
-			ranks[i][op] = r
-			if op != disk.MacroInit {
-				score[i] += r
-			}
-		}
-	}
-	order := make([]int, len(res))
-	for i := range order {
-		order[i] = i
-	}
-	sort.SliceStable(order, func(a, b int) bool { return score[order[a]] < score[order[b]] })
+// row per path, the operations' median times [min-max] with their rank,
+// rows ordered by the sum of ranks.
+func writeMacroTable(out io.Writer, c disk.Comparison, o disk.MacroOptions) error {
+	fmt.Fprintf(out, "\nERP operations on a tablespace per path (scale %g; ms, median [min-max] of %d repeats, each the mean of %d run(s); (rank) 1 = fastest, = tied)\n",
+		o.Scale, c.Repeats, o.Runs)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "path\ttablespace MiB\tdata load\tturnover report\tre-posting a day\ttemp-table storm\trank\t")
-	for n, i := range order {
-		r := res[i]
+	for _, ov := range c.MacroOverall {
+		r, _ := c.MacroResultOf(ov.Path)
 		fmt.Fprintf(tw, "%s\t%.1f", r.Path, float64(r.TablespaceBytes)/(1<<20))
-		for _, op := range ops {
-			t, _ := r.Op(op)
-			fmt.Fprintf(tw, "\t%.1f (%d)", t.MeanMs, ranks[i][op])
+		for _, op := range disk.MacroOps() {
+			fmt.Fprintf(tw, "\t%s", c.MacroCell(r.Path, op))
 		}
-		fmt.Fprintf(tw, "\t%d\t\n", n+1)
+		fmt.Fprintf(tw, "\t%s\t\n", disk.RankLabel(ov.Rank, ov.Tied))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintln(out, "rank: by the sum of the operations' ranks (data load not counted); WAL stays in the server's data directory")
+	_, err := fmt.Fprintf(out, "rank: by the sum of the operations' ranks (data load not counted); %s\n", c.WALNote())
+	return err
+}
+
+// writeRuleNote states the tie rule and what the repeats can resolve.
+func writeRuleNote(out io.Writer, c disk.Comparison) error {
+	_, err := fmt.Fprintf(out, "\n%s\n", disk.RuleNote(c.Rule, c.Repeats))
 	return err
 }
 
@@ -316,7 +356,7 @@ func writeDiskHTML(path string, rep diskReport) error {
 	if err != nil {
 		return fmt.Errorf("--html: %w", err)
 	}
-	if err := report.WriteDiskHTML(f, rep.Micro, rep.Macro); err != nil {
+	if err := report.WriteDiskHTML(f, rep); err != nil {
 		f.Close()
 		return err
 	}

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,7 +44,8 @@ func TestKilledRunStaysReadable(t *testing.T) {
 	}
 	cmd := erplab(t, dir, "run", "--workload", "smoke", "--duration", "60s", "--users", "4", "--think", "20ms",
 		"--observe=false", "--out", filepath.Join(dir, "x.json"))
-	cmd.Env = append(cmd.Env, "TMPDIR="+tmp)
+	state := filepath.Join(tmp, "state")
+	cmd.Env = append(cmd.Env, "TMPDIR="+tmp, "ERPLAB_STATE_DIR="+state)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -155,12 +158,13 @@ func rawStreamIntervals(t *testing.T, path string) []results.Interval {
 // alive) and fails when anything is left.
 func reapKilled(t *testing.T, tmp string) {
 	t.Setenv("TMPDIR", tmp)
-	removed, err := pgcluster.ReapOrphans()
+	t.Setenv("ERPLAB_STATE_DIR", filepath.Join(tmp, "state"))
+	rep, err := pgcluster.ReapOrphans(context.Background(), io.Discard)
 	if err != nil {
 		t.Errorf("reap: %v", err)
 	}
 	left, _ := filepath.Glob(filepath.Join(tmp, "erplab-pg-*"))
-	if len(removed) != 1 || len(left) != 0 {
-		t.Errorf("reaped %v, left %v", removed, left)
+	if len(rep.Cleaned) != 1 || len(left) != 0 {
+		t.Errorf("reaped %v (failed %v, left alone %v), left %v", rep.Cleaned, rep.Failed, rep.LeftAlone, left)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/erplab/erplab/internal/leftover"
 	"github.com/spf13/cobra"
 
 	"github.com/erplab/erplab/internal/exitcode"
@@ -42,6 +43,13 @@ func newRoot() *cobra.Command {
 		Long:          "erplab load-tests PostgreSQL with ERP-like workloads (virtual users, key operations, APDEX),\nobserves it and diagnoses it. With no --dsn it starts a throwaway PostgreSQL of its own.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// Undo what killed erplab commands left behind (internal/leftover:
+		// throwaway servers today); one line on stderr when it did anything.
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			if _, err := leftover.Sweep(cmd.Context(), cmd.ErrOrStderr()); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %v\n", err)
+			}
+		},
 	}
 	// Flag errors (unknown flag, bad value): cobra asks a command's own
 	// FlagErrorFunc and else its parents', so this one covers every

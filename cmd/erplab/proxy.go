@@ -36,10 +36,13 @@ func newProxyCmd() *cobra.Command {
 connection (session mode), rewriting only the SQL text of Query and Parse messages with
 erplab's rules (` + strings.Join(rewrite.Rules(), ", ") + `; see 'erplab rewrite'). Clients authenticate with the
 upstream server directly (trust, md5, SCRAM-SHA-256); TLS is refused (sslmode=prefer works).
-The --upstream DSN's credentials open small catalog connections the rules consult (indexes,
-volatility). When the server rejects a rewritten statement the original is sent instead
-and that text is never rewritten again. --shadow logs what would be rewritten and sends
-the original. Counters go to /metrics (with --metrics) and to a summary on exit.`,
+The --upstream DSN's credentials open small side connections, per database and client user
+(SET ROLE), where the rules consult the server with the session's search_path: indexes,
+volatility, the types of compared columns and subquery outputs; a rewritten text is
+prepared there (never executed) and used only if it describes like the original, else that
+statement is never rewritten. If a session's server still rejects a rewritten statement at
+the start of an idle batch, the original is sent instead. --shadow logs what would be
+rewritten and sends the original. Counters go to /metrics (with --metrics) and to a summary on exit.`,
 		Example: `  erplab proxy --listen 127.0.0.1:6433 --upstream 'host=/var/run/postgresql dbname=erp user=postgres'
   psql -h 127.0.0.1 -p 6433 -U app erp`,
 		Args: cobra.NoArgs,
@@ -75,6 +78,12 @@ the original. Counters go to /metrics (with --metrics) and to a summary on exit.
 			if err != nil {
 				return withCode(exitUsage, fmt.Errorf("--upstream: %s", conninfo.Describe(err)))
 			}
+			// The parser was warmed by New; the side connection of the
+			// upstream's database logs in and runs one decision before the
+			// first client can connect.
+			if err := p.Warm(ctx); err != nil {
+				log.Warn("side connection failed; statements stay unchanged until it works", "err", conninfo.Describe(err))
+			}
 			var lc net.ListenConfig
 			ln, err := lc.Listen(ctx, "tcp", listen)
 			if err != nil {
@@ -103,7 +112,7 @@ the original. Counters go to /metrics (with --metrics) and to a summary on exit.
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:6433", "address to accept PostgreSQL clients on (host:port)")
-	cmd.Flags().StringVar(&upstream, "upstream", "", "upstream server (libpq key=value or URL); its credentials are used for catalog lookups only; default: "+upstreamEnv+", else PG* environment")
+	cmd.Flags().StringVar(&upstream, "upstream", "", "upstream server (libpq key=value or URL); its credentials are used for the side connections only; default: "+upstreamEnv+", else PG* environment")
 	addDSNFileFlag(cmd.Flags(), &upstreamFile, "upstream")
 	cmd.Flags().BoolVar(&shadow, "shadow", false, "log what would be rewritten, send the original")
 	cmd.Flags().StringSliceVar(&disable, "disable", nil, "rules to switch off (comma-separated)")

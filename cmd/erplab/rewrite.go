@@ -23,6 +23,7 @@ func newRewriteCmd() *cobra.Command {
 		explain, analyze bool
 		params           []string
 		disable          []string
+		assumeTypes      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "rewrite [file|-]",
@@ -31,13 +32,18 @@ func newRewriteCmd() *cobra.Command {
 with PostgreSQL's own parser, and print the rewritten SQL, or say it is unchanged and why.
 Rules: ` + strings.Join(rewrite.Rules(), ", ") + ` (field notes, section 1, cause 3).
 
-With --dsn the rules also consult the catalog (unqualified names, function volatility, an
-index leading with the compared column). --explain shows both statements' estimated plan
+With --dsn the rules also consult the server: unqualified names, function volatility, an
+index leading with each compared column, and the types of the compared columns and of the
+subqueries' outputs (an arm is rewritten only when both are scalar, non-array types, domains
+resolved); the rewritten statement is then prepared (never executed) and must describe like
+the original. Without --dsn the types are unknown and nothing is rewritten ("types unknown:
+not rewritten") unless --assume-types asserts that they are scalar, non-array types. --explain shows both statements' estimated plan
 costs side by side; --analyze runs both (in a READ ONLY transaction, rolled back) and shows
 actual times. Statements with $n parameters need one --param value per parameter (sent as
 untyped literals).`,
 		Example: `  erplab rewrite query.sql
   echo "SELECT ... WHERE t.a = 1 OR t.a IN (SELECT u.x FROM u)" | erplab rewrite
+  erplab rewrite --assume-types query.sql
   erplab rewrite --dsn 'dbname=erp' --explain --analyze --param 1 query.sql`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -49,7 +55,7 @@ untyped literals).`,
 			if analyze {
 				explain = true
 			}
-			opts := rewrite.Options{Disabled: map[string]bool{}}
+			opts := rewrite.Options{Disabled: map[string]bool{}, RequireTypes: !assumeTypes}
 			known := map[string]bool{}
 			for _, r := range rewrite.Rules() {
 				known[r] = true
@@ -75,7 +81,8 @@ untyped literals).`,
 					return errors.New(conninfo.Describe(err))
 				}
 				defer conn.Close(context.WithoutCancel(ctx))
-				opts.Catalog = rewrite.NewPGCatalog(conn)
+				cat := rewrite.NewPGCatalogConn(conn)
+				opts.Catalog, opts.Types = cat, cat
 			} else if explain {
 				return withCode(exitUsage, errors.New("--explain needs a server: pass --dsn (or set PG* variables)"))
 			}
@@ -98,6 +105,7 @@ untyped literals).`,
 	cmd.Flags().BoolVar(&analyze, "analyze", false, "also run both and show actual times (read-only statements only)")
 	cmd.Flags().StringArrayVar(&params, "param", nil, "value of $1, $2, ... for --explain (repeat in order)")
 	cmd.Flags().StringSliceVar(&disable, "disable", nil, "rules to switch off (comma-separated)")
+	cmd.Flags().BoolVar(&assumeTypes, "assume-types", false, "without --dsn: assert that the compared columns and the subqueries' outputs are scalar, non-array types of one = operator, and rewrite on the text alone")
 	return cmd
 }
 

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"time"
 
@@ -55,21 +54,35 @@ type MacroOptions struct {
 	// seconds).
 	Scale float64
 	// Seed makes the data and the operations' parameters the same on
-	// every path.
+	// every path and in every repeat.
 	Seed uint64
-	// Runs is the number of timed executions of each operation (1..100).
+	// Runs is the number of timed executions of each operation per
+	// repeat (1..100); the repeat's figure is their mean.
 	Runs int
+	// Repeats is how many times the data load and each operation are
+	// measured on each path (1..MaxRepeats), interleaved across paths.
+	Repeats int
 	// Progress, when not nil, receives progress lines.
 	Progress func(format string, args ...any)
 }
 
-// OpTime is one operation's timings on one path, ms.
+// OpTime is one operation's timings on one path.
 type OpTime struct {
-	Op     string  `json:"op"`
-	Runs   int     `json:"runs"`
-	MeanMs float64 `json:"mean_ms"`
-	MinMs  float64 `json:"min_ms"`
-	MaxMs  float64 `json:"max_ms"`
+	Op string `json:"op"`
+	// Runs is the timed executions per repeat (1 for the data load).
+	Runs int `json:"runs_per_repeat"`
+	// Ms is the spread of the repeats' mean times, ms.
+	Ms Spread `json:"ms"`
+}
+
+// Target is one candidate path of MacroAll and the server that puts a
+// tablespace there.
+type Target struct {
+	Server Server
+	Path   string
+	// WALDir is where that server writes its WAL when it is on the path
+	// (PutWALOn); "" means the server's own data directory.
+	WALDir string
 }
 
 // MacroResult is the macro measurement of one path.
@@ -77,9 +90,12 @@ type MacroResult struct {
 	Path       string `json:"path"`
 	Tablespace string `json:"tablespace"`
 	// TablespaceBytes is pg_tablespace_size of the tablespace after the
-	// data load, bytes.
-	TablespaceBytes int64    `json:"tablespace_bytes"`
-	Ops             []OpTime `json:"ops"`
+	// last data load, bytes.
+	TablespaceBytes int64 `json:"tablespace_bytes"`
+	// WALDir is the directory holding the server's WAL when it is on the
+	// path; empty when the WAL stayed in the server's data directory.
+	WALDir string   `json:"wal_dir,omitempty"`
+	Ops    []OpTime `json:"ops"`
 }
 
 // Op returns the timing of one operation, false when it did not run.
@@ -100,144 +116,245 @@ func (o MacroOptions) Validate() error {
 	if o.Runs < 1 || o.Runs > 100 {
 		return fmt.Errorf("disk: macro runs %d: want 1..100", o.Runs)
 	}
+	if o.Repeats < 1 || o.Repeats > MaxRepeats {
+		return fmt.Errorf("disk: macro repeats %d: want 1..%d", o.Repeats, MaxRepeats)
+	}
 	return nil
 }
 
-// Macro builds, on path, a tablespace (directory erplab-ts-* under path,
-// owned by srv.OSUser) and a database whose default tablespace it is
-// (CREATE DATABASE ... TABLESPACE), loads the ERP data there with
-// erp.Init, and times opts.Runs executions of the sales turnover report,
-// the re-posting of a day's documents and the temp-table storm through
-// erp.Workload.Execute on one connection with temp_tablespaces set to the
-// tablespace. The virtual user's random source is seeded from opts.Seed
-// alone, so every path runs the same parameters. The database, the
-// tablespace and its directory are dropped before Macro returns, also on
-// error or cancellation (with a fresh 1-minute context). tag makes the
-// object names unique (e.g. the path's index).
-func Macro(ctx context.Context, srv Server, path string, tag int, opts MacroOptions) (res MacroResult, err error) {
+// macroPath is one target's objects during MacroAll.
+type macroPath struct {
+	t        Target
+	name, id string // tablespace and database name, and it quoted
+	dir      string // the tablespace directory
+	admin    *pgx.Conn
+	pool     *pgxpool.Pool
+	conn     *pgxpool.Conn
+	ts       bool // the tablespace exists
+	res      MacroResult
+	times    map[string][]float64 // op -> repeats, ms
+}
+
+// MacroAll builds, on each target's path, a tablespace (directory
+// erplab-ts-* under the path, owned by the server's OS user) and a
+// database whose default tablespace it is (CREATE DATABASE ...
+// TABLESPACE), and measures there, opts.Repeats times each, the ERP data
+// load (erp.Init into a database created afresh for each repeat; the last
+// load stays) and then the sales turnover report, the re-posting of a
+// day's documents and the temp-table storm through erp.Workload.Execute
+// on one connection per path with temp_tablespaces set to the tablespace
+// (one untimed execution, then opts.Runs timed ones per repeat). Repeats
+// are interleaved across the paths as MeasureAll does (round r in the
+// order Order(n, r) of the paths sorted by name, per operation). The
+// virtual user's random source is seeded from opts.Seed alone for every
+// repeat, so every path and repeat runs the same parameters. Paths must
+// be distinct. Databases, tablespaces and their directories are dropped
+// before MacroAll returns, also on error or cancellation (with a fresh
+// 1-minute context). Results are in the order of targets.
+func MacroAll(ctx context.Context, targets []Target, opts MacroOptions) (res []MacroResult, err error) {
 	if err := opts.Validate(); err != nil {
-		return MacroResult{}, err
+		return nil, err
+	}
+	paths := make([]string, len(targets))
+	for i, t := range targets {
+		paths[i] = t.Path
+	}
+	canon, err := canonical(paths)
+	if err != nil {
+		return nil, err
 	}
 	say := func(format string, args ...any) {
 		if opts.Progress != nil {
 			opts.Progress(format, args...)
 		}
 	}
-	res.Path = path
-	name := fmt.Sprintf("erplab_disk_%d_%d", os.Getpid(), tag)
-	res.Tablespace = name
-	admin := srv.AdminDB
-	if admin == "" {
-		admin = "postgres"
-	}
-	dir, err := os.MkdirTemp(path, "erplab-ts-")
-	if err != nil {
-		return res, fmt.Errorf("disk: macro: %w", err)
-	}
+	mps := make([]*macroPath, len(targets))
 	defer func() {
-		if rerr := os.RemoveAll(dir); rerr != nil && err == nil {
-			err = fmt.Errorf("disk: macro: remove %s: %w", dir, rerr)
+		for _, mp := range mps {
+			if mp != nil {
+				if cerr := mp.close(); cerr != nil && err == nil {
+					err = cerr
+				}
+			}
 		}
 	}()
-	if err := chownTo(dir, srv.OSUser); err != nil {
-		return res, err
-	}
-	aconn, err := pgx.Connect(ctx, srv.DSN(admin))
-	if err != nil {
-		return res, fmt.Errorf("disk: macro: connect: %w", err)
-	}
-	defer aconn.Close(context.Background())
-	loc, err := aconn.PgConn().EscapeString(dir)
-	if err != nil {
-		return res, fmt.Errorf("disk: macro: %w", err)
-	}
-	id := pgx.Identifier{name}.Sanitize()
-	if _, err := aconn.Exec(ctx, "CREATE TABLESPACE "+id+" LOCATION '"+loc+"'"); err != nil {
-		return res, fmt.Errorf("disk: macro: create tablespace on %s: %w", dir, err)
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, derr := aconn.Exec(cctx, "DROP TABLESPACE IF EXISTS "+id); derr != nil && err == nil {
-			err = fmt.Errorf("disk: macro: drop tablespace %s: %w", name, derr)
+	for i, t := range targets {
+		mps[i] = &macroPath{t: t, times: map[string][]float64{}}
+		if err := mps[i].setup(ctx, i); err != nil {
+			return nil, err
 		}
-	}()
-	if _, err := aconn.Exec(ctx, "CREATE DATABASE "+id+" TABLESPACE "+id); err != nil {
-		return res, fmt.Errorf("disk: macro: create database: %w", err)
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, derr := aconn.Exec(cctx, "DROP DATABASE IF EXISTS "+id+" WITH (FORCE)"); derr != nil && err == nil {
-			err = fmt.Errorf("disk: macro: drop database %s: %w", name, derr)
+	// each runs f once per path per round, interleaved.
+	each := func(f func(mp *macroPath, r int) error) error {
+		for r := range opts.Repeats {
+			for _, ci := range Order(len(canon), r) {
+				if err := f(mps[canon[ci]], r); err != nil {
+					return err
+				}
+			}
 		}
-	}()
-	pool, err := pgxpool.New(ctx, srv.DSN(name))
-	if err != nil {
-		return res, fmt.Errorf("disk: macro: pool: %w", err)
+		return nil
 	}
-	defer pool.Close()
-	say("%s: loading ERP data (scale %g) into tablespace %s", path, opts.Scale, name)
-	t0 := time.Now()
-	if _, err := erp.Init(ctx, pool, erp.Options{Scale: opts.Scale, Seed: opts.Seed, Parallel: 2}); err != nil {
-		return res, fmt.Errorf("disk: macro: %s: %w", path, err)
+	if err := each(func(mp *macroPath, r int) error {
+		say("round %d/%d %s: loading ERP data (scale %g) into tablespace %s", r+1, opts.Repeats, mp.t.Path, opts.Scale, mp.name)
+		return mp.load(ctx, opts)
+	}); err != nil {
+		return nil, err
 	}
-	res.Ops = append(res.Ops, opTime(MacroInit, []time.Duration{time.Since(t0)}))
-	if err := pool.QueryRow(ctx, "SELECT pg_tablespace_size($1)", name).Scan(&res.TablespaceBytes); err != nil {
-		return res, fmt.Errorf("disk: macro: tablespace size: %w", err)
-	}
-	pc, err := pool.Acquire(ctx)
-	if err != nil {
-		return res, fmt.Errorf("disk: macro: %w", err)
-	}
-	defer pc.Release()
-	conn := pc.Conn()
-	if _, err := conn.Exec(ctx, "SET temp_tablespaces = "+quoteLiteral(name)); err != nil {
-		return res, fmt.Errorf("disk: macro: set temp_tablespaces: %w", err)
+	for _, mp := range mps {
+		if err := mp.connect(ctx); err != nil {
+			return nil, err
+		}
 	}
 	// The turnover report covers the whole history, as in the field's
 	// storage comparison (CONTEXT.md section 2).
 	w := erp.NewWholeHistory()
 	for _, op := range MacroOps()[1:] {
-		vu := &workload.VU{ID: 1, Role: "accountant", Rand: rand.New(rand.NewPCG(opts.Seed, 42))}
-		// One untimed execution logs the VU in and warms the catalog
-		// caches, as a user's session has them.
-		if err := w.Execute(ctx, conn, vu, macroOpIndex[op]); err != nil {
-			return res, fmt.Errorf("disk: macro: %s: %w", path, err)
-		}
-		var ds []time.Duration
-		for range opts.Runs {
-			t := time.Now()
+		if err := each(func(mp *macroPath, r int) error {
+			vu := &workload.VU{ID: 1, Role: "accountant", Rand: rand.New(rand.NewPCG(opts.Seed, 42))}
+			conn := mp.conn.Conn()
+			// One untimed execution logs the VU in and warms the catalog
+			// caches, as a user's session has them.
 			if err := w.Execute(ctx, conn, vu, macroOpIndex[op]); err != nil {
-				return res, fmt.Errorf("disk: macro: %s: %w", path, err)
+				return fmt.Errorf("disk: macro: %s: %s: %w", mp.t.Path, op, err)
 			}
-			ds = append(ds, time.Since(t))
+			var sum time.Duration
+			for range opts.Runs {
+				t := time.Now()
+				if err := w.Execute(ctx, conn, vu, macroOpIndex[op]); err != nil {
+					return fmt.Errorf("disk: macro: %s: %s: %w", mp.t.Path, op, err)
+				}
+				sum += time.Since(t)
+			}
+			ms := durMs(sum / time.Duration(opts.Runs))
+			mp.times[op] = append(mp.times[op], ms)
+			say("round %d/%d %s: %s mean %.1f ms", r+1, opts.Repeats, mp.t.Path, op, ms)
+			return nil
+		}); err != nil {
+			return nil, err
 		}
-		ot := opTime(op, ds)
-		say("%s: %s mean %.1f ms", path, op, ot.MeanMs)
-		res.Ops = append(res.Ops, ot)
+	}
+	for _, mp := range mps {
+		for _, op := range MacroOps() {
+			runs := opts.Runs
+			if op == MacroInit {
+				runs = 1
+			}
+			mp.res.Ops = append(mp.res.Ops, OpTime{Op: op, Runs: runs, Ms: NewSpread(mp.times[op])})
+		}
+		res = append(res, mp.res)
 	}
 	return res, nil
+}
+
+// durMs is d in ms rounded to 0.01 ms.
+func durMs(d time.Duration) float64 { return math.Round(float64(d.Microseconds())/10) / 100 }
+
+// setup makes the tablespace of target i.
+func (mp *macroPath) setup(ctx context.Context, i int) error {
+	mp.name = fmt.Sprintf("erplab_disk_%d_%d", os.Getpid(), i)
+	mp.id = pgx.Identifier{mp.name}.Sanitize()
+	mp.res = MacroResult{Path: mp.t.Path, Tablespace: mp.name, WALDir: mp.t.WALDir}
+	admin := mp.t.Server.AdminDB
+	if admin == "" {
+		admin = "postgres"
+	}
+	dir, err := os.MkdirTemp(mp.t.Path, "erplab-ts-")
+	if err != nil {
+		return fmt.Errorf("disk: macro: %w", err)
+	}
+	mp.dir = dir
+	if err := chownTo(dir, mp.t.Server.OSUser); err != nil {
+		return err
+	}
+	if mp.admin, err = pgx.Connect(ctx, mp.t.Server.DSN(admin)); err != nil {
+		return fmt.Errorf("disk: macro: connect: %w", err)
+	}
+	loc, err := mp.admin.PgConn().EscapeString(dir)
+	if err != nil {
+		return fmt.Errorf("disk: macro: %w", err)
+	}
+	if _, err := mp.admin.Exec(ctx, "CREATE TABLESPACE "+mp.id+" LOCATION '"+loc+"'"); err != nil {
+		return fmt.Errorf("disk: macro: create tablespace on %s: %w", dir, err)
+	}
+	mp.ts = true
+	return nil
+}
+
+// load (re)creates the database in the tablespace and times erp.Init.
+func (mp *macroPath) load(ctx context.Context, opts MacroOptions) error {
+	if mp.pool != nil {
+		mp.pool.Close()
+		mp.pool = nil
+	}
+	if _, err := mp.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+mp.id+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("disk: macro: drop database %s: %w", mp.name, err)
+	}
+	if _, err := mp.admin.Exec(ctx, "CREATE DATABASE "+mp.id+" TABLESPACE "+mp.id); err != nil {
+		return fmt.Errorf("disk: macro: create database: %w", err)
+	}
+	pool, err := pgxpool.New(ctx, mp.t.Server.DSN(mp.name))
+	if err != nil {
+		return fmt.Errorf("disk: macro: pool: %w", err)
+	}
+	mp.pool = pool
+	t0 := time.Now()
+	if _, err := erp.Init(ctx, pool, erp.Options{Scale: opts.Scale, Seed: opts.Seed, Parallel: 2}); err != nil {
+		return fmt.Errorf("disk: macro: %s: %w", mp.t.Path, err)
+	}
+	mp.times[MacroInit] = append(mp.times[MacroInit], durMs(time.Since(t0)))
+	return nil
+}
+
+// connect reads the tablespace size and opens the operations' session.
+func (mp *macroPath) connect(ctx context.Context) error {
+	if err := mp.pool.QueryRow(ctx, "SELECT pg_tablespace_size($1)", mp.name).Scan(&mp.res.TablespaceBytes); err != nil {
+		return fmt.Errorf("disk: macro: tablespace size: %w", err)
+	}
+	pc, err := mp.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("disk: macro: %w", err)
+	}
+	mp.conn = pc
+	if _, err := pc.Exec(ctx, "SET temp_tablespaces = "+quoteLiteral(mp.name)); err != nil {
+		return fmt.Errorf("disk: macro: set temp_tablespaces: %w", err)
+	}
+	return nil
+}
+
+// close drops what setup and load made, with a fresh 1-minute context.
+func (mp *macroPath) close() error {
+	var errs []error
+	if mp.conn != nil {
+		mp.conn.Release()
+	}
+	if mp.pool != nil {
+		mp.pool.Close()
+	}
+	if mp.admin != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := mp.admin.Exec(cctx, "DROP DATABASE IF EXISTS "+mp.id+" WITH (FORCE)"); err != nil {
+			errs = append(errs, fmt.Errorf("disk: macro: drop database %s: %w", mp.name, err))
+		}
+		if mp.ts {
+			if _, err := mp.admin.Exec(cctx, "DROP TABLESPACE IF EXISTS "+mp.id); err != nil {
+				errs = append(errs, fmt.Errorf("disk: macro: drop tablespace %s: %w", mp.name, err))
+			}
+		}
+		_ = mp.admin.Close(cctx)
+	}
+	if mp.dir != "" {
+		if err := os.RemoveAll(mp.dir); err != nil {
+			errs = append(errs, fmt.Errorf("disk: macro: remove %s: %w", mp.dir, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // quoteLiteral quotes a plain identifier-like value as an SQL string
 // literal (names made by Macro hold only [a-z0-9_]).
 func quoteLiteral(s string) string { return "'" + s + "'" }
-
-func opTime(op string, ds []time.Duration) OpTime {
-	ms := func(d time.Duration) float64 { return math.Round(float64(d.Microseconds())/10) / 100 }
-	o := OpTime{Op: op, Runs: len(ds), MinMs: math.Inf(1)}
-	var sum time.Duration
-	for _, d := range ds {
-		sum += d
-		o.MinMs = math.Min(o.MinMs, ms(d))
-		o.MaxMs = math.Max(o.MaxMs, ms(d))
-	}
-	if len(ds) > 0 {
-		o.MeanMs = ms(sum / time.Duration(len(ds)))
-	}
-	return o
-}
 
 // chownTo gives dir to OS user name (no-op for ""), checking that every
 // parent lets that user in.
@@ -271,26 +388,27 @@ func chownTo(dir, name string) error {
 	}
 }
 
-// RankMacro orders macro results for one operation by mean time, fastest
-// first, returning indexes into res.
-func RankMacro(res []MacroResult, op string) []int {
-	var idx []int
-	for i, r := range res {
-		if _, ok := r.Op(op); ok {
-			idx = append(idx, i)
+// RankMacro ranks the paths that ran op by the repeats of its time
+// (less is better) under rule (Rank).
+func RankMacro(res []MacroResult, op string, rule Rule) (Ranking, error) {
+	var ss []Sample
+	for _, r := range res {
+		if o, ok := r.Op(op); ok {
+			ss = append(ss, Sample{Path: r.Path, Values: o.Ms.Values})
 		}
 	}
-	sort.SliceStable(idx, func(a, b int) bool {
-		x, _ := res[idx[a]].Op(op)
-		y, _ := res[idx[b]].Op(op)
-		return x.MeanMs < y.MeanMs
-	})
-	return idx
+	return Rank(op, false, ss, rule)
 }
 
 // NeedBytes is the free space the macro part needs on a path: about
 // 1 GB per unit of scale for the ERP data (erp package doc) with half
-// again for temp files and re-posting, plus 64 MiB.
-func (o MacroOptions) NeedBytes() int64 {
-	return int64(o.Scale*1.5*(1<<30)) + 64<<20
+// again for temp files and re-posting, plus 64 MiB; with the WAL on the
+// path (walOnPath) as much again for the WAL, at most 1 GiB (max_wal_size
+// default), plus one 16 MiB segment.
+func (o MacroOptions) NeedBytes(walOnPath bool) int64 {
+	n := int64(o.Scale*1.5*(1<<30)) + 64<<20
+	if walOnPath {
+		n += min(int64(o.Scale*1.5*(1<<30)), 1<<30) + walSegmentBytes
+	}
+	return n
 }

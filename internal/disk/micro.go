@@ -1,14 +1,3 @@
-// Package disk compares candidate storage directories (a disk, an NVMe
-// mount, /dev/shm, a fresh tmpfs) the way PostgreSQL uses them: micro
-// patterns (8 KiB random reads and writes, WAL-like synchronous 8 KiB
-// writes as pg_test_fsync does them, the temp-table file churn) and macro
-// operations of the ERP workload on a tablespace placed on each path
-// (see Macro). CONTEXT.md section 2 is the reason: raw device speed does
-// not predict database speed, so both are measured and ranked.
-//
-// Every file is created under a fresh directory erplab-disk-* inside the
-// candidate path and the directory is removed when a measurement ends,
-// also when ctx is cancelled (Ctrl-C).
 package disk
 
 import (
@@ -19,7 +8,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,19 +60,23 @@ type Options struct {
 	ChurnFiles int
 	// Seed makes the random offsets reproducible.
 	Seed uint64
-	// Progress, when not nil, receives one line per finished pattern.
+	// Repeats is how many times each pattern runs on each path
+	// (1..MaxRepeats), interleaved across the paths (MeasureAll).
+	Repeats int
+	// Progress, when not nil, receives one line per finished run.
 	Progress func(format string, args ...any)
 }
 
-// DefaultOptions are the flags' defaults; QuickOptions fit all micro
-// patterns of two paths in about 40 s.
+// DefaultOptions are the flags' defaults: 5 s per run, 3 repeats, so
+// 2 min per path.
 func DefaultOptions() Options {
-	return Options{FileBytes: 512 << 20, Duration: 5 * time.Second, QueueDepth: 16, ChurnFiles: 50000, Seed: 1}
+	return Options{FileBytes: 512 << 20, Duration: 5 * time.Second, QueueDepth: 16, ChurnFiles: 50000, Seed: 1, Repeats: 3}
 }
 
-// QuickOptions are DefaultOptions for --quick.
+// QuickOptions are DefaultOptions for --quick: 1 s per run, 3 repeats,
+// about 25 s per path.
 func QuickOptions() Options {
-	return Options{FileBytes: 64 << 20, Duration: 2 * time.Second, QueueDepth: 8, ChurnFiles: 10000, Seed: 1}
+	return Options{FileBytes: 64 << 20, Duration: time.Second, QueueDepth: 8, ChurnFiles: 10000, Seed: 1, Repeats: 3}
 }
 
 // Validate checks the bounds; errors are one line.
@@ -95,6 +90,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("disk: queue depth %d: want 2..256", o.QueueDepth)
 	case o.ChurnFiles < 100 || o.ChurnFiles > 10_000_000:
 		return fmt.Errorf("disk: churn files %d: want 100..10000000", o.ChurnFiles)
+	case o.Repeats < 1 || o.Repeats > MaxRepeats:
+		return fmt.Errorf("disk: repeats %d: want 1..%d", o.Repeats, MaxRepeats)
 	}
 	return nil
 }
@@ -107,9 +104,12 @@ func (o Options) NeedBytes() int64 {
 	return n + n/10
 }
 
-// Result is one pattern measured on one path.
-type Result struct {
-	Pattern string `json:"pattern"`
+// Run is one run of one pattern on one path (one repeat).
+type Run struct {
+	// Round is the repeat's round, 0-based; Position is the path's place
+	// in that round's order (Order), 0 = measured first.
+	Round    int `json:"round"`
+	Position int `json:"position"`
 	// Direct tells whether O_DIRECT was used (random patterns; tmpfs and
 	// some file systems refuse it, then the page cache serves the I/O).
 	Direct bool `json:"o_direct"`
@@ -131,7 +131,84 @@ type Result struct {
 	// UnlinkPerS the rate of removing them all.
 	RateOverTime []float64 `json:"files_per_s_over_fill,omitempty"`
 	UnlinkPerS   float64   `json:"unlink_per_s,omitempty"`
-	Note         string    `json:"note,omitempty"`
+	// FilesWanted is, for a churn run that hit its time bound before
+	// creating all its files, how many it was to create (Ops created).
+	FilesWanted int    `json:"files_wanted,omitempty"`
+	Note        string `json:"note,omitempty"`
+}
+
+// Result is one pattern measured on one path over its repeats.
+type Result struct {
+	Pattern string `json:"pattern"`
+	// Direct and QueueDepth are the runs' (the same in every run).
+	Direct     bool `json:"o_direct"`
+	QueueDepth int  `json:"queue_depth"`
+	// OpsPerS is the spread of the runs' operations per second: the
+	// figure that is ranked.
+	OpsPerS Spread `json:"ops_per_s"`
+	// MiBPerS and the latency percentiles, µs, are the medians of the
+	// runs' figures.
+	MiBPerS float64 `json:"mib_per_s"`
+	P50us   float64 `json:"p50_us"`
+	P95us   float64 `json:"p95_us"`
+	P99us   float64 `json:"p99_us"`
+	MaxUs   float64 `json:"max_us"`
+	// Runs are the repeats in round order.
+	Runs []Run `json:"runs"`
+	// Note is the notes of the runs, distinct ones joined by "; ".
+	Note string `json:"note,omitempty"`
+}
+
+// MedianRun is the run whose ops/s is the median (the lower middle one
+// of an even count), for the figures that are not summarised (the churn's
+// rate over the fill); the zero Run when there is none.
+func (r Result) MedianRun() Run {
+	if len(r.Runs) == 0 {
+		return Run{}
+	}
+	idx := make([]int, len(r.Runs))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return r.Runs[idx[a]].OpsPerS < r.Runs[idx[b]].OpsPerS })
+	return r.Runs[idx[(len(idx)-1)/2]]
+}
+
+// summarise fills the Result's figures from its runs.
+func (r *Result) summarise() {
+	med := func(f func(Run) float64) float64 {
+		vs := make([]float64, len(r.Runs))
+		for i, x := range r.Runs {
+			vs[i] = f(x)
+		}
+		return NewSpread(vs).Median
+	}
+	ops := make([]float64, len(r.Runs))
+	var notes []string
+	var bound []float64 // files created by time-bound churn runs
+	wanted := 0
+	for i, x := range r.Runs {
+		ops[i] = x.OpsPerS
+		switch {
+		case x.FilesWanted > 0:
+			bound, wanted = append(bound, float64(x.Ops)), x.FilesWanted
+		case x.Note != "" && !slices.Contains(notes, x.Note):
+			notes = append(notes, x.Note)
+		}
+	}
+	if b := NewSpread(bound); len(bound) > 0 {
+		notes = append(notes, fmt.Sprintf("time bound in %d of %d runs: %.0f-%.0f of %d files", len(bound), len(r.Runs), b.Min, b.Max, wanted))
+	}
+	if len(r.Runs) > 0 {
+		r.Direct, r.QueueDepth = r.Runs[0].Direct, r.Runs[0].QueueDepth
+	}
+	r.OpsPerS = NewSpread(ops)
+	r.MiBPerS = round2(med(func(x Run) float64 { return x.MiBPerS }))
+	r.P50us = med(func(x Run) float64 { return x.P50us })
+	r.P95us = med(func(x Run) float64 { return x.P95us })
+	r.P99us = med(func(x Run) float64 { return x.P99us })
+	r.MaxUs = med(func(x Run) float64 { return x.MaxUs })
+	r.Note = strings.Join(notes, "; ")
 }
 
 // PathResult is the micro measurement of one candidate path.
@@ -185,75 +262,146 @@ func fsName(magic int64) string {
 	return fmt.Sprintf("0x%x", uint32(magic))
 }
 
-// Measure runs every micro pattern on path, in the order of Patterns,
-// after checking that the path is a directory with opts.NeedBytes free
-// (error wrapping ErrNoSpace otherwise). Files go to a fresh
-// erplab-disk-* directory under path that is removed before Measure
-// returns, also when ctx is cancelled; then the results so far are
-// returned with ctx's error.
-func Measure(ctx context.Context, path string, opts Options) (res PathResult, err error) {
-	if err := opts.Validate(); err != nil {
+// Measure is MeasureAll of one path.
+func Measure(ctx context.Context, path string, opts Options) (PathResult, error) {
+	res, err := MeasureAll(ctx, []string{path}, opts)
+	if len(res) == 0 {
 		return PathResult{}, err
 	}
-	fi, err := os.Stat(path)
+	return res[0], err
+}
+
+// bench is one path's working directory during MeasureAll.
+type bench struct {
+	path, dir, data string
+}
+
+// MeasureAll runs every micro pattern opts.Repeats times on every path
+// (package doc, "Repeats and rounds"): for each pattern, in the order of
+// Patterns, round r runs it once on each path in the order Order(n, r)
+// of the paths sorted by name, so the schedule depends on the set of
+// paths, not on the order they are given in. Before anything is written
+// each path must be a directory with opts.NeedBytes free (error wrapping
+// ErrNoSpace otherwise); paths must be distinct. Files go to a fresh
+// erplab-disk-* directory under each path that is removed before
+// MeasureAll returns, also when ctx is cancelled; then the results so
+// far (patterns complete on every path) are returned with ctx's error.
+// The results are in the order of paths.
+func MeasureAll(ctx context.Context, paths []string, opts Options) (res []PathResult, err error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	canon, err := canonical(paths)
 	if err != nil {
-		return PathResult{}, fmt.Errorf("disk: %w", err)
+		return nil, err
 	}
-	if !fi.IsDir() {
-		return PathResult{}, fmt.Errorf("disk: %s is not a directory", path)
+	res = make([]PathResult, len(paths))
+	for i, path := range paths {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return nil, fmt.Errorf("disk: %w", err)
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("disk: %s is not a directory", path)
+		}
+		res[i].Path = path
+		res[i].FSType, res[i].FreeBytes, err = Space(path)
+		if err != nil {
+			return nil, err
+		}
+		if need := opts.NeedBytes(); res[i].FreeBytes < need {
+			return nil, fmt.Errorf("disk: %s: %d MiB free, need %d MiB: %w", path, res[i].FreeBytes>>20, need>>20, ErrNoSpace)
+		}
 	}
-	res.Path = path
-	res.FSType, res.FreeBytes, err = Space(path)
-	if err != nil {
-		return res, err
-	}
-	if need := opts.NeedBytes(); res.FreeBytes < need {
-		return res, fmt.Errorf("disk: %s: %d MiB free, need %d MiB: %w", path, res.FreeBytes>>20, need>>20, ErrNoSpace)
-	}
-	dir, err := os.MkdirTemp(path, "erplab-disk-")
-	if err != nil {
-		return res, fmt.Errorf("disk: %w", err)
-	}
+	benches := make([]bench, len(paths))
 	defer func() {
-		if rerr := os.RemoveAll(dir); rerr != nil && err == nil {
-			err = fmt.Errorf("disk: remove %s: %w", dir, rerr)
+		for _, b := range benches {
+			if b.dir == "" {
+				continue
+			}
+			if rerr := os.RemoveAll(b.dir); rerr != nil && err == nil {
+				err = fmt.Errorf("disk: remove %s: %w", b.dir, rerr)
+			}
 		}
 	}()
-	say := func(r Result) {
-		if opts.Progress != nil {
-			opts.Progress("%s %s: %.0f ops/s, p99 %.0f µs", path, r.Pattern, r.OpsPerS, r.P99us)
+	for i, path := range paths {
+		dir, err := os.MkdirTemp(path, "erplab-disk-")
+		if err != nil {
+			return nil, fmt.Errorf("disk: %w", err)
 		}
-	}
-	data := filepath.Join(dir, "data")
-	if err := fill(ctx, data, opts.FileBytes/BlockSize*BlockSize); err != nil {
-		return res, err
+		benches[i] = bench{path: path, dir: dir, data: filepath.Join(dir, "data")}
+		if err := fill(ctx, benches[i].data, opts.FileBytes/BlockSize*BlockSize); err != nil {
+			return nil, err
+		}
 	}
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x5eed))
 	for _, p := range Patterns() {
-		if err := ctx.Err(); err != nil {
-			return res, fmt.Errorf("disk: %s: interrupted: %w", path, err)
-		}
-		var r Result
-		switch p {
-		case RandReadQD1, RandReadQDN, RandWriteQD1, RandWriteQDN:
-			qd := 1
-			if p == RandReadQDN || p == RandWriteQDN {
-				qd = opts.QueueDepth
+		runs := make([]Result, len(paths))
+		for r := range opts.Repeats {
+			for pos, ci := range Order(len(canon), r) {
+				i := canon[ci]
+				if err := ctx.Err(); err != nil {
+					return done(res), fmt.Errorf("disk: %s: interrupted: %w", paths[i], err)
+				}
+				run, err := runPattern(ctx, benches[i], p, opts, rng.Uint64())
+				if err != nil {
+					return done(res), fmt.Errorf("disk: %s: %s: %w", paths[i], p, err)
+				}
+				run.Round, run.Position = r, pos
+				runs[i].Runs = append(runs[i].Runs, run)
+				if opts.Progress != nil {
+					opts.Progress("round %d/%d %s %s: %.0f ops/s, p99 %.0f µs", r+1, opts.Repeats, paths[i], p, run.OpsPerS, run.P99us)
+				}
 			}
-			r, err = random(ctx, data, p == RandWriteQD1 || p == RandWriteQDN, qd, opts.Duration, rng.Uint64())
-		case WALFdatasync, WALODsync:
-			r, err = wal(ctx, filepath.Join(dir, "wal"), p == WALODsync, opts.Duration)
-		case TempChurnSync, TempChurn:
-			r, err = churn(ctx, filepath.Join(dir, p), p == TempChurnSync, opts.ChurnFiles, opts.Duration)
 		}
-		if err != nil {
-			return res, fmt.Errorf("disk: %s: %s: %w", path, p, err)
+		for i := range runs {
+			runs[i].Pattern = p
+			runs[i].summarise()
+			res[i].Results = append(res[i].Results, runs[i])
 		}
-		r.Pattern = p
-		res.Results = append(res.Results, r)
-		say(r)
 	}
 	return res, nil
+}
+
+// done drops paths without results (none ran), for an early return.
+func done(res []PathResult) []PathResult {
+	if len(res) > 0 && len(res[0].Results) == 0 {
+		return nil
+	}
+	return res
+}
+
+// canonical returns the indexes of paths sorted by cleaned path name, the
+// order the rounds rotate; an error when a path is given twice.
+func canonical(paths []string) ([]int, error) {
+	idx := make([]int, len(paths))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return filepath.Clean(paths[idx[a]]) < filepath.Clean(paths[idx[b]]) })
+	for k := 1; k < len(idx); k++ {
+		if filepath.Clean(paths[idx[k]]) == filepath.Clean(paths[idx[k-1]]) {
+			return nil, fmt.Errorf("disk: path %s given twice", paths[idx[k]])
+		}
+	}
+	return idx, nil
+}
+
+// runPattern runs pattern p once in b.
+func runPattern(ctx context.Context, b bench, p string, opts Options, seed uint64) (Run, error) {
+	switch p {
+	case RandReadQD1, RandReadQDN, RandWriteQD1, RandWriteQDN:
+		qd := 1
+		if p == RandReadQDN || p == RandWriteQDN {
+			qd = opts.QueueDepth
+		}
+		return random(ctx, b.data, p == RandWriteQD1 || p == RandWriteQDN, qd, opts.Duration, seed)
+	case WALFdatasync, WALODsync:
+		return wal(ctx, filepath.Join(b.dir, "wal"), p == WALODsync, opts.Duration)
+	case TempChurnSync, TempChurn:
+		return churn(ctx, filepath.Join(b.dir, p), p == TempChurnSync, opts.ChurnFiles, opts.Duration)
+	}
+	return Run{}, fmt.Errorf("unknown pattern %q", p)
 }
 
 // fill writes size bytes of pseudo-random data to a new file and fsyncs it.
@@ -317,7 +465,7 @@ func openDirect(name string, flags int) (fd int, direct bool, err error) {
 // newHist is a latency histogram, 1 µs .. 1 min, 3 digits.
 func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, 60_000_000, 3) }
 
-func finish(r *Result, h *hdrhistogram.Histogram, elapsed time.Duration) {
+func finish(r *Run, h *hdrhistogram.Histogram, elapsed time.Duration) {
 	r.Ops = h.TotalCount()
 	r.Seconds = round2(elapsed.Seconds())
 	if s := elapsed.Seconds(); s > 0 {
@@ -334,23 +482,23 @@ func round2(x float64) float64 { return math.Round(x*100) / 100 }
 
 // random does 8 KiB preads or pwrites at random block offsets of the data
 // file with qd goroutines, for d.
-func random(ctx context.Context, name string, write bool, qd int, d time.Duration, seed uint64) (Result, error) {
+func random(ctx context.Context, name string, write bool, qd int, d time.Duration, seed uint64) (Run, error) {
 	flags := unix.O_RDONLY
 	if write {
 		flags = unix.O_WRONLY
 	}
 	fd, direct, err := openDirect(name, flags)
 	if err != nil {
-		return Result{}, err
+		return Run{}, err
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		return Result{}, fmt.Errorf("fstat %s: %w", name, err)
+		return Run{}, fmt.Errorf("fstat %s: %w", name, err)
 	}
 	blocks := st.Size / BlockSize
 	if blocks < 1 {
-		return Result{}, fmt.Errorf("%s: empty data file", name)
+		return Run{}, fmt.Errorf("%s: empty data file", name)
 	}
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -388,13 +536,13 @@ func random(ctx context.Context, name string, write bool, qd int, d time.Duratio
 	wg.Wait()
 	elapsed := time.Since(start)
 	if err := errors.Join(errs...); err != nil {
-		return Result{}, err
+		return Run{}, err
 	}
 	h := newHist()
 	for _, x := range hists {
 		h.Merge(x)
 	}
-	res := Result{Direct: direct, QueueDepth: qd}
+	res := Run{Direct: direct, QueueDepth: qd}
 	finish(&res, h, elapsed)
 	if !direct {
 		res.Note = "O_DIRECT refused: page cache"
@@ -408,10 +556,10 @@ func random(ctx context.Context, name string, write bool, qd int, d time.Duratio
 // open_datasync; pg_test_fsync's "write, fdatasync" and "open_datasync"
 // lines, which it runs with O_DIRECT where possible; here O_DSYNC is
 // buffered).
-func wal(ctx context.Context, name string, odsync bool, d time.Duration) (Result, error) {
+func wal(ctx context.Context, name string, odsync bool, d time.Duration) (Run, error) {
 	if _, err := os.Stat(name); errors.Is(err, os.ErrNotExist) {
 		if err := fill(ctx, name, walSegmentBytes); err != nil {
-			return Result{}, err
+			return Run{}, err
 		}
 	}
 	flags := unix.O_WRONLY | unix.O_CLOEXEC
@@ -420,7 +568,7 @@ func wal(ctx context.Context, name string, odsync bool, d time.Duration) (Result
 	}
 	fd, err := unix.Open(name, flags, 0o600)
 	if err != nil {
-		return Result{}, fmt.Errorf("open %s: %w", name, err)
+		return Run{}, fmt.Errorf("open %s: %w", name, err)
 	}
 	defer unix.Close(fd)
 	buf := make([]byte, BlockSize)
@@ -430,16 +578,16 @@ func wal(ctx context.Context, name string, odsync bool, d time.Duration) (Result
 	for off := int64(0); ctx.Err() == nil && time.Now().Before(deadline); off = (off + BlockSize) % walSegmentBytes {
 		t0 := time.Now()
 		if _, err := unix.Pwrite(fd, buf, off); err != nil {
-			return Result{}, fmt.Errorf("write %s: %w", name, err)
+			return Run{}, fmt.Errorf("write %s: %w", name, err)
 		}
 		if !odsync {
 			if err := unix.Fdatasync(fd); err != nil {
-				return Result{}, fmt.Errorf("fdatasync %s: %w", name, err)
+				return Run{}, fmt.Errorf("fdatasync %s: %w", name, err)
 			}
 		}
 		_ = h.RecordValue(max(time.Since(t0).Microseconds(), 1))
 	}
-	res := Result{QueueDepth: 1}
+	res := Run{QueueDepth: 1}
 	finish(&res, h, time.Since(start))
 	return res, nil
 }
@@ -449,9 +597,9 @@ func wal(ctx context.Context, name string, odsync bool, d time.Duration) (Result
 // keep it, until maxFiles files or d has passed, so the directory fills;
 // then unlink every file. The rate is files per second of create+unlink
 // time; RateOverTime gives the create rate in each tenth of the files.
-func churn(ctx context.Context, dir string, doSync bool, maxFiles int, d time.Duration) (Result, error) {
+func churn(ctx context.Context, dir string, doSync bool, maxFiles int, d time.Duration) (Run, error) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
-		return Result{}, err
+		return Run{}, err
 	}
 	defer os.RemoveAll(dir)
 	buf := make([]byte, BlockSize)
@@ -467,7 +615,7 @@ func churn(ctx context.Context, dir string, doSync bool, maxFiles int, d time.Du
 		t0 := time.Now()
 		fd, err := unix.Open(filepath.Join(dir, fmt.Sprintf("t%d", n)), unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o600)
 		if err != nil {
-			return Result{}, fmt.Errorf("create: %w", err)
+			return Run{}, fmt.Errorf("create: %w", err)
 		}
 		_, err = unix.Write(fd, buf)
 		if err == nil && doSync {
@@ -477,7 +625,7 @@ func churn(ctx context.Context, dir string, doSync bool, maxFiles int, d time.Du
 			err = cerr
 		}
 		if err != nil {
-			return Result{}, fmt.Errorf("file %d: %w", n, err)
+			return Run{}, fmt.Errorf("file %d: %w", n, err)
 		}
 		lat = append(lat, time.Since(t0).Microseconds())
 		if (n+1)%bucket == 0 {
@@ -494,35 +642,31 @@ func churn(ctx context.Context, dir string, doSync bool, maxFiles int, d time.Du
 		}
 		t0 := time.Now()
 		if err := unix.Unlink(filepath.Join(dir, fmt.Sprintf("t%d", i))); err != nil {
-			return Result{}, fmt.Errorf("unlink: %w", err)
+			return Run{}, fmt.Errorf("unlink: %w", err)
 		}
 		_ = h.RecordValue(max(lat[i]+time.Since(t0).Microseconds(), 1))
 	}
 	unlinked := time.Since(u0)
-	res := Result{QueueDepth: 1, RateOverTime: rates}
+	res := Run{QueueDepth: 1, RateOverTime: rates}
 	finish(&res, h, created+unlinked)
 	if unlinked > 0 {
 		res.UnlinkPerS = round2(float64(n) / unlinked.Seconds())
 	}
 	if n < maxFiles {
 		res.Note = fmt.Sprintf("time bound: %d of %d files", n, maxFiles)
+		res.FilesWanted = maxFiles
 	}
 	return res, nil
 }
 
-// Rank orders the paths that ran pattern by ops/s, best first, and
-// returns their indexes into paths (stable for equal ops/s).
-func Rank(paths []PathResult, pattern string) []int {
-	var idx []int
-	for i, p := range paths {
-		if _, ok := p.Result(pattern); ok {
-			idx = append(idx, i)
+// RankMicro ranks the paths that ran pattern by the repeats of their
+// ops/s under rule (Rank).
+func RankMicro(paths []PathResult, pattern string, rule Rule) (Ranking, error) {
+	var ss []Sample
+	for _, p := range paths {
+		if r, ok := p.Result(pattern); ok {
+			ss = append(ss, Sample{Path: p.Path, Values: r.OpsPerS.Values})
 		}
 	}
-	sort.SliceStable(idx, func(a, b int) bool {
-		ra, _ := paths[idx[a]].Result(pattern)
-		rb, _ := paths[idx[b]].Result(pattern)
-		return ra.OpsPerS > rb.OpsPerS
-	})
-	return idx
+	return Rank(pattern, true, ss, rule)
 }

@@ -14,6 +14,11 @@ import (
 //
 //	WHERE d.owner = $1 OR d.owner IN (SELECT ...)
 //
+// or whose arms each test a column, on different columns, at least one
+// of them with a subquery:
+//
+//	WHERE p.mtid IN (SELECT ...) OR p.last_modifier = $1
+//
 // The planner turns an OR of constants on one column into = ANY(...) and
 // uses the column's index; with a subquery arm it cannot, and falls back
 // to a sequential scan or a BitmapOr at best (docs/field-notes.md section 1:
@@ -21,7 +26,9 @@ import (
 // subquery; src/backend/optimizer/path/indxpath.c only matches
 // OR-clauses whose arms are index-qualifiable).
 type ORSubquery struct {
-	// Column is the tested column as written ("d.owner").
+	// Column is the tested column as written ("d.owner"), or the tested
+	// columns in order of appearance, comma-separated, for arms on
+	// different columns ("p.mtid, p.last_modifier").
 	Column string `json:"column"`
 	// Arms is the number of OR arms testing Column, SubqueryArms how many
 	// of them are subqueries (IN (SELECT ...), = ANY (SELECT ...),
@@ -39,7 +46,8 @@ func (o ORSubquery) String() string {
 // server's own grammar; parameters $n as pg_stat_statements writes them
 // are fine) and returns every OR expression anywhere in it (WHERE, JOIN
 // ON, HAVING, subqueries, CTEs) that tests one column in two or more
-// arms, at least one of them a subquery. Nested ORs are flattened
+// arms, at least one of them a subquery, or whose arms all test columns,
+// two or more different ones, at least one with a subquery. Nested ORs are flattened
 // (a OR (b OR c)). It returns the parser's error for text that does not
 // parse (e.g. cut off).
 func FindORSubqueries(sql string) ([]ORSubquery, error) {
@@ -63,19 +71,25 @@ func FindORSubqueries(sql string) ([]ORSubquery, error) {
 		}
 		type tally struct{ arms, sub int }
 		byCol := map[string]*tally{}
-		for _, arm := range flattenOr(be.Args, nested) {
+		var order []string // columns in order of appearance
+		arms := flattenOr(be.Args, nested)
+		all, subs := true, 0 // every arm tests a column; subquery arms
+		for _, arm := range arms {
 			col, sub, ok := armColumn(arm)
 			if !ok {
+				all = false
 				continue
 			}
 			t := byCol[col]
 			if t == nil {
 				t = &tally{}
 				byCol[col] = t
+				order = append(order, col)
 			}
 			t.arms++
 			if sub {
 				t.sub++
+				subs++
 			}
 		}
 		cols := make([]string, 0, len(byCol))
@@ -83,10 +97,18 @@ func FindORSubqueries(sql string) ([]ORSubquery, error) {
 			cols = append(cols, c)
 		}
 		sort.Strings(cols)
+		before := len(out)
 		for _, c := range cols {
 			if t := byCol[c]; t.arms >= 2 && t.sub >= 1 {
 				out = append(out, ORSubquery{Column: c, Arms: t.arms, SubqueryArms: t.sub})
 			}
+		}
+		// Arms on different columns (dba.stackexchange question 114337:
+		// "mtid IN (SELECT ...) OR last_modifier = $1"): a BitmapOr of
+		// the columns' indexes needs every arm indexable, which a
+		// subquery arm is not.
+		if len(out) == before && all && subs >= 1 && len(order) >= 2 {
+			out = append(out, ORSubquery{Column: strings.Join(order, ", "), Arms: len(arms), SubqueryArms: subs})
 		}
 	})
 	return out, nil

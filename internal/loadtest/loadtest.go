@@ -476,8 +476,8 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 // tells whether the cluster will be handed to the user at the end; if
 // not, it dies with this process even when erplab is killed outright.
 func StartEmbedded(ctx context.Context, out io.Writer, osUser string, maxConnections int, keep bool) (*pgcluster.Cluster, error) {
-	if removed, _ := pgcluster.ReapOrphans(); len(removed) > 0 {
-		fmt.Fprintf(out, "removed %d throwaway server(s) left by erplab processes that were killed: %s\n", len(removed), strings.Join(removed, " "))
+	if _, err := pgcluster.ReapOrphans(ctx, out); err != nil {
+		return nil, err
 	}
 	fmt.Fprintf(out, "no --dsn: starting a throwaway PostgreSQL (initdb into a temporary directory)...\n")
 	t0 := time.Now()
@@ -502,7 +502,7 @@ func StartEmbedded(ctx context.Context, out io.Writer, osUser string, maxConnect
 		}
 		conn.Close(ctx)
 	}
-	fmt.Fprintf(out, "PostgreSQL %s ready in %s (data %s, port %d)\n", c.Version(), time.Since(t0).Round(10*time.Millisecond), c.Dir(), c.Port())
+	fmt.Fprintf(out, "PostgreSQL %s ready in %s (data %s, port %d, Unix socket only)\n", c.Version(), time.Since(t0).Round(10*time.Millisecond), c.Dir(), c.Port())
 	return c, nil
 }
 

@@ -1,20 +1,3 @@
-// Package pgcluster starts a throwaway PostgreSQL cluster: initdb into a fresh
-// temporary directory, a postmaster listening on a Unix socket in that
-// directory and on 127.0.0.1, and a Stop that leaves nothing behind (no
-// process, no directory, no socket).
-//
-// It is used by erplab when no --dsn (and no PG* environment) names a server,
-// and by the shared test harness internal/pgtest.
-//
-// PostgreSQL refuses to run as root (src/backend/main/main.c,
-// check_root), so when the effective uid is 0 the server and initdb run as an
-// unprivileged OS user (Options.OSUser, default "postgres") through
-// exec.Cmd credentials; otherwise they run as the current user.
-//
-// Sources: PostgreSQL docs "initdb" (app-initdb.html), "Resource
-// Consumption" (runtime-config-resource.html), "Shutting Down the Server"
-// (server-shutdown.html), "Connections and Authentication"
-// (runtime-config-connection.html).
 package pgcluster
 
 import (
@@ -23,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/procfs"
 	"io"
 	"maps"
 	"net"
@@ -37,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/erplab/erplab/internal/leftover"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/erplab/erplab/internal/hostfacts"
@@ -52,8 +37,9 @@ type Options struct {
 	// Ignored when not running as root: the server then runs as the
 	// current user.
 	OSUser string
-	// Port is the TCP port on 127.0.0.1 and the number in the Unix socket
-	// name (.s.PGSQL.<port>); 0 picks a free port.
+	// Port is the TCP port on 127.0.0.1 (with TCP) and the number in the
+	// Unix socket name (.s.PGSQL.<port>); 0 picks a free TCP port with TCP,
+	// else 5432 (the socket directory is private, no clash possible).
 	Port int
 	// MaxConnections is the max_connections setting (number of concurrent
 	// client connections, runtime-config-connection.html); 0 means 100.
@@ -73,6 +59,19 @@ type Options struct {
 	// Keep and the exit of this process, output continues in server.log only
 	// if Log is nil.
 	Log io.Writer
+	// TCP also listens on 127.0.0.1:Port (scram-sha-256, as the socket).
+	// Off by default: erplab's own connections and its child processes use
+	// the Unix socket, which only the invoking user and the server's OS
+	// user can reach.
+	TCP bool
+	// TrustSocket makes the Unix socket trust its clients (pg_hba "local
+	// ... trust"); TCP stays scram-sha-256. Only for test harnesses whose
+	// tests need the server's own errors that come after authentication
+	// (unknown role, missing database, too many connections) while
+	// passing dummy passwords. The socket directory stays private: only
+	// the invoking user, root and the server's OS user can connect.
+	// erplab's own servers never set it.
+	TrustSocket bool
 	// StopWithParent asks the kernel to send the postmaster SIGQUIT
 	// (immediate shutdown) when the process that started it dies without
 	// calling Stop (prctl PR_SET_PDEATHSIG), e.g. a test binary killed by
@@ -96,6 +95,8 @@ const (
 	// Shared buffers sizing from RAM, in bytes.
 	minSharedBuffers = 128 << 20
 	maxSharedBuffers = 8 << 30
+	// defaultPort is the socket number without TCP (PostgreSQL's default).
+	defaultPort = 5432
 	// maxSocketPath is sizeof(sockaddr_un.sun_path) - 1 on Linux: the
 	// longest usable Unix socket path, in bytes.
 	maxSocketPath = 107
@@ -114,9 +115,11 @@ func reservedSetting(name string) string {
 	case "port":
 		return "Options.Port"
 	case "listen_addresses":
-		return "the cluster (always 127.0.0.1)"
-	case "unix_socket_directories":
-		return "the cluster (always its temp dir)"
+		return "Options.TCP"
+	case "unix_socket_directories", "unix_socket_permissions", "unix_socket_group":
+		return "the cluster (a private socket directory)"
+	case "hba_file", "password_encryption":
+		return "the cluster (scram-sha-256 with a per-cluster password)"
 	case "max_connections":
 		return "Options.MaxConnections"
 	case "shared_buffers":
@@ -129,6 +132,9 @@ func reservedSetting(name string) string {
 // concurrent use.
 type Cluster struct {
 	dir, dataDir, binDir string
+	sockDir, passFile    string
+	password             string
+	tcp, trustSocket     bool
 	port                 int
 	version              string
 	osUser               string // "" when running as the current (non-root) user
@@ -137,6 +143,9 @@ type Cluster struct {
 	logFile              *os.File
 	extraLog             io.Writer
 	pdeath               bool // Options.StopWithParent
+	rec                  *leftover.Record
+	entry                *leftover.Entry // nil once removed (Stop, Keep)
+	info                 reapInfo        // what entry.Data holds
 
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed when the postmaster has exited and been reaped
@@ -148,20 +157,17 @@ type Cluster struct {
 	stopErr error
 }
 
-// Start runs initdb into a fresh os.MkdirTemp("", "erplab-pg-*") directory,
-// starts postgres there and waits (bounded by ctx and 60 s) until it accepts
-// connections. On any failure it kills what it started, removes the
-// directory and returns an error; a server start-up failure quotes the last
-// lines of the server log. Errors wrap ErrNoServer when there are no server
-// binaries.
+// Start creates a fresh private directory os.TempDir()/erplab-pg-<12 hex>
+// (recorded in erplab's crash-safe record before it is created, see
+// internal/leftover and ReapOrphans), runs initdb there, starts postgres and
+// waits (bounded by ctx and 60 s) until it accepts connections. On any
+// failure it kills what it started, removes the directory and returns an
+// error; a server start-up failure quotes the last lines of the server log.
+// Errors wrap ErrNoServer when there are no server binaries.
 //
-// initdb runs as: initdb -D <dir>/data -U postgres --auth=trust
-// --encoding=UTF8 --locale=C -N (app-initdb.html; -N skips fsync during
-// initdb only, the server keeps fsync=on). The superuser is "postgres"
-// whatever the OS user. Authentication is trust: the Unix socket sits in a
-// mode-0700 directory only the OS user (and root) can enter, but any local
-// user can connect as superuser over 127.0.0.1:<port> while the cluster
-// runs; it is meant for single-user lab and CI machines.
+// See the package doc for the layout, the authentication (scram-sha-256
+// with a random per-cluster password that DSN hands over through a 0600
+// passfile) and who can reach the socket.
 func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	binDir := opts.BinDir
 	if binDir == "" {
@@ -183,7 +189,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		}
 	}
 
-	c = &Cluster{binDir: binDir, extraLog: opts.Log, pdeath: opts.StopWithParent, exited: make(chan struct{})}
+	c = &Cluster{binDir: binDir, extraLog: opts.Log, pdeath: opts.StopWithParent, tcp: opts.TCP, trustSocket: opts.TrustSocket, exited: make(chan struct{})}
 	if os.Geteuid() == 0 {
 		c.osUser = opts.OSUser
 		if c.osUser == "" {
@@ -193,16 +199,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			return nil, err
 		}
 	}
-
-	c.dir, err = os.MkdirTemp("", "erplab-pg-*")
-	if err != nil {
-		return nil, fmt.Errorf("pgcluster: create temp dir: %w", err)
-	}
-	// The owner file lets a later erplab remove this directory if this
-	// process dies without Stop (see ReapOrphans).
-	if err := os.WriteFile(filepath.Join(c.dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-		_ = os.RemoveAll(c.dir)
+	if c.rec, err = leftover.Open(); err != nil {
 		return nil, fmt.Errorf("pgcluster: %w", err)
+	}
+	if err := c.makeDir(); err != nil {
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -211,17 +212,19 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		}
 	}()
 	c.dataDir = filepath.Join(c.dir, "data")
+	c.sockDir = filepath.Join(c.dir, "sock")
 	c.logPath = filepath.Join(c.dir, "server.log")
-	if n := len(c.dir) + len("/.s.PGSQL.65535"); n > maxSocketPath {
-		return c, fmt.Errorf("pgcluster: Unix socket path in %s would be %d bytes, over the %d-byte limit; set TMPDIR to a shorter directory such as /tmp", c.dir, n, maxSocketPath)
+	c.passFile = filepath.Join(c.dir, passFileName)
+	if n := len(c.sockDir) + len("/.s.PGSQL.65535"); n > maxSocketPath {
+		return c, fmt.Errorf("pgcluster: Unix socket path in %s would be %d bytes, over the %d-byte limit; set TMPDIR to a shorter directory such as /tmp", c.sockDir, n, maxSocketPath)
 	}
 	if c.cred != nil {
 		if err := c.checkReachable(); err != nil {
 			return c, err
 		}
-		if err := os.Chown(c.dir, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
-			return c, fmt.Errorf("pgcluster: chown %s to %s: %w", c.dir, c.osUser, err)
-		}
+	}
+	if err := c.lockDown(); err != nil {
+		return c, err
 	}
 
 	if err := c.initdb(ctx); err != nil {
@@ -238,6 +241,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	maps.Copy(conf, labSettings())
 	maps.Copy(conf, statementStats(c.binDir))
 	maps.Copy(conf, opts.Settings)
+	c.info.DSM = conf["dynamic_shared_memory_type"]
 
 	c.logFile, err = os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -248,7 +252,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	// it; retry a few times with a new one in that case.
 	for attempt := 1; ; attempt++ {
 		c.port = opts.Port
-		if c.port == 0 {
+		if c.port == 0 && !c.tcp {
+			c.port = defaultPort
+		} else if c.port == 0 {
 			if c.port, err = freePort(); err != nil {
 				return c, err
 			}
@@ -260,7 +266,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		if err == nil {
 			return c, nil
 		}
-		if opts.Port != 0 || attempt == 3 || !c.hasExited() || !c.bindFailed() {
+		if opts.Port != 0 || !c.tcp || attempt == 3 || !c.hasExited() || !c.bindFailed() {
 			return c, err
 		}
 		c.cmd, c.exited, c.waitErr = nil, make(chan struct{}), nil
@@ -464,9 +470,23 @@ func (c *Cluster) sysProcAttr(pdeath bool) *syscall.SysProcAttr {
 	return a
 }
 
+// initdb runs initdb -D <dir>/data -U postgres --auth-local=scram-sha-256
+// (trust with Options.TrustSocket) --auth-host=scram-sha-256
+// --pwfile=<dir>/initdb.pw --encoding=UTF8 --locale=C -N (app-initdb.html;
+// -N skips fsync during initdb only, the server keeps fsync=on). The
+// password file is the server user's, mode 0600, removed right after.
 func (c *Cluster) initdb(ctx context.Context) error {
+	pwFile := filepath.Join(c.dir, "initdb.pw")
+	if err := c.writeFile(pwFile, c.password+"\n", true); err != nil {
+		return err
+	}
+	defer os.Remove(pwFile)
+	local := "scram-sha-256"
+	if c.trustSocket {
+		local = "trust"
+	}
 	cmd := exec.CommandContext(ctx, filepath.Join(c.binDir, "initdb"),
-		"-D", c.dataDir, "-U", "postgres", "--auth=trust",
+		"-D", c.dataDir, "-U", "postgres", "--auth-local="+local, "--auth-host=scram-sha-256", "--pwfile="+pwFile,
 		"--encoding=UTF8", "--locale=C", "-N")
 	cmd.Dir = c.dir
 	cmd.Env = serverEnv()
@@ -486,8 +506,12 @@ func (c *Cluster) initdb(ctx context.Context) error {
 func (c *Cluster) writeConf(conf map[string]string) error {
 	var b strings.Builder
 	b.WriteString("# Written by erplab (internal/pgcluster); included from postgresql.conf.\n")
-	fmt.Fprintf(&b, "listen_addresses = '127.0.0.1'\nport = %d\nunix_socket_directories = %s\n",
-		c.port, quoteConf(c.dir))
+	listen := ""
+	if c.tcp {
+		listen = "127.0.0.1"
+	}
+	fmt.Fprintf(&b, "listen_addresses = %s\nport = %d\nunix_socket_directories = %s\nunix_socket_permissions = 0700\npassword_encryption = 'scram-sha-256'\n",
+		quoteConf(listen), c.port, quoteConf(c.sockDir))
 	for _, k := range slices.Sorted(maps.Keys(conf)) {
 		fmt.Fprintf(&b, "%s = %s\n", k, quoteConf(conf[k]))
 	}
@@ -563,7 +587,10 @@ func (c *Cluster) startServer(ctx context.Context) error {
 		c.waitErr = cmd.Wait()
 		close(exited)
 	}()
-	return c.waitReady(ctx)
+	if err := c.waitReady(ctx); err != nil {
+		return err
+	}
+	return c.recordServer()
 }
 
 // waitReady polls with a pgx connection until the server answers, the
@@ -634,12 +661,34 @@ func lastLines(b []byte, n int) string {
 }
 
 // DSN returns a libpq key/value connection string for dbname over the Unix
-// socket as superuser "postgres":
-// "host=<socketdir> port=<port> user=postgres dbname=<dbname> sslmode=disable".
+// socket as superuser "postgres", e.g. "host=/tmp/erplab-pg-1a2b3c4d5e6f/sock
+// port=5432 user=postgres dbname=erplab sslmode=disable
+// passfile=/tmp/erplab-pg-1a2b3c4d5e6f/pgpass". The password is not in it:
+// pgx and libpq (psql, pgbench) read it from the passfile, which only the
+// invoking user can read, so the DSN may go into a child's argv.
 func (c *Cluster) DSN(dbname string) string {
-	return fmt.Sprintf("host=%s port=%d user=postgres dbname=%s sslmode=disable",
-		quoteKV(c.dir), c.port, quoteKV(dbname))
+	return c.DSNAt(c.sockDir, c.port, dbname)
 }
+
+// DSNAt is DSN for host:port (a TCP address such as a proxy in front of
+// this cluster, or 127.0.0.1 and Port() with Options.TCP), with the same
+// passfile.
+func (c *Cluster) DSNAt(host string, port int, dbname string) string {
+	return fmt.Sprintf("host=%s port=%d user=postgres dbname=%s sslmode=disable passfile=%s",
+		quoteKV(host), port, quoteKV(dbname), quoteKV(c.passFile))
+}
+
+// PassFile is the 0600 passfile of the invoking user ("*:*:*:*:<password>",
+// libpq-pgpass.html), Dir()/pgpass; DSN names it.
+func (c *Cluster) PassFile() string { return c.passFile }
+
+// Password is the superuser's per-cluster password (32 hex digits). Hand it
+// to children through PGPASSWORD in their environment or the passfile,
+// never in an argv.
+func (c *Cluster) Password() string { return c.password }
+
+// TCP reports whether the server also listens on 127.0.0.1:Port().
+func (c *Cluster) TCP() bool { return c.tcp }
 
 // quoteKV quotes a libpq key/value when needed (libpq-connect.html,
 // "Keyword/Value Connection Strings": single quotes, \' and \\ escaped).
@@ -650,18 +699,19 @@ func quoteKV(v string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
 }
 
-// Dir is the cluster's temporary directory: data/ (PGDATA), server.log and
-// the Unix socket.
+// Dir is the cluster's private directory: data/ (PGDATA), sock/ (the Unix
+// socket), server.log, pgpass and the erplab.owner marker.
 func (c *Cluster) Dir() string { return c.dir }
 
 // DataDir is the data directory (PGDATA), Dir()/data.
 func (c *Cluster) DataDir() string { return c.dataDir }
 
-// Port is the TCP port on 127.0.0.1, also the Unix socket's number.
+// Port is the Unix socket's number, also the TCP port on 127.0.0.1 with
+// Options.TCP.
 func (c *Cluster) Port() int { return c.port }
 
-// SocketDir is the directory of the Unix socket (= Dir()).
-func (c *Cluster) SocketDir() string { return c.dir }
+// SocketDir is the directory of the Unix socket, Dir()/sock.
+func (c *Cluster) SocketDir() string { return c.sockDir }
 
 // BinDir is the directory of the server binaries used.
 func (c *Cluster) BinDir() string { return c.binDir }
@@ -724,6 +774,8 @@ func (c *Cluster) Stop() error {
 	if c.dir != "" {
 		if err := os.RemoveAll(c.dir); err != nil {
 			errs = append(errs, fmt.Errorf("pgcluster: remove %s: %w", c.dir, err))
+		} else if err := c.forget(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	c.stopErr = errors.Join(errs...)
@@ -768,15 +820,35 @@ func childPIDs(pid int) []int {
 	return out
 }
 
+// pidsWhere lists the live processes for which keep returns true.
+func pidsWhere(keep func(procfs.Proc) bool) []int {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return nil
+	}
+	procs, err := fs.AllProcs()
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, p := range procs {
+		if keep(p) {
+			out = append(out, p.PID)
+		}
+	}
+	return out
+}
+
 // Keep detaches the cluster: it stays running after this process exits and
-// Stop becomes a no-op. It returns multi-line instructions for connecting
-// to database dbname with psql and for stopping the server and removing
-// its directory.
+// Stop becomes a no-op; it leaves erplab's record (no later run reaps it).
+// It returns multi-line instructions for connecting to database dbname
+// with psql (the DSN, and the password: this is the only place it is
+// printed) and for stopping the server and removing its directory.
 func (c *Cluster) Keep(dbname string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.kept = true
-	_ = os.WriteFile(filepath.Join(c.dir, ownerFile), []byte(keptOwner), 0o644)
+	_ = c.forget()
 	if c.logFile != nil {
 		_ = c.logFile.Close() // the server holds its own descriptor
 		c.logFile = nil
@@ -785,9 +857,13 @@ func (c *Cluster) Keep(dbname string) string {
 	if c.osUser != "" {
 		pgctl = "runuser -u " + c.osUser + " -- " + pgctl
 	}
+	tcp := ""
+	if c.tcp {
+		tcp = fmt.Sprintf("     or:  psql -h 127.0.0.1 -p %d -U postgres %s\n", c.port, dbname)
+	}
 	return fmt.Sprintf(`PostgreSQL %s left running (pid %d), data directory %s, log %s
 connect:  psql "%s"
-     or:  psql -h 127.0.0.1 -p %d -U postgres %s
+%spassword: %s (user postgres, scram-sha-256; read from the passfile above, mode 0600)
 stop and remove:  %s && rm -rf %s
-`, c.version, c.PID(), c.dataDir, c.logPath, c.DSN(dbname), c.port, dbname, pgctl, c.dir)
+`, c.version, c.PID(), c.dataDir, c.logPath, c.DSN(dbname), tcp, c.password, pgctl, c.dir)
 }

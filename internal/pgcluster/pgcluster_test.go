@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/erplab/erplab/internal/leftover"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/procfs"
 )
@@ -29,11 +30,22 @@ const envChild = "ERPLAB_PGCLUSTER_TEST_CHILD"
 func TestMain(m *testing.M) {
 	switch os.Getenv(envChild) {
 	case "":
-		os.Exit(m.Run())
+		// A record of our own: the reaper tests sweep it.
+		state, err := os.MkdirTemp("", "pgcluster-state-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		os.Setenv(leftover.EnvStateDir, state)
+		code := m.Run()
+		_ = os.RemoveAll(state)
+		os.Exit(code)
 	case "sigint":
 		os.Exit(childSigint())
 	case "nonroot":
 		os.Exit(childNonRoot())
+	case "orphan":
+		os.Exit(childOrphan())
 	default:
 		fmt.Fprintf(os.Stderr, "unknown %s\n", envChild)
 		os.Exit(2)
@@ -110,6 +122,7 @@ func TestStartStop(t *testing.T) {
 		MaxConnections: 37,
 		SharedBuffers:  "160MB",
 		Settings:       map[string]string{"work_mem": "7MB", "application_name": "it's erplab"},
+		TCP:            true,
 	}
 	c := start(t, opts)
 	ctx := context.Background()
@@ -139,11 +152,21 @@ func TestStartStop(t *testing.T) {
 	}
 	conn.Close(ctx)
 
-	tcp, err := pgx.Connect(ctx, fmt.Sprintf("host=127.0.0.1 port=%d user=postgres dbname=postgres sslmode=disable", c.Port()))
+	tcp, err := pgx.Connect(ctx, c.DSNAt("127.0.0.1", c.Port(), "postgres"))
 	if err != nil {
 		t.Fatalf("connect over TCP: %v", err)
 	}
 	tcp.Close(ctx)
+	// Without the password (passfile) TCP and the socket both refuse.
+	for _, dsn := range []string{
+		fmt.Sprintf("host=127.0.0.1 port=%d user=postgres dbname=postgres sslmode=disable", c.Port()),
+		fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres sslmode=disable password=wrong", c.SocketDir(), c.Port()),
+	} {
+		if conn, err := pgx.Connect(ctx, dsn); err == nil {
+			conn.Close(ctx)
+			t.Errorf("connected without the password: %s", dsn)
+		}
+	}
 
 	if err := c.CreateDatabase(ctx, "Mixed Case-db"); err != nil {
 		t.Fatal(err)
@@ -263,7 +286,7 @@ func TestNonRoot(t *testing.T) {
 
 	cmd := exec.Command(bin)
 	cmd.Dir = home
-	cmd.Env = append(os.Environ(), envChild+"=nonroot", "HOME="+home)
+	cmd.Env = append(os.Environ(), envChild+"=nonroot", "HOME="+home, leftover.EnvStateDir+"=")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	out, err := cmd.CombinedOutput()
 	if err != nil {

@@ -143,6 +143,12 @@ func RunWith(m *testing.M, srv **Server, opts Options) int {
 		// A test binary killed by -timeout cannot run Stop; do not leave
 		// a server behind then.
 		StopWithParent: true,
+		// Tests of connection errors (internal/conninfo) reach it over
+		// 127.0.0.1 too (scram-sha-256 with the cluster's password), and
+		// provoke errors that follow authentication (unknown role,
+		// missing database) with dummy passwords over the private socket.
+		TCP:         true,
+		TrustSocket: true,
 	})
 	close(startDone)
 	cancel()
@@ -182,8 +188,8 @@ func RunWith(m *testing.M, srv **Server, opts Options) int {
 }
 
 // DSN returns the key/value DSN of dbname on the test cluster: Unix socket,
-// superuser "postgres", e.g.
-// "host=/tmp/erplab-pg-123 port=40001 user=postgres dbname=x sslmode=disable".
+// superuser "postgres", the password in a passfile, e.g. "host=/tmp/erplab-pg-1a2b3c4d5e6f/sock
+// port=40001 user=postgres dbname=x sslmode=disable passfile=/tmp/erplab-pg-1a2b3c4d5e6f/pgpass".
 // It skips t under -short.
 func (s *Server) DSN(t testing.TB, dbname string) string {
 	t.Helper()

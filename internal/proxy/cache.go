@@ -2,22 +2,51 @@ package proxy
 
 import (
 	"container/list"
+	"slices"
 	"sync"
+	"time"
 )
 
-// decisionKey identifies a statement text in one database (catalog
-// answers differ between databases).
-type decisionKey struct{ db, text string }
+// decisionKey identifies a statement text in one context: database,
+// user, the session's search_path setting ("" for the default, see
+// setPath) and the parameter types the client declared. A key whose
+// text starts with NUL holds a statement fingerprint instead
+// (neverKey): the "never rewrite" verdicts.
+type decisionKey struct{ db, user, path, params, text string }
+
+// neverKey is the fingerprint key of k's statement.
+func neverKey(k decisionKey, fp string) decisionKey {
+	return decisionKey{db: k.db, user: k.user, path: k.path, text: "\x00" + fp}
+}
+
+// decisionTTL is how long a decision is used before the rules and the
+// server's validation run again (DDL run outside the proxy is seen
+// within it).
+const decisionTTL = time.Minute
 
 // decision is what the rules decided for one statement text.
 type decision struct {
 	changed   bool
 	rewritten string
 	explain   string
-	// verified: the upstream accepted the rewritten text once.
+	fp        string   // the statement's fingerprint
+	names     []string // relations the validated statement names (rewrite.Result.Relations)
+	// replayable: the text is one statement, so a rejected simple
+	// Query of it can be sent again as written.
+	replayable bool
+	gen        uint64    // the database's DDL generation when decided
+	at         time.Time // when decided
+	// verified: the upstream accepted the rewritten text once in a
+	// client's session.
 	verified bool
-	// failed: the upstream rejected it; never rewrite it again.
+	// failed: the server rejected it (validation or a session); never
+	// rewrite it again.
 	failed bool
+}
+
+// current reports whether d may still be used at generation gen.
+func (d decision) current(gen uint64) bool {
+	return d.gen == gen && (d.failed || time.Since(d.at) < decisionTTL)
 }
 
 // decisionCache is a bounded LRU from statement text to decision, safe for
@@ -51,8 +80,12 @@ func (c *decisionCache) get(k decisionKey) (decision, bool) {
 func (c *decisionCache) put(k decisionKey, d decision) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.items[k]; ok { // another session decided first; its entry may carry a verdict
+	if e, ok := c.items[k]; ok {
 		c.ll.MoveToFront(e)
+		ce := e.Value.(*cacheEntry)
+		if !ce.d.current(d.gen) { // stale: replace
+			ce.d = d
+		} // else another session decided first; its entry may carry a verdict
 		return
 	}
 	c.items[k] = c.ll.PushFront(&cacheEntry{key: k, d: d})
@@ -78,7 +111,7 @@ func (c *decisionCache) update(k decisionKey, f func(*decision)) {
 		return
 	}
 	// Evicted meanwhile: a failure must still stick.
-	d := decision{}
+	d := decision{at: time.Now()}
 	f(&d)
 	if d.failed {
 		c.items[k] = c.ll.PushFront(&cacheEntry{key: k, d: d})
@@ -89,3 +122,34 @@ func (c *decisionCache) markVerified(k decisionKey) {
 	c.update(k, func(d *decision) { d.verified = true })
 }
 func (c *decisionCache) markFailed(k decisionKey) { c.update(k, func(d *decision) { d.failed = true }) }
+
+// dropNamed drops the decisions of database db whose statement names one
+// of names.
+func (c *decisionCache) dropNamed(db string, names []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, e := range c.items {
+		if k.db != db {
+			continue
+		}
+		for _, n := range e.Value.(*cacheEntry).d.names {
+			if slices.Contains(names, n) {
+				c.ll.Remove(e)
+				delete(c.items, k)
+				break
+			}
+		}
+	}
+}
+
+// clear drops every decision of database db.
+func (c *decisionCache) clear(db string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, e := range c.items {
+		if k.db == db {
+			c.ll.Remove(e)
+			delete(c.items, k)
+		}
+	}
+}

@@ -7,10 +7,28 @@
 // authentication through untouched (trust, md5, SCRAM-SHA-256 without
 // channel binding), routes CancelRequest to the upstream server when the
 // key belongs to one of its sessions, and never injects or reorders
-// messages. The first time a rewritten statement text is sent, the proxy
-// waits for its first response before relaying further client messages;
-// if the upstream rejects it at the start of an idle-state batch, the
-// original text is sent instead and that text is never rewritten again.
+// messages.
+//
+// What it rewrites is decided on a side connection of the session's
+// database and user (SET ROLE), with the session's search_path: the rule
+// learns the server's types there (rewrite.Types), and a rewritten text
+// is used only after the server prepared it there (Parse and Describe,
+// never executed) with the original's parameter and result types. A text
+// whose validation fails is never rewritten again (by fingerprint) in
+// that context. Decisions are cached per context and text for
+// decisionTTL; a schema change a session sends (CREATE, ALTER, DROP,
+// DISCARD, a DO block, ...) drops its database's decisions. A session
+// that changes search_path or its role in a way the proxy does not follow
+// (SET LOCAL, SET inside a transaction, set_config, SET ROLE) is not
+// rewritten until DISCARD ALL or RESET ALL (see classifyContext).
+//
+// Last line of defence: while a rewritten statement awaits its first
+// response at the start of an idle-state batch, the proxy relays no
+// further client messages; if the upstream rejects it, the original text
+// is sent instead and that text is never rewritten again. Inside a
+// transaction or after a Flush the rejection reaches the client (counted
+// as FallbackErrors); it happens only when a session sees other objects
+// than the side connection in a way the proxy cannot see (see the README).
 //
 // Relay cost: each direction of a session reads into one reused buffer and
 // sends the messages of one read with one write(2), without copying or
@@ -58,9 +76,10 @@ const (
 type Config struct {
 	// Upstream is the server's DSN (libpq key=value or URL). Its host and
 	// port are where client sessions go (without TLS); its user, password
-	// and options open the catalog connections the rules consult (one
-	// small pool per database clients use). Clients authenticate with
-	// their own credentials.
+	// and options open the side connections the rules consult (one small
+	// pool per database and user clients use, acting as the client's user
+	// with SET ROLE when it differs). Clients authenticate with their own
+	// credentials.
 	Upstream string
 	// Shadow: decide and count rewrites, log them, send the original.
 	Shadow bool
@@ -83,9 +102,10 @@ type Proxy struct {
 	cache      *decisionCache
 	stats      counters
 	log        *slog.Logger
-	mu         sync.Mutex // guards sessions and keys
-	catMu      sync.Mutex // guards catalogs (held while connecting)
-	catalogs   map[string]*catalogEntry
+	mu         sync.Mutex // guards sessions, keys and gens
+	catMu      sync.Mutex // guards sides (held while connecting)
+	sides      map[sideKey]*sideEntry
+	gens       map[string]uint64 // per database: DDL generations seen
 	sessions   map[*session]struct{}
 	keys       map[string]*session // BackendKeyData -> session
 	wg         sync.WaitGroup
@@ -96,17 +116,9 @@ type Proxy struct {
 	wrapUp func(net.Conn) net.Conn
 }
 
-type catalogEntry struct {
-	pool *pgxpool.Pool
-	cat  *rewrite.PGCatalog
-	err  error
-	at   time.Time // when err happened
-}
-
-// catalogRetry is how long a failed catalog connection is not retried.
-const catalogRetry = 30 * time.Second
-
-// New checks cfg and returns a Proxy. It does not connect.
+// New checks cfg and returns a Proxy. It does not connect; it warms the
+// SQL parser (rewrite.Warm), so that no client statement pays its
+// one-time initialisation.
 func New(cfg Config) (*Proxy, error) {
 	pc, err := pgconn.ParseConfig(cfg.Upstream)
 	if err != nil {
@@ -125,7 +137,7 @@ func New(cfg Config) (*Proxy, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	p := &Proxy{cfg: cfg, catCfg: catCfg, cache: newDecisionCache(cfg.CacheSize), log: log,
-		catalogs: map[string]*catalogEntry{}, sessions: map[*session]struct{}{}, keys: map[string]*session{},
+		sides: map[sideKey]*sideEntry{}, gens: map[string]uint64{}, sessions: map[*session]struct{}{}, keys: map[string]*session{},
 		ruleFired: map[string]*atomic.Uint64{}, ruleVetoed: map[string]*atomic.Uint64{}}
 	for _, r := range rewrite.Rules() {
 		p.ruleFired[r], p.ruleVetoed[r] = new(atomic.Uint64), new(atomic.Uint64)
@@ -136,12 +148,52 @@ func New(cfg Config) (*Proxy, error) {
 	} else {
 		p.upNet, p.upAddr = "tcp", net.JoinHostPort(host, strconv.Itoa(int(port)))
 	}
+	rewrite.Warm()
 	return p, nil
 }
 
+// Warm opens the side connection of the upstream DSN's database and user
+// and runs one decision on it (see openSide), so that a first client
+// statement pays neither a login nor a fresh backend's first catalog
+// lookups. Serve does the same in the background; calling Warm before
+// Serve makes it synchronous. It returns that connection's error (the
+// proxy still serves: statements of that database and user stay
+// unchanged until a retry succeeds).
+func (p *Proxy) Warm(ctx context.Context) error {
+	_, err := p.side(ctx, p.catCfg.ConnConfig.Database, p.catCfg.ConnConfig.User)
+	return err
+}
+
+// generation is database db's DDL generation: it grows whenever a session
+// sends (and again when it completes) a statement that may change the
+// schema, and decisions of an older generation are not used.
+func (p *Proxy) generation(db string) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.gens[db]
+}
+
+// invalidate starts a new generation for db and drops its decisions.
+func (p *Proxy) invalidate(db string) {
+	p.mu.Lock()
+	p.gens[db]++
+	p.mu.Unlock()
+	p.cache.clear(db)
+	p.forget(db)
+	p.stats.invalidations.Add(1)
+}
+
 // Serve accepts clients on ln until ctx is done, then closes ln and every
-// session and waits for them. It returns nil after a shutdown by ctx.
+// session and waits for them. It returns nil after a shutdown by ctx. It
+// opens the side connection of the upstream DSN's database and user in
+// the background at once (each session's at its startup), so a first
+// statement does not wait for a login.
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		_ = p.Warm(ctx)
+	}()
 	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
 	defer stop()
 	for {
@@ -150,7 +202,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 			if ctx.Err() != nil {
 				p.closeAll()
 				p.wg.Wait()
-				p.closeCatalogs()
+				p.closeSides()
 				return nil
 			}
 			var ne net.Error
@@ -160,7 +212,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			p.closeAll()
 			p.wg.Wait()
-			p.closeCatalogs()
+			p.closeSides()
 			return fmt.Errorf("proxy: accept: %w", err)
 		}
 		p.wg.Add(1)
@@ -177,46 +229,6 @@ func (p *Proxy) closeAll() {
 	for s := range p.sessions {
 		s.close()
 	}
-}
-
-func (p *Proxy) closeCatalogs() {
-	p.catMu.Lock()
-	defer p.catMu.Unlock()
-	for _, e := range p.catalogs {
-		if e.pool != nil {
-			e.pool.Close()
-		}
-	}
-	p.catalogs = map[string]*catalogEntry{}
-}
-
-// catalog returns the catalog of database db, opening its pool once.
-func (p *Proxy) catalog(ctx context.Context, db string) (*rewrite.PGCatalog, error) {
-	p.catMu.Lock()
-	defer p.catMu.Unlock()
-	if e, ok := p.catalogs[db]; ok && (e.err == nil || time.Since(e.at) < catalogRetry) {
-		return e.cat, e.err
-	}
-	cfg := p.catCfg.Copy()
-	cfg.ConnConfig.Database = db
-	e := &catalogEntry{}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err == nil {
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err = pool.Ping(pctx)
-		cancel()
-		if err != nil {
-			pool.Close()
-		}
-	}
-	if err != nil {
-		e.err, e.at = fmt.Errorf("catalog connection to database %q: %w", db, err), time.Now()
-		p.log.Warn("no catalog: statements of this database stay unchanged", "database", db, "err", err)
-	} else {
-		e.pool, e.cat = pool, rewrite.NewPGCatalog(pool)
-	}
-	p.catalogs[db] = e
-	return e.cat, e.err
 }
 
 // readStartup reads one untyped startup-phase packet (length, body).
@@ -287,13 +299,21 @@ func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 	if _, err := up.Write(startup); err != nil {
 		return
 	}
-	db := params["database"]
+	db, user := params["database"], params["user"]
 	if db == "" {
-		db = params["user"]
+		db = user
 	}
+	startPath, startUnknown := startupPath(params)
 	s := &session{p: p, client: client, up: up, cin: newInbound(client), uin: newInbound(up),
 		cw: newOutbound(client), uw: newOutbound(up),
-		db: db, closed: make(chan struct{}), requests: 1}
+		db: db, user: user, path: startPath, startPath: startPath, startUnknown: startUnknown,
+		closed: make(chan struct{}), requests: 1}
+	s.ctxUnknown.Store(startUnknown)
+	p.wg.Add(1)
+	go func() { // the side connection logs in while the client does
+		defer p.wg.Done()
+		_, _ = p.side(ctx, db, user)
+	}()
 	if k := cr.Buffered(); k > 0 { // sent by the client right after the startup packet
 		b, _ := cr.Peek(k)
 		s.cin.n = copy(s.cin.buf, b)

@@ -3,11 +3,16 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+	pg_query "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/erplab/erplab/internal/rewrite"
 )
@@ -20,7 +25,7 @@ type session struct {
 	cw         *outbound // written by upstreamLoop only
 	uwMu       sync.Mutex
 	uw         *outbound // guarded by uwMu: clientLoop relays, upstreamLoop replays
-	db         string
+	db, user   string
 	closeOnce  sync.Once
 	closed     chan struct{}
 	key        string // BackendKeyData, guarded by p.mu
@@ -28,6 +33,20 @@ type session struct {
 	mu       sync.Mutex
 	pending  *pending // a first-use rewritten statement awaiting its verdict
 	requests int      // Syncs and Queries forwarded, the startup packet counting as one (clientLoop only)
+
+	// The session's name-resolution context (see contextChange): path
+	// is its search_path setting as setPath takes it (clientLoop only),
+	// startPath the one of its startup packet.
+	path, startPath string
+	startUnknown    bool
+	ctxUnknown      atomic.Bool // a change the proxy does not follow: no rewriting
+	setInFlight     atomic.Bool // a followed SET is under way: an error makes the context unknown
+	ddlInFlight     atomic.Bool // a schema change is under way: invalidate again when it ends
+	namesMu         sync.Mutex
+	namesInFlight   []string      // relations created (temporary) or dropped by statements under way
+	namesPending    atomic.Bool   // namesInFlight is not empty
+	rfqs            atomic.Int64  // ReadyForQuery messages relayed (upstreamLoop writes)
+	txStatus        atomic.Uint32 // the last ReadyForQuery's status byte
 }
 
 // pending is a statement sent rewritten for the first time, with what to
@@ -35,6 +54,7 @@ type session struct {
 type pending struct {
 	kind      byte // 'Q' or 'P'
 	key       decisionKey
+	fp        string   // the statement's fingerprint
 	after     int      // ReadyForQuery messages that precede its responses
 	replay    [][]byte // original frames, up to and including the Sync
 	sealed    bool     // the batch's Sync was forwarded
@@ -111,9 +131,9 @@ func (s *session) fromClient(ctx context.Context, frame []byte, atBatchStart *bo
 	var started *pending
 	switch typ {
 	case 'Q':
-		out, started = s.onStatement(ctx, frame, true, building == nil)
+		out, started = s.onStatement(ctx, frame, true, building == nil, *atBatchStart)
 	case 'P':
-		out, started = s.onStatement(ctx, frame, false, building == nil)
+		out, started = s.onStatement(ctx, frame, false, building == nil, *atBatchStart)
 		if started != nil {
 			started.retryable = *atBatchStart
 		}
@@ -168,17 +188,28 @@ func (s *session) fromClient(ctx context.Context, frame []byte, atBatchStart *bo
 }
 
 // onStatement decides about a Query (simple) or Parse (extended) message
-// and returns the frame to send, and a pending record when the rewritten
-// text has not been accepted by the upstream before. canPend is false
-// while another first-use rewrite of the batch awaits its verdict: then an
-// unverified rewrite is not attempted.
-func (s *session) onStatement(ctx context.Context, frame []byte, simple, canPend bool) ([]byte, *pending) {
+// and returns the frame to send, and a pending record for a rewritten
+// text (its first response is awaited, see verdict). canPend is false
+// while another rewrite of the batch awaits its verdict: then a rewrite
+// not yet accepted by a session is not attempted. atBatchStart is true
+// when no other message of the batch came before.
+func (s *session) onStatement(ctx context.Context, frame []byte, simple, canPend, atBatchStart bool) ([]byte, *pending) {
 	// The pre-filter runs on the message bytes first: most statements
 	// are never decoded (no allocation per relayed statement).
-	if raw, ok := statementText(frame[5:], simple); ok && !mayMatch(raw) {
-		s.p.stats.statements.Add(1)
-		s.p.stats.prefilterSkips.Add(1)
-		return frame, nil
+	if raw, ok := statementText(frame[5:], simple); ok {
+		w := scanWords(raw)
+		if w.context && s.onContext(string(raw), simple && atBatchStart) {
+			// The text changes the schema or the session's context
+			// itself: its own statements would be validated against
+			// the state before it.
+			s.p.stats.statements.Add(1)
+			return frame, nil
+		}
+		if !w.match {
+			s.p.stats.statements.Add(1)
+			s.p.stats.prefilterSkips.Add(1)
+			return frame, nil
+		}
 	}
 	var text string
 	var parse pgproto3.Parse
@@ -194,7 +225,7 @@ func (s *session) onStatement(ctx context.Context, frame []byte, simple, canPend
 		}
 		text = parse.Query
 	}
-	key, d, fresh := s.p.decide(ctx, s.db, text)
+	key, d, fresh := s.p.decide(ctx, s, text, parse.ParameterOIDs)
 	if !d.changed || d.failed {
 		return frame, nil
 	}
@@ -220,14 +251,20 @@ func (s *session) onStatement(ctx context.Context, frame []byte, simple, canPend
 		return frame, nil
 	}
 	s.p.stats.rewrites.Add(1)
-	if d.verified {
-		return out, nil
+	if !canPend {
+		return out, nil // verified, but another rewrite of the batch awaits its verdict
 	}
+	// Every rewritten statement, not only its first use, waits for its
+	// first response when it can be replayed: the session's objects may
+	// differ from those the side connection validated against.
 	kind := byte('P')
 	if simple {
 		kind = 'Q'
 	}
-	return out, &pending{kind: kind, key: key, replay: [][]byte{append([]byte(nil), frame...)}, retryable: simple, done: make(chan struct{})}
+	// A Query of several statements is not replayed: an earlier one may
+	// have had effects a rollback does not undo (a sequence, an advisory
+	// lock, a COMMIT).
+	return out, &pending{kind: kind, key: key, fp: d.fp, replay: [][]byte{append([]byte(nil), frame...)}, retryable: simple && d.replayable, done: make(chan struct{})}
 }
 
 // statementText returns the SQL text of a Query body (simple) or a Parse
@@ -288,8 +325,28 @@ func (s *session) upstreamLoop() {
 				}
 			}
 			switch typ {
+			case 'E':
+				if s.setInFlight.Load() {
+					s.ctxUnknown.Store(true)
+				}
 			case 'Z':
 				rfqSeen++
+				if len(frame) > 5 {
+					s.txStatus.Store(uint32(frame[5]))
+				}
+				s.rfqs.Add(1)
+				s.setInFlight.Store(false)
+				if s.ddlInFlight.Swap(false) {
+					s.p.invalidate(s.db)
+				}
+				if s.namesPending.Load() {
+					s.namesMu.Lock()
+					names := s.namesInFlight
+					s.namesInFlight = nil
+					s.namesPending.Store(false)
+					s.namesMu.Unlock()
+					s.p.cache.dropNamed(s.db, names)
+				}
 			case 'K':
 				var k pgproto3.BackendKeyData
 				if err := k.Decode(frame[5:]); err == nil {
@@ -323,11 +380,14 @@ func (s *session) verdict(pd *pending, frame []byte, rfqSeen *int) (bool, error)
 		}
 		var e pgproto3.ErrorResponse
 		_ = e.Decode(pd.held[5:])
-		s.p.cache.markFailed(pd.key)
+		s.p.neverAgain(pd.key, pd.fp)
 		s.mu.Lock()
 		ready, retryable := pd.sealed, pd.retryable
 		s.mu.Unlock()
-		if retryable && ready && status == 'I' {
+		// Only an error of parse analysis (class 42: the rewritten text
+		// did not resolve in this session) is certain to come before
+		// anything ran; a run-time error is passed on.
+		if retryable && ready && status == 'I' && strings.HasPrefix(e.Code, "42") {
 			s.p.stats.fallbacks.Add(1)
 			s.p.log.Warn("upstream rejected a rewritten statement; sent the original, never rewriting it again",
 				"database", s.db, "code", e.Code, "error", e.Message)
@@ -344,6 +404,8 @@ func (s *session) verdict(pd *pending, frame []byte, rfqSeen *int) (bool, error)
 		s.cw.add(pd.held)
 		s.cw.add(frame)
 		*rfqSeen++
+		s.rfqs.Add(1)
+		s.txStatus.Store(uint32(status))
 		s.resolve(pd)
 		return true, nil
 	}
@@ -360,7 +422,7 @@ func (s *session) verdict(pd *pending, frame []byte, rfqSeen *int) (bool, error)
 		if !retryable {
 			// A Flush made the server send this before any Sync: the
 			// client may wait for it, so pass it on now.
-			s.p.cache.markFailed(pd.key)
+			s.p.neverAgain(pd.key, pd.fp)
 			s.p.stats.fallbackErrors.Add(1)
 			s.p.log.Warn("upstream rejected a rewritten statement after a Flush; error passed on, never rewriting it again", "database", s.db)
 			s.resolve(pd)
@@ -384,36 +446,148 @@ func (s *session) resolve(pd *pending) {
 	close(pd.done)
 }
 
-// decide returns the cached or fresh decision for text in database db;
-// fresh is true when the rules ran for this call.
-func (p *Proxy) decide(ctx context.Context, db, text string) (key decisionKey, d decision, fresh bool) {
+// onContext follows a statement that may change the session's name
+// resolution (the pre-filter flagged it; see classifyContext). first is
+// true for a simple Query that starts a batch. It reports whether the
+// text changes anything (then it is not rewritten itself).
+func (s *session) onContext(text string, first bool) bool {
+	alone := first && int64(s.requests) == s.rfqs.Load() && byte(s.txStatus.Load()) == 'I'
+	c := classifyContext(text, alone)
+	if c.ddl {
+		s.p.invalidate(s.db)
+		s.ddlInFlight.Store(true)
+	}
+	if len(c.names) > 0 {
+		s.p.cache.dropNamed(s.db, c.names)
+		s.namesMu.Lock()
+		s.namesInFlight = append(s.namesInFlight, c.names...)
+		s.namesPending.Store(true)
+		s.namesMu.Unlock()
+	}
+	switch {
+	case c.unknown:
+		s.ctxUnknown.Store(true)
+	case c.reset:
+		s.path = s.startPath
+		s.ctxUnknown.Store(s.startUnknown)
+		s.setInFlight.Store(true)
+	case c.toDefault:
+		s.path = s.startPath
+		s.setInFlight.Store(true)
+	case c.setPath != "":
+		s.path = "sql:" + c.setPath
+		s.setInFlight.Store(true)
+	}
+	return c.ddl || c.unknown || c.reset || c.toDefault || c.setPath != "" || len(c.names) > 0
+}
+
+// neverAgain marks statement k (fingerprint fp) as never to be rewritten
+// in its context.
+func (p *Proxy) neverAgain(k decisionKey, fp string) {
+	p.cache.markFailed(k)
+	if fp != "" {
+		p.cache.markFailed(neverKey(k, fp))
+	}
+}
+
+// oidsKey is the decision-key form of declared parameter types.
+func oidsKey(oids []uint32) string {
+	if len(oids) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, o := range oids {
+		b.WriteString(strconv.FormatUint(uint64(o), 10))
+		b.WriteByte(',')
+	}
+	return b.String()
+}
+
+// decide returns the cached or fresh decision for text in session s's
+// context; fresh is true when the rules ran for this call. A fresh
+// decision is made on a side connection of the session's database and
+// user with the session's search_path: the rule learns the server's
+// types there, and a rewritten text is used only after the server
+// prepared it there (rewrite.Options.Types). A text whose validation
+// failed, or that a session's server rejected, is never rewritten again
+// in that context (by fingerprint) until a schema change.
+func (p *Proxy) decide(ctx context.Context, s *session, text string, paramOIDs []uint32) (key decisionKey, d decision, fresh bool) {
 	p.stats.statements.Add(1)
-	key = decisionKey{db: db, text: text}
+	key = decisionKey{db: s.db, user: s.user, path: s.path, params: oidsKey(paramOIDs), text: text}
 	if !mayMatch(text) {
 		p.stats.prefilterSkips.Add(1)
 		return key, decision{}, false
 	}
-	if d, ok := p.cache.get(key); ok {
+	if s.ctxUnknown.Load() {
+		p.stats.contextUnknown.Add(1)
+		return key, decision{explain: "the session changed its search_path or role in a way the proxy does not follow"}, false
+	}
+	gen := p.generation(s.db)
+	if d, ok := p.cache.get(key); ok && d.current(gen) {
 		p.stats.cacheHits.Add(1)
 		return key, d, false
 	}
 	p.stats.cacheMisses.Add(1)
-	cat, err := p.catalog(ctx, db)
+	now := time.Now()
+	fpv, err := pg_query.FingerprintToUInt64(text)
 	if err != nil {
-		p.stats.vetoes.Add(1)
-		// Not cached: the catalog connection is retried later.
-		return key, decision{explain: "no catalog connection"}, true
+		p.stats.parseErrors.Add(1)
+		d := decision{explain: err.Error(), gen: gen, at: now}
+		p.cache.put(key, d)
+		return key, d, true
 	}
+	fp := hex.EncodeToString([]byte{byte(fpv >> 56), byte(fpv >> 48), byte(fpv >> 40), byte(fpv >> 32), byte(fpv >> 24), byte(fpv >> 16), byte(fpv >> 8), byte(fpv)})
+	if nd, ok := p.cache.get(neverKey(key, fp)); ok && nd.failed && nd.gen == gen {
+		d := decision{explain: "never rewritten: a statement of this fingerprint failed validation", fp: fp, gen: gen, at: now}
+		p.cache.put(key, d)
+		return key, d, true
+	}
+	d, err = p.decideOnSide(ctx, s, key, text, paramOIDs)
+	if err != nil {
+		// Not cached: the side connection is retried later.
+		p.stats.sideErrors.Add(1)
+		p.log.Info("statement not rewritten: side connection", "database", s.db, "err", err)
+		return key, decision{explain: err.Error()}, true
+	}
+	d.fp, d.gen, d.at = fp, gen, now
+	p.cache.put(key, d)
+	if d.failed {
+		p.cache.put(neverKey(key, fp), decision{failed: true, fp: fp, gen: gen, at: now})
+	}
+	return key, d, true
+}
+
+// decideOnSide runs the rules on a side connection set up like session
+// s. d.failed is set when validation failed.
+func (p *Proxy) decideOnSide(ctx context.Context, s *session, key decisionKey, text string, paramOIDs []uint32) (decision, error) {
+	e, err := p.side(ctx, s.db, s.user)
+	if err != nil {
+		return decision{}, err
+	}
+	conn, err := e.pool.Acquire(ctx)
+	if err != nil {
+		return decision{}, err
+	}
+	defer conn.Release()
+	ok, err := e.setPath(ctx, conn.Conn(), s.db, s.user, key.path)
+	if err != nil {
+		return decision{}, err
+	}
+	if !ok {
+		return decision{explain: "the session's default search_path is unknown to the proxy"}, nil
+	}
+	cat := rewrite.NewPGCatalogConn(conn.Conn()).ShareTypes(e.types)
 	t0 := time.Now()
-	res, err := rewrite.Rewrite(ctx, text, rewrite.Options{Catalog: cat, Disabled: p.cfg.Disabled})
+	res, err := rewrite.Rewrite(ctx, text, rewrite.Options{Catalog: cat, Types: cat, ParamOIDs: paramOIDs, Disabled: p.cfg.Disabled})
 	p.stats.parseNanos.Add(uint64(time.Since(t0).Nanoseconds()))
 	p.stats.parses.Add(1)
 	if err != nil {
-		p.stats.parseErrors.Add(1)
-		p.log.Debug("statement not rewritten", "err", err)
-		d := decision{explain: err.Error()}
-		p.cache.put(key, d)
-		return key, d, true
+		if _, perr := pg_query.Parse(text); perr != nil {
+			p.stats.parseErrors.Add(1)
+			p.log.Debug("statement not rewritten", "err", err)
+			return decision{explain: err.Error()}, nil
+		}
+		return decision{}, err
 	}
 	for _, f := range res.Fired {
 		if c := p.ruleFired[f.Rule]; c != nil {
@@ -428,53 +602,15 @@ func (p *Proxy) decide(ctx context.Context, db, text string) (key decisionKey, d
 	if !res.Changed && len(res.Vetoes) > 0 {
 		p.stats.vetoes.Add(1)
 	}
-	d = decision{changed: res.Changed, rewritten: res.SQL, explain: res.Explain()}
-	p.cache.put(key, d)
-	return key, d, true
-}
-
-// mayMatch is the cheap pre-filter: only text holding the words OR and
-// SELECT and one of IN / ANY / SOME (any case, outside identifiers) can
-// hold an OR over an IN subquery.
-func mayMatch[T string | []byte](s T) bool {
-	var or, sel, in bool
-	n := len(s)
-	for i := 0; i < n; {
-		c := s[i]
-		if !isIdentStart(c) {
-			i++
-			continue
-		}
-		j := i + 1
-		for j < n && isIdentChar(s[j]) {
-			j++
-		}
-		switch w := s[i:j]; len(w) {
-		case 2:
-			if eqFold(w, "or") {
-				or = true
-			} else if eqFold(w, "in") {
-				in = true
-			}
-		case 3:
-			if eqFold(w, "any") {
-				in = true
-			}
-		case 4:
-			if eqFold(w, "some") {
-				in = true
-			}
-		case 6:
-			if eqFold(w, "select") {
-				sel = true
-			}
-		}
-		if or && sel && in {
-			return true
-		}
-		i = j
+	if res.Validated {
+		p.stats.validated.Add(1)
 	}
-	return false
+	if res.ValidationFailed {
+		p.stats.validationFailures.Add(1)
+		p.log.Info("rewrite failed validation: never rewriting this statement", "database", s.db, "explain", res.Explain())
+	}
+	return decision{changed: res.Changed, rewritten: res.SQL, explain: res.Explain(), names: res.Relations,
+		replayable: res.Statements == 1, failed: res.ValidationFailed && !res.Changed}, nil
 }
 
 func isIdentStart(c byte) bool {
@@ -486,7 +622,11 @@ func isIdentChar(c byte) bool { return isIdentStart(c) || (c >= '0' && c <= '9')
 // eqFold compares ASCII word w with lower-case word lw, ignoring case.
 func eqFold[T string | []byte](w T, lw string) bool {
 	for i := 0; i < len(w); i++ {
-		if w[i]|0x20 != lw[i] {
+		c := w[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lw[i] {
 			return false
 		}
 	}

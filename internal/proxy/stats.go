@@ -19,6 +19,9 @@ type counters struct {
 	rewrites, shadow, vetoes        atomic.Uint64
 	fallbacks, fallbackErrors       atomic.Uint64
 	cancels, cancelsUnknown         atomic.Uint64
+	validated, validationFailures   atomic.Uint64
+	contextUnknown, sideErrors      atomic.Uint64
+	invalidations                   atomic.Uint64
 }
 
 // Stats is a snapshot of the proxy's counters.
@@ -42,6 +45,16 @@ type Stats struct {
 	Fallbacks, FallbackErrors uint64
 	// Cancels forwarded, and CancelsUnknown dropped (key of no session).
 	Cancels, CancelsUnknown uint64
+	// Validated: fresh decisions whose rewritten text the server prepared
+	// on a side connection with the original's types; ValidationFailures:
+	// rewrites it rejected or described differently (never tried again).
+	Validated, ValidationFailures uint64
+	// ContextUnknown: statements left unchanged because their session
+	// changed search_path or role in a way the proxy does not follow;
+	// SideErrors: decisions the side connection could not make (sent
+	// unchanged, not cached); Invalidations: schema changes seen, each
+	// dropping its database's decisions.
+	ContextUnknown, SideErrors, Invalidations uint64
 	// Fired and Vetoed count, per rule, decisions it fired in or vetoed.
 	Fired, Vetoed map[string]uint64
 	// Cached decisions.
@@ -59,6 +72,8 @@ func (p *Proxy) Stats() Stats {
 		Rewrites: c.rewrites.Load(), Shadow: c.shadow.Load(), Vetoes: c.vetoes.Load(),
 		Fallbacks: c.fallbacks.Load(), FallbackErrors: c.fallbackErrors.Load(),
 		Cancels: c.cancels.Load(), CancelsUnknown: c.cancelsUnknown.Load(),
+		Validated: c.validated.Load(), ValidationFailures: c.validationFailures.Load(),
+		ContextUnknown: c.contextUnknown.Load(), SideErrors: c.sideErrors.Load(), Invalidations: c.invalidations.Load(),
 		Fired: map[string]uint64{}, Vetoed: map[string]uint64{}, Cached: p.cache.len(),
 	}
 	for r, v := range p.ruleFired {
@@ -81,6 +96,8 @@ func (s Stats) String() string {
 	}
 	fmt.Fprintf(&b, "parsed %d (errors %d, %.3f ms total, %d µs each), rewritten %d, shadow %d, vetoed %d, fallbacks %d (+%d passed on)\n",
 		s.Parses, s.ParseErrors, float64(s.ParseTime)/1e6, avg.Microseconds(), s.Rewrites, s.Shadow, s.Vetoes, s.Fallbacks, s.FallbackErrors)
+	fmt.Fprintf(&b, "validated %d, validation failures %d, context unknown %d, side errors %d, schema changes %d\n",
+		s.Validated, s.ValidationFailures, s.ContextUnknown, s.SideErrors, s.Invalidations)
 	rules := make([]string, 0, len(s.Fired))
 	for r := range s.Fired {
 		rules = append(rules, r)
@@ -99,7 +116,7 @@ func (p *Proxy) Collector() prometheus.Collector { return collector{p} }
 type collector struct{ p *Proxy }
 
 var (
-	descCounter = prometheus.NewDesc("erplab_proxy_events_total", "Proxy events by kind (sessions, statements, prefilter_skips, cache_hits, cache_misses, parses, parse_errors, rewrites, shadow, vetoes, fallbacks, fallback_errors, cancels).", []string{"event"}, nil)
+	descCounter = prometheus.NewDesc("erplab_proxy_events_total", "Proxy events by kind (sessions, statements, prefilter_skips, cache_hits, cache_misses, parses, parse_errors, rewrites, shadow, vetoes, fallbacks, fallback_errors, cancels, validated, validation_failures, context_unknown, side_errors, invalidations).", []string{"event"}, nil)
 	descRule    = prometheus.NewDesc("erplab_proxy_rule_decisions_total", "Rewrite decisions per rule and outcome (fired, vetoed).", []string{"rule", "outcome"}, nil)
 	descParse   = prometheus.NewDesc("erplab_proxy_parse_seconds_total", "Time spent parsing and rewriting statements, seconds.", nil, nil)
 )
@@ -118,7 +135,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}{{"sessions", s.Sessions}, {"statements", s.Statements}, {"prefilter_skips", s.PrefilterSkips},
 		{"cache_hits", s.CacheHits}, {"cache_misses", s.CacheMisses}, {"parses", s.Parses}, {"parse_errors", s.ParseErrors},
 		{"rewrites", s.Rewrites}, {"shadow", s.Shadow}, {"vetoes", s.Vetoes}, {"fallbacks", s.Fallbacks},
-		{"fallback_errors", s.FallbackErrors}, {"cancels", s.Cancels}} {
+		{"fallback_errors", s.FallbackErrors}, {"cancels", s.Cancels}, {"validated", s.Validated},
+		{"validation_failures", s.ValidationFailures}, {"context_unknown", s.ContextUnknown},
+		{"side_errors", s.SideErrors}, {"invalidations", s.Invalidations}} {
 		ch <- prometheus.MustNewConstMetric(descCounter, prometheus.CounterValue, float64(e.v), e.n)
 	}
 	for r, v := range s.Fired {

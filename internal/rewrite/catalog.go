@@ -2,10 +2,12 @@ package rewrite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Querier is what PGCatalog needs from a connection or pool
@@ -19,16 +21,131 @@ type Querier interface {
 // PGCatalog). It is safe for concurrent use. Relation names resolve with
 // the querier's search_path (to_regclass), so a temporary table of another
 // session is "not visible".
+//
+// Built with NewPGCatalogConn it also implements Types over that one
+// connection (Describe prepares the unnamed statement, never executes).
 type PGCatalog struct {
 	q     Querier
+	pg    *pgconn.PgConn // for Describe; nil without NewPGCatalogConn
 	mu    sync.Mutex
 	cols  map[[3]string]ColumnInfo
 	funcs map[string][2]bool
+	types map[uint32]TypeInfo
+	tc    *TypeCache // shared instead of types, if set
 }
 
 // NewPGCatalog returns a caching catalog reading through q.
 func NewPGCatalog(q Querier) *PGCatalog {
-	return &PGCatalog{q: q, cols: map[[3]string]ColumnInfo{}, funcs: map[string][2]bool{}}
+	return &PGCatalog{q: q, cols: map[[3]string]ColumnInfo{}, funcs: map[string][2]bool{}, types: map[uint32]TypeInfo{}}
+}
+
+// NewPGCatalogConn returns a caching catalog that also implements Types,
+// over one connection (not safe for concurrent use, as c is not).
+func NewPGCatalogConn(c *pgx.Conn) *PGCatalog {
+	cat := NewPGCatalog(c)
+	cat.pg = c.PgConn()
+	return cat
+}
+
+// Describe implements Types: Parse and Describe of the unnamed
+// statement, then Sync; never Bind or Execute.
+func (c *PGCatalog) Describe(ctx context.Context, sql string, paramOIDs []uint32) (Description, error) {
+	if c.pg == nil {
+		return Description{}, errors.New("rewrite catalog: describe needs a connection (NewPGCatalogConn)")
+	}
+	sd, err := c.pg.Prepare(ctx, "", sql, paramOIDs)
+	if err != nil {
+		return Description{}, fmt.Errorf("rewrite catalog: describe: %w", err)
+	}
+	d := Description{Params: sd.ParamOIDs}
+	for _, f := range sd.Fields {
+		d.Columns = append(d.Columns, DescribedColumn{Name: f.Name, TypeOID: f.DataTypeOID, TypeMod: f.TypeModifier})
+	}
+	return d, nil
+}
+
+// Type implements Types from pg_type, following typbasetype through
+// domains.
+func (c *PGCatalog) Type(ctx context.Context, oid uint32) (TypeInfo, error) {
+	mu, m := &c.mu, c.types
+	if c.tc != nil {
+		mu, m = &c.tc.mu, c.tc.m
+	}
+	mu.Lock()
+	ti, ok := m[oid]
+	mu.Unlock()
+	if ok {
+		return ti, nil
+	}
+	const q = `
+WITH RECURSIVE d(oid, depth) AS (
+  SELECT $1::oid, 0
+  UNION ALL
+  SELECT t.typbasetype, d.depth + 1 FROM pg_type t JOIN d ON t.oid = d.oid WHERE t.typtype = 'd')
+SELECT format_type($1::oid, NULL), format_type(t.oid, NULL), t.typtype::text, t.typcategory::text,
+       t.typlen, t.typelem <> 0, t.typarray <> 0
+FROM d JOIN pg_type t ON t.oid = d.oid
+ORDER BY d.depth DESC LIMIT 1`
+	var typtype, category string
+	var length int16
+	var hasElem, hasArray bool
+	err := c.q.QueryRow(ctx, q, oid).Scan(&ti.Name, &ti.Base, &typtype, &category, &length, &hasElem, &hasArray)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return TypeInfo{}, nil
+	case err != nil:
+		return ti, fmt.Errorf("rewrite catalog: type %d: %w", oid, err)
+	}
+	ti.Known = true
+	switch {
+	case category == "A":
+		ti.Why = "an array type"
+	case typtype == "c":
+		ti.Why = "a composite type"
+	case typtype == "p":
+		ti.Why = "a pseudo-type"
+	case typtype != "b" && typtype != "e" && typtype != "r" && typtype != "m":
+		ti.Why = "not a base type"
+	case length == -1 && hasElem:
+		ti.Why = "a subscriptable variable-length type"
+	default:
+		ti.Scalar = true
+	}
+	mu.Lock()
+	m[oid] = ti
+	mu.Unlock()
+	return ti, nil
+}
+
+// TempRelations implements Types from pg_class, in one query, uncached
+// (another session may create a temporary table at any time).
+func (c *PGCatalog) TempRelations(ctx context.Context, names []string) (string, error) {
+	var found *string
+	if err := c.q.QueryRow(ctx, `SELECT min(relname::text) FROM pg_class WHERE relname = ANY ($1::text[]) AND relpersistence = 't'`, names).Scan(&found); err != nil {
+		return "", fmt.Errorf("rewrite catalog: temporary relations %v: %w", names, err)
+	}
+	if found == nil {
+		return "", nil
+	}
+	return *found, nil
+}
+
+// TypeCache holds TypeInfo answers for several PGCatalogs (a type OID's
+// kind and base type do not change while it exists). Safe for concurrent
+// use; the zero value is not usable (NewTypeCache).
+type TypeCache struct {
+	mu sync.Mutex
+	m  map[uint32]TypeInfo
+}
+
+// NewTypeCache returns an empty TypeCache.
+func NewTypeCache() *TypeCache { return &TypeCache{m: map[uint32]TypeInfo{}} }
+
+// ShareTypes makes c read and fill tc instead of its own type cache, and
+// returns c.
+func (c *PGCatalog) ShareTypes(tc *TypeCache) *PGCatalog {
+	c.tc = tc
+	return c
 }
 
 // Column implements Catalog from pg_class, pg_attribute, pg_type and
@@ -48,12 +165,12 @@ func (c *PGCatalog) Column(ctx context.Context, schema, rel, col string) (Column
 	const q = `
 SELECT r.oid IS NOT NULL,
        a.attnum IS NOT NULL,
-       coalesce(t.typcategory = 'A', false),
+       coalesce(t.typcategory = 'A', false), coalesce(a.atttypid, 0),
        coalesce(EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = r.oid AND i.indisvalid AND i.indkey[0] = a.attnum), false)
 FROM (SELECT to_regclass($1) AS oid) r
 LEFT JOIN pg_attribute a ON a.attrelid = r.oid AND a.attname = $2 AND a.attnum > 0 AND NOT a.attisdropped
 LEFT JOIN pg_type t ON t.oid = a.atttypid`
-	if err := c.q.QueryRow(ctx, q, id.Sanitize(), col).Scan(&ci.RelationKnown, &ci.Exists, &ci.IsArray, &ci.LeadingIndex); err != nil {
+	if err := c.q.QueryRow(ctx, q, id.Sanitize(), col).Scan(&ci.RelationKnown, &ci.Exists, &ci.IsArray, &ci.TypeOID, &ci.LeadingIndex); err != nil {
 		return ci, fmt.Errorf("rewrite catalog: column %s.%s: %w", id.Sanitize(), col, err)
 	}
 	c.mu.Lock()

@@ -3,6 +3,7 @@ package rewrite
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
@@ -13,7 +14,7 @@ import (
 const RuleORAnyArray = "or_any_array"
 
 // orAnyArray rewrites each arm "col IN (S)" / "col = ANY (S)" of an OR whose
-// arms all compare col with "=" to "col = ANY (ARRAY(S))".
+// arms all compare plain columns with "=" to "col = ANY (ARRAY(S))".
 //
 // Why it is safe: for a one-column S, "x IN (S)" and "x = ANY (ARRAY(S))"
 // have the same three-valued result (true if some row equals x; else null
@@ -22,8 +23,13 @@ const RuleORAnyArray = "or_any_array"
 // functions-comparisons.html. Preconditions keep the rewrite to cases where
 // it also pays and cannot change side effects: S uncorrelated (evaluated
 // once as an InitPlan), no volatile functions, no FOR UPDATE/SHARE, no
-// data-modifying CTE, not under NOT, and with a Catalog the column has an
-// index leading with it.
+// data-modifying CTE, not under NOT, and with a Catalog every compared
+// column has an index leading with it (then arms on different columns are
+// fine: the planner BitmapOrs their indexes; without a Catalog all arms
+// must test one column). With Types, the compared columns and the
+// subqueries' outputs must be scalar types (see TypeInfo.Scalar): for an
+// array-valued S, ARRAY(S) is a multi-dimensional array and "= ANY" would
+// compare with its elements, not with S's rows.
 type orAnyArray struct{}
 
 func (orAnyArray) name() string { return RuleORAnyArray }
@@ -124,7 +130,7 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 	if why := underNot(stack); why != "" {
 		return veto("the OR is under %s", why)
 	}
-	var col []string
+	var cols [][]string // distinct compared columns, in order
 	var subs []*pg_query.SubLink
 	for _, am := range arms {
 		if am.bad != "" {
@@ -133,10 +139,8 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 		switch l := unwrap(am.left).(type) {
 		case *pg_query.ColumnRef:
 			f := strs(l.Fields)
-			if col == nil {
-				col = f
-			} else if strings.Join(f, ".") != strings.Join(col, ".") {
-				return veto("an arm tests another column (%s, not %s): the OR would keep a sequential scan", strings.Join(f, "."), strings.Join(col, "."))
+			if !slices.ContainsFunc(cols, func(c []string) bool { return slices.Equal(c, f) }) {
+				cols = append(cols, f)
 			}
 		case *pg_query.RowExpr:
 			return veto("row IN: the left side is a row, not one column")
@@ -147,6 +151,10 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 			subs = append(subs, am.sublink)
 		}
 	}
+	if len(cols) > 1 && st.catalog == nil {
+		return veto("an arm tests another column (%s, not %s): without a catalog (--dsn) the rule cannot tell that each column leads an index, which the planner needs to BitmapOr the arms",
+			strings.Join(cols[1], "."), strings.Join(cols[0], "."))
+	}
 	for _, sl := range subs {
 		if why, err := subqueryBlock(ctx, st.catalog, sl); err != nil {
 			return nil, nil, nil, err
@@ -154,27 +162,72 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 			return veto("%s", why)
 		}
 	}
+	colTypes := make([]uint32, len(cols))
 	if st.catalog != nil {
-		if why, err := leftColumnBlock(ctx, st.catalog, col, stack); err != nil {
-			return nil, nil, nil, err
-		} else if why != "" {
-			return veto("%s", why)
+		for i, col := range cols {
+			ci, why, err := leftColumnBlock(ctx, st.catalog, col, stack)
+			if err != nil {
+				return nil, nil, nil, err
+			} else if why != "" {
+				return veto("%s", why)
+			}
+			colTypes[i] = ci.TypeOID
 		}
+	}
+	if st.types == nil && st.requireTypes {
+		return veto("types unknown: not rewritten (the rule needs the server's types of the compared columns and the subqueries' outputs: give a connection, or assert that they are scalar, non-array types)")
 	}
 	toks, err := st.scan()
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	var edits []edit
-	var fired []Firing
+	var subTexts []string
 	for _, sl := range subs {
-		e, err := spliceSublink(toks, sl)
+		e, inner, err := spliceSublink(toks, sl)
 		if err != nil {
 			return veto("%v", err)
 		}
 		edits = append(edits, e...)
+		subTexts = append(subTexts, st.sql[inner[0]:inner[1]])
+	}
+	if st.types != nil {
+		if st.catalog == nil {
+			return veto("types without a catalog: the compared columns' types are unknown")
+		}
+		// The original's rejection is reported after the type checks: a
+		// type veto is the clearer reason.
+		sp, origWhy, err := st.original(ctx, loc)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		for i, col := range cols {
+			if why, err := typeBlock(ctx, st.types, colTypes[i], "column "+strings.Join(col, ".")); err != nil {
+				return nil, nil, nil, err
+			} else if why != "" {
+				return veto("%s", why)
+			}
+		}
+		params := sp.desc.Params
+		if origWhy != "" {
+			params = st.paramOIDs
+		}
+		for _, sub := range subTexts {
+			if why, err := subqueryTypeBlock(ctx, st, params, sub); err != nil {
+				return nil, nil, nil, err
+			} else if why != "" {
+				return veto("%s", why)
+			}
+		}
+		if origWhy != "" {
+			return veto("%s", origWhy)
+		}
+	}
+	var fired []Firing
+	for _, sl := range subs {
+		c := strings.Join(strs(unwrap(sl.Testexpr).(*pg_query.ColumnRef).Fields), ".")
 		fired = append(fired, Firing{Rule: r.name(), Location: int(sl.Location),
-			Detail: fmt.Sprintf("%s IN (subquery) -> %s = ANY (ARRAY(subquery))", strings.Join(col, "."), strings.Join(col, "."))})
+			Detail: fmt.Sprintf("%s IN (subquery) -> %s = ANY (ARRAY(subquery))", c, c)})
 	}
 	return edits, fired, nil, nil
 }
@@ -511,7 +564,7 @@ func resolveInside(ctx context.Context, cat Catalog, f []string, stack []proto.M
 
 // leftColumnBlock checks, with the catalog, that the compared column
 // belongs to a table of the OR's query level and leads an index.
-func leftColumnBlock(ctx context.Context, cat Catalog, col []string, stack []proto.Message) (string, error) {
+func leftColumnBlock(ctx context.Context, cat Catalog, col []string, stack []proto.Message) (ColumnInfo, string, error) {
 	var items []rangeItem
 	for i := len(stack) - 1; i >= 0 && items == nil; i-- {
 		switch s := stack[i].(type) {
@@ -538,28 +591,30 @@ func leftColumnBlock(ctx context.Context, cat Catalog, col []string, stack []pro
 	for _, it := range cands {
 		ci, err := cat.Column(ctx, it.schema, it.rel, c)
 		if err != nil {
-			return "", err
+			return ci, "", err
 		}
 		if !ci.RelationKnown {
-			return fmt.Sprintf("relation %s of %s is not visible to the catalog", it.rel, name), nil
+			return ci, fmt.Sprintf("relation %s of %s is not visible to the catalog", it.rel, name), nil
 		}
 		if !ci.Exists {
 			continue
 		}
 		if ci.IsArray {
-			return fmt.Sprintf("%s is an array column (ARRAY(subquery) would nest arrays)", name), nil
+			return ci, fmt.Sprintf("%s is an array column (ARRAY(subquery) would nest arrays)", name), nil
 		}
 		if !ci.LeadingIndex {
-			return fmt.Sprintf("no index of %s has %s as its leading column", it.rel, c), nil
+			return ci, fmt.Sprintf("no index of %s has %s as its leading column", it.rel, c), nil
 		}
-		return "", nil
+		return ci, "", nil
 	}
-	return fmt.Sprintf("cannot find the table of %s in the FROM clause", name), nil
+	return ColumnInfo{}, fmt.Sprintf("cannot find the table of %s in the FROM clause", name), nil
 }
 
 // spliceSublink returns the edits that turn the sublink at sl.Location
-// into "= ANY (ARRAY(S))".
-func spliceSublink(toks []*pg_query.ScanToken, sl *pg_query.SubLink) ([]edit, error) {
+// into "= ANY (ARRAY(S))", and the byte span of S (inside its
+// parentheses).
+func spliceSublink(toks []*pg_query.ScanToken, sl *pg_query.SubLink) ([]edit, [2]int, error) {
+	var inner [2]int
 	i := -1
 	for k, t := range toks {
 		if int(t.Start) == int(sl.Location) {
@@ -568,7 +623,7 @@ func spliceSublink(toks []*pg_query.ScanToken, sl *pg_query.SubLink) ([]edit, er
 		}
 	}
 	if i < 0 {
-		return nil, fmt.Errorf("no token at the sublink's location %d", sl.Location)
+		return nil, inner, fmt.Errorf("no token at the sublink's location %d", sl.Location)
 	}
 	next := func(k int) int {
 		for k++; k < len(toks); k++ {
@@ -582,21 +637,21 @@ func spliceSublink(toks []*pg_query.ScanToken, sl *pg_query.SubLink) ([]edit, er
 	inForm := len(sl.OperName) == 0
 	if inForm {
 		if toks[i].Token != pg_query.Token_IN_P {
-			return nil, fmt.Errorf("unexpected token layout at %d (want IN)", sl.Location)
+			return nil, inner, fmt.Errorf("unexpected token layout at %d (want IN)", sl.Location)
 		}
 		open = next(i)
 	} else {
 		if toks[i].Token != pg_query.Token_ASCII_61 {
-			return nil, fmt.Errorf("unexpected token layout at %d (want =)", sl.Location)
+			return nil, inner, fmt.Errorf("unexpected token layout at %d (want =)", sl.Location)
 		}
 		a := next(i)
 		if a < 0 || (toks[a].Token != pg_query.Token_ANY && toks[a].Token != pg_query.Token_SOME) {
-			return nil, fmt.Errorf("unexpected token layout at %d (want ANY)", sl.Location)
+			return nil, inner, fmt.Errorf("unexpected token layout at %d (want ANY)", sl.Location)
 		}
 		open = next(a)
 	}
 	if open < 0 || toks[open].Token != pg_query.Token_ASCII_40 {
-		return nil, fmt.Errorf("unexpected token layout at %d (want a parenthesis)", sl.Location)
+		return nil, inner, fmt.Errorf("unexpected token layout at %d (want a parenthesis)", sl.Location)
 	}
 	depth, closeTok := 0, -1
 	for k := open; k < len(toks) && closeTok < 0; k++ {
@@ -611,15 +666,16 @@ func spliceSublink(toks []*pg_query.ScanToken, sl *pg_query.SubLink) ([]edit, er
 		}
 	}
 	if closeTok < 0 {
-		return nil, fmt.Errorf("unbalanced parentheses after offset %d", sl.Location)
+		return nil, inner, fmt.Errorf("unbalanced parentheses after offset %d", sl.Location)
 	}
 	end := int(toks[closeTok].End)
+	inner = [2]int{int(toks[open].End), int(toks[closeTok].Start)}
 	if inForm {
 		return []edit{
 			{start: int(toks[i].Start), end: int(toks[i].End), text: "= ANY (ARRAY"},
 			{start: end, end: end, text: ")"},
-		}, nil
+		}, inner, nil
 	}
 	st := int(toks[open].Start)
-	return []edit{{start: st, end: st, text: "(ARRAY"}, {start: end, end: end, text: ")"}}, nil
+	return []edit{{start: st, end: st, text: "(ARRAY"}, {start: end, end: end, text: ")"}}, inner, nil
 }

@@ -5,12 +5,24 @@
 //
 // The first rule, "or_any_array", is the field remedy for OR over
 // subqueries (docs/field-notes.md, section 1, cause 3): in an OR whose arms all
-// test one column with "=", each arm "col IN (S)" / "col = ANY (S)"
+// test columns with "=", each arm "col IN (S)" / "col = ANY (S)"
 // becomes "col = ANY (ARRAY(S))". PostgreSQL evaluates ARRAY(S) once as an
 // InitPlan and can use the array as an index condition (a BitmapOr of index
 // scans), where the sublink form keeps a sequential scan with a SubPlan
 // filter (src/backend/optimizer/plan/subselect.c; indexable
 // ScalarArrayOpExpr: src/backend/optimizer/path/indxpath.c).
+//
+// The rule's preconditions are syntactic (an OR of equality arms on
+// plain columns, uncorrelated subqueries, no volatile function, ...), on
+// the catalog (Options.Catalog: each compared column leads an index, the
+// arms may test different columns) and on types (Options.Types: the
+// server's types of each compared column and of each subquery's output
+// are scalar, non-array types after resolving domains, so that
+// ARRAY(subquery) is one-dimensional and "= ANY" finds the same "="
+// operator as IN). With Types the rewritten statement is also prepared
+// by the server (never executed) and kept only if it has the original's
+// parameter and result column types (validate). Without Types the rule
+// trusts the text unless Options.RequireTypes.
 //
 // Parsing uses the real PostgreSQL parser (pg_query_go, libpg_query).
 package rewrite
@@ -49,6 +61,9 @@ type ColumnInfo struct {
 	IsArray bool
 	// LeadingIndex is true when a valid index's first key is the column.
 	LeadingIndex bool
+	// TypeOID is the column's declared type (pg_attribute.atttypid), 0
+	// when it does not exist.
+	TypeOID uint32
 }
 
 // Options tune Rewrite.
@@ -59,6 +74,20 @@ type Options struct {
 	Catalog Catalog
 	// Disabled lists rule names that must not fire.
 	Disabled map[string]bool
+	// Types, if set, is asked for the server's types: an arm is rewritten
+	// only when its compared column and its subquery's output are scalar,
+	// non-array types (see Types), and a rewritten statement is used only
+	// when the server prepares it with the original's parameter and
+	// result column types. It needs Catalog too (PGCatalog serves as
+	// both).
+	Types Types
+	// ParamOIDs are the parameter types a client declared (a Parse
+	// message's), passed to every Describe.
+	ParamOIDs []uint32
+	// RequireTypes: without Types, veto every arm ("types unknown: not
+	// rewritten") instead of trusting the text alone. erplab rewrite
+	// without --dsn sets it unless the user asserts the types.
+	RequireTypes bool
 }
 
 // Firing says that a rule changed the statement at byte offset Location.
@@ -85,6 +114,33 @@ type Result struct {
 	Changed bool
 	Fired   []Firing
 	Vetoes  []Veto
+	// Validated is true when Changed and the server (Options.Types)
+	// prepared every rewritten statement with the original's parameter
+	// and result column types.
+	Validated bool
+	// ValidationFailed is true when a rule fired but the server rejected
+	// the rewritten text or described it differently from the original
+	// (so it was not used: a caller may remember never to try again).
+	ValidationFailed bool
+	// Relations are the names (without schema) of the relations the
+	// statements that Types validated refer to: a new or dropped relation
+	// of one of these names may change what they mean.
+	Relations []string
+	// Statements is the number of statements in the input.
+	Statements int
+}
+
+// warmSQL exercises the parser, scanner, tree walk and splice.
+const warmSQL = "SELECT t.a FROM t WHERE t.a = $1 OR t.a IN (SELECT u.x FROM u WHERE u.y = 'w') /* warm */"
+
+// Warm runs the parser, the scanner, the fingerprinter and the rules'
+// tree walk once on a small statement, so that their one-time
+// initialisation (libpg_query's memory contexts, protobuf reflection of
+// the parse tree's types) is not paid by a client's first statement. It
+// is safe to call more than once and from several goroutines.
+func Warm() {
+	_, _ = Rewrite(context.Background(), warmSQL, Options{})
+	_, _ = pg_query.Fingerprint(warmSQL)
 }
 
 // Explain is a one-line human summary of r: which rules fired and why
@@ -121,10 +177,15 @@ type rule interface {
 
 // statement is one parsed input with lazily scanned tokens.
 type statement struct {
-	sql     string
-	tree    *pg_query.ParseResult
-	tokens  []*pg_query.ScanToken
-	catalog Catalog
+	sql          string
+	tree         *pg_query.ParseResult
+	tokens       []*pg_query.ScanToken
+	catalog      Catalog
+	types        Types
+	paramOIDs    []uint32
+	requireTypes bool
+	spans        []*stmtSpan // the statements' spans, built by spanOf
+	relations    []string    // relation names of the validated statements
 }
 
 func (s *statement) scan() ([]*pg_query.ScanToken, error) {
@@ -159,7 +220,8 @@ func Rewrite(ctx context.Context, sql string, opts Options) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("rewrite: parse: %w", err)
 	}
-	st := &statement{sql: sql, tree: tree, catalog: opts.Catalog}
+	st := &statement{sql: sql, tree: tree, catalog: opts.Catalog, types: opts.Types, paramOIDs: opts.ParamOIDs, requireTypes: opts.RequireTypes}
+	res.Statements = len(tree.Stmts)
 	var edits []edit
 	for _, r := range allRules() {
 		if opts.Disabled[r.name()] {
@@ -172,6 +234,14 @@ func Rewrite(ctx context.Context, sql string, opts Options) (Result, error) {
 		edits = append(edits, e...)
 		res.Fired = append(res.Fired, f...)
 		res.Vetoes = append(res.Vetoes, v...)
+	}
+	if len(edits) > 0 && opts.Types != nil {
+		edits, res.Fired, res.Vetoes, res.ValidationFailed, err = validate(ctx, st, edits, res.Fired, res.Vetoes)
+		if err != nil {
+			return res, err
+		}
+		res.Validated = len(edits) > 0
+		res.Relations = st.relations
 	}
 	if len(edits) == 0 {
 		return res, nil

@@ -50,7 +50,12 @@ func apply(ctx context.Context, t *remedy.Target, _ string) (*remedy.Effect, err
 	done := make(chan error, 1)
 	go func() { done <- p.Serve(pctx, ln) }()
 	port := ln.Addr().(*net.TCPAddr).Port
-	t.DSN = fmt.Sprintf("host=127.0.0.1 port=%d user=postgres dbname=%s sslmode=disable", port, t.Database)
+	if t.Cluster != nil {
+		// The cluster's passfile holds its password for any host:port.
+		t.DSN = t.Cluster.DSNAt("127.0.0.1", port, t.Database)
+	} else {
+		t.DSN = fmt.Sprintf("host=127.0.0.1 port=%d user=postgres dbname=%s sslmode=disable", port, t.Database)
+	}
 	return &remedy.Effect{Changed: map[string]any{"listen": ln.Addr().String()}, State: &state{p: p, cancel: cancel, done: done}}, nil
 }
 

@@ -1,0 +1,64 @@
+// Package leftover is erplab's crash-safe record of what a command creates
+// outside its own process (throwaway server directories today; mounts,
+// tablespaces and directories of `doctor fix`, `ab` and `disk` later), so
+// that whatever a killed command (kill -9, power cut, OOM kill) leaves
+// behind is undone by the next run of any erplab command.
+//
+// # Where
+//
+// The record lives in erplab's state directory (StateDir):
+// $ERPLAB_STATE_DIR if set, else /var/lib/erplab when running as root, else
+// $XDG_STATE_HOME/erplab, else ~/.local/state/erplab. StateDir creates it
+// with mode 0700 and refuses one that is not a directory owned by the
+// effective user without group or other access: no other local user can
+// add, change or read entries (tokens are secrets). Entries are files
+// <state>/leftover/<id>.json, one per created thing.
+//
+// # Protocol for a command that creates something
+//
+//  1. e, err := rec.Add(kind, path, data) BEFORE creating it. Add writes
+//     the entry to a temporary file, fsyncs it, renames it into place and
+//     fsyncs the directory: once Add returns, the entry survives a crash.
+//     The entry carries a random Token (32 hex digits) the command may
+//     write into a marker inside what it creates, to prove later that the
+//     thing found at Path is the one it created (a directory in /tmp can be
+//     forged by any local user; the record cannot).
+//  2. Create the thing. Facts learnt afterwards (a PID, a shared memory
+//     key) go in with rec.Update(e, data), written the same crash-safe way.
+//  3. After undoing it (unmount, DROP TABLESPACE, rm -r), rec.Remove(e).
+//     A thing handed over to the user (erplab run --keep) is also removed
+//     from the record: it is no longer erplab's to clean.
+//
+// If the process dies anywhere in between, the entry stays and names a
+// dead owner (PID plus start time from /proc/PID/stat, so a reused PID is
+// not taken for the owner).
+//
+// # Sweep
+//
+// Sweep(ctx, out), called at the start of every erplab command, lists the
+// entries whose owner is gone and hands each to the Undo of its kind
+// (Register, called from the init of the package that creates such things;
+// pgcluster registers "pgcluster"). Undo must prove the thing is the one
+// recorded (token, owner, mode, device...) before touching it, undo it and
+// return a few words saying what it did ("" when nothing was left). If it
+// cannot prove it, it returns an error wrapping ErrNotOurs: the thing is
+// left alone and the entry dropped. Any other error keeps the entry for the
+// next run. An entry is locked (flock) while swept, so two commands
+// starting at once do not undo the same thing twice. Sweep writes one line
+// on out when it did or refused anything, e.g.
+//
+//	erplab: cleaned up after killed erplab commands: pgcluster /tmp/erplab-pg-1a2b (postmaster 4711 stopped, 3 shared memory segments removed); left alone: /tmp/erplab-pg-x (not a 0700 directory of root)
+//
+// Things on disk that look like erplab's but that no entry names (forged
+// by another user, or left by an older erplab) are never touched: a kind's
+// package may list them in Report.LeftAlone (pgcluster.ReapOrphans does).
+//
+// # Kinds to come
+//
+// Mount points ("mount": Path the mount point, Data the source and fs type;
+// Undo checks /proc/self/mountinfo for that mount with that source before
+// umount), tablespaces ("tablespace": Path the location, Data the DSN
+// without password, the name and the OID; Undo drops it only if the OID
+// matches and it is empty) and plain directories ("dir": a marker file
+// holding Token) follow the same protocol.
+package leftover

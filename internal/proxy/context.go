@@ -1,0 +1,330 @@
+package proxy
+
+import (
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// words is what the word pre-filter found in a statement text.
+type words struct {
+	// match: the text holds OR, SELECT and one of IN / ANY / SOME, so it
+	// may hold an OR over an IN subquery.
+	match bool
+	// context: the text holds a word of a statement that may change how
+	// the session resolves names (SET/RESET search_path or role,
+	// DISCARD, set_config, DDL: CREATE/ALTER/DROP, TEMP tables).
+	context bool
+}
+
+// scanWords is the cheap pre-filter: one pass over the identifier-like
+// words of s (any case, also inside literals and comments, so it errs
+// towards parsing), without allocating. Only texts it flags are parsed.
+func scanWords[T string | []byte](s T) words {
+	var or, sel, in bool
+	var w words
+	n := len(s)
+	for i := 0; i < n; {
+		c := s[i]
+		if !isIdentStart(c) {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < n && isIdentChar(s[j]) {
+			j++
+		}
+		switch v := s[i:j]; len(v) {
+		case 2:
+			if eqFold(v, "or") {
+				or = true
+			} else if eqFold(v, "in") {
+				in = true
+			}
+		case 3:
+			if eqFold(v, "any") {
+				in = true
+			}
+		case 4:
+			if eqFold(v, "some") {
+				in = true
+			} else if eqFold(v, "drop") || eqFold(v, "temp") || eqFold(v, "role") {
+				w.context = true
+			}
+		case 5:
+			if eqFold(v, "reset") || eqFold(v, "alter") {
+				w.context = true
+			}
+		case 6:
+			if eqFold(v, "select") {
+				sel = true
+			} else if eqFold(v, "create") {
+				w.context = true
+			}
+		case 7:
+			if eqFold(v, "discard") {
+				w.context = true
+			}
+		case 9:
+			if eqFold(v, "temporary") {
+				w.context = true
+			}
+		case 10:
+			if eqFold(v, "set_config") {
+				w.context = true
+			}
+		case 11:
+			if eqFold(v, "search_path") {
+				w.context = true
+			}
+		case 13:
+			if eqFold(v, "authorization") {
+				w.context = true
+			}
+		}
+		i = j
+	}
+	w.match = or && sel && in
+	return w
+}
+
+// mayMatch reports whether s may hold an OR over an IN subquery.
+func mayMatch[T string | []byte](s T) bool { return scanWords(s).match }
+
+// contextChange is what a statement does to the session's name
+// resolution, as far as the proxy can follow it.
+type contextChange struct {
+	// ddl: the statement changes the schema (CREATE, ALTER, a DO
+	// block, ...): cached decisions of the database are stale.
+	ddl bool
+	// names: relations the statement creates as temporary tables or
+	// drops: the cached decisions naming them are stale. (CREATE INDEX,
+	// TRUNCATE and the like change no decision's meaning: the decision
+	// time-out picks up a new index.)
+	names []string
+	// unknown: the session's search_path or role changes in a way the
+	// proxy does not follow (SET LOCAL, inside a transaction or with
+	// other statements, set_config, SET ROLE): rewriting stops for it.
+	unknown bool
+	// reset: DISCARD ALL or RESET ALL: back to the defaults.
+	reset bool
+	// setPath is a SET search_path statement to replay on the side
+	// connection ("" when none); toDefault: RESET or SET ... TO DEFAULT.
+	setPath   string
+	toDefault bool
+}
+
+// classifyContext parses text (the pre-filter flagged it) and says what
+// it does to the session's context. alone is true when the session has
+// no other request under way and is idle (not in a transaction), and the
+// text came as a simple Query: only then is a SET search_path followed
+// rather than making the context unknown. Text that does not parse
+// changes nothing (the server rejects it too).
+func classifyContext(text string, alone bool) contextChange {
+	var c contextChange
+	tree, err := pg_query.Parse(text)
+	if err != nil {
+		return c
+	}
+	single := len(tree.Stmts) == 1
+	for _, raw := range tree.Stmts {
+		switch n := raw.Stmt.GetNode().(type) {
+		case *pg_query.Node_VariableSetStmt:
+			v := n.VariableSetStmt
+			switch v.Name {
+			case "search_path":
+				switch {
+				case v.IsLocal || !alone || !single:
+					c.unknown = true
+				case v.Kind == pg_query.VariableSetKind_VAR_SET_VALUE:
+					c.setPath = text
+				case v.Kind == pg_query.VariableSetKind_VAR_SET_DEFAULT || v.Kind == pg_query.VariableSetKind_VAR_RESET:
+					c.toDefault = true
+				default:
+					c.unknown = true
+				}
+			case "role", "session_authorization", "session.authorization":
+				c.unknown = true
+			case "":
+				if v.Kind == pg_query.VariableSetKind_VAR_RESET_ALL {
+					if alone && single {
+						c.reset = true
+					} else {
+						c.unknown = true
+					}
+				}
+			}
+		case *pg_query.Node_DiscardStmt:
+			// Dropping temporary tables unhides, it never hides: no
+			// decision made without them changes meaning.
+			if n.DiscardStmt.Target == pg_query.DiscardMode_DISCARD_ALL && alone && single {
+				c.reset = true
+			}
+		case *pg_query.Node_SelectStmt:
+			if into := n.SelectStmt.IntoClause; into != nil {
+				c.created(into.Rel)
+			}
+		case *pg_query.Node_CreateStmt:
+			c.created(n.CreateStmt.Relation)
+		case *pg_query.Node_CreateTableAsStmt:
+			if into := n.CreateTableAsStmt.Into; into != nil {
+				c.created(into.Rel)
+			} else {
+				c.ddl = true
+			}
+		case *pg_query.Node_DropStmt:
+			if !dropsNames(n.DropStmt, &c.names) {
+				c.ddl = true
+			}
+		case *pg_query.Node_IndexStmt, *pg_query.Node_ReindexStmt, *pg_query.Node_ClusterStmt, *pg_query.Node_CommentStmt:
+		case *pg_query.Node_InsertStmt, *pg_query.Node_UpdateStmt, *pg_query.Node_DeleteStmt, *pg_query.Node_MergeStmt,
+			*pg_query.Node_TransactionStmt, *pg_query.Node_VariableShowStmt, *pg_query.Node_ExplainStmt,
+			*pg_query.Node_PrepareStmt, *pg_query.Node_ExecuteStmt, *pg_query.Node_DeallocateStmt,
+			*pg_query.Node_CopyStmt, *pg_query.Node_LockStmt, *pg_query.Node_TruncateStmt,
+			*pg_query.Node_ListenStmt, *pg_query.Node_NotifyStmt, *pg_query.Node_UnlistenStmt,
+			*pg_query.Node_VacuumStmt, *pg_query.Node_CheckPointStmt, *pg_query.Node_GrantStmt, *pg_query.Node_GrantRoleStmt:
+		default:
+			c.ddl = true
+		}
+		if callsSetConfig(raw) {
+			c.unknown = true
+		}
+	}
+	return c
+}
+
+// created records relation rv, created: a temporary table hides
+// relations of its name (names); a permanent one may as well, in an
+// earlier schema of a search_path (ddl).
+func (c *contextChange) created(rv *pg_query.RangeVar) {
+	if rv == nil {
+		c.ddl = true
+		return
+	}
+	if rv.Relpersistence == "t" {
+		c.names = append(c.names, rv.Relname)
+		return
+	}
+	c.ddl = true
+}
+
+// dropsNames appends the relation names a DROP TABLE/VIEW/... removes
+// and reports true, or false for a DROP of another kind of object (a
+// type, a function, a schema: treated as a schema change). DROP INDEX
+// changes no decision's meaning.
+func dropsNames(d *pg_query.DropStmt, names *[]string) bool {
+	switch d.RemoveType {
+	case pg_query.ObjectType_OBJECT_INDEX:
+		return true
+	case pg_query.ObjectType_OBJECT_TABLE, pg_query.ObjectType_OBJECT_VIEW, pg_query.ObjectType_OBJECT_MATVIEW,
+		pg_query.ObjectType_OBJECT_FOREIGN_TABLE, pg_query.ObjectType_OBJECT_SEQUENCE:
+		for _, o := range d.Objects {
+			l := o.GetList()
+			if l == nil || len(l.Items) == 0 {
+				return false
+			}
+			*names = append(*names, l.Items[len(l.Items)-1].GetString_().GetSval())
+		}
+		return true
+	}
+	return false
+}
+
+// callsSetConfig reports whether the statement calls set_config (which
+// may change search_path or role in ways the proxy does not follow).
+func callsSetConfig(raw *pg_query.RawStmt) bool {
+	found := false
+	var visit func(m protoreflect.Message)
+	visit = func(m protoreflect.Message) {
+		if found || !m.IsValid() {
+			return
+		}
+		if fc, ok := m.Interface().(*pg_query.FuncCall); ok {
+			if name := fc.Funcname; len(name) > 0 && strings.EqualFold(name[len(name)-1].GetString_().GetSval(), "set_config") {
+				found = true
+				return
+			}
+		}
+		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			switch {
+			case fd.IsMap():
+			case fd.IsList():
+				if fd.Message() != nil {
+					l := v.List()
+					for i := 0; i < l.Len(); i++ {
+						visit(l.Get(i).Message())
+					}
+				}
+			case fd.Message() != nil:
+				visit(v.Message())
+			}
+			return !found
+		})
+	}
+	visit(raw.ProtoReflect())
+	return found
+}
+
+// startupPath returns the session's search_path from its startup
+// parameters: "" when they set none, "cfg:" + the value, or unknown when
+// they set it (or the role) in a way the proxy does not parse.
+func startupPath(params map[string]string) (path string, unknown bool) {
+	if v, ok := params["search_path"]; ok {
+		path = "cfg:" + v
+	}
+	if _, ok := params["role"]; ok {
+		return "", true
+	}
+	opts, ok := params["options"]
+	if !ok {
+		return path, false
+	}
+	// libpq's options: command-line switches separated by spaces, a
+	// backslash escaping the next character.
+	var args []string
+	var b strings.Builder
+	esc := false
+	for _, r := range opts {
+		switch {
+		case esc:
+			b.WriteRune(r)
+			esc = false
+		case r == '\\':
+			esc = true
+		case r == ' ' || r == '\t':
+			if b.Len() > 0 {
+				args = append(args, b.String())
+				b.Reset()
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	if b.Len() > 0 {
+		args = append(args, b.String())
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		var kv string
+		switch {
+		case a == "-c" && i+1 < len(args):
+			i++
+			kv = args[i]
+		case strings.HasPrefix(a, "-c"):
+			kv = a[2:]
+		case strings.HasPrefix(a, "--"):
+			kv = a[2:]
+		default:
+			continue
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		switch strings.ReplaceAll(strings.ToLower(k), "-", "_") {
+		case "search_path":
+			path = "cfg:" + v
+		case "role", "session_authorization":
+			return "", true
+		}
+	}
+	return path, false
+}

@@ -1,0 +1,74 @@
+package proxy
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestScanWordsAndContext(t *testing.T) {
+	for s, want := range map[string]words{
+		"SET search_path = s2, public":                                {context: true},
+		"select * from t where a=1 or a in (select 1)":                {match: true},
+		"SELECT set_config('search_path', 'x', false)":                {context: true},
+		"UPDATE t SET a = 1 WHERE a = 2":                              {},
+		"INSERT INTO t VALUES (1) ON CONFLICT DO NOTHING":             {},
+		"CREATE TEMP TABLE x (a int)":                                 {context: true},
+		"SELECT 1 FROM t WHERE a = 1 OR a IN (SELECT 2); DISCARD ALL": {match: true, context: true},
+	} {
+		if got := scanWords(s); got != want {
+			t.Errorf("scanWords(%q) = %+v, want %+v", s, got, want)
+		}
+	}
+	cases := []struct {
+		text  string
+		alone bool
+		want  contextChange
+	}{
+		{"SET search_path = s2, public", true, contextChange{setPath: "SET search_path = s2, public"}},
+		{"SET search_path = s2, public", false, contextChange{unknown: true}},
+		{"SET LOCAL search_path = s2", true, contextChange{unknown: true}},
+		{"BEGIN; SET search_path = s2", true, contextChange{unknown: true}},
+		{"RESET search_path", true, contextChange{toDefault: true}},
+		{"SET search_path TO DEFAULT", true, contextChange{toDefault: true}},
+		{"SET ROLE other", true, contextChange{unknown: true}},
+		{"SET SESSION AUTHORIZATION other", true, contextChange{unknown: true}},
+		{"RESET ALL", true, contextChange{reset: true}},
+		{"DISCARD ALL", true, contextChange{reset: true}},
+		{"DISCARD TEMP", true, contextChange{}},
+		{"SELECT set_config('search_path', 'x', false)", true, contextChange{unknown: true}},
+		{"CREATE TEMP TABLE x (a int)", true, contextChange{names: []string{"x"}}},
+		{"SELECT 1 INTO TEMP x", true, contextChange{names: []string{"x"}}},
+		{"CREATE TEMPORARY TABLE y AS SELECT 1", true, contextChange{names: []string{"y"}}},
+		{"DROP TABLE tt1, s.tt2", true, contextChange{names: []string{"tt1", "tt2"}}},
+		{"CREATE INDEX ON tt1 (a); DROP INDEX i", true, contextChange{}},
+		{"CREATE TABLE p (a int)", true, contextChange{ddl: true}},
+		{"DROP TYPE comp", true, contextChange{ddl: true}},
+		{"ALTER TABLE t ALTER a TYPE int[]", false, contextChange{ddl: true}},
+		{"UPDATE t SET a = 1 WHERE role = 2", true, contextChange{}},
+		{"SET statement_timeout = 1", true, contextChange{}},
+		{"SELEC nonsense", true, contextChange{}},
+	}
+	for _, c := range cases {
+		if got := classifyContext(c.text, c.alone); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("classifyContext(%q, %v) = %+v, want %+v", c.text, c.alone, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		params  map[string]string
+		path    string
+		unknown bool
+	}{
+		{map[string]string{"user": "u"}, "", false},
+		{map[string]string{"search_path": "a,b"}, "cfg:a,b", false},
+		{map[string]string{"options": "-c search_path=s2,public"}, "cfg:s2,public", false},
+		{map[string]string{"options": `-csearch_path=a\ b --work_mem=4MB`}, "cfg:a b", false},
+		{map[string]string{"options": "--search-path=x"}, "cfg:x", false},
+		{map[string]string{"options": "-c role=admin"}, "", true},
+		{map[string]string{"role": "admin"}, "", true},
+	} {
+		path, unknown := startupPath(c.params)
+		if path != c.path || unknown != c.unknown {
+			t.Errorf("startupPath(%v) = %q, %v; want %q, %v", c.params, path, unknown, c.path, c.unknown)
+		}
+	}
+}

@@ -1,0 +1,272 @@
+package rewrite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/proto"
+)
+
+// Types answers, from the server, what the text cannot tell: the types
+// of a subquery's output and of a column, and whether the server accepts
+// a statement. Describe must only prepare (Parse and Describe of the
+// unnamed statement), never execute. PGCatalog implements it over one
+// connection (NewPGCatalogConn).
+type Types interface {
+	// Describe prepares sql with the given parameter types (0 or a
+	// shorter list: the server infers the rest) and returns the
+	// parameter and result column types. A rejection by the server is
+	// returned as a *pgconn.PgError (possibly wrapped); any other error
+	// means the server could not be asked.
+	Describe(ctx context.Context, sql string, paramOIDs []uint32) (Description, error)
+	// Type describes type oid with domains resolved to their base type.
+	Type(ctx context.Context, oid uint32) (TypeInfo, error)
+	// TempRelations returns one of names that some session has a
+	// temporary relation of (pg_class.relpersistence = 't'), or "": a
+	// client's session could then resolve that name differently from the
+	// connection that answers Describe. It must not cache its answer.
+	TempRelations(ctx context.Context, names []string) (string, error)
+}
+
+// Description is what Types.Describe returns.
+type Description struct {
+	// Params are the parameter type OIDs ($1 first).
+	Params []uint32
+	// Columns are the result columns (none for a statement without a
+	// result).
+	Columns []DescribedColumn
+}
+
+// DescribedColumn is one result column of a Description.
+type DescribedColumn struct {
+	Name    string
+	TypeOID uint32
+	TypeMod int32
+}
+
+// String is "name type(typmod), ..." for messages.
+func (d Description) String() string {
+	var parts []string
+	for _, c := range d.Columns {
+		parts = append(parts, fmt.Sprintf("%s %d(%d)", c.Name, c.TypeOID, c.TypeMod))
+	}
+	return fmt.Sprintf("params %v, columns [%s]", d.Params, strings.Join(parts, ", "))
+}
+
+// TypeInfo is what Types.Type returns.
+type TypeInfo struct {
+	// Known is false when no type has the OID.
+	Known bool
+	// Name is the type as format_type writes it; Base is the base type
+	// when Name is a domain (else equal to Name).
+	Name, Base string
+	// Scalar is true for a base, enum, range or multirange type (after
+	// resolving domains) that is neither an array nor subscriptable
+	// like one: ARRAY(subquery) of it is a one-dimensional array whose
+	// element type is the type itself, so "x = ANY (ARRAY(S))" looks up
+	// the same "=" operator as "x IN (S)".
+	Scalar bool
+	// Why says why the type is not scalar ("an array type", "a
+	// composite type", ...), when it is not.
+	Why string
+}
+
+// rejected reports whether err is the server refusing a statement (as
+// opposed to a failed connection), with its SQLSTATE and message.
+func rejected(err error) (string, bool) {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code + " " + pe.Message, true
+	}
+	return "", false
+}
+
+// stmtSpan is one statement of the input: its text span and the
+// description of its original text, learnt once.
+type stmtSpan struct {
+	start, end int
+	described  bool
+	desc       Description
+	descErr    string // the server's rejection of the original, if any
+}
+
+// spans returns the statements of st.sql with their byte spans.
+func (s *statement) spanOf(loc int) *stmtSpan {
+	if s.spans == nil {
+		for _, raw := range s.tree.Stmts {
+			start := int(raw.StmtLocation)
+			end := len(s.sql)
+			if raw.StmtLen > 0 {
+				end = start + int(raw.StmtLen)
+			}
+			s.spans = append(s.spans, &stmtSpan{start: start, end: end})
+		}
+	}
+	for _, sp := range s.spans {
+		if loc >= sp.start && loc < sp.end {
+			return sp
+		}
+	}
+	return nil
+}
+
+// original describes the original text of the statement holding byte
+// offset loc, once. It returns the server's rejection as a reason.
+func (s *statement) original(ctx context.Context, loc int) (*stmtSpan, string, error) {
+	sp := s.spanOf(loc)
+	if sp == nil {
+		return nil, "", fmt.Errorf("rewrite: no statement at offset %d", loc)
+	}
+	if !sp.described {
+		d, err := s.types.Describe(ctx, s.sql[sp.start:sp.end], s.paramOIDs)
+		if err != nil {
+			why, ok := rejected(err)
+			if !ok {
+				return nil, "", fmt.Errorf("rewrite: describe the statement: %w", err)
+			}
+			sp.descErr = why
+		}
+		sp.desc, sp.described = d, true
+	}
+	if sp.descErr != "" {
+		return sp, "the server does not prepare the statement as written (" + sp.descErr + "), so its types are unknown", nil
+	}
+	return sp, "", nil
+}
+
+// typeBlock reports why the type with OID oid of what (e.g. "the
+// subquery's output") is not a known scalar type, or "".
+func typeBlock(ctx context.Context, types Types, oid uint32, what string) (string, error) {
+	ti, err := types.Type(ctx, oid)
+	if err != nil {
+		return "", err
+	}
+	if !ti.Known {
+		return fmt.Sprintf("%s has type OID %d, unknown to the server", what, oid), nil
+	}
+	if !ti.Scalar {
+		name := ti.Name
+		if ti.Base != ti.Name {
+			name += " (a domain over " + ti.Base + ")"
+		}
+		return fmt.Sprintf("%s is of type %s, %s, not a scalar type", what, name, ti.Why), nil
+	}
+	return "", nil
+}
+
+// subqueryTypeBlock describes the subquery text (uncorrelated, so it is
+// a statement of its own) with the statement's parameter types params and
+// reports why its single output column is not a scalar type, or "".
+func subqueryTypeBlock(ctx context.Context, st *statement, params []uint32, subText string) (string, error) {
+	d, err := st.types.Describe(ctx, subText, params)
+	if err != nil {
+		why, ok := rejected(err)
+		if !ok {
+			return "", fmt.Errorf("rewrite: describe a subquery: %w", err)
+		}
+		return "the server does not prepare the subquery alone (" + why + "), so its type is unknown", nil
+	}
+	if len(d.Columns) != 1 {
+		return fmt.Sprintf("the subquery returns %d columns", len(d.Columns)), nil
+	}
+	return typeBlock(ctx, st.types, d.Columns[0].TypeOID, "the subquery's output")
+}
+
+// validate checks, for every statement that has edits, that the server
+// prepares the rewritten text with the original's parameter and result
+// column types, and that no temporary relation could hide a relation it
+// names. It returns the edits that passed and moves the firings of the
+// others to vetoes; failed is true when the server rejected a rewritten
+// text or described it differently.
+func validate(ctx context.Context, st *statement, edits []edit, fired []Firing, vetoes []Veto) ([]edit, []Firing, []Veto, bool, error) {
+	failed := false
+	var keepE []edit
+	var keepF []Firing
+	for _, raw := range st.tree.Stmts {
+		sp := st.spanOf(int(raw.StmtLocation))
+		var es []edit
+		for _, e := range edits {
+			if e.start >= sp.start && e.start <= sp.end {
+				es = append(es, edit{start: e.start - sp.start, end: e.end - sp.start, text: e.text})
+			}
+		}
+		var fs []Firing
+		for _, f := range fired {
+			if f.Location >= sp.start && f.Location < sp.end {
+				fs = append(fs, f)
+			}
+		}
+		if len(es) == 0 {
+			continue
+		}
+		why, err := validateOne(ctx, st, sp, raw, es)
+		if err != nil {
+			return nil, nil, nil, false, err
+		}
+		if strings.HasPrefix(why, validationFailed) {
+			failed = true
+		}
+		if why != "" {
+			for _, f := range fs {
+				vetoes = append(vetoes, Veto{Rule: f.Rule, Location: f.Location, Reason: why})
+			}
+			continue
+		}
+		for _, e := range es {
+			keepE = append(keepE, edit{start: e.start + sp.start, end: e.end + sp.start, text: e.text})
+		}
+		keepF = append(keepF, fs...)
+	}
+	return keepE, keepF, vetoes, failed, nil
+}
+
+// validationFailed starts the reason of a veto by validation.
+const validationFailed = "validation failed: "
+
+func validateOne(ctx context.Context, st *statement, sp *stmtSpan, raw *pg_query.RawStmt, es []edit) (string, error) {
+	var names []string
+	walk(raw.Stmt, nil, func(m proto.Message, _ []proto.Message) bool {
+		if rv, ok := m.(*pg_query.RangeVar); ok {
+			if !slices.Contains(st.relations, rv.Relname) {
+				st.relations = append(st.relations, rv.Relname)
+			}
+			if (rv.Schemaname == "" || rv.Schemaname == "pg_temp") && !slices.Contains(names, rv.Relname) {
+				names = append(names, rv.Relname)
+			}
+		}
+		return true
+	})
+	if len(names) > 0 {
+		n, err := st.types.TempRelations(ctx, names)
+		if err != nil {
+			return "", err
+		}
+		if n != "" {
+			return fmt.Sprintf("a temporary relation named %s exists: a client session may resolve %s to it, not to what the server described", n, n), nil
+		}
+	}
+	if _, why, err := st.original(ctx, sp.start); err != nil || why != "" {
+		return why, err
+	}
+	text, err := splice(st.sql[sp.start:sp.end], es)
+	if err != nil {
+		return "", err
+	}
+	d, err := st.types.Describe(ctx, text, st.paramOIDs)
+	if err != nil {
+		why, ok := rejected(err)
+		if !ok {
+			return "", fmt.Errorf("rewrite: describe the rewritten statement: %w", err)
+		}
+		return validationFailed + "the server rejects the rewritten statement (" + why + ")", nil
+	}
+	if !slices.Equal(d.Params, sp.desc.Params) || !slices.Equal(d.Columns, sp.desc.Columns) {
+		return fmt.Sprintf(validationFailed+"the rewritten statement describes as %s, the original as %s", d, sp.desc), nil
+	}
+	return "", nil
+}
