@@ -11,7 +11,7 @@ import (
 )
 
 func newCheckCmd() *cobra.Command {
-	var dsn, name string
+	var dsn, dsnFile, name string
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Prove that the ERP data's register totals equal the sums of their movements",
@@ -22,7 +22,10 @@ mismatches, so it can follow a load test in a script.`,
 		Example: `  erplab check --dsn 'dbname=erp'`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			d, envGiven := conninfo.FromEnvOrFlag(dsn)
+			d, envGiven, err := resolveDSN(cmd, dsn, dsnFile)
+			if err != nil {
+				return err
+			}
 			if d == "" && !envGiven {
 				return withCode(exitUsage, errors.New("check needs a server: pass --dsn (or set PG* variables)"))
 			}
@@ -47,6 +50,7 @@ mismatches, so it can follow a load test in a script.`,
 		},
 	}
 	cmd.Flags().StringVar(&dsn, "dsn", "", "database holding the ERP data (libpq key=value or URL); default: PG* environment")
+	addDSNFileFlag(cmd.Flags(), &dsnFile, "dsn")
 	cmd.Flags().StringVar(&name, "workload", "erp", "workload whose data to check")
 	return cmd
 }

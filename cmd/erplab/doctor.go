@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/doctor"
 	"github.com/erplab/erplab/internal/loadtest"
 	tmpfsfix "github.com/erplab/erplab/internal/remedy/tmpfs"
@@ -17,6 +16,7 @@ import (
 
 type doctorFlags struct {
 	dsn, format, osUser string
+	dsnFile             string
 	procRoot, sysRoot   string
 	only, skip          []string
 	sample, interval    time.Duration
@@ -57,6 +57,7 @@ procedure that moves temp-table files to tmpfs.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.dsn, "dsn", "", "server to diagnose (libpq key=value or URL); default: PG* environment, else a throwaway embedded server")
+	addDSNFileFlag(fl, &f.dsnFile, "dsn")
 	fl.DurationVar(&f.sample, "sample", doctor.DefaultSample, "how long rate-based checks sample the server (0 = skip them)")
 	fl.DurationVar(&f.interval, "interval", doctor.DefaultInterval, "sampling period within --sample")
 	fl.StringVar(&f.format, "format", doctor.FormatText, "output format: text, json or markdown")
@@ -108,7 +109,10 @@ func runDoctor(cmd *cobra.Command, f doctorFlags) error {
 		}
 	}
 	ctx := cmd.Context()
-	dsn, given := conninfo.FromEnvOrFlag(f.dsn)
+	dsn, given, err := resolveDSN(cmd, f.dsn, f.dsnFile)
+	if err != nil {
+		return err
+	}
 	if given && f.osUser != "" {
 		return withCode(exitUsage, errors.New("--os-user applies to the embedded server only; drop it or drop --dsn"))
 	}
@@ -165,6 +169,7 @@ func containsID(list []string, s string) bool {
 
 type fixFlags struct {
 	dsn, size, tablespace, location, scope, procRoot, state, stateDir string
+	dsnFile                                                           string
 	apply, undo, force, states                                        bool
 }
 
@@ -222,6 +227,7 @@ ALTER DATABASE: this database only, new sessions only.
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.dsn, "dsn", "", "server and database to fix (libpq key=value or URL); default: PG* environment")
+	addDSNFileFlag(fl, &f.dsnFile, "dsn")
 	fl.StringVar(&f.size, "size", "", "tmpfs size: a number with k, m, g or % (e.g. 2G); required with --apply")
 	fl.BoolVar(&f.apply, "apply", false, "perform the procedure (local server, root, superuser) and verify it")
 	fl.BoolVar(&f.undo, "undo", false, "revert what --apply recorded for this server and tablespace; refuses what erplab did not create")
@@ -248,7 +254,7 @@ func runFix(cmd *cobra.Command, f fixFlags) error {
 		return withCode(exitUsage, errors.New("--force applies to --undo only"))
 	case f.state != "" && !f.undo:
 		return withCode(exitUsage, errors.New("--state applies to --undo only"))
-	case f.state != "" && f.dsn != "":
+	case f.state != "" && (f.dsn != "" || f.dsnFile != ""):
 		return withCode(exitUsage, errors.New("--state is for a server that is gone: drop --dsn (with --dsn the state file is found from the server)"))
 	case f.states && (f.apply || f.undo):
 		return withCode(exitUsage, errors.New("--states lists the state files; it excludes --apply and --undo"))
@@ -270,7 +276,10 @@ func runFix(cmd *cobra.Command, f fixFlags) error {
 	case f.state != "":
 		return tmpfsfix.UndoOrphan(ctx, f.state, opts, out)
 	}
-	dsn, given := conninfo.FromEnvOrFlag(f.dsn)
+	dsn, given, err := resolveDSN(cmd, f.dsn, f.dsnFile)
+	if err != nil {
+		return err
+	}
 	if !given {
 		if f.apply || f.undo {
 			return withCode(exitUsage, errors.New("--apply and --undo need the server: pass --dsn (or set PG* variables; for a server that is gone, --undo --state FILE)"))

@@ -19,6 +19,7 @@ import (
 
 type initFlags struct {
 	dsn, workload, osUser string
+	dsnFile               string
 	scale                 float64
 	seed                  uint64
 	parallel              int
@@ -62,7 +63,10 @@ and recreates its own tables; other tables stop it unless --force. --vs-pgbench 
 			if err := ini.CheckInit(o); err != nil {
 				return withCode(exitUsage, err)
 			}
-			dsn, envGiven := conninfo.FromEnvOrFlag(f.dsn)
+			dsn, envGiven, err := resolveDSN(cmd, f.dsn, f.dsnFile)
+			if err != nil {
+				return err
+			}
 			embedded := dsn == "" && !envGiven
 			if !embedded && (f.keep || f.osUser != "") {
 				return withCode(exitUsage, errors.New("--keep and --os-user apply to the throwaway server only; drop them or drop --dsn"))
@@ -82,6 +86,7 @@ and recreates its own tables; other tables stop it unless --force. --vs-pgbench 
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.dsn, "dsn", "", "target database (libpq key=value or URL); default: PG* environment, else a throwaway server")
+	addDSNFileFlag(fl, &f.dsnFile, "dsn")
 	fl.StringVar(&f.workload, "workload", "erp", "workload whose data to create")
 	fl.Float64VarP(&f.scale, "scale", "s", 0.1, "scale factor (erp: 0.1 = about 130 MB, 1 = about 1.4 GB; pgbench: a whole number, default 1, 15 MB each)")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the data generator (same seed and scale, same data)")

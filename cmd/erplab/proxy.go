@@ -24,6 +24,7 @@ import (
 func newProxyCmd() *cobra.Command {
 	var (
 		listen, upstream, metricsAddr string
+		upstreamFile                  string
 		shadow, verbose               bool
 		disable                       []string
 		cacheSize, procs              int
@@ -47,9 +48,12 @@ rewritten and sends the original. Counters go to /metrics (with --metrics) and t
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			up, envGiven := conninfo.FromEnvOrFlag(upstream)
+			up, envGiven, err := resolveUpstream(cmd, upstream, upstreamFile)
+			if err != nil {
+				return err
+			}
 			if up == "" && !envGiven {
-				return withCode(exitUsage, errors.New("proxy needs an upstream server: pass --upstream (or set PG* variables)"))
+				return withCode(exitUsage, errors.New("proxy needs an upstream server: pass --upstream, --upstream-file or ERPLAB_UPSTREAM (or set PG* variables)"))
 			}
 			dis := map[string]bool{}
 			known := map[string]bool{}
@@ -108,7 +112,8 @@ rewritten and sends the original. Counters go to /metrics (with --metrics) and t
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:6433", "address to accept PostgreSQL clients on (host:port)")
-	cmd.Flags().StringVar(&upstream, "upstream", "", "upstream server (libpq key=value or URL); its credentials are used for the side connections only")
+	cmd.Flags().StringVar(&upstream, "upstream", "", "upstream server (libpq key=value or URL); its credentials are used for the side connections only; default: "+upstreamEnv+", else PG* environment")
+	addDSNFileFlag(cmd.Flags(), &upstreamFile, "upstream")
 	cmd.Flags().BoolVar(&shadow, "shadow", false, "log what would be rewritten, send the original")
 	cmd.Flags().StringSliceVar(&disable, "disable", nil, "rules to switch off (comma-separated)")
 	cmd.Flags().IntVar(&cacheSize, "cache", 10000, "statement texts whose decision is cached")
@@ -148,6 +153,7 @@ func setProxyProcs(procs int) int {
 func newProxyBenchCmd() *cobra.Command {
 	var (
 		upstream, modes, osUser string
+		upstreamFile            string
 		clients                 []int
 		duration                time.Duration
 		initScale, rounds       int
@@ -170,9 +176,12 @@ creates them).`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			up, envGiven := conninfo.FromEnvOrFlag(upstream)
+			up, envGiven, err := resolveUpstream(cmd, upstream, upstreamFile)
+			if err != nil {
+				return err
+			}
 			if up == "" && !envGiven {
-				return withCode(exitUsage, errors.New("proxy bench needs a server: pass --upstream (or set PG* variables)"))
+				return withCode(exitUsage, errors.New("proxy bench needs a server: pass --upstream, --upstream-file or ERPLAB_UPSTREAM (or set PG* variables)"))
 			}
 			ms := strings.Split(modes, ",")
 			for _, m := range ms {
@@ -213,7 +222,8 @@ creates them).`,
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&upstream, "upstream", "", "server with pgbench's tables (libpq key=value or URL)")
+	cmd.Flags().StringVar(&upstream, "upstream", "", "server with pgbench's tables (libpq key=value or URL); default: "+upstreamEnv+", else PG* environment")
+	addDSNFileFlag(cmd.Flags(), &upstreamFile, "upstream")
 	cmd.Flags().StringVar(&modes, "modes", "simple,extended,prepared", "pgbench -M modes, comma-separated")
 	cmd.Flags().IntSliceVar(&clients, "clients", []int{1, 8}, "pgbench -c values, comma-separated")
 	cmd.Flags().DurationVar(&duration, "duration", 10*time.Second, "length of each pgbench run (whole seconds)")

@@ -19,7 +19,7 @@ import (
 
 func newRewriteCmd() *cobra.Command {
 	var (
-		dsn              string
+		dsn, dsnFile     string
 		explain, analyze bool
 		params           []string
 		disable          []string
@@ -67,7 +67,11 @@ untyped literals).`,
 				opts.Disabled[d] = true
 			}
 			var conn *pgx.Conn
-			if d, envGiven := conninfo.FromEnvOrFlag(dsn); dsn != "" || (explain && envGiven) {
+			d, envGiven, err := resolveDSN(cmd, dsn, dsnFile)
+			if err != nil {
+				return err
+			}
+			if d != "" || (explain && envGiven) {
 				cfg, err := pgx.ParseConfig(d)
 				if err != nil {
 					return withCode(exitUsage, fmt.Errorf("--dsn: %s", conninfo.Describe(err)))
@@ -96,6 +100,7 @@ untyped literals).`,
 		},
 	}
 	cmd.Flags().StringVar(&dsn, "dsn", "", "server whose catalog the rules consult and where --explain runs (libpq key=value or URL)")
+	addDSNFileFlag(cmd.Flags(), &dsnFile, "dsn")
 	cmd.Flags().BoolVar(&explain, "explain", false, "show both statements' estimated costs (needs --dsn)")
 	cmd.Flags().BoolVar(&analyze, "analyze", false, "also run both and show actual times (read-only statements only)")
 	cmd.Flags().StringArrayVar(&params, "param", nil, "value of $1, $2, ... for --explain (repeat in order)")

@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/results"
@@ -37,6 +36,7 @@ func workloadByName(name string, fs *pflag.FlagSet) (workload.Workload, error) {
 
 type runFlags struct {
 	dsn, workload, mix, think, out, osUser string
+	dsnFile                                string
 	users, connections                     int
 	ramp, duration, warmup, progress       time.Duration
 	gracefulStop, interval                 time.Duration
@@ -131,6 +131,7 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
 	})
 	fl := cmd.Flags()
 	fl.StringVar(&f.dsn, "dsn", "", "server to test (libpq key=value or URL); default: PG* environment, else a throwaway embedded server")
+	addDSNFileFlag(fl, &f.dsnFile, "dsn")
 	fl.StringVar(&f.workload, "workload", "smoke", workload.Help("workload to run:"))
 	fl.Float64VarP(&f.scale, "scale", "s", 0, "data scale factor of the workload (0 = the workload's default: smoke 1, erp 0.1 = about 130 MB; erp 1 = about 1.4 GB; pgbench 1 = 100,000 accounts)")
 	workload.AddFlags(fl) // erp's --temp-style and --separator
@@ -298,7 +299,10 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 		}
 		stressSpec = &sp
 	}
-	dsn, envGiven := conninfo.FromEnvOrFlag(f.dsn)
+	dsn, envGiven, err := resolveDSN(cmd, f.dsn, f.dsnFile)
+	if err != nil {
+		return loadtest.Options{}, err
+	}
 	if (dsn != "" || envGiven) && (f.keep || f.osUser != "") {
 		return loadtest.Options{}, errors.New("--keep and --os-user apply to the embedded server only; drop them or drop --dsn")
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/metrics"
 	"github.com/erplab/erplab/internal/sampler"
 	"github.com/erplab/erplab/internal/top"
@@ -18,6 +17,7 @@ import (
 
 type topFlags struct {
 	dsn, metricsAddr string
+	dsnFile          string
 	interval         time.Duration
 	once             bool
 	count, queries   int
@@ -55,6 +55,7 @@ and never reads pg_locks.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.dsn, "dsn", "", "server to watch (libpq key=value or URL); default: PG* environment")
+	addDSNFileFlag(fl, &f.dsnFile, "dsn")
 	fl.DurationVar(&f.interval, "interval", sampler.DefaultInterval, "time between samples (at least 100ms)")
 	fl.BoolVar(&f.once, "once", false, "print one plain-text snapshot and exit")
 	fl.IntVar(&f.count, "count", 0, "print this many plain-text snapshots, one per interval, and exit")
@@ -77,7 +78,10 @@ func runTop(cmd *cobra.Command, f topFlags) error {
 	if f.once {
 		f.count = 1
 	}
-	dsn, given := conninfo.FromEnvOrFlag(f.dsn)
+	dsn, given, err := resolveDSN(cmd, f.dsn, f.dsnFile)
+	if err != nil {
+		return err
+	}
 	if !given {
 		return withCode(exitUsage, errors.New("top needs a server: give --dsn or set PGHOST/PGDATABASE/PGUSER (top does not start an embedded server)"))
 	}

@@ -21,6 +21,7 @@ import (
 func newVsPgbenchCmd() *cobra.Command {
 	var (
 		dsn, mode, osUser string
+		dsnFile           string
 		scripts           []string
 		clients           []int
 		duration          time.Duration
@@ -77,7 +78,10 @@ CPU bounds both, and the CPU per transaction is where the generators differ.`,
 			if err != nil {
 				return fmt.Errorf("vs-pgbench: finding erplab's own executable: %w", err)
 			}
-			target, envGiven := conninfo.FromEnvOrFlag(dsn)
+			target, envGiven, err := resolveDSN(cmd, dsn, dsnFile)
+			if err != nil {
+				return err
+			}
 			embedded := target == "" && !envGiven
 			if embedded {
 				c, err := loadtest.StartEmbedded(ctx, out, osUser, maxClients+10, false)
@@ -135,7 +139,8 @@ CPU bounds both, and the CPU per transaction is where the generators differ.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&dsn, "dsn", "", "server to use (needs pgbench tables, or --force to create them); default: a throwaway embedded server")
+	fl.StringVar(&dsn, "dsn", "", "server to use (needs pgbench tables, or --force to create them); default: PG* environment, else a throwaway embedded server")
+	addDSNFileFlag(fl, &dsnFile, "dsn")
 	fl.StringSliceVar(&scripts, "builtins", []string{"select-only", "tpcb-like"}, "built-in scripts to compare, comma-separated")
 	fl.IntSliceVar(&clients, "clients", []int{1, 8, 32}, "client counts, comma-separated")
 	fl.DurationVar(&duration, "duration", 5*time.Second, "length of each run (whole seconds)")

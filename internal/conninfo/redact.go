@@ -1,7 +1,10 @@
 // Package conninfo handles PostgreSQL connection strings (DSNs) for erplab's
 // command line: hiding passwords before anything is printed (Redact), deciding
-// whether the user named a server (FromEnvOrFlag) and turning connection
-// errors into one actionable line (Describe).
+// whether and where the user named a server (FromEnvOrFlag, Source: a flag, a
+// 0600 DSN file, an environment variable, libpq's PG* variables), keeping
+// passwords off every command line (Split moves a DSN's password into the
+// environment of a child process, ArgvWarning warns about one given in argv)
+// and turning connection errors into one actionable line (Describe).
 //
 // Both DSN forms of libpq are understood (libpq-connect.html, section
 // "Connection Strings"): keyword/value ("host=h password='a b'") and URI
@@ -205,83 +208,37 @@ func isSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
 }
 
-// redactKV masks password values in a keyword/value string, following
-// libpq's conninfo_parse: keyword, optional spaces, '=', optional spaces,
-// then a value that is either single-quoted (backslash escapes, ends at the
-// closing quote) or bare (backslash escapes, ends at whitespace). Text that
-// does not fit is kept as is, except that an unterminated password value
-// masks the rest of the string, and stray words after a password value
-// (password=two words) are masked as its likely continuation. hide records a
-// secret and returns its replacement.
+// redactKV masks password values in a keyword/value string scanned by
+// kvTokens (libpq's conninfo_parse rules). Text that does not fit is kept
+// as is, except that an unterminated password value masks the rest of the
+// string, and stray words after a password value (password=two words) are
+// masked as its likely continuation. hide records a secret and returns its
+// replacement.
 func redactKV(s string, hide func(string) string) string {
 	var b strings.Builder
 	afterSecret := false
-	i := 0
-	for i < len(s) {
-		// Whitespace between pairs.
-		if isSpace(s[i]) {
-			b.WriteByte(s[i])
-			i++
-			continue
-		}
-		// Keyword: up to '=' or whitespace.
-		k := i
-		for i < len(s) && s[i] != '=' && !isSpace(s[i]) {
-			i++
-		}
-		key := s[k:i]
-		// Optional spaces, then '='.
-		j := i
-		for j < len(s) && isSpace(s[j]) {
-			j++
-		}
-		if j >= len(s) || s[j] != '=' {
+	prev := 0
+	for _, tok := range kvTokens(s) {
+		b.WriteString(s[prev:tok.start]) // whitespace between items
+		prev = tok.end
+		if !tok.pair {
 			// Not "key=": libpq would reject the string. Keep the word,
 			// unless it may be the rest of an unquoted password.
 			if afterSecret {
-				b.WriteString(hide(s[k:i]))
+				b.WriteString(hide(s[tok.start:tok.end]))
 			} else {
-				b.WriteString(s[k:i])
+				b.WriteString(s[tok.start:tok.end])
 			}
 			continue
 		}
-		j++
-		for j < len(s) && isSpace(s[j]) {
-			j++
-		}
-		b.WriteString(s[k:j])
-		// Value.
-		v := j
-		if j < len(s) && s[j] == '\'' {
-			j++
-			for j < len(s) && s[j] != '\'' {
-				if s[j] == '\\' {
-					j++
-				}
-				j++
-			}
-			// An unterminated quote runs to the end; text glued to the
-			// closing quote (password='a'b) is hidden with the value.
-			for j < len(s) && !isSpace(s[j]) {
-				j++
-			}
-			j = min(j, len(s))
-		} else {
-			for j < len(s) && !isSpace(s[j]) {
-				if s[j] == '\\' {
-					j++
-				}
-				j++
-			}
-			j = min(j, len(s))
-		}
-		afterSecret = isSecretKey(key)
+		b.WriteString(s[tok.start:tok.valStart])
+		afterSecret = isSecretKey(tok.key)
 		if afterSecret {
-			b.WriteString(hide(s[v:j]))
+			b.WriteString(hide(s[tok.valStart:tok.end]))
 		} else {
-			b.WriteString(s[v:j])
+			b.WriteString(s[tok.valStart:tok.end])
 		}
-		i = j
 	}
+	b.WriteString(s[prev:])
 	return b.String()
 }

@@ -21,6 +21,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/erplab/erplab/internal/conninfo"
 )
 
 // Result is one tool's load.
@@ -90,15 +92,14 @@ func RunPgbench(ctx context.Context, pgbench, dsn string, scale int) (Result, er
 	if err != nil {
 		return Result{}, err
 	}
-	cfg, err := pgconn.ParseConfig(dsn)
+	// The password goes in the environment, not on the command line
+	// where ps would show it.
+	target, env, err := conninfo.Split(dsn)
 	if err != nil {
 		return Result{}, fmt.Errorf("pgbench comparison: %w", err)
 	}
-	// The password goes in the environment, not on the command line
-	// where ps would show it.
-	target := fmt.Sprintf("host=%s port=%d user=%s dbname=%s", cfg.Host, cfg.Port, cfg.User, cfg.Database)
 	cmd := exec.CommandContext(ctx, pgbench, "-i", "-q", "-s", fmt.Sprint(scale), target)
-	cmd.Env = append(os.Environ(), "PGPASSWORD="+cfg.Password)
+	cmd.Env = append(os.Environ(), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
@@ -125,9 +126,10 @@ func WithDatabase(dsn, db string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("pgbench comparison: %w", err)
 	}
-	s := fmt.Sprintf("host=%s port=%d user=%s dbname=%s", cfg.Host, cfg.Port, cfg.User, db)
+	q := conninfo.QuoteValue
+	s := fmt.Sprintf("host=%s port=%d user=%s dbname=%s", q(cfg.Host), cfg.Port, q(cfg.User), q(db))
 	if cfg.Password != "" {
-		s += " password='" + strings.ReplaceAll(strings.ReplaceAll(cfg.Password, `\`, `\\`), "'", `\'`) + "'"
+		s += " password=" + q(cfg.Password)
 	}
 	return s, nil
 }

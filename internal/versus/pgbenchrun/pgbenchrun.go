@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -25,13 +26,15 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/results"
 )
 
 // Options say what to compare.
 type Options struct {
 	// DSN of a database holding the pgbench tables (libpq key=value or
-	// URL); both generators connect to it.
+	// URL); both generators connect to it. Its password reaches them in
+	// PGPASSWORD, never on their command lines (conninfo.Split).
 	DSN string
 	// Pgbench and Erplab are the paths of the two generators' executables.
 	Pgbench, Erplab string
@@ -200,9 +203,13 @@ func secs(d time.Duration) string { return strconv.Itoa(int(d / time.Second)) }
 
 func runPgbench(ctx context.Context, opts Options, script string, clients int) (Measurement, error) {
 	opts.say("pgbench  %-12s %2d clients, %s, %s", script, clients, opts.Mode, opts.Duration)
+	dsn, env, err := conninfo.Split(opts.DSN)
+	if err != nil {
+		return Measurement{}, fmt.Errorf("versus: %w", err)
+	}
 	args := []string{"-n", "-b", script, "-M", opts.Mode, "-c", strconv.Itoa(clients), "-j", strconv.Itoa(Jobs(clients)),
-		"-T", secs(opts.Duration), opts.DSN}
-	out, m, err := measure(ctx, opts.Pgbench, args)
+		"-T", secs(opts.Duration), dsn}
+	out, m, err := measure(ctx, opts.Pgbench, args, env)
 	if err != nil {
 		return m, fmt.Errorf("versus: pgbench %s -c %d: %w: %s", script, clients, err, lastLine(out))
 	}
@@ -215,9 +222,13 @@ func runPgbench(ctx context.Context, opts Options, script string, clients int) (
 func runErplab(ctx context.Context, opts Options, script string, clients, n int) (Measurement, error) {
 	opts.say("erplab   %-12s %2d clients, %s, %s", script, clients, opts.Mode, opts.Duration)
 	path := filepath.Join(opts.Dir, fmt.Sprintf("erplab-%d-%s-c%d.json", n, script, clients))
-	args := []string{"run", "--dsn", opts.DSN, "-n", "-b", script, "-M", opts.Mode, "-c", strconv.Itoa(clients),
+	dsn, env, err := conninfo.Split(opts.DSN)
+	if err != nil {
+		return Measurement{}, fmt.Errorf("versus: %w", err)
+	}
+	args := []string{"run", "--dsn", dsn, "-n", "-b", script, "-M", opts.Mode, "-c", strconv.Itoa(clients),
 		"-j", strconv.Itoa(Jobs(clients)), "-T", secs(opts.Duration), "--observe=false", "--progress", "0", "--out", path}
-	out, m, err := measure(ctx, opts.Erplab, args)
+	out, m, err := measure(ctx, opts.Erplab, args, env)
 	if err != nil {
 		return m, fmt.Errorf("versus: erplab run %s -c %d: %w: %s", script, clients, err, lastLine(out))
 	}
@@ -234,10 +245,12 @@ func runErplab(ctx context.Context, opts Options, script string, clients, n int)
 
 // measure runs a generator to completion and takes its CPU from the
 // kernel's accounting of the child (getrusage(2) RUSAGE_CHILDREN as Go's
-// ProcessState reports it).
-func measure(ctx context.Context, bin string, args []string) ([]byte, Measurement, error) {
+// ProcessState reports it). env (the password, from conninfo.Split) is
+// added to this process's environment: no password goes in args.
+func measure(ctx context.Context, bin string, args, env []string) ([]byte, Measurement, error) {
 	var m Measurement
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	start := time.Now()

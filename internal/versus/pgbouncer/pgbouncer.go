@@ -30,6 +30,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/proxy"
 )
 
@@ -172,23 +173,37 @@ func checkTables(ctx context.Context, dsn string) error {
 }
 
 // redirect returns dsn pointing at 127.0.0.1:port (TLS off, as a proxy
-// client with sslmode=prefer would end up).
+// client with sslmode=prefer would end up). The password stays in the
+// string, for this process's own connections; runPgBench moves it to
+// pgbench's environment.
 func redirect(dsn string, port int) string {
 	// Appending keys works only for key=value strings: a URL is first
 	// turned into one (user, database and password kept).
 	if cfg, err := pgconn.ParseConfig(dsn); err == nil {
-		dsn = fmt.Sprintf("user=%s dbname=%s", quoteKV(cfg.User), quoteKV(cfg.Database))
+		dsn = fmt.Sprintf("user=%s dbname=%s", conninfo.QuoteValue(cfg.User), conninfo.QuoteValue(cfg.Database))
 		if cfg.Password != "" {
-			dsn += " password=" + quoteKV(cfg.Password)
+			dsn += " password=" + conninfo.QuoteValue(cfg.Password)
 		}
 	}
 	return dsn + fmt.Sprintf(" host=127.0.0.1 port=%d sslmode=disable", port)
 }
 
-// quoteKV quotes a libpq key=value value (libpq-connect.html: single
-// quotes, backslash escapes).
-func quoteKV(v string) string {
-	return "'" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), "'", `\'`) + "'"
+// bouncerQuote quotes a value of a pgbouncer.ini connection string
+// (pgbouncer's loader.c: single quotes, a quote doubled).
+func bouncerQuote(v string) string {
+	return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+}
+
+// pgbenchCmd is pgbench with args and dsn as its last argument, the
+// password of dsn in its environment instead (conninfo.Split).
+func pgbenchCmd(ctx context.Context, pgbench string, dsn string, args ...string) (*exec.Cmd, error) {
+	argv, env, err := conninfo.Split(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("proxybench: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, pgbench, append(args, argv)...)
+	cmd.Env = append(os.Environ(), env...)
+	return cmd, nil
 }
 
 // Init runs pgbench -i -s scale on dsn.
@@ -196,7 +211,11 @@ func Init(ctx context.Context, pgbench, dsn string, scale int) error {
 	if pgbench == "" {
 		pgbench = "pgbench"
 	}
-	out, err := exec.CommandContext(ctx, pgbench, "-i", "-q", "-s", strconv.Itoa(scale), dsn).CombinedOutput()
+	cmd, err := pgbenchCmd(ctx, pgbench, dsn, "-i", "-q", "-s", strconv.Itoa(scale))
+	if err != nil {
+		return err
+	}
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("proxybench: pgbench -i: %w: %s", err, lastLine(out))
 	}
@@ -207,8 +226,11 @@ func runPgBench(ctx context.Context, opts Options, dir, dsn, mode string, client
 	r := Result{Mode: mode, Clients: clients}
 	prefix := filepath.Join(dir, fmt.Sprintf("log-%s-%d-%d", mode, clients, time.Now().UnixNano()))
 	secs := int(opts.Duration / time.Second)
-	cmd := exec.CommandContext(ctx, opts.PgBench, "-S", "-n", "-M", mode, "-c", strconv.Itoa(clients), "-j", strconv.Itoa(clients),
-		"-T", strconv.Itoa(secs), "-l", "--log-prefix="+prefix, dsn)
+	cmd, err := pgbenchCmd(ctx, opts.PgBench, dsn, "-S", "-n", "-M", mode, "-c", strconv.Itoa(clients), "-j", strconv.Itoa(clients),
+		"-T", strconv.Itoa(secs), "-l", "--log-prefix="+prefix)
+	if err != nil {
+		return r, err
+	}
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -285,9 +307,11 @@ func startPgBouncer(ctx context.Context, opts Options, cfg *pgconn.Config, dir s
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	db := fmt.Sprintf("host=%s port=%d user=%s", cfg.Host, cfg.Port, cfg.User)
+	// The password goes into this 0600 file in a 0700 directory removed
+	// at the end, never on pgbouncer's command line.
+	db := fmt.Sprintf("host=%s port=%d user=%s", bouncerQuote(cfg.Host), cfg.Port, bouncerQuote(cfg.User))
 	if cfg.Password != "" {
-		db += " password=" + cfg.Password
+		db += " password=" + bouncerQuote(cfg.Password)
 	}
 	ini := fmt.Sprintf(`[databases]
 * = %s

@@ -18,3 +18,13 @@ func TestRedirectURL(t *testing.T) {
 		}
 	}
 }
+
+// pgbouncer.ini connection-string values are single-quoted with a quote
+// doubled (pgbouncer's loader.c), not libpq's backslash escapes.
+func TestBouncerQuote(t *testing.T) {
+	for in, want := range map[string]string{"x": "'x'", "it's a pw": "'it''s a pw'", `a\b`: `'a\b'`} {
+		if got := bouncerQuote(in); got != want {
+			t.Errorf("bouncerQuote(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

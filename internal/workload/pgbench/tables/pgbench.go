@@ -9,29 +9,25 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/erplab/erplab/internal/conninfo"
 )
 
 // RunPgbench runs the real `pgbench -i` with the options equivalent to o
 // (Options.PgbenchArgs) into the database of dsn, and returns its wall
 // time. pgbench is the path of the binary (pgbenchinit.FindPgbench finds
 // one). The password of dsn goes to pgbench through PGPASSWORD, not its
-// command line. The error carries pgbench's last output line.
+// command line (conninfo.Split). The error carries pgbench's last output line.
 func RunPgbench(ctx context.Context, pgbench, dsn string, o Options) (time.Duration, error) {
 	args, err := o.PgbenchArgs()
 	if err != nil {
 		return 0, err
 	}
-	cfg, err := pgconn.ParseConfig(dsn)
+	target, env, err := conninfo.Split(dsn)
 	if err != nil {
 		return 0, fmt.Errorf("pgbench -i: %w", err)
 	}
-	target := fmt.Sprintf("host=%s port=%d user=%s dbname=%s", quoteValue(cfg.Host), cfg.Port, quoteValue(cfg.User), quoteValue(cfg.Database))
 	cmd := exec.CommandContext(ctx, pgbench, append(args, target)...)
-	cmd.Env = os.Environ()
-	if cfg.Password != "" {
-		cmd.Env = append(cmd.Env, "PGPASSWORD="+cfg.Password)
-	}
+	cmd.Env = append(os.Environ(), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
@@ -39,15 +35,6 @@ func RunPgbench(ctx context.Context, pgbench, dsn string, o Options) (time.Durat
 		return 0, fmt.Errorf("pgbench %s: %w: %s", strings.Join(args, " "), err, lastLine(out.String()))
 	}
 	return time.Since(start), nil
-}
-
-// quoteValue quotes a libpq key=value value (libpq-connect.html,
-// "Keyword/Value Connection Strings": single quotes, backslash escapes).
-func quoteValue(v string) string {
-	if v != "" && !strings.ContainsAny(v, ` '\`) {
-		return v
-	}
-	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
 }
 
 func lastLine(s string) string {

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/erplab/erplab/internal/conninfo"
+)
+
+// upstreamEnv holds the proxy's upstream DSN when neither --upstream nor
+// --upstream-file is given (the PG* variables may describe the clients'
+// side on the same host).
+const upstreamEnv = "ERPLAB_UPSTREAM"
+
+// addDSNFileFlag registers --NAME-file beside a command's --NAME DSN flag
+// (name "dsn" or "upstream"), read into p.
+func addDSNFileFlag(fl *pflag.FlagSet, p *string, name string) {
+	fl.StringVar(p, name+"-file", "", "read --"+name+" from this file (mode 0600 or stricter): keeps a password out of ps")
+}
+
+// resolveDSN is where a command with --dsn/--dsn-file connects: the
+// flag, the file, else libpq's PG* variables (see conninfo.Source). A
+// password in --dsn gets a one-line warning on the command's stderr.
+func resolveDSN(cmd *cobra.Command, flag, file string) (string, bool, error) {
+	return resolveSource(cmd, conninfo.Source{Flag: "--dsn", FlagValue: flag, FileFlag: "--dsn-file", File: file})
+}
+
+// resolveUpstream is resolveDSN for the proxy's --upstream/--upstream-file,
+// with ERPLAB_UPSTREAM before the PG* variables.
+func resolveUpstream(cmd *cobra.Command, flag, file string) (string, bool, error) {
+	return resolveSource(cmd, conninfo.Source{Flag: "--upstream", FlagValue: flag, FileFlag: "--upstream-file", File: file, EnvVar: upstreamEnv})
+}
+
+func resolveSource(cmd *cobra.Command, src conninfo.Source) (string, bool, error) {
+	dsn, given, warning, err := src.Resolve()
+	if err != nil {
+		return "", false, withCode(exitUsage, err)
+	}
+	if warning != "" {
+		fmt.Fprintln(cmd.ErrOrStderr(), warning)
+	}
+	return dsn, given, nil
+}
