@@ -66,7 +66,8 @@ between the sides by more than --max-foreign-diff points.
 --aa N runs the baseline against itself N times (each an experiment with the same rounds) and
 reports the false-verdict rate: how many of the N comparisons showed any better/worse row.
 --run-hook CMD runs CMD with sh -c before every run (env ERPLAB_AB_VARIANT, ERPLAB_AB_ROUND,
-ERPLAB_AB_RUN, ERPLAB_AB_DIR), e.g. to start or stop a neighbour load.
+ERPLAB_AB_RUN, ERPLAB_AB_DIR: the experiment's results directory, with --aa that of the
+comparison), e.g. to start or stop a neighbour load.
 
 Remedies (each records what it changed in the run's results file, extra.remedies):
 ` + strings.TrimRight(remedies.String(), "\n"),
@@ -192,11 +193,11 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 				Compare: compare.Options{Alpha: alpha, MinEffect: minEffect, MaxForeignDiff: maxForeign},
 			}
 			if hook != "" {
-				ecfg.BeforeRun = func(ctx context.Context, variant string, round, seq int) error {
+				ecfg.BeforeRun = func(ctx context.Context, ri experiment.RunInfo) error {
 					hc := exec.CommandContext(ctx, "sh", "-c", hook)
 					hc.Stdout, hc.Stderr = out, cmd.ErrOrStderr()
-					hc.Env = append(os.Environ(), "ERPLAB_AB_VARIANT="+variant, fmt.Sprintf("ERPLAB_AB_ROUND=%d", round),
-						fmt.Sprintf("ERPLAB_AB_RUN=%d", seq), "ERPLAB_AB_DIR="+outDir)
+					hc.Env = append(os.Environ(), "ERPLAB_AB_VARIANT="+ri.Variant, fmt.Sprintf("ERPLAB_AB_ROUND=%d", ri.Round),
+						fmt.Sprintf("ERPLAB_AB_RUN=%d", ri.Seq), "ERPLAB_AB_DIR="+ri.Dir)
 					if err := hc.Run(); err != nil {
 						return fmt.Errorf("--run-hook: %w", err)
 					}

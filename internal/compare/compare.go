@@ -278,7 +278,7 @@ func CompareRounds(namesA []string, as []*results.Document, namesB []string, bs 
 	} else {
 		c.Rows = roundRows(specs, ra, rb)
 	}
-	c.Noise = noiseReport(ra, rb, opts.MaxForeignDiff)
+	c.Noise = noiseReport(ra, rb, opts.MaxForeignDiff, opts)
 	c.Warnings = warnings(as, bs)
 	decide(c, opts)
 	return c, nil

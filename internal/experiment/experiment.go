@@ -86,10 +86,9 @@ type Config struct {
 	Budget     time.Duration
 	Balanced   bool
 	Interleave bool
-	// BeforeRun, when set, is called before every run with the
-	// configuration's name, its round and the run's position in the
-	// schedule (1-based); an error stops the experiment.
-	BeforeRun func(ctx context.Context, variant string, round, seq int) error
+	// BeforeRun, when set, is called before every run (see RunInfo); an
+	// error stops the experiment.
+	BeforeRun func(ctx context.Context, run RunInfo) error
 	// OutDir receives <name>-<round>.json (+ .jsonl) per run; Run
 	// creates it.
 	OutDir string
@@ -104,6 +103,16 @@ type Config struct {
 	Params map[string]string
 	// Compare tunes the verdicts.
 	Compare compare.Options
+}
+
+// RunInfo tells BeforeRun which run comes: the configuration's name, its
+// round, its position in the schedule (1-based) and the experiment's
+// results directory (Config.OutDir).
+type RunInfo struct {
+	Variant string
+	Round   int
+	Seq     int
+	Dir     string
 }
 
 // RunResult is one run of an experiment.
@@ -299,7 +308,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Outcome, error) {
 		v, round := all[step[0]], step[1]
 		fmt.Fprintf(out, "\n=== %s, round %d of %d (run %d of %d): %s\n", v.Name, round, cfg.Rounds, seq+1, len(order), remedyList(v))
 		if cfg.BeforeRun != nil {
-			if err := cfg.BeforeRun(ctx, v.Name, round, seq+1); err != nil {
+			if err := cfg.BeforeRun(ctx, RunInfo{Variant: v.Name, Round: round, Seq: seq + 1, Dir: cfg.OutDir}); err != nil {
 				return oc, fmt.Errorf("%s round %d: before the run: %w", v.Name, round, err)
 			}
 		}

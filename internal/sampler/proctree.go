@@ -37,6 +37,13 @@ type Noise struct {
 	// (/proc/stat procs_running).
 	Steal        float64 `json:"steal_pct,omitempty"`
 	ProcsRunning uint64  `json:"procs_running"`
+	// ForeignRunnable is ProcsRunning minus the runnable (state R)
+	// processes of the server's tree and threads of erplab, at least 0:
+	// the tasks competing with the server for the CPUs. On a saturated
+	// host foreign CPU cannot grow, but this does. CPUs is the number of
+	// CPUs of /proc/stat.
+	ForeignRunnable int `json:"foreign_runnable"`
+	CPUs            int `json:"cpus"`
 }
 
 // treeCounters are cumulative CPU seconds of one reading.
@@ -44,6 +51,7 @@ type treeCounters struct {
 	hostBusy, hostTotal, steal float64
 	serverUser, serverSys      float64
 	erplab                     float64
+	procsRunning               uint64
 }
 
 // treeReader reads the process-tree CPU of a local server.
@@ -51,6 +59,7 @@ type treeReader struct {
 	fs         procfs.FS
 	postmaster int
 	self       int
+	cpus       int
 	prev       *treeCounters
 }
 
@@ -86,7 +95,7 @@ func newTreeReader(root string, backend int) (*treeReader, error) {
 const userHZ = 100
 
 // counters reads the host's CPU line and every process once.
-func (t *treeReader) counters() (*treeCounters, uint64, error) {
+func (t *treeReader) counters() (*treeCounters, int, error) {
 	st, err := t.fs.Stat()
 	if err != nil {
 		return nil, 0, fmt.Errorf("process tree: stat: %w", err)
@@ -98,6 +107,7 @@ func (t *treeReader) counters() (*treeCounters, uint64, error) {
 	type entry struct {
 		ppid      int
 		user, sys float64 // own plus reaped children's, seconds
+		running   bool
 	}
 	all := make(map[int]entry, len(procs))
 	children := map[int][]int{}
@@ -108,7 +118,7 @@ func (t *treeReader) counters() (*treeCounters, uint64, error) {
 		}
 		all[p.PID] = entry{ppid: s.PPID,
 			user: float64(s.UTime+uint(max(s.CUTime, 0))) / userHZ,
-			sys:  float64(s.STime+uint(max(s.CSTime, 0))) / userHZ}
+			sys:  float64(s.STime+uint(max(s.CSTime, 0))) / userHZ, running: s.State == "R"}
 		children[s.PPID] = append(children[s.PPID], p.PID)
 	}
 	// tree returns the pids of root and its descendants, skipping skip.
@@ -130,23 +140,50 @@ func (t *treeReader) counters() (*treeCounters, uint64, error) {
 		return out
 	}
 	c := &treeCounters{}
+	ours := 0 // runnable tasks of the server and erplab
 	for _, pid := range tree(t.postmaster, -1) {
 		c.serverUser += all[pid].user
 		c.serverSys += all[pid].sys
+		if all[pid].running {
+			ours++
+		}
 	}
 	for _, pid := range tree(t.self, t.postmaster) {
 		c.erplab += all[pid].user + all[pid].sys
+		ours += t.runnableThreads(pid, all[pid].running)
 	}
+	running := max(int(st.ProcessesRunning)-ours, 0)
+	t.cpus = len(st.CPU)
 	h := st.CPUTotal
 	c.hostBusy = h.User + h.Nice + h.System + h.IRQ + h.SoftIRQ + h.Steal
 	c.hostTotal = c.hostBusy + h.Idle + h.Iowait
 	c.steal = h.Steal
-	return c, st.ProcessesRunning, nil
+	c.procsRunning = st.ProcessesRunning
+	return c, running, nil
+}
+
+// runnableThreads counts the threads of pid in state R (the process's
+// own state when its threads cannot be read).
+func (t *treeReader) runnableThreads(pid int, procRunning bool) int {
+	threads, err := t.fs.AllThreads(pid)
+	if err != nil || len(threads) == 0 {
+		if procRunning {
+			return 1
+		}
+		return 0
+	}
+	n := 0
+	for _, th := range threads {
+		if s, err := th.Stat(); err == nil && s.State == "R" {
+			n++
+		}
+	}
+	return n
 }
 
 // read returns the shares since the previous read (nil on the first).
 func (t *treeReader) read() (*Noise, error) {
-	cur, running, err := t.counters()
+	cur, foreignRunnable, err := t.counters()
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +197,7 @@ func (t *treeReader) read() (*Noise, error) {
 		return nil, nil
 	}
 	pct := func(a, b float64) float64 { return math.Round(10000*max(b-a, 0)/total) / 100 }
-	n := &Noise{PostmasterPID: t.postmaster, ProcsRunning: running,
+	n := &Noise{PostmasterPID: t.postmaster, ProcsRunning: cur.procsRunning, ForeignRunnable: foreignRunnable, CPUs: t.cpus,
 		ServerUser: pct(prev.serverUser, cur.serverUser), ServerSystem: pct(prev.serverSys, cur.serverSys),
 		Erplab: pct(prev.erplab, cur.erplab), HostBusy: pct(prev.hostBusy, cur.hostBusy), Steal: pct(prev.steal, cur.steal)}
 	n.Foreign = math.Round(100*max(n.HostBusy-n.ServerUser-n.ServerSystem-n.Erplab, 0)) / 100
