@@ -316,6 +316,9 @@ func roundRows(specs []spec, ra, rb []*runData) []Row {
 		default:
 			e := welchDiff(xa, xb, Level)
 			r.Method, r.P, r.Lo, r.Hi = MethodRounds, e.P, e.Lo, e.Hi
+			if math.IsNaN(e.Lo) && !math.IsNaN(e.P) {
+				r.Note = "no variation within either side: permutation p-value, no interval"
+			}
 		}
 		r.MinDelta = sp.floor
 		rows[i] = r
@@ -362,10 +365,13 @@ func bootstrapRows(specs []spec, a, b *runData, opts Options) []Row {
 		case math.IsNaN(r.A) || math.IsNaN(r.B):
 		case n(a) < MinPoints || n(b) < MinPoints:
 			r.Note = fmt.Sprintf("too few points (%d, %d; need %d)", n(a), n(b), MinPoints)
+		case sp.bootNote != "":
+			r.Note = sp.bootNote
 		default:
 			boot[i] = true
 		}
 	}
+
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x6572706c6162))
 	sum := make([]float64, len(specs))
 	sum2 := make([]float64, len(specs))
@@ -400,6 +406,9 @@ func bootstrapRows(specs []spec, a, b *runData, opts Options) []Row {
 		se := math.Sqrt(max(sum2[i]/float64(cnt[i])-m*m, 0) * float64(cnt[i]) / float64(cnt[i]-1))
 		e := normalDiff(r.B-r.A, se, Level)
 		r.Method, r.P, r.Lo, r.Hi = MethodBlockBootstrap, e.P, e.Lo, e.Hi
+		if se == 0 && r.B != r.A {
+			r.Note = "the resamples do not vary: not testable"
+		}
 	}
 	return rows
 }

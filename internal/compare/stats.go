@@ -82,9 +82,12 @@ type estimate struct {
 // problem when several different population variances are involved",
 // Biometrika 34(1/2), 1947, 28-35; NIST/SEMATECH e-Handbook of
 // Statistical Methods, §7.3.1 "Do two processes have the same mean?".
-// When both variances are 0 the interval is the point and P is NaN (no
-// test: nothing varies) for equal means, 0 otherwise. Each sample needs
-// at least 2 values (else everything is NaN).
+// When both variances are 0 there is no interval (Lo, Hi NaN) and P is
+// NaN for equal means (nothing varies) and otherwise the p-value of an
+// exact permutation test for completely separated samples, 2/C(na+nb, na)
+// (0.1 for 3 against 3: constant per-round values, e.g. the same small
+// count every round, are weak evidence). Each sample needs at least 2
+// values (else everything is NaN).
 func welchDiff(a, b []float64, level float64) estimate {
 	if len(a) < 2 || len(b) < 2 {
 		return estimate{nan, nan, nan, nan}
@@ -95,11 +98,11 @@ func welchDiff(a, b []float64, level float64) estimate {
 	sa, sb := va/na, vb/nb
 	d := mb - ma
 	if sa+sb == 0 {
-		p := 0.0
-		if d == 0 {
-			p = nan
+		p := nan
+		if d != 0 {
+			p = min(1, 2/math.Exp(lchoose(len(a)+len(b), len(a))))
 		}
-		return estimate{d, d, d, p}
+		return estimate{d, nan, nan, p}
 	}
 	se := math.Sqrt(sa + sb)
 	df := (sa + sb) * (sa + sb) / (sa*sa/(na-1) + sb*sb/(nb-1))
@@ -108,21 +111,25 @@ func welchDiff(a, b []float64, level float64) estimate {
 	return estimate{d, d - q*se, d + q*se, 2 * t.Survival(math.Abs(d)/se)}
 }
 
+// lchoose is log C(n, k).
+func lchoose(n, k int) float64 {
+	a, _ := math.Lgamma(float64(n + 1))
+	b, _ := math.Lgamma(float64(k + 1))
+	c, _ := math.Lgamma(float64(n - k + 1))
+	return a - b - c
+}
+
 // normalDiff is the estimate for a difference d with standard error se
 // under a normal approximation (the bootstrap standard-error interval
 // d ± z·se; B. Efron, R. J. Tibshirani, "An Introduction to the
-// Bootstrap", 1993, §6 and §12.2). se 0 gives the point and P NaN for d
-// 0, else 0.
+// Bootstrap", 1993, §6 and §12.2). se 0 gives no interval and P NaN (no
+// test: the resamples do not vary).
 func normalDiff(d, se, level float64) estimate {
 	if math.IsNaN(d) || math.IsNaN(se) {
 		return estimate{d, nan, nan, nan}
 	}
 	if se == 0 {
-		p := 0.0
-		if d == 0 {
-			p = nan
-		}
-		return estimate{d, d, d, p}
+		return estimate{d, nan, nan, nan}
 	}
 	z := distuv.UnitNormal.Quantile(1 - (1-level)/2)
 	return estimate{d, d - z*se, d + z*se, 2 * distuv.UnitNormal.Survival(math.Abs(d)/se)}

@@ -48,6 +48,12 @@ func checkOneStatistic(t *testing.T, c *compare.Comparison) (tested int) {
 			continue
 		}
 		tested++
+		if math.IsNaN(r.Lo) {
+			if r.Verdict.Decided() || r.Note == "" {
+				t.Errorf("%s %s: no interval but verdict %s, note %q", r.Subject, r.Metric, r.Verdict, r.Note)
+			}
+			continue
+		}
 		if !(r.Lo <= r.Delta+1e-9 && r.Delta <= r.Hi+1e-9) {
 			t.Errorf("%s %s: delta %g outside [%g, %g]", r.Subject, r.Metric, r.Delta, r.Lo, r.Hi)
 		}
@@ -256,5 +262,18 @@ func TestBlockLength(t *testing.T) {
 	}
 	if b := compare.BlockLength(ar); b < 12 || b > 72 {
 		t.Errorf("AR(1) 0.95: block %d, want 12..72", b)
+	}
+}
+
+// Constant per-round values (the same small count every round) are weak
+// evidence: no interval, the permutation p-value of complete separation
+// (2/C(6,3) = 0.1 for 3 against 3), never a verdict.
+func TestConstantRounds(t *testing.T) {
+	e := compare.WelchDiff([]float64{0.625, 0.625, 0.625}, []float64{0.5, 0.5, 0.5}, 0.95)
+	if math.Abs(e.P-0.1) > 1e-12 || !math.IsNaN(e.Lo) || e.Delta != -0.125 {
+		t.Fatalf("%+v", e)
+	}
+	if e := compare.WelchDiff([]float64{1, 1}, []float64{1, 1}, 0.95); !math.IsNaN(e.P) {
+		t.Fatalf("equal constants: %+v", e)
 	}
 }
