@@ -85,14 +85,34 @@
 //
 // The sampler records per sample (sampler.Noise) the CPU of the server's
 // process tree, of erplab itself, and the rest of the host's busy time:
-// the foreign load, plus steal time and the run queue. The comparison's
-// noise line gives their means per side (mean of per-round means with
-// rounds). When the foreign CPU of the two sides differs by more than
-// Options.MaxForeignDiff (default 10 percentage points of all CPUs: on a
-// 2-core host, a fifth of a core busy for the whole run), every decided
-// row reads "inconclusive: foreign load differed": the difference may be
-// the neighbour's. Runs without these figures (remote servers, older
-// files) say so and are not guarded.
+// the foreign load, plus steal time, the run queue and the foreign
+// runnable tasks (runnable tasks that are neither the server's nor
+// erplab's). The comparison's noise line gives their means per side
+// (mean of per-round means with rounds). Every decided row reads
+// "inconclusive: foreign load differed" (the difference may be the
+// neighbour's) when
+//
+//   - the foreign CPU of the two sides differs by more than
+//     Options.MaxForeignDiff (default 10 percentage points of all CPUs:
+//     on a 2-core host, a fifth of a core busy for the whole run), or
+//   - the foreign runnable tasks differ significantly (p < 0.05, by the
+//     row method: Welch over rounds, or the block bootstrap of one run
+//     each) and by more than RunnablePerCPU (0.5) tasks per CPU. On a
+//     saturated host the foreign CPU cannot grow (the server's share
+//     shrinks instead), but the number of competitors does.
+//
+// Runs without these figures (remote servers, older files) say so and
+// are not guarded. The foreign load is counted from /proc: a process
+// started by erplab's own process tree (an in-process stress, a
+// --run-hook child that is still attached) counts as erplab's.
+//
+// # Small or constant figures
+//
+// With rounds, a row whose per-round values are the same within each
+// side (the same small count every round) has no variance to test with:
+// it gets the p-value of an exact permutation test for completely
+// separated samples, 2/C(nA+nB, nA) (0.1 for 3 against 3), no interval
+// and no verdict.
 //
 // # Warnings
 //
