@@ -42,8 +42,9 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 
 hogdir=$OUT/hog
-stop_hog() {
-	if [[ -f $hogdir/hog.pid ]]; then
+ours=
+stop_hog() { # only a hog this invocation started (another may run the A/A part)
+	if [[ -n $ours && -f $hogdir/hog.pid ]]; then
 		kill "$(cat "$hogdir/hog.pid")" 2>/dev/null || true
 		rm -f "$hogdir/hog.pid"
 	fi
@@ -61,6 +62,7 @@ if [[ -z ${SUMMARY_ONLY:-} ]]; then
 				for (i = n; i > 1; i--) { j = int(rand() * i) + 1; t = v[i]; v[i] = v[j]; v[j] = t }
 				for (i = 1; i <= n; i++) print v[i] }' >"$hogdir/plan"
 			echo 0 >"$hogdir/count"
+			ours=1
 			cat >"$hogdir/hook.sh" <<HOOK
 #!/bin/sh
 # Before every run: stop the hog, start it again if the plan says so. The
@@ -122,7 +124,7 @@ if [[ -d $OUT/aa ]]; then
 		g=$(jq '[.[0].rows[] | select(.verdict == "inconclusive: foreign load differed")] | length' "$d/compare.json")
 		hogs=$(grep -c "$(basename "$d") .*hog on" "$hogdir/hog.log" || true)
 		printf '  A/A %s: %d decided rows, %d downgraded by the noise guard; hog during %s of its runs; %s\n' \
-			"$(basename "$d")" "$k" "$g" "$hogs" "$(jq -r '.[0].noise | "foreign CPU \(.a.foreign_pct|floor)/\(.b.foreign_pct|floor) %, foreign runnable \(.a.foreign_runnable*10|floor/10)/\(.b.foreign_runnable*10|floor/10), differed \(.differed)"' "$d/compare.json")"
+			"$(basename "$d")" "$k" "$g" "$hogs" "$(jq -r '.[0].noise | "foreign CPU \(.a.foreign_pct|floor)/\(.b.foreign_pct|floor) %, foreign runnable \((.a.foreign_runnable // 0)*10|floor/10)/\((.b.foreign_runnable // 0)*10|floor/10), differed \(.differed) \(.why // "")"' "$d/compare.json")"
 		decided "$d/compare.json"
 		[[ $k -gt 0 ]] && bad=$((bad + 1))
 		[[ $g -gt 0 ]] && guarded=$((guarded + 1))
