@@ -6,8 +6,9 @@
 #   (b) 1C temp tables on disk vs tmpfs-temp-tablespace: catalog growth,
 #       temp_table_storm latency, system CPU (needs root: it mounts a tmpfs)
 #   (c) baseline vs the settings profile examples/erp-profile.conf
-# Usage: examples/field-stories.sh [OUT_DIR]   (env: ERPLAB, SCALE, USERS, DURATION)
-# About 7-8 minutes on 2 cores with the defaults.
+# Usage: examples/field-stories.sh [OUT_DIR]   (env: ERPLAB, SCALE, USERS, DURATION, ROUNDS)
+# Each story runs ROUNDS (3) rounds per configuration in the order A B B A A B
+# and compares over the rounds: about 20 minutes on 2 cores with the defaults.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ERPLAB=${ERPLAB:-}
@@ -19,8 +20,9 @@ OUT=${1:-erplab-results/field-stories-$(date +%Y%m%d-%H%M%S)}
 SCALE=${SCALE:-0.2}
 USERS=${USERS:-20}
 DURATION=${DURATION:-45s}
+ROUNDS=${ROUNDS:-3}
 LOAD=(--workload erp --scale "$SCALE" --users "$USERS" --duration "$DURATION" --warmup 5s
-	--think 500ms-1500ms --seed 42 --progress 15s)
+	--think 500ms-1500ms --seed 42 --progress 15s --rounds "$ROUNDS")
 mkdir -p "$OUT"
 
 "$ERPLAB" ab "${LOAD[@]}" --variant proxy=rewrite-proxy --out-dir "$OUT/a-proxy" | tee "$OUT/a-proxy.txt"

@@ -1,15 +1,18 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"github.com/spf13/pflag"
+	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/erplab/erplab/internal/compare"
 	"github.com/erplab/erplab/internal/experiment"
@@ -28,10 +31,15 @@ func newABCmd() *cobra.Command {
 		variants   []string
 		outDir     string
 		interleave bool
+		order      string
+		budget     time.Duration
+		aa         int
+		hook       string
 		cold       bool
 		rounds     int
 		alpha      float64
 		minEffect  float64
+		maxForeign float64
 	)
 	var remedies strings.Builder
 	_ = remedy.WriteHelp(&remedies)      // a strings.Builder does not fail
@@ -45,18 +53,50 @@ load profile and data: each run starts from CREATE DATABASE run_x TEMPLATE ` + e
 (dropped afterwards), so postings of one run cannot change the next one's data. The server is
 not restarted between runs (warm cache after the first run) unless --cold: then the server is
 restarted before every run and, as root, the OS page cache is dropped.
---interleave runs A B A B (--rounds times) for noisy machines. At the end it prints
-'erplab compare' of the baseline against each variant, round by round.
+
+Rounds: every configuration runs --rounds times (default: as many as fit --budget, at least 3),
+in the order A B B A A B ... (--order balanced), so a drift of the machine meets every
+configuration alike. The verdicts come from the per-round values (APDEX, percentiles, throughput,
+observation rates and per-round deltas), Welch's t over rounds, Holm across rows; with --rounds 1
+from a block bootstrap of the two runs. Every row gives B-A with its 95 % interval; better/worse
+needs the interval beyond the minimum effect. A noise line gives the CPU used by other processes
+(not the server, not erplab); verdicts read "inconclusive: foreign load differed" when it differs
+between the sides by more than --max-foreign-diff points.
+
+--aa N runs the baseline against itself N times (each an experiment with the same rounds) and
+reports the false-verdict rate: how many of the N comparisons showed any better/worse row.
+--run-hook CMD runs CMD with sh -c before every run (env ERPLAB_AB_VARIANT, ERPLAB_AB_ROUND,
+ERPLAB_AB_RUN, ERPLAB_AB_DIR: the experiment's results directory, with --aa that of the
+comparison), e.g. to start or stop a neighbour load.
 
 Remedies (each records what it changed in the run's results file, extra.remedies):
 ` + strings.TrimRight(remedies.String(), "\n"),
 		Example: `  erplab ab --workload erp --scale 0.1 --users 20 --duration 60s --variant proxy=rewrite-proxy
-  erplab ab --workload erp --variant tuned=settings:examples/erp-profile.conf --interleave --rounds 2
+  erplab ab --workload erp --variant tuned=settings:examples/erp-profile.conf --rounds 4
+  erplab ab --workload erp --duration 20s --aa 10 --rounds 3
   erplab ab --workload erp --temp-style 1c --variant tmpfs=tmpfs-temp-tablespace --out-dir ab-tmpfs`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(variants) == 0 {
-				return withCode(exitUsage, errors.New("ab needs at least one --variant NAME=remedy[,remedy]"))
+			if len(variants) == 0 && aa == 0 {
+				return withCode(exitUsage, errors.New("ab needs at least one --variant NAME=remedy[,remedy] (or --aa N)"))
+			}
+			if len(variants) > 0 && aa > 0 {
+				return withCode(exitUsage, errors.New("--aa runs the baseline against itself: give no --variant"))
+			}
+			if aa < 0 {
+				return withCode(exitUsage, fmt.Errorf("--aa must be >= 1, got %d", aa))
+			}
+			if interleave {
+				if cmd.Flags().Changed("order") && order != "interleaved" {
+					return withCode(exitUsage, fmt.Errorf("--interleave contradicts --order %s", order))
+				}
+				order = "interleaved"
+			}
+			if order != "balanced" && order != "interleaved" && order != "blocked" {
+				return withCode(exitUsage, fmt.Errorf("--order must be balanced, interleaved or blocked, got %q", order))
+			}
+			if budget <= 0 {
+				return withCode(exitUsage, fmt.Errorf("--budget must be > 0, got %s", budget))
 			}
 			var vs []experiment.Variant
 			for _, s := range variants {
@@ -66,11 +106,8 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 				}
 				vs = append(vs, v)
 			}
-			if rounds < 1 {
-				return withCode(exitUsage, fmt.Errorf("--rounds must be >= 1, got %d", rounds))
-			}
-			if interleave && !cmd.Flags().Changed("rounds") {
-				rounds = 2
+			if rounds < 0 || rounds == 0 && cmd.Flags().Changed("rounds") {
+				return withCode(exitUsage, fmt.Errorf("--rounds must be >= 1 (leave it out to fill --budget), got %d", rounds))
 			}
 			if !(alpha > 0 && alpha < 1) || !(minEffect >= 0) {
 				return withCode(exitUsage, fmt.Errorf("--alpha must be in (0, 1) and --min-effect >= 0 (got %g, %g)", alpha, minEffect))
@@ -81,6 +118,18 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 			}
 			if outDir == "" {
 				outDir = filepath.Join("erplab-results", "ab-"+time.Now().Format("20060102-150405"))
+			}
+			if rounds == 0 {
+				if aa > 0 {
+					rounds = experiment.RoundsFor(budget/time.Duration(aa), 2, opts)
+				} else {
+					rounds = experiment.RoundsFor(budget, 1+len(vs), opts)
+				}
+			}
+			if aa > 0 {
+				if _, err := os.Stat(filepath.Join(outDir, "aa-01")); err == nil {
+					return withCode(exitUsage, fmt.Errorf("%s exists; choose another --out-dir", filepath.Join(outDir, "aa-01")))
+				}
 			}
 			for _, v := range append([]experiment.Variant{{Name: experiment.BaselineName}}, vs...) {
 				for r := 1; r <= rounds; r++ {
@@ -137,15 +186,46 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 			if err := experiment.BuildTemplate(ctx, c, experiment.DefaultTemplate, tw, opts.Scale, opts.Seed, out); err != nil {
 				return err
 			}
-			oc, err := experiment.Run(ctx, experiment.Config{
+			ecfg := experiment.Config{
 				Cluster: c, NewWorkload: newW, Flags: baseFlags, Load: opts, Variants: vs,
-				Rounds: rounds, Interleave: interleave, OutDir: outDir, Params: params, Cold: cold,
-				Compare: compare.Options{Alpha: alpha, MinEffect: minEffect},
-			}, out)
+				Rounds: rounds, Balanced: order == "balanced", Interleave: order == "interleaved",
+				OutDir: outDir, Params: params, Cold: cold,
+				Compare: compare.Options{Alpha: alpha, MinEffect: minEffect, MaxForeignDiff: maxForeign},
+			}
+			if hook != "" {
+				ecfg.BeforeRun = func(ctx context.Context, ri experiment.RunInfo) error {
+					hc := exec.CommandContext(ctx, "sh", "-c", hook)
+					hc.Stdout, hc.Stderr = out, cmd.ErrOrStderr()
+					hc.Env = append(os.Environ(), "ERPLAB_AB_VARIANT="+ri.Variant, fmt.Sprintf("ERPLAB_AB_ROUND=%d", ri.Round),
+						fmt.Sprintf("ERPLAB_AB_RUN=%d", ri.Seq), "ERPLAB_AB_DIR="+ri.Dir)
+					if err := hc.Run(); err != nil {
+						return fmt.Errorf("--run-hook: %w", err)
+					}
+					return nil
+				}
+			}
+			if aa > 0 {
+				res, err := experiment.RunAA(ctx, ecfg, aa, out)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "\n=== erplab ab --aa %d in %s\n", aa, outDir)
+				for i, cp := range res.Comparisons {
+					fmt.Fprintf(out, "  A/A %2d: %s (foreign CPU %.1f / %.1f %%)\n", i+1, cp.Summary(), cp.Noise.A.ForeignPct, cp.Noise.B.ForeignPct)
+					for _, r := range cp.Rows {
+						if r.Verdict.Decided() {
+							fmt.Fprintf(out, "          %s %s: %s (A %s, B %s, p %s)\n", r.Subject, r.Metric, r.Verdict, fmtFloat(r.A), fmtFloat(r.B), fmtFloat(r.P))
+						}
+					}
+				}
+				fmt.Fprintln(out, res.Line())
+				return nil
+			}
+			oc, err := experiment.Run(ctx, ecfg, out)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "\n=== erplab ab: %d runs in %s\n", len(oc.Runs), outDir)
+			fmt.Fprintf(out, "\n=== erplab ab: %d runs (%d rounds per configuration, %s order) in %s\n", len(oc.Runs), oc.Rounds, order, outDir)
 			for _, r := range oc.Runs {
 				fmt.Fprintf(out, "  %s round %d: integral APDEX %s, %s\n", r.Variant, r.Round, fmtIntegral(r.Doc), r.Path)
 			}
@@ -161,9 +241,13 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	fl := cmd.Flags()
 	fl.StringArrayVar(&variants, "variant", nil, "variant NAME=remedy[,remedy...], repeatable (remedies: "+remedy.Known()+")")
 	fl.StringVar(&outDir, "out-dir", "", "directory of the results files <variant>-<round>.json (default ./erplab-results/ab-<time>)")
-	fl.BoolVar(&interleave, "interleave", false, "run A B A B instead of A A B B (default --rounds 2)")
+	fl.BoolVar(&interleave, "interleave", false, "same as --order interleaved (A B A B)")
+	fl.StringVar(&order, "order", "balanced", "run order: balanced (A B B A ...), interleaved (A B A B) or blocked (A A B B)")
+	fl.DurationVar(&budget, "budget", 10*time.Minute, "total wall time the default --rounds fills (each run: its load profile + 5s)")
+	fl.IntVar(&aa, "aa", 0, "A/A calibration: run the baseline against itself N times and report the false-verdict rate")
+	fl.StringVar(&hook, "run-hook", "", "shell command run before every run (env ERPLAB_AB_VARIANT, ERPLAB_AB_ROUND, ERPLAB_AB_RUN, ERPLAB_AB_DIR)")
 	fl.BoolVar(&cold, "cold", false, "restart the server before every run (and drop the OS page cache as root): cold-cache runs")
-	fl.IntVar(&rounds, "rounds", 1, "runs of each configuration")
+	fl.IntVar(&rounds, "rounds", 0, "runs of each configuration (default: as many as fit --budget, at least 3)")
 	// Each remedy's parameters, e.g. --tmpfs-size.
 	for _, k := range remedy.Kinds() {
 		for _, p := range k.Params {
@@ -172,6 +256,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	}
 	fl.Float64Var(&alpha, "alpha", compare.DefaultAlpha, "compare: family-wise significance level (Holm)")
 	fl.Float64Var(&minEffect, "min-effect", compare.DefaultMinEffect, "compare: smallest relative difference that counts (0.05 = 5 %)")
+	fl.Float64Var(&maxForeign, "max-foreign-diff", compare.DefaultMaxForeignDiff, "compare: foreign CPU difference (points of all CPUs) beyond which verdicts are inconclusive (negative = off)")
 	// The load flags of erplab run that make sense here.
 	fl.StringVar(&f.workload, "workload", "erp", "workload to run")
 	fl.Float64Var(&f.scale, "scale", 0, "data scale factor (0 = the workload's default: erp 0.1)")
@@ -203,4 +288,12 @@ func fmtIntegral(d *results.Document) string {
 		return "NS"
 	}
 	return fmt.Sprintf("%.3f (%s)", d.Integral.Value, d.Integral.Rating)
+}
+
+// fmtFloat prints a figure with 4 significant digits, "-" for NaN.
+func fmtFloat(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.4g", v)
 }

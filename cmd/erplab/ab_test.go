@@ -37,7 +37,7 @@ func TestABSmoke(t *testing.T) {
 	}
 	out, err := erplab(t, dir, "ab", "--workload", "smoke", "--users", "3", "--duration", "3s", "--think", "20ms",
 		"--interval", "500ms", "--progress", "0", "--observe=false", "--graceful-stop", "2s",
-		"--variant", "tuned=settings:"+conf, "--variant", "proxy=rewrite-proxy", "--out-dir", "res").CombinedOutput()
+		"--variant", "tuned=settings:"+conf, "--variant", "proxy=rewrite-proxy", "--rounds", "1", "--out-dir", "res").CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -92,4 +92,45 @@ func TestABHelpListsRemedies(t *testing.T) {
 	if n := len(remedy.Kinds()); n != 4 {
 		t.Errorf("%d remedies registered, want 4", n)
 	}
+}
+
+// Rounds by default order: three rounds of baseline and variant in the
+// balanced order A B B A A B, one comparison over the rounds (Welch over
+// per-round values), the noise line, and the hook run before every run.
+func TestABRounds(t *testing.T) {
+	dir := t.TempDir()
+	out, err := erplab(t, dir, "ab", "--workload", "smoke", "--users", "3", "--duration", "2s", "--think", "20ms",
+		"--interval", "500ms", "--progress", "0", "--graceful-stop", "1s", "--rounds", "3",
+		"--run-hook", `echo "hook $ERPLAB_AB_RUN $ERPLAB_AB_VARIANT $ERPLAB_AB_ROUND" >> hook.log`,
+		"--variant", "same=settings:"+writeConf(t, dir), "--out-dir", "res").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	log, err := os.ReadFile(filepath.Join(dir, "hook.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "hook 1 baseline 1\nhook 2 same 1\nhook 3 same 2\nhook 4 baseline 2\nhook 5 baseline 3\nhook 6 same 3\n"
+	if string(log) != want {
+		t.Fatalf("hook log:\n%s\nwant:\n%s", log, want)
+	}
+	s := string(out)
+	for _, want := range []string{"variant  B: res/same-1.json,res/same-2.json,res/same-3.json", "3 and 3 rounds", "noise: foreign CPU A ",
+		"6 runs (3 rounds per configuration, balanced order)"} {
+		if !strings.Contains(s, want) {
+			t.Fatalf("output lacks %q:\n%s", want, s)
+		}
+	}
+	if n := len(regexp.MustCompile(`(?m)^integral +apdex `).FindAllString(s, -1)); n != 1 {
+		t.Fatalf("want 1 integral APDEX comparison row, got %d:\n%s", n, s)
+	}
+}
+
+func writeConf(t *testing.T, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "same.conf")
+	if err := os.WriteFile(p, []byte("work_mem = '4MB'\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -19,20 +20,25 @@ func newCompareCmd() *cobra.Command {
 		alpha      float64
 		minEffect  float64
 		failOnRegr bool
+		maxForeign float64
 	)
 	cmd := &cobra.Command{
-		Use:   "compare BASELINE.json VARIANT.json [VARIANT.json...]",
+		Use:   "compare BASELINE.json[,ROUND2.json...] VARIANT.json[,ROUND2.json...] [VARIANT...]",
 		Short: "Compare run results: per key operation, integral and observations, with verdicts",
-		Long: `compare sets each VARIANT run beside the BASELINE run (results files of erplab run):
+		Long: `compare sets each VARIANT beside the BASELINE (results files of erplab run):
 per key operation and for the integral APDEX, p50/p95/p99, throughput and errors, plus the
-observations (wait events, host CPU, catalog growth, temp files), with deltas and a verdict
-per row: better, worse or no significant difference.
+observations (wait events, the server's own CPU, catalog growth, temp files), with the effect
+B-A, its 95 % interval and a verdict per row.
 
-A row is better or worse when its test is significant after Holm's correction over all the
-comparison's tested rows (family-wise --alpha) and the relative difference reaches
---min-effect. Tests: APDEX and error rate two-proportion z-test on zone counts; percentiles
-Mann-Whitney U over per-interval percentiles; throughput and rates Welch's t-test over
-per-interval values (see internal/compare).
+A side may be several rounds, comma-separated (the files erplab ab writes, NAME-1.json,
+NAME-2.json, ...): the rows then come from the per-round values, Welch's t over rounds. One file
+per side is compared by a moving-block bootstrap over the two runs' intervals, and a row the
+data cannot decide reads "inconclusive: one round each". A row is better or worse when its
+p-value is significant after Holm's correction over all tested rows (family-wise --alpha) and
+the whole interval lies beyond the minimum effect (--min-effect of A, and a floor per metric).
+A noise line gives the CPU used by other processes than the server and erplab; verdicts read
+"inconclusive: foreign load differed" when it differs by more than --max-foreign-diff points.
+Warnings say when workloads, scales or durations differ (see internal/compare/doc.go).
 
 Exit codes: 0 compared; 1 an input could not be read; 2 bad usage; 99 with
 --fail-on-regression when any row is "worse" (for CI gating).`,
@@ -41,21 +47,30 @@ Exit codes: 0 compared; 1 an input could not be read; 2 bad usage; 99 with
 			if format != "text" && format != "markdown" && format != "json" {
 				return withCode(exitUsage, fmt.Errorf("--format must be text, markdown or json, got %q", format))
 			}
-			opts := compare.Options{Alpha: alpha, MinEffect: minEffect}
+			opts := compare.Options{Alpha: alpha, MinEffect: minEffect, MaxForeignDiff: maxForeign}
 			if !(alpha > 0 && alpha < 1) || !(minEffect >= 0) {
 				return withCode(exitUsage, fmt.Errorf("--alpha must be in (0, 1) and --min-effect >= 0 (got %g, %g)", alpha, minEffect))
 			}
-			docs := make([]*results.Document, len(args))
-			for i, p := range args {
-				d, err := results.Read(p)
-				if err != nil {
-					return withCode(exitError, err)
+			names := make([][]string, len(args))
+			docs := make([][]*results.Document, len(args))
+			for i, arg := range args {
+				for _, p := range strings.Split(arg, ",") {
+					if p == "" {
+						return withCode(exitUsage, fmt.Errorf("empty file name in %q", arg))
+					}
+					d, err := results.Read(p)
+					if err != nil {
+						return withCode(exitError, err)
+					}
+					names[i], docs[i] = append(names[i], p), append(docs[i], d)
 				}
-				docs[i] = d
+				if i > 0 && (len(docs[i]) == 1) != (len(docs[0]) == 1) {
+					return withCode(exitUsage, fmt.Errorf("%d rounds against %d: give one file per side or at least two per side", len(docs[0]), len(docs[i])))
+				}
 			}
 			var cs []*compare.Comparison
 			for i := 1; i < len(docs); i++ {
-				c, err := compare.Compare(args[0], docs[0], args[i], docs[i], opts)
+				c, err := compare.CompareRounds(names[0], docs[0], names[i], docs[i], opts)
 				if err != nil {
 					return withCode(exitError, err)
 				}
@@ -100,6 +115,7 @@ Exit codes: 0 compared; 1 an input could not be read; 2 bad usage; 99 with
 	f.StringVar(&format, "format", "text", "output: text, markdown or json")
 	f.Float64Var(&alpha, "alpha", compare.DefaultAlpha, "family-wise significance level (Holm) over the tested rows")
 	f.Float64Var(&minEffect, "min-effect", compare.DefaultMinEffect, "smallest relative difference that counts as better or worse (0.05 = 5 %)")
+	f.Float64Var(&maxForeign, "max-foreign-diff", compare.DefaultMaxForeignDiff, "foreign CPU difference (points of all CPUs) beyond which verdicts are inconclusive (negative = off)")
 	f.BoolVar(&failOnRegr, "fail-on-regression", false, "exit 99 when any row is worse than the baseline")
 	return cmd
 }

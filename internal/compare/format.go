@@ -53,6 +53,14 @@ func (r Row) metricLabel() string {
 	return r.Metric + " (" + r.Unit + ")"
 }
 
+// fmtCI is the interval "[lo, hi]" of a row, "-" when untested.
+func fmtCI(r Row) string {
+	if math.IsNaN(r.Lo) || math.IsNaN(r.Hi) {
+		return "-"
+	}
+	return "[" + fmtNum(r.Lo) + ", " + fmtNum(r.Hi) + "]"
+}
+
 func (r Row) verdictText() string {
 	if r.Note != "" && r.Verdict == NotApplicable {
 		return string(r.Verdict) + ": " + r.Note
@@ -64,7 +72,7 @@ func (r Row) verdictText() string {
 // "2 better, 1 worse, 40 no significant difference, 3 n/a".
 func (c *Comparison) Summary() string {
 	parts := []string{}
-	for _, v := range []Verdict{Better, Worse, Higher, Lower, NoDifference, NotApplicable} {
+	for _, v := range []Verdict{Better, Worse, Higher, Lower, ForeignLoad, NoDifference, OneRoundEach, NotApplicable} {
 		if n := c.Count(v); n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, v))
 		}
@@ -74,11 +82,17 @@ func (c *Comparison) Summary() string {
 
 // MethodNote explains the verdicts in one paragraph.
 func (c *Comparison) MethodNote() string {
-	return fmt.Sprintf("Verdicts: better/worse when the test is significant after Holm's correction over all %d tested rows "+
-		"(family-wise alpha %g) and the relative difference is at least %g %%. Tests: APDEX and error rate two-proportion z "+
-		"(APDEX per-sample score 1/0.5/0 from the zone counts); p50/p95/p99 Mann-Whitney U over per-interval percentiles; "+
-		"throughput and host/database rates Welch's t over per-interval values; wait-event shares Mann-Whitney U over samples.",
-		c.tested(), c.Alpha, 100*c.MinEffect)
+	var how string
+	if c.RoundsA == 1 && c.RoundsB == 1 {
+		how = "one run per side: each row's B-A with a 95 % interval and p-value from the bootstrap standard error of " +
+			"moving-block resamples of the runs' intervals and observation samples (block length max(n^1/3, autocorrelation lag))"
+	} else {
+		how = fmt.Sprintf("%d and %d rounds: each row's value per round, B-A of the round means with Welch's t interval and p-value over rounds",
+			c.RoundsA, c.RoundsB)
+	}
+	return fmt.Sprintf("Method: %s. Verdicts: better/worse when the p-value is significant after Holm's correction over all %d tested rows "+
+		"(family-wise alpha %g) and the whole interval lies beyond the minimum effect (max(%g %% of A, the metric's floor)). "+
+		"Host CPU rows are the server's own process tree. See internal/compare/doc.go.", how, c.tested(), c.Alpha, 100*c.MinEffect)
 }
 
 func (c *Comparison) tested() int {
@@ -93,9 +107,13 @@ func (c *Comparison) tested() int {
 
 // WriteText writes the comparison as an aligned table.
 func (c *Comparison) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "baseline A: %s\nvariant  B: %s\n\n", c.Baseline, c.Variant)
+	fmt.Fprintf(w, "baseline A: %s\nvariant  B: %s\n", c.Baseline, c.Variant)
+	for _, s := range c.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", s)
+	}
+	fmt.Fprintf(w, "%s\n\n", c.Noise.Line())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SUBJECT\tMETRIC\tA\tB\tDELTA\tDELTA %\tP\tTEST\tVERDICT")
+	fmt.Fprintln(tw, "SUBJECT\tMETRIC\tA\tB\tDELTA\tDELTA %\t95% CI OF DELTA\tP\tVERDICT")
 	section := ""
 	for _, r := range c.Rows {
 		if r.Section != section {
@@ -105,7 +123,7 @@ func (c *Comparison) WriteText(w io.Writer) error {
 			section = r.Section
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Subject, r.metricLabel(), fmtNum(r.A), fmtNum(r.B),
-			fmtNum(r.Delta), fmtPct(r.DeltaPct), fmtP(r.P), r.Method, r.verdictText())
+			fmtNum(r.Delta), fmtPct(r.DeltaPct), fmtCI(r), fmtP(r.P), r.verdictText())
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("compare: write: %w", err)
@@ -117,15 +135,19 @@ func (c *Comparison) WriteText(w io.Writer) error {
 // WriteMarkdown writes the comparison as a Markdown table.
 func (c *Comparison) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(w, "### %s vs %s\n\n", mdCell(c.Baseline), mdCell(c.Variant))
-	fmt.Fprintln(w, "| subject | metric | A | B | Δ | Δ % | p | test | verdict |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---|---|")
+	for _, s := range c.Warnings {
+		fmt.Fprintf(w, "> warning: %s\n", s)
+	}
+	fmt.Fprintf(w, "%s\n\n", c.Noise.Line())
+	fmt.Fprintln(w, "| subject | metric | A | B | Δ | Δ % | 95 % CI of Δ | p | verdict |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---|")
 	for _, r := range c.Rows {
 		v := r.verdictText()
 		if r.Verdict == Better || r.Verdict == Worse {
 			v = "**" + v + "**"
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", mdCell(r.Subject), mdCell(r.metricLabel()),
-			fmtNum(r.A), fmtNum(r.B), fmtNum(r.Delta), fmtPct(r.DeltaPct), fmtP(r.P), r.Method, mdCell(v))
+			fmtNum(r.A), fmtNum(r.B), fmtNum(r.Delta), fmtPct(r.DeltaPct), fmtCI(r), fmtP(r.P), mdCell(v))
 	}
 	_, err := fmt.Fprintf(w, "\n%s. %s\n", c.Summary(), c.MethodNote())
 	return err

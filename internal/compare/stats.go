@@ -2,6 +2,7 @@ package compare
 
 import (
 	"math"
+	"math/rand/v2"
 	"sort"
 
 	"gonum.org/v1/gonum/stat"
@@ -63,46 +64,75 @@ func mannWhitney(a, b []float64) float64 {
 }
 
 // welch returns the two-sided p-value of Welch's unequal-variances t-test
-// of samples a and b, with the Welch-Satterthwaite degrees of freedom.
-// Source: B. L. Welch, "The generalization of 'Student's' problem when
-// several different population variances are involved", Biometrika
-// 34(1/2), 1947, 28-35; NIST/SEMATECH e-Handbook of Statistical Methods,
-// §7.3.1 "Do two processes have the same mean?". When both variances are
-// 0 it returns NaN (no test: nothing varies) for equal means and 0
-// otherwise.
+// of samples a and b (welchDiff's p).
 func welch(a, b []float64) float64 {
+	return welchDiff(a, b, 0.95).P
+}
+
+// estimate is one row's statistic: the difference Delta = B - A with its
+// two-sided confidence interval [Lo, Hi] at the level asked and the
+// two-sided p-value of Delta = 0, all from the same distribution.
+type estimate struct {
+	Delta, Lo, Hi, P float64
+}
+
+// welchDiff is the difference of the means of b and a with Welch's
+// t-interval and two-sided p-value, Welch-Satterthwaite degrees of
+// freedom. Source: B. L. Welch, "The generalization of 'Student's'
+// problem when several different population variances are involved",
+// Biometrika 34(1/2), 1947, 28-35; NIST/SEMATECH e-Handbook of
+// Statistical Methods, §7.3.1 "Do two processes have the same mean?".
+// When both variances are 0 there is no interval (Lo, Hi NaN) and P is
+// NaN for equal means (nothing varies) and otherwise the p-value of an
+// exact permutation test for completely separated samples, 2/C(na+nb, na)
+// (0.1 for 3 against 3: constant per-round values, e.g. the same small
+// count every round, are weak evidence). Each sample needs at least 2
+// values (else everything is NaN).
+func welchDiff(a, b []float64, level float64) estimate {
+	if len(a) < 2 || len(b) < 2 {
+		return estimate{nan, nan, nan, nan}
+	}
 	ma, va := stat.MeanVariance(a, nil)
 	mb, vb := stat.MeanVariance(b, nil)
 	na, nb := float64(len(a)), float64(len(b))
 	sa, sb := va/na, vb/nb
+	d := mb - ma
 	if sa+sb == 0 {
-		if ma == mb {
-			return math.NaN()
+		p := nan
+		if d != 0 {
+			p = min(1, 2/math.Exp(lchoose(len(a)+len(b), len(a))))
 		}
-		return 0
+		return estimate{d, nan, nan, p}
 	}
-	t := (ma - mb) / math.Sqrt(sa+sb)
+	se := math.Sqrt(sa + sb)
 	df := (sa + sb) * (sa + sb) / (sa*sa/(na-1) + sb*sb/(nb-1))
-	d := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}
-	return 2 * d.Survival(math.Abs(t))
+	t := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: df}
+	q := t.Quantile(1 - (1-level)/2)
+	return estimate{d, d - q*se, d + q*se, 2 * t.Survival(math.Abs(d)/se)}
 }
 
-// zTest returns the two-sided p-value of a large-sample (Wald) z-test
-// of two means given their variances of the mean (σ²/n each): the
-// unpooled two-proportion z-test when the means are proportions (NIST/
-// SEMATECH e-Handbook §7.3.3 "How can we determine whether two processes
-// produce the same proportion of defectives?"; A. Agresti, "Categorical
-// Data Analysis", 3rd ed., §1.4). When both variances are 0 it returns 1
-// NaN (no test) for equal means and 0 otherwise.
-func zTest(ma, vma, mb, vmb float64) float64 {
-	if vma+vmb == 0 {
-		if ma == mb {
-			return math.NaN()
-		}
-		return 0
+// lchoose is log C(n, k).
+func lchoose(n, k int) float64 {
+	a, _ := math.Lgamma(float64(n + 1))
+	b, _ := math.Lgamma(float64(k + 1))
+	c, _ := math.Lgamma(float64(n - k + 1))
+	return a - b - c
+}
+
+// normalDiff is the estimate for a difference d with standard error se
+// under a normal approximation (the bootstrap standard-error interval
+// d ± z·se; B. Efron, R. J. Tibshirani, "An Introduction to the
+// Bootstrap", 1993, §6 and §12.2). se 0 gives no interval and P NaN (no
+// test: the resamples do not vary).
+func normalDiff(d, se, level float64) estimate {
+	if math.IsNaN(d) || math.IsNaN(se) {
+		return estimate{d, nan, nan, nan}
 	}
-	z := (ma - mb) / math.Sqrt(vma+vmb)
-	return 2 * distuv.UnitNormal.Survival(math.Abs(z))
+	if se == 0 {
+		return estimate{d, nan, nan, nan}
+	}
+	z := distuv.UnitNormal.Quantile(1 - (1-level)/2)
+	return estimate{d, d - z*se, d + z*se, 2 * distuv.UnitNormal.Survival(math.Abs(d)/se)}
 }
 
 // holm marks which of the p-values are significant at family-wise error
@@ -128,4 +158,69 @@ func holm(ps []float64, alpha float64) []bool {
 		sig[i] = true
 	}
 	return sig
+}
+
+// acf1Lag returns the first lag k >= 1 at which the sample
+// autocorrelation of x falls below the white-noise band 2/√n (Box,
+// Jenkins, Reinsel, "Time Series Analysis", §2.1.6), n when it never
+// does; 1 for a constant or too short series.
+func acfLag(x []float64) int {
+	n := len(x)
+	if n < 3 {
+		return 1
+	}
+	m := stat.Mean(x, nil)
+	var c0 float64
+	for _, v := range x {
+		c0 += (v - m) * (v - m)
+	}
+	if c0 == 0 {
+		return 1
+	}
+	band := 2 / math.Sqrt(float64(n))
+	for k := 1; k < n; k++ {
+		var ck float64
+		for i := k; i < n; i++ {
+			ck += (x[i] - m) * (x[i-k] - m)
+		}
+		if ck/c0 < band {
+			return k
+		}
+	}
+	return n
+}
+
+// blockLength is the moving-block length for a series x of n points:
+// max(⌈n^(1/3)⌉, the lag where the autocorrelation first falls inside
+// the white-noise band), at most n/3 (at least three blocks) and at least
+// 1. n^(1/3) is the order of the optimal block length for variances
+// (P. Hall, J. L. Horowitz, B.-Y. Jing, "On blocking rules for the
+// bootstrap with dependent data", Biometrika 82(3), 1995, 561-574); the
+// autocorrelation term lengthens blocks for slowly drifting series (a
+// neighbour's load), which is what makes per-interval samples of one run
+// dependent.
+func blockLength(x []float64) int {
+	n := len(x)
+	b := max(int(math.Ceil(math.Cbrt(float64(n)))), acfLag(x))
+	return max(1, min(b, n/3))
+}
+
+// blockIndices draws one moving-block bootstrap resample of the indices
+// 0..n-1: ⌈n/b⌉ blocks of b consecutive indices starting uniformly in
+// [0, n-b], concatenated and cut to n (H. R. Künsch, "The jackknife and
+// the bootstrap for general stationary observations", Ann. Statist.
+// 17(3), 1989, 1217-1241). buf is reused when large enough.
+func blockIndices(rng *rand.Rand, n, b int, buf []int) []int {
+	out := buf[:0]
+	if n == 0 {
+		return out
+	}
+	b = max(1, min(b, n))
+	for len(out) < n {
+		s := rng.IntN(n - b + 1)
+		for i := s; i < s+b && len(out) < n; i++ {
+			out = append(out, i)
+		}
+	}
+	return out
 }

@@ -1,7 +1,8 @@
 // Package experiment runs A/B experiments (`erplab ab`): a baseline and
 // variants, each a set of named remedies (package remedy and its
 // registry; ParseVariant), run back to back
-// (or interleaved A B A B) with the same seed, load profile and data on one
+// (balanced A B B A, interleaved A B A B or blocked A A B B, for one or
+// more rounds) with the same seed, load profile and data on one
 // embedded server, then compared with package compare.
 //
 // Identical starting state: the workload's data is built once into a
@@ -76,10 +77,18 @@ type Config struct {
 	Load loadtest.Options
 	// Variants are the variants; the baseline (no remedies) runs first.
 	Variants []Variant
-	// Rounds is how many times each configuration runs (default 1);
-	// Interleave orders them A B A B instead of A A B B.
+	// Rounds is how many times each configuration runs; 0 takes as many
+	// as fit Budget (RoundsFor), and 1 when Budget is 0 too. Balanced
+	// orders the runs A B B A A B ... (each round reverses the previous
+	// one, so drifts of the machine meet every configuration alike);
+	// otherwise Interleave orders them A B A B and neither A A B B.
 	Rounds     int
+	Budget     time.Duration
+	Balanced   bool
 	Interleave bool
+	// BeforeRun, when set, is called before every run (see RunInfo); an
+	// error stops the experiment.
+	BeforeRun func(ctx context.Context, run RunInfo) error
 	// OutDir receives <name>-<round>.json (+ .jsonl) per run; Run
 	// creates it.
 	OutDir string
@@ -96,6 +105,16 @@ type Config struct {
 	Compare compare.Options
 }
 
+// RunInfo tells BeforeRun which run comes: the configuration's name, its
+// round, its position in the schedule (1-based) and the experiment's
+// results directory (Config.OutDir).
+type RunInfo struct {
+	Variant string
+	Round   int
+	Seq     int
+	Dir     string
+}
+
 // RunResult is one run of an experiment.
 type RunResult struct {
 	Variant  string
@@ -106,10 +125,34 @@ type RunResult struct {
 }
 
 // Outcome is what Run returns: the runs in the order they ran and the
-// comparisons of the baseline with each variant, round by round.
+// comparison of the baseline with each variant over all rounds (with
+// one round, of the two runs).
 type Outcome struct {
+	Rounds      int
 	Runs        []RunResult
 	Comparisons []*compare.Comparison
+}
+
+// RunOverhead is the time a run takes besides its load profile (template
+// copy, connections, sampler, results), as RoundsFor assumes it.
+const RunOverhead = 5 * time.Second
+
+// MinRounds is the fewest rounds per configuration RoundsFor returns.
+const MinRounds = 3
+
+// RoundsFor is how many rounds of configs configurations fit budget when
+// one run takes its load profile plus RunOverhead: at least MinRounds.
+func RoundsFor(budget time.Duration, configs int, load loadtest.Options) int {
+	var closed, open time.Duration
+	for _, s := range load.Stages {
+		closed += s.Duration
+	}
+	for _, s := range load.Rate {
+		open += s.Duration
+	}
+	run := RunOverhead + max(closed, open)
+	n := int(budget / (run * time.Duration(max(configs, 1))))
+	return max(n, MinRounds)
 }
 
 // BuildTemplate creates database name on c and installs w's data into it
@@ -207,6 +250,24 @@ func schedule(n, rounds int, interleave bool) [][2]int {
 	return s
 }
 
+// balanced returns the (variant index, round) pairs A B C, C B A, A B C
+// ...: round r runs the configurations forwards when odd, backwards when
+// even, so every configuration has as many early as late slots
+// (counterbalancing; ABBA).
+func balanced(n, rounds int) [][2]int {
+	var s [][2]int
+	for r := 1; r <= rounds; r++ {
+		for k := 0; k < n; k++ {
+			i := k
+			if r%2 == 0 {
+				i = n - 1 - k
+			}
+			s = append(s, [2]int{i, r})
+		}
+	}
+	return s
+}
+
 // Run runs the experiment on cfg.Cluster, whose template database must
 // exist (BuildTemplate), writing progress to out; it returns the runs and
 // comparisons. Each run: copy the template to a run database, apply the
@@ -221,10 +282,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Outcome, error) {
 	if cfg.Template == "" {
 		cfg.Template = DefaultTemplate
 	}
+	all := append([]Variant{{Name: BaselineName}}, cfg.Variants...)
 	if cfg.Rounds <= 0 {
 		cfg.Rounds = 1
+		if cfg.Budget > 0 {
+			cfg.Rounds = RoundsFor(cfg.Budget, len(all), cfg.Load)
+		}
 	}
-	all := append([]Variant{{Name: BaselineName}}, cfg.Variants...)
 	seen := map[string]bool{}
 	for _, v := range all {
 		if seen[v.Name] {
@@ -235,10 +299,19 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Outcome, error) {
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("experiment: results directory: %w", err)
 	}
-	oc := &Outcome{}
-	for _, step := range schedule(len(all), cfg.Rounds, cfg.Interleave) {
+	oc := &Outcome{Rounds: cfg.Rounds}
+	order := schedule(len(all), cfg.Rounds, cfg.Interleave)
+	if cfg.Balanced {
+		order = balanced(len(all), cfg.Rounds)
+	}
+	for seq, step := range order {
 		v, round := all[step[0]], step[1]
-		fmt.Fprintf(out, "\n=== %s, round %d: %s\n", v.Name, round, remedyList(v))
+		fmt.Fprintf(out, "\n=== %s, round %d of %d (run %d of %d): %s\n", v.Name, round, cfg.Rounds, seq+1, len(order), remedyList(v))
+		if cfg.BeforeRun != nil {
+			if err := cfg.BeforeRun(ctx, RunInfo{Variant: v.Name, Round: round, Seq: seq + 1, Dir: cfg.OutDir}); err != nil {
+				return oc, fmt.Errorf("%s round %d: before the run: %w", v.Name, round, err)
+			}
+		}
 		rr, err := runOne(ctx, cfg, v, round, out)
 		if err != nil {
 			return oc, fmt.Errorf("%s round %d: %w", v.Name, round, err)
@@ -248,18 +321,29 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Outcome, error) {
 			return oc, fmt.Errorf("%s round %d: interrupted; results so far: %s", v.Name, round, rr.Path)
 		}
 	}
-	for r := 1; r <= cfg.Rounds; r++ {
-		base := oc.find(BaselineName, r)
-		for _, v := range cfg.Variants {
-			vr := oc.find(v.Name, r)
-			c, err := compare.Compare(base.Path, base.Doc, vr.Path, vr.Doc, cfg.Compare)
-			if err != nil {
-				return oc, err
-			}
-			oc.Comparisons = append(oc.Comparisons, c)
+	pa, da := oc.side(BaselineName)
+	for _, v := range cfg.Variants {
+		pb, db := oc.side(v.Name)
+		c, err := compare.CompareRounds(pa, da, pb, db, cfg.Compare)
+		if err != nil {
+			return oc, err
 		}
+		oc.Comparisons = append(oc.Comparisons, c)
 	}
 	return oc, nil
+}
+
+// side returns the paths and documents of configuration name's runs by
+// round.
+func (o *Outcome) side(name string) ([]string, []*results.Document) {
+	var paths []string
+	var docs []*results.Document
+	for r := 1; r <= o.Rounds; r++ {
+		if rr := o.find(name, r); rr != nil {
+			paths, docs = append(paths, rr.Path), append(docs, rr.Doc)
+		}
+	}
+	return paths, docs
 }
 
 func (o *Outcome) find(name string, round int) *RunResult {

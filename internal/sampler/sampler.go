@@ -204,6 +204,10 @@ type Sample struct {
 	// reading failed (the database part is still valid).
 	Host      *Host  `json:"host,omitempty"`
 	HostError string `json:"host_error,omitempty"`
+	// Noise splits the host's CPU between the server, erplab and the
+	// rest (proctree.go); nil on the first sample and when the server's
+	// processes are not visible.
+	Noise *Noise `json:"noise,omitempty"`
 }
 
 // CatalogBytes is the summed size of the sampled catalogs, bytes.
@@ -254,6 +258,7 @@ type Sampler struct {
 	info  Info
 	stmts sqlSet
 	host  *hostReader
+	tree  *treeReader // nil when the server's processes are not visible
 
 	prev     *Sample
 	prevTime time.Time
@@ -355,6 +360,9 @@ func (s *Sampler) attach(ctx context.Context, conn *pgx.Conn) error {
 		}
 		s.host = h
 	}
+	if info.HostSampled && (s.tree == nil || !s.tree.owns(info.BackendPID)) {
+		s.tree, _ = newTreeReader(s.opts.ProcRoot, info.BackendPID) // nil: no noise figures
+	}
 	s.conn, s.info, s.stmts, s.connected = conn, info, statementsFor(info.VersionNum), time.Now()
 	return nil
 }
@@ -401,6 +409,9 @@ func (s *Sampler) Sample(ctx context.Context) (*Sample, error) {
 		} else {
 			out.Host = h
 		}
+	}
+	if s.tree != nil {
+		out.Noise, _ = s.tree.read() // a failed reading leaves no noise figures
 	}
 
 	qctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)

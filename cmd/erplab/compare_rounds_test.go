@@ -1,0 +1,57 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// compare of rounds: comma-separated files per side (the recorded runs of
+// internal/compare/testdata), one comparison over the rounds with the
+// noise line; one file against three is a usage error.
+func TestCompareRounds(t *testing.T) {
+	td, err := filepath.Abs("../../internal/compare/testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	side := func(name string) string {
+		var fs []string
+		for _, r := range []string{"1", "2", "3"} {
+			fs = append(fs, filepath.Join(td, "r-"+name+"-"+r+".json"))
+		}
+		return strings.Join(fs, ",")
+	}
+	out, err := erplab(t, t.TempDir(), "compare", "--format", "json", side("base"), side("slow")).Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var cs []struct {
+		RoundsA int `json:"rounds_a"`
+		RoundsB int `json:"rounds_b"`
+		Rows    []struct {
+			Subject, Metric, Method string
+			Lo                      *float64 `json:"ci95_low"`
+		} `json:"rows"`
+		Noise struct {
+			Recorded bool `json:"recorded"`
+		} `json:"noise"`
+	}
+	if err := json.Unmarshal(out, &cs); err != nil || len(cs) != 1 || cs[0].RoundsA != 3 || cs[0].RoundsB != 3 || !cs[0].Noise.Recorded {
+		t.Fatalf("%v: %s", err, out)
+	}
+	tested := 0
+	for _, r := range cs[0].Rows {
+		if r.Method == "welch-t over rounds" && r.Lo != nil {
+			tested++
+		}
+	}
+	if tested < 20 {
+		t.Fatalf("%d rows tested over rounds:\n%s", tested, out)
+	}
+	text, err := erplab(t, t.TempDir(), "compare", side("base"), side("slow")).Output()
+	if err != nil || !strings.Contains(string(text), "noise: foreign CPU A ") || !strings.Contains(string(text), "3 and 3 rounds") {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	checkUsageError(t, []string{"compare", filepath.Join(td, "base.json"), side("slow")})
+}

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Calibration of erplab ab's verdicts (issue 14): false verdicts of A/A
+# comparisons under a neighbour's load, and the power on known effects.
+# Not part of `go test` (it takes the better part of an hour on 2 cores).
+#
+#  1. A/A: `erplab ab --aa $AA` (default 20 comparisons of $AA_ROUNDS rounds
+#     per side, erp workload), with a CPU hog (`erplab stress --cpu 2`)
+#     running during half of the runs, chosen at random (seed 42) by a
+#     --run-hook. Goal: at most 1 of the 20 comparisons shows any
+#     better/worse row.
+#  2. Power, $ROUNDS rounds per side each:
+#     sleep: smoke workload, variant settings:examples/commit-delay-40ms.conf
+#            (commit_delay = 40 ms: every WAL-flushing commit waits 40 ms, a
+#            realistic way to inject a 40 ms sleep into an operation):
+#            post_order must be worse;
+#     proxy: erp at the scale of examples/field-stories.sh, variant
+#            rewrite-proxy: or_subquery_report must be better;
+#     tmpfs: erp --temp-style 1c, variant tmpfs-temp-tablespace (root):
+#            temp_table_storm must be better.
+# The figures are recomputed from the saved results with `erplab compare`
+# at the end (SUMMARY_ONLY=1 OUT_DIR recomputes them without running).
+# Usage: examples/ab-calibration.sh [OUT_DIR]
+# env: ERPLAB, AA (20), AA_ROUNDS (3), AA_DURATION (8s), ROUNDS (3), SCALE (0.2),
+#      USERS (20), DURATION (45s), PARTS ("aa sleep proxy tmpfs")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ERPLAB=${ERPLAB:-}
+if [[ -z $ERPLAB ]]; then
+	ERPLAB=$(mktemp -d)/erplab
+	go build -o "$ERPLAB" ./cmd/erplab
+fi
+OUT=${1:-erplab-results/ab-calibration-$(date +%Y%m%d-%H%M%S)}
+AA=${AA:-20}
+AA_ROUNDS=${AA_ROUNDS:-3}
+AA_DURATION=${AA_DURATION:-8s}
+ROUNDS=${ROUNDS:-3}
+SCALE=${SCALE:-0.2}
+USERS=${USERS:-20}
+DURATION=${DURATION:-45s}
+PARTS=${PARTS:-aa sleep proxy tmpfs}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+
+hogdir=$OUT/hog
+ours=
+stop_hog() { # only a hog this invocation started (another may run the A/A part)
+	if [[ -n $ours && -f $hogdir/hog.pid ]]; then
+		kill "$(cat "$hogdir/hog.pid")" 2>/dev/null || true
+		rm -f "$hogdir/hog.pid"
+	fi
+}
+trap stop_hog EXIT
+
+if [[ -z ${SUMMARY_ONLY:-} ]]; then
+	for part in $PARTS; do
+		case $part in
+		aa)
+			# The hog plan: one line per run, exactly half of them 1, shuffled.
+			mkdir -p "$hogdir"
+			runs=$((AA * 2 * AA_ROUNDS))
+			awk -v n="$runs" 'BEGIN { srand(42); for (i = 1; i <= n; i++) { v[i] = (i <= n / 2) ? 1 : 0 }
+				for (i = n; i > 1; i--) { j = int(rand() * i) + 1; t = v[i]; v[i] = v[j]; v[j] = t }
+				for (i = 1; i <= n; i++) print v[i] }' >"$hogdir/plan"
+			echo 0 >"$hogdir/count"
+			ours=1
+			cat >"$hogdir/hook.sh" <<HOOK
+#!/bin/sh
+# Before every run: stop the hog, start it again if the plan says so. The
+# hog is orphaned (started from this shell, which exits), so it is not in
+# erplab's process tree: it counts as foreign load.
+d=$hogdir
+n=\$(( \$(cat \$d/count) + 1 )); echo \$n > \$d/count
+[ -f \$d/hog.pid ] && kill \$(cat \$d/hog.pid) 2>/dev/null; rm -f \$d/hog.pid
+if [ "\$(sed -n \${n}p \$d/plan)" = 1 ]; then
+	$ERPLAB stress --cpu 2 --timeout 1h -q >/dev/null 2>&1 &
+	echo \$! > \$d/hog.pid
+	echo "run \$n (\$ERPLAB_AB_DIR \$ERPLAB_AB_VARIANT round \$ERPLAB_AB_ROUND): hog on" >> \$d/hog.log
+else
+	echo "run \$n (\$ERPLAB_AB_DIR \$ERPLAB_AB_VARIANT round \$ERPLAB_AB_ROUND): hog off" >> \$d/hog.log
+fi
+HOOK
+			chmod +x "$hogdir/hook.sh"
+			"$ERPLAB" ab --workload erp --scale "$SCALE" --users "$USERS" --duration "$AA_DURATION" --warmup 2s \
+				--graceful-stop 2s --think 500ms-1500ms --seed 42 --progress 0 --aa "$AA" --rounds "$AA_ROUNDS" \
+				--run-hook "$hogdir/hook.sh" --out-dir "$OUT/aa" >"$OUT/aa.txt" 2>&1
+			stop_hog
+			;;
+		sleep)
+			"$ERPLAB" ab --workload smoke --users 6 --connections 3 --think 10ms-30ms --duration 10s --seed 42 --progress 0 \
+				--rounds "$ROUNDS" --variant slow=settings:examples/commit-delay-40ms.conf --out-dir "$OUT/sleep" >"$OUT/sleep.txt" 2>&1
+			;;
+		proxy)
+			"$ERPLAB" ab --workload erp --scale "$SCALE" --users "$USERS" --duration "$DURATION" --warmup 5s \
+				--think 500ms-1500ms --seed 42 --progress 0 --rounds "$ROUNDS" \
+				--variant proxy=rewrite-proxy --out-dir "$OUT/proxy" >"$OUT/proxy.txt" 2>&1
+			;;
+		tmpfs)
+			"$ERPLAB" ab --workload erp --scale "$SCALE" --users "$USERS" --duration "$DURATION" --warmup 5s \
+				--think 500ms-1500ms --seed 42 --progress 0 --rounds "$ROUNDS" --temp-style 1c \
+				--variant tmpfs=tmpfs-temp-tablespace --out-dir "$OUT/tmpfs" >"$OUT/tmpfs.txt" 2>&1
+			;;
+		*)
+			echo "unknown part $part" >&2
+			exit 2
+			;;
+		esac
+	done
+fi
+
+# side DIR NAME: the comma-separated round files of configuration NAME.
+side() { ls "$1"/"$2"-[0-9]*.json | sort -V | paste -sd, -; }
+# decided JSON: the better/worse/higher/lower rows of a comparison.
+decided() { jq -r '.[0].rows[] | select(.verdict == "better" or .verdict == "worse" or .verdict == "higher" or .verdict == "lower")
+	| "    \(.subject) \(.metric): \(.verdict) (A \(.a), B \(.b), p \(.p))"' "$1"; }
+
+echo "=== erplab ab calibration ($OUT)"
+if [[ -d $OUT/aa ]]; then
+	n=0 bad=0 guarded=0
+	for d in "$OUT"/aa/aa-*/; do
+		[[ -e $d/same-1.json ]] || continue
+		n=$((n + 1))
+		"$ERPLAB" compare --format json "$(side "$d" baseline)" "$(side "$d" same)" >"$d/compare.json"
+		k=$(jq '[.[0].rows[] | select(.verdict == "better" or .verdict == "worse" or .verdict == "higher" or .verdict == "lower")] | length' "$d/compare.json")
+		g=$(jq '[.[0].rows[] | select(.verdict == "inconclusive: foreign load differed")] | length' "$d/compare.json")
+		hogs=$(grep -c "$(basename "$d") .*hog on" "$hogdir/hog.log" || true)
+		printf '  A/A %s: %d decided rows, %d downgraded by the noise guard; hog during %s of its runs; %s\n' \
+			"$(basename "$d")" "$k" "$g" "$hogs" "$(jq -r '.[0].noise | "foreign CPU \(.a.foreign_pct|floor)/\(.b.foreign_pct|floor) %, foreign runnable \((.a.foreign_runnable // 0)*10|floor/10)/\((.b.foreign_runnable // 0)*10|floor/10), differed \(.differed) \(.why // "")"' "$d/compare.json")"
+		decided "$d/compare.json"
+		[[ $k -gt 0 ]] && bad=$((bad + 1))
+		[[ $g -gt 0 ]] && guarded=$((guarded + 1))
+	done
+	echo "A/A: $bad of $n comparisons showed a better/worse row (goal: at most 1 of 20); $guarded had verdicts downgraded by the noise guard"
+fi
+power() { # dir variant subject label
+	local d=$OUT/$1
+	[[ -e $d/$2-1.json ]] || return 0
+	"$ERPLAB" compare --format json "$(side "$d" baseline)" "$(side "$d" "$2")" >"$d/compare.json"
+	echo "power $4: $3 rows:"
+	jq -r --arg s "$3" '.[0].rows[] | select(.subject == $s) | "    \(.metric): A \(.a) B \(.b), delta \(.delta) [\(.ci95_low), \(.ci95_high)], p \(.p): \(.verdict)"' "$d/compare.json"
+	jq -r '.[0].noise | "    noise: foreign CPU \(.a.foreign_pct) / \(.b.foreign_pct) %, differed \(.differed)"' "$d/compare.json"
+}
+power sleep slow post_order "commit_delay 40 ms (want worse)"
+power proxy proxy or_subquery_report "rewrite-proxy (want better)"
+power tmpfs tmpfs temp_table_storm "tmpfs-temp-tablespace (want better)"

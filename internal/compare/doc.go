@@ -1,0 +1,121 @@
+// Package compare compares erplab run results (docs/results-format.md):
+// a baseline against a variant, per key operation and for the integral,
+// plus the recorded observations, with a verdict per row that separates a
+// real difference from noise using only what results files keep
+// (per-interval series with APDEX zones and histograms, sampler series).
+//
+// # The unit of replication is the round
+//
+// Per-second samples of one run are autocorrelated, and on a shared host
+// the load of the neighbours is not stationary: a test that treats the
+// intervals of one run as independent samples is overconfident (an A/A
+// comparison on a busy 2-core machine once gave 28 rows "better" at
+// p<0.0001). So the statistics replicate what varies:
+//
+//   - Rounds (CompareRounds with two or more documents per side; what
+//     `erplab ab` produces): every row's statistic is computed per round
+//     (one run), and the row's A and B are the means of the per-round
+//     values. The effect B-A, its 95 % interval and the p-value all come
+//     from Welch's t over the per-round values (unequal variances,
+//     Welch-Satterthwaite degrees of freedom; B. L. Welch, Biometrika
+//     34, 1947; NIST/SEMATECH e-Handbook §7.3.1). A round is the whole
+//     run, so whatever made one run slower (a neighbour, a checkpoint, a
+//     cold cache) is part of the round-to-round variance.
+//   - One run per side (Compare): the effect is B-A of the two runs'
+//     statistics; its standard error is the standard deviation of B*-A*
+//     over Options.Replicates (1000) moving-block bootstrap resamples of
+//     each run (H. R. Künsch, Ann. Statist. 17(3), 1989), intervals and
+//     observation samples resampled separately, every row computed on the
+//     same resample; interval and p-value from the normal approximation
+//     (B. Efron, R. J. Tibshirani, "An Introduction to the Bootstrap",
+//     1993, §6, §12.2). Block length per run and series: max(⌈n^(1/3)⌉,
+//     the first lag whose sample autocorrelation falls inside ±2/√n),
+//     at most n/3 (P. Hall, J. L. Horowitz, B.-Y. Jing, Biometrika 82(3),
+//     1995 for the n^(1/3) order; Box, Jenkins, Reinsel §2.1.6 for the
+//     band). The autocorrelation is that of the per-interval pooled APDEX
+//     score (it moves with latency) for intervals and of the active
+//     sessions for observation samples. The bootstrap captures the
+//     dependence inside a run, not the run-to-run variation, so a row it
+//     cannot decide reads "inconclusive: one round each" rather than "no
+//     significant difference".
+//
+// The seeds are fixed (Options.Seed), so a comparison is reproducible.
+//
+// # One statistic per row
+//
+// Direction, effect, interval and p-value of a row come from one
+// statistic (the same function of a run, or of a resample of it):
+//
+//   - APDEX of an operation: (satisfied + tolerating/2) / samples of the
+//     zone counts summed over the intervals; the integral: the
+//     priority-weighted mean of the operations' scores (apdex.Integral).
+//   - p50/p95/p99: from the merged HdrHistograms of the intervals
+//     (HdrHistogram's rank rule), never a mean of per-interval
+//     percentiles; files without interval histograms (schema 1) use the
+//     run's own percentiles and cannot be bootstrapped.
+//   - per_second: executions over the intervals' time; error_pct: errors
+//     over executions.
+//   - Observations, over the samples after the warm-up: the mean share of
+//     active sessions in a wait event; the server's own user and system
+//     CPU (the "host CPU" rows: the postmaster's process tree, not the
+//     host total, which neighbours move; files without process-tree
+//     figures show the host total untested); temp files and bytes per
+//     second (Σ rate·dt / Σ dt).
+//   - Cumulative series are compared by their delta per round, never
+//     point by point: catalog growth_bytes is the sum of the sampled
+//     increments of the catalogs' size over the run.
+//
+// # Verdicts
+//
+// The p-values of all tested rows of a comparison are corrected together
+// with Holm's step-down procedure (S. Holm, Scand. J. Statist. 6, 1979;
+// family-wise error rate Options.Alpha). A row is better or worse (higher
+// or lower for neutral rows) only when it is significant after Holm and
+// its whole 95 % interval lies beyond the minimum effect MinDelta =
+// max(Options.MinEffect·|A|, the metric's floor): APDEX 0.01, latencies
+// 1 ms, throughput 0.1/s, error rate 0.5 points, wait share 2 points,
+// server CPU 1 point of all CPUs, temp files 0.1/s, temp bytes 64 KiB/s,
+// catalog growth 64 KiB. The floors keep a difference between near-zero
+// values (iowait 0.00 -> 0.14 %) from being "worse". Otherwise a row is
+// "no significant difference" (rounds) or "inconclusive: one round each"
+// (single runs); rows whose values do not vary at all (no errors on
+// either side) are "no significant difference" without a test.
+//
+// # Noise guard
+//
+// The sampler records per sample (sampler.Noise) the CPU of the server's
+// process tree, of erplab itself, and the rest of the host's busy time:
+// the foreign load, plus steal time, the run queue and the foreign
+// runnable tasks (runnable tasks that are neither the server's nor
+// erplab's). The comparison's noise line gives their means per side
+// (mean of per-round means with rounds). Every decided row reads
+// "inconclusive: foreign load differed" (the difference may be the
+// neighbour's) when
+//
+//   - the foreign CPU of the two sides differs by more than
+//     Options.MaxForeignDiff (default 10 percentage points of all CPUs:
+//     on a 2-core host, a fifth of a core busy for the whole run), or
+//   - the foreign runnable tasks differ significantly (p < 0.05, by the
+//     row method: Welch over rounds, or the block bootstrap of one run
+//     each) and by more than RunnablePerCPU (0.5) tasks per CPU. On a
+//     saturated host the foreign CPU cannot grow (the server's share
+//     shrinks instead), but the number of competitors does.
+//
+// Runs without these figures (remote servers, older files) say so and
+// are not guarded. The foreign load is counted from /proc: a process
+// started by erplab's own process tree (an in-process stress, a
+// --run-hook child that is still attached) counts as erplab's.
+//
+// # Small or constant figures
+//
+// With rounds, a row whose per-round values are the same within each
+// side (the same small count every round) has no variance to test with:
+// it gets the p-value of an exact permutation test for completely
+// separated samples, 2/C(nA+nB, nA) (0.1 for 3 against 3), no interval
+// and no verdict.
+//
+// # Warnings
+//
+// Comparison.Warnings names what differs besides the variant: the
+// workload, the scale, or the scored duration by more than 10 %.
+package compare

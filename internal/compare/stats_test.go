@@ -1,0 +1,279 @@
+package compare_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/erplab/erplab/internal/compare"
+	"github.com/erplab/erplab/internal/results"
+)
+
+// The documents in testdata were recorded by testdata/record.sh (smoke
+// workload, 6 s runs on a shared 2-core machine).
+func readDocs(t *testing.T, names ...string) []*results.Document {
+	t.Helper()
+	out := make([]*results.Document, len(names))
+	for i, n := range names {
+		d, err := results.Read(filepath.Join("testdata", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = d
+	}
+	return out
+}
+
+func compareFiles(t *testing.T, opts compare.Options, a, b []string) *compare.Comparison {
+	t.Helper()
+	c, err := compare.CompareRounds(a, readDocs(t, a...), b, readDocs(t, b...), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// checkOneStatistic asserts that every tested row's direction, interval
+// and p-value come from one statistic: the interval holds Delta, it
+// excludes 0 exactly when p < 0.05, and a decided verdict has the sign of
+// Delta and an interval beyond the minimum effect.
+func checkOneStatistic(t *testing.T, c *compare.Comparison) (tested int) {
+	t.Helper()
+	for _, r := range c.Rows {
+		if math.IsNaN(r.P) {
+			continue
+		}
+		tested++
+		if math.IsNaN(r.Lo) {
+			if r.Verdict.Decided() || r.Note == "" {
+				t.Errorf("%s %s: no interval but verdict %s, note %q", r.Subject, r.Metric, r.Verdict, r.Note)
+			}
+			continue
+		}
+		if !(r.Lo <= r.Delta+1e-9 && r.Delta <= r.Hi+1e-9) {
+			t.Errorf("%s %s: delta %g outside [%g, %g]", r.Subject, r.Metric, r.Delta, r.Lo, r.Hi)
+		}
+		if excl := r.Lo > 0 || r.Hi < 0; excl != (r.P < 0.05) && math.Abs(r.P-0.05) > 1e-6 {
+			t.Errorf("%s %s: p %g but interval [%g, %g]", r.Subject, r.Metric, r.P, r.Lo, r.Hi)
+		}
+		up := r.Verdict == compare.Worse && r.Direction == compare.LowerBetter || r.Verdict == compare.Better && r.Direction == compare.HigherBetter ||
+			r.Verdict == compare.Higher
+		down := r.Verdict == compare.Better && r.Direction == compare.LowerBetter || r.Verdict == compare.Worse && r.Direction == compare.HigherBetter ||
+			r.Verdict == compare.Lower
+		if up && !(r.Delta > 0 && r.Lo > r.MinDelta) || down && !(r.Delta < 0 && r.Hi < -r.MinDelta) {
+			t.Errorf("%s %s: verdict %s with delta %g [%g, %g], min %g", r.Subject, r.Metric, r.Verdict, r.Delta, r.Lo, r.Hi, r.MinDelta)
+		}
+	}
+	return tested
+}
+
+// One run each, a known injected difference: the variant's database has
+// commit_delay = 40 ms, so every committing write waits 40 ms. post_order
+// (a write) is worse by about that much; swapped, better, with the exact
+// opposite effect.
+func TestInjectedDelayOneRoundEach(t *testing.T) {
+	c := compareFiles(t, compare.Options{}, []string{"base.json"}, []string{"base-slow.json"})
+	if n := checkOneStatistic(t, c); n < 20 {
+		t.Fatalf("only %d tested rows", n)
+	}
+	r := c.Find("post_order", "p50_ms")
+	if r == nil || r.Verdict != compare.Worse || r.Method != compare.MethodBlockBootstrap || r.Lo < 20 {
+		t.Fatalf("post_order p50: %+v, want worse by at least 20 ms", r)
+	}
+	if !strings.Contains(c.MethodNote(), "moving-block") || c.RoundsA != 1 {
+		t.Fatalf("method note: %s", c.MethodNote())
+	}
+	back := compareFiles(t, compare.Options{}, []string{"base-slow.json"}, []string{"base.json"})
+	rb := back.Find("post_order", "p50_ms")
+	if rb == nil || rb.Verdict != compare.Better || math.Abs(rb.Delta+r.Delta) > 1e-9 {
+		t.Fatalf("swapped post_order p50: %+v, want better by %g", rb, r.Delta)
+	}
+	// Undecided rows of single runs are inconclusive, not "no difference".
+	if c.Count(compare.OneRoundEach) == 0 {
+		t.Fatalf("no row inconclusive with one round each:\n%s", c.Summary())
+	}
+}
+
+// A/A recorded with `erplab stress --cpu 2` beside the second run: the
+// runs differ a lot (the hog takes CPU from the server), the noise guard
+// sees the foreign load differ and no row says better or worse; with the
+// guard off the same data would give false verdicts.
+func TestNoiseGuardCPUHog(t *testing.T) {
+	c := compareFiles(t, compare.Options{}, []string{"aa-quiet.json"}, []string{"aa-hog.json"})
+	if !c.Noise.Recorded || !c.Noise.Differed || c.Noise.Why == "" {
+		t.Fatalf("noise: %+v", c.Noise)
+	}
+	if n := c.Count(compare.Better) + c.Count(compare.Worse); n != 0 {
+		t.Fatalf("%d better/worse rows in an A/A comparison under a hog", n)
+	}
+	if c.Count(compare.ForeignLoad) == 0 {
+		t.Fatalf("no verdict downgraded:\n%s", c.Summary())
+	}
+	if !strings.Contains(c.Noise.Line(), "foreign load differed") {
+		t.Fatalf("noise line: %s", c.Noise.Line())
+	}
+	off := compareFiles(t, compare.Options{MaxForeignDiff: -1}, []string{"aa-quiet.json"}, []string{"aa-hog.json"})
+	if off.Decided() != c.Count(compare.ForeignLoad) || off.Noise.Differed {
+		t.Fatalf("guard off: %d decided rows, guard on: %d downgraded", off.Decided(), c.Count(compare.ForeignLoad))
+	}
+}
+
+// A run against itself: every effect is exactly 0 and nothing is decided.
+func TestSameRunNothingDecided(t *testing.T) {
+	c := compareFiles(t, compare.Options{}, []string{"aa-quiet.json"}, []string{"aa-quiet.json"})
+	for _, r := range c.Rows {
+		if r.Verdict.Decided() || !math.IsNaN(r.Delta) && r.Delta != 0 {
+			t.Errorf("%s %s: %s, delta %g", r.Subject, r.Metric, r.Verdict, r.Delta)
+		}
+	}
+	if c.Noise.Differed || c.Noise.ForeignCPU.Delta != 0 {
+		t.Fatalf("noise of a run against itself: %+v", c.Noise)
+	}
+}
+
+// Rounds: each row's A and B are the means of per-round values and the
+// test is Welch's t over them. The per-round p50 of post_order is
+// recomputed here from the rounds' interval histograms (HdrHistogram
+// merge of the scored intervals), and the row's p-value from those values.
+func TestRoundsAreTheUnit(t *testing.T) {
+	as := []string{"r-base-1.json", "r-base-2.json", "r-base-3.json"}
+	bs := []string{"r-slow-1.json", "r-slow-2.json", "r-slow-3.json"}
+	c := compareFiles(t, compare.Options{}, as, bs)
+	if c.RoundsA != 3 || c.RoundsB != 3 || !strings.Contains(c.MethodNote(), "3 and 3 rounds") {
+		t.Fatalf("rounds %d %d: %s", c.RoundsA, c.RoundsB, c.MethodNote())
+	}
+	if n := checkOneStatistic(t, c); n < 20 {
+		t.Fatalf("only %d tested rows", n)
+	}
+	perRound := func(names []string) []float64 {
+		var out []float64
+		for _, d := range readDocs(t, names...) {
+			var h *hdrhistogram.Histogram
+			for i, iv := range d.Series {
+				if iv.Warmup || i == len(d.Series)-1 && iv.T-d.Series[i-1].T < 0.9 {
+					continue
+				}
+				o, ok := iv.Ops["post_order"]
+				if !ok || o.Histogram == "" {
+					continue
+				}
+				x, err := hdrhistogram.Decode([]byte(o.Histogram))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if h == nil {
+					h = x
+				} else {
+					h.Merge(x)
+				}
+			}
+			out = append(out, float64(h.ValueAtQuantile(50))/1000)
+		}
+		return out
+	}
+	xa, xb := perRound(as), perRound(bs)
+	r := c.Find("post_order", "p50_ms")
+	want := compare.WelchDiff(xa, xb, 0.95)
+	mean := func(x []float64) float64 { return (x[0] + x[1] + x[2]) / 3 }
+	if r == nil || r.Method != compare.MethodRounds || math.Abs(r.A-mean(xa)) > 1e-9 || math.Abs(r.B-mean(xb)) > 1e-9 ||
+		math.Abs(r.P-want.P) > 1e-12 || math.Abs(r.Lo-want.Lo) > 1e-9 {
+		t.Fatalf("post_order p50 %+v; per round %v %v, welch %+v", r, xa, xb, want)
+	}
+	// The slow rounds are all slower (+75 ms on average), but three noisy
+	// rounds a side cannot pass Holm over all rows: no verdict, where a
+	// test over per-interval samples would have been sure.
+	if r.Delta < 20 || r.Verdict != compare.NoDifference {
+		t.Fatalf("post_order p50: %+v", r)
+	}
+}
+
+// Near-zero figures: iowait 0.00 -> 0.14 % with a tight interval is not
+// "worse", because the interval does not clear the metric's floor.
+func TestMinimumEffectFloor(t *testing.T) {
+	c := &compare.Comparison{RoundsA: 3, RoundsB: 3, Rows: []compare.Row{
+		{Subject: "host CPU", Metric: "system_pct", A: 0, B: 0.14, Lo: 0.1, Hi: 0.18, P: 1e-6, MinDelta: 1, Direction: compare.LowerBetter},
+		{Subject: "x", Metric: "p50_ms", A: 10, B: 20, Lo: 8, Hi: 12, P: 1e-6, MinDelta: 1, Direction: compare.LowerBetter},
+		{Subject: "y", Metric: "p50_ms", A: 100, B: 104, Lo: 2, Hi: 6, P: 1e-6, MinDelta: 1, Direction: compare.LowerBetter},
+	}}
+	compare.Decide(c, compare.Options{})
+	if v := c.Rows[0].Verdict; v != compare.NoDifference {
+		t.Errorf("0.00 -> 0.14 %%: %s", v)
+	}
+	if v := c.Rows[1].Verdict; v != compare.Worse {
+		t.Errorf("10 -> 20 ms: %s", v)
+	}
+	// 4 % with an interval [2, 6] ms does not clear 5 % of 100 ms.
+	if v, m := c.Rows[2].Verdict, c.Rows[2].MinDelta; v != compare.NoDifference || m != 5 {
+		t.Errorf("100 -> 104 ms: %s (min delta %g)", v, m)
+	}
+}
+
+// Warnings name a different workload, scale or duration.
+func TestWarnings(t *testing.T) {
+	d := readDocs(t, "base.json", "base-slow.json")
+	other := *d[1]
+	other.Workload = "erp"
+	other.Parameters = []byte(strings.Replace(string(d[1].Parameters), `"scale":`, `"scale":7,"old_scale":`, 1))
+	c, err := compare.Compare("a", d[0], "b", &other, compare.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(c.Warnings, "; ")
+	if !strings.Contains(got, "workloads differ: smoke and erp") || !strings.Contains(got, "scales differ") {
+		t.Fatalf("warnings: %q", got)
+	}
+	if c2, _ := compare.Compare("a", d[0], "b", d[1], compare.Options{}); len(c2.Warnings) != 0 {
+		t.Fatalf("warnings for like runs: %v", c2.Warnings)
+	}
+}
+
+// Welch's interval and p-value are one statistic: at level 1-p the
+// interval just touches 0 (Wikipedia's first example, p = 0.021).
+func TestWelchIntervalMatchesP(t *testing.T) {
+	a1 := []float64{27.5, 21.0, 19.0, 23.6, 17.0, 17.9, 16.9, 20.1, 21.9, 22.6, 23.1, 19.6, 19.0, 21.7, 21.4}
+	a2 := []float64{27.1, 22.0, 20.8, 23.4, 23.4, 23.5, 25.8, 22.0, 24.8, 20.2, 21.9, 22.1, 22.9, 20.5, 24.4}
+	e := compare.WelchDiff(a1, a2, 0.95)
+	if math.Abs(e.P-0.021) > 0.001 || !(e.Lo > 0) {
+		t.Fatalf("%+v", e)
+	}
+	if at := compare.WelchDiff(a1, a2, 1-e.P); math.Abs(at.Lo) > 1e-9 {
+		t.Fatalf("at level 1-p the interval is [%g, %g], want its low end at 0", at.Lo, at.Hi)
+	}
+}
+
+// Block length: white noise needs short blocks (n^(1/3)), a slowly
+// drifting series (AR(1), φ = 0.95) long ones.
+func TestBlockLength(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	white := make([]float64, 216)
+	ar := make([]float64, 216)
+	for i := range white {
+		white[i] = rng.NormFloat64()
+		if i > 0 {
+			ar[i] = 0.95*ar[i-1] + rng.NormFloat64()
+		}
+	}
+	if b := compare.BlockLength(white); b != 6 {
+		t.Errorf("white noise of 216: block %d, want 6 (216^(1/3))", b)
+	}
+	if b := compare.BlockLength(ar); b < 12 || b > 72 {
+		t.Errorf("AR(1) 0.95: block %d, want 12..72", b)
+	}
+}
+
+// Constant per-round values (the same small count every round) are weak
+// evidence: no interval, the permutation p-value of complete separation
+// (2/C(6,3) = 0.1 for 3 against 3), never a verdict.
+func TestConstantRounds(t *testing.T) {
+	e := compare.WelchDiff([]float64{0.625, 0.625, 0.625}, []float64{0.5, 0.5, 0.5}, 0.95)
+	if math.Abs(e.P-0.1) > 1e-12 || !math.IsNaN(e.Lo) || e.Delta != -0.125 {
+		t.Fatalf("%+v", e)
+	}
+	if e := compare.WelchDiff([]float64{1, 1}, []float64{1, 1}, 0.95); !math.IsNaN(e.P) {
+		t.Fatalf("equal constants: %+v", e)
+	}
+}

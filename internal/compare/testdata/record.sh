@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Records the run documents the pure tests of package compare read.
+# Usage: internal/compare/testdata/record.sh "host=... port=... user=postgres"
+# (a superuser DSN without dbname, on this machine so the noise figures
+# are recorded). Smoke workload, 6 VUs on 3 connections, 6 s each.
+#   base.json, base-slow.json   one run each; slow's database has commit_delay
+#                          40 ms (commit_siblings 0): post_order and
+#                          temp_churn wait 40 ms per commit
+#   aa-quiet.json, aa-hog.json   the same configuration twice, the second
+#                          with `erplab stress --cpu 2` running beside
+#   r-base-N.json, r-slow-N.json   three rounds of each, order A B B A A B
+set -euo pipefail
+cd "$(dirname "$0")"
+DSN=$1
+ERPLAB=${ERPLAB:-go run ../../../cmd/erplab}
+db() { psql "$DSN dbname=postgres" -qc "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1"; }
+slowdb() { db "$1"; psql "$DSN dbname=postgres" -qc "ALTER DATABASE $1 SET commit_delay = 40000" -c "ALTER DATABASE $1 SET commit_siblings = 0"; }
+run() { # db out
+	$ERPLAB run --workload smoke --dsn "$DSN dbname=$1" --users 6 --connections 3 --think 10ms-30ms \
+		--duration 6s --progress 0 --seed 7 --out "$2" >/dev/null
+	rm -f "${2%.json}.jsonl"
+}
+db rec_base; run rec_base base.json
+slowdb rec_slow; run rec_slow base-slow.json
+db rec_aa1; run rec_aa1 aa-quiet.json
+db rec_aa2
+$ERPLAB stress --cpu 2 --timeout 9s -q >/dev/null &
+hog=$!
+sleep 1
+run rec_aa2 aa-hog.json
+wait $hog
+n=0
+for v in base slow slow base base slow; do
+	n=$((n + 1))
+	case $v in base) db rec_r$n ;; slow) slowdb rec_r$n ;; esac
+	r=1; [[ -e r-$v-1.json ]] && r=2; [[ -e r-$v-2.json ]] && r=3
+	run rec_r$n r-$v-$r.json
+done
