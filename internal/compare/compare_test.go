@@ -259,9 +259,9 @@ func TestRecordedFigures(t *testing.T) {
 		a, b, tol       float64
 		verdict         compare.Verdict
 	}{
-		{"item_lookup", "p95_ms", 14.77, 75.20, 0.005, compare.Worse},
-		{"item_lookup", "apdex", 0.998, 0.776, 0.0005, compare.Worse},
-		{"integral", "per_second", 200.2, 106.8, 0.05, compare.Worse},
+		{"item_lookup", "p95_ms", 10.615, 76.543, 0.0005, compare.Worse},
+		{"item_lookup", "apdex", 0.9994, 0.7657, 0.0005, compare.Worse},
+		{"integral", "per_second", 190.3, 103.8, 0.05, compare.Worse},
 		{"item_lookup", "error_pct", 0, 0, 0, compare.NoDifference},
 	} {
 		r := c.Find(w.subject, w.metric)
