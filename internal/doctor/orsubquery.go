@@ -6,7 +6,9 @@ import (
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
-	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/erplab/erplab/internal/rewrite"
 )
 
 // ORSubquery is one OR in a statement whose arms test the same column
@@ -64,10 +66,10 @@ func FindORSubqueries(sql string) ([]ORSubquery, error) {
 	}
 	var out []ORSubquery
 	nested := map[*pg_query.BoolExpr]bool{} // ORs already flattened into an outer OR
-	walk(tree.ProtoReflect(), func(m protoreflect.ProtoMessage) {
+	rewrite.Walk(tree, func(m proto.Message) bool {
 		be, ok := m.(*pg_query.BoolExpr)
 		if !ok || be.Boolop != pg_query.BoolExprType_OR_EXPR || nested[be] {
-			return
+			return true
 		}
 		type tally struct{ arms, sub int }
 		byCol := map[string]*tally{}
@@ -110,33 +112,9 @@ func FindORSubqueries(sql string) ([]ORSubquery, error) {
 		if len(out) == before && all && subs >= 1 && len(order) >= 2 {
 			out = append(out, ORSubquery{Column: strings.Join(order, ", "), Arms: len(arms), SubqueryArms: subs})
 		}
-	})
-	return out, nil
-}
-
-// walk visits every message of a protobuf tree, depth first. pg_query's
-// tree is protobuf messages (Node wraps one of the node types in a
-// oneof), so one generic walk reaches every expression.
-func walk(m protoreflect.Message, visit func(protoreflect.ProtoMessage)) {
-	if !m.IsValid() {
-		return
-	}
-	visit(m.Interface())
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		switch {
-		case fd.IsMap():
-		case fd.IsList():
-			if fd.Message() != nil {
-				l := v.List()
-				for i := 0; i < l.Len(); i++ {
-					walk(l.Get(i).Message(), visit)
-				}
-			}
-		case fd.Message() != nil:
-			walk(v.Message(), visit)
-		}
 		return true
 	})
+	return out, nil
 }
 
 // flattenOr returns the arms of an OR, with nested ORs expanded and
@@ -248,34 +226,14 @@ func hasColumn(n *pg_query.Node) bool {
 		return false
 	}
 	found := false
-	var rec func(m protoreflect.Message)
-	rec = func(m protoreflect.Message) {
-		if found || !m.IsValid() {
-			return
-		}
-		switch m.Interface().(type) {
+	rewrite.Walk(n, func(m proto.Message) bool {
+		switch m.(type) {
 		case *pg_query.ColumnRef:
 			found = true
-			return
 		case *pg_query.SubLink:
-			return
+			return false
 		}
-		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-			switch {
-			case fd.IsMap():
-			case fd.IsList():
-				if fd.Message() != nil {
-					l := v.List()
-					for i := 0; i < l.Len(); i++ {
-						rec(l.Get(i).Message())
-					}
-				}
-			case fd.Message() != nil:
-				rec(v.Message())
-			}
-			return !found
-		})
-	}
-	rec(n.ProtoReflect())
+		return !found
+	})
 	return found
 }

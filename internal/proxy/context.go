@@ -4,7 +4,9 @@ import (
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
-	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/erplab/erplab/internal/rewrite"
 )
 
 // words is what the word pre-filter found in a statement text.
@@ -235,34 +237,14 @@ func dropsNames(d *pg_query.DropStmt, names *[]string) bool {
 // may change search_path or role in ways the proxy does not follow).
 func callsSetConfig(raw *pg_query.RawStmt) bool {
 	found := false
-	var visit func(m protoreflect.Message)
-	visit = func(m protoreflect.Message) {
-		if found || !m.IsValid() {
-			return
-		}
-		if fc, ok := m.Interface().(*pg_query.FuncCall); ok {
+	rewrite.Walk(raw, func(m proto.Message) bool {
+		if fc, ok := m.(*pg_query.FuncCall); ok {
 			if name := fc.Funcname; len(name) > 0 && strings.EqualFold(name[len(name)-1].GetString_().GetSval(), "set_config") {
 				found = true
-				return
 			}
 		}
-		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-			switch {
-			case fd.IsMap():
-			case fd.IsList():
-				if fd.Message() != nil {
-					l := v.List()
-					for i := 0; i < l.Len(); i++ {
-						visit(l.Get(i).Message())
-					}
-				}
-			case fd.Message() != nil:
-				visit(v.Message())
-			}
-			return !found
-		})
-	}
-	visit(raw.ProtoReflect())
+		return !found
+	})
 	return found
 }
 

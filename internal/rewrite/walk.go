@@ -6,6 +6,15 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
+// Walk visits m and every message below it depth first, unwrapping
+// pg_query.Node wrappers, so fn sees the concrete node types (*SelectStmt,
+// *BoolExpr, *ColumnRef, ...); fn returns false to skip the node's
+// children. It is the one walk of a pg_query tree that erplab's SQL
+// analysis uses (the rewrite rules, the proxy, the doctor).
+func Walk(m proto.Message, fn func(m proto.Message) bool) {
+	walk(m, nil, func(m proto.Message, _ []proto.Message) bool { return fn(m) })
+}
+
 // walk visits m and every message below it depth first, unwrapping
 // pg_query.Node wrappers, so fn sees the concrete node types (*SelectStmt,
 // *BoolExpr, ...). stack holds the ancestors of the visited node,
