@@ -98,6 +98,7 @@ func TestABHelpListsRemedies(t *testing.T) {
 // balanced order A B B A A B, one comparison over the rounds (Welch over
 // per-round values), the noise line, and the hook run before every run.
 func TestABRounds(t *testing.T) {
+	pgtest.SkipShort(t) // starts an embedded server
 	dir := t.TempDir()
 	out, err := erplab(t, dir, "ab", "--workload", "smoke", "--users", "3", "--duration", "2s", "--think", "20ms",
 		"--interval", "500ms", "--progress", "0", "--graceful-stop", "1s", "--rounds", "3",
