@@ -48,7 +48,7 @@ untyped literals).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			src, err := readSQL(cmd, args)
+			src, name, skipped, err := readSQL(cmd, args)
 			if err != nil {
 				return err
 			}
@@ -87,6 +87,10 @@ untyped literals).`,
 				return withCode(exitUsage, errors.New("--explain needs a server: pass --dsn (or set PG* variables)"))
 			}
 			res, err := rewrite.Rewrite(ctx, src, opts)
+			if le := (*rewrite.LimitError)(nil); errors.As(err, &le) {
+				line := 1 + strings.Count(src[:min(le.Offset, len(src))], "\n") + skipped
+				return withCode(exitUsage, fmt.Errorf("%s:%d: %w", name, line, le))
+			}
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
@@ -109,24 +113,28 @@ untyped literals).`,
 	return cmd
 }
 
-func readSQL(cmd *cobra.Command, args []string) (string, error) {
-	var (
-		b   []byte
-		err error
-	)
+// readSQL returns the SQL of the file or standard input args name,
+// trimmed of surrounding white space; name is the file name ("stdin" for
+// standard input) and skipped the number of lines trimmed at its start.
+func readSQL(cmd *cobra.Command, args []string) (sql, name string, skipped int, err error) {
+	var b []byte
 	if len(args) == 0 || args[0] == "-" {
+		name = "stdin"
 		b, err = io.ReadAll(cmd.InOrStdin())
 	} else {
+		name = args[0]
 		b, err = os.ReadFile(args[0])
 	}
 	if err != nil {
-		return "", fmt.Errorf("read SQL: %w", err)
+		return "", "", 0, fmt.Errorf("read SQL: %w", err)
 	}
-	s := strings.TrimSpace(string(b))
+	raw := string(b)
+	s := strings.TrimSpace(raw)
 	if s == "" {
-		return "", withCode(exitUsage, errors.New("no SQL given"))
+		return "", "", 0, withCode(exitUsage, errors.New("no SQL given"))
 	}
-	return s, nil
+	skipped = strings.Count(raw[:strings.Index(raw, s)], "\n")
+	return s, name, skipped, nil
 }
 
 // planSummary is what explainBoth prints for one statement.

@@ -3,6 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -106,5 +110,24 @@ INSERT INTO t SELECT generate_series(1, 100); INSERT INTO u VALUES (5), (7), (NU
 	}
 	if !strings.Contains(stdout.String(), "rewritten 1,") {
 		t.Fatalf("summary: %s", stdout.String())
+	}
+}
+
+// A statement too deep for the C parser's stack is refused with its
+// position and the usage exit code (it crashed erplab before).
+func TestRewriteCommandDeepStatement(t *testing.T) {
+	dir := t.TempDir()
+	sql := "\n\nselect 1 where 1=0 or 1 in (select 1) or 0=(" + strings.Repeat("1+", 30000) + "1)\n"
+	if err := os.WriteFile(filepath.Join(dir, "deep.sql"), []byte(sql), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := erplab(t, dir, "rewrite", "--assume-types", "deep.sql")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitUsage {
+		t.Fatalf("exit: %v, want %d\n%.500s", err, exitUsage, out)
+	}
+	if got := strings.TrimSpace(string(out)); strings.Count(got, "\n") != 0 || !strings.Contains(got, "deep.sql:3: statement not parsed: too deep") {
+		t.Errorf("output %q, want one line naming deep.sql:3", got)
 	}
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
@@ -122,10 +123,17 @@ type contextChange struct {
 // no other request under way and is idle (not in a transaction), and the
 // text came as a simple Query: only then is a SET search_path followed
 // rather than making the context unknown. Text that does not parse
-// changes nothing (the server rejects it too).
+// changes nothing (the server rejects it too); text too large or deep
+// to parse (rewrite.CheckLimits) may change anything: a schema change and
+// an unknown context.
 func classifyContext(text string, alone bool) contextChange {
 	var c contextChange
-	tree, err := pg_query.Parse(text)
+	tree, err := rewrite.Parse(text)
+	if errors.Is(err, rewrite.ErrLimit) {
+		// Too large or deep to parse: it may change anything.
+		c.ddl, c.unknown = true, true
+		return c
+	}
 	if err != nil {
 		return c
 	}

@@ -529,6 +529,15 @@ func (p *Proxy) decide(ctx context.Context, s *session, text string, paramOIDs [
 	}
 	p.stats.cacheMisses.Add(1)
 	now := time.Now()
+	if err := rewrite.CheckLimits(text); err != nil {
+		// Never given to the parser: its C code would overflow the
+		// stack and take every session down.
+		p.stats.notParsed.Add(1)
+		p.log.Info("statement not parsed: too large or too deep", "database", s.db, "err", err)
+		d := decision{explain: err.Error(), gen: gen, at: now}
+		p.cache.put(key, d)
+		return key, d, true
+	}
 	fpv, err := pg_query.FingerprintToUInt64(text)
 	if err != nil {
 		p.stats.parseErrors.Add(1)

@@ -189,7 +189,7 @@ type statement struct {
 }
 
 func (s *statement) scan() ([]*pg_query.ScanToken, error) {
-	if s.tokens == nil {
+	if s.tokens == nil { // Rewrite stores CheckLimits' tokens
 		r, err := pg_query.Scan(s.sql)
 		if err != nil {
 			return nil, fmt.Errorf("rewrite: scan: %w", err)
@@ -211,16 +211,22 @@ func Rules() []string {
 func allRules() []rule { return []rule{orAnyArray{}} }
 
 // Rewrite parses sql (one or more statements) with the PostgreSQL parser
-// and applies every enabled rule. A statement that fails to parse is an
-// error (the text is returned unchanged in Result.SQL as well). Catalog
+// and applies every enabled rule. A text that CheckLimits refuses is
+// an error wrapping a *LimitError (never parsed); a statement that fails
+// to parse is an error (the text is returned unchanged in Result.SQL as well). Catalog
 // errors are returned wrapped.
 func Rewrite(ctx context.Context, sql string, opts Options) (Result, error) {
 	res := Result{SQL: sql}
+	toks, err := checkLimits(sql)
+	if err != nil {
+		return res, fmt.Errorf("rewrite: %w", err)
+	}
+	// toks is nil after a scanner error: the parser reports it.
 	tree, err := pg_query.Parse(sql)
 	if err != nil {
 		return res, fmt.Errorf("rewrite: parse: %w", err)
 	}
-	st := &statement{sql: sql, tree: tree, catalog: opts.Catalog, types: opts.Types, paramOIDs: opts.ParamOIDs, requireTypes: opts.RequireTypes}
+	st := &statement{sql: sql, tree: tree, tokens: toks, catalog: opts.Catalog, types: opts.Types, paramOIDs: opts.ParamOIDs, requireTypes: opts.RequireTypes}
 	res.Statements = len(tree.Stmts)
 	var edits []edit
 	for _, r := range allRules() {
