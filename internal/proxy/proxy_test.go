@@ -48,7 +48,13 @@ func (l plainListener) Accept() (net.Conn, error) {
 // are plainConns.
 func startProxyPlain(t testing.TB, shadow, plain bool) (*Proxy, string) {
 	t.Helper()
-	p, err := New(Config{Upstream: srv.DSN(t, "postgres"), Shadow: shadow})
+	return startProxyConfig(t, Config{Upstream: srv.DSN(t, "postgres"), Shadow: shadow}, plain)
+}
+
+// startProxyConfig is startProxyPlain with a Config of the test's.
+func startProxyConfig(t testing.TB, cfg Config, plain bool) (*Proxy, string) {
+	t.Helper()
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

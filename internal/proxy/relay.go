@@ -48,10 +48,18 @@ func frameSize(b []byte) (int, error) {
 // edge-triggered and its readiness flag is only reset when RawConn.Read
 // starts (internal/poll.FD.RawRead), so data that arrives after the short
 // read raises an event this loop sees.
+//
+// A short read does not prove that the peer has not closed: when its FIN
+// arrived with the last bytes, in the same readiness event, no further
+// event comes. A handler that consumed a message after which the peer
+// may close (an upstream ErrorResponse or NoticeResponse: a FATAL, or
+// the warning of a server shutting down) sets more, and run reads once
+// more before waiting.
 type inbound struct {
 	conn net.Conn
 	buf  []byte
-	n    int // bytes of buf holding unconsumed data
+	n    int  // bytes of buf holding unconsumed data
+	more bool // set by the handler: read again after a short read
 }
 
 func newInbound(c net.Conn) *inbound {
@@ -110,6 +118,10 @@ func (in *inbound) run(handle func([]byte) (int, error)) error {
 				return true
 			}
 			if n < free {
+				if in.more { // the peer may have closed as well
+					in.more = false
+					continue
+				}
 				return false // the socket is drained: wait for the next event
 			}
 		}

@@ -325,7 +325,10 @@ func (s *session) upstreamLoop() {
 				}
 			}
 			switch typ {
+			case 'N':
+				s.uin.more = true // a server shutting down warns, then closes
 			case 'E':
+				s.uin.more = true // a FATAL is followed by the close
 				if s.setInFlight.Load() {
 					s.ctxUnknown.Store(true)
 				}
