@@ -18,6 +18,7 @@ import (
 	"github.com/erplab/erplab/internal/metrics"
 	"github.com/erplab/erplab/internal/proxy"
 	"github.com/erplab/erplab/internal/rewrite"
+	"github.com/erplab/erplab/internal/stress"
 	"github.com/erplab/erplab/internal/versus/pgbouncer"
 )
 
@@ -28,6 +29,8 @@ func newProxyCmd() *cobra.Command {
 		shadow, verbose               bool
 		disable                       []string
 		cacheSize, procs              int
+		maxClients                    int
+		maxMessage                    string
 	)
 	cmd := &cobra.Command{
 		Use:   "proxy",
@@ -69,12 +72,30 @@ rewritten and sends the original. Counters go to /metrics (with --metrics) and t
 			if procs < 0 {
 				return withCode(exitUsage, fmt.Errorf("--procs: %d is negative (0 picks the default)", procs))
 			}
+			maxMsg, err := parseMessageSize(maxMessage)
+			if err != nil {
+				return withCode(exitUsage, fmt.Errorf("--max-message-size: %w", err))
+			}
+			nofile, ferr := proxy.RaiseFileLimit()
+			if maxClients < 0 {
+				return withCode(exitUsage, fmt.Errorf("--max-clients: %d is negative (0 picks the default)", maxClients))
+			}
+			if maxClients == 0 {
+				maxClients = proxy.DefaultMaxClients()
+			}
 			level := slog.LevelWarn
 			if verbose || shadow {
 				level = slog.LevelInfo
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
-			p, err := proxy.New(proxy.Config{Upstream: up, Shadow: shadow, Disabled: dis, CacheSize: cacheSize, Logger: log})
+			if ferr != nil {
+				log.Warn("cannot raise the open files limit", "err", ferr)
+			}
+			if uint64(2*maxClients+128) > nofile {
+				log.Warn("--max-clients exceeds what the open files limit allows (two descriptors per client)", "max_clients", maxClients, "nofile", nofile)
+			}
+			p, err := proxy.New(proxy.Config{Upstream: up, Shadow: shadow, Disabled: dis, CacheSize: cacheSize, Logger: log,
+				MaxClients: maxClients, MaxMessageSize: maxMsg})
 			if err != nil {
 				return withCode(exitUsage, fmt.Errorf("--upstream: %s", conninfo.Describe(err)))
 			}
@@ -105,7 +126,8 @@ rewritten and sends the original. Counters go to /metrics (with --metrics) and t
 				mode = "shadow (logging would-be rewrites, sending originals)"
 			}
 			n := setProxyProcs(procs)
-			fmt.Fprintf(cmd.ErrOrStderr(), "erplab proxy listening on %s, %s, %d Go scheduler thread(s) (--procs); Ctrl-C to stop\n", ln.Addr(), mode, n)
+			fmt.Fprintf(cmd.ErrOrStderr(), "erplab proxy listening on %s, %s, %d Go scheduler thread(s) (--procs), at most %d clients (open files limit %d), messages up to %d bytes; Ctrl-C to stop\n",
+				ln.Addr(), mode, n, maxClients, nofile, maxMsg)
 			err = p.Serve(ctx, ln)
 			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", p.Stats())
 			return err
@@ -120,6 +142,8 @@ rewritten and sends the original. Counters go to /metrics (with --metrics) and t
 	cmd.Flags().StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics at host:port/metrics")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every fallback and catalog problem (info level)")
 	cmd.Flags().IntVar(&procs, "procs", 0, procsHelp)
+	cmd.Flags().IntVar(&maxClients, "max-clients", 0, "client connections served at once; more get PostgreSQL's 'too many clients' (53300); 0 = a quarter of the open files limit less 128, at most 5000")
+	cmd.Flags().StringVar(&maxMessage, "max-message-size", "1G", "largest client message after authentication (bytes, or with K, M, G: powers of 1024), 1K to 1G; a client announcing a longer one is disconnected")
 	cmd.AddCommand(newProxyBenchCmd())
 	return cmd
 }
@@ -233,4 +257,17 @@ creates them).`,
 	cmd.Flags().BoolVar(&noBouncer, "no-pgbouncer", false, "skip the PgBouncer column")
 	cmd.Flags().StringVar(&osUser, "os-user", "postgres", "OS user to run pgbouncer as when erplab runs as root")
 	return cmd
+}
+
+// parseMessageSize parses a --max-message-size value (stress.ParseSize:
+// a byte count with K, M or G, powers of 1024), between 1K and 1G.
+func parseMessageSize(v string) (int, error) {
+	n, err := stress.ParseSize(v)
+	if err != nil {
+		return 0, err
+	}
+	if n < 1<<10 || n > 1<<30 {
+		return 0, fmt.Errorf("%q is outside 1K to 1G", v)
+	}
+	return int(n), nil
 }

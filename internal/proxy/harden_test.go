@@ -3,14 +3,24 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
 	"io"
+	"net"
+	"os"
+	"runtime"
+	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // deepStatement crashed the proxy (SIGSEGV in the C parser) before
@@ -168,5 +178,302 @@ func TestUpstreamRestartRelayedAtOnce(t *testing.T) {
 	t.Logf("restart took %v; the last of %d clients saw EOF %v after it began", restarted, clients, worst)
 	if worst > restarted+10*time.Second {
 		t.Errorf("EOF %v after the restart began (it took %v)", worst, restarted)
+	}
+}
+
+// startupPacket is a protocol startup message of version major.minor.
+func startupPacket(major, minor uint16, params ...string) []byte {
+	b := []byte{0, 0, 0, 0, byte(major >> 8), byte(major), byte(minor >> 8), byte(minor)}
+	for _, p := range params {
+		b = append(append(b, p...), 0)
+	}
+	b = append(b, 0)
+	binary.BigEndian.PutUint32(b, uint32(len(b)))
+	return b
+}
+
+// readUntilAuthRequest reads upstream messages relayed by the proxy until
+// an authentication request other than AuthenticationOk, and returns its
+// code.
+func readUntilAuthRequest(t *testing.T, c net.Conn) uint32 {
+	t.Helper()
+	fe := pgproto3.NewFrontend(c, c)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		m, err := fe.Receive()
+		if err != nil {
+			t.Fatalf("waiting for an authentication request: %v", err)
+		}
+		switch m := m.(type) {
+		case *pgproto3.AuthenticationSASL:
+			return authSASL
+		case *pgproto3.AuthenticationMD5Password:
+			return authMD5Password
+		case *pgproto3.AuthenticationCleartextPassword:
+			return authCleartextPassword
+		case *pgproto3.ErrorResponse:
+			t.Fatalf("error before an authentication request: %s %s", m.Code, m.Message)
+		}
+	}
+}
+
+func dbName(t *testing.T, dsn string) string {
+	t.Helper()
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Database
+}
+
+func (p *Proxy) hasSide(db string) bool {
+	p.catMu.Lock()
+	defer p.catMu.Unlock()
+	for k := range p.sides {
+		if k.db == db {
+			return true
+		}
+	}
+	return false
+}
+
+// A client that has not authenticated makes the proxy connect nowhere: a
+// startup packet naming database X opened side connections to X with the
+// proxy's own credentials before.
+func TestNoSideConnectionBeforeAuthentication(t *testing.T) {
+	ctx := context.Background()
+	dsn, direct := setup(t)
+	victimDSN := srv.NewDatabase(t)
+	victim := dbName(t, victimDSN)
+	p, addr := startProxyConfig(t, Config{Upstream: tcpUpstream(t, dsn)}, false)
+	// A wrong password, then a client that never answers the request.
+	wrong := strings.Replace(viaProxy(t, victimDSN, addr), "passfile=", "password=wrong passfile=/nonexistent/", 1)
+	if _, err := pgconn.Connect(ctx, wrong); sqlstate(err) != "ERROR 28P01" {
+		t.Fatalf("wrong password: %v, want 28P01", err)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(startupPacket(3, 0, "user", "postgres", "database", victim)); err != nil {
+		t.Fatal(err)
+	}
+	if code := readUntilAuthRequest(t, c); code != authSASL {
+		t.Fatalf("authentication request %d, want SASL", code)
+	}
+	for i := 0; i < 10; i++ { // a second: the side connection started at once before
+		var n int
+		if err := direct.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = $1", victim).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 || p.hasSide(victim) {
+			t.Fatalf("%d backends in database %s (side entry %v) for a client that did not authenticate", n, victim, p.hasSide(victim))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// An authenticated client of that database gets its side connection.
+	conn, err := pgx.Connect(ctx, viaProxy(t, victimDSN, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for !p.hasSide(victim) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !p.hasSide(victim) {
+		t.Fatal("no side connection for an authenticated client's database")
+	}
+}
+
+// memory is the process's resident set and Go heap, in bytes, after a GC.
+func memory(t *testing.T) (rss, heap uint64) {
+	t.Helper()
+	runtime.GC()
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseUint(f[1], 10, 64)
+			rss = kb << 10
+		}
+	}
+	return rss, ms.HeapInuse
+}
+
+// floodMessage announces a message of typ of announced bytes after the
+// setup the caller did on c and writes up to send bytes of it; it returns
+// the bytes written before the proxy's close stopped it.
+func floodMessage(c net.Conn, typ byte, announced uint32, send int) int {
+	hdr := []byte{typ, 0, 0, 0, 0}
+	binary.BigEndian.PutUint32(hdr[1:], announced)
+	if _, err := c.Write(hdr); err != nil {
+		return 0
+	}
+	chunk := make([]byte, 1<<20)
+	sent := 0
+	_ = c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	for sent < send {
+		n, err := c.Write(chunk)
+		sent += n
+		if err != nil {
+			break
+		}
+	}
+	return sent
+}
+
+// A client announcing a 1 GiB password message is disconnected at once;
+// the proxy's memory does not grow (it grew 300 MB per client before).
+func TestOversizedMessagesDisconnect(t *testing.T) {
+	ctx := context.Background()
+	dsn, _ := setup(t)
+	p, addr := startProxyConfig(t, Config{Upstream: tcpUpstream(t, dsn), MaxMessageSize: 1 << 20}, false)
+	rss0, heap0 := memory(t)
+	const clients = 4
+	sent := make(chan int, clients)
+	for i := 0; i < clients; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write(startupPacket(3, 0, "user", "postgres", "database", dbName(t, dsn))); err != nil {
+			t.Fatal(err)
+		}
+		if code := readUntilAuthRequest(t, c); code != authSASL {
+			t.Fatalf("authentication request %d, want SASL", code)
+		}
+		go func() { sent <- floodMessage(c, 'p', 1<<30, 256<<20) }()
+	}
+	total := 0
+	for i := 0; i < clients; i++ {
+		total += <-sent
+	}
+	rss1, heap1 := memory(t)
+	t.Logf("4 clients announcing 1 GiB password messages: %d MiB written before the proxy closed them; proxy RSS %d -> %d MiB, Go heap in use %d -> %d MiB",
+		total>>20, rss0>>20, rss1>>20, heap0>>20, heap1>>20)
+	if total >= clients*(256<<20) {
+		t.Errorf("the proxy read all %d MiB of the announced messages", total>>20)
+	}
+	if heap1 > heap0+32<<20 {
+		t.Errorf("Go heap grew from %d to %d MiB", heap0>>20, heap1>>20)
+	}
+	if s := p.Stats(); s.Oversized < clients {
+		t.Errorf("oversized %d, want %d", s.Oversized, clients)
+	}
+	// After authentication: Config.MaxMessageSize (1 MiB here).
+	pc, err := pgconn.Connect(ctx, viaProxy(t, dsn, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hj, err := pc.Hijack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hj.Conn.Close()
+	floodMessage(hj.Conn, 'Q', 512<<20, 64<<20)
+	_ = hj.Conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadAll(hj.Conn); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("a 512 MiB Query over a 1 MiB limit: no close: %v", err)
+	}
+	var n int
+	conn, err := pgx.Connect(ctx, viaProxy(t, dsn, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if err := conn.QueryRow(ctx, "SELECT length($1::text)", strings.Repeat("x", 900<<10)).Scan(&n); err != nil || n != 900<<10 {
+		t.Fatalf("a 900 KiB parameter under the 1 MiB limit: %d, %v", n, err)
+	}
+}
+
+// Over Config.MaxClients a client gets PostgreSQL's "too many clients".
+func TestMaxClients(t *testing.T) {
+	ctx := context.Background()
+	dsn, _ := setup(t)
+	p, addr := startProxyConfig(t, Config{Upstream: srv.DSN(t, "postgres"), MaxClients: 2}, false)
+	// sslmode=disable: with prefer, pgconn drops the connection the
+	// proxy refused TLS on and opens another, while the first may still
+	// count.
+	viaProxy := func(t *testing.T, dsn, addr string) string {
+		return strings.Replace(viaProxy(t, dsn, addr), "sslmode=prefer", "sslmode=disable", 1)
+	}
+	var open []*pgconn.PgConn
+	for i := 0; i < 2; i++ {
+		c, err := pgconn.Connect(ctx, viaProxy(t, dsn, addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, c)
+	}
+	_, err := pgconn.Connect(ctx, viaProxy(t, dsn, addr))
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "53300" || pe.Message != "sorry, too many clients already" {
+		t.Fatalf("third client: %v, want 53300 too many clients", err)
+	}
+	if p.Stats().TooManyClients == 0 {
+		t.Error("not counted")
+	}
+	open[0].Close(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := pgconn.Connect(ctx, viaProxy(t, dsn, addr))
+		if err == nil {
+			c.Close(ctx)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after one client left: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	open[1].Close(ctx)
+}
+
+// A startup packet of a protocol the proxy does not take gets the
+// server's own answer (the proxy closed silently before); a newer 3.x
+// minor version is negotiated by the server.
+func TestUnsupportedProtocolVersion(t *testing.T) {
+	dsn, _ := setup(t)
+	_, addr := startProxy(t, false)
+	for _, v := range [][2]uint16{{4, 0}, {2, 0}, {3, 9}} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write(startupPacket(v[0], v[1], "user", "postgres", "database", dbName(t, dsn))); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if v[0] != 3 {
+			b, err := io.ReadAll(c)
+			want := fmt.Sprintf("unsupported frontend protocol %d.%d", v[0], v[1])
+			if err != nil || !bytes.Contains(b, []byte(want)) {
+				t.Errorf("protocol %d.%d: read %q, %v; want the server's %q", v[0], v[1], b, err, want)
+			}
+		} else {
+			fe := pgproto3.NewFrontend(c, c)
+			m, err := fe.Receive()
+			if _, ok := m.(*pgproto3.NegotiateProtocolVersion); !ok || err != nil {
+				t.Errorf("protocol 3.9: first message %T, %v; want NegotiateProtocolVersion", m, err)
+			}
+			for err == nil {
+				if _, ok := m.(*pgproto3.ReadyForQuery); ok {
+					break
+				}
+				m, err = fe.Receive()
+			}
+			if err != nil {
+				t.Errorf("protocol 3.9: %v before ReadyForQuery", err)
+			}
+		}
+		c.Close()
 	}
 }

@@ -42,7 +42,6 @@ package proxy
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -51,6 +50,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -66,10 +66,9 @@ const (
 	gssEncRequestCode = 80877104
 	cancelRequestCode = 80877102
 	// maxMessage bounds one protocol message (1 GiB, PostgreSQL's
-	// PQ_LARGE_MESSAGE_LIMIT is 1 GiB - 1 as well).
+	// PQ_LARGE_MESSAGE_LIMIT is 1 GiB - 1 as well): the upstream's, and
+	// by default (Config.MaxMessageSize) the client's.
 	maxMessage = 1 << 30
-	// maxStartup bounds a startup packet (PostgreSQL: MAX_STARTUP_PACKET_LENGTH 10000).
-	maxStartup = 10000
 )
 
 // Config configures a Proxy.
@@ -91,6 +90,18 @@ type Config struct {
 	// Logger receives one line per session error, fallback and (in
 	// shadow mode) would-be rewrite; nil discards.
 	Logger *slog.Logger
+	// MaxClients bounds the client connections served at once (from
+	// accept to close, authenticated or not); a client over it gets
+	// PostgreSQL's FATAL "sorry, too many clients already" (53300) and
+	// is closed. 0 means DefaultMaxClients().
+	MaxClients int
+	// MaxMessageSize bounds, in bytes (type byte excluded, length field
+	// included), a client message after authentication: a client
+	// announcing a longer one is disconnected before it is read. 0
+	// means 1 GiB (PostgreSQL's PQ_LARGE_MESSAGE_LIMIT). Before
+	// authentication PostgreSQL's own limits apply (startup packet
+	// 10,000 bytes, password replies 65,535, SCRAM replies 1,024).
+	MaxMessageSize int
 }
 
 // Proxy relays client sessions to one upstream server.
@@ -110,6 +121,7 @@ type Proxy struct {
 	keys       map[string]*session // BackendKeyData -> session
 	wg         sync.WaitGroup
 	dialer     net.Dialer
+	active     atomic.Int64 // client connections being served
 	ruleFired  map[string]*atomic.Uint64
 	ruleVetoed map[string]*atomic.Uint64
 	// wrapUp, if set (tests), wraps each upstream connection.
@@ -131,6 +143,12 @@ func New(cfg Config) (*Proxy, error) {
 	catCfg.MaxConns = 2
 	if cfg.CacheSize <= 0 {
 		cfg.CacheSize = 10000
+	}
+	if cfg.MaxClients <= 0 {
+		cfg.MaxClients = DefaultMaxClients()
+	}
+	if cfg.MaxMessageSize <= 0 || cfg.MaxMessageSize > maxMessage {
+		cfg.MaxMessageSize = maxMessage
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -196,6 +214,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	}()
 	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
 	defer stop()
+	var delay time.Duration // accept back-off, as net/http's Server
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -205,22 +224,80 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 				p.closeSides()
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
+			if errors.Is(err, net.ErrClosed) {
+				p.closeAll()
+				p.wg.Wait()
+				p.closeSides()
+				return fmt.Errorf("proxy: accept: %w", err)
 			}
-			p.closeAll()
-			p.wg.Wait()
-			p.closeSides()
-			return fmt.Errorf("proxy: accept: %w", err)
+			// EMFILE, ENFILE, ECONNABORTED, ENOBUFS...: never fatal.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			p.stats.acceptErrors.Add(1)
+			p.log.Warn("accept failed; retrying", "err", err, "in", delay)
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		delay = 0
+		if p.active.Add(1) > int64(p.cfg.MaxClients) {
+			p.active.Add(-1)
+			p.stats.tooManyClients.Add(1)
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				tooMany(c)
+			}()
+			continue
 		}
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
+			defer p.active.Add(-1)
 			p.handle(ctx, c)
 		}()
 	}
+}
+
+// tooMany answers a client over Config.MaxClients as PostgreSQL does
+// (src/backend/postmaster/postmaster.c) and closes it.
+func tooMany(c net.Conn) {
+	defer c.Close()
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	writeFatal(c, "53300", "sorry, too many clients already")
+}
+
+// DefaultMaxClients is the default of Config.MaxClients: a quarter of
+// the soft limit of open files (RLIMIT_NOFILE; a session holds two
+// descriptors, side connections and the listener take more) less 128,
+// between 1 and 5000.
+func DefaultMaxClients() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == ^uint64(0) {
+		return 5000
+	}
+	return int(max(1, min(5000, (int64(rl.Cur)-128)/4)))
+}
+
+// RaiseFileLimit raises the soft limit of open files (RLIMIT_NOFILE) to
+// the hard limit, where allowed, and returns the soft limit in effect.
+// The Go runtime does so at start on Linux already; calling it again is
+// harmless.
+func RaiseFileLimit() (uint64, error) {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 0, fmt.Errorf("proxy: getrlimit: %w", err)
+	}
+	if rl.Cur < rl.Max {
+		up := rl
+		up.Cur = rl.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &up); err != nil {
+			return rl.Cur, fmt.Errorf("proxy: setrlimit: %w", err)
+		}
+		rl = up
+	}
+	return rl.Cur, nil
 }
 
 func (p *Proxy) closeAll() {
@@ -231,61 +308,22 @@ func (p *Proxy) closeAll() {
 	}
 }
 
-// readStartup reads one untyped startup-phase packet (length, body).
-func readStartup(r io.Reader) ([]byte, error) {
-	var hdr [4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, err
-	}
-	n := int(binary.BigEndian.Uint32(hdr[:]))
-	if n < 8 || n > maxStartup {
-		return nil, fmt.Errorf("invalid startup packet length %d", n)
-	}
-	pkt := make([]byte, n)
-	copy(pkt, hdr[:])
-	if _, err := io.ReadFull(r, pkt[4:]); err != nil {
-		return nil, err
-	}
-	return pkt, nil
-}
-
-// handle runs one client connection.
+// handle runs one client connection: the startup phase, the
+// authentication by the upstream (relayed, see authenticate), then the
+// session. Nothing is rewritten and no side connection is opened before
+// the upstream sent AuthenticationOk, and the side connection is the
+// one of the database and user it authenticated.
 func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 	defer client.Close()
 	p.stats.connections.Add(1)
 	cr := bufio.NewReaderSize(client, relayBuffer)
-	var startup []byte
-	var params map[string]string
-	for startup == nil {
-		_ = client.SetReadDeadline(time.Now().Add(time.Minute))
-		pkt, err := readStartup(cr)
-		if err != nil {
-			return
-		}
-		switch code := binary.BigEndian.Uint32(pkt[4:8]); code {
-		case sslRequestCode, gssEncRequestCode:
-			if cr.Buffered() > 0 { // nothing may follow before our answer (CVE-2021-23222)
-				return
-			}
-			if _, err := client.Write([]byte{'N'}); err != nil {
-				return
-			}
-		case cancelRequestCode:
-			var m pgproto3.CancelRequest
-			if err := m.Decode(pkt[4:]); err == nil {
-				p.cancel(ctx, &m, pkt)
-			}
-			return
-		default:
-			var m pgproto3.StartupMessage
-			if err := m.Decode(pkt[4:]); err != nil {
-				p.log.Info("bad startup packet", "err", err)
-				return
-			}
-			startup, params = pkt, m.Parameters
-		}
+	_ = client.SetReadDeadline(time.Now().Add(authTimeout))
+	stopClient := context.AfterFunc(ctx, func() { _ = client.Close() })
+	defer stopClient()
+	startup, params, ok := p.startupPhase(ctx, client, cr)
+	if !ok {
+		return
 	}
-	_ = client.SetReadDeadline(time.Time{})
 	up, err := p.dialer.DialContext(ctx, p.upNet, p.upAddr)
 	if err != nil {
 		p.log.Warn("cannot reach upstream", "err", err)
@@ -296,9 +334,27 @@ func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 		up = p.wrapUp(up)
 	}
 	defer up.Close()
+	stopUp := context.AfterFunc(ctx, func() { _ = up.Close() })
+	defer stopUp()
 	if _, err := up.Write(startup); err != nil {
 		return
 	}
+	if params == nil {
+		// An unsupported protocol version or a malformed packet: the
+		// server's own error goes to the client.
+		p.stats.refusedStartups.Add(1)
+		refuse(client, up)
+		return
+	}
+	upRest, err := authenticate(client, cr, up)
+	if err != nil {
+		if errors.Is(err, errReplyTooLong) {
+			p.stats.oversized.Add(1)
+			p.log.Info("client disconnected during authentication", "err", err)
+		}
+		return
+	}
+	_ = client.SetReadDeadline(time.Time{})
 	db, user := params["database"], params["user"]
 	if db == "" {
 		db = user
@@ -310,14 +366,15 @@ func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 		closed: make(chan struct{}), requests: 1}
 	s.ctxUnknown.Store(startUnknown)
 	p.wg.Add(1)
-	go func() { // the side connection logs in while the client does
+	go func() { // the side connection logs in while the session starts
 		defer p.wg.Done()
 		_, _ = p.side(ctx, db, user)
 	}()
-	if k := cr.Buffered(); k > 0 { // sent by the client right after the startup packet
+	if k := cr.Buffered(); k > 0 { // sent by the client before the session started
 		b, _ := cr.Peek(k)
 		s.cin.n = copy(s.cin.buf, b)
 	}
+	s.uin.n = copy(s.uin.buf, upRest) // ParameterStatus, BackendKeyData, ReadyForQuery...
 	p.mu.Lock()
 	p.sessions[s] = struct{}{}
 	p.mu.Unlock()

@@ -18,14 +18,15 @@ const relayBuffer = 32 * 1024
 
 // frameSize returns the size in bytes of the typed protocol message
 // (type byte, 4-byte length, body) at the start of b, 0 when b does not
-// hold all of it yet, or an error for an invalid length
+// hold all of it yet, or an error for an invalid length or one over
+// limit (the length field's value)
 // (https://www.postgresql.org/docs/current/protocol-overview.html#PROTOCOL-MESSAGE-CONCEPTS).
-func frameSize(b []byte) (int, error) {
+func frameSize(b []byte, limit int) (int, error) {
 	if len(b) < 5 {
 		return 0, nil
 	}
 	n := int(binary.BigEndian.Uint32(b[1:5]))
-	if n < 4 || n > maxMessage {
+	if n < 4 || n > limit {
 		return 0, fmt.Errorf("invalid message length %d", n)
 	}
 	if len(b) < n+1 {
@@ -152,11 +153,13 @@ func (in *inbound) runPlain(process func() bool, herr *error) error {
 
 // prepare makes room for the rest of a partly received message (or
 // shrinks an empty oversized buffer) and returns the free space in bytes.
+// A buffer grows as the message arrives (doubling when full), not to the
+// size its header announces.
 func (in *inbound) prepare() int {
 	if in.n >= 5 {
 		need := int(binary.BigEndian.Uint32(in.buf[1:5])) + 1 // checked by handle's frameSize
-		if need > len(in.buf) {
-			nb := make([]byte, need)
+		if need > len(in.buf) && in.n == len(in.buf) {
+			nb := make([]byte, min(need, 2*len(in.buf)))
 			copy(nb, in.buf[:in.n])
 			in.buf = nb
 		}

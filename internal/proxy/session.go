@@ -93,10 +93,14 @@ func (s *session) flushUp() error {
 // The messages of one read go upstream in one write.
 func (s *session) clientLoop(ctx context.Context) {
 	atBatchStart := true
+	limit := s.p.cfg.MaxMessageSize
 	_ = s.cin.run(func(data []byte) (int, error) {
 		used := 0
 		for {
-			n, err := frameSize(data[used:])
+			n, err := frameSize(data[used:], limit)
+			if err != nil {
+				s.p.stats.oversized.Add(1)
+			}
 			if err != nil {
 				_ = s.flushUp() // what came before it
 				return used, err
@@ -296,7 +300,7 @@ func (s *session) upstreamLoop() {
 		s.mu.Unlock()
 		used, run := 0, 0 // run: start of the messages relayed as they are
 		for {
-			n, err := frameSize(data[used:])
+			n, err := frameSize(data[used:], maxMessage)
 			if err != nil {
 				s.cw.add(data[run:used]) // what came before it
 				_ = s.cw.flush()

@@ -17,6 +17,8 @@ type counters struct {
 	cacheHits, cacheMisses          atomic.Uint64
 	parses, parseErrors, parseNanos atomic.Uint64
 	notParsed                       atomic.Uint64
+	refusedStartups, oversized      atomic.Uint64
+	tooManyClients, acceptErrors    atomic.Uint64
 	rewrites, shadow, vetoes        atomic.Uint64
 	fallbacks, fallbackErrors       atomic.Uint64
 	cancels, cancelsUnknown         atomic.Uint64
@@ -59,6 +61,14 @@ type Stats struct {
 	// unchanged, not cached); Invalidations: schema changes seen, each
 	// dropping its database's decisions.
 	ContextUnknown, SideErrors, Invalidations uint64
+	// RefusedStartups: startup packets of an unsupported protocol
+	// version or malformed, answered by the upstream's error;
+	// Oversized: clients disconnected for a message over the limits
+	// (before authentication PostgreSQL's, after it
+	// Config.MaxMessageSize); TooManyClients: connections over
+	// Config.MaxClients, refused with 53300; AcceptErrors: failed
+	// accepts (retried).
+	RefusedStartups, Oversized, TooManyClients, AcceptErrors uint64
 	// Fired and Vetoed count, per rule, decisions it fired in or vetoed.
 	Fired, Vetoed map[string]uint64
 	// Cached decisions.
@@ -73,8 +83,10 @@ func (p *Proxy) Stats() Stats {
 		Statements: c.statements.Load(), PrefilterSkips: c.prefilterSkips.Load(),
 		CacheHits: c.cacheHits.Load(), CacheMisses: c.cacheMisses.Load(),
 		Parses: c.parses.Load(), ParseErrors: c.parseErrors.Load(), ParseTime: time.Duration(c.parseNanos.Load()),
-		NotParsed: c.notParsed.Load(),
-		Rewrites:  c.rewrites.Load(), Shadow: c.shadow.Load(), Vetoes: c.vetoes.Load(),
+		NotParsed:       c.notParsed.Load(),
+		RefusedStartups: c.refusedStartups.Load(), Oversized: c.oversized.Load(),
+		TooManyClients: c.tooManyClients.Load(), AcceptErrors: c.acceptErrors.Load(),
+		Rewrites: c.rewrites.Load(), Shadow: c.shadow.Load(), Vetoes: c.vetoes.Load(),
 		Fallbacks: c.fallbacks.Load(), FallbackErrors: c.fallbackErrors.Load(),
 		Cancels: c.cancels.Load(), CancelsUnknown: c.cancelsUnknown.Load(),
 		Validated: c.validated.Load(), ValidationFailures: c.validationFailures.Load(),
@@ -111,7 +123,9 @@ func (s Stats) String() string {
 	for _, r := range rules {
 		fmt.Fprintf(&b, "rule %s: fired %d, vetoed %d\n", r, s.Fired[r], s.Vetoed[r])
 	}
-	fmt.Fprintf(&b, "cancels forwarded %d, unknown keys %d", s.Cancels, s.CancelsUnknown)
+	fmt.Fprintf(&b, "cancels forwarded %d, unknown keys %d\n", s.Cancels, s.CancelsUnknown)
+	fmt.Fprintf(&b, "refused: startups %d, oversized messages %d, too many clients %d; accept errors %d",
+		s.RefusedStartups, s.Oversized, s.TooManyClients, s.AcceptErrors)
 	return b.String()
 }
 
@@ -121,7 +135,7 @@ func (p *Proxy) Collector() prometheus.Collector { return collector{p} }
 type collector struct{ p *Proxy }
 
 var (
-	descCounter = prometheus.NewDesc("erplab_proxy_events_total", "Proxy events by kind (sessions, statements, prefilter_skips, cache_hits, cache_misses, parses, parse_errors, not_parsed, rewrites, shadow, vetoes, fallbacks, fallback_errors, cancels, validated, validation_failures, context_unknown, side_errors, invalidations).", []string{"event"}, nil)
+	descCounter = prometheus.NewDesc("erplab_proxy_events_total", "Proxy events by kind (sessions, statements, prefilter_skips, cache_hits, cache_misses, parses, parse_errors, not_parsed, rewrites, shadow, vetoes, fallbacks, fallback_errors, cancels, validated, validation_failures, context_unknown, side_errors, invalidations, refused_startups, oversized, too_many_clients, accept_errors).", []string{"event"}, nil)
 	descRule    = prometheus.NewDesc("erplab_proxy_rule_decisions_total", "Rewrite decisions per rule and outcome (fired, vetoed).", []string{"rule", "outcome"}, nil)
 	descParse   = prometheus.NewDesc("erplab_proxy_parse_seconds_total", "Time spent parsing and rewriting statements, seconds.", nil, nil)
 )
@@ -142,7 +156,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		{"rewrites", s.Rewrites}, {"shadow", s.Shadow}, {"vetoes", s.Vetoes}, {"fallbacks", s.Fallbacks},
 		{"fallback_errors", s.FallbackErrors}, {"cancels", s.Cancels}, {"validated", s.Validated},
 		{"validation_failures", s.ValidationFailures}, {"context_unknown", s.ContextUnknown},
-		{"side_errors", s.SideErrors}, {"invalidations", s.Invalidations}} {
+		{"side_errors", s.SideErrors}, {"invalidations", s.Invalidations},
+		{"refused_startups", s.RefusedStartups}, {"oversized", s.Oversized},
+		{"too_many_clients", s.TooManyClients}, {"accept_errors", s.AcceptErrors}} {
 		ch <- prometheus.MustNewConstMetric(descCounter, prometheus.CounterValue, float64(e.v), e.n)
 	}
 	for r, v := range s.Fired {

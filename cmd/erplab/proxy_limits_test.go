@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Out of file descriptors, erplab proxy retries accept with back-off
+// instead of exiting (it exited with "accept4: too many open files"),
+// and serves again once descriptors are free.
+func TestProxyAcceptErrorsRetried(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh to lower the open files limit")
+	}
+	dsn := srv.NewDatabase(t)
+	ctx := context.Background()
+	base := erplab(t, t.TempDir(), "proxy", "--listen", "127.0.0.1:0", "--upstream", dsn, "--max-clients", "100")
+	// ulimit -n sets the soft and the hard limit: the Go runtime cannot
+	// raise it again.
+	cmd := exec.Command("sh", append([]string{"-c", `ulimit -n 48 && exec "$0" "$@"`}, base.Args...)...)
+	cmd.Dir, cmd.Env = base.Dir, base.Env
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	sc := bufio.NewScanner(stderr)
+	addr := ""
+	for sc.Scan() {
+		if _, rest, ok := strings.Cut(sc.Text(), "listening on "); ok {
+			addr, _, _ = strings.Cut(rest, ",")
+			if !strings.Contains(rest, "open files limit 48") {
+				t.Fatalf("limit not lowered: %s", sc.Text())
+			}
+			break
+		}
+	}
+	if addr == "" {
+		t.Fatal("proxy did not say where it listens")
+	}
+	acceptFailed := make(chan struct{})
+	go func() {
+		seen := false
+		for sc.Scan() {
+			if !seen && strings.Contains(sc.Text(), "accept failed; retrying") {
+				seen = true
+				close(acceptFailed)
+			}
+		}
+	}()
+	var idle []net.Conn
+	for i := 0; i < 80; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	select {
+	case <-acceptFailed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("80 idle connections under a 48 descriptor limit: no accept error logged")
+	}
+	for _, c := range idle {
+		c.Close()
+	}
+	host, port, _ := strings.Cut(addr, ":")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := pgx.Connect(ctx, dsn+" host="+host+" port="+port+" sslmode=disable")
+		if err == nil {
+			var n int
+			err = conn.QueryRow(ctx, "SELECT 1").Scan(&n)
+			conn.Close(ctx)
+			if err == nil {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the proxy does not serve after descriptors were freed: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("proxy exit: %v", err)
+	}
+	if !strings.Contains(stdout.String(), "accept errors ") || strings.Contains(stdout.String(), "accept errors 0") {
+		t.Errorf("summary does not count the accept errors:\n%s", stdout.String())
+	}
+}
