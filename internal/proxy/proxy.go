@@ -207,10 +207,14 @@ func (p *Proxy) invalidate(db string) {
 // the background at once (each session's at its startup), so a first
 // statement does not wait for a login.
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
-	p.wg.Add(1)
+	p.wg.Add(2)
 	go func() {
 		defer p.wg.Done()
 		_ = p.Warm(ctx)
+	}()
+	go func() {
+		defer p.wg.Done()
+		p.watchHangups(ctx)
 	}()
 	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
 	defer stop()

@@ -19,6 +19,7 @@ type counters struct {
 	notParsed                       atomic.Uint64
 	refusedStartups, oversized      atomic.Uint64
 	tooManyClients, acceptErrors    atomic.Uint64
+	hangups                         atomic.Uint64
 	rewrites, shadow, vetoes        atomic.Uint64
 	fallbacks, fallbackErrors       atomic.Uint64
 	cancels, cancelsUnknown         atomic.Uint64
@@ -67,8 +68,9 @@ type Stats struct {
 	// (before authentication PostgreSQL's, after it
 	// Config.MaxMessageSize); TooManyClients: connections over
 	// Config.MaxClients, refused with 53300; AcceptErrors: failed
-	// accepts (retried).
-	RefusedStartups, Oversized, TooManyClients, AcceptErrors uint64
+	// accepts (retried); Hangups: sessions closed because a peer had
+	// closed while the session waited for data (see watchHangups).
+	RefusedStartups, Oversized, TooManyClients, AcceptErrors, Hangups uint64
 	// Fired and Vetoed count, per rule, decisions it fired in or vetoed.
 	Fired, Vetoed map[string]uint64
 	// Cached decisions.
@@ -85,7 +87,7 @@ func (p *Proxy) Stats() Stats {
 		Parses: c.parses.Load(), ParseErrors: c.parseErrors.Load(), ParseTime: time.Duration(c.parseNanos.Load()),
 		NotParsed:       c.notParsed.Load(),
 		RefusedStartups: c.refusedStartups.Load(), Oversized: c.oversized.Load(),
-		TooManyClients: c.tooManyClients.Load(), AcceptErrors: c.acceptErrors.Load(),
+		TooManyClients: c.tooManyClients.Load(), AcceptErrors: c.acceptErrors.Load(), Hangups: c.hangups.Load(),
 		Rewrites: c.rewrites.Load(), Shadow: c.shadow.Load(), Vetoes: c.vetoes.Load(),
 		Fallbacks: c.fallbacks.Load(), FallbackErrors: c.fallbackErrors.Load(),
 		Cancels: c.cancels.Load(), CancelsUnknown: c.cancelsUnknown.Load(),
@@ -124,8 +126,8 @@ func (s Stats) String() string {
 		fmt.Fprintf(&b, "rule %s: fired %d, vetoed %d\n", r, s.Fired[r], s.Vetoed[r])
 	}
 	fmt.Fprintf(&b, "cancels forwarded %d, unknown keys %d\n", s.Cancels, s.CancelsUnknown)
-	fmt.Fprintf(&b, "refused: startups %d, oversized messages %d, too many clients %d; accept errors %d",
-		s.RefusedStartups, s.Oversized, s.TooManyClients, s.AcceptErrors)
+	fmt.Fprintf(&b, "refused: startups %d, oversized messages %d, too many clients %d; accept errors %d; hang-ups found %d",
+		s.RefusedStartups, s.Oversized, s.TooManyClients, s.AcceptErrors, s.Hangups)
 	return b.String()
 }
 
