@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	pg_query "github.com/pganalyze/pg_query_go/v6"
 	"github.com/spf13/cobra"
 
 	"github.com/erplab/erplab/internal/conninfo"
@@ -145,7 +144,7 @@ type planSummary struct {
 }
 
 func explainBoth(ctx context.Context, out io.Writer, conn *pgx.Conn, orig, rewritten string, params []string, analyze bool) error {
-	tree, err := pg_query.Parse(orig)
+	tree, err := rewrite.Parse(orig)
 	if err != nil {
 		return withCode(exitUsage, fmt.Errorf("parse: %w", err))
 	}

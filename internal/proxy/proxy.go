@@ -347,7 +347,7 @@ func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 		// An unsupported protocol version or a malformed packet: the
 		// server's own error goes to the client.
 		p.stats.refusedStartups.Add(1)
-		refuse(client, up)
+		refuse(client, cr, up)
 		return
 	}
 	upRest, err := authenticate(client, cr, up)

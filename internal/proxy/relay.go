@@ -55,7 +55,8 @@ func frameSize(b []byte, limit int) (int, error) {
 // event comes. A handler that consumed a message after which the peer
 // may close (an upstream ErrorResponse or NoticeResponse: a FATAL, or
 // the warning of a server shutting down) sets more, and run reads once
-// more before waiting.
+// more before waiting; so it does while a message is incomplete (the
+// peer is mid-message). Other closes are found by watchHangups.
 type inbound struct {
 	conn net.Conn
 	buf  []byte
@@ -119,7 +120,7 @@ func (in *inbound) run(handle func([]byte) (int, error)) error {
 				return true
 			}
 			if n < free {
-				if in.more { // the peer may have closed as well
+				if in.more || in.n > 0 { // the peer may have closed as well, or is mid-message
 					in.more = false
 					continue
 				}

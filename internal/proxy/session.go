@@ -598,7 +598,7 @@ func (p *Proxy) decideOnSide(ctx context.Context, s *session, key decisionKey, t
 	p.stats.parseNanos.Add(uint64(time.Since(t0).Nanoseconds()))
 	p.stats.parses.Add(1)
 	if err != nil {
-		if _, perr := pg_query.Parse(text); perr != nil {
+		if _, perr := rewrite.Parse(text); perr != nil {
 			p.stats.parseErrors.Add(1)
 			p.log.Debug("statement not rewritten", "err", err)
 			return decision{explain: err.Error()}, nil

@@ -108,7 +108,12 @@ func (p *Proxy) startupPhase(ctx context.Context, client net.Conn, cr *bufio.Rea
 			binary.BigEndian.PutUint32(body, pgproto3.ProtocolVersionNumber)
 			var m pgproto3.StartupMessage
 			if err := m.Decode(body); err != nil {
-				return pkt, nil, true
+				// PostgreSQL also takes a packet whose final
+				// terminator is missing (the packet's end ends the
+				// list); pgproto3 does not.
+				if err := m.Decode(append(body, 0)); err != nil {
+					return pkt, nil, true
+				}
 			}
 			return pkt, m.Parameters, true
 		}
@@ -117,11 +122,18 @@ func (p *Proxy) startupPhase(ctx context.Context, client net.Conn, cr *bufio.Rea
 
 // refuse relays the upstream's answer to a startup packet the proxy does
 // not take (an unsupported protocol version, a malformed packet): the
-// server's own error, byte for byte (at most maxRefusal bytes within
-// authTimeout; protocol 2 errors are not framed like protocol 3's).
-func refuse(client, up net.Conn) {
+// server's own error, byte for byte (protocol 2 errors are not framed
+// like protocol 3's), and the client's bytes (cr) to the server, at most
+// maxRefusal bytes each way within authTimeout; it ends when either side
+// closes.
+func refuse(client net.Conn, cr *bufio.Reader, up net.Conn) {
 	_ = up.SetReadDeadline(time.Now().Add(authTimeout))
+	go func() {
+		_, _ = io.Copy(up, io.LimitReader(cr, maxRefusal))
+		_ = up.Close()
+	}()
 	_, _ = io.Copy(client, io.LimitReader(up, maxRefusal))
+	_ = client.Close()
 }
 
 // authenticate relays the authentication exchange of a client whose
