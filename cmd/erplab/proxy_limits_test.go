@@ -27,29 +27,11 @@ func TestProxyAcceptErrorsRetried(t *testing.T) {
 	// raise it again.
 	cmd := exec.Command("sh", append([]string{"-c", `ulimit -n 48 && exec "$0" "$@"`}, base.Args...)...)
 	cmd.Dir, cmd.Env = base.Dir, base.Env
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stdout strings.Builder
-	cmd.Stdout = &stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdout := new(strings.Builder)
+	addr, line, sc := startListening(t, cmd, stdout)
 	defer func() { _ = cmd.Process.Kill() }()
-	sc := bufio.NewScanner(stderr)
-	addr := ""
-	for sc.Scan() {
-		if _, rest, ok := strings.Cut(sc.Text(), "listening on "); ok {
-			addr, _, _ = strings.Cut(rest, ",")
-			if !strings.Contains(rest, "open files limit 48") {
-				t.Fatalf("limit not lowered: %s", sc.Text())
-			}
-			break
-		}
-	}
-	if addr == "" {
-		t.Fatal("proxy did not say where it listens")
+	if !strings.Contains(line, "open files limit 48") {
+		t.Fatalf("limit not lowered: %s", line)
 	}
 	acceptFailed := make(chan struct{})
 	go func() {
@@ -101,4 +83,30 @@ func TestProxyAcceptErrorsRetried(t *testing.T) {
 	if !strings.Contains(stdout.String(), "accept errors ") || strings.Contains(stdout.String(), "accept errors 0") {
 		t.Errorf("summary does not count the accept errors:\n%s", stdout.String())
 	}
+}
+
+// startListening starts cmd, an erplab proxy, with its standard output
+// going to stdout, and reads its standard error until the line saying
+// where it listens: it returns that address, the line, and the scanner
+// of the rest of standard error (which the caller must keep reading).
+func startListening(t *testing.T, cmd *exec.Cmd, stdout *strings.Builder) (addr, line string, sc *bufio.Scanner) {
+	t.Helper()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc = bufio.NewScanner(stderr)
+	for sc.Scan() {
+		if _, rest, ok := strings.Cut(sc.Text(), "listening on "); ok {
+			addr, _, _ = strings.Cut(rest, ",")
+			return addr, sc.Text(), sc
+		}
+	}
+	_ = cmd.Process.Kill()
+	t.Fatal("proxy did not say where it listens")
+	return "", "", nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"os"
@@ -69,27 +68,9 @@ INSERT INTO t SELECT generate_series(1, 100); INSERT INTO u VALUES (5), (7), (NU
 		t.Fatal(err)
 	}
 	cmd := erplab(t, t.TempDir(), "proxy", "--listen", "127.0.0.1:0", "--upstream", dsn)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var stdout strings.Builder
-	cmd.Stdout = &stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	addr, _, sc := startListening(t, cmd, &stdout)
 	defer func() { _ = cmd.Process.Kill() }()
-	sc := bufio.NewScanner(stderr)
-	addr := ""
-	for sc.Scan() {
-		if _, rest, ok := strings.Cut(sc.Text(), "listening on "); ok {
-			addr, _, _ = strings.Cut(rest, ",")
-			break
-		}
-	}
-	if addr == "" {
-		t.Fatal("proxy did not say where it listens")
-	}
 	go func() {
 		for sc.Scan() {
 		}

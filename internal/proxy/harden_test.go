@@ -69,6 +69,22 @@ func TestDeepStatementPassesThrough(t *testing.T) {
 	fresh.Close(ctx)
 }
 
+// hijacked is a session logged in through dsn, idle, taken over from
+// pgconn: its backend's PID and its connection.
+func hijacked(t *testing.T, dsn string) (uint32, net.Conn) {
+	t.Helper()
+	pc, err := pgconn.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := pc.PID()
+	hj, err := pc.Hijack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid, hj.Conn
+}
+
 // tcpUpstream is dsn's database on the test cluster over 127.0.0.1.
 func tcpUpstream(t *testing.T, dsn string) string {
 	t.Helper()
@@ -100,23 +116,15 @@ func TestUpstreamCloseRelayedAtOnce(t *testing.T) {
 			_, addr := startProxyConfig(t, Config{Upstream: up}, false)
 			var lat []time.Duration
 			for i := 0; i < 20; i++ {
-				pc, err := pgconn.Connect(ctx, viaProxy(t, dsn, addr))
-				if err != nil {
-					t.Fatal(err)
-				}
-				pid := pc.PID()
-				hj, err := pc.Hijack()
-				if err != nil {
-					t.Fatal(err)
-				}
+				pid, conn := hijacked(t, viaProxy(t, dsn, addr))
 				t0 := time.Now()
 				if _, err := direct.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
 					t.Fatal(err)
 				}
-				_ = hj.Conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-				got, err := io.ReadAll(hj.Conn)
+				_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+				got, err := io.ReadAll(conn)
 				lat = append(lat, time.Since(t0))
-				hj.Conn.Close()
+				conn.Close()
 				if err != nil {
 					t.Errorf("try %d: no EOF after the server's FATAL (%d bytes read): %v", i, len(got), err)
 					continue
@@ -147,18 +155,11 @@ func TestUpstreamRestartRelayedAtOnce(t *testing.T) {
 	results := make(chan result, clients)
 	t0 := time.Now()
 	for i := 0; i < clients; i++ {
-		pc, err := pgconn.Connect(ctx, viaProxy(t, dsn, addr))
-		if err != nil {
-			t.Fatal(err)
-		}
-		hj, err := pc.Hijack()
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, conn := hijacked(t, viaProxy(t, dsn, addr))
 		go func() {
-			defer hj.Conn.Close()
-			_ = hj.Conn.SetReadDeadline(time.Now().Add(60 * time.Second))
-			b, err := io.ReadAll(hj.Conn)
+			defer conn.Close()
+			_ = conn.SetReadDeadline(time.Now().Add(60 * time.Second))
+			b, err := io.ReadAll(conn)
 			results <- result{time.Since(t0), b, err}
 		}()
 	}
@@ -369,18 +370,11 @@ func TestOversizedMessagesDisconnect(t *testing.T) {
 		t.Errorf("oversized %d, want %d", s.Oversized, clients)
 	}
 	// After authentication: Config.MaxMessageSize (1 MiB here).
-	pc, err := pgconn.Connect(ctx, viaProxy(t, dsn, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hj, err := pc.Hijack()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hj.Conn.Close()
-	floodMessage(hj.Conn, 'Q', 512<<20, 64<<20)
-	_ = hj.Conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.ReadAll(hj.Conn); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+	_, hc := hijacked(t, viaProxy(t, dsn, addr))
+	defer hc.Close()
+	floodMessage(hc, 'Q', 512<<20, 64<<20)
+	_ = hc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadAll(hc); err != nil && !errors.Is(err, syscall.ECONNRESET) {
 		t.Fatalf("a 512 MiB Query over a 1 MiB limit: no close: %v", err)
 	}
 	var n int
