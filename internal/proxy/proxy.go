@@ -3,11 +3,22 @@
 // Query and Parse messages with package rewrite and relays every other
 // message byte for byte (protocol: https://www.postgresql.org/docs/current/protocol.html).
 //
-// It answers SSLRequest and GSSENCRequest with "N" (no TLS), passes
-// authentication through untouched (trust, md5, SCRAM-SHA-256 without
-// channel binding), routes CancelRequest to the upstream server when the
-// key belongs to one of its sessions, and never injects or reorders
-// messages.
+// It answers SSLRequest and GSSENCRequest with "N" (no TLS), relays
+// authentication untouched (trust, md5, SCRAM-SHA-256 without channel
+// binding) under PostgreSQL's own pre-authentication limits (startup.go),
+// routes CancelRequest to the upstream server when the key belongs to one
+// of its sessions, and never injects or reorders messages. Nothing is
+// rewritten and no side connection is opened before the upstream sent
+// AuthenticationOk. A startup packet it does not take (an unsupported
+// protocol version) gets the upstream's own answer.
+//
+// No client can take it down: statements too large or deep for the C
+// parser are relayed unparsed (rewrite.CheckLimits); a message over its
+// limit (Config.MaxMessageSize after authentication) disconnects the
+// client before it is read, and buffers grow only as bytes arrive;
+// Config.MaxClients bounds the connections served (53300 above); accept
+// errors are retried with back-off; a peer's close ends its session at
+// once (inbound.more, watchHangups).
 //
 // What it rewrites is decided on a side connection of the session's
 // database and user (SET ROLE), with the session's search_path: the rule
