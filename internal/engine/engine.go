@@ -188,6 +188,11 @@ type Outcome struct {
 	// more (results.Document.ServerUnresponsive); the last one has
 	// UntilEnd set when no answer came before the end of the run.
 	Unresponsive []results.Unresponsive
+	// StuckClosed counts the operations still stuck 2 s after they were
+	// cancelled at the end (a server that does not answer, or a workload
+	// waiting on it with a context of its own): their connections were
+	// closed under them, and they count in Cancelled.
+	StuckClosed int
 }
 
 // NotAnsweringAtEnd reports whether the server was not answering when the
@@ -545,7 +550,7 @@ wait:
 		case <-grace.C:
 			cancel()
 		case <-hard.C:
-			e.watch.closeInFlight()
+			out.StuckClosed += e.watch.closeInFlight()
 		case <-interrupt:
 			if out.Status == "completed" {
 				out.Status = "interrupted"

@@ -29,6 +29,9 @@ const (
 	comingBackFor = 2 * time.Second
 	// probePeriod is the pause between two probes of the server.
 	probePeriod = time.Second
+	// probeBackoff is the pause after the probe was refused for a reason
+	// other than "starting up" (e.g. 53300 too many clients).
+	probeBackoff = 10 * time.Second
 	// probeConnectTimeout bounds one (re)connect of the probe.
 	probeConnectTimeout = 2 * time.Second
 	// hardStopAfter is how long VUs get, once their operations are
@@ -193,18 +196,23 @@ func (w *watch) judge(now, start time.Time, inflight int64, lastOK time.Time, un
 	case unreachable:
 		st = ServerState{Condition: ServerUnreachable, Since: lastOK}
 	}
-	from := last.Sub(start).Seconds()
-	switch {
-	case st.Condition == ServerNotAnswering && !w.open:
-		w.spans = append(w.spans, results.Unresponsive{FromS: round3(from), MaxWaiting: inflight})
-		w.open = true
-	case st.Condition == ServerNotAnswering:
+	from := round3(last.Sub(start).Seconds())
+	if w.open {
 		sp := &w.spans[len(w.spans)-1]
-		sp.MaxWaiting = max(sp.MaxWaiting, inflight)
-	case w.open:
-		// An answer came in since the last tick.
-		w.spans[len(w.spans)-1].ToS = round3(from)
-		w.open = false
+		switch {
+		case from > sp.FromS:
+			// An answer came in since the span began. (Operations
+			// that merely ended cut short, at the end of the run, are
+			// no answer: the span stays open.)
+			sp.ToS = from
+			w.open = false
+		case st.Condition == ServerNotAnswering:
+			sp.MaxWaiting = max(sp.MaxWaiting, inflight)
+		}
+	}
+	if !w.open && st.Condition == ServerNotAnswering {
+		w.spans = append(w.spans, results.Unresponsive{FromS: from, MaxWaiting: inflight})
+		w.open = true
 	}
 	return st
 }
@@ -244,8 +252,9 @@ func (w *watch) probe(ctx context.Context, pool *pgxpool.Pool) {
 	}()
 	t := time.NewTicker(probePeriod)
 	defer t.Stop()
+	var retryAt time.Time // no reconnect before it
 	for {
-		if conn == nil {
+		if now := time.Now(); conn == nil && !now.Before(retryAt) {
 			cctx, cancel := context.WithTimeout(ctx, probeConnectTimeout)
 			c, err := pgconn.ConnectConfig(cctx, cfg)
 			cancel()
@@ -255,6 +264,10 @@ func (w *watch) probe(ctx context.Context, pool *pgxpool.Pool) {
 				w.event(time.Now())
 			case ComingBack(err):
 				w.comingBack(time.Now())
+			default:
+				// Refused for another reason (too many clients, a
+				// password): do not knock every second.
+				retryAt = now.Add(probeBackoff)
 			}
 		}
 		if conn != nil {

@@ -426,7 +426,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	}
 	// A server that is not answering would hold every clean-up query for
 	// its whole timeout: skip them.
-	frozen := outcome.NotAnsweringAtEnd() || errors.Is(runErr, engine.ErrNotAnswering)
+	frozen := outcome.NotAnsweringAtEnd() || errors.Is(runErr, engine.ErrNotAnswering) || outcome.StuckClosed > 0
 
 	end := time.Now()
 	doc.EndedAt = end
@@ -518,10 +518,10 @@ func writeResults(out io.Writer, doc *results.Document, stream *results.Stream, 
 	derr := doc.WriteFile(path)
 	switch {
 	case derr != nil && serr != nil:
-		fmt.Fprintf(out, "results: NOT WRITTEN: %v; the stream %s holds the intervals up to t=%s s only (%v)\n", derr, streamPath, fmtSeconds(stream.LastT()), serr)
+		fmt.Fprintf(out, "NOT WRITTEN: %v; the stream %s holds the intervals up to t=%s s only (it failed too: %v)\n", derr, streamPath, fmtSeconds(stream.LastT()), serr)
 		return fmt.Errorf("%w: %v; the stream %s holds the intervals up to t=%s s", ErrResultsIncomplete, derr, streamPath, fmtSeconds(stream.LastT()))
 	case derr != nil:
-		fmt.Fprintf(out, "results: NOT WRITTEN: %v; everything is in the stream %s (erplab report and compare read it)\n", derr, streamPath)
+		fmt.Fprintf(out, "NOT WRITTEN: %v; everything is in the stream %s (erplab report and compare read it)\n", derr, streamPath)
 		return fmt.Errorf("%w: %v; everything is in the stream %s", ErrResultsIncomplete, derr, streamPath)
 	case serr != nil:
 		fmt.Fprintf(out, "results: %s (complete); the stream %s stopped at t=%s s: %v\n", path, streamPath, fmtSeconds(stream.LastT()), serr)

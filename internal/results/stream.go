@@ -68,7 +68,7 @@ func (s *Stream) Write(l StreamLine) error {
 	}
 	n, err := s.f.Write(append(b, '\n'))
 	if err != nil {
-		s.err = fmt.Errorf("results stream %s: write: %w", s.path, err)
+		s.err = fmt.Errorf("results stream: %w", err) // err names the file
 		if n > 0 {
 			_ = s.f.Truncate(s.size) // drop the torn line: the file stays readable
 		}

@@ -23,7 +23,7 @@ func (d *Document) WriteFile(path string) error {
 	tmp := path + ".tmp"
 	if err := writeSynced(tmp, append(b, '\n')); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("results: write %s: %w", tmp, err)
+		return fmt.Errorf("results: %w", err) // err names the file
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		os.Remove(tmp)
