@@ -276,6 +276,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	fl.DurationVar(&f.progress, "progress", 10*time.Second, "progress line period (0 = none)")
 	fl.DurationVar(&f.interval, "interval", time.Second, "time-series resolution of the results")
 	fl.DurationVar(&f.gracefulStop, "graceful-stop", 10*time.Second, "at the end, how long VUs may finish their current operation")
+	addServerGoneFlag(fl, &f.serverGoneAfter)
 	fl.BoolVar(&f.observe, "observe", true, "record observations (waits, CPU, catalogs) in every run")
 	fl.DurationVar(&f.observeInterval, "observe-interval", 0, "sampling period of the observations (default: --interval)")
 	fl.StringVar(&f.osUser, "os-user", "", "OS user to run the embedded PostgreSQL as when erplab runs as root (default postgres)")

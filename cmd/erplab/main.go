@@ -29,6 +29,8 @@ const (
 	exitCheckFailed    = int(exitcode.CheckFailed)
 	exitDoctorWarning  = int(exitcode.DoctorWarning)
 	exitDoctorCritical = int(exitcode.DoctorCritical)
+	exitResults        = int(exitcode.ResultsIncomplete)
+	exitNotAnswering   = int(exitcode.ServerNotAnswering)
 	exitThreshold      = int(exitcode.Threshold)
 	exitInterrupted    = int(exitcode.Interrupted)
 )
@@ -97,9 +99,36 @@ func main() {
 	// must not kill the process before it cleans up: with SIGPIPE
 	// ignored, writes fail with EPIPE instead.
 	signal.Ignore(syscall.SIGPIPE)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, stop := interruptContext()
 	defer stop()
 	os.Exit(execute(ctx, os.Args[1:]))
+}
+
+// interruptContext is cancelled by the first SIGINT, SIGTERM or SIGHUP:
+// the command stops, writes what it has and cleans up. A second one exits
+// at once with exitInterrupted, whatever the clean-up is waiting for (a
+// throwaway server dies with erplab and the next command removes its
+// directory; the results stream holds every completed interval).
+func interruptContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case s := <-sigs:
+			fmt.Fprintf(os.Stderr, "\nerplab: second %v: exiting at once, without cleaning up\n", s)
+			os.Exit(exitInterrupted)
+		case <-done:
+		}
+	}()
+	return ctx, func() { signal.Stop(sigs); close(done); cancel() }
 }
 
 // execute runs the command line args and returns the process exit code,

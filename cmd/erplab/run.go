@@ -40,6 +40,7 @@ type runFlags struct {
 	users, connections                     int
 	ramp, duration, warmup, progress       time.Duration
 	gracefulStop, interval                 time.Duration
+	serverGoneAfter                        time.Duration
 	stages                                 []string
 	scale, apdexMin                        float64
 	seed                                   uint64
@@ -66,8 +67,11 @@ priority-weighted mean of the operations' scores.
 Without --dsn (and no PG* environment) erplab starts a throwaway PostgreSQL from the
 installed server binaries and removes it at the end.
 
-Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
-130 interrupted (results so far are written).`,
+Exit codes: 0 done, 1 error, 2 bad usage, 6 a results file could not be written (full
+disk; the summary is printed and one line says where everything so far is), 7 the server
+stopped answering and had not answered by the end (or for --server-gone-after), 99
+integral APDEX below --apdex-min, 130 interrupted (results so far are written; a second
+Ctrl-C exits at once).`,
 		Example: `  erplab run --workload smoke --duration 30s
   erplab run --dsn 'host=db1 dbname=erp user=bench' --users 200 --ramp 2m --duration 10m --warmup 2m
   erplab run --stage 30s:100 --stage 10m:100 --stage 30s:0 --connections 40 --think 1s-5s`,
@@ -98,6 +102,12 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
 			res, err := loadtest.Run(cmd.Context(), opts, cmd.OutOrStdout())
 			if errors.Is(err, loadtest.ErrInterrupted) {
 				return withCode(exitInterrupted, err)
+			}
+			switch {
+			case errors.Is(err, loadtest.ErrResultsIncomplete):
+				return withCode(exitResults, err)
+			case errors.Is(err, engine.ErrNotAnswering):
+				return withCode(exitNotAnswering, err)
 			}
 			if err != nil {
 				if res != nil && errors.Is(err, engine.ErrAborted) {
@@ -153,6 +163,7 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
 	fl.VarP(progressValue{&f.progress}, "progress", "P", "progress line period, a duration or whole seconds as pgbench -P (0 = none)")
 	fl.DurationVar(&f.interval, "interval", time.Second, "time-series resolution of the results")
 	fl.DurationVar(&f.gracefulStop, "graceful-stop", 10*time.Second, "at the end, how long VUs may finish their current operation")
+	addServerGoneFlag(fl, &f.serverGoneAfter)
 	fl.BoolVar(&f.observe, "observe", true, "sample sessions, wait events, pg_stat_database, catalogs and host CPU during the run and record them (--observe=false to skip)")
 	fl.DurationVar(&f.observeInterval, "observe-interval", 0, "sampling period of the observations (default: --interval; at least 100ms)")
 	fl.StringVar(&f.stress, "stress", "", "run stress workers beside the load: vm=2, cpu=1, io=1, vm-bytes=512M, thp=huge|nohuge (see erplab stress)")
@@ -161,6 +172,12 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
 	fl.BoolVar(&f.keep, "keep", false, "embedded server: leave it running at the end and print how to connect and stop it")
 	addScriptFlags(fl, &f.scripts)
 	return cmd
+}
+
+// addServerGoneFlag registers --server-gone-after into d.
+func addServerGoneFlag(fl *pflag.FlagSet, d *time.Duration) {
+	fl.DurationVar(d, "server-gone-after", engine.DefaultServerGone,
+		"abort the run when the server has been gone (connection errors) or has answered nothing for this long; \"starting up\" / \"in recovery\" answers do not count")
 }
 
 // checkApdexMin fails with exit code 99 when the integral APDEX is below
@@ -276,6 +293,9 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 	if f.warmup < 0 || f.progress < 0 || f.gracefulStop < 0 {
 		return loadtest.Options{}, errors.New("--warmup, --progress and --graceful-stop must not be negative")
 	}
+	if f.serverGoneAfter < time.Second {
+		return loadtest.Options{}, fmt.Errorf("--server-gone-after must be at least 1s, got %s", f.serverGoneAfter)
+	}
 	if f.warmup >= engine.TotalDuration(stages) {
 		return loadtest.Options{}, fmt.Errorf("--warmup %s covers the whole run (%s): nothing would be scored", f.warmup, engine.TotalDuration(stages))
 	}
@@ -317,7 +337,7 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 		DSN: dsn, EnvGiven: envGiven, Force: f.force, OSUser: f.osUser, Keep: f.keep,
 		Workload: w, Mix: f.mix, Scale: f.scale, Seed: f.seed,
 		Stages: stages, Warmup: f.warmup, Think: think, Connections: conns,
-		MaxErrors: f.maxErrors, GracefulStop: f.gracefulStop, Interval: f.interval, Progress: f.progress,
+		MaxErrors: f.maxErrors, GracefulStop: f.gracefulStop, ServerGoneAfter: f.serverGoneAfter, Interval: f.interval, Progress: f.progress,
 		Stress: stressSpec, Observe: f.observe, ObserveInterval: f.observeInterval, MetricsAddr: f.metricsAddr,
 		Out: f.out, CommandLine: append([]string{"erplab"}, os.Args[1:]...), Version: version,
 	}, nil

@@ -77,9 +77,16 @@ type Config struct {
 	// others are only counted (record.Recorder.RecordCutShort,
 	// results.OpResult.CutShort).
 	GracefulStop time.Duration
-	// ServerGone: when every operation has failed with a connection error
-	// for this long, the run is aborted (default 10 s).
+	// ServerGone (--server-gone-after, default DefaultServerGone = 30 s):
+	// the run is aborted when every operation has failed with a connection
+	// error for this long, or when the server has answered nothing (not
+	// even the probe) for this long while operations were in flight.
+	// Refusals with SQLSTATE 57P03 ("starting up", "in recovery": see
+	// ComingBack) mean the server is coming back and do not count.
 	ServerGone time.Duration
+	// Health, when set, receives the server's state on every tick (for a
+	// progress line: not answering, starting up, unreachable).
+	Health *Health
 	// OnInterval receives every closed interval of the time series (from
 	// the controller goroutine), e.g. to stream it to disk.
 	OnInterval func(results.Interval)
@@ -176,11 +183,33 @@ type Outcome struct {
 	// reports them, e.g. as pgbench's "the run was aborted". Also given to
 	// the recorder (results.Totals.AbortedVUs).
 	AbortedVUs int
+	// Unresponsive lists the spans during which the server answered
+	// nothing while operations were in flight, for NotAnsweringAfter or
+	// more (results.Document.ServerUnresponsive); the last one has
+	// UntilEnd set when no answer came before the end of the run.
+	Unresponsive []results.Unresponsive
+	// StuckClosed counts the operations still stuck 2 s after they were
+	// cancelled at the end (a server that does not answer, or a workload
+	// waiting on it with a context of its own): their connections were
+	// closed under them, and they count in Cancelled.
+	StuckClosed int
+}
+
+// NotAnsweringAtEnd reports whether the server was not answering when the
+// run ended (the last Unresponsive span lasts until the end).
+func (o Outcome) NotAnsweringAtEnd() bool {
+	return len(o.Unresponsive) > 0 && o.Unresponsive[len(o.Unresponsive)-1].UntilEnd
 }
 
 // ErrAborted is wrapped by Run's error when the run stopped early on its
-// own (max errors reached, server gone).
+// own (max errors reached, server gone, server not answering).
 var ErrAborted = errors.New("run aborted")
+
+// ErrNotAnswering is wrapped, with ErrAborted, by Run's error when the
+// server answered nothing for Config.ServerGone while operations were in
+// flight (see ServerNotAnswering); callers wrap it too when the run ended
+// with the server not answering (Outcome.NotAnsweringAtEnd).
+var ErrNotAnswering = errors.New("the server stopped answering")
 
 // Run executes the load profile against pool until the stages end (or
 // every VU has stopped on its own: cfg.TxPerVU done, workload.ErrStopVU)
@@ -197,7 +226,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, cfg Config, rec *record.Record
 		cfg.Tick = 100 * time.Millisecond
 	}
 	if cfg.ServerGone <= 0 {
-		cfg.ServerGone = 10 * time.Second
+		cfg.ServerGone = DefaultServerGone
 	}
 	if cfg.GracefulStop <= 0 {
 		cfg.GracefulStop = 10 * time.Second
@@ -314,6 +343,7 @@ type run struct {
 	mixes   []*mix
 	sched   *schedule    // open model; nil in the closed model
 	retries RetryCounter // nil unless the workload reports retries
+	watch   watch        // the server's answers, in-flight connections, probe
 
 	waiters   atomic.Int64
 	active    atomic.Int64
@@ -368,6 +398,13 @@ func (e *run) loop(ctx context.Context) (Outcome, error) {
 	}
 	ticker := time.NewTicker(e.cfg.Tick)
 	defer ticker.Stop()
+	probeCtx, stopProbe := context.WithCancel(context.WithoutCancel(ctx))
+	probeDone := make(chan struct{})
+	go func() { defer close(probeDone); e.watch.probe(probeCtx, e.pool) }()
+	defer func() { stopProbe(); <-probeDone }()
+	// notAnswering is the server's state at the last flush when it was
+	// not answering (zero Since otherwise).
+	var notAnswering ServerState
 	// stopAt is when the VUs were told to stop: no arrival after it is
 	// due.
 	stopAt := start.Add(TotalDuration(e.cfg.Stages))
@@ -383,6 +420,15 @@ func (e *run) loop(ctx context.Context) (Outcome, error) {
 			if e.cfg.OnInterval != nil {
 				e.cfg.OnInterval(iv)
 			}
+		}
+		lastOK := time.Unix(0, e.lastOK.Load())
+		msg, _ := e.lastErr.Load().(string)
+		unreachable := e.errors.Load() > 0 && msg != "" && now.Sub(lastOK) > 2*e.cfg.Tick+time.Second
+		st := e.watch.judge(now, start, e.inflight.Load(), lastOK, unreachable)
+		e.cfg.Health.set(st)
+		notAnswering = ServerState{}
+		if st.Condition == ServerNotAnswering {
+			notAnswering = st
 		}
 	}
 control:
@@ -447,7 +493,12 @@ control:
 			abort = fmt.Errorf("%w: %d operations failed (--max-errors %d)", ErrAborted, e.errors.Load(), e.cfg.MaxErrors)
 			break
 		}
-		if last := time.Unix(0, e.lastOK.Load()); e.errors.Load() > 0 && now.Sub(last) > e.cfg.ServerGone {
+		if st := notAnswering; !st.Since.IsZero() && now.Sub(st.Since) > e.cfg.ServerGone {
+			abort = fmt.Errorf("%w: %w at t=%.1f s: no answer for %s with %d operations waiting", ErrAborted, ErrNotAnswering,
+				st.Since.Sub(start).Seconds(), now.Sub(st.Since).Round(time.Second), st.Waiting)
+			break
+		}
+		if last := e.lastAlive(); e.errors.Load() > 0 && now.Sub(last) > e.cfg.ServerGone {
 			if msg, _ := e.lastErr.Load().(string); msg != "" {
 				abort = fmt.Errorf("%w: lost the server: no operation succeeded for %s; last error: %s", ErrAborted, now.Sub(last).Round(time.Second), msg)
 				break
@@ -474,23 +525,38 @@ control:
 	go func() { wg.Wait(); close(finished) }()
 	grace := time.NewTimer(e.cfg.GracefulStop)
 	defer grace.Stop()
-	if abort != nil {
+	// hard fires hardStopAfter after the operations were cancelled: the
+	// sockets of those still in flight are closed under them.
+	hard := time.NewTimer(time.Hour)
+	hard.Stop()
+	defer hard.Stop()
+	cancelled := false
+	cancel := func() {
 		cancelOps()
+		if !cancelled {
+			cancelled = true
+			hard.Reset(hardStopAfter)
+		}
 	}
+	if abort != nil || out.Status == "interrupted" {
+		cancel()
+	}
+	interrupt := ctx.Done() // nil once seen
 wait:
 	for {
 		select {
 		case <-finished:
 			break wait
 		case <-grace.C:
-			cancelOps()
-		case <-ctx.Done():
+			cancel()
+		case <-hard.C:
+			out.StuckClosed += e.watch.closeInFlight()
+		case <-interrupt:
 			if out.Status == "completed" {
 				out.Status = "interrupted"
 			}
-			cancelOps()
-			<-finished
-			break wait
+			cancel()
+			interrupt = nil
 		case now := <-ticker.C:
 			// Intervals go on closing in the graceful stop, so what
 			// completes in it lies in the interval it completed in.
@@ -516,11 +582,22 @@ wait:
 	}
 	out.Elapsed = end.Sub(start)
 	out.Cancelled = e.cancelled.Load()
+	out.Unresponsive = e.watch.finish(end, start)
 	if abort != nil {
 		out.Status = "aborted: " + abortReason(abort)
 		return out, abort
 	}
 	return out, nil
+}
+
+// lastAlive is the last time the server answered an operation or said
+// it was coming back (starting up, in recovery).
+func (e *run) lastAlive() time.Time {
+	last := time.Unix(0, e.lastOK.Load())
+	if b := time.Unix(0, e.watch.lastBack.Load()); b.After(last) {
+		return b
+	}
+	return last
 }
 
 // allStopped reports whether there are VUs and every one has stopped on
@@ -710,7 +787,10 @@ func (e *run) operation(ctx context.Context, vu *workload.VU, op int, own *pgxpo
 		c.Release()
 		return nil
 	}
+	pc := conn.Conn().PgConn()
+	e.watch.enter(pc)
 	err := e.cfg.Workload.Execute(ctx, conn.Conn(), vu, op)
+	e.watch.leave(pc)
 	db := time.Since(t0)
 	retries := 0
 	if e.retries != nil {
@@ -736,7 +816,9 @@ func (e *run) operation(ctx context.Context, vu *workload.VU, op int, own *pgxpo
 		}
 		return keep(conn), 0, next
 	default:
-		e.lastOK.Store(time.Now().UnixNano())
+		now := time.Now()
+		e.lastOK.Store(now.UnixNano())
+		e.watch.event(now)
 		e.record(record.Sample{Op: op, Start: start, Scheduled: sched, Wait: wait, DB: db, Retries: retries})
 		return keep(conn), 0, stepNext
 	}
@@ -779,11 +861,16 @@ func (e *run) record(s record.Sample) {
 func (e *run) fail(op int, start, sched time.Time, wait, db time.Duration, retries int, err error) {
 	code := SQLState(err)
 	e.errors.Add(1)
-	if ConnectionFailure(err) {
+	now := time.Now()
+	e.watch.event(now)
+	if ComingBack(err) {
+		// Starting up or in recovery: not gone, on its way back.
+		e.watch.comingBack(now)
+	} else if ConnectionFailure(err) {
 		e.lastErr.Store(strings.Join(strings.Fields(err.Error()), " "))
 	} else {
 		// The server answered: it is there.
-		e.lastOK.Store(time.Now().UnixNano())
+		e.lastOK.Store(now.UnixNano())
 	}
 	e.record(record.Sample{Op: op, Start: start, Scheduled: sched, Wait: wait, DB: db, SQLState: code, Retries: retries})
 }

@@ -26,6 +26,12 @@
 //	3   CheckFailed  erplab check: totals differ from their movements
 //	4   DoctorWarning   erplab doctor: the worst finding is a warning
 //	5   DoctorCritical  erplab doctor: the worst finding is critical
+//	6   ResultsIncomplete  erplab run: a results file could not be
+//	                 written (full disk); the summary was printed and one
+//	                 line says where everything so far is (wins over 7)
+//	7   ServerNotAnswering  erplab run: the server stopped answering and
+//	                 had not answered by the end of the run or for
+//	                 --server-gone-after; results are written
 //	99  Threshold    a threshold failed (--apdex-min, --fail-on-regression;
 //	                 k6 exits 99 when a threshold fails)
 //	130 Interrupted  stopped by SIGINT/SIGTERM/SIGHUP (the shell's 128+2);

@@ -14,8 +14,12 @@ const (
 	CheckFailed    Code = 3
 	DoctorWarning  Code = 4
 	DoctorCritical Code = 5
-	Threshold      Code = 99
-	Interrupted    Code = 130
+	// ResultsIncomplete: a run's results file could not be written.
+	ResultsIncomplete Code = 6
+	// ServerNotAnswering: the server stopped answering during a run.
+	ServerNotAnswering Code = 7
+	Threshold          Code = 99
+	Interrupted        Code = 130
 )
 
 // Entry is one row of the table: a code, its constant's name and what it
@@ -37,6 +41,8 @@ func Table() []Entry {
 		{CheckFailed, "CheckFailed", "`erplab check`: totals rows differ from their movements"},
 		{DoctorWarning, "DoctorWarning", "`erplab doctor`: the worst finding is a warning"},
 		{DoctorCritical, "DoctorCritical", "`erplab doctor`: the worst finding is critical"},
+		{ResultsIncomplete, "ResultsIncomplete", "`run`: a results file could not be written (full disk): the stream stopped mid-run or the final document failed; the summary was printed, one line says where everything so far is, and what was written is valid (wins over 7)"},
+		{ServerNotAnswering, "ServerNotAnswering", "`run`: the server stopped answering (no answer, not even to the probe, with operations in flight) and had not answered by the end of the run or for `--server-gone-after`; results say from when"},
 		{Threshold, "Threshold", "a threshold failed: `run --apdex-min`, `compare --fail-on-regression` (k6's 99)"},
 		{Interrupted, "Interrupted", "interrupted by SIGINT, SIGTERM or SIGHUP (the shell's 128+2); results so far are written"},
 	}

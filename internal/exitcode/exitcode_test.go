@@ -61,7 +61,7 @@ func TestTable(t *testing.T) {
 		seen[e.Name] = true
 		prev = e.Code
 	}
-	if len(seen) != 9 || ScriptRun != Usage {
-		t.Errorf("table has %d rows (want 9), ScriptRun %d Usage %d", len(seen), ScriptRun, Usage)
+	if len(seen) != 11 || ScriptRun != Usage {
+		t.Errorf("table has %d rows (want 11), ScriptRun %d Usage %d", len(seen), ScriptRun, Usage)
 	}
 }

@@ -69,8 +69,12 @@ type Options struct {
 	Connections  int // pool size; 0 = a connection per VU
 	MaxErrors    int64
 	GracefulStop time.Duration
-	Interval     time.Duration // time-series resolution
-	Progress     time.Duration // progress line period; 0 = none
+	// ServerGoneAfter (--server-gone-after) aborts the run when the
+	// server has been gone (connection errors only) or has answered
+	// nothing for this long; 0 = engine.DefaultServerGone (30 s).
+	ServerGoneAfter time.Duration
+	Interval        time.Duration // time-series resolution
+	Progress        time.Duration // progress line period; 0 = none
 
 	// Observe runs the samplers (sessions by state and wait event,
 	// pg_stat_database, catalog, host) during the run and records them in
@@ -153,7 +157,15 @@ type Environment struct {
 // started (e.g. Ctrl-C during initdb or set-up); nothing is left behind.
 var ErrInterrupted = errors.New("interrupted before the load test started; nothing was left behind")
 
+// ErrResultsIncomplete is wrapped by Run's error when a results file
+// could not be written (a full disk): the stream stopped mid-run, or the
+// final document failed. The summary was printed all the same, and what
+// was written is valid (results.Validate).
+var ErrResultsIncomplete = errors.New("results incomplete")
+
 // Result is what Run returns: the document and where it was written.
+// Path is "" when the document could not be written (see
+// ErrResultsIncomplete; StreamPath then holds what was kept).
 type Result struct {
 	Doc        *results.Document
 	Path       string
@@ -162,7 +174,10 @@ type Result struct {
 
 // Run performs the load test. Progress and the summary go to out. On
 // interrupt (ctx cancelled) it still writes results and returns them with
-// Doc.Status "interrupted". Errors are one line, without passwords.
+// Doc.Status "interrupted". Errors are one line, without passwords. After
+// the load ran, the Result is returned with the errors too: one wrapping
+// engine.ErrAborted (max errors, server gone), engine.ErrNotAnswering, or
+// ErrResultsIncomplete (which wins when several apply).
 func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	if err := workload.Validate(opts.Workload); err != nil {
 		return nil, err
@@ -241,7 +256,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer pool.Close()
+	defer closePool(pool, poolCloseBound)
 
 	setupStart := time.Now()
 	if err := opts.Workload.Setup(ctx, pool, workload.SetupOptions{
@@ -361,20 +376,21 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		opts.Workload.Name(), maxVUs, poolDesc(opts.Connections), profileDesc(opts), serverDesc, shortVersion(env.Server.Version))
 	fmt.Fprintf(out, "streaming results to %s\n", streamPath)
 
-	var streamErr error
-	var streamMu sync.Mutex
+	health := &engine.Health{}
 	cfg := engine.Config{
 		Workload: opts.Workload, Roles: roles, Stages: opts.Stages, Warmup: opts.Warmup,
 		Think: opts.Think, Connections: opts.Connections, MaxErrors: opts.MaxErrors,
-		Seed: opts.Seed, GracefulStop: opts.GracefulStop,
+		Seed: opts.Seed, GracefulStop: opts.GracefulStop, ServerGone: opts.ServerGoneAfter, Health: health,
 		Rate: opts.Rate, LatencyLimit: opts.LatencyLimit, TxPerVU: opts.TxPerVU,
 		OnInterval: func(iv results.Interval) {
+			if stream.Err() != nil {
+				return // reported when it failed
+			}
 			if err := stream.Write(results.StreamLine{Type: "interval", Interval: &iv}); err != nil {
-				streamMu.Lock()
-				if streamErr == nil {
-					streamErr = err
-				}
-				streamMu.Unlock()
+				// At once, whatever the progress period: the run goes on
+				// and the final document will hold everything.
+				say("warning: at t=%.1f s: %v; the stream stops here (intervals up to t=%s s kept), the run goes on and the final document will hold everything",
+					iv.T, err, fmtSeconds(stream.LastT()))
 			}
 		},
 	}
@@ -384,7 +400,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		progressWG.Add(1)
 		go func() {
 			defer progressWG.Done()
-			printProgress(say, rec, obs, opts, progressDone)
+			printProgress(say, rec, obs, health, stream, opts, progressDone)
 		}()
 	}
 	catBefore := catalogSizes(ctx, pool)
@@ -408,10 +424,18 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		obs.Stop()
 		storms = obs.Storms()
 	}
+	// A server that is not answering would hold every clean-up query for
+	// its whole timeout: skip them.
+	frozen := outcome.NotAnsweringAtEnd() || errors.Is(runErr, engine.ErrNotAnswering) || outcome.StuckClosed > 0
 
 	end := time.Now()
 	doc.EndedAt = end
 	doc.Status = outcome.Status
+	doc.ServerUnresponsive = outcome.Unresponsive
+	if outcome.NotAnsweringAtEnd() && outcome.Status == "completed" {
+		sp := outcome.Unresponsive[len(outcome.Unresponsive)-1]
+		doc.Status = fmt.Sprintf("stalled: the server answered nothing from t=%s s to the end (%d operations waiting)", fmtSeconds(sp.FromS), sp.MaxWaiting)
+	}
 	scored := end.Sub(start) - opts.Warmup
 	if scored < 0 {
 		scored = 0
@@ -428,7 +452,10 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	if doc.Stages, err = results.StageFigures(doc); err != nil {
 		say("warning: per-stage figures: %v", err)
 	}
-	cat := CatalogGrowth{Before: catBefore, After: catalogSizes(context.WithoutCancel(ctx), pool)}
+	cat := CatalogGrowth{Before: catBefore}
+	if !frozen {
+		cat.After = catalogSizes(context.WithoutCancel(ctx), pool)
+	}
 	doc.Extra = map[string]json.RawMessage{}
 	if cat.Before != nil && cat.After != nil {
 		doc.Extra["catalog"], _ = json.Marshal(cat)
@@ -440,14 +467,10 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		doc.Extra["stress"], _ = json.Marshal(stressRep)
 	}
 
-	if err := doc.WriteFile(path); err != nil {
-		return nil, fmt.Errorf("%w (the time series is in %s)", err, streamPath)
+	if err := stream.Err(); err != nil {
+		doc.StreamError = err.Error()
 	}
-	summary := *doc
-	summary.Series = nil
-	if err := stream.Write(results.StreamLine{Type: "summary", Summary: &summary}); err != nil && streamErr == nil {
-		streamErr = err
-	}
+	// The summary first: nothing the run measured depends on the disk.
 	PrintSummary(out, doc, outcome)
 	if r, ok := opts.Workload.(workload.Reporter); ok {
 		fmt.Fprintln(out)
@@ -460,15 +483,52 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		fmt.Fprintln(out, "\nstress workers beside the load:")
 		stress.WriteTable(out, *stressRep)
 	}
-	fmt.Fprintf(out, "results: %s (time series: %s)\n", path, streamPath)
-	if streamErr != nil {
-		fmt.Fprintf(out, "warning: %v\n", streamErr)
-	}
 	res := &Result{Doc: doc, Path: path, StreamPath: streamPath}
-	if runErr != nil {
+	writeErr := writeResults(out, doc, stream, path)
+	if writeErr != nil {
+		res.Path = ""
+	}
+	switch {
+	case writeErr != nil:
+		return res, writeErr
+	case runErr != nil:
 		return res, runErr
+	case outcome.NotAnsweringAtEnd() && outcome.Status == "completed":
+		return res, fmt.Errorf("%w at t=%s s and had not answered by the end of the run (results: %s)",
+			engine.ErrNotAnswering, fmtSeconds(outcome.Unresponsive[len(outcome.Unresponsive)-1].FromS), path)
 	}
 	return res, nil
+}
+
+// writeResults appends the summary line to the stream, closes it, and
+// writes the document to path, then says on out where the results are:
+// one line "results: PATH (time series: STREAM)", or on a failure one
+// line naming what failed and where everything so far is. The error
+// wraps ErrResultsIncomplete.
+func writeResults(out io.Writer, doc *results.Document, stream *results.Stream, path string) error {
+	summary := *doc
+	summary.Series = nil
+	stream.Write(results.StreamLine{Type: "summary", Summary: &summary}) //nolint:errcheck // Err below
+	serr := stream.Close()
+	streamPath := stream.Path()
+	if serr != nil {
+		// Written after the stream failed, so it holds the failure.
+		doc.StreamError = serr.Error()
+	}
+	derr := doc.WriteFile(path)
+	switch {
+	case derr != nil && serr != nil:
+		fmt.Fprintf(out, "NOT WRITTEN: %v; the stream %s holds the intervals up to t=%s s only (it failed too: %v)\n", derr, streamPath, fmtSeconds(stream.LastT()), serr)
+		return fmt.Errorf("%w: %v; the stream %s holds the intervals up to t=%s s", ErrResultsIncomplete, derr, streamPath, fmtSeconds(stream.LastT()))
+	case derr != nil:
+		fmt.Fprintf(out, "NOT WRITTEN: %v; everything is in the stream %s (erplab report and compare read it)\n", derr, streamPath)
+		return fmt.Errorf("%w: %v; everything is in the stream %s", ErrResultsIncomplete, derr, streamPath)
+	case serr != nil:
+		fmt.Fprintf(out, "results: %s (complete); the stream %s stopped at t=%s s: %v\n", path, streamPath, fmtSeconds(stream.LastT()), serr)
+		return fmt.Errorf("%w: the stream %s stopped at t=%s s: %v; the document %s is complete", ErrResultsIncomplete, streamPath, fmtSeconds(stream.LastT()), serr, path)
+	}
+	fmt.Fprintf(out, "results: %s (time series: %s)\n", path, streamPath)
+	return nil
 }
 
 // StartEmbedded starts erplab's throwaway server for a command that was
@@ -506,6 +566,25 @@ func StartEmbedded(ctx context.Context, out io.Writer, osUser string, maxConnect
 	}
 	fmt.Fprintf(out, "PostgreSQL %s ready in %s (data %s, port %d, Unix socket only)\n", c.Version(), time.Since(t0).Round(10*time.Millisecond), c.Dir(), c.Port())
 	return c, nil
+}
+
+// poolCloseBound bounds the wait for the pool's connections to close at
+// the end of a run.
+const poolCloseBound = 3 * time.Second
+
+// closePool closes pool, waiting at most bound: pgx cleans up a broken
+// connection with a cancel request and a drain of up to 15 s each, which a
+// server that is not answering never ends. What is left closes in the
+// background (and dies with the process).
+func closePool(pool *pgxpool.Pool, bound time.Duration) {
+	done := make(chan struct{})
+	go func() { pool.Close(); close(done) }()
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
 
 // warmPool opens n connections up front so that connection set-up is not

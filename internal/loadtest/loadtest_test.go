@@ -174,6 +174,7 @@ func TestServerGoneMidRunKeepsResults(t *testing.T) {
 		}
 	}
 	opts := smokeOptions(t, dsn, 30*time.Second)
+	opts.ServerGoneAfter = 10 * time.Second // the window before --server-gone-after (now 30 s by default)
 	go func() {
 		time.Sleep(2 * time.Second)
 		// Refuse new connections to the database and kill its backends:

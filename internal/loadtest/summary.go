@@ -52,6 +52,7 @@ func PrintSummary(w io.Writer, doc *results.Document, out engine.Outcome) {
 	tw.Flush()
 	fmt.Fprintf(w, "\nintegral APDEX %s (%s): priority-weighted mean of the key operations' scores\n", doc.Integral.String(), doc.Integral.Rating)
 	printCutShort(w, doc)
+	printUnresponsive(w, doc)
 	printStages(w, doc)
 	printOpenModel(w, doc, out)
 	if warm > 0 {
@@ -92,7 +93,7 @@ func fmtElapsed(d, period time.Duration) string {
 // and the integral APDEX since the start of scoring. The samplers' figures
 // follow (their "server tps" is PostgreSQL's commit rate, which
 // pg_stat_database reports with a delay).
-func printProgress(say func(string, ...any), rec *record.Recorder, obs *sampler.Session, opts Options, done <-chan struct{}) {
+func printProgress(say func(string, ...any), rec *record.Recorder, obs *sampler.Session, health *engine.Health, stream *results.Stream, opts Options, done <-chan struct{}) {
 	t := time.NewTicker(opts.Progress)
 	defer t.Stop()
 	total := engine.TotalDuration(opts.Stages)
@@ -113,6 +114,7 @@ func printProgress(say func(string, ...any), rec *record.Recorder, obs *sampler.
 				Elapsed: fmtElapsed(now.Sub(rec.Start()), opts.Progress), Total: total, Period: opts.Progress,
 				VUs: vus, InFlight: inFlight, Waiters: waiters, TPS: rate, Snapshot: s, Window: win,
 				Open: opts.Rate != nil, Warmup: now.Sub(rec.Start()) < opts.Warmup, Obs: obsLine(obs),
+				Server: health.State().Describe(now), StreamFailed: stream.Err() != nil,
 			}))
 		}
 	}
@@ -135,6 +137,11 @@ type progressFigures struct {
 	Window                 record.Window
 	Open, Warmup           bool
 	Obs                    string // the samplers' part, "" without
+	// Server is the engine's word on the server when it is not fine
+	// (engine.ServerState.Describe), "" otherwise.
+	Server string
+	// StreamFailed: the results stream stopped on a write error.
+	StreamFailed bool
 }
 
 // progressLine formats one progress line, e.g.
@@ -142,6 +149,12 @@ type progressFigures struct {
 func progressLine(f progressFigures) string {
 	line := fmt.Sprintf("%5s/%s  VUs %d  in op %d  waiting %d  tps %.1f  errors %d",
 		f.Elapsed, f.Total, f.VUs, f.InFlight, f.Waiters, f.TPS, f.Snapshot.Errors)
+	if f.Server != "" {
+		line += "  [" + f.Server + "]"
+	}
+	if f.StreamFailed {
+		line += "  [results stream FAILED]"
+	}
 	if f.Open {
 		line += fmt.Sprintf("  backlog %d", f.Snapshot.Backlog)
 		if f.Snapshot.Skipped > 0 {
@@ -225,6 +238,19 @@ func printCutShort(w io.Writer, doc *results.Document) {
 			parts = append(parts, fmt.Sprintf("%d not scored (longest %s)", c.NotScored, results.FormatMs(c.NotScoredMaxMs)))
 		}
 		fmt.Fprintf(w, "  %s: %s\n", r.Name, strings.Join(parts, ", "))
+	}
+}
+
+// printUnresponsive says when the server answered nothing during the run
+// (doc.ServerUnresponsive).
+func printUnresponsive(w io.Writer, doc *results.Document) {
+	for _, sp := range doc.ServerUnresponsive {
+		if sp.UntilEnd {
+			fmt.Fprintf(w, "the server stopped answering at t=%s s and had not answered by the end (%d operations waiting): figures after t=%s s are incomplete\n",
+				fmtSeconds(sp.FromS), sp.MaxWaiting, fmtSeconds(sp.FromS))
+			continue
+		}
+		fmt.Fprintf(w, "the server answered nothing from t=%s s to t=%s s (%d operations waiting)\n", fmtSeconds(sp.FromS), fmtSeconds(sp.ToS), sp.MaxWaiting)
 	}
 }
 

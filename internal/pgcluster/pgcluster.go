@@ -293,6 +293,42 @@ func (c *Cluster) Restart(ctx context.Context) error {
 	return nil
 }
 
+// RestartImmediate stops the postmaster with an immediate shutdown
+// (SIGQUIT: sessions end with 57P01, no checkpoint, so the next start runs
+// crash recovery; server-shutdown.html), waits for it to exit (SIGKILL
+// after 5 s), runs whileDown when it is not nil (e.g. to keep the server
+// down for a while, or to put a standby.signal in its data directory),
+// then starts it again on the same directory and port and waits until it
+// accepts connections (bounded by ctx and 60 s). It returns an error after
+// Stop or Keep, or when the server does not come back.
+func (c *Cluster) RestartImmediate(ctx context.Context, whileDown func()) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped || c.kept || c.cmd == nil {
+		return errors.New("pgcluster: restart: the cluster is stopped or handed over")
+	}
+	pid := c.cmd.Process.Pid
+	children := childPIDs(pid)
+	_ = syscall.Kill(pid, syscall.SIGQUIT)
+	select {
+	case <-c.exited: // the postmaster exits after its children
+	case <-time.After(immediateShutdownTimeout):
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		<-c.exited
+		for _, p := range children { // session leaders: not in the group
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+	}
+	if whileDown != nil {
+		whileDown()
+	}
+	c.cmd, c.exited, c.waitErr = nil, make(chan struct{}), nil
+	if err := c.startServer(ctx); err != nil {
+		return fmt.Errorf("pgcluster: restart: %w", err)
+	}
+	return nil
+}
+
 // hasExited reports whether the postmaster has exited and been reaped.
 func (c *Cluster) hasExited() bool {
 	select {

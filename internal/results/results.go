@@ -21,7 +21,9 @@ const Format = "erplab-run/1"
 // added the operations cut short at the end of the run (cut_short: those
 // already past 4T are scored frustrated, so the zones total count +
 // skipped + cut_short.frustrated) and the per-stage figures (stages).
-const SchemaVersion = 3
+// Version 4 added the spans during which the server answered nothing
+// (server_unresponsive) and the stream's write failure (stream_error).
+const SchemaVersion = 4
 
 // IntegralScore is the integral APDEX of a run, as written to the results.
 type IntegralScore struct {
@@ -134,8 +136,33 @@ type Document struct {
 	// Stages are the figures of each step of a load profile of several
 	// steps (StageFigures), absent for a single step.
 	Stages []StageResult `json:"stages,omitempty"`
+	// ServerUnresponsive lists the spans during which the server answered
+	// nothing while operations were in flight (schema 4); absent when
+	// there were none.
+	ServerUnresponsive []Unresponsive `json:"server_unresponsive,omitempty"`
+	// StreamError is the error that stopped the stream (X.jsonl) mid-run,
+	// e.g. a full disk (schema 4): the stream then holds the intervals
+	// up to the failure only, and this document is the complete record.
+	StreamError string `json:"stream_error,omitempty"`
 	// Extra holds sections other packages add (observations, remedies).
 	Extra map[string]json.RawMessage `json:"extra,omitempty"`
+}
+
+// Unresponsive is one span of a run during which the server answered
+// nothing, neither to the operations in flight nor to the engine's probe,
+// for 5 s or more (a frozen or stopped server, a dead network path).
+// Times in seconds since the start of the run.
+type Unresponsive struct {
+	// FromS is the last answer before the span; ToS the first answer
+	// after it, or the end of the run when UntilEnd.
+	FromS float64 `json:"from_s"`
+	ToS   float64 `json:"to_s"`
+	// UntilEnd: no answer came before the run ended; the operations
+	// still waiting were cut short (operations[].cut_short).
+	UntilEnd bool `json:"until_end,omitempty"`
+	// MaxWaiting is the largest number of operations in flight during
+	// the span.
+	MaxWaiting int64 `json:"max_waiting"`
 }
 
 // OpResult is the final result of one key operation.

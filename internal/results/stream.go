@@ -21,13 +21,22 @@ type StreamLine struct {
 }
 
 // Stream appends JSON lines to a file, handing every line to the kernel
-// as it is written (no user-space buffering across lines), so a run that
-// is killed leaves every completed interval readable; Close also fsyncs.
+// as it is written (one write(2) per line, no user-space buffering), so a
+// run that is killed leaves every completed interval readable; Close also
+// fsyncs. After its first failed write (a full disk: ENOSPC, EFBIG) a
+// Stream cuts the file back to its last whole line, so that it stays
+// readable, and writes nothing more: every later Write returns that first
+// error (Err).
 type Stream struct {
 	mu   sync.Mutex
 	f    *os.File
-	w    *bufio.Writer
 	path string
+	size int64 // bytes of whole lines written
+	err  error // the first write failure
+	// lines counts the whole lines written; lastT is the t of the last
+	// interval written (for "the stream has everything up to t=...").
+	lines int
+	lastT float64
 }
 
 // CreateStream creates (truncates) the stream file at path.
@@ -39,42 +48,75 @@ func CreateStream(path string) (*Stream, error) {
 	if err != nil {
 		return nil, fmt.Errorf("results stream: %w", err)
 	}
-	return &Stream{f: f, w: bufio.NewWriter(f), path: path}, nil
+	return &Stream{f: f, path: path}, nil
 }
 
 // Path is the stream's file name.
 func (s *Stream) Path() string { return s.path }
 
-// Write appends one line and flushes it to the file.
+// Write appends one line. Errors: encoding, or the write's (wrapped, e.g.
+// syscall.ENOSPC), which stops the stream (see Stream).
 func (s *Stream) Write(l StreamLine) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
 	b, err := json.Marshal(l)
 	if err != nil {
 		return fmt.Errorf("results stream: encode: %w", err)
 	}
-	if _, err := s.w.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("results stream: write: %w", err)
+	n, err := s.f.Write(append(b, '\n'))
+	if err != nil {
+		s.err = fmt.Errorf("results stream: %w", err) // err names the file
+		if n > 0 {
+			_ = s.f.Truncate(s.size) // drop the torn line: the file stays readable
+		}
+		return s.err
 	}
-	if err := s.w.Flush(); err != nil {
-		return fmt.Errorf("results stream: write: %w", err)
+	s.size += int64(n)
+	s.lines++
+	if l.Interval != nil {
+		s.lastT = l.Interval.T
 	}
 	return nil
 }
 
-// Close flushes and closes the file.
+// Err is the write failure that stopped the stream, nil while it works.
+func (s *Stream) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// LastT is the t (seconds since the start) of the last interval the
+// stream holds, 0 before the first.
+func (s *Stream) LastT() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastT
+}
+
+// Close syncs and closes the file; it returns the first write failure,
+// if any, else the sync's or close's error.
 func (s *Stream) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.w.Flush(); err != nil {
-		s.f.Close()
-		return fmt.Errorf("results stream: %w", err)
+	if s.f == nil {
+		return s.err
 	}
-	if err := s.f.Sync(); err != nil {
-		s.f.Close()
-		return fmt.Errorf("results stream: %w", err)
+	serr := s.f.Sync()
+	cerr := s.f.Close()
+	s.f = nil
+	switch {
+	case s.err != nil:
+		return s.err
+	case serr != nil:
+		return fmt.Errorf("results stream %s: %w", s.path, serr)
+	case cerr != nil:
+		return fmt.Errorf("results stream %s: %w", s.path, cerr)
 	}
-	return s.f.Close()
+	return nil
 }
 
 // ReadStream reads a stream file and returns its header, its intervals
