@@ -82,6 +82,10 @@ type Observations struct {
 	Series    []Sample      `json:"series"`
 	Storms    []storm.Event `json:"storms"`
 	Errors    []SampleError `json:"errors,omitempty"`
+	// Statements is pg_stat_statements over the sampling (nil while
+	// sampling goes on, and in results written before erplab recorded
+	// it); its Note says how to enable the extension when absent.
+	Statements *Statements `json:"statements,omitempty"`
 }
 
 // RuleParams are the storm rule's thresholds as recorded (storm.Rule).
@@ -116,6 +120,13 @@ type Session struct {
 	connPID  int
 	connN    int64 // samples on the current connection
 	cost     *Cost // set by Stop
+
+	// stmtStart is the pg_stat_statements snapshot at the start (nil
+	// without it), stmtNote why not; statements is the result, set when
+	// sampling ends.
+	stmtStart  *stmtSnapshot
+	stmtNote   string
+	statements *Statements
 }
 
 // Start connects to dsn (see Connect) and samples every opts.Interval
@@ -148,6 +159,11 @@ func Start(ctx context.Context, dsn string, start time.Time, opts SessionOptions
 		det: det, rt: hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3),
 	}
 	ss.noteConnection(s.Info(), s.connected)
+	if ss.stmtNote = s.statementsNote(); ss.stmtNote == "" {
+		if ss.stmtStart, err = s.snapshotStatements(ctx, 0); err != nil {
+			ss.stmtNote = "statements: " + err.Error()
+		}
+	}
 	go ss.loop(sctx)
 	return ss, nil
 }
@@ -179,7 +195,7 @@ func (ss *Session) backendCPU() (float64, bool) {
 
 func (ss *Session) loop(ctx context.Context) {
 	defer close(ss.done)
-	defer ss.s.Close(context.Background())
+	defer ss.finish()
 	for k := int64(0); ; {
 		ss.tick(ctx)
 		// Next tick: the first multiple of the interval after now.
@@ -243,6 +259,32 @@ func (ss *Session) tick(ctx context.Context) {
 			ss.opts.OnStorm(*fired)
 		}
 	}
+}
+
+// finish takes the closing pg_stat_statements snapshot and closes the
+// connection; on the loop's goroutine as it ends.
+func (ss *Session) finish() {
+	defer ss.s.Close(context.Background())
+	st := &Statements{Note: ss.stmtNote, Top: []Statement{}}
+	if ss.stmtStart != nil {
+		end, err := ss.s.snapshotStatements(context.Background(), 2000)
+		if err != nil {
+			st.Note = "statements: at the end: " + err.Error()
+		} else {
+			st = statementsDelta(ss.stmtStart, end, ss.s.sightings, ss.s.opts.Ops.Names())
+		}
+	}
+	ss.mu.Lock()
+	ss.statements = st
+	ss.mu.Unlock()
+}
+
+// Statements returns pg_stat_statements over the session, nil until
+// sampling has ended (Stop). Its Note says why figures are missing.
+func (ss *Session) Statements() *Statements {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.statements
 }
 
 // Stop ends sampling, closes the connection and fixes the cost figures.
@@ -330,6 +372,7 @@ func (ss *Session) Snapshot() Observations {
 		StormRule: RuleParams{WindowS: r.Window.Seconds(), Factor: r.Factor, MinActive: r.MinActive,
 			CPUSaturated: r.CPUSaturated, EndRatio: r.EndRatio},
 		Cost: c, Series: ss.series[:len(ss.series):len(ss.series)], Storms: ss.det.Events(), Errors: ss.errs,
+		Statements: ss.statements,
 	}
 	if o.Series == nil {
 		o.Series = []Sample{}
