@@ -154,9 +154,9 @@ WHERE pid = ANY($1::int4[]) AND state = 'active'`
 
 // extensionsSQL finds, once per connection, the schemas of the
 // pg_stat_statements and pg_wait_sampling extensions in the connected
-// database (” when not created), pg_stat_statements' version, whether
+// database (empty when not created), pg_stat_statements' version, whether
 // pg_stat_statements is preloaded (shared_preload_libraries), and
-// pg_wait_sampling.profile_period in ms (” when the library is not
+// pg_wait_sampling.profile_period in ms (empty when the library is not
 // loaded).
 const extensionsSQL = `SELECT
   coalesce((SELECT n.nspname::text FROM pg_catalog.pg_extension x JOIN pg_catalog.pg_namespace n ON n.oid = x.extnamespace WHERE x.extname = 'pg_stat_statements'), ''),
