@@ -25,6 +25,8 @@ type SessionOptions struct {
 	// tick whose time has passed while a slow sample ran is skipped.
 	Interval time.Duration
 	// Rule is the storm rule; the zero value means storm.DefaultRule().
+	// When its CPUs is 0 and the host is sampled (a local server), CPUs is
+	// set to the host's CPU count, turning the crowd rule on.
 	Rule storm.Rule
 	// OnSample, when set, is called on the session's goroutine after every
 	// successful sample (e.g. metrics.Exporter.ObserveSample). It must
@@ -95,6 +97,11 @@ type RuleParams struct {
 	MinActive    int     `json:"min_active"`
 	CPUSaturated float64 `json:"cpu_saturated_pct"`
 	EndRatio     float64 `json:"end_ratio"`
+	// The crowd rule's (absent when it was off: CPUs 0).
+	CPUs        int     `json:"cpus,omitempty"`
+	CrowdFactor float64 `json:"crowd_factor,omitempty"`
+	CrowdShare  float64 `json:"crowd_lock_share,omitempty"`
+	CrowdPoints int     `json:"crowd_points,omitempty"`
 }
 
 // Session samples a server every interval in the background. Its methods
@@ -121,9 +128,10 @@ type Session struct {
 	connN    int64 // samples on the current connection
 	cost     *Cost // set by Stop
 
-	// stmtStart is the pg_stat_statements snapshot at the start (nil
-	// without it), stmtNote why not; statements is the result, set when
-	// sampling ends.
+	// stmtStart is the pg_stat_statements snapshot taken after the first
+	// sample (nil without it), stmtNote why not (both touched by the
+	// loop's goroutine only once it runs); statements is the result, set
+	// when sampling ends (under mu).
 	stmtStart  *stmtSnapshot
 	stmtNote   string
 	statements *Statements
@@ -145,12 +153,23 @@ func Start(ctx context.Context, dsn string, start time.Time, opts SessionOptions
 	if opts.Rule == (storm.Rule{}) {
 		opts.Rule = storm.DefaultRule()
 	}
-	det, err := storm.NewDetector(opts.Rule)
-	if err != nil {
+	if _, err := storm.NewDetector(opts.Rule); err != nil {
 		return nil, err
 	}
 	s, err := Connect(ctx, dsn, opts.Options)
 	if err != nil {
+		return nil, err
+	}
+	if opts.Rule.CPUs == 0 && s.Info().HostSampled {
+		if fs, err := hostfacts.New(s.opts.ProcRoot, ""); err == nil {
+			if cpus, err := fs.CPUInfo(); err == nil {
+				opts.Rule.CPUs = len(cpus)
+			}
+		}
+	}
+	det, err := storm.NewDetector(opts.Rule)
+	if err != nil {
+		s.Close(ctx)
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
@@ -159,11 +178,7 @@ func Start(ctx context.Context, dsn string, start time.Time, opts SessionOptions
 		det: det, rt: hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3),
 	}
 	ss.noteConnection(s.Info(), s.connected)
-	if ss.stmtNote = s.statementsNote(); ss.stmtNote == "" {
-		if ss.stmtStart, err = s.snapshotStatements(ctx, 0); err != nil {
-			ss.stmtNote = "statements: " + err.Error()
-		}
-	}
+	ss.stmtNote = s.statementsNote()
 	go ss.loop(sctx)
 	return ss, nil
 }
@@ -198,6 +213,14 @@ func (ss *Session) loop(ctx context.Context) {
 	defer ss.finish()
 	for k := int64(0); ; {
 		ss.tick(ctx)
+		if k == 0 && ss.stmtNote == "" && ss.stmtStart == nil {
+			// The opening pg_stat_statements snapshot, right after the
+			// first sample so as not to delay it.
+			var err error
+			if ss.stmtStart, err = ss.s.snapshotStatements(ctx, 0); err != nil {
+				ss.stmtNote = "statements: " + err.Error()
+			}
+		}
 		// Next tick: the first multiple of the interval after now.
 		el := time.Since(ss.start)
 		next := int64(el/ss.interval) + 1
@@ -373,6 +396,9 @@ func (ss *Session) Snapshot() Observations {
 			CPUSaturated: r.CPUSaturated, EndRatio: r.EndRatio},
 		Cost: c, Series: ss.series[:len(ss.series):len(ss.series)], Storms: ss.det.Events(), Errors: ss.errs,
 		Statements: ss.statements,
+	}
+	if r.CPUs > 0 {
+		o.StormRule.CPUs, o.StormRule.CrowdFactor, o.StormRule.CrowdShare, o.StormRule.CrowdPoints = r.CPUs, r.CrowdFactor, r.CrowdShare, r.CrowdPoints
 	}
 	if o.Series == nil {
 		o.Series = []Sample{}
