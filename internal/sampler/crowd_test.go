@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/erplab/erplab/internal/pgcluster"
+	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/storm"
 )
 
@@ -25,6 +26,7 @@ var crowdSessions = flag.Int("crowd-sessions", 0, "TestCrowdStormReal: sessions 
 // only the crowd rule can tell them apart: it must fire on the churn and
 // stay silent on the selects.
 func TestCrowdStormReal(t *testing.T) {
+	pgtest.SkipShort(t)
 	n := *crowdSessions
 	if n == 0 {
 		n = 32
