@@ -41,7 +41,9 @@ import (
 // sees storms on a server too small to keep CPU idle (on 2 cores
 // temp-table churn saturates the CPU and the rise rule never fires). It
 // fires at a point p when the window (the points within Window seconds
-// before p, and p) holds at least CrowdPoints points, every one of them
+// before p, and p; or, when sampling is so slow that these are fewer than
+// CrowdPoints, the last CrowdPoints points) holds at least CrowdPoints
+// points, every one of them
 // with Active >= CrowdFactor * CPUs, and the sessions waiting on an LWLock
 // or a heavyweight lock (wait event types LWLock and Lock, all events
 // together) are on average at least CrowdShare of the active sessions
@@ -172,6 +174,10 @@ func (e Event) Ongoing() bool { return e.EndT == nil }
 type Detector struct {
 	rule   Rule
 	window []Point
+	// recent are the last CrowdPoints-1 points whatever their age: the
+	// crowd rule's window when sampling is slower than Window/CrowdPoints
+	// (a sampler starved on a saturated server).
+	recent []Point
 	events []Event
 	cur    int // index of the ongoing event in events, -1 if none
 }
@@ -223,6 +229,12 @@ func (d *Detector) Observe(p Point) (fired, ended *Event) {
 		}
 	}
 	d.window = append(d.window, p)
+	if n := d.rule.CrowdPoints - 1; n > 0 {
+		if len(d.recent) >= n {
+			d.recent = append(d.recent[:0], d.recent[len(d.recent)-n+1:]...)
+		}
+		d.recent = append(d.recent, p)
+	}
 	return fired, ended
 }
 
@@ -286,14 +298,24 @@ func lockShare(pts []Point, p Point) (float64, map[string]int) {
 	return share / float64(len(pts)+1), sum
 }
 
+// crowdWindow is the crowd rule's window before p: the points within
+// Window, or the last CrowdPoints-1 points when the window holds fewer.
+func (d *Detector) crowdWindow() []Point {
+	if len(d.window)+1 >= d.rule.CrowdPoints {
+		return d.window
+	}
+	return d.recent
+}
+
 // checkCrowd applies the crowd rule at p against the window.
 func (d *Detector) checkCrowd(p Point) *Event {
 	limit := d.crowdLimit()
-	if len(d.window)+1 < d.rule.CrowdPoints || float64(p.Active) < limit {
+	win := d.crowdWindow()
+	if len(win)+1 < d.rule.CrowdPoints || float64(p.Active) < limit {
 		return nil
 	}
 	low := p
-	for _, w := range d.window {
+	for _, w := range win {
 		if float64(w.Active) < limit {
 			return nil
 		}
@@ -301,14 +323,14 @@ func (d *Detector) checkCrowd(p Point) *Event {
 			low = w
 		}
 	}
-	share, locks := lockShare(d.window, p)
+	share, locks := lockShare(win, p)
 	if share < d.rule.CrowdShare {
 		return nil
 	}
-	e := &Event{T: p.T, StartT: d.window[0].T, From: low.Active, To: p.Active, Peak: p.Active,
+	e := &Event{T: p.T, StartT: win[0].T, From: low.Active, To: p.Active, Peak: p.Active,
 		CPUBusy: p.CPUBusy, CPUKnown: p.CPUKnown, Rule: "crowd", LockPct: math.Round(1000*share) / 10}
 	name, n := Dominant(locks)
-	e.WaitEvent, e.WaitCount = name, n/(len(d.window)+1)
+	e.WaitEvent, e.WaitCount = name, n/(len(win)+1)
 	cpu := "CPU n/a"
 	if e.CPUKnown {
 		cpu = fmt.Sprintf("CPU %.0f %%", e.CPUBusy)
@@ -323,7 +345,7 @@ func (d *Detector) crowdEnds(p Point) bool {
 	if float64(p.Active) < d.crowdLimit() {
 		return true
 	}
-	share, _ := lockShare(d.window, p)
+	share, _ := lockShare(d.crowdWindow(), p)
 	return share < d.rule.CrowdShare/2
 }
 

@@ -219,3 +219,21 @@ func TestCrowdStorm(t *testing.T) {
 		t.Error("crowd share 0 accepted")
 	}
 }
+
+// A starved sampler (one point every 6 s, longer than the window) still
+// gets a crowd storm from its last CrowdPoints points.
+func TestCrowdStormSlowSampling(t *testing.T) {
+	r := DefaultRule()
+	r.CPUs = 2
+	pts := crowdPoints([]int{250, 260, 255, 258}, []int{120, 130, 125, 129})
+	for i := range pts {
+		pts[i].T = float64(6 * (i + 1))
+	}
+	ev, err := Replay(r, pts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ev) != 1 || ev[0].T != 18 || ev[0].StartT != 6 || ev[0].Rule != "crowd" {
+		t.Fatalf("storms %+v, want one fired at the third point (t=18) over t=6..18", ev)
+	}
+}
