@@ -199,6 +199,9 @@ type Comparison struct {
 	// Warnings say what differs between the runs besides the variant
 	// (workload, scale, duration).
 	Warnings []string `json:"warnings,omitempty"`
+	// Slower are the statements that got slower (statements.go), when
+	// both sides recorded pg_stat_statements.
+	Slower []StatementChange `json:"statements_slower,omitempty"`
 }
 
 // Count returns how many rows have verdict v.
@@ -280,6 +283,7 @@ func CompareRounds(namesA []string, as []*results.Document, namesB []string, bs 
 	}
 	c.Noise = noiseReport(ra, rb, opts.MaxForeignDiff, opts)
 	c.Warnings = warnings(as, bs)
+	c.Slower = slowerStatements(as, bs, opts.MinEffect)
 	decide(c, opts)
 	return c, nil
 }

@@ -128,6 +128,7 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("compare: write: %w", err)
 	}
+	c.writeSlower(w, false)
 	_, err := fmt.Fprintf(w, "\n%s\n%s\n", c.Summary(), c.MethodNote())
 	return err
 }
@@ -149,6 +150,7 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", mdCell(r.Subject), mdCell(r.metricLabel()),
 			fmtNum(r.A), fmtNum(r.B), fmtNum(r.Delta), fmtPct(r.DeltaPct), fmtCI(r), fmtP(r.P), mdCell(v))
 	}
+	c.writeSlower(w, true)
 	_, err := fmt.Fprintf(w, "\n%s. %s\n", c.Summary(), c.MethodNote())
 	return err
 }

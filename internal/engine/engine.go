@@ -31,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/erplab/erplab/internal/opmap"
 	"github.com/erplab/erplab/internal/record"
 	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/workload"
@@ -141,6 +142,11 @@ type Config struct {
 	// e.g. for a per-transaction log like pgbench --log. It must be safe
 	// for concurrent use and cheap.
 	OnSample func(record.Sample)
+	// Ops, when set, is told which key operation runs on which backend:
+	// Begin with the connection's backend PID before each Execute, End
+	// after it (package opmap; the samplers attribute wait events and
+	// statements through it).
+	Ops *opmap.Map
 }
 
 // RetryCounter is implemented by workloads whose Execute retries an
@@ -788,8 +794,11 @@ func (e *run) operation(ctx context.Context, vu *workload.VU, op int, own *pgxpo
 		return nil
 	}
 	pc := conn.Conn().PgConn()
+	pid := pc.PID()
 	e.watch.enter(pc)
+	e.cfg.Ops.Begin(pid, op)
 	err := e.cfg.Workload.Execute(ctx, conn.Conn(), vu, op)
+	e.cfg.Ops.End(pid)
 	e.watch.leave(pc)
 	db := time.Since(t0)
 	retries := 0

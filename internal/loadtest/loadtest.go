@@ -25,6 +25,7 @@ import (
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/metrics"
+	"github.com/erplab/erplab/internal/opmap"
 	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/record"
 	"github.com/erplab/erplab/internal/results"
@@ -334,6 +335,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		outMu sync.Mutex // serialises lines from the progress and sampler goroutines
 		exp   *metrics.Exporter
 		obs   *sampler.Session
+		opm   *opmap.Map // backend PID -> key operation, for the samplers
 	)
 	say := func(format string, args ...any) {
 		outMu.Lock()
@@ -353,7 +355,12 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		say("metrics: http://%s/metrics", msrv.Addr())
 	}
 	if opts.Observe {
-		so := sampler.SessionOptions{Interval: cmp.Or(opts.ObserveInterval, opts.Interval)}
+		names := make([]string, len(ops))
+		for i, op := range ops {
+			names[i] = op.Name
+		}
+		opm = opmap.New(names)
+		so := sampler.SessionOptions{Interval: cmp.Or(opts.ObserveInterval, opts.Interval), Options: sampler.Options{Ops: opm}}
 		so.OnStorm = func(e storm.Event) {
 			if e.EndT == nil {
 				say("storm at %.0f s: %s", e.T, e.Message)
@@ -368,7 +375,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		// Sampling goes on through the graceful stop; Stop ends it.
 		if obs, err = sampler.Start(context.WithoutCancel(ctx), dsn, start, so); err != nil {
 			say("warning: observations off: %v", err)
-			obs = nil
+			obs, opm = nil, nil
 		}
 	}
 
@@ -381,7 +388,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		Workload: opts.Workload, Roles: roles, Stages: opts.Stages, Warmup: opts.Warmup,
 		Think: opts.Think, Connections: opts.Connections, MaxErrors: opts.MaxErrors,
 		Seed: opts.Seed, GracefulStop: opts.GracefulStop, ServerGone: opts.ServerGoneAfter, Health: health,
-		Rate: opts.Rate, LatencyLimit: opts.LatencyLimit, TxPerVU: opts.TxPerVU,
+		Rate: opts.Rate, LatencyLimit: opts.LatencyLimit, TxPerVU: opts.TxPerVU, Ops: opm,
 		OnInterval: func(iv results.Interval) {
 			if stream.Err() != nil {
 				return // reported when it failed
@@ -479,6 +486,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	fmt.Fprintln(out)
 	printCatalog(out, cat)
 	printStorms(out, storms)
+	PrintObservations(out, doc)
 	if stressRep != nil {
 		fmt.Fprintln(out, "\nstress workers beside the load:")
 		stress.WriteTable(out, *stressRep)

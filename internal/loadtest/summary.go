@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -287,3 +288,76 @@ func printStages(w io.Writer, doc *results.Document) {
 
 // fmtSeconds prints seconds since the start without needless decimals.
 func fmtSeconds(s float64) string { return strconv.FormatFloat(math.Round(s*10)/10, 'f', -1, 64) }
+
+// PrintObservations writes what the samplers attributed to key operations
+// and the run's churn, from doc's extra.observations (nothing without):
+// the temp-relation file churn and shared-invalidation estimate (mean and
+// largest after the warm-up), then per key operation its top waits (share
+// of its active backends' samples) and, from pg_stat_statements, its
+// statements' planning and execution time per execution of the operation;
+// when pg_stat_statements is absent, one line saying how to enable it.
+func PrintObservations(w io.Writer, doc *results.Document) {
+	raw, ok := doc.Extra["observations"]
+	if !ok {
+		return
+	}
+	o, err := sampler.ReadObservations(raw)
+	if err != nil {
+		return
+	}
+	var warmup float64
+	var p struct {
+		WarmupS float64 `json:"warmup_s"`
+	}
+	if json.Unmarshal(doc.Parameters, &p) == nil {
+		warmup = p.WarmupS
+	}
+	if c, ok := o.Churn(warmup); ok {
+		fmt.Fprintf(w, "temp-relation file churn: %.0f files/s mean, %.0f max (pg_class inserts + updates); shared invalidation ~%.0f msg/s mean, %.0f max = %.2f queue/s of %d messages (estimate from catalog changes); SInval waits %.1f %% of active\n",
+			c.RelFilesMean, c.RelFilesMax, c.SInvalMean, c.SInvalMax, c.SInvalQueuesMean, sampler.SInvalQueueSize, c.SInvalWaitPctMean)
+	}
+	totals := o.OpWaitTotals()
+	st := o.Statements
+	stmts := map[string]sampler.OpStatements{}
+	if st != nil {
+		for _, x := range st.Operations {
+			stmts[x.Operation] = x
+		}
+	}
+	execs := map[string]int64{}
+	for _, r := range doc.Operations {
+		execs[r.Name] = r.Count + r.WarmupCount
+	}
+	if len(totals) > 0 || len(stmts) > 0 {
+		fmt.Fprintf(w, "\nper key operation (waits: its active backends at each sample; plan/exec: pg_stat_statements per execution of the operation):\n")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "key operation\tsamples\ttop waits\tstatements\tplan ms\texec ms\t\n")
+		for _, r := range doc.Operations {
+			top, n := sampler.TopWaits(totals[r.Name], 3)
+			if _, ok := stmts[r.Name]; n == 0 && !ok && execs[r.Name] == 0 {
+				continue // not in the mix
+			}
+			parts := make([]string, 0, len(top))
+			for _, x := range top {
+				parts = append(parts, fmt.Sprintf("%s %.0f %%", x.Wait, x.Pct))
+			}
+			waits := strings.Join(parts, ", ")
+			if waits == "" {
+				waits = "-"
+			}
+			plan, exec, ns := "-", "-", "-"
+			if x, ok := stmts[r.Name]; ok && execs[r.Name] > 0 {
+				e := float64(execs[r.Name])
+				plan, exec, ns = fmt.Sprintf("%.2f", x.PlanMs/e), fmt.Sprintf("%.2f", x.ExecMs/e), fmt.Sprint(x.Statements)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t\n", r.Name, n, waits, ns, plan, exec)
+		}
+		tw.Flush()
+		if x, ok := stmts[""]; ok {
+			fmt.Fprintf(w, "not seen in any key operation: %d statements, %.0f calls, plan %.0f ms, exec %.0f ms in all\n", x.Statements, x.Calls, x.PlanMs, x.ExecMs)
+		}
+	}
+	if st != nil && st.Note != "" {
+		fmt.Fprintln(w, st.Note)
+	}
+}

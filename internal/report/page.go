@@ -71,6 +71,7 @@ details { margin: .5em 0; } code { background: #f6f6f6; padding: .1em .3em; word
 <tr><th class="l">run</th><th class="l">top wait events (share of active sessions)</th><th>CPU user</th><th>CPU system</th><th>iowait</th><th>softirq</th><th>catalog before</th><th>catalog after</th><th>catalog growth</th><th>temp files</th></tr>
 {{range .Obs}}<tr><td class="l">{{.Name}}</td><td class="l">{{.TopWaits}}</td><td>{{.CPUUser}}</td><td>{{.CPUSystem}}</td><td>{{.CPUIowait}}</td><td>{{.CPUSoftirq}}</td><td>{{.CatalogBefore}}</td><td>{{.CatalogAfter}}</td><td>{{.CatalogGrowth}}</td><td>{{.TempFiles}}</td></tr>
 {{end}}</table>
+` + operationsHTML + `
 {{if .Storms}}
 <h2 id="storms">Storms</h2>
 <p>Marked on the time charts: a vermillion line when the storm fired, a shaded span from its baseline point to its end.</p>

@@ -381,6 +381,12 @@ type page struct {
 	OpDefs  []opDef
 	Env     []envSection
 	Palette []string // the runs' colours in the charts, CSS hex
+	// OpWaits, Statements, StmtNotes and Churn are the per-operation,
+	// statement and churn sections (operations.go).
+	OpWaits    []opWaitRow
+	Statements []stmtRow
+	StmtNotes  []string
+	Churn      []churnRow
 }
 
 func buildPage(runs []Run, charts []Chart) page {
@@ -421,6 +427,7 @@ func buildPage(runs []Run, charts []Chart) page {
 	pg.OpDefs = operationRows(runs)
 	pg.Stages = stageRows(runs)
 	pg.Storms = stormRows(runs)
+	pg.OpWaits, pg.Statements, pg.StmtNotes, pg.Churn = operationSections(runs)
 	return pg
 }
 
@@ -567,6 +574,7 @@ func WriteMarkdown(w io.Writer, runs []Run) error {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s → %s (%s) | %s |\n", md(o.Name), md(o.TopWaits), o.CPUUser, o.CPUSystem,
 			o.CPUIowait, o.CPUSoftirq, o.CatalogBefore, o.CatalogAfter, o.CatalogGrowth, o.TempFiles)
 	}
+	writeOperationsMarkdown(&b, pg)
 	if len(pg.Storms) > 0 {
 		b.WriteString("\n### Storms\n\n| run | fired at | span | wait event | message |\n|---|---:|---|---|---|\n")
 		for _, s := range pg.Storms {

@@ -19,12 +19,14 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/opmap"
 )
 
 // Interval bounds: DefaultInterval is the sampling period unless a caller
@@ -73,6 +75,12 @@ type Options struct {
 	// sample that times out loses its connection (pgx closes it); the next
 	// sample reconnects when the Sampler was made by Connect.
 	Timeout time.Duration
+	// Ops, when set, is the load test's backend-PID-to-key-operation map
+	// (engine.Config.Ops): each sample then attributes the wait event of
+	// every active backend running a key operation to that operation
+	// (Sample.OpWaits), and notes the query_id it runs (for
+	// Session.Statements).
+	Ops *opmap.Map
 }
 
 // Sessions counts client backends by pg_stat_activity.state.
@@ -188,6 +196,19 @@ type Sample struct {
 	// ParallelWorkers is the number of parallel workers running (folded
 	// into their leaders' sessions).
 	ParallelWorkers int `json:"parallel_workers,omitempty"`
+	// OpWaits counts the active backends running a key operation (Options.Ops)
+	// by operation name, then wait event key as in Waits. A backend counts
+	// only when the same execution ran on it from before the sample was
+	// sent until its results were read (opmap.Stable); the others are
+	// OpUnattributed.
+	OpWaits        map[string]map[string]int `json:"op_waits,omitempty"`
+	OpUnattributed int                       `json:"op_unattributed,omitempty"`
+	// WaitProfile is pg_wait_sampling's profile over the interval (when
+	// the extension is there, Info.WaitSampling): the mean number of
+	// client backends in each wait event key, from its in-server sampling
+	// every profile_period ms; idle waits (Client, Activity) left out. Nil
+	// on the first sample and without the extension.
+	WaitProfile map[string]float64 `json:"wait_profile,omitempty"`
 	// Queries are the longest-running active queries, oldest first
 	// (Options.Queries of them at most).
 	Queries []Query `json:"-"`
@@ -199,11 +220,20 @@ type Sample struct {
 	// Catalog are pg_class, pg_attribute, pg_depend, pg_index, pg_type of
 	// the connected database, by name.
 	Catalog []CatalogRel `json:"catalog,omitempty"`
+	// Churn is the temp-relation file churn and the shared-invalidation
+	// estimate derived from Catalog's rates (churn.go); nil on the first
+	// sample.
+	Churn *Churn `json:"churn,omitempty"`
 
 	// Host is nil when the host is not sampled; HostError says why a host
 	// reading failed (the database part is still valid).
 	Host      *Host  `json:"host,omitempty"`
 	HostError string `json:"host_error,omitempty"`
+	// opRows and profile are raw readings, kept until the sample is
+	// complete.
+	opRows  []opRow
+	profile map[string]int64
+
 	// Noise splits the host's CPU between the server, erplab and the
 	// rest (proctree.go); nil on the first sample and when the server's
 	// processes are not visible.
@@ -247,6 +277,23 @@ type Info struct {
 	// (granted by pg_monitor): other users' sessions then count as
 	// "other" and their waits and queries are hidden.
 	StatsPrivileged bool `json:"stats_privileged"`
+	// Statements is pg_stat_statements' version when the extension is
+	// created in the connected database ("" otherwise);
+	// StatementsPreloaded says whether its library is in
+	// shared_preload_libraries.
+	Statements          string `json:"pg_stat_statements,omitempty"`
+	StatementsPreloaded bool   `json:"pg_stat_statements_preloaded,omitempty"`
+	// WaitSampling is true when pg_wait_sampling is created in the
+	// connected database and its library loaded; WaitSamplingPeriodMs is
+	// its profile_period.
+	WaitSampling         bool    `json:"pg_wait_sampling,omitempty"`
+	WaitSamplingPeriodMs float64 `json:"pg_wait_sampling_period_ms,omitempty"`
+}
+
+// extensions are the optional extensions' schemas in the connected
+// database ("" when not created).
+type extensions struct {
+	pgssSchema, pwsSchema string
 }
 
 // Sampler samples one server on one connection. It is not safe for
@@ -262,6 +309,15 @@ type Sampler struct {
 
 	prev     *Sample
 	prevTime time.Time
+	// ext are the optional extensions found at attach.
+	ext extensions
+	// before, after are the op map's snapshots around a sample;
+	// sightings count (operation, query_id) pairs seen in samples.
+	before, after map[uint32]opmap.State
+	sightings     map[sighting]int
+	// profile is pg_wait_sampling's cumulative profile at the previous
+	// sample.
+	profile map[string]int64
 	// connected is when the current connection was made (for the
 	// backend CPU accounting of Session).
 	connected time.Time
@@ -346,6 +402,17 @@ func (s *Sampler) attach(ctx context.Context, conn *pgx.Conn) error {
 	if info.VersionNum < minVersion {
 		return fmt.Errorf("sampler: PostgreSQL %s is not supported (need 12 or later)", info.Version)
 	}
+	var ext extensions
+	var period string
+	if err := conn.QueryRow(qctx, extensionsSQL).Scan(&ext.pgssSchema, &info.Statements, &info.StatementsPreloaded, &ext.pwsSchema, &period); err != nil {
+		return fmt.Errorf("sampler: find extensions: %w", err)
+	}
+	if ext.pwsSchema != "" && period != "" {
+		if ms, err := strconv.ParseFloat(period, 64); err == nil && ms > 0 {
+			info.WaitSampling, info.WaitSamplingPeriodMs = true, ms
+		}
+	}
+	s.ext = ext
 	info.Local = conninfo.IsLocal(conn.PgConn().Conn().RemoteAddr())
 	switch s.opts.Host {
 	case HostOn:
@@ -421,8 +488,21 @@ func (s *Sampler) Sample(ctx context.Context) (*Sample, error) {
 	if s.opts.Queries > 0 {
 		b.Queue(s.stmts.queries, s.opts.Queries, s.opts.QueryChars)
 	}
+	var pids []int32
+	if s.opts.Ops != nil {
+		s.before = s.opts.Ops.Snapshot(s.before)
+		for pid, st := range s.before {
+			if st.Op != opmap.Idle {
+				pids = append(pids, int32(pid))
+			}
+		}
+		b.Queue(s.stmts.opSessions, pids)
+	}
 	b.Queue(s.stmts.database)
 	b.Queue(s.stmts.catalog)
+	if s.info.WaitSampling {
+		b.Queue(fmt.Sprintf(waitProfileSQL, pgx.Identifier{s.ext.pwsSchema}.Sanitize()))
+	}
 	br := s.conn.SendBatch(qctx, b)
 	err := s.readBatch(br, out)
 	if cerr := br.Close(); err == nil && cerr != nil {
@@ -432,10 +512,21 @@ func (s *Sampler) Sample(ctx context.Context) (*Sample, error) {
 		return nil, fmt.Errorf("sampler: %w", err)
 	}
 	out.RoundTrip = time.Since(now)
+	if s.opts.Ops != nil {
+		s.after = s.opts.Ops.Snapshot(s.after)
+		s.attribute(out)
+	}
 
 	if s.prev != nil && elapsed > 0 {
 		out.DB = dbRates(s.prev.DBTotals, out.DBTotals, elapsed)
 		catalogRates(s.prev.Catalog, out.Catalog, elapsed)
+		out.Churn = churnOf(out.Catalog, out.Waits, out.Sessions.Active)
+		if s.info.WaitSampling && s.profile != nil {
+			out.WaitProfile = profileRates(s.profile, out.profile, elapsed, s.info.WaitSamplingPeriodMs)
+		}
+	}
+	if out.profile != nil {
+		s.profile, out.profile = out.profile, nil
 	}
 	s.prev, s.prevTime = out, now
 	return out, nil
@@ -495,6 +586,22 @@ func (s *Sampler) readBatch(br pgx.BatchResults, out *Sample) error {
 		}
 	}
 
+	// Backends running key operations.
+	if s.opts.Ops != nil {
+		rows, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("operation sessions: %w", err)
+		}
+		var r opRow
+		_, err = pgx.ForEachRow(rows, []any{&r.pid, &r.wait, &r.queryID}, func() error {
+			out.opRows = append(out.opRows, r)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("operation sessions: %w", err)
+		}
+	}
+
 	// Database counters.
 	d := &out.DBTotals
 	if err := br.QueryRow().Scan(&d.XactCommit, &d.XactRollback, &d.BlksRead, &d.BlksHit,
@@ -514,6 +621,23 @@ func (s *Sampler) readBatch(br pgx.BatchResults, out *Sample) error {
 	})
 	if err != nil {
 		return fmt.Errorf("catalog: %w", err)
+	}
+
+	// pg_wait_sampling's profile.
+	if s.info.WaitSampling {
+		rows, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("pg_wait_sampling profile: %w", err)
+		}
+		out.profile = map[string]int64{}
+		var n int64
+		_, err = pgx.ForEachRow(rows, []any{&key, &n}, func() error {
+			out.profile[key] = n
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("pg_wait_sampling profile: %w", err)
+		}
 	}
 	return nil
 }

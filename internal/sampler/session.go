@@ -25,6 +25,8 @@ type SessionOptions struct {
 	// tick whose time has passed while a slow sample ran is skipped.
 	Interval time.Duration
 	// Rule is the storm rule; the zero value means storm.DefaultRule().
+	// When its CPUs is 0 and the host is sampled (a local server), CPUs is
+	// set to the host's CPU count, turning the crowd rule on.
 	Rule storm.Rule
 	// OnSample, when set, is called on the session's goroutine after every
 	// successful sample (e.g. metrics.Exporter.ObserveSample). It must
@@ -82,6 +84,10 @@ type Observations struct {
 	Series    []Sample      `json:"series"`
 	Storms    []storm.Event `json:"storms"`
 	Errors    []SampleError `json:"errors,omitempty"`
+	// Statements is pg_stat_statements over the sampling (nil while
+	// sampling goes on, and in results written before erplab recorded
+	// it); its Note says how to enable the extension when absent.
+	Statements *Statements `json:"statements,omitempty"`
 }
 
 // RuleParams are the storm rule's thresholds as recorded (storm.Rule).
@@ -91,6 +97,11 @@ type RuleParams struct {
 	MinActive    int     `json:"min_active"`
 	CPUSaturated float64 `json:"cpu_saturated_pct"`
 	EndRatio     float64 `json:"end_ratio"`
+	// The crowd rule's (absent when it was off: CPUs 0).
+	CPUs        int     `json:"cpus,omitempty"`
+	CrowdFactor float64 `json:"crowd_factor,omitempty"`
+	CrowdShare  float64 `json:"crowd_lock_share,omitempty"`
+	CrowdPoints int     `json:"crowd_points,omitempty"`
 }
 
 // Session samples a server every interval in the background. Its methods
@@ -116,6 +127,14 @@ type Session struct {
 	connPID  int
 	connN    int64 // samples on the current connection
 	cost     *Cost // set by Stop
+
+	// stmtStart is the pg_stat_statements snapshot taken after the first
+	// sample (nil without it), stmtNote why not (both touched by the
+	// loop's goroutine only once it runs); statements is the result, set
+	// when sampling ends (under mu).
+	stmtStart  *stmtSnapshot
+	stmtNote   string
+	statements *Statements
 }
 
 // Start connects to dsn (see Connect) and samples every opts.Interval
@@ -134,12 +153,23 @@ func Start(ctx context.Context, dsn string, start time.Time, opts SessionOptions
 	if opts.Rule == (storm.Rule{}) {
 		opts.Rule = storm.DefaultRule()
 	}
-	det, err := storm.NewDetector(opts.Rule)
-	if err != nil {
+	if _, err := storm.NewDetector(opts.Rule); err != nil {
 		return nil, err
 	}
 	s, err := Connect(ctx, dsn, opts.Options)
 	if err != nil {
+		return nil, err
+	}
+	if opts.Rule.CPUs == 0 && s.Info().HostSampled {
+		if fs, err := hostfacts.New(s.opts.ProcRoot, ""); err == nil {
+			if cpus, err := fs.CPUInfo(); err == nil {
+				opts.Rule.CPUs = len(cpus)
+			}
+		}
+	}
+	det, err := storm.NewDetector(opts.Rule)
+	if err != nil {
+		s.Close(ctx)
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
@@ -148,6 +178,7 @@ func Start(ctx context.Context, dsn string, start time.Time, opts SessionOptions
 		det: det, rt: hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3),
 	}
 	ss.noteConnection(s.Info(), s.connected)
+	ss.stmtNote = s.statementsNote()
 	go ss.loop(sctx)
 	return ss, nil
 }
@@ -179,9 +210,17 @@ func (ss *Session) backendCPU() (float64, bool) {
 
 func (ss *Session) loop(ctx context.Context) {
 	defer close(ss.done)
-	defer ss.s.Close(context.Background())
+	defer ss.finish()
 	for k := int64(0); ; {
 		ss.tick(ctx)
+		if k == 0 && ss.stmtNote == "" && ss.stmtStart == nil {
+			// The opening pg_stat_statements snapshot, right after the
+			// first sample so as not to delay it.
+			var err error
+			if ss.stmtStart, err = ss.s.snapshotStatements(ctx, 0); err != nil {
+				ss.stmtNote = "statements: " + err.Error()
+			}
+		}
 		// Next tick: the first multiple of the interval after now.
 		el := time.Since(ss.start)
 		next := int64(el/ss.interval) + 1
@@ -243,6 +282,32 @@ func (ss *Session) tick(ctx context.Context) {
 			ss.opts.OnStorm(*fired)
 		}
 	}
+}
+
+// finish takes the closing pg_stat_statements snapshot and closes the
+// connection; on the loop's goroutine as it ends.
+func (ss *Session) finish() {
+	defer ss.s.Close(context.Background())
+	st := &Statements{Note: ss.stmtNote, Top: []Statement{}}
+	if ss.stmtStart != nil {
+		end, err := ss.s.snapshotStatements(context.Background(), 2000)
+		if err != nil {
+			st.Note = "statements: at the end: " + err.Error()
+		} else {
+			st = statementsDelta(ss.stmtStart, end, ss.s.sightings, ss.s.opts.Ops.Names())
+		}
+	}
+	ss.mu.Lock()
+	ss.statements = st
+	ss.mu.Unlock()
+}
+
+// Statements returns pg_stat_statements over the session, nil until
+// sampling has ended (Stop). Its Note says why figures are missing.
+func (ss *Session) Statements() *Statements {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.statements
 }
 
 // Stop ends sampling, closes the connection and fixes the cost figures.
@@ -330,6 +395,10 @@ func (ss *Session) Snapshot() Observations {
 		StormRule: RuleParams{WindowS: r.Window.Seconds(), Factor: r.Factor, MinActive: r.MinActive,
 			CPUSaturated: r.CPUSaturated, EndRatio: r.EndRatio},
 		Cost: c, Series: ss.series[:len(ss.series):len(ss.series)], Storms: ss.det.Events(), Errors: ss.errs,
+		Statements: ss.statements,
+	}
+	if r.CPUs > 0 {
+		o.StormRule.CPUs, o.StormRule.CrowdFactor, o.StormRule.CrowdShare, o.StormRule.CrowdPoints = r.CPUs, r.CrowdFactor, r.CrowdShare, r.CrowdPoints
 	}
 	if o.Series == nil {
 		o.Series = []Sample{}

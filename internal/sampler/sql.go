@@ -117,12 +117,15 @@ const infoSQL = `SELECT current_setting('server_version_num')::int4, current_set
 
 // sqlSet is the statements for one server version.
 type sqlSet struct {
-	sessions, queries, database, catalog string
+	sessions, queries, opSessions, database, catalog string
 }
 
 // statementsFor returns the statements for server_version_num v.
 func statementsFor(v int) sqlSet {
-	s := sqlSet{sessions: sessionsSQL, queries: queriesSQL13, database: databaseSQL14, catalog: catalogSQL}
+	s := sqlSet{sessions: sessionsSQL, queries: queriesSQL13, opSessions: opSessionsSQL14, database: databaseSQL14, catalog: catalogSQL}
+	if v < 140000 {
+		s.opSessions = opSessionsSQL12
+	}
 	if v < 130000 {
 		s.queries = queriesSQL12
 	}
@@ -131,3 +134,48 @@ func statementsFor(v int) sqlSet {
 	}
 	return s
 }
+
+// opSessionsSQL14 reads, for the backends on which the engine runs a key
+// operation ($1, their PIDs: package opmap), the active ones' wait event
+// key (as sessionsSQL) and query_id (PostgreSQL 14+, 0 when
+// compute_query_id is off or the statement has none). It runs in the same
+// transaction as sessionsSQL, so it reads the same backend status
+// snapshot.
+//
+// Rows: pid, wait event key, query_id.
+const opSessionsSQL14 = `SELECT pid, coalesce(wait_event_type || ':' || wait_event, 'CPU'), coalesce(query_id, 0)
+FROM pg_catalog.pg_stat_activity
+WHERE pid = ANY($1::int4[]) AND state = 'active'`
+
+// opSessionsSQL12 is opSessionsSQL14 before PostgreSQL 14 (no query_id).
+const opSessionsSQL12 = `SELECT pid, coalesce(wait_event_type || ':' || wait_event, 'CPU'), 0::int8
+FROM pg_catalog.pg_stat_activity
+WHERE pid = ANY($1::int4[]) AND state = 'active'`
+
+// extensionsSQL finds, once per connection, the schemas of the
+// pg_stat_statements and pg_wait_sampling extensions in the connected
+// database (empty when not created), pg_stat_statements' version, whether
+// pg_stat_statements is preloaded (shared_preload_libraries), and
+// pg_wait_sampling.profile_period in ms (empty when the library is not
+// loaded).
+const extensionsSQL = `SELECT
+  coalesce((SELECT n.nspname::text FROM pg_catalog.pg_extension x JOIN pg_catalog.pg_namespace n ON n.oid = x.extnamespace WHERE x.extname = 'pg_stat_statements'), ''),
+  coalesce((SELECT x.extversion FROM pg_catalog.pg_extension x WHERE x.extname = 'pg_stat_statements'), ''),
+  position('pg_stat_statements' IN current_setting('shared_preload_libraries')) > 0,
+  coalesce((SELECT n.nspname::text FROM pg_catalog.pg_extension x JOIN pg_catalog.pg_namespace n ON n.oid = x.extnamespace WHERE x.extname = 'pg_wait_sampling'), ''),
+  coalesce(current_setting('pg_wait_sampling.profile_period', true), '')`
+
+// waitProfileSQL (schema-qualified by the caller with %s) sums
+// pg_wait_sampling's cumulative profile (samples taken every
+// profile_period ms in the server) per wait event key over the client
+// backends that exist now, leaving out idle waits (Client:ClientRead and
+// the Activity type of background processes' main loops) so that it
+// compares with the active sessions of sessionsSQL.
+//
+// Rows: wait event key ("CPU" when event_type is NULL), samples.
+const waitProfileSQL = `SELECT coalesce(p.event_type || ':' || p.event, 'CPU'), sum(p.count)::int8
+FROM %s.pg_wait_sampling_profile p
+JOIN pg_catalog.pg_stat_activity a ON a.pid = p.pid AND a.backend_type = 'client backend'
+WHERE p.pid <> pg_catalog.pg_backend_pid()
+  AND coalesce(p.event_type, '') NOT IN ('Activity', 'Client')
+GROUP BY 1`

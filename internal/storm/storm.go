@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -35,6 +36,23 @@ import (
 // A storm ends at the first later point whose Active is at most
 // EndRatio * the Active it fired at, or below MinActive; no new storm
 // fires while one is going on.
+//
+// The crowd rule (when CPUs > 0) does not depend on spare CPU, so it also
+// sees storms on a server too small to keep CPU idle (on 2 cores
+// temp-table churn saturates the CPU and the rise rule never fires). It
+// fires at a point p when the window (the points within Window seconds
+// before p, and p; or, when sampling is so slow that these are fewer than
+// CrowdPoints, the last CrowdPoints points) holds at least CrowdPoints
+// points, every one of them
+// with Active >= CrowdFactor * CPUs, and the sessions waiting on an LWLock
+// or a heavyweight lock (wait event types LWLock and Lock, all events
+// together) are on average at least CrowdShare of the active sessions
+// over those points. A queue several times the CPU count whose sessions
+// wait on each other, not only for a processor. It is named after the
+// lock event with the most waiting sessions over the window. It ends at
+// the first point where Active falls below CrowdFactor * CPUs or the
+// window's mean lock share below CrowdShare / 2. MinActive does not apply
+// to it.
 type Rule struct {
 	// Window is how quickly the rise must happen (default 5 s).
 	Window time.Duration
@@ -50,12 +68,27 @@ type Rule struct {
 	// EndRatio ends a storm when active sessions fall to this share of
 	// the count it fired at (default 0.5).
 	EndRatio float64
+
+	// CPUs is the server's CPU count for the crowd rule; 0 turns the crowd
+	// rule off (a remote server whose CPUs are unknown).
+	CPUs int
+	// CrowdFactor is the active sessions per CPU from which a crowd counts
+	// (default 4).
+	CrowdFactor float64
+	// CrowdShare is the mean share of active sessions waiting on locks
+	// (LWLock and Lock types) over the window that makes a crowd a storm
+	// (default 0.15).
+	CrowdShare float64
+	// CrowdPoints is the least number of points in the window (default 3).
+	CrowdPoints int
 }
 
 // DefaultRule returns Window 5 s, Factor 4, MinActive 30, CPUSaturated
-// 90 %, EndRatio 0.5.
+// 90 %, EndRatio 0.5, and the crowd rule off (CPUs 0) with CrowdFactor 4,
+// CrowdShare 0.15, CrowdPoints 3.
 func DefaultRule() Rule {
-	return Rule{Window: 5 * time.Second, Factor: 4, MinActive: 30, CPUSaturated: 90, EndRatio: 0.5}
+	return Rule{Window: 5 * time.Second, Factor: 4, MinActive: 30, CPUSaturated: 90, EndRatio: 0.5,
+		CrowdFactor: 4, CrowdShare: 0.15, CrowdPoints: 3}
 }
 
 // Validate returns an error naming the first invalid field.
@@ -71,6 +104,14 @@ func (r Rule) Validate() error {
 		return fmt.Errorf("storm rule: CPU saturation must be in (0, 100] %%, got %g", r.CPUSaturated)
 	case !(r.EndRatio > 0 && r.EndRatio < 1):
 		return fmt.Errorf("storm rule: end ratio must be in (0, 1), got %g", r.EndRatio)
+	case r.CPUs < 0:
+		return fmt.Errorf("storm rule: CPUs must be >= 0, got %d", r.CPUs)
+	case r.CPUs > 0 && !(r.CrowdFactor > 0 && !math.IsInf(r.CrowdFactor, 0)):
+		return fmt.Errorf("storm rule: crowd factor must be > 0, got %g", r.CrowdFactor)
+	case r.CPUs > 0 && !(r.CrowdShare > 0 && r.CrowdShare <= 1):
+		return fmt.Errorf("storm rule: crowd share must be in (0, 1], got %g", r.CrowdShare)
+	case r.CPUs > 0 && r.CrowdPoints < 1:
+		return fmt.Errorf("storm rule: crowd points must be >= 1, got %d", r.CrowdPoints)
 	}
 	return nil
 }
@@ -112,8 +153,16 @@ type Event struct {
 	// host was not sampled.
 	CPUBusy  float64 `json:"cpu_busy_pct"`
 	CPUKnown bool    `json:"cpu_known"`
+	// Rule is "crowd" for a storm of the crowd rule (From is then the
+	// fewest active sessions in its window, LockPct the window's mean
+	// share of active sessions waiting on locks, WaitEvent the lock event
+	// with the most waiting sessions over the window), "" for the rise
+	// rule.
+	Rule    string  `json:"rule,omitempty"`
+	LockPct float64 `json:"lock_wait_pct,omitempty"`
 	// Message is the one-line description, e.g.
-	// "LWLock:LockManager storm: active 12 -> 240 in 3 s, CPU 35 %".
+	// "LWLock:LockManager storm: active 12 -> 240 in 3 s, CPU 35 %" or
+	// "LWLock:LockManager storm: 141 active on 2 CPUs, 31 % waiting on locks over 5 s (LWLock:LockManager 20), CPU 100 %".
 	Message string `json:"message"`
 }
 
@@ -125,6 +174,10 @@ func (e Event) Ongoing() bool { return e.EndT == nil }
 type Detector struct {
 	rule   Rule
 	window []Point
+	// recent are the last CrowdPoints-1 points whatever their age: the
+	// crowd rule's window when sampling is slower than Window/CrowdPoints
+	// (a sampler starved on a saturated server).
+	recent []Point
 	events []Event
 	cur    int // index of the ongoing event in events, -1 if none
 }
@@ -157,19 +210,31 @@ func (d *Detector) Observe(p Point) (fired, ended *Event) {
 		if p.Active > e.Peak {
 			e.Peak = p.Active
 		}
-		if float64(p.Active) <= d.rule.EndRatio*float64(e.To) || p.Active < d.rule.MinActive {
+		if e.Rule == "crowd" && d.crowdEnds(p) || e.Rule == "" && (float64(p.Active) <= d.rule.EndRatio*float64(e.To) || p.Active < d.rule.MinActive) {
 			t := p.T
 			e.EndT = &t
 			d.cur = -1
 			c := *e
 			ended = &c
 		}
-	} else if f := d.check(p); f != nil {
-		d.events = append(d.events, *f)
-		d.cur = len(d.events) - 1
-		fired = f
+	} else {
+		f := d.check(p)
+		if f == nil && d.rule.CPUs > 0 {
+			f = d.checkCrowd(p)
+		}
+		if f != nil {
+			d.events = append(d.events, *f)
+			d.cur = len(d.events) - 1
+			fired = f
+		}
 	}
 	d.window = append(d.window, p)
+	if n := d.rule.CrowdPoints - 1; n > 0 {
+		if len(d.recent) >= n {
+			d.recent = append(d.recent[:0], d.recent[len(d.recent)-n+1:]...)
+		}
+		d.recent = append(d.recent, p)
+	}
 	return fired, ended
 }
 
@@ -202,6 +267,86 @@ func (d *Detector) check(p Point) *Event {
 	e.WaitEvent, e.WaitCount = Dominant(p.Waits)
 	e.Message = message(*e)
 	return e
+}
+
+// crowdLimit is the active count from which the crowd rule counts.
+func (d *Detector) crowdLimit() float64 { return d.rule.CrowdFactor * float64(d.rule.CPUs) }
+
+// isLock reports whether a wait event key is an LWLock or a heavyweight
+// lock.
+func isLock(key string) bool {
+	return strings.HasPrefix(key, "LWLock:") || strings.HasPrefix(key, "Lock:")
+}
+
+// lockShare returns the mean share of active sessions waiting on locks
+// over pts and p, and the lock waits summed.
+func lockShare(pts []Point, p Point) (float64, map[string]int) {
+	sum := map[string]int{}
+	share := 0.0
+	for _, w := range append(pts[:len(pts):len(pts)], p) {
+		n := 0
+		for k, c := range w.Waits {
+			if isLock(k) {
+				n += c
+				sum[k] += c
+			}
+		}
+		if w.Active > 0 {
+			share += float64(n) / float64(w.Active)
+		}
+	}
+	return share / float64(len(pts)+1), sum
+}
+
+// crowdWindow is the crowd rule's window before p: the points within
+// Window, or the last CrowdPoints-1 points when the window holds fewer.
+func (d *Detector) crowdWindow() []Point {
+	if len(d.window)+1 >= d.rule.CrowdPoints {
+		return d.window
+	}
+	return d.recent
+}
+
+// checkCrowd applies the crowd rule at p against the window.
+func (d *Detector) checkCrowd(p Point) *Event {
+	limit := d.crowdLimit()
+	win := d.crowdWindow()
+	if len(win)+1 < d.rule.CrowdPoints || float64(p.Active) < limit {
+		return nil
+	}
+	low := p
+	for _, w := range win {
+		if float64(w.Active) < limit {
+			return nil
+		}
+		if w.Active < low.Active {
+			low = w
+		}
+	}
+	share, locks := lockShare(win, p)
+	if share < d.rule.CrowdShare {
+		return nil
+	}
+	e := &Event{T: p.T, StartT: win[0].T, From: low.Active, To: p.Active, Peak: p.Active,
+		CPUBusy: p.CPUBusy, CPUKnown: p.CPUKnown, Rule: "crowd", LockPct: math.Round(1000*share) / 10}
+	name, n := Dominant(locks)
+	e.WaitEvent, e.WaitCount = name, n/(len(win)+1)
+	cpu := "CPU n/a"
+	if e.CPUKnown {
+		cpu = fmt.Sprintf("CPU %.0f %%", e.CPUBusy)
+	}
+	e.Message = fmt.Sprintf("%s storm: %d active on %d CPUs, %.0f %% waiting on locks over %.0f s (%s %d per sample), %s",
+		name, p.Active, d.rule.CPUs, e.LockPct, p.T-e.StartT, name, e.WaitCount, cpu)
+	return e
+}
+
+// crowdEnds reports whether an ongoing crowd storm ends at p.
+func (d *Detector) crowdEnds(p Point) bool {
+	if float64(p.Active) < d.crowdLimit() {
+		return true
+	}
+	share, _ := lockShare(d.crowdWindow(), p)
+	return share < d.rule.CrowdShare/2
 }
 
 // Dominant returns the wait event with the most sessions in waits (ties:

@@ -163,3 +163,77 @@ func TestDominantTies(t *testing.T) {
 		t.Fatalf("empty: %s %d", k, n)
 	}
 }
+
+// crowdPoints is a saturated 2-CPU server with active sessions and lock
+// waiters per second.
+func crowdPoints(active, locked []int) []Point {
+	pts := make([]Point, len(active))
+	for i := range active {
+		pts[i] = Point{T: float64(i + 1), Active: active[i], CPUBusy: 100, CPUKnown: true,
+			Waits: map[string]int{"LWLock:LockManager": locked[i] * 2 / 3, "LWLock:WALWrite": locked[i] - locked[i]*2/3, "CPU": active[i] - locked[i]}}
+	}
+	return pts
+}
+
+func TestCrowdStorm(t *testing.T) {
+	r := DefaultRule()
+	r.CPUs, r.CrowdShare = 2, 0.2
+	// 140 active on 2 CPUs all along (no rise), lock share 10 % then 30 %,
+	// then the crowd thins out.
+	active := []int{140, 141, 139, 140, 142, 140, 138, 140, 141, 5, 5}
+	locked := []int{14, 14, 14, 42, 42, 42, 42, 42, 42, 0, 0}
+	ev, err := Replay(r, crowdPoints(active, locked))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ev) != 1 {
+		t.Fatalf("storms %+v, want one", ev)
+	}
+	e := ev[0]
+	// The window at t holds t-5..t. At t=6 it averages (3*10 % + 3*30 %)/6,
+	// just under 20 % (14/141 < 10 %); at t=7, (2*10 % + 4*30 %)/6 = 23.3 %.
+	if e.Rule != "crowd" || e.T != 7 || e.StartT != 2 || e.From != 138 || e.WaitEvent != "LWLock:LockManager" || e.LockPct != 23.3 || e.EndT == nil || *e.EndT != 10 {
+		t.Errorf("storm %+v", e)
+	}
+	want := "LWLock:LockManager storm: 138 active on 2 CPUs, 23 % waiting on locks over 5 s (LWLock:LockManager 21 per sample), CPU 100 %"
+	if e.Message != want {
+		t.Errorf("message %q, want %q", e.Message, want)
+	}
+	// Without the CPU count (the default) nothing fires: the CPU is
+	// saturated and there is no rise.
+	if ev, _ := Replay(DefaultRule(), crowdPoints(active, locked)); len(ev) != 0 {
+		t.Errorf("default rule fired: %+v", ev)
+	}
+	// A CPU-bound crowd of the same size: no lock waits, no storm.
+	if ev, _ := Replay(r, crowdPoints(active, make([]int, len(active)))); len(ev) != 0 {
+		t.Errorf("CPU-bound crowd fired: %+v", ev)
+	}
+	// Below 4 x CPUs active: no storm, whatever the lock share.
+	small := []int{7, 7, 7, 7, 7, 7}
+	if ev, _ := Replay(r, crowdPoints(small, small)); len(ev) != 0 {
+		t.Errorf("7 active on 2 CPUs fired: %+v", ev)
+	}
+	bad := r
+	bad.CrowdShare = 0
+	if err := bad.Validate(); err == nil {
+		t.Error("crowd share 0 accepted")
+	}
+}
+
+// A starved sampler (one point every 6 s, longer than the window) still
+// gets a crowd storm from its last CrowdPoints points.
+func TestCrowdStormSlowSampling(t *testing.T) {
+	r := DefaultRule()
+	r.CPUs = 2
+	pts := crowdPoints([]int{250, 260, 255, 258}, []int{120, 130, 125, 129})
+	for i := range pts {
+		pts[i].T = float64(6 * (i + 1))
+	}
+	ev, err := Replay(r, pts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ev) != 1 || ev[0].T != 18 || ev[0].StartT != 6 || ev[0].Rule != "crowd" {
+		t.Fatalf("storms %+v, want one fired at the third point (t=18) over t=6..18", ev)
+	}
+}

@@ -164,6 +164,9 @@ func render(st *state, o viewOpts) string {
 	} else {
 		add("tps -  (rates from the second sample on)")
 	}
+	if c := s.Churn; c != nil {
+		add("temp-relation churn: %s", sampler.ChurnText(c))
+	}
 	if h := s.Host; h != nil {
 		c := h.CPU
 		if h.Rates {

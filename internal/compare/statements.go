@@ -1,0 +1,140 @@
+package compare
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	pg_query "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/erplab/erplab/internal/results"
+)
+
+// Statement comparison bounds: a statement is compared when it ran at
+// least minStatementCalls times on each side; at most maxSlower are
+// listed.
+const (
+	minStatementCalls = 10
+	maxSlower         = 10
+)
+
+// StatementChange is one statement that got slower from A to B: its mean
+// planning and execution time per call on each side, from the runs'
+// pg_stat_statements deltas (extra.observations.statements.top), matched
+// across runs by the fingerprint of its normalized text (queryids differ
+// between servers: they hash table OIDs).
+type StatementChange struct {
+	Query      string  `json:"query"`
+	CallsA     int64   `json:"calls_a"`
+	CallsB     int64   `json:"calls_b"`
+	PlanMsA    float64 `json:"plan_ms_per_call_a"`
+	PlanMsB    float64 `json:"plan_ms_per_call_b"`
+	ExecMsA    float64 `json:"exec_ms_per_call_a"`
+	ExecMsB    float64 `json:"exec_ms_per_call_b"`
+	SlowerPct  float64 `json:"slower_pct"`
+	AddedMs    float64 `json:"added_ms"` // (per call B - per call A) x calls B
+	Operations string  `json:"operations,omitempty"`
+}
+
+type stmtSide struct {
+	query      string
+	calls      int64
+	plan, exec float64
+	ops        map[string]bool
+}
+
+// statementKey is the pg_query fingerprint of a normalized statement, or
+// its whitespace-folded text when it does not parse (cut short).
+func statementKey(q string) string {
+	if fp, err := pg_query.Fingerprint(q); err == nil {
+		return fp
+	}
+	return strings.Join(strings.Fields(q), " ")
+}
+
+// statementSides sums the top statements of docs by key.
+func statementSides(ds []*results.Document) map[string]*stmtSide {
+	out := map[string]*stmtSide{}
+	for _, d := range ds {
+		o, err := Observations(d)
+		if err != nil || o == nil || o.Statements == nil {
+			continue
+		}
+		for _, s := range o.Statements.Top {
+			k := statementKey(s.Query)
+			x := out[k]
+			if x == nil {
+				x = &stmtSide{query: s.Query, ops: map[string]bool{}}
+				out[k] = x
+			}
+			x.calls += s.Calls
+			x.plan += s.PlanMs
+			x.exec += s.ExecMs
+			for op := range s.Operations {
+				x.ops[op] = true
+			}
+		}
+	}
+	return out
+}
+
+// slowerStatements lists the statements whose mean time per call (plan +
+// exec) rose by more than minEffect from as to bs, most added time first.
+func slowerStatements(as, bs []*results.Document, minEffect float64) []StatementChange {
+	a, b := statementSides(as), statementSides(bs)
+	var out []StatementChange
+	for k, y := range b {
+		x, ok := a[k]
+		if !ok || x.calls < minStatementCalls || y.calls < minStatementCalls {
+			continue
+		}
+		ta, tb := (x.plan+x.exec)/float64(x.calls), (y.plan+y.exec)/float64(y.calls)
+		if ta <= 0 || tb <= ta*(1+minEffect) {
+			continue
+		}
+		ops := make([]string, 0, len(y.ops))
+		for op := range y.ops {
+			ops = append(ops, op)
+		}
+		sort.Strings(ops)
+		out = append(out, StatementChange{Query: strings.Join(strings.Fields(y.query), " "), CallsA: x.calls, CallsB: y.calls,
+			PlanMsA: x.plan / float64(x.calls), PlanMsB: y.plan / float64(y.calls),
+			ExecMsA: x.exec / float64(x.calls), ExecMsB: y.exec / float64(y.calls),
+			SlowerPct: 100 * (tb/ta - 1), AddedMs: (tb - ta) * float64(y.calls), Operations: strings.Join(ops, ", ")})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].AddedMs != out[j].AddedMs {
+			return out[i].AddedMs > out[j].AddedMs
+		}
+		return out[i].Query < out[j].Query
+	})
+	if len(out) > maxSlower {
+		out = out[:maxSlower]
+	}
+	return out
+}
+
+// writeSlower writes the statements that got slower, one line each.
+func (c *Comparison) writeSlower(w io.Writer, markdown bool) {
+	if len(c.Slower) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nstatements that got slower (pg_stat_statements, mean per call, plan + exec; one delta per run, no interval):\n")
+	if markdown {
+		fmt.Fprintf(w, "\n| statement | key operations | calls A / B | plan ms A → B | exec ms A → B | slower | added ms |\n|---|---|---:|---:|---:|---:|---:|\n")
+	}
+	for _, s := range c.Slower {
+		q := s.Query
+		if len(q) > 100 {
+			q = q[:100] + "…"
+		}
+		if markdown {
+			fmt.Fprintf(w, "| `%s` | %s | %d / %d | %.3f → %.3f | %.3f → %.3f | +%.0f %% | %.0f |\n", strings.ReplaceAll(q, "`", "'"), mdCell(s.Operations),
+				s.CallsA, s.CallsB, s.PlanMsA, s.PlanMsB, s.ExecMsA, s.ExecMsB, s.SlowerPct, s.AddedMs)
+			continue
+		}
+		fmt.Fprintf(w, "  +%.0f %%  plan %.3f -> %.3f ms, exec %.3f -> %.3f ms per call (calls %d / %d, +%.0f ms in all)  %s  [%s]\n",
+			s.SlowerPct, s.PlanMsA, s.PlanMsB, s.ExecMsA, s.ExecMsB, s.CallsA, s.CallsB, s.AddedMs, q, s.Operations)
+	}
+}

@@ -1,0 +1,71 @@
+package compare_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/erplab/erplab/internal/compare"
+	"github.com/erplab/erplab/internal/results"
+	"github.com/erplab/erplab/internal/sampler"
+)
+
+// churnRun is report's recorded temp-table churn run (with
+// pg_stat_statements in its observations).
+const churnRun = "../report/testdata/churn.json"
+
+// TestSlowerStatements compares the recorded run with a copy in which
+// one statement's execution took three times as long: that statement,
+// and only it, is listed as slower.
+func TestSlowerStatements(t *testing.T) {
+	a, err := results.Read(churnRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := results.Read(churnRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := sampler.ReadObservations(b.Extra["observations"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := -1
+	for i, s := range o.Statements.Top {
+		if s.Calls >= 10 && s.ExecMs > 0 {
+			k = i
+			break
+		}
+	}
+	if k < 0 {
+		t.Fatal("no statement with 10 calls in the recording")
+	}
+	s := &o.Statements.Top[k]
+	s.ExecMs *= 3
+	b.Extra["observations"], _ = json.Marshal(o)
+
+	c, err := compare.Compare("a", a, "b", b, compare.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Statements are matched by fingerprint, which merges entries of the
+	// same normalized text (a utility statement run by several roles or
+	// backends): the group's added time is what the one entry added.
+	added := s.ExecMs * 2 / 3
+	if len(c.Slower) != 1 || c.Slower[0].CallsB < s.Calls || math.Abs(c.Slower[0].AddedMs-added) > 0.01*added {
+		t.Fatalf("slower %+v, want the one statement (%d calls, %.0f ms added)", c.Slower, s.Calls, added)
+	}
+	var buf bytes.Buffer
+	if err := c.WriteText(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "statements that got slower") {
+		t.Errorf("text lacks the statements:\n%s", buf.String())
+	}
+	// The same run on both sides: nothing got slower.
+	if c, _ := compare.Compare("a", a, "a", a, compare.Options{}); len(c.Slower) != 0 {
+		t.Errorf("A/A lists slower statements: %+v", c.Slower)
+	}
+}
