@@ -309,11 +309,6 @@ func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 		db: db, user: user, path: startPath, startPath: startPath, startUnknown: startUnknown,
 		closed: make(chan struct{}), requests: 1}
 	s.ctxUnknown.Store(startUnknown)
-	p.wg.Add(1)
-	go func() { // the side connection logs in while the client does
-		defer p.wg.Done()
-		_, _ = p.side(ctx, db, user)
-	}()
 	if k := cr.Buffered(); k > 0 { // sent by the client right after the startup packet
 		b, _ := cr.Peek(k)
 		s.cin.n = copy(s.cin.buf, b)
@@ -333,7 +328,7 @@ func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.upstreamLoop()
+		s.upstreamLoop(ctx)
 		s.close()
 	}()
 	s.clientLoop(ctx)

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"net"
 	"strconv"
@@ -288,7 +289,7 @@ func statementText(body []byte, simple bool) ([]byte, bool) {
 // upstreamLoop relays upstream messages to the client, watching the
 // verdict on a pending first-use rewrite. The messages of one read go to
 // the client in one write, without copying unless a verdict changed them.
-func (s *session) upstreamLoop() {
+func (s *session) upstreamLoop(ctx context.Context) {
 	rfqSeen := 0
 	_ = s.uin.run(func(data []byte) (int, error) {
 		s.mu.Lock()
@@ -346,6 +347,17 @@ func (s *session) upstreamLoop() {
 					s.namesPending.Store(false)
 					s.namesMu.Unlock()
 					s.p.cache.dropNamed(s.db, names)
+				}
+			case 'R':
+				// AuthenticationOk: open the session's side connection
+				// now, before its first statement (and not for a client
+				// that failed to authenticate).
+				if len(frame) >= 9 && binary.BigEndian.Uint32(frame[5:9]) == 0 {
+					s.p.wg.Add(1)
+					go func() {
+						defer s.p.wg.Done()
+						_, _ = s.p.side(ctx, s.db, s.user)
+					}()
 				}
 			case 'K':
 				var k pgproto3.BackendKeyData

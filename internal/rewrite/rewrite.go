@@ -185,7 +185,12 @@ type statement struct {
 	paramOIDs    []uint32
 	requireTypes bool
 	spans        []*stmtSpan // the statements' spans, built by spanOf
-	relations    []string    // relation names of the validated statements
+	// answers and tempAsked/tempFound hold what prefetch learnt (this
+	// call only).
+	answers   map[string]answer
+	tempAsked []string
+	tempFound string
+	relations []string // relation names of the validated statements
 }
 
 func (s *statement) scan() ([]*pg_query.ScanToken, error) {
