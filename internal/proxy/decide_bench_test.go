@@ -11,9 +11,10 @@ import (
 )
 
 // decisionFrames are the statements of BenchmarkStatementDecision: what
-// pgbench -S sends (the pre-filter skips it), ERP-like statements that
-// the pre-filter passes but no rule rewrites (decided once, then cached),
-// and a statement the proxy rewrites (cached and verified).
+// pgbench -S sends and ORs of constants (the pre-filter skips them),
+// statements that the pre-filter passes but no rule rewrites (t.b leads
+// no index: decided once, then cached), and a statement the proxy
+// rewrites (cached and verified).
 var decisionFrames = []struct {
 	name, sql string
 	simple    bool
@@ -21,8 +22,10 @@ var decisionFrames = []struct {
 }{
 	{"pgbench-simple", "SELECT abalance FROM pgbench_accounts WHERE aid = 4242;", true, false},
 	{"pgbench-parse", "SELECT abalance FROM pgbench_accounts WHERE aid = $1;", false, false},
-	{"kept-simple", "SELECT t.c FROM t WHERE t.a IN (1, 2, 3) OR t.b = 4", true, false},
-	{"kept-parse", "SELECT t.c FROM t WHERE t.a IN ($1, $2) OR t.b = $3", false, false},
+	{"constants-simple", "SELECT t.c FROM t WHERE t.a IN (1, 2, 3) OR t.b = 4", true, false},
+	{"constants-parse", "SELECT t.c FROM t WHERE t.a IN ($1, $2) OR t.b = $3", false, false},
+	{"kept-simple", "SELECT t.c FROM t WHERE t.b = 4 OR t.b IN (SELECT u.x FROM u)", true, false},
+	{"kept-parse", "SELECT t.c FROM t WHERE t.b = $1 OR t.b IN (SELECT u.x FROM u)", false, false},
 	{"rewritten-simple", "SELECT t.c FROM t WHERE t.a = 1 OR t.a IN (SELECT u.x FROM u)", true, true},
 	{"rewritten-parse", "SELECT t.c FROM t WHERE t.a = $1 OR t.a IN (SELECT u.x FROM u)", false, true},
 }
