@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"container/list"
+	"encoding/binary"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -13,6 +15,45 @@ import (
 // text starts with NUL holds a statement fingerprint instead
 // (neverKey): the "never rewrite" verdicts.
 type decisionKey struct{ db, user, path, params, text string }
+
+// appendKey appends the cache's map key of a decisionKey with these
+// fields to b: the fields joined by NUL (no field but text holds one; a
+// text with a NUL is rejected by the server and by pg_query alike, and
+// params is paramsKey's fixed-width form). The relay builds it from a
+// message's bytes in a reused buffer, so that a cached statement costs
+// one map lookup and no allocation.
+func appendKey[T string | []byte](b []byte, db, user, path string, params, text T) []byte {
+	b = append(append(b, db...), 0)
+	b = append(append(b, user...), 0)
+	b = append(append(b, path...), 0)
+	b = append(append(b, params...), 0)
+	return append(b, text...)
+}
+
+// mapKey is k's map key (appendKey).
+func (k decisionKey) mapKey() string {
+	var b strings.Builder
+	b.Grow(len(k.db) + len(k.user) + len(k.path) + len(k.params) + len(k.text) + 4)
+	for _, f := range [...]string{k.db, k.user, k.path, k.params} {
+		b.WriteString(f)
+		b.WriteByte(0)
+	}
+	b.WriteString(k.text)
+	return b.String()
+}
+
+// paramsKey is the decision-key form of declared parameter types: each
+// OID as 4 big-endian bytes, as a Parse message carries them.
+func paramsKey(oids []uint32) string {
+	if len(oids) == 0 {
+		return ""
+	}
+	b := make([]byte, 0, 4*len(oids))
+	for _, o := range oids {
+		b = binary.BigEndian.AppendUint32(b, o)
+	}
+	return string(b)
+}
 
 // neverKey is the fingerprint key of k's statement.
 func neverKey(k decisionKey, fp string) decisionKey {
@@ -55,7 +96,7 @@ type decisionCache struct {
 	mu    sync.Mutex
 	max   int
 	ll    *list.List
-	items map[decisionKey]*list.Element
+	items map[string]*list.Element // by decisionKey.mapKey
 }
 
 type cacheEntry struct {
@@ -64,23 +105,37 @@ type cacheEntry struct {
 }
 
 func newDecisionCache(max int) *decisionCache {
-	return &decisionCache{max: max, ll: list.New(), items: map[decisionKey]*list.Element{}}
+	return &decisionCache{max: max, ll: list.New(), items: map[string]*list.Element{}}
 }
 
 func (c *decisionCache) get(k decisionKey) (decision, bool) {
+	mk := k.mapKey()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.items[k]; ok {
-		c.ll.MoveToFront(e)
-		return e.Value.(*cacheEntry).d, true
+	return c.hit(c.items[mk])
+}
+
+// getKey is get by map key (appendKey), without allocating.
+func (c *decisionCache) getKey(key []byte) (decision, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hit(c.items[string(key)]) // no copy of key for the lookup
+}
+
+// hit returns e's decision and marks it used (c.mu held); e may be nil.
+func (c *decisionCache) hit(e *list.Element) (decision, bool) {
+	if e == nil {
+		return decision{}, false
 	}
-	return decision{}, false
+	c.ll.MoveToFront(e)
+	return e.Value.(*cacheEntry).d, true
 }
 
 func (c *decisionCache) put(k decisionKey, d decision) {
+	mk := k.mapKey()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.items[k]; ok {
+	if e, ok := c.items[mk]; ok {
 		c.ll.MoveToFront(e)
 		ce := e.Value.(*cacheEntry)
 		if !ce.d.current(d.gen) { // stale: replace
@@ -88,11 +143,11 @@ func (c *decisionCache) put(k decisionKey, d decision) {
 		} // else another session decided first; its entry may carry a verdict
 		return
 	}
-	c.items[k] = c.ll.PushFront(&cacheEntry{key: k, d: d})
+	c.items[mk] = c.ll.PushFront(&cacheEntry{key: k, d: d})
 	for c.ll.Len() > c.max {
 		old := c.ll.Back()
 		c.ll.Remove(old)
-		delete(c.items, old.Value.(*cacheEntry).key)
+		delete(c.items, old.Value.(*cacheEntry).key.mapKey())
 	}
 }
 
@@ -104,9 +159,10 @@ func (c *decisionCache) len() int {
 }
 
 func (c *decisionCache) update(k decisionKey, f func(*decision)) {
+	mk := k.mapKey()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.items[k]; ok {
+	if e, ok := c.items[mk]; ok {
 		f(&e.Value.(*cacheEntry).d)
 		return
 	}
@@ -114,7 +170,7 @@ func (c *decisionCache) update(k decisionKey, f func(*decision)) {
 	d := decision{at: time.Now()}
 	f(&d)
 	if d.failed {
-		c.items[k] = c.ll.PushFront(&cacheEntry{key: k, d: d})
+		c.items[mk] = c.ll.PushFront(&cacheEntry{key: k, d: d})
 	}
 }
 
@@ -128,14 +184,15 @@ func (c *decisionCache) markFailed(k decisionKey) { c.update(k, func(d *decision
 func (c *decisionCache) dropNamed(db string, names []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k, e := range c.items {
-		if k.db != db {
+	for mk, e := range c.items {
+		ce := e.Value.(*cacheEntry)
+		if ce.key.db != db {
 			continue
 		}
-		for _, n := range e.Value.(*cacheEntry).d.names {
+		for _, n := range ce.d.names {
 			if slices.Contains(names, n) {
 				c.ll.Remove(e)
-				delete(c.items, k)
+				delete(c.items, mk)
 				break
 			}
 		}
@@ -146,10 +203,10 @@ func (c *decisionCache) dropNamed(db string, names []string) {
 func (c *decisionCache) clear(db string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k, e := range c.items {
-		if k.db == db {
+	for mk, e := range c.items {
+		if e.Value.(*cacheEntry).key.db == db {
 			c.ll.Remove(e)
-			delete(c.items, k)
+			delete(c.items, mk)
 		}
 	}
 }

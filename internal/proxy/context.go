@@ -12,8 +12,12 @@ import (
 
 // words is what the word pre-filter found in a statement text.
 type words struct {
-	// match: the text holds OR, SELECT and one of IN / ANY / SOME, so it
-	// may hold an OR over an IN subquery.
+	// match: the text holds OR and one of IN / ANY / SOME followed by
+	// an opening parenthesis and SELECT, WITH, VALUES or TABLE (or a
+	// comment, which the scan does not look through), so it may hold an
+	// OR over an IN subquery. A text with constants only (a IN (1, 2) OR
+	// b = 3), which ERP applications send with new literals all the
+	// time, is not parsed.
 	match bool
 	// context: the text holds a word of a statement that may change how
 	// the session resolves names (SET/RESET search_path or role,
@@ -25,7 +29,7 @@ type words struct {
 // words of s (any case, also inside literals and comments, so it errs
 // towards parsing), without allocating. Only texts it flags are parsed.
 func scanWords[T string | []byte](s T) words {
-	var or, sel, in bool
+	var or, sub bool
 	var w words
 	n := len(s)
 	for i := 0; i < n; {
@@ -43,15 +47,15 @@ func scanWords[T string | []byte](s T) words {
 			if eqFold(v, "or") {
 				or = true
 			} else if eqFold(v, "in") {
-				in = true
+				sub = sub || subqueryAfter(s, j)
 			}
 		case 3:
 			if eqFold(v, "any") {
-				in = true
+				sub = sub || subqueryAfter(s, j)
 			}
 		case 4:
 			if eqFold(v, "some") {
-				in = true
+				sub = sub || subqueryAfter(s, j)
 			} else if eqFold(v, "drop") || eqFold(v, "temp") || eqFold(v, "role") {
 				w.context = true
 			}
@@ -60,9 +64,7 @@ func scanWords[T string | []byte](s T) words {
 				w.context = true
 			}
 		case 6:
-			if eqFold(v, "select") {
-				sel = true
-			} else if eqFold(v, "create") {
+			if eqFold(v, "create") {
 				w.context = true
 			}
 		case 7:
@@ -88,8 +90,47 @@ func scanWords[T string | []byte](s T) words {
 		}
 		i = j
 	}
-	w.match = or && sel && in
+	w.match = or && sub
 	return w
+}
+
+// subqueryAfter reports whether s[i:] (after an IN, ANY or SOME) starts,
+// after white space, with one or more opening parentheses and then
+// SELECT, WITH, VALUES or TABLE; true as well when a comment comes first
+// (it errs towards parsing).
+func subqueryAfter[T string | []byte](s T, i int) bool {
+	n := len(s)
+	parens := 0
+	for i < n {
+		switch c := s[i]; {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
+			i++
+		case c == '(':
+			parens++
+			i++
+		case i+1 < n && ((c == '/' && s[i+1] == '*') || (c == '-' && s[i+1] == '-')):
+			return true
+		default:
+			if parens == 0 || !isIdentStart(c) {
+				return false
+			}
+			j := i + 1
+			for j < n && isIdentChar(s[j]) {
+				j++
+			}
+			v := s[i:j]
+			switch len(v) {
+			case 4:
+				return eqFold(v, "with")
+			case 5:
+				return eqFold(v, "table")
+			case 6:
+				return eqFold(v, "select") || eqFold(v, "values")
+			}
+			return false
+		}
+	}
+	return false
 }
 
 // mayMatch reports whether s may hold an OR over an IN subquery.

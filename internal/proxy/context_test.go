@@ -14,6 +14,20 @@ func TestScanWordsAndContext(t *testing.T) {
 		"INSERT INTO t VALUES (1) ON CONFLICT DO NOTHING":             {},
 		"CREATE TEMP TABLE x (a int)":                                 {context: true},
 		"SELECT 1 FROM t WHERE a = 1 OR a IN (SELECT 2); DISCARD ALL": {match: true, context: true},
+		// Constants only: not a candidate, whatever the literals.
+		"SELECT a FROM t WHERE a IN (4242, 4243) OR a = -1":    {},
+		"SELECT a FROM t WHERE a = ANY ('{1,2}') OR b IN ($1)": {},
+		"SELECT a FROM t WHERE a IN (select_list()) OR b = 1":  {},
+		// Subquery forms, any case and spacing, nested parentheses.
+		"select a from t where a=1 or a in(\n\t( SELECT 1))":                {match: true},
+		"SELECT a FROM t WHERE a = SOME (VALUES (1)) OR b = 1":              {match: true},
+		"SELECT a FROM t WHERE a = any (with c AS (SELECT 1) TABLE c) OR b": {match: true},
+		"UPDATE t SET a = 1 WHERE a = 2 OR a IN (TABLE u)":                  {match: true},
+		// A comment before the subquery: parsed to be sure.
+		"SELECT a FROM t WHERE a IN /* c */ (SELECT 1) OR b = 1": {match: true},
+		"SELECT a FROM t WHERE a IN ( -- c\n SELECT 1) OR b = 1": {match: true},
+		// No OR: no candidate.
+		"SELECT a FROM t WHERE a IN (SELECT 1)": {},
 	} {
 		if got := scanWords(s); got != want {
 			t.Errorf("scanWords(%q) = %+v, want %+v", s, got, want)

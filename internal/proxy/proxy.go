@@ -405,7 +405,7 @@ func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.upstreamLoop()
+		s.upstreamLoop(ctx)
 		s.close()
 	}()
 	s.clientLoop(ctx)

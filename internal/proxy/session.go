@@ -3,9 +3,9 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,6 +38,7 @@ type session struct {
 	// is its search_path setting as setPath takes it (clientLoop only),
 	// startPath the one of its startup packet.
 	path, startPath string
+	keyBuf          []byte // decision-cache key of the statement at hand (clientLoop only)
 	startUnknown    bool
 	ctxUnknown      atomic.Bool // a change the proxy does not follow: no rewriting
 	setInFlight     atomic.Bool // a followed SET is under way: an error makes the context unknown
@@ -214,6 +215,9 @@ func (s *session) onStatement(ctx context.Context, frame []byte, simple, canPend
 			s.p.stats.prefilterSkips.Add(1)
 			return frame, nil
 		}
+		if s.keptCached(frame, raw, simple) {
+			return frame, nil
+		}
 	}
 	var text string
 	var parse pgproto3.Parse
@@ -271,6 +275,38 @@ func (s *session) onStatement(ctx context.Context, frame []byte, simple, canPend
 	return out, &pending{kind: kind, key: key, fp: d.fp, replay: [][]byte{append([]byte(nil), frame...)}, retryable: simple && d.replayable, done: make(chan struct{})}
 }
 
+// keptCached reports whether the message's text (raw, inside frame) has
+// a current cached decision to leave it unchanged, counting it as decide
+// would: the steady state of a statement the pre-filter passes but no
+// rule rewrites costs one map lookup, without decoding the message or
+// allocating (the key is built in the session's buffer).
+func (s *session) keptCached(frame, raw []byte, simple bool) bool {
+	if s.ctxUnknown.Load() {
+		return false // decide counts it
+	}
+	var params []byte
+	if !simple {
+		// After the text: the parameter count (int16) and the OIDs.
+		rest := frame[5+bytes.IndexByte(frame[5:], 0)+1+len(raw)+1:]
+		if len(rest) < 2 {
+			return false
+		}
+		n := int(binary.BigEndian.Uint16(rest))
+		if len(rest) < 2+4*n {
+			return false
+		}
+		params = rest[2 : 2+4*n]
+	}
+	s.keyBuf = appendKey(s.keyBuf[:0], s.db, s.user, s.path, params, raw)
+	d, ok := s.p.cache.getKey(s.keyBuf)
+	if !ok || (d.changed && !d.failed) || !d.current(s.p.generation(s.db)) {
+		return false
+	}
+	s.p.stats.statements.Add(1)
+	s.p.stats.cacheHits.Add(1)
+	return true
+}
+
 // statementText returns the SQL text of a Query body (simple) or a Parse
 // body (statement name, then the text; both NUL-terminated), or false when
 // it is malformed.
@@ -292,7 +328,7 @@ func statementText(body []byte, simple bool) ([]byte, bool) {
 // upstreamLoop relays upstream messages to the client, watching the
 // verdict on a pending first-use rewrite. The messages of one read go to
 // the client in one write, without copying unless a verdict changed them.
-func (s *session) upstreamLoop() {
+func (s *session) upstreamLoop(ctx context.Context) {
 	rfqSeen := 0
 	_ = s.uin.run(func(data []byte) (int, error) {
 		s.mu.Lock()
@@ -497,19 +533,6 @@ func (p *Proxy) neverAgain(k decisionKey, fp string) {
 	}
 }
 
-// oidsKey is the decision-key form of declared parameter types.
-func oidsKey(oids []uint32) string {
-	if len(oids) == 0 {
-		return ""
-	}
-	var b strings.Builder
-	for _, o := range oids {
-		b.WriteString(strconv.FormatUint(uint64(o), 10))
-		b.WriteByte(',')
-	}
-	return b.String()
-}
-
 // decide returns the cached or fresh decision for text in session s's
 // context; fresh is true when the rules ran for this call. A fresh
 // decision is made on a side connection of the session's database and
@@ -520,7 +543,7 @@ func oidsKey(oids []uint32) string {
 // in that context (by fingerprint) until a schema change.
 func (p *Proxy) decide(ctx context.Context, s *session, text string, paramOIDs []uint32) (key decisionKey, d decision, fresh bool) {
 	p.stats.statements.Add(1)
-	key = decisionKey{db: s.db, user: s.user, path: s.path, params: oidsKey(paramOIDs), text: text}
+	key = decisionKey{db: s.db, user: s.user, path: s.path, params: paramsKey(paramOIDs), text: text}
 	if !mayMatch(text) {
 		p.stats.prefilterSkips.Add(1)
 		return key, decision{}, false
@@ -530,7 +553,8 @@ func (p *Proxy) decide(ctx context.Context, s *session, text string, paramOIDs [
 		return key, decision{explain: "the session changed its search_path or role in a way the proxy does not follow"}, false
 	}
 	gen := p.generation(s.db)
-	if d, ok := p.cache.get(key); ok && d.current(gen) {
+	s.keyBuf = appendKey(s.keyBuf[:0], key.db, key.user, key.path, key.params, key.text)
+	if d, ok := p.cache.getKey(s.keyBuf); ok && d.current(gen) {
 		p.stats.cacheHits.Add(1)
 		return key, d, false
 	}

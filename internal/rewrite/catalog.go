@@ -1,13 +1,18 @@
 package rewrite
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Querier is what PGCatalog needs from a connection or pool
@@ -27,6 +32,7 @@ type Querier interface {
 type PGCatalog struct {
 	q     Querier
 	pg    *pgconn.PgConn // for Describe; nil without NewPGCatalogConn
+	conn  *pgx.Conn      // its pgx connection (parameter encoding in Batch)
 	mu    sync.Mutex
 	cols  map[[3]string]ColumnInfo
 	funcs map[string][2]bool
@@ -43,7 +49,7 @@ func NewPGCatalog(q Querier) *PGCatalog {
 // over one connection (not safe for concurrent use, as c is not).
 func NewPGCatalogConn(c *pgx.Conn) *PGCatalog {
 	cat := NewPGCatalog(c)
-	cat.pg = c.PgConn()
+	cat.pg, cat.conn = c.PgConn(), c
 	return cat
 }
 
@@ -57,27 +63,19 @@ func (c *PGCatalog) Describe(ctx context.Context, sql string, paramOIDs []uint32
 	if err != nil {
 		return Description{}, fmt.Errorf("rewrite catalog: describe: %w", err)
 	}
-	d := Description{Params: sd.ParamOIDs}
-	for _, f := range sd.Fields {
-		d.Columns = append(d.Columns, DescribedColumn{Name: f.Name, TypeOID: f.DataTypeOID, TypeMod: f.TypeModifier})
-	}
-	return d, nil
+	return describedAs(sd), nil
 }
 
-// Type implements Types from pg_type, following typbasetype through
-// domains.
-func (c *PGCatalog) Type(ctx context.Context, oid uint32) (TypeInfo, error) {
-	mu, m := &c.mu, c.types
+// typeCache returns the cache Type reads and fills.
+func (c *PGCatalog) typeCache() (*sync.Mutex, map[uint32]TypeInfo) {
 	if c.tc != nil {
-		mu, m = &c.tc.mu, c.tc.m
+		return &c.tc.mu, c.tc.m
 	}
-	mu.Lock()
-	ti, ok := m[oid]
-	mu.Unlock()
-	if ok {
-		return ti, nil
-	}
-	const q = `
+	return &c.mu, c.types
+}
+
+// typeSQL describes type $1 with domains resolved (no row: no such type).
+const typeSQL = `
 WITH RECURSIVE d(oid, depth) AS (
   SELECT $1::oid, 0
   UNION ALL
@@ -86,17 +84,37 @@ SELECT format_type($1::oid, NULL), format_type(t.oid, NULL), t.typtype::text, t.
        t.typlen, t.typelem <> 0, t.typarray <> 0
 FROM d JOIN pg_type t ON t.oid = d.oid
 ORDER BY d.depth DESC LIMIT 1`
+
+// Type implements Types from pg_type, following typbasetype through
+// domains.
+func (c *PGCatalog) Type(ctx context.Context, oid uint32) (TypeInfo, error) {
+	mu, m := c.typeCache()
+	mu.Lock()
+	ti, ok := m[oid]
+	mu.Unlock()
+	if ok {
+		return ti, nil
+	}
 	var typtype, category string
 	var length int16
 	var hasElem, hasArray bool
-	err := c.q.QueryRow(ctx, q, oid).Scan(&ti.Name, &ti.Base, &typtype, &category, &length, &hasElem, &hasArray)
+	err := c.q.QueryRow(ctx, typeSQL, oid).Scan(&ti.Name, &ti.Base, &typtype, &category, &length, &hasElem, &hasArray)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return TypeInfo{}, nil
 	case err != nil:
 		return ti, fmt.Errorf("rewrite catalog: type %d: %w", oid, err)
 	}
-	ti.Known = true
+	ti = classifyType(ti.Name, ti.Base, typtype, category, length, hasElem)
+	mu.Lock()
+	m[oid] = ti
+	mu.Unlock()
+	return ti, nil
+}
+
+// classifyType is the TypeInfo of a row of typeSQL.
+func classifyType(name, base, typtype, category string, length int16, hasElem bool) TypeInfo {
+	ti := TypeInfo{Known: true, Name: name, Base: base}
 	switch {
 	case category == "A":
 		ti.Why = "an array type"
@@ -111,17 +129,17 @@ ORDER BY d.depth DESC LIMIT 1`
 	default:
 		ti.Scalar = true
 	}
-	mu.Lock()
-	m[oid] = ti
-	mu.Unlock()
-	return ti, nil
+	return ti
 }
+
+// tempSQL returns one of the names $1 that a temporary relation has.
+const tempSQL = `SELECT min(relname::text) FROM pg_class WHERE relname = ANY ($1::text[]) AND relpersistence = 't'`
 
 // TempRelations implements Types from pg_class, in one query, uncached
 // (another session may create a temporary table at any time).
 func (c *PGCatalog) TempRelations(ctx context.Context, names []string) (string, error) {
 	var found *string
-	if err := c.q.QueryRow(ctx, `SELECT min(relname::text) FROM pg_class WHERE relname = ANY ($1::text[]) AND relpersistence = 't'`, names).Scan(&found); err != nil {
+	if err := c.q.QueryRow(ctx, tempSQL, names).Scan(&found); err != nil {
 		return "", fmt.Errorf("rewrite catalog: temporary relations %v: %w", names, err)
 	}
 	if found == nil {
@@ -196,4 +214,147 @@ func (c *PGCatalog) Volatile(ctx context.Context, name string) (volatile, known 
 	c.funcs[name] = [2]bool{volatile, known}
 	c.mu.Unlock()
 	return volatile, known, nil
+}
+
+// Batch implements Batcher over the connection of NewPGCatalogConn: one
+// pipeline holding each Describe (Parse and Describe of the unnamed
+// statement), the temporary-relation query and a query per uncached type,
+// each followed by its own Sync, sent with one write and read back in
+// order. Types learnt go to the type cache.
+func (c *PGCatalog) Batch(ctx context.Context, b *Batch) error {
+	if c.pg == nil {
+		return errors.New("rewrite catalog: batch needs a connection (NewPGCatalogConn)")
+	}
+	mu, m := c.typeCache()
+	var oids []uint32
+	mu.Lock()
+	for _, o := range b.Types {
+		if _, ok := m[o]; !ok && !slices.Contains(oids, o) {
+			oids = append(oids, o)
+		}
+	}
+	mu.Unlock()
+	var tempArg []byte
+	if b.TempNames != nil {
+		var err error
+		if tempArg, err = c.conn.TypeMap().Encode(pgtype.TextArrayOID, pgtype.TextFormatCode, b.TempNames, nil); err != nil {
+			return fmt.Errorf("rewrite catalog: batch: %w", err)
+		}
+	}
+	pl := c.pg.StartPipeline(ctx)
+	for _, d := range b.Describes {
+		pl.SendPrepare("", d.SQL, d.ParamOIDs)
+		pl.SendPipelineSync()
+	}
+	if b.TempNames != nil {
+		pl.SendQueryParams(tempSQL, [][]byte{tempArg}, []uint32{pgtype.TextArrayOID}, nil, nil)
+		pl.SendPipelineSync()
+	}
+	for _, o := range oids {
+		pl.SendQueryParams(typeSQL, [][]byte{strconv.AppendUint(nil, uint64(o), 10)}, []uint32{pgtype.OIDOID}, nil, nil)
+		pl.SendPipelineSync()
+	}
+	if err := pl.Flush(); err != nil {
+		_ = pl.Close()
+		return fmt.Errorf("rewrite catalog: batch: %w", err)
+	}
+	fail := func(err error) error {
+		_ = pl.Close()
+		return fmt.Errorf("rewrite catalog: batch: %w", err)
+	}
+	// synced consumes the Sync that follows each request.
+	synced := func() error {
+		res, err := pl.GetResults()
+		if err != nil {
+			return err
+		}
+		if _, ok := res.(*pgconn.PipelineSync); !ok {
+			return fmt.Errorf("expected the end of a request, got %T", res)
+		}
+		return nil
+	}
+	for i := range b.Describes {
+		res, err := pl.GetResults()
+		var pe *pgconn.PgError
+		switch {
+		case errors.As(err, &pe):
+			b.Describes[i].Err = fmt.Errorf("rewrite catalog: describe: %w", err)
+		case err != nil:
+			return fail(err)
+		default:
+			sd, ok := res.(*pgconn.StatementDescription)
+			if !ok {
+				return fail(fmt.Errorf("describe answered with %T", res))
+			}
+			b.Describes[i].Desc = describedAs(sd)
+		}
+		if err := synced(); err != nil {
+			return fail(err)
+		}
+	}
+	// rows reads the text-format rows of a query result.
+	rows := func() ([][][]byte, error) {
+		res, err := pl.GetResults()
+		if err != nil {
+			return nil, err
+		}
+		rr, ok := res.(*pgconn.ResultReader)
+		if !ok {
+			return nil, fmt.Errorf("query answered with %T", res)
+		}
+		var out [][][]byte
+		for rr.NextRow() {
+			var row [][]byte
+			for _, v := range rr.Values() {
+				row = append(row, bytes.Clone(v))
+			}
+			out = append(out, row)
+		}
+		if _, err := rr.Close(); err != nil {
+			return nil, err
+		}
+		return out, synced()
+	}
+	if b.TempNames != nil {
+		rs, err := rows()
+		if err != nil {
+			return fail(fmt.Errorf("temporary relations %v: %w", b.TempNames, err))
+		}
+		b.TempFound = ""
+		if len(rs) == 1 && rs[0][0] != nil {
+			b.TempFound = string(rs[0][0])
+		}
+	}
+	learnt := map[uint32]TypeInfo{}
+	for _, o := range oids {
+		rs, err := rows()
+		if err != nil {
+			return fail(fmt.Errorf("type %d: %w", o, err))
+		}
+		if len(rs) == 0 {
+			continue // unknown: Type asks again and answers "not known"
+		}
+		r := rs[0]
+		length, err := strconv.ParseInt(string(r[4]), 10, 16)
+		if err != nil {
+			return fail(fmt.Errorf("type %d: typlen %q: %w", o, r[4], err))
+		}
+		learnt[o] = classifyType(string(r[0]), string(r[1]), string(r[2]), string(r[3]), int16(length), string(r[5]) == "t")
+	}
+	if err := pl.Close(); err != nil {
+		return fmt.Errorf("rewrite catalog: batch: %w", err)
+	}
+	mu.Lock()
+	maps.Copy(m, learnt)
+	mu.Unlock()
+	return nil
+}
+
+// describedAs is the Description of a prepared statement.
+func describedAs(sd *pgconn.StatementDescription) Description {
+	d := Description{Params: sd.ParamOIDs}
+	for _, f := range sd.Fields {
+		d.Columns = append(d.Columns, DescribedColumn{Name: f.Name, TypeOID: f.DataTypeOID, TypeMod: f.TypeModifier})
+	}
+	return d
 }

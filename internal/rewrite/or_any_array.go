@@ -182,18 +182,22 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 		return nil, nil, nil, err
 	}
 	var edits []edit
-	var subTexts []string
+	var subTexts []subquery
 	for _, sl := range subs {
 		e, inner, err := spliceSublink(toks, sl)
 		if err != nil {
 			return veto("%v", err)
 		}
 		edits = append(edits, e...)
-		subTexts = append(subTexts, st.sql[inner[0]:inner[1]])
+		subTexts = append(subTexts, subquery{text: st.sql[inner[0]:inner[1]], params: hasParam(toks, inner)})
 	}
 	if st.types != nil {
 		if st.catalog == nil {
 			return veto("types without a catalog: the compared columns' types are unknown")
+		}
+		// One round trip for what follows, where the Types can batch.
+		if err := st.prefetch(ctx, loc, edits, subTexts, colTypes); err != nil {
+			return nil, nil, nil, err
 		}
 		// The original's rejection is reported after the type checks: a
 		// type veto is the clearer reason.
@@ -608,6 +612,16 @@ func leftColumnBlock(ctx context.Context, cat Catalog, col []string, stack []pro
 		return ci, "", nil
 	}
 	return ColumnInfo{}, fmt.Sprintf("cannot find the table of %s in the FROM clause", name), nil
+}
+
+// hasParam reports whether a parameter token ($n) lies in the byte span.
+func hasParam(toks []*pg_query.ScanToken, span [2]int) bool {
+	for _, t := range toks {
+		if int(t.Start) >= span[0] && int(t.End) <= span[1] && t.Token == pg_query.Token_PARAM {
+			return true
+		}
+	}
+	return false
 }
 
 // spliceSublink returns the edits that turn the sublink at sl.Location

@@ -21,8 +21,11 @@
 // ARRAY(subquery) is one-dimensional and "= ANY" finds the same "="
 // operator as IN). With Types the rewritten statement is also prepared
 // by the server (never executed) and kept only if it has the original's
-// parameter and result column types (validate). Without Types the rule
-// trusts the text unless Options.RequireTypes.
+// parameter and result column types (validate). When Types is also a
+// Batcher (PGCatalog is), the Describes, the temporary-relation check and
+// the column types of one matched statement go to the server in one
+// round trip (prefetch). Without Types the rule trusts the text unless
+// Options.RequireTypes.
 //
 // Parsing uses the real PostgreSQL parser (pg_query_go, libpg_query).
 package rewrite
@@ -185,7 +188,12 @@ type statement struct {
 	paramOIDs    []uint32
 	requireTypes bool
 	spans        []*stmtSpan // the statements' spans, built by spanOf
-	relations    []string    // relation names of the validated statements
+	// answers and tempAsked/tempFound hold what prefetch learnt (this
+	// call only).
+	answers   map[string]answer
+	tempAsked []string
+	tempFound string
+	relations []string // relation names of the validated statements
 }
 
 func (s *statement) scan() ([]*pg_query.ScanToken, error) {

@@ -33,6 +33,45 @@ type Types interface {
 	TempRelations(ctx context.Context, names []string) (string, error)
 }
 
+// Batcher is implemented by a Types that can answer several questions
+// in one round trip to the server (PGCatalog does, with a pipeline of one
+// Sync per question, so that a rejection answers only its own question).
+// When Options.Types is one, Rewrite asks everything the type checks and
+// the validation of a matched statement need at once: the Describes of
+// the original statement, of each subquery without parameters and of the
+// rewritten text, the temporary-relation check and the compared
+// columns' types. The answers are those of the single calls; a question
+// the batch could not answer in advance (a subquery with parameters,
+// whose types come from the original's Description) is asked alone.
+type Batcher interface {
+	// Batch answers b's questions in place. An error means the server
+	// could not be asked (as for Describe); a rejection of one Describe
+	// is that question's Err.
+	Batch(ctx context.Context, b *Batch) error
+}
+
+// Batch is a set of questions for Batcher.Batch.
+type Batch struct {
+	// Describes are answered in Desc and Err (a *pgconn.PgError,
+	// possibly wrapped, when the server rejects the text).
+	Describes []BatchDescribe
+	// TempNames, when not nil, is asked as Types.TempRelations; the
+	// answer goes to TempFound.
+	TempNames []string
+	TempFound string
+	// Types are type OIDs whose Types.Type answer the implementation
+	// should learn (it may skip those it has cached).
+	Types []uint32
+}
+
+// BatchDescribe is one Describe of a Batch.
+type BatchDescribe struct {
+	SQL       string
+	ParamOIDs []uint32
+	Desc      Description
+	Err       error
+}
+
 // Description is what Types.Describe returns.
 type Description struct {
 	// Params are the parameter type OIDs ($1 first).
@@ -90,6 +129,7 @@ func rejected(err error) (string, bool) {
 // description of its original text, learnt once.
 type stmtSpan struct {
 	start, end int
+	raw        *pg_query.RawStmt
 	described  bool
 	desc       Description
 	descErr    string // the server's rejection of the original, if any
@@ -104,7 +144,7 @@ func (s *statement) spanOf(loc int) *stmtSpan {
 			if raw.StmtLen > 0 {
 				end = start + int(raw.StmtLen)
 			}
-			s.spans = append(s.spans, &stmtSpan{start: start, end: end})
+			s.spans = append(s.spans, &stmtSpan{start: start, end: end, raw: raw})
 		}
 	}
 	for _, sp := range s.spans {
@@ -123,7 +163,7 @@ func (s *statement) original(ctx context.Context, loc int) (*stmtSpan, string, e
 		return nil, "", fmt.Errorf("rewrite: no statement at offset %d", loc)
 	}
 	if !sp.described {
-		d, err := s.types.Describe(ctx, s.sql[sp.start:sp.end], s.paramOIDs)
+		d, err := s.describe(ctx, s.sql[sp.start:sp.end], s.paramOIDs)
 		if err != nil {
 			why, ok := rejected(err)
 			if !ok {
@@ -137,6 +177,118 @@ func (s *statement) original(ctx context.Context, loc int) (*stmtSpan, string, e
 		return sp, "the server does not prepare the statement as written (" + sp.descErr + "), so its types are unknown", nil
 	}
 	return sp, "", nil
+}
+
+// answer is a Describe's outcome, remembered for one Rewrite call.
+type answer struct {
+	d   Description
+	err error
+}
+
+// describeKey is the memo key of a Describe.
+func describeKey(sql string, params []uint32) string {
+	var b strings.Builder
+	b.WriteString(sql)
+	b.WriteByte(0)
+	for _, o := range params {
+		fmt.Fprintf(&b, "%d,", o)
+	}
+	return b.String()
+}
+
+// describe is Types.Describe, answered from the batch (prefetch) when
+// it asked the same question.
+func (s *statement) describe(ctx context.Context, sql string, params []uint32) (Description, error) {
+	if a, ok := s.answers[describeKey(sql, params)]; ok {
+		return a.d, a.err
+	}
+	return s.types.Describe(ctx, sql, params)
+}
+
+// tempRelations is Types.TempRelations, answered from the batch when it
+// asked about the same names (within this Rewrite call: the answer is
+// never kept beyond it).
+func (s *statement) tempRelations(ctx context.Context, names []string) (string, error) {
+	if s.tempAsked != nil && slices.Equal(s.tempAsked, names) {
+		return s.tempFound, nil
+	}
+	return s.types.TempRelations(ctx, names)
+}
+
+// relationNames returns the relation names raw refers to and those of
+// them that a temporary relation could hide (no schema, or pg_temp).
+func relationNames(raw *pg_query.RawStmt) (all, hideable []string) {
+	walk(raw.Stmt, nil, func(m proto.Message, _ []proto.Message) bool {
+		if rv, ok := m.(*pg_query.RangeVar); ok {
+			if !slices.Contains(all, rv.Relname) {
+				all = append(all, rv.Relname)
+			}
+			if (rv.Schemaname == "" || rv.Schemaname == "pg_temp") && !slices.Contains(hideable, rv.Relname) {
+				hideable = append(hideable, rv.Relname)
+			}
+		}
+		return true
+	})
+	return all, hideable
+}
+
+// subquery is the text of an arm's subquery and whether it refers to
+// parameters ($n): one without is described without parameter types
+// (they cannot change its columns), so that the batch can ask for it
+// before the original's parameter types are known.
+type subquery struct {
+	text   string
+	params bool
+}
+
+// prefetch asks a Batcher (if Types is one) in one round trip what the
+// type checks and validation of the statement holding loc will ask,
+// given the rule's edits there, its subqueries and the compared columns'
+// types.
+func (s *statement) prefetch(ctx context.Context, loc int, edits []edit, subs []subquery, colTypes []uint32) error {
+	bt, ok := s.types.(Batcher)
+	if !ok {
+		return nil
+	}
+	sp := s.spanOf(loc)
+	if sp == nil {
+		return nil
+	}
+	b := Batch{Types: colTypes}
+	if !sp.described {
+		b.Describes = append(b.Describes, BatchDescribe{SQL: s.sql[sp.start:sp.end], ParamOIDs: s.paramOIDs})
+	}
+	for _, sub := range subs {
+		if !sub.params {
+			b.Describes = append(b.Describes, BatchDescribe{SQL: sub.text})
+		}
+	}
+	var rel []edit
+	for _, e := range edits {
+		if e.start >= sp.start && e.start <= sp.end {
+			rel = append(rel, edit{start: e.start - sp.start, end: e.end - sp.start, text: e.text})
+		}
+	}
+	if text, err := splice(s.sql[sp.start:sp.end], rel); err == nil {
+		b.Describes = append(b.Describes, BatchDescribe{SQL: text, ParamOIDs: s.paramOIDs})
+	}
+	_, names := relationNames(sp.raw)
+	if len(names) > 0 {
+		b.TempNames = names
+	}
+	if err := bt.Batch(ctx, &b); err != nil {
+		return fmt.Errorf("rewrite: describe: %w", err)
+	}
+	if s.answers == nil {
+		s.answers = map[string]answer{}
+	}
+	for _, d := range b.Describes {
+		s.answers[describeKey(d.SQL, d.ParamOIDs)] = answer{d.Desc, d.Err}
+	}
+	if b.TempNames != nil {
+		s.tempAsked, s.tempFound = b.TempNames, b.TempFound
+	}
+	return nil
 }
 
 // typeBlock reports why the type with OID oid of what (e.g. "the
@@ -159,11 +311,15 @@ func typeBlock(ctx context.Context, types Types, oid uint32, what string) (strin
 	return "", nil
 }
 
-// subqueryTypeBlock describes the subquery text (uncorrelated, so it is
-// a statement of its own) with the statement's parameter types params and
-// reports why its single output column is not a scalar type, or "".
-func subqueryTypeBlock(ctx context.Context, st *statement, params []uint32, subText string) (string, error) {
-	d, err := st.types.Describe(ctx, subText, params)
+// subqueryTypeBlock describes the subquery (uncorrelated, so it is a
+// statement of its own) with the statement's parameter types params when
+// it has parameters, and reports why its single output column is not a
+// scalar type, or "".
+func subqueryTypeBlock(ctx context.Context, st *statement, params []uint32, sub subquery) (string, error) {
+	if !sub.params {
+		params = nil
+	}
+	d, err := st.describe(ctx, sub.text, params)
 	if err != nil {
 		why, ok := rejected(err)
 		if !ok {
@@ -229,20 +385,14 @@ func validate(ctx context.Context, st *statement, edits []edit, fired []Firing, 
 const validationFailed = "validation failed: "
 
 func validateOne(ctx context.Context, st *statement, sp *stmtSpan, raw *pg_query.RawStmt, es []edit) (string, error) {
-	var names []string
-	walk(raw.Stmt, nil, func(m proto.Message, _ []proto.Message) bool {
-		if rv, ok := m.(*pg_query.RangeVar); ok {
-			if !slices.Contains(st.relations, rv.Relname) {
-				st.relations = append(st.relations, rv.Relname)
-			}
-			if (rv.Schemaname == "" || rv.Schemaname == "pg_temp") && !slices.Contains(names, rv.Relname) {
-				names = append(names, rv.Relname)
-			}
+	all, names := relationNames(raw)
+	for _, n := range all {
+		if !slices.Contains(st.relations, n) {
+			st.relations = append(st.relations, n)
 		}
-		return true
-	})
+	}
 	if len(names) > 0 {
-		n, err := st.types.TempRelations(ctx, names)
+		n, err := st.tempRelations(ctx, names)
 		if err != nil {
 			return "", err
 		}
@@ -257,7 +407,7 @@ func validateOne(ctx context.Context, st *statement, sp *stmtSpan, raw *pg_query
 	if err != nil {
 		return "", err
 	}
-	d, err := st.types.Describe(ctx, text, st.paramOIDs)
+	d, err := st.describe(ctx, text, st.paramOIDs)
 	if err != nil {
 		why, ok := rejected(err)
 		if !ok {

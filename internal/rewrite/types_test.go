@@ -107,17 +107,7 @@ func TestTypeAwareVetoes(t *testing.T) {
 	})
 	t.Run("a temporary relation of the name", func(t *testing.T) {
 		in := "SELECT id FROM ta WHERE id = 1 OR id IN (SELECT tb2.v FROM tb2)"
-		other, err := pgx.Connect(ctx, conn.Config().ConnString())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer other.Close(ctx)
-		if _, err := other.Exec(ctx, "CREATE TEMP TABLE tb2 (v int[])"); err != nil {
-			t.Fatal(err)
-		}
-		// Dropped before the next case (a closed session's temporary
-		// tables go away only once its backend has exited).
-		defer func() { _, _ = other.Exec(ctx, "DROP TABLE pg_temp.tb2") }()
+		defer tempTableElsewhere(t, conn)()
 		r, err := Rewrite(ctx, in, Options{Catalog: NewPGCatalogConn(conn), Types: NewPGCatalogConn(conn)})
 		if err != nil || r.Changed || !strings.Contains(r.Explain(), "a temporary relation named tb2") {
 			t.Fatalf("%s, %v", r.Explain(), err)
@@ -160,4 +150,84 @@ func connRows(ctx context.Context, conn *pgx.Conn, q string) (string, string) {
 	}
 	slices.Sort(rows)
 	return strings.Join(rows, "\n"), ""
+}
+
+// Batch answers what the single calls answer, in one pipeline: a
+// rejection answers only its own question, and the temporary-relation
+// check sees another session's temporary table.
+func TestBatchMatchesSingleCalls(t *testing.T) {
+	ctx := context.Background()
+	conn, _ := typesDB(t)
+	defer tempTableElsewhere(t, conn)()
+	var dd uint32
+	if err := conn.QueryRow(ctx, "SELECT 'dd'::regtype::oid").Scan(&dd); err != nil {
+		t.Fatal(err)
+	}
+	reqs := []BatchDescribe{
+		{SQL: "SELECT id, s FROM ta WHERE id = $1 OR s = $2"},
+		{SQL: "SELECT nosuch FROM ta"}, // 42703: answers only itself
+		{SQL: "SELECT id FROM ta WHERE n = $1", ParamOIDs: []uint32{20}},
+		{SQL: "SELECT tags FROM tb2"},
+	}
+	b := Batch{Describes: slices.Clone(reqs), TempNames: []string{"ta", "tb2"}, Types: []uint32{23, 1007, dd, 23, 4294967000}}
+	bcat := NewPGCatalogConn(conn)
+	if err := bcat.Batch(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	single := NewPGCatalogConn(conn)
+	for i, r := range reqs {
+		want, werr := single.Describe(ctx, r.SQL, r.ParamOIDs)
+		got := b.Describes[i]
+		var wpe, gpe *pgconn.PgError
+		if errors.As(werr, &wpe) != errors.As(got.Err, &gpe) || (wpe != nil && wpe.Code != gpe.Code) {
+			t.Fatalf("%s: batch error %v, single %v", r.SQL, got.Err, werr)
+		}
+		if werr == nil && (!slices.Equal(got.Desc.Params, want.Params) || !slices.Equal(got.Desc.Columns, want.Columns)) {
+			t.Fatalf("%s: batch %s, single %s", r.SQL, got.Desc, want)
+		}
+	}
+	if b.Describes[1].Err == nil || b.Describes[2].Err != nil || len(b.Describes[3].Desc.Columns) != 1 {
+		t.Fatalf("want only the second rejected: %+v", b.Describes)
+	}
+	if found, err := single.TempRelations(ctx, b.TempNames); err != nil || found != b.TempFound || found != "tb2" {
+		t.Fatalf("temporary relations: batch %q, single %q, %v", b.TempFound, found, err)
+	}
+	for _, o := range []uint32{23, 1007, dd} {
+		bcat.mu.Lock()
+		got, ok := bcat.types[o]
+		bcat.mu.Unlock()
+		want, err := single.Type(ctx, o)
+		if err != nil || !ok || got != want {
+			t.Fatalf("type %d: batch %+v (%v), single %+v, %v", o, got, ok, want, err)
+		}
+	}
+	if _, ok := bcat.types[4294967000]; ok {
+		t.Fatal("an unknown type OID was cached")
+	}
+	// The connection is usable afterwards.
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM ta").Scan(&n); err != nil || n != 50 {
+		t.Fatalf("after the batch: %d, %v", n, err)
+	}
+}
+
+// tempTableElsewhere creates a temporary table tb2 in another session of
+// conn's database and returns the function that drops it and closes that
+// session (a closed session's temporary tables go away only once its
+// backend has exited, so the test drops it before the next case).
+func tempTableElsewhere(t *testing.T, conn *pgx.Conn) func() {
+	t.Helper()
+	ctx := context.Background()
+	other, err := pgx.Connect(ctx, conn.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Exec(ctx, "CREATE TEMP TABLE tb2 (v int[])"); err != nil {
+		other.Close(ctx)
+		t.Fatal(err)
+	}
+	return func() {
+		_, _ = other.Exec(ctx, "DROP TABLE pg_temp.tb2")
+		other.Close(ctx)
+	}
 }
