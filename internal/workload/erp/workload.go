@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -218,7 +217,7 @@ func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, opts workload.
 				return fmt.Errorf("erp setup: %w", err)
 			}
 			if len(foreign) > 0 {
-				return fmt.Errorf("erp setup: %s: %w", strings.Join(foreign[:min(len(foreign), 5)], ", "), workload.ErrForeignDatabase)
+				return workload.ForeignError("erp setup", foreign)
 			}
 		}
 		if meta.Separator != w.opts.Separator {
