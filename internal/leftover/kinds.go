@@ -221,3 +221,23 @@ func humanBytes(n int64) string {
 	}
 	return fmt.Sprintf("%d B", n)
 }
+
+// RemoveDirAt is RemoveDir for the KindDir entry of this process whose
+// Path is path (for callers that kept only the path); with no such entry
+// it removes path alone. Errors: the removal failed.
+func (r *Record) RemoveDirAt(path string) error {
+	entries, err := r.Entries()
+	if err != nil {
+		return err
+	}
+	self := os.Getpid()
+	for _, e := range entries {
+		if e.Kind == KindDir && e.Path == path && e.Owner.PID == self {
+			return r.RemoveDir(&e)
+		}
+	}
+	if err := os.RemoveAll(path); err != nil {
+		return fmt.Errorf("leftover: %w", err)
+	}
+	return nil
+}
