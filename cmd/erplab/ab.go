@@ -289,12 +289,13 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	return cmd
 }
 
-// fmtIntegral prints a run's integral APDEX with its rating.
+// fmtIntegral prints a run's integral APDEX with its rating, rounded as
+// the run summary and the report round it (IntegralScore.String).
 func fmtIntegral(d *results.Document) string {
 	if d.Integral.NS() {
 		return "NS"
 	}
-	return fmt.Sprintf("%.3f (%s)", d.Integral.Value, d.Integral.Rating)
+	return fmt.Sprintf("%s (%s)", d.Integral.String(), d.Integral.Rating)
 }
 
 // fmtFloat prints a figure with 4 significant digits, "-" for NaN.
