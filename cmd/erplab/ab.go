@@ -76,7 +76,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
   erplab ab --workload erp --duration 20s --aa 10 --rounds 3
   erplab ab --workload erp --temp-style 1c --variant tmpfs=tmpfs-temp-tablespace --out-dir ab-tmpfs`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: interruptible(func(cmd *cobra.Command, _ []string) error {
 			if len(variants) == 0 && aa == 0 {
 				return withCode(exitUsage, errors.New("ab needs at least one --variant NAME=remedy[,remedy] (or --aa N)"))
 			}
@@ -141,6 +141,13 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 			}
 			meta, err := workload.Find(f.workload)
 			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			if flag, owner, foreign := meta.ForeignFlag(cmd.Flags()); foreign {
+				return withCode(exitUsage, fmt.Errorf("--%s applies to --workload %s only", flag, owner))
+			}
+			own := meta.FlagSet()
+			if err := experiment.CheckVariants(meta.Name, vs, func(flag string) bool { return own.Lookup(flag) != nil }); err != nil {
 				return withCode(exitUsage, err)
 			}
 			// The baseline's workload options as given (defaults included);
@@ -236,7 +243,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 				}
 			}
 			return nil
-		},
+		}),
 	}
 	fl := cmd.Flags()
 	fl.StringArrayVar(&variants, "variant", nil, "variant NAME=remedy[,remedy...], repeatable (remedies: "+remedy.Known()+")")
@@ -283,12 +290,13 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	return cmd
 }
 
-// fmtIntegral prints a run's integral APDEX with its rating.
+// fmtIntegral prints a run's integral APDEX with its rating, rounded as
+// the run summary and the report round it (IntegralScore.String).
 func fmtIntegral(d *results.Document) string {
 	if d.Integral.NS() {
 		return "NS"
 	}
-	return fmt.Sprintf("%.3f (%s)", d.Integral.Value, d.Integral.Rating)
+	return fmt.Sprintf("%s (%s)", d.Integral.String(), d.Integral.Rating)
 }
 
 // fmtFloat prints a figure with 4 significant digits, "-" for NaN.

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -35,7 +36,15 @@ mismatches, so it can follow a load test in a script.`,
 			}
 			c, ok := w.(workload.Checker)
 			if !ok {
-				return withCode(exitUsage, fmt.Errorf("check: workload %s has no data check", name))
+				var with []string
+				for _, m := range workload.All() {
+					if o, err := workload.Build(m.Name, nil); err == nil {
+						if _, ok := o.(workload.Checker); ok {
+							with = append(with, m.Name)
+						}
+					}
+				}
+				return withCode(exitUsage, fmt.Errorf("check: workload %s has no data check (its data has no invariant erplab can verify; workloads with one: %s)", name, strings.Join(with, ", ")))
 			}
 			pool, err := conninfo.OpenPool(cmd.Context(), d, 2)
 			if err != nil {

@@ -279,7 +279,7 @@ func runMacro(ctx context.Context, errw io.Writer, osUser string, paths []string
 			// before that Stop in the reversed list.
 			stopC := stops[len(stops)-1]
 			stops[len(stops)-1] = func() {
-				if err := os.RemoveAll(dir); err != nil {
+				if err := disk.RemoveWALDir(dir); err != nil {
 					fmt.Fprintf(errw, "erplab: %v\n", err)
 				}
 			}

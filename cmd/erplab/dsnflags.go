@@ -1,7 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -38,8 +43,35 @@ func resolveSource(cmd *cobra.Command, src conninfo.Source) (string, bool, error
 	if err != nil {
 		return "", false, withCode(exitUsage, err)
 	}
+	// A connection string libpq's rules refuse (port=abc, an unknown
+	// key) is a usage error, found before anything starts.
+	if dsn != "" {
+		var pce *pgconn.ParseConfigError
+		if _, err := pgconn.ParseConfig(dsn); errors.As(err, &pce) {
+			return "", false, withCode(exitUsage, errors.New(conninfo.Describe(err)))
+		}
+	}
 	if warning != "" {
 		fmt.Fprintln(cmd.ErrOrStderr(), warning)
 	}
 	return dsn, given, nil
+}
+
+// checkListenAddr validates a HOST:PORT flag value such as --metrics-addr
+// ("" is off): a port number 0..65535 after the last colon, the host
+// possibly empty or bracketed. The error names the flag (a usage error).
+func checkListenAddr(flag, v string) error {
+	if v == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(v)
+	if err == nil {
+		if n, perr := strconv.Atoi(port); perr != nil || n < 0 || n > 65535 {
+			err = fmt.Errorf("port %q is not a number 0..65535", port)
+		}
+	}
+	if err != nil {
+		return withCode(exitUsage, fmt.Errorf("%s %q: want HOST:PORT, e.g. 127.0.0.1:9187: %w", flag, v, err))
+	}
+	return nil
 }

@@ -20,7 +20,7 @@ func TestExecuteExitCodes(t *testing.T) {
 	t.Chdir(dir)
 	proc, sys := thpHost(t, "always")
 	dsn := srv.NewDatabase(t)
-	for name, body := range map[string]string{"ok.sql": "SELECT 1\n", "bad.sql": "SELEC 1\n"} {
+	for name, body := range map[string]string{"ok.sql": "SELECT 1\n", "bad.sql": "SELEC 1\n", "ok.conf": "work_mem = '8MB'\n"} {
 		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -75,10 +75,26 @@ func TestExecuteExitCodes(t *testing.T) {
 		{"threshold", 0, []string{"run", "--workload", "smoke", "--dsn", dsn, "--users", "100", "--connections", "1", "--think", "0",
 			"--duration", "1s", "--mix", "temp_churn=1", "--apdex-min", "1", "--out", "t.json", "--progress", "0"}, exitThreshold},
 		{"interrupted", time.Second, []string{"run", "--workload", "smoke", "--dsn", dsn, "--duration", "30s", "--out", "i.json", "--progress", "0"}, exitInterrupted},
+		// The README's table, case by case (issue 16).
+		{"unparsable dsn", 0, []string{"run", "--dsn", "port=abc", "--duration", "1s"}, exitUsage},
+		{"unparsable dsn of doctor", 0, []string{"doctor", "--dsn", "port=abc", "--sample", "0"}, exitUsage},
+		{"unparsable dsn of check", 0, []string{"check", "--dsn", "port=abc"}, exitUsage},
+		{"bad metrics address", 0, []string{"run", "--metrics-addr", "nonsense", "--dsn", dsn, "--duration", "1s"}, exitUsage},
+		{"bad metrics port of top", 0, []string{"top", "--metrics-addr", "127.0.0.1:99999", "--dsn", dsn, "--once"}, exitUsage},
+		{"erp flag with smoke", 0, []string{"run", "--workload", "smoke", "--temp-style", "1c", "--dsn", dsn, "--duration", "1s"}, exitUsage},
+		{"erp flag with smoke in ab", 0, []string{"ab", "--workload", "smoke", "--temp-style", "1c", "--variant", "x=settings:ok.sql"}, exitUsage},
+		{"ab variant name twice", 0, []string{"ab", "--variant", "t=temp-style:lsfusion", "--variant", "t=temp-style:1c"}, exitUsage},
+		{"ab remedy the workload lacks", 0, []string{"ab", "--workload", "smoke", "--variant", "t=temp-style:lsfusion"}, exitUsage},
+		{"check of a workload without a check", 0, []string{"check", "--workload", "pgbench", "--dsn", dsn}, exitUsage},
+		{"doctor fix interrupted", -1, []string{"doctor", "fix", "tmpfs-temp-tablespace", "--undo", "--dsn", dsn}, exitInterrupted},
+		{"ab interrupted", 20 * time.Second, []string{"ab", "--workload", "smoke", "--variant", "t=settings:ok.conf", "--duration", "30s", "--out-dir", "ab-i"}, exitInterrupted},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		if c.stop > 0 {
+		switch {
+		case c.stop > 0:
 			time.AfterFunc(c.stop, cancel)
+		case c.stop < 0: // interrupted before it starts
+			cancel()
 		}
 		got := execute(ctx, c.args)
 		cancel()

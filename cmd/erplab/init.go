@@ -175,7 +175,7 @@ func runInit(ctx context.Context, out io.Writer, f initFlags, ini workload.Initi
 		if !ok {
 			return fmt.Errorf("init --drop: workload %s cannot drop its data", f.workload)
 		}
-		line, err := d.DropData(ctx, pool)
+		line, err := d.DropData(ctx, pool, o.Force)
 		if err != nil {
 			return err
 		}

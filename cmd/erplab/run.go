@@ -31,6 +31,9 @@ func workloadByName(name string, fs *pflag.FlagSet) (workload.Workload, error) {
 	if err != nil {
 		return nil, err
 	}
+	if flag, owner, foreign := m.ForeignFlag(fs); foreign {
+		return nil, fmt.Errorf("--%s applies to --workload %s only", flag, owner)
+	}
 	return workload.Build(name, m.Values(fs))
 }
 
@@ -199,6 +202,9 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 		txPerVU int
 		err     error
 	)
+	if err := checkListenAddr("--metrics-addr", f.metricsAddr); err != nil {
+		return loadtest.Options{}, err
+	}
 	rate, err := f.scriptRate(cmd)
 	if err != nil {
 		return loadtest.Options{}, err

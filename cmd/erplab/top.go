@@ -65,6 +65,9 @@ and never reads pg_locks.`,
 }
 
 func runTop(cmd *cobra.Command, f topFlags) error {
+	if err := checkListenAddr("--metrics-addr", f.metricsAddr); err != nil {
+		return err
+	}
 	switch {
 	case f.interval < sampler.MinInterval:
 		return withCode(exitUsage, fmt.Errorf("--interval must be at least %s, got %s", sampler.MinInterval, f.interval))

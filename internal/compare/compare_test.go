@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"math"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/erplab/erplab/internal/apdex"
 	"github.com/erplab/erplab/internal/compare"
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/loadtest"
@@ -281,5 +284,54 @@ func TestRecordedFigures(t *testing.T) {
 				t.Errorf("row p95 %v, document p95 %v", r.A, op.Response.P95)
 			}
 		}
+	}
+}
+
+// compare prints APDEX scores as the run summary and the report do
+// (apdex.FormatValue, two decimals truncated): the A and B cells of every
+// apdex row are the runs' own figures, in text and Markdown.
+func TestApdexFormattedAsEverywhere(t *testing.T) {
+	d := threeRuns(t)
+	c, err := compare.Compare("a", d[0], "slow", d[2], compare.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text, md bytes.Buffer
+	if err := c.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, op := range d[0].Operations {
+		r := c.Find(op.Name, "apdex")
+		var b *results.OpResult
+		for i := range d[2].Operations {
+			if d[2].Operations[i].Name == op.Name {
+				b = &d[2].Operations[i]
+			}
+		}
+		if r == nil || b == nil || op.Apdex.NS() || b.Apdex.NS() {
+			continue
+		}
+		a, bs := strings.TrimSuffix(op.Apdex.ValueString(), "*"), strings.TrimSuffix(b.Apdex.ValueString(), "*")
+		if r.A != op.Apdex.Value || apdex.FormatValue(r.A) != a {
+			t.Errorf("%s: row A %v, run's %s", op.Name, r.A, a)
+		}
+		cell := fmt.Sprintf("| %s | apdex | %s | %s |", op.Name, a, bs)
+		if !strings.Contains(md.String(), cell) {
+			t.Errorf("markdown lacks %q", cell)
+		}
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(op.Name) + `\s+apdex\s+` + regexp.QuoteMeta(a) + `\s+` + regexp.QuoteMeta(bs) + `\s`).MatchString(text.String()) {
+			t.Errorf("text lacks %s apdex %s %s:\n%s", op.Name, a, bs, text.String())
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Fatal("no apdex row compared")
+	}
+	if r := c.Find("integral", "apdex"); r != nil && !strings.Contains(md.String(), "| "+d[0].Integral.String()+" | "+d[2].Integral.String()+" |") {
+		t.Errorf("integral cells are not %s and %s:\n%s", d[0].Integral.String(), d[2].Integral.String(), md.String())
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"math"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/erplab/erplab/internal/apdex"
 )
 
 func fmtNum(v float64) string {
@@ -26,6 +28,17 @@ func fmtNum(v float64) string {
 	default:
 		return fmt.Sprintf("%.3f", v)
 	}
+}
+
+// fmtValue prints a side's value (A or B) of r: an APDEX score as every
+// erplab table prints it (apdex.FormatValue: two decimals, truncated, so
+// compare, the run summary and the report show the same figure), other
+// metrics with fmtNum.
+func (r Row) fmtValue(v float64) string {
+	if r.Metric == "apdex" && !math.IsNaN(v) {
+		return apdex.FormatValue(v)
+	}
+	return fmtNum(v)
 }
 
 func fmtPct(v float64) string {
@@ -122,7 +135,7 @@ func (c *Comparison) WriteText(w io.Writer) error {
 			}
 			section = r.Section
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Subject, r.metricLabel(), fmtNum(r.A), fmtNum(r.B),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Subject, r.metricLabel(), r.fmtValue(r.A), r.fmtValue(r.B),
 			fmtNum(r.Delta), fmtPct(r.DeltaPct), fmtCI(r), fmtP(r.P), r.verdictText())
 	}
 	if err := tw.Flush(); err != nil {
@@ -148,7 +161,7 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 			v = "**" + v + "**"
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", mdCell(r.Subject), mdCell(r.metricLabel()),
-			fmtNum(r.A), fmtNum(r.B), fmtNum(r.Delta), fmtPct(r.DeltaPct), fmtCI(r), fmtP(r.P), mdCell(v))
+			r.fmtValue(r.A), r.fmtValue(r.B), fmtNum(r.Delta), fmtPct(r.DeltaPct), fmtCI(r), fmtP(r.P), mdCell(v))
 	}
 	c.writeSlower(w, true)
 	_, err := fmt.Fprintf(w, "\n%s. %s\n", c.Summary(), c.MethodNote())

@@ -9,7 +9,10 @@
 // Every file is created under a fresh directory erplab-disk-* (micro),
 // erplab-ts-* (tablespace) or erplab-wal-* (PutWALOn) inside the
 // candidate path, and removed when the measurement ends, also when ctx is
-// cancelled (Ctrl-C).
+// cancelled (Ctrl-C). Each of these directories, and the tmpfs of
+// MountTmpfs, is recorded in erplab's crash-safe record (package
+// leftover) before it is made: after a kill -9 the next erplab command
+// removes them (and unmounts the tmpfs) with one line saying so.
 //
 // # Repeats and rounds
 //

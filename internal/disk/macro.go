@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/erplab/erplab/internal/leftover"
 	"github.com/erplab/erplab/internal/workload"
 	"github.com/erplab/erplab/internal/workload/erp"
 )
@@ -127,6 +128,8 @@ type macroPath struct {
 	t        Target
 	name, id string // tablespace and database name, and it quoted
 	dir      string // the tablespace directory
+	rec      *leftover.Record
+	entry    *leftover.Entry // dir's crash-safe record
 	admin    *pgx.Conn
 	pool     *pgxpool.Pool
 	conn     *pgxpool.Conn
@@ -259,11 +262,15 @@ func (mp *macroPath) setup(ctx context.Context, i int) error {
 	if admin == "" {
 		admin = "postgres"
 	}
-	dir, err := os.MkdirTemp(mp.t.Path, "erplab-ts-")
+	rec, err := leftover.Open()
 	if err != nil {
 		return fmt.Errorf("disk: macro: %w", err)
 	}
-	mp.dir = dir
+	dir, e, err := rec.MkdirTemp(mp.t.Path, "erplab-ts-")
+	if err != nil {
+		return fmt.Errorf("disk: macro: %w", err)
+	}
+	mp.dir, mp.rec, mp.entry = dir, rec, e
 	if err := chownTo(dir, mp.t.Server.OSUser); err != nil {
 		return err
 	}
@@ -345,7 +352,7 @@ func (mp *macroPath) close() error {
 		_ = mp.admin.Close(cctx)
 	}
 	if mp.dir != "" {
-		if err := os.RemoveAll(mp.dir); err != nil {
+		if err := mp.rec.RemoveDir(mp.entry); err != nil {
 			errs = append(errs, fmt.Errorf("disk: macro: remove %s: %w", mp.dir, err))
 		}
 	}

@@ -134,8 +134,11 @@ func TestWALOnPath(t *testing.T) {
 	if err := c.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := RemoveWALDir(dir); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("RemoveWALDir left %s (%v)", dir, err)
 	}
 }
 

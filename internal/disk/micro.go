@@ -16,6 +16,8 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/erplab/erplab/internal/leftover"
 )
 
 // BlockSize is PostgreSQL's page and WAL block size, bytes (BLCKSZ and
@@ -274,6 +276,7 @@ func Measure(ctx context.Context, path string, opts Options) (PathResult, error)
 // bench is one path's working directory during MeasureAll.
 type bench struct {
 	path, dir, data string
+	entry           *leftover.Entry // the dir's crash-safe record
 }
 
 // MeasureAll runs every micro pattern opts.Repeats times on every path
@@ -313,23 +316,30 @@ func MeasureAll(ctx context.Context, paths []string, opts Options) (res []PathRe
 			return nil, fmt.Errorf("disk: %s: %d MiB free, need %d MiB: %w", path, res[i].FreeBytes>>20, need>>20, ErrNoSpace)
 		}
 	}
+	// Each path's directory is recorded before it is made
+	// (leftover.MkdirTemp): the next erplab command removes what a killed
+	// one left.
+	rec, err := leftover.Open()
+	if err != nil {
+		return nil, fmt.Errorf("disk: %w", err)
+	}
 	benches := make([]bench, len(paths))
 	defer func() {
 		for _, b := range benches {
 			if b.dir == "" {
 				continue
 			}
-			if rerr := os.RemoveAll(b.dir); rerr != nil && err == nil {
+			if rerr := rec.RemoveDir(b.entry); rerr != nil && err == nil {
 				err = fmt.Errorf("disk: remove %s: %w", b.dir, rerr)
 			}
 		}
 	}()
 	for i, path := range paths {
-		dir, err := os.MkdirTemp(path, "erplab-disk-")
+		dir, e, err := rec.MkdirTemp(path, "erplab-disk-")
 		if err != nil {
 			return nil, fmt.Errorf("disk: %w", err)
 		}
-		benches[i] = bench{path: path, dir: dir, data: filepath.Join(dir, "data")}
+		benches[i] = bench{path: path, dir: dir, data: filepath.Join(dir, "data"), entry: e}
 		if err := fill(ctx, benches[i].data, opts.FileBytes/BlockSize*BlockSize); err != nil {
 			return nil, err
 		}

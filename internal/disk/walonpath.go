@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/erplab/erplab/internal/leftover"
 	"github.com/erplab/erplab/internal/pgcluster"
 )
 
@@ -29,20 +30,26 @@ const walStopTimeout = time.Minute
 // postmaster, then waiting until postmaster.pid is gone) and started again
 // with c.Restart; then the current WAL file (pg_walfile_name of
 // pg_current_wal_lsn) must exist in the new directory, or an error says
-// so. It returns the directory; the caller removes it (os.RemoveAll)
-// after c.Stop, which removes the link but not its target. On error the
+// so. It returns the directory, recorded in erplab's crash-safe record
+// before it is made (leftover.MkdirTemp: the next erplab command removes
+// it after a kill -9); the caller removes it with RemoveWALDir after
+// c.Stop, which removes the link but not its target. On error the
 // directory is removed when the WAL never moved; a server that did not
 // come back is the caller's to Stop. Only for a cluster erplab started
 // itself: a server reached by DSN cannot be stopped and rearranged.
 func PutWALOn(ctx context.Context, c *pgcluster.Cluster, path string) (dir string, err error) {
-	dir, err = os.MkdirTemp(path, "erplab-wal-")
+	rec, err := leftover.Open()
+	if err != nil {
+		return "", fmt.Errorf("disk: wal on path: %w", err)
+	}
+	dir, e, err := rec.MkdirTemp(path, "erplab-wal-")
 	if err != nil {
 		return "", fmt.Errorf("disk: wal on path: %w", err)
 	}
 	moved := false
 	defer func() {
 		if err != nil && !moved {
-			_ = os.RemoveAll(dir)
+			_ = rec.RemoveDir(e)
 		}
 	}()
 	if err := chownTo(dir, c.OSUser()); err != nil {
@@ -171,4 +178,17 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// RemoveWALDir removes a directory of PutWALOn with its files and its
+// record (after the server's Stop). Errors: the removal failed.
+func RemoveWALDir(dir string) error {
+	rec, err := leftover.Open()
+	if err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	if err := rec.RemoveDirAt(dir); err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	return nil
 }

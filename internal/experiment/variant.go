@@ -45,3 +45,25 @@ func ParseVariant(s string) (Variant, error) {
 	}
 	return v, nil
 }
+
+// CheckVariants validates the variants of one experiment before anything
+// is built: every name once (the baseline's included), and every remedy
+// that sets a workload option (remedy.Kind.WorkloadFlag) on a workload
+// that has it (declares reports whether the workload declares a flag).
+// The error is a one-line usage error.
+func CheckVariants(workloadName string, vs []Variant, declares func(flag string) bool) error {
+	seen := map[string]bool{BaselineName: true}
+	for _, v := range vs {
+		if seen[v.Name] {
+			return fmt.Errorf("--variant %s: the name is given twice", v.Name)
+		}
+		seen[v.Name] = true
+		for _, r := range v.Remedies {
+			k, ok := remedy.Lookup(r.Kind)
+			if ok && k.WorkloadFlag != "" && !declares(k.WorkloadFlag) {
+				return fmt.Errorf("--variant %s: remedy %s sets --%s, which --workload %s does not have", v.Name, r.Kind, k.WorkloadFlag, workloadName)
+			}
+		}
+	}
+	return nil
+}

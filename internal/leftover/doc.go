@@ -1,7 +1,6 @@
 // Package leftover is erplab's crash-safe record of what a command creates
-// outside its own process (throwaway server directories today; mounts,
-// tablespaces and directories of `doctor fix`, `ab` and `disk` later), so
-// that whatever a killed command (kill -9, power cut, OOM kill) leaves
+// outside its own process (throwaway server directories, tmpfs mounts and
+// directories of `ab` and `disk`), so that whatever a killed command (kill -9, power cut, OOM kill) leaves
 // behind is undone by the next run of any erplab command.
 //
 // # Where
@@ -53,12 +52,32 @@
 // by another user, or left by an older erplab) are never touched: a kind's
 // package may list them in Report.LeftAlone (pgcluster.ReapOrphans does).
 //
-// # Kinds to come
+// Entries are undone newest first, so a thing made inside or on top of an
+// older one (files in a mounted tmpfs, a mount inside a throwaway server's
+// directory) goes before it.
 //
-// Mount points ("mount": Path the mount point, Data the source and fs type;
-// Undo checks /proc/self/mountinfo for that mount with that source before
-// umount), tablespaces ("tablespace": Path the location, Data the DSN
-// without password, the name and the OID; Undo drops it only if the OID
-// matches and it is empty) and plain directories ("dir": a marker file
-// holding Token) follow the same protocol.
+// # Kinds of this package
+//
+// "mount" (AddMount, KindMount): Path is the mount point, Data the file
+// system type and a source "erplab-<16 random hex>" unique to the entry
+// that the caller passes to mount(2). Undo unmounts only a mount that
+// /proc/self/mountinfo lists at Path with that type and source (lazily,
+// MNT_DETACH, when busy): a mount there of another type or source is not
+// erplab's (ErrNotOurs). With RemoveDir it then removes the empty mount
+// point. Users: disk --tmpfs, ab's tmpfs-temp-tablespace remedy.
+//
+// "dir" (MkdirTemp, RemoveDir, KindDir): Path is a directory
+// <parent>/<prefix><16 random hex> made with mode 0700; Data the creating
+// user and, once made, its device and inode. Undo removes it with all it
+// holds if it is a real directory (not a symbolic link) with the recorded
+// device and inode, or, when the process died before recording them,
+// owned by the recorded user with mode 0700. Users: disk's erplab-disk-*
+// (micro patterns), erplab-ts-* (macro tablespaces) and --wal-on-path's
+// erplab-wal-* directories.
+//
+// Tablespaces have no kind of their own: every tablespace erplab creates
+// outside `doctor fix --apply` (whose state file and --undo keep what it
+// made, by design) lives in a throwaway server, whose "pgcluster" entry
+// stops the server and removes its directory; the tablespace's directory
+// outside the data directory is a "dir" entry.
 package leftover

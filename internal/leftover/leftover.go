@@ -343,7 +343,7 @@ func Sweep(ctx context.Context, out io.Writer) (Report, error) {
 }
 
 // Sweep undoes the entries of dead owners through their registered kinds
-// (see the package doc). Entries of live owners, of unregistered kinds,
+// (see the package doc), newest first. Entries of live owners, of unregistered kinds,
 // and entries another Sweep holds are skipped.
 func (r *Record) Sweep(ctx context.Context) Report {
 	var rep Report
@@ -356,7 +356,10 @@ func (r *Record) Sweep(ctx context.Context) Report {
 	for _, k := range registered() {
 		byKind[k.Name] = k
 	}
-	for _, e := range entries {
+	// Newest first: a thing made inside or on top of an older one (files
+	// in a mounted tmpfs, a mount inside a server's directory) is undone
+	// before it.
+	for _, e := range slices.Backward(entries) {
 		k, ok := byKind[e.Kind]
 		if !ok || k.Undo == nil || e.Owner.Alive() || ctx.Err() != nil {
 			continue

@@ -30,6 +30,11 @@ type Kind struct {
 	// run that applies it (e.g. tmpfs-size); values reach Apply through
 	// Target.Param.
 	Params []Param
+	// WorkloadFlag, when not empty, is the workload option the remedy
+	// sets in Target.Flags (e.g. "temp-style"): only a workload that
+	// declares that option can take the remedy, which `erplab ab` checks
+	// before it builds anything.
+	WorkloadFlag string
 	// Parse checks the argument (the text after "Name:") and returns a
 	// one-line error without the remedy's text (Parse adds it). Nil means
 	// the remedy takes no argument.

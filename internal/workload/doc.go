@@ -31,6 +31,21 @@
 // (`init --drop`), [Checker] (`erplab check`), [Describer] and
 // [Reporter] (what a run records and prints after its summary).
 //
+// # The --force guard
+//
+// A workload that writes refuses, unless --force (SetupOptions.Force,
+// InitOptions.Force), a database holding objects erplab did not create:
+// [ForeignObjects] is the one catalog query every workload uses (smoke,
+// erp, pgbench's init and run, `init --drop`). It counts pg_class
+// relations of kinds r, p, v, m, f, S (sequences not owned by a column)
+// and c, user types (not row types, arrays or automatic multiranges) and
+// routines, in every schema except pg_catalog, information_schema,
+// pg_toast*, pg_temp_* and erplab's erplab_*, leaving out extension
+// members (pg_depend deptype 'e') and the relations the caller proves
+// are its own (the ERP marker's tables; pgbench tables carrying erplab's
+// COMMENT marker, or any pgbench tables for a run). [ForeignError] is the
+// refusal, wrapping [ErrForeignDatabase].
+//
 // Adding a workload: a package under internal/workload with a type
 // implementing [Workload] (and the optional interfaces it has), an init
 // function calling Register, and a blank import in internal/workload/all.

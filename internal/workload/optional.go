@@ -72,8 +72,10 @@ type Initializer interface {
 type Dropper interface {
 	// DropData removes what the workload created in the database of
 	// pool, nothing else, and returns the line to print (also when there
-	// was nothing to drop).
-	DropData(ctx context.Context, pool *pgxpool.Pool) (string, error)
+	// was nothing to drop). Data it cannot prove erplab created (e.g.
+	// pgbench tables made by pgbench -i) is refused with an error
+	// wrapping ErrForeignDatabase unless force (--force).
+	DropData(ctx context.Context, pool *pgxpool.Pool, force bool) (string, error)
 }
 
 // Checker is implemented by workloads that can verify the consistency of

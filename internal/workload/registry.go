@@ -186,17 +186,20 @@ func (m Meta) Values(fs *pflag.FlagSet) map[string]string {
 }
 
 // ForeignFlag returns the first flag given on fs that another registered
-// workload declares as its own init option and m does not (e.g.
-// pgbench's --partitions with --workload erp), in that workload's
-// declaration order, and the workload's name; ok is false when there is
-// none. `erplab init` refuses it as a usage error.
+// workload declares as its own option (run or init) and m does not (e.g.
+// pgbench's --partitions with --workload erp, erp's --temp-style with
+// --workload smoke), in that workload's declaration order, and the
+// workload's name; ok is false when there is none. `erplab init`, `run`
+// and `ab` refuse it as a usage error.
 func (m Meta) ForeignFlag(fs *pflag.FlagSet) (flag, owner string, ok bool) {
 	own := m.FlagSet()
 	for _, o := range All() {
 		if o.Name == m.Name {
 			continue
 		}
-		declare(o.Name, o.InitFlags).VisitAll(func(f *pflag.Flag) {
+		theirs := declare(o.Name, o.Flags)
+		theirs.AddFlagSet(declare(o.Name, o.InitFlags))
+		theirs.VisitAll(func(f *pflag.Flag) {
 			if g := fs.Lookup(f.Name); !ok && g != nil && g.Changed && own.Lookup(f.Name) == nil {
 				flag, owner, ok = f.Name, o.Name, true
 			}

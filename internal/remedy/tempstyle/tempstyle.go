@@ -26,6 +26,8 @@ func init() {
 		Doc:    "how the ERP workload treats temp tables in this run",
 		Parse:  parse,
 		Apply:  apply,
+		// Only a workload with --temp-style (erp) takes it.
+		WorkloadFlag: Flag,
 	})
 }
 

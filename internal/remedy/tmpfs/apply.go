@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/erplab/erplab/internal/leftover"
 )
 
 // Verification is the proof that temp tables land on the tmpfs.
@@ -236,7 +238,23 @@ func Apply(ctx context.Context, dsn string, opts Options, log io.Writer) (*Verif
 	if ents, err := os.ReadDir(dbDir); err != nil || len(ents) > 0 {
 		return fail(fmt.Errorf("tmpfs fix: %s must exist and be empty before mounting (%d entries, %v)", dbDir, len(ents), err))
 	}
-	if err := unix.Mount("tmpfs", dbDir, "tmpfs", unix.MS_NODEV|unix.MS_NOSUID|unix.MS_NOEXEC, mopts); err != nil {
+	source := "tmpfs"
+	if opts.recordMount {
+		rec, err := leftover.Open()
+		if err != nil {
+			return fail(fmt.Errorf("tmpfs fix: %w", err))
+		}
+		e, src, err := rec.AddMount(dbDir, "tmpfs", false)
+		if err != nil {
+			return fail(fmt.Errorf("tmpfs fix: %w", err))
+		}
+		source, st.Mount.LeftoverID = src, e.ID
+		if err := record(); err != nil {
+			return fail(err)
+		}
+	}
+	if err := unix.Mount(source, dbDir, "tmpfs", unix.MS_NODEV|unix.MS_NOSUID|unix.MS_NOEXEC, mopts); err != nil {
+		forgetMount(st.Mount)
 		return fail(fmt.Errorf("tmpfs fix: mount tmpfs on %s: %w", dbDir, err))
 	}
 	st.Mount.Mounted = true

@@ -104,8 +104,14 @@
 //
 // # No server
 //
-// A state file whose server is gone (the throwaway server of an `erplab
-// ab` killed during its tmpfs run) is cleaned by UndoOrphan (`erplab
+// The remedy of `erplab ab` (a throwaway server) keeps its state file in
+// the server's own directory and records its tmpfs in erplab's crash-safe
+// record (package leftover) before mounting it: after a kill -9 of ab
+// the next erplab command unmounts that tmpfs (only the mount with the
+// recorded source at the recorded point) and removes the server's
+// directory with the state file, saying so in one line.
+//
+// Any other state file whose server is gone is cleaned by UndoOrphan (`erplab
 // doctor fix tmpfs-temp-tablespace --undo --state FILE`; --states lists
 // the files): it refuses while postmaster.pid names a live process,
 // unmounts the recorded tmpfs, and once the data directory is gone

@@ -3,6 +3,7 @@ package tmpfs
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
 	"github.com/erplab/erplab/internal/remedy"
 )
@@ -29,12 +30,15 @@ func init() {
 
 // applyRemedy runs Apply with scope system on the target's database
 // (Cluster.DSN(Database), not a proxy's) and records the verification
-// and the state file. Apply records every step in that file as the fix
-// does, so an ab killed mid-run leaves a file that `erplab doctor fix
-// tmpfs-temp-tablespace --undo --state FILE` (or --undo --dsn while the
-// server runs) cleans.
+// and the state file. The server is ab's throwaway one, so everything
+// goes with it: the state file is kept in the cluster's own directory
+// (<Cluster.Dir()>/erplab-state, removed with it), and the tmpfs is
+// recorded in erplab's crash-safe record (package leftover) before it is
+// mounted: after a kill -9 of ab the next erplab command unmounts it
+// (newest entry first) and then removes the server's directory.
 func applyRemedy(ctx context.Context, t *remedy.Target, _ string) (*remedy.Effect, error) {
-	opts := Options{Size: t.Param(SizeParam), Scope: ScopeSystem}
+	opts := Options{Size: t.Param(SizeParam), Scope: ScopeSystem, recordMount: true,
+		StateDir: filepath.Join(t.Cluster.Dir(), "erplab-state")}
 	v, err := Apply(ctx, t.Cluster.DSN(t.Database), opts, t.Log)
 	if err != nil {
 		return nil, fmt.Errorf("remedy %s: %w", Name, err)

@@ -90,7 +90,11 @@ type MountRecord struct {
 	Device  string `json:"device,omitempty"`
 	// Mounted: erplab mounted it (set with Done).
 	Mounted bool `json:"mounted"`
-	Done    bool `json:"done"`
+	// LeftoverID is the ID of the mount's entry in erplab's crash-safe
+	// record (package leftover) when the mount is recorded there (the ab
+	// remedy); undo removes that entry with the mount.
+	LeftoverID string `json:"leftover_id,omitempty"`
+	Done       bool   `json:"done"`
 }
 
 // SettingRecord is step 5: temp_tablespaces at Scope.

@@ -80,6 +80,12 @@ type Options struct {
 	// have made. Apply ignores it.
 	Force bool
 
+	// recordMount (the ab remedy, on a throwaway server) records the
+	// tmpfs in erplab's crash-safe record (leftover.AddMount) before
+	// mounting it, so that the next erplab command unmounts it after a
+	// kill -9; the fix's own --apply leaves its mount to --undo.
+	recordMount bool
+
 	// stopBefore, set by tests only, makes Apply return errStopped right
 	// after recording the intent of that step ("directory",
 	// "tablespace", "grant", "mount", "setting", "verify"), as a crash

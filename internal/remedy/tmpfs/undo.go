@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/erplab/erplab/internal/leftover"
 )
 
 // Undo reverts what Apply recorded for opts.Tablespace on the server dsn
@@ -442,6 +444,7 @@ func undoState(ctx context.Context, conn *pgx.Conn, dsn string, st *State, path 
 				return err
 			}
 		}
+		forgetMount(r)
 		st.Mount = nil
 		if err := save(); err != nil {
 			return err
@@ -582,6 +585,7 @@ func UndoOrphan(ctx context.Context, path string, opts Options, log io.Writer) e
 			}
 			say("umount %s (the server is not running: files on it were temp files of ended sessions)", mi.MountPoint)
 		}
+		forgetMount(r)
 		st.Mount = nil
 		if err := st.save(path); err != nil {
 			return err
@@ -630,4 +634,17 @@ func postmasterAlive(dataDir string) (int, bool) {
 	}
 	err = syscall.Kill(pid, 0)
 	return pid, err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// forgetMount removes the mount's entry from erplab's crash-safe record
+// (MountRecord.LeftoverID), once the mount is gone or was never made.
+// Best effort: an entry left behind names a mount that is not there, and
+// the next sweep drops it.
+func forgetMount(r *MountRecord) {
+	if r == nil || r.LeftoverID == "" {
+		return
+	}
+	if rec, err := leftover.Open(); err == nil {
+		_ = rec.Remove(&leftover.Entry{ID: r.LeftoverID})
+	}
 }

@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/erplab/erplab/internal/pgtest"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -16,7 +16,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sys/unix"
 
+	"github.com/erplab/erplab/internal/leftover"
 	"github.com/erplab/erplab/internal/pgcluster"
+	"github.com/erplab/erplab/internal/pgtest"
+	"github.com/erplab/erplab/internal/remedy"
 )
 
 // stateOpts is opts with a state directory of the test's own.
@@ -722,5 +725,93 @@ func TestUndoAfterServerKilled(t *testing.T) {
 	}
 	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("state file left (%v)", err)
+	}
+}
+
+// An `erplab ab` killed (kill -9) during its tmpfs variant: the remedy
+// recorded its mount in erplab's crash-safe record and kept its state
+// file in the throwaway cluster's directory, so the next erplab command's
+// sweep (leftover.Sweep, as every command's start runs it) unmounts the
+// tmpfs first (newest entry) and then removes the cluster's directory
+// with the state file: no mount, no directory, no state file left.
+func TestRemedyKilledCleanedBySweep(t *testing.T) {
+	pgtest.SkipShort(t) // starts a server of its own
+	needRoot(t)
+	t.Setenv(leftover.EnvStateDir, filepath.Join(t.TempDir(), "state"))
+	ctx := context.Background()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{StopWithParent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := resolve(c.Dir())
+	t.Cleanup(func() {
+		for _, mp := range mountPointsUnder(t, dir) {
+			_ = syscall.Unmount(mp, unix.MNT_DETACH)
+		}
+		_ = c.Stop()
+	})
+	if err := c.CreateDatabase(ctx, "erplab"); err != nil {
+		t.Fatal(err)
+	}
+	eff, err := applyRemedy(ctx, &remedy.Target{Cluster: c, Database: "erplab", Params: map[string]string{SizeParam: "8M"}, Log: io.Discard}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateFile, _ := eff.Changed["state_file"].(string)
+	if !strings.HasPrefix(stateFile, c.Dir()+"/") {
+		t.Fatalf("state file %q not in the cluster directory %s", stateFile, c.Dir())
+	}
+	st, err := LoadState(stateFile)
+	if err != nil || st.Mount == nil || st.Mount.LeftoverID == "" {
+		t.Fatalf("state %+v (%v): want a mount with its leftover entry", st, err)
+	}
+	app := dial(t, c.DSN("erplab"))
+	if _, err := app.Exec(ctx, "CREATE TEMP TABLE doc_buf AS SELECT g FROM generate_series(1, 1000) g"); err != nil {
+		t.Fatal(err)
+	}
+	if len(mountPointsUnder(t, dir)) != 1 {
+		t.Fatalf("mounts under %s: %v", dir, mountPointsUnder(t, dir))
+	}
+	// The kill: the postmaster dies, and so does the owner of every
+	// entry (faked: the entries are made to name a dead process).
+	if err := syscall.Kill(c.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := leftover.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := rec.Entries()
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("entries %+v (%v): want the cluster's and the mount's", entries, err)
+	}
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		e.Owner = leftover.Process{PID: dead.Process.Pid, Start: 1}
+		if err := rec.Update(&e, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var line strings.Builder
+	if _, err := leftover.Sweep(ctx, &line); err != nil {
+		t.Fatal(err)
+	}
+	t.Log(line.String())
+	if m := mountPointsUnder(t, dir); len(m) > 0 {
+		t.Errorf("mounts left after the sweep: %q", m)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("cluster directory %s left (%v)", dir, err)
+	}
+	for _, want := range []string{"cleaned up after killed erplab commands: mount " + st.Mount.Point + " (unmounted tmpfs", "; pgcluster " + c.Dir()} {
+		if !strings.Contains(line.String(), want) {
+			t.Errorf("sweep line lacks %q:\n%s", want, line.String())
+		}
+	}
+	if left, _ := rec.Entries(); len(left) != 0 {
+		t.Errorf("entries left: %+v", left)
 	}
 }

@@ -125,13 +125,7 @@ func Init(ctx context.Context, pool *pgxpool.Pool, opts Options) (LoadStats, err
 		return LoadStats{}, err
 	}
 	if len(foreign) > 0 && !opts.Force {
-		names := foreign
-		more := ""
-		if len(names) > 5 {
-			more = fmt.Sprintf(" and %d more", len(names)-5)
-			names = names[:5]
-		}
-		return LoadStats{}, fmt.Errorf("erp: %s%s: %w", strings.Join(names, ", "), more, workload.ErrForeignDatabase)
+		return LoadStats{}, workload.ForeignError("erp", foreign)
 	}
 
 	par := opts.Parallel
@@ -657,44 +651,26 @@ func Drop(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-// ForeignTables lists, as schema.name, the tables, views, materialized
-// views and foreign tables of the database that erplab did not create:
-// everything outside the system schemas, extension members (e.g.
-// pg_stat_statements' views), schemas named erplab_* (other erplab
-// workloads) and the tables listed in the ERP marker.
+// ForeignTables lists the objects of the database that erplab did not
+// create (workload.ForeignObjects: every relation kind, type and routine
+// outside the system schemas, extension members such as
+// pg_stat_statements' views, and schemas named erplab_*), less the tables
+// listed in the ERP marker. Tables are "schema.name", other objects
+// "schema.name (kind)".
 func ForeignTables(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
 	m, ok, err := Installed(ctx, pool)
 	if err != nil {
 		return nil, err
 	}
-	ours := map[string]bool{}
+	var ours []string
 	if ok {
 		for _, t := range append(m.Tables, TableMeta) {
-			ours[m.Schema+"."+t] = true
+			ours = append(ours, m.Schema+"."+t)
 		}
 	}
-	rows, err := pool.Query(ctx, `
-SELECT n.nspname, c.relname
-FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')
-  AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-  AND n.nspname NOT LIKE 'pg\_toast%' AND n.nspname NOT LIKE 'pg\_temp\_%'
-  AND n.nspname NOT LIKE 'erplab\_%'
-  AND NOT EXISTS (SELECT 1 FROM pg_depend d
-                  WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e')
-ORDER BY 1, 2`)
+	out, err := workload.ForeignObjects(ctx, pool, ours)
 	if err != nil {
-		return nil, fmt.Errorf("erp: list tables: %w", err)
+		return nil, fmt.Errorf("erp: %w", err)
 	}
-	var out []string
-	for rows.Next() {
-		var ns, name string
-		if err := rows.Scan(&ns, &name); err != nil {
-			return nil, fmt.Errorf("erp: list tables: %w", err)
-		}
-		if q := ns + "." + name; !ours[q] {
-			out = append(out, q)
-		}
-	}
-	return out, rows.Err()
+	return out, nil
 }

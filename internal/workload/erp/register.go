@@ -86,7 +86,7 @@ func (w *Workload) InitData(ctx context.Context, pool *pgxpool.Pool, o workload.
 }
 
 // DropData implements workload.Dropper with [Drop].
-func (w *Workload) DropData(ctx context.Context, pool *pgxpool.Pool) (string, error) {
+func (w *Workload) DropData(ctx context.Context, pool *pgxpool.Pool, _ bool) (string, error) {
 	meta, ok, err := Installed(ctx, pool)
 	if err != nil {
 		return "", err

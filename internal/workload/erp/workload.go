@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,6 +84,7 @@ type Workload struct {
 	tuses int
 
 	refused [numOps]atomic.Int64
+	errs    serverErrors // first message per SQLSTATE, for Report
 }
 
 // New returns the ERP workload. Invalid options are reported by Setup and
@@ -204,6 +204,9 @@ func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, opts workload.
 			opts.Progress(format, args...)
 		}
 	}
+	w.errs.mu.Lock()
+	w.errs.say = opts.Progress // a disk-full error is told while the run goes on
+	w.errs.mu.Unlock()
 	meta, ok, err := Installed(ctx, pool)
 	if err != nil {
 		return fmt.Errorf("erp setup: %w", err)
@@ -218,7 +221,7 @@ func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, opts workload.
 				return fmt.Errorf("erp setup: %w", err)
 			}
 			if len(foreign) > 0 {
-				return fmt.Errorf("erp setup: %s: %w", strings.Join(foreign[:min(len(foreign), 5)], ", "), workload.ErrForeignDatabase)
+				return workload.ForeignError("erp setup", foreign)
 			}
 		}
 		if meta.Separator != w.opts.Separator {
@@ -308,6 +311,9 @@ func (w *Workload) Refused() map[string]int64 {
 // style are dropped, those of the "lsfusion" style truncated and cached.
 func (w *Workload) Execute(ctx context.Context, conn *pgx.Conn, vu *workload.VU, op int) error {
 	_, err := w.execute(ctx, conn, vu, op)
+	if err != nil && op >= 0 && op < numOps {
+		w.errs.note(w.Operations()[op].Name, err)
+	}
 	return err
 }
 

@@ -153,14 +153,21 @@ func describeLayout(o tables.Options) string {
 	return fmt.Sprintf(" (%d %s partitions)", o.Partitions, strings.ToLower(m))
 }
 
-// DropData implements workload.Dropper with tables.Drop.
-func (w *Workload) DropData(ctx context.Context, pool *pgxpool.Pool) (string, error) {
+// DropData implements workload.Dropper with tables.Drop. Tables without
+// erplab's marker (tables.Marked: made by pgbench -i or by hand) are
+// dropped only with force.
+func (w *Workload) DropData(ctx context.Context, pool *pgxpool.Pool, force bool) (string, error) {
 	scale, _, ok, err := tables.Installed(ctx, pool)
 	if err != nil {
 		return "", err
 	}
 	if !ok {
 		return "no pgbench tables in this database; nothing to drop", nil
+	}
+	if marked, err := tables.Marked(ctx, pool); err != nil {
+		return "", err
+	} else if !marked && !force {
+		return "", fmt.Errorf("init --drop: the pgbench tables were not created by erplab (no erplab marker: made by pgbench -i?): %w", workload.ErrForeignDatabase)
 	}
 	if err := tables.Drop(ctx, pool); err != nil {
 		return "", err

@@ -243,6 +243,17 @@ func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, opts workload.
 	if err != nil {
 		return err
 	}
+	if !opts.Force {
+		// The run writes (pgbench_history, custom scripts anywhere): not
+		// next to objects erplab did not create, unless --force.
+		foreign, err := tables.ForeignForRun(ctx, pool)
+		if err != nil {
+			return err
+		}
+		if len(foreign) > 0 {
+			return workload.ForeignError("pgbench setup", foreign)
+		}
+	}
 	if !ok && opts.Force {
 		// Only on the throwaway server (whose database erplab made) or
 		// with --force: never create tables in a user's database unasked.

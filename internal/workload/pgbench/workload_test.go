@@ -3,6 +3,7 @@ package pgbench_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,8 +14,11 @@ import (
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/pgtest"
+	"github.com/erplab/erplab/internal/versus/pgbenchinit"
+	"github.com/erplab/erplab/internal/workload"
 	wpgbench "github.com/erplab/erplab/internal/workload/pgbench"
 	"github.com/erplab/erplab/internal/workload/pgbench/script"
+	"github.com/erplab/erplab/internal/workload/pgbench/tables"
 )
 
 var srv *pgtest.Server
@@ -188,5 +192,56 @@ func TestErrorMessagesKept(t *testing.T) {
 		if strings.Count(debug.String(), "division by zero") != 1 {
 			t.Fatalf("distinct message printed %d times, want once:\n%s", strings.Count(debug.String(), "division by zero"), debug.String())
 		}
+	}
+}
+
+// erplab init --workload pgbench --drop leaves the tables of the real
+// pgbench -i alone without --force, and a run refuses a database holding
+// a view of someone else next to the pgbench tables.
+func TestDropAndRunGuardOverRealPgbenchTables(t *testing.T) {
+	pgbench, err := pgbenchinit.FindPgbench(srv.BinDir(t))
+	if err != nil {
+		t.Skipf("no pgbench binary: %v", err)
+	}
+	ctx := context.Background()
+	dsn := srv.NewDatabase(t)
+	pool := srv.Pool(t, dsn)
+	if _, err := tables.RunPgbench(ctx, pgbench, dsn, tables.Options{Scale: 1}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := wpgbench.New(wpgbench.Options{Scripts: []*script.Script{builtin(t, "select-only")}, Clients: 1, TxPerClient: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.DropData(ctx, pool, false)
+	if !errors.Is(err, workload.ErrForeignDatabase) {
+		t.Fatalf("DropData over pgbench -i's tables: %v; want ErrForeignDatabase", err)
+	}
+	count := func() int {
+		var n int
+		if err := pool.QueryRow(ctx, "select count(*) from pg_class where relname like 'pgbench_%' and relkind = 'r'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count(); n != 4 {
+		t.Fatalf("%d pgbench tables after the refused drop, want 4", n)
+	}
+	// A run over pgbench -i's tables is fine; next to a view it is not.
+	if err := w.Setup(ctx, pool, workload.SetupOptions{}); err != nil {
+		t.Fatalf("Setup over pgbench -i's tables: %v", err)
+	}
+	if _, err := pool.Exec(ctx, "create view rich as select * from pgbench_accounts where abalance > 0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Setup(ctx, pool, workload.SetupOptions{}); !errors.Is(err, workload.ErrForeignDatabase) || !strings.Contains(err.Error(), "public.rich (view)") {
+		t.Fatalf("Setup next to a view: %v; want ErrForeignDatabase naming public.rich (view)", err)
+	}
+	if _, err := pool.Exec(ctx, "drop view rich"); err != nil {
+		t.Fatal(err)
+	}
+	line, err := w.DropData(ctx, pool, true)
+	if err != nil || count() != 0 {
+		t.Fatalf("DropData with force: %q, %v, %d tables left", line, err, count())
 	}
 }

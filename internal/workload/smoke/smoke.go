@@ -105,24 +105,17 @@ func (*Workload) Roles() []workload.Role {
 
 // Setup implements workload.Workload: it creates schema erplab_smoke and
 // fills Items*scale items (at least 100), or, when they are there, resets
-// the orders and stock so that every run starts from the same state. A database whose other schemas
-// hold tables is refused unless opts.Force.
+// the orders and stock so that every run starts from the same state. A database holding objects
+// erplab did not create (workload.ForeignObjects: tables, views, foreign tables, sequences,
+// types, functions...) is refused unless opts.Force.
 func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, opts workload.SetupOptions) error {
 	if !opts.Force {
-		var n int
-		var sample string
-		err := pool.QueryRow(ctx, `
-WITH t AS (
-  SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname) AS name, row_number() OVER (ORDER BY c.oid) AS rn
-  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-  WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema', $1)
-    AND n.nspname NOT LIKE 'pg_toast%' AND n.nspname NOT LIKE 'pg_temp%')
-SELECT count(*), coalesce(string_agg(name, ', ' ORDER BY rn) FILTER (WHERE rn <= 3), '') FROM t`, Schema).Scan(&n, &sample)
+		foreign, err := workload.ForeignObjects(ctx, pool, nil)
 		if err != nil {
-			return fmt.Errorf("smoke setup: inspect database: %w", err)
+			return fmt.Errorf("smoke setup: %w", err)
 		}
-		if n > 0 {
-			return fmt.Errorf("smoke setup: %w: %d table(s), e.g. %s", workload.ErrForeignDatabase, n, sample)
+		if len(foreign) > 0 {
+			return workload.ForeignError("smoke setup", foreign)
 		}
 	}
 	items := int(float64(Items) * opts.Scale)

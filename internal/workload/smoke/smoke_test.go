@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/erplab/erplab/internal/pgtest"
@@ -69,5 +70,47 @@ func TestSetupRefusesForeignTables(t *testing.T) {
 	}
 	if err := smoke.New().Setup(ctx, pool, workload.SetupOptions{Scale: 0.01, Force: true}); err != nil {
 		t.Fatalf("with Force: %v", err)
+	}
+}
+
+// The guard counts every kind of object in every schema erplab did not
+// create, not only tables: a database holding only a view, only a foreign
+// table (a handler-less FDW is enough to make one), a sequence, a type or
+// a function is refused too, and nothing is written into it.
+func TestSetupRefusesEveryObjectKind(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct{ name, sql, want string }{
+		{"view", `CREATE VIEW public.v AS SELECT 1 AS one`, "public.v (view)"},
+		{"matview", `CREATE MATERIALIZED VIEW public.mv AS SELECT 1 AS one`, "public.mv (materialized view)"},
+		{"foreign_table", `CREATE FOREIGN DATA WRAPPER dummy; CREATE SERVER nowhere FOREIGN DATA WRAPPER dummy;
+			CREATE FOREIGN TABLE public.remote (id int) SERVER nowhere`, "public.remote (foreign table)"},
+		{"partitioned", `CREATE TABLE public.p (id int) PARTITION BY RANGE (id)`, "public.p"},
+		{"sequence", `CREATE SEQUENCE public.invoice_no`, "public.invoice_no (sequence)"},
+		{"composite", `CREATE TYPE public.pair AS (a int, b int)`, "public.pair (type)"},
+		{"enum", `CREATE TYPE public.mood AS ENUM ('ok')`, "public.mood (type)"},
+		{"function", `CREATE FUNCTION public.f(int) RETURNS int LANGUAGE sql AS 'SELECT $1'`, "public.f(integer) (function)"},
+		{"other_schema", `CREATE SCHEMA acct; CREATE VIEW acct.v AS SELECT 1 AS one`, "acct.v (view)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pool := srv.Pool(t, srv.NewDatabase(t))
+			if _, err := pool.Exec(ctx, c.sql); err != nil {
+				t.Fatal(err)
+			}
+			err := smoke.New().Setup(ctx, pool, workload.SetupOptions{Scale: 0.01})
+			if !errors.Is(err, workload.ErrForeignDatabase) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want ErrForeignDatabase naming %s", err, c.want)
+			}
+			var n int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname = 'erplab_smoke'`).Scan(&n); err != nil || n != 0 {
+				t.Fatalf("schema erplab_smoke created (%d, %v) after the refusal", n, err)
+			}
+		})
+	}
+	// An empty database, and erplab's own schema once made, are fine.
+	pool := srv.Pool(t, srv.NewDatabase(t))
+	for range 2 {
+		if err := smoke.New().Setup(ctx, pool, workload.SetupOptions{Scale: 0.01}); err != nil {
+			t.Fatalf("Setup in a fresh database: %v", err)
+		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -151,34 +150,83 @@ where r is not null`).Scan(&n)
 	return n, nil
 }
 
-// ForeignTables lists, as schema.name, the tables, views, materialized
-// views and foreign tables of the database that neither erplab nor pgbench
-// created: erp.ForeignTables' rule (outside system and erplab_* schemas,
-// not owned by an extension, not recorded by erplab's ERP init) minus the
-// four pgbench tables found through search_path and the partitions of
-// pgbench_accounts, which pgbench -i drops and recreates anyway.
+// Marker is the COMMENT that erplab's Init puts on each of the four
+// pgbench tables it creates: tables made by pgbench -i (or anyone else)
+// lack it, and Init and Drop treat them as someone else's.
+const Marker = "erplab: created by erplab init --workload pgbench"
+
+// pgbenchRelsSQL lists, as schema.name, the four pgbench tables found
+// through search_path and the partitions of pgbench_accounts, with
+// whether each of the four carries Marker (partitions: their parent's).
+const pgbenchRelsSQL = `
+with t as (
+  select pg_catalog.to_regclass(x) as r from unnest(array['pgbench_accounts', 'pgbench_branches', 'pgbench_history', 'pgbench_tellers']) as x)
+select n.nspname || '.' || c.relname,
+       coalesce(pg_catalog.obj_description(coalesce(i.inhparent, c.oid), 'pg_class') = $1, false)
+from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+left join pg_catalog.pg_inherits i on i.inhrelid = c.oid and i.inhparent = pg_catalog.to_regclass('pgbench_accounts')
+where c.oid in (select r from t where r is not null
+                union all
+                select i.inhrelid from pg_catalog.pg_inherits i
+                where i.inhparent = pg_catalog.to_regclass('pgbench_accounts'))`
+
+// pgbenchRels returns the pgbench tables of the database (pgbenchRelsSQL)
+// and whether all of them carry Marker (false when there are none).
+func pgbenchRels(ctx context.Context, pool workload.Rows) (names []string, marked bool, err error) {
+	rows, err := pool.Query(ctx, pgbenchRelsSQL, Marker)
+	if err != nil {
+		return nil, false, fmt.Errorf("pgbench tables: list pgbench tables: %w", err)
+	}
+	marked = true
+	for rows.Next() {
+		var name string
+		var m bool
+		if err := rows.Scan(&name, &m); err != nil {
+			return nil, false, fmt.Errorf("pgbench tables: list pgbench tables: %w", err)
+		}
+		names, marked = append(names, name), marked && m
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("pgbench tables: list pgbench tables: %w", err)
+	}
+	return names, marked && len(names) > 0, nil
+}
+
+// Marked reports whether the pgbench tables of the database are the ones
+// erplab's Init created (each carries Marker); false when there are none.
+func Marked(ctx context.Context, pool workload.Rows) (bool, error) {
+	_, m, err := pgbenchRels(ctx, pool)
+	return m, err
+}
+
+// ForeignTables lists the objects of the database that Init must not
+// overwrite (its first step drops the pgbench tables): those that erplab
+// did not create (workload.ForeignObjects, erp.ForeignTables' rule), less
+// the four pgbench tables and the partitions of pgbench_accounts when
+// they carry erplab's Marker. Tables made by pgbench -i are foreign here.
 func ForeignTables(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
+	return foreign(ctx, pool, false)
+}
+
+// ForeignForRun lists the objects a run of the pgbench workload must not
+// write next to without --force: as ForeignTables, but the pgbench tables
+// are the run's own whoever made them (a run over pgbench -i's tables is
+// what pgbench does).
+func ForeignForRun(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
+	return foreign(ctx, pool, true)
+}
+
+func foreign(ctx context.Context, pool *pgxpool.Pool, anyPgbench bool) ([]string, error) {
 	all, err := erp.ForeignTables(ctx, pool)
+	if err != nil || len(all) == 0 {
+		return nil, err
+	}
+	ours, marked, err := pgbenchRels(ctx, pool)
 	if err != nil {
 		return nil, err
 	}
-	if len(all) == 0 {
-		return nil, nil
-	}
-	rows, err := pool.Query(ctx, `
-select n.nspname || '.' || c.relname
-from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
-where c.oid in (select pg_catalog.to_regclass(t)
-                from unnest(array['pgbench_accounts', 'pgbench_branches', 'pgbench_history', 'pgbench_tellers']) as t
-                union all
-                select i.inhrelid from pg_catalog.pg_inherits i
-                where i.inhparent = pg_catalog.to_regclass('pgbench_accounts'))`)
-	if err != nil {
-		return nil, fmt.Errorf("pgbench tables: list pgbench tables: %w", err)
-	}
-	ours, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("pgbench tables: list pgbench tables: %w", err)
+	if !marked && !anyPgbench {
+		return all, nil
 	}
 	var out []string
 	for _, t := range all {
@@ -187,15 +235,4 @@ where c.oid in (select pg_catalog.to_regclass(t)
 		}
 	}
 	return out, nil
-}
-
-// foreignError is Init's refusal: a few foreign table names, wrapping
-// workload.ErrForeignDatabase.
-func foreignError(names []string) error {
-	more := ""
-	if len(names) > 5 {
-		more = fmt.Sprintf(" and %d more", len(names)-5)
-		names = names[:5]
-	}
-	return fmt.Errorf("pgbench init: %s%s: %w", strings.Join(names, ", "), more, workload.ErrForeignDatabase)
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/erplab/erplab/internal/workload"
 )
 
 // progressEvery is the interval of the row-count progress lines while
@@ -92,7 +94,7 @@ func Init(ctx context.Context, pool *pgxpool.Pool, opts Options) (Stats, error) 
 			return Stats{}, err
 		}
 		if len(foreign) > 0 {
-			return Stats{}, foreignError(foreign)
+			return Stats{}, workload.ForeignError("pgbench init", foreign)
 		}
 	}
 	var version int
@@ -198,6 +200,13 @@ func (r *runner) createTables(ctx context.Context) error {
 			r.say("creating %d partitions...", r.o.Partitions)
 		}
 		if err := r.exec(ctx, s); err != nil {
+			return err
+		}
+	}
+	// Mark the tables as erplab's: Init and Drop tell them from tables
+	// made by pgbench -i, which they leave alone without Force.
+	for _, d := range schemaDDL {
+		if err := r.exec(ctx, "comment on table "+d.table+" is '"+Marker+"'"); err != nil {
 			return err
 		}
 	}

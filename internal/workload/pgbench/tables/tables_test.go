@@ -423,3 +423,43 @@ where c.relname like 'pgbench_accounts%' and c.relkind = 'r' order by 1`)
 		}
 	}
 }
+
+// Tables made by the real pgbench -i carry no erplab marker: Init (whose
+// first step drops them) refuses them without Force, a run may use them,
+// and erplab's own tables are marked.
+func TestRealPgbenchTablesAreNotErplabs(t *testing.T) {
+	pgbench := pgbenchPath(t)
+	ctx := context.Background()
+	dsn := srv.NewDatabase(t)
+	pool := srv.Pool(t, dsn)
+	if _, err := tables.RunPgbench(ctx, pgbench, dsn, tables.Options{Scale: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if marked, err := tables.Marked(ctx, pool); err != nil || marked {
+		t.Fatalf("Marked after pgbench -i = %v, %v; want false", marked, err)
+	}
+	foreign, err := tables.ForeignTables(ctx, pool)
+	if err != nil || len(foreign) != 4 || !strings.Contains(strings.Join(foreign, " "), "public.pgbench_accounts") {
+		t.Fatalf("ForeignTables after pgbench -i = %v, %v; want the four pgbench tables", foreign, err)
+	}
+	if run, err := tables.ForeignForRun(ctx, pool); err != nil || len(run) != 0 {
+		t.Fatalf("ForeignForRun after pgbench -i = %v, %v; want none", run, err)
+	}
+	_, err = tables.Init(ctx, pool, tables.Options{Scale: 1})
+	if !errors.Is(err, workload.ErrForeignDatabase) || !strings.Contains(err.Error(), "pgbench_branches") {
+		t.Fatalf("Init over pgbench -i's tables: %v; want ErrForeignDatabase", err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, "select count(*) from pgbench_accounts").Scan(&n); err != nil || n != tables.AccountsPerScale {
+		t.Fatalf("pgbench -i's accounts after the refused Init: %d, %v", n, err)
+	}
+	if _, err := tables.Init(ctx, pool, tables.Options{Scale: 1, Force: true}); err != nil {
+		t.Fatalf("Init with Force: %v", err)
+	}
+	if marked, err := tables.Marked(ctx, pool); err != nil || !marked {
+		t.Fatalf("Marked after erplab's Init = %v, %v; want true", marked, err)
+	}
+	if foreign, err := tables.ForeignTables(ctx, pool); err != nil || len(foreign) != 0 {
+		t.Fatalf("ForeignTables after erplab's Init = %v, %v; want none", foreign, err)
+	}
+}
