@@ -5,11 +5,11 @@ package doctor
 // statements, maintenance.
 var allChecks = []Check{
 	{ID: "thp-enabled", Offline: true, Title: "Transparent huge pages mode", Host: true, run: checkTHPEnabled,
-		Rule:    "warning when /sys/kernel/mm/transparent_hugepage/enabled is 'always'; ok for madvise, never or no THP",
+		Rule:    "warning when /sys/kernel/mm/transparent_hugepage/enabled (RHEL 6: redhat_transparent_hugepage) is 'always', shmem_enabled is 'always' or 'force', or a hugepages-<N>kB/enabled is 'always' (or 'inherit' under 'always'); ok for madvise, never or a kernel without THP; not checked (unknown) when a file is missing or malformed",
 		Why:     "With THP 'always' every backend's private memory is faulted and compacted into huge pages by the kernel, and system time can exceed user time under load.",
 		Sources: []string{srcTHPKernel, srcHugePagesPG, srcFieldTHP}},
 	{ID: "thp-defrag", Offline: true, Title: "Transparent huge pages defrag mode", Host: true, run: checkTHPDefrag,
-		Rule:    "warning when /sys/kernel/mm/transparent_hugepage/defrag is 'always'",
+		Rule:    "warning when /sys/kernel/mm/transparent_hugepage/defrag (RHEL 6: redhat_transparent_hugepage) is 'always'; unknown when missing or malformed",
 		Why:     "With defrag 'always' an allocation that finds no free huge page stalls the process in direct compaction.",
 		Sources: []string{srcTHPKernel}},
 	{ID: "thp-activity", Title: "THP and compaction activity during the sample", Host: true, Sampled: true, run: checkTHPActivity,

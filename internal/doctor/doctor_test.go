@@ -135,7 +135,7 @@ Hugepagesize:       2048 kB
 		"proc/sys/vm/overcommit_memory": fmt.Sprintf("%d\n", h.overcommit),
 		"proc/sys/vm/overcommit_ratio":  "80\n",
 		"proc/self/mountinfo":           "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n",
-		"sys/.keep":                     "",
+		"sys/kernel/mm/.keep":           "", // sysfs visible: no THP directory means a kernel without THP
 	}
 	choices := map[string]string{
 		"enabled": "always madvise never",
@@ -640,5 +640,52 @@ func TestTempTablespaceOnTmpfs(t *testing.T) {
 	f := find(t, rep, "temp-tablespace")
 	if f.Severity != OK || f.Metrics["on_tmpfs"] != 1 || f.Metrics["pg_class_ins_per_s"] < churnWarnPerS {
 		t.Errorf("temp-tablespace %s: %s %v %+v", f.Severity, f.Summary, f.Metrics, f.Evidence)
+	}
+}
+
+// shmem_enabled 'always' and a per-size control 'always' fire
+// thp-enabled although enabled is madvise; a malformed enabled file makes
+// only thp-enabled unknown, not the other host checks.
+func TestTHPShmemAndSizes(t *testing.T) {
+	dsn := srv.DSN(t, "postgres")
+	proc, sys := writeHost(t, healthyHost)
+	dir := filepath.Join(sys, "kernel", "mm", "transparent_hugepage")
+	if err := os.MkdirAll(filepath.Join(dir, "hugepages-64kB"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{
+		"shmem_enabled":          "[always] within_size advise never deny force\n",
+		"hugepages-64kB/enabled": "[always] inherit madvise never\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := run(t, Options{DSN: dsn, Only: []string{"thp-enabled", "thp-defrag", "overcommit"}, ProcRoot: proc, SysRoot: sys})
+	f := find(t, rep, "thp-enabled")
+	if f.Severity != Warning || f.Metrics["shmem_always"] != 1 || f.Metrics["sizes_always"] != 1 || f.Metrics["always"] != 0 {
+		t.Errorf("thp-enabled %s: %s %v", f.Severity, f.Summary, f.Metrics)
+	}
+	if fix := strings.Join(f.Fix, "\n"); !strings.Contains(fix, "echo never > /sys/kernel/mm/transparent_hugepage/shmem_enabled") || !strings.Contains(fix, "hugepages-64kB/enabled") {
+		t.Errorf("fix %q", f.Fix)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "enabled"), []byte("always madvise never\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "shmem_enabled"), []byte("always within_size advise [never] deny force\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "hugepages-64kB")); err != nil {
+		t.Fatal(err)
+	}
+	rep = run(t, Options{DSN: dsn, Only: []string{"thp-enabled", "thp-defrag", "overcommit"}, ProcRoot: proc, SysRoot: sys})
+	if f := find(t, rep, "thp-enabled"); f.Severity != NotChecked || !strings.Contains(f.Summary, "THP mode unknown") || !strings.Contains(f.Summary, "no bracketed mode") {
+		t.Errorf("malformed enabled: %s %s", f.Severity, f.Summary)
+	}
+	if f := find(t, rep, "thp-defrag"); f.Severity != OK {
+		t.Errorf("defrag beside a malformed enabled: %s %s", f.Severity, f.Summary)
+	}
+	if f := find(t, rep, "overcommit"); f.Severity != OK {
+		t.Errorf("overcommit beside a malformed enabled: %s %s", f.Severity, f.Summary)
 	}
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	iofs "io/fs"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -163,12 +163,12 @@ type hostFacts struct {
 	// cpus is the number of processors in cpuinfo; 0 with cpusErr.
 	cpus    int
 	cpusErr error
-	// thp is the bracketed mode of transparent_hugepage/enabled: "" when
-	// the kernel has no THP (thpErr nil) or the file is unreadable or
-	// malformed (thpErr says why).
-	thp       string
-	thpErr    error
-	thpDefrag string // bracketed word of .../transparent_hugepage/defrag; "" when absent or malformed
+	// thp are the transparent huge pages choice files, each read on its
+	// own (hostfacts.THPSettings); sysMM says whether <sys>/kernel/mm
+	// exists (sysfs visible), which tells "no THP in this kernel" from
+	// "unknown".
+	thp   hostfacts.THPSettings
+	sysMM bool
 	// overcommit and overcommitRatio are vm.overcommit_memory and
 	// vm.overcommit_ratio; nil with the error when unreadable.
 	overcommit, overcommitRatio *int64
@@ -214,11 +214,10 @@ func readHostFacts(procRoot, sysRoot string) (*hostFacts, error) {
 	} else {
 		hf.cpus = len(ci)
 	}
-	hf.thp, hf.thpErr = fs.THP("enabled")
-	if errors.Is(hf.thpErr, iofs.ErrNotExist) {
-		hf.thpErr = nil // no THP in this kernel
+	hf.thp = fs.THPSettings()
+	if st, err := os.Stat(fs.SysPath("kernel", "mm")); err == nil && st.IsDir() {
+		hf.sysMM = true
 	}
-	hf.thpDefrag, _ = fs.THP("defrag")
 	if v, err := fs.Sysctl("vm", "overcommit_memory"); err != nil {
 		hf.overcommitErr = err
 	} else {
@@ -232,8 +231,6 @@ func readHostFacts(procRoot, sysRoot string) (*hostFacts, error) {
 
 // memTotal is MemTotal of meminfo, bytes.
 func (h *hostFacts) memTotal() int64 { return int64(deref(h.mem.MemTotalBytes)) }
-
-func (h *hostFacts) thpPath(name string) string { return h.fs.THPPath(name) }
 
 func (h *hostFacts) procPath(parts ...string) string { return h.fs.ProcPath(parts...) }
 
