@@ -136,8 +136,10 @@ func runDoctor(cmd *cobra.Command, f doctorFlags) error {
 	case f.noHost:
 		opts.Host = sampler.HostOff
 	}
-	if f.sample > 0 && f.format == doctor.FormatText {
-		fmt.Fprintf(cmd.ErrOrStderr(), "sampling the server for %s...\n", f.sample)
+	if f.format == doctor.FormatText {
+		opts.OnSampleStart = func(total time.Duration) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "sampling the server for %s...\n", total)
+		}
 	}
 	rep, err := doctor.Run(ctx, opts)
 	if err != nil {

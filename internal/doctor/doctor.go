@@ -217,6 +217,10 @@ type Options struct {
 	// ProcRoot and SysRoot are the proc and sys trees host checks read
 	// (default "/proc" and "/sys"; tests pass fixture trees).
 	ProcRoot, SysRoot string
+	// OnSampleStart, when set, is called once the server has answered and
+	// just before sampling starts, with the total sampling time (not
+	// called when no selected check needs a sample).
+	OnSampleStart func(total time.Duration)
 }
 
 // Sampling defaults.
@@ -341,8 +345,8 @@ func selectChecks(only, skip []string) ([]Check, error) {
 	return out, nil
 }
 
-// Run connects to the server, samples it for opts.Sample when a selected
-// check needs a sample, runs the selected checks and returns the report.
+// Run connects to the server (a bad DSN fails here, before any
+// sampling), samples it for opts.Sample when a selected check is Sampled, runs the selected checks and returns the report.
 // Errors: bad options (unknown check id), the connection failing (one
 // line, no password), ctx cancelled. A check that fails on its own
 // reports NotChecked with the error instead of failing Run.
@@ -383,11 +387,16 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	e.readHost()
 
-	needSample := slices.ContainsFunc(checks, func(c Check) bool { return c.Sampled || c.UsesSample })
+	// Only checks that cannot judge without a sample make the doctor
+	// sample; UsesSample checks use one when it is taken anyway.
+	needSample := slices.ContainsFunc(checks, func(c Check) bool { return c.Sampled })
 	e.smpWhy = "a sample (--sample > 0)"
 	switch {
 	case !needSample, opts.Sample == 0:
 	default:
+		if opts.OnSampleStart != nil {
+			opts.OnSampleStart(opts.Sample)
+		}
 		if err := e.takeSample(ctx); err != nil {
 			return nil, err
 		}

@@ -288,6 +288,40 @@ func TestTempFilesFire(t *testing.T) {
 	}
 	if len(f.Fix) == 0 || !strings.Contains(strings.Join(f.Fix, "\n"), "work_mem") {
 		t.Errorf("fix %q does not raise work_mem", f.Fix)
+	}	// The suggested work_mem is above the server's current one (the
+	// spills happened at it), as the server itself compares them.
+	var suggested string
+	for _, l := range f.Fix {
+		if _, rest, ok := strings.Cut(l, "SET work_mem = '"); ok {
+			suggested, _, _ = strings.Cut(rest, "'")
+		}
+	}
+	var higher bool
+	if err := conn.QueryRow(ctx, `SELECT pg_size_bytes($1) > pg_size_bytes(current_setting('work_mem'))`, suggested).Scan(&higher); err != nil || !higher {
+		t.Errorf("suggested work_mem %q is not above the current one (%v): %q", suggested, err, f.Fix)
+	}
+}
+
+// A bad DSN fails before any sampling; a selection with no Sampled check
+// (swap and thp-enabled only use a sample when one is taken) takes none.
+func TestFailFirstAndNoNeedlessSample(t *testing.T) {
+	started := 0
+	onStart := func(time.Duration) { started++ }
+	_, err := Run(context.Background(), Options{DSN: "host=127.0.0.1 port=1 user=x dbname=y connect_timeout=2", Sample: time.Second, OnSampleStart: onStart})
+	if err == nil || started != 0 {
+		t.Errorf("bad DSN: err %v, sampling started %d times", err, started)
+	}
+	proc, sys := writeHost(t, healthyHost)
+	rep := run(t, Options{DSN: srv.DSN(t, "postgres"), Only: []string{"swap", "thp-enabled"}, Sample: 30 * time.Second, OnSampleStart: onStart, ProcRoot: proc, SysRoot: sys})
+	if started != 0 || rep.SampleS != 0 {
+		t.Errorf("--only swap,thp-enabled sampled (%d starts, %.1f s)", started, rep.SampleS)
+	}
+	if f := find(t, rep, "swap"); f.Severity != OK {
+		t.Errorf("swap without a sample: %s %s", f.Severity, f.Summary)
+	}
+	rep = run(t, Options{DSN: srv.DSN(t, "postgres"), Only: []string{"swap", "catalog-churn"}, Sample: time.Second, Interval: 250 * time.Millisecond, OnSampleStart: onStart, ProcRoot: proc, SysRoot: sys})
+	if started != 1 || rep.SampleS == 0 {
+		t.Errorf("catalog-churn selected: %d starts, %.1f s sample", started, rep.SampleS)
 	}
 }
 

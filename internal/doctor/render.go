@@ -176,8 +176,10 @@ func titleCase(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// mdEscape escapes the characters Markdown would take as emphasis or
-// HTML in running text.
-func mdEscape(s string) string {
-	return strings.NewReplacer("*", `\*`, "_", `\_`, "<", "&lt;", ">", "&gt;", "`", "\\`").Replace(s)
-}
+// mdEscape escapes, with CommonMark backslash escapes, the characters
+// Markdown would take as emphasis, code, links, HTML, entities or block
+// quotes in running text: "a -> b" stays "a -\> b" (shown as "a -> b"),
+// never an HTML entity that plain-text viewers show as "&gt;".
+func mdEscape(s string) string { return mdEscaper.Replace(s) }
+
+var mdEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "_", `\_`, "<", `\<`, ">", `\>`, "&", `\&`, "`", "\\`", "[", `\[`, "]", `\]`)

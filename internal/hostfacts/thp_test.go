@@ -49,4 +49,3 @@ func TestTHPSettings(t *testing.T) {
 		t.Errorf("malformed size %+v", m.Sizes)
 	}
 }
-
