@@ -169,10 +169,20 @@ type Check struct {
 	// judge the current state without.
 	Sampled    bool
 	UsesSample bool
+	// WantsSample marks UsesSample checks whose main advice rests on the
+	// sample: selecting one makes the doctor sample (with --sample > 0),
+	// as a Sampled check does; the other UsesSample checks only use a
+	// sample taken anyway.
+	WantsSample bool
 	// Offline is true for checks that read only the server's identity,
 	// its settings and the host facts: no query, no sample. They run from
 	// recorded facts (the golden tests in testdata/doctor).
 	Offline bool
+	// Recorded is true for checks whose queries go through fact loaders
+	// that a golden case can record (testdata/doctor/<case>/facts.json):
+	// sample windows, pg_stat_statements rows, catalog counts, xmin
+	// horizon holders, join-column statistics, temp tablespaces.
+	Recorded bool
 	// Rule is the severity rule in one line (for --list and the docs).
 	Rule string
 	Why  string
@@ -201,13 +211,18 @@ func notChecked(needs string) result {
 type Options struct {
 	// DSN is the server (libpq key=value or URL; "" reads PG* variables).
 	DSN string
-	// Sample is how long rate-based checks observe the server (0: those
-	// checks report NotChecked). DefaultSample unless a caller picks
+	// Sample is how long each of the Windows sampling windows observes
+	// the server (0: rate-based checks report NotChecked). DefaultSample unless a caller picks
 	// another.
 	Sample time.Duration
 	// Interval is the sampling period within Sample (default
 	// DefaultInterval).
 	Interval time.Duration
+	// Windows is the number of consecutive windows of Sample each that
+	// the doctor samples (default DefaultWindows): the sampled checks
+	// judge the worst window and report it beside the mean, so that a
+	// burst is not averaged away or split by chance.
+	Windows int
 	// Only, when not empty, runs only the checks with these ids; Skip
 	// leaves out these ids. Unknown ids are an error.
 	Only, Skip []string
@@ -227,6 +242,7 @@ type Options struct {
 const (
 	DefaultSample   = 10 * time.Second
 	DefaultInterval = 500 * time.Millisecond
+	DefaultWindows  = 3
 	// ApplicationName is set on the doctor's connection.
 	ApplicationName = "erplab doctor"
 	// queryTimeout bounds every statement of a check (statement_timeout
@@ -361,6 +377,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.Interval == 0 {
 		opts.Interval = DefaultInterval
 	}
+	if opts.Windows == 0 {
+		opts.Windows = DefaultWindows
+	}
+	if opts.Windows < 0 {
+		return nil, fmt.Errorf("windows must be >= 1, got %d", opts.Windows)
+	}
 	if opts.Interval < sampler.MinInterval {
 		return nil, fmt.Errorf("sampling interval must be at least %s, got %s", sampler.MinInterval, opts.Interval)
 	}
@@ -387,15 +409,15 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	e.readHost()
 
-	// Only checks that cannot judge without a sample make the doctor
-	// sample; UsesSample checks use one when it is taken anyway.
-	needSample := slices.ContainsFunc(checks, func(c Check) bool { return c.Sampled })
+	// Only checks that cannot judge (or advise) without a sample make the
+	// doctor sample; other UsesSample checks use one when it is taken.
+	needSample := slices.ContainsFunc(checks, func(c Check) bool { return c.Sampled || c.WantsSample })
 	e.smpWhy = "a sample (--sample > 0)"
 	switch {
 	case !needSample, opts.Sample == 0:
 	default:
 		if opts.OnSampleStart != nil {
-			opts.OnSampleStart(opts.Sample)
+			opts.OnSampleStart(time.Duration(opts.Windows) * opts.Sample)
 		}
 		if err := e.takeSample(ctx); err != nil {
 			return nil, err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/erplab/erplab/internal/remedy"
 )
 
@@ -33,8 +35,14 @@ func init() {
 // does, so an ab killed mid-run leaves a file that `erplab doctor fix
 // tmpfs-temp-tablespace --undo --state FILE` (or --undo --dsn while the
 // server runs) cleans.
+//
+// CREATE on the tablespace goes to the role the run connects as (from
+// t.DSN), not to PUBLIC.
 func applyRemedy(ctx context.Context, t *remedy.Target, _ string) (*remedy.Effect, error) {
 	opts := Options{Size: t.Param(SizeParam), Scope: ScopeSystem}
+	if cfg, err := pgx.ParseConfig(t.DSN); err == nil && cfg.User != "" {
+		opts.GrantTo = []string{cfg.User}
+	}
 	v, err := Apply(ctx, t.Cluster.DSN(t.Database), opts, t.Log)
 	if err != nil {
 		return nil, fmt.Errorf("remedy %s: %w", Name, err)
