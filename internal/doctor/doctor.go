@@ -19,8 +19,21 @@
 //
 // Rate-based checks (temp files, catalog churn, wait shares, THP and
 // swap activity, new sessions) use a sample taken with package sampler
-// for Options.Sample. The thresholds are constants of this package,
-// listed with each check in Checks and in the CLI help.
+// in Options.Windows consecutive windows of Options.Sample each; the
+// doctor's own session reads the catalogs' counters (n_tup_ins,
+// n_tup_upd, n_tup_hot_upd, n_tup_del, size) at every window bound.
+// Catalog churn and wait shares are judged on the worst window and
+// reported with the mean. The sample is taken only when a selected check
+// is Sampled or WantsSample, and only after the server has answered. The
+// thresholds are constants of this package, listed with each check in
+// Checks and in the CLI help.
+//
+// Catalog bloat and dead tuples are read together with the xmin horizon
+// (checks_horizon.go): when a backend's snapshot or xid, a prepared
+// transaction, a replication slot or a standby's hot_standby_feedback
+// holds it back long enough (horizonAgeWarn transactions, or
+// horizonHoldWarnS seconds open), the fix names that holder instead of a
+// VACUUM that would remove nothing.
 //
 // Host facts come from package hostfacts under Options.ProcRoot and
 // SysRoot; meminfo is required, every other host file is read on its own,
@@ -28,7 +41,11 @@
 // the file). Checks marked Offline read nothing but the server's identity,
 // its settings and the host facts; testdata/doctor/<case>/ holds golden
 // cases for them (server.json, settings.json as pg_settings rows, proc/
-// and sys/ trees, expected.json), and
+// and sys/ trees, expected.json). Checks marked Recorded read the server
+// through fact loaders of env that a case's facts.json can fill (sample
+// windows, pg_stat_statements rows, catalog counts, horizon holders,
+// join-column statistics, temp tablespaces); a case lists in "checks"
+// which of them it runs. And
 // `go test ./internal/doctor -run Golden -update` rewrites the expected
 // findings after a deliberate change.
 package doctor
