@@ -282,6 +282,8 @@ type Report struct {
 	// SampleS is the length of the sample from its first to its last
 	// reading, seconds (0: no sample taken).
 	SampleS float64 `json:"sample_s"`
+	// SampleWindows is the number of sampling windows (0: no sample).
+	SampleWindows int `json:"sample_windows,omitempty"`
 	// Worst is the worst severity found (ok when all are ok or not
 	// checked).
 	Worst    Severity  `json:"worst"`
@@ -457,6 +459,7 @@ func (e *env) report(ctx context.Context, checks []Check) (*Report, error) {
 	}
 	if e.smp != nil {
 		rep.SampleS = round2(e.smp.elapsed)
+		rep.SampleWindows = len(e.smp.windows)
 		rep.Storms = e.smp.storms
 	}
 	for _, c := range checks {

@@ -808,6 +808,9 @@ func TestWaitWindows(t *testing.T) {
 	rep := run(t, Options{DSN: dsn, Only: []string{"lwlock-waits"}, Sample: 800 * time.Millisecond, Windows: 3, Interval: 200 * time.Millisecond, Host: sampler.HostOff})
 	cancel()
 	f := find(t, rep, "lwlock-waits")
+	if rep.SampleWindows != 3 || !strings.Contains(Text(rep), "in 3 windows") {
+		t.Errorf("report: %d windows\n%s", rep.SampleWindows, Text(rep))
+	}
 	if f.Severity != OK || f.Metrics["windows"] != 3 || !strings.Contains(f.Summary, "mean") || !strings.Contains(f.Summary, "worst of 3 windows") {
 		t.Fatalf("lwlock-waits %s: %s %v", f.Severity, f.Summary, f.Metrics)
 	}

@@ -57,7 +57,11 @@ func header(r *Report) []string {
 		lines = append(lines, "host checks: not run, needs "+r.HostNote)
 	}
 	if r.SampleS > 0 {
-		lines = append(lines, fmt.Sprintf("sampled for %.1f s", r.SampleS))
+		w := ""
+		if r.SampleWindows > 1 {
+			w = fmt.Sprintf(" in %d windows (checks judge the worst, print the mean)", r.SampleWindows)
+		}
+		lines = append(lines, fmt.Sprintf("sampled for %.1f s%s", r.SampleS, w))
 	} else {
 		lines = append(lines, "no sample taken (rate-based checks need --sample > 0)")
 	}
