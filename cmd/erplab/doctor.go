@@ -20,6 +20,7 @@ type doctorFlags struct {
 	procRoot, sysRoot   string
 	only, skip          []string
 	sample, interval    time.Duration
+	windows             int
 	host, noHost, list  bool
 }
 
@@ -36,7 +37,8 @@ source of the rule (PostgreSQL documentation, source file, kernel documentation)
 Everything is read-only: the doctor's session runs with default_transaction_read_only = on and
 reads statistics views, settings, pg_stat_statements and, for a local server, /proc and /sys.
 Rate-based checks (temp files, catalog churn, lock-manager and invalidation waits, THP and swap
-activity, new sessions) sample the server for --sample. A check whose prerequisite is missing
+activity, new sessions) sample the server in --windows windows of --sample each (default 3 x 10s)
+and judge the worst window, printing it beside the mean. A check whose prerequisite is missing
 (pg_stat_statements, pgstattuple, pg_monitor, a local server) says "not checked: needs X".
 Host checks run when the server is reached over a Unix socket or a loopback address, or with --host.
 
@@ -58,7 +60,8 @@ procedure that moves temp-table files to tmpfs.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.dsn, "dsn", "", "server to diagnose (libpq key=value or URL); default: PG* environment, else a throwaway embedded server")
 	addDSNFileFlag(fl, &f.dsnFile, "dsn")
-	fl.DurationVar(&f.sample, "sample", doctor.DefaultSample, "how long rate-based checks sample the server (0 = skip them)")
+	fl.DurationVar(&f.sample, "sample", doctor.DefaultSample, "length of each sampling window of the rate-based checks (0 = skip them)")
+	fl.IntVar(&f.windows, "windows", doctor.DefaultWindows, "number of sampling windows of --sample each (sampled checks judge the worst window and report the mean)")
 	fl.DurationVar(&f.interval, "interval", doctor.DefaultInterval, "sampling period within --sample")
 	fl.StringVar(&f.format, "format", doctor.FormatText, "output format: text, json or markdown")
 	fl.StringSliceVar(&f.only, "only", nil, "run only these checks (comma-separated ids, see --list)")
@@ -101,6 +104,8 @@ func runDoctor(cmd *cobra.Command, f doctorFlags) error {
 		return withCode(exitUsage, fmt.Errorf("--interval must be at least %s, got %s", sampler.MinInterval, f.interval))
 	case f.host && f.noHost:
 		return withCode(exitUsage, errors.New("--host and --no-host exclude each other"))
+	case f.windows < 1:
+		return withCode(exitUsage, fmt.Errorf("--windows must be >= 1, got %d", f.windows))
 	}
 	known := doctor.IDs()
 	for _, id := range append(append([]string{}, f.only...), f.skip...) {
@@ -128,7 +133,7 @@ func runDoctor(cmd *cobra.Command, f doctorFlags) error {
 		dsn = c.DSN("erplab")
 		fmt.Fprintln(cmd.ErrOrStderr(), "diagnosing the throwaway server: a fresh server has no load, so rate-based checks see an idle server")
 	}
-	opts := doctor.Options{DSN: dsn, Sample: f.sample, Interval: f.interval, Only: f.only, Skip: f.skip,
+	opts := doctor.Options{DSN: dsn, Sample: f.sample, Interval: f.interval, Windows: f.windows, Only: f.only, Skip: f.skip,
 		ProcRoot: f.procRoot, SysRoot: f.sysRoot}
 	switch {
 	case f.host:
@@ -136,8 +141,10 @@ func runDoctor(cmd *cobra.Command, f doctorFlags) error {
 	case f.noHost:
 		opts.Host = sampler.HostOff
 	}
-	if f.sample > 0 && f.format == doctor.FormatText {
-		fmt.Fprintf(cmd.ErrOrStderr(), "sampling the server for %s...\n", f.sample)
+	if f.format == doctor.FormatText {
+		opts.OnSampleStart = func(total time.Duration) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "sampling the server for %s...\n", total)
+		}
 	}
 	rep, err := doctor.Run(ctx, opts)
 	if err != nil {
@@ -171,6 +178,7 @@ type fixFlags struct {
 	dsn, size, tablespace, location, scope, procRoot, state, stateDir string
 	dsnFile                                                           string
 	apply, undo, force, states                                        bool
+	grantTo                                                           []string
 }
 
 func newDoctorFixCmd() *cobra.Command {
@@ -182,6 +190,8 @@ func newDoctorFixCmd() *cobra.Command {
 a tablespace directory owned by the server's OS user (mode 0700), CREATE TABLESPACE, a dummy temp
 table that creates the per-database directory, a tmpfs mounted over that directory, temp_tablespaces
 set and pg_reload_conf(), and a check that a new temp table's file lands on the tmpfs.
+CREATE on the tablespace goes only to the roles of --grant-to (PUBLIC only when named there): a
+role with CREATE can also put permanent tables there, and those are lost at the next reboot.
 
 With --apply, erplab performs it on a server on this host, as root, with a superuser role, and
 verifies it (pg_relation_filepath of a new temp table against /proc/self/mountinfo); a failed step
@@ -235,6 +245,7 @@ ALTER DATABASE: this database only, new sessions only.
 	fl.StringVar(&f.state, "state", "", "with --undo and no --dsn: the state file of a server that is gone (see --states)")
 	fl.BoolVar(&f.states, "states", false, "list erplab's tmpfs state files (what --apply recorded and --undo would revert)")
 	fl.StringVar(&f.tablespace, "tablespace", tmpfsfix.DefaultTablespace, "tablespace name")
+	fl.StringSliceVar(&f.grantTo, "grant-to", nil, "roles given CREATE on the tablespace (the application's roles; comma-separated); PUBLIC only when named here, since CREATE also lets a role put permanent tables on the tmpfs")
 	fl.StringVar(&f.location, "location", "", "tablespace directory (default: next to the data directory, <parent of data_directory>/<tablespace>)")
 	fl.StringVar(&f.scope, "scope", string(tmpfsfix.ScopeSystem), "where temp_tablespaces is set: system (ALTER SYSTEM) or database (ALTER DATABASE)")
 	fl.StringVar(&f.procRoot, "proc-root", "/proc", "proc tree whose self/mountinfo is read")
@@ -246,7 +257,7 @@ ALTER DATABASE: this database only, new sessions only.
 
 func runFix(cmd *cobra.Command, f fixFlags) error {
 	out := cmd.OutOrStdout()
-	opts := tmpfsfix.Options{Size: f.size, Tablespace: f.tablespace, Location: f.location, Scope: tmpfsfix.Scope(f.scope), ProcRoot: f.procRoot}
+	opts := tmpfsfix.Options{Size: f.size, Tablespace: f.tablespace, Location: f.location, Scope: tmpfsfix.Scope(f.scope), ProcRoot: f.procRoot, GrantTo: f.grantTo}
 	switch {
 	case f.apply && f.undo:
 		return withCode(exitUsage, errors.New("--apply and --undo exclude each other"))

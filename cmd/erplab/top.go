@@ -7,9 +7,11 @@ import (
 	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/metrics"
 	"github.com/erplab/erplab/internal/sampler"
 	"github.com/erplab/erplab/internal/top"
@@ -21,6 +23,8 @@ type topFlags struct {
 	interval         time.Duration
 	once             bool
 	count, queries   int
+	view             string
+	filter           top.Filter
 }
 
 func newTopCmd() *cobra.Command {
@@ -38,14 +42,22 @@ LWLock:LockManager storms of a 30,000-user ERP load test:
   tables   client sessions by state; active sessions by wait event with a trend;
            the longest-running active queries with duration and wait event
 
+  sessions every client session of every database (--database, --application, --state filter
+           it), parallel workers' wait events counted on their leader's row
+  blocking root blockers and the chains of sessions waiting behind them, with the lock type
+           each waits for (pg_blocking_pids, read only for sessions waiting on a lock)
+
 Keys: + and - change the interval, p or space pauses, s switches the sort order
-(count / name), q quits. --once prints one plain-text snapshot and exits; --count N
+(count / name), v switches the view, q quits. In the sessions view: up/down select a
+session, enter shows its full query text, c cancels its query (pg_cancel_backend), T
+terminates it (pg_terminate_backend); both ask for y to confirm. --once prints one plain-text snapshot and exits; --count N
 prints N snapshots (for scripts and for terminals without a TTY).
 
 The server comes from --dsn or the PG* environment; top does not start an embedded
 server. The role needs only pg_monitor (without it other users' sessions count as
-"other"). Sampling is one round trip per interval on one connection, in autocommit,
-and never reads pg_locks.`,
+"other"; cancel and terminate need pg_signal_backend or the same role). Sampling is one round
+trip per interval on one connection, in autocommit, and never reads pg_locks; the sessions and
+blocking views use a second connection.`,
 		Example: `  erplab top --dsn 'host=db1 dbname=erp user=monitor'
   PGHOST=/var/run/postgresql erplab top --interval 500ms
   erplab top --dsn 'host=db1 user=monitor' --count 10 --interval 2s > top.log
@@ -61,6 +73,10 @@ and never reads pg_locks.`,
 	fl.IntVar(&f.count, "count", 0, "print this many plain-text snapshots, one per interval, and exit")
 	fl.IntVar(&f.queries, "queries", top.DefaultQueries, "rows of the longest-running queries table")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://HOST:PORT/metrics while top runs")
+	fl.StringVar(&f.view, "view", "overview", "screen to show (start on, interactively): overview, sessions (every database's sessions, parallel workers' waits on the leader's row) or blocking (root blockers and chains from pg_blocking_pids)")
+	fl.StringVar(&f.filter.Database, "database", "", "sessions and blocking views: only this database")
+	fl.StringVar(&f.filter.Application, "application", "", "sessions and blocking views: only this application_name")
+	fl.StringVar(&f.filter.State, "state", "", "sessions and blocking views: only this state (active, idle, 'idle in transaction', ...)")
 	return cmd
 }
 
@@ -77,6 +93,10 @@ func runTop(cmd *cobra.Command, f topFlags) error {
 		return withCode(exitUsage, errors.New("--once and --count exclude each other (--once is --count 1)"))
 	case f.queries < 0:
 		return withCode(exitUsage, fmt.Errorf("--queries must be >= 0, got %d", f.queries))
+	}
+	view, err := top.ParseView(f.view)
+	if err != nil {
+		return withCode(exitUsage, fmt.Errorf("--view: %w", err))
 	}
 	if f.once {
 		f.count = 1
@@ -99,7 +119,11 @@ func runTop(cmd *cobra.Command, f topFlags) error {
 	}
 	defer s.Close(context.Background())
 
-	opts := top.Options{Interval: f.interval}
+	// A second session, opened when first needed, serves the sessions
+	// and blocking views, full query text and cancel/terminate (the
+	// sampler's stays one round trip per interval).
+	dial := func(ctx context.Context) (*pgx.Conn, error) { return conninfo.Connect(ctx, dsn, "erplab top", nil) }
+	opts := top.Options{Interval: f.interval, Dial: dial, View: view, Filter: f.filter}
 	if f.metricsAddr != "" {
 		exp, err := metrics.New(metrics.Options{})
 		if err != nil {

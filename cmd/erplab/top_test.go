@@ -39,6 +39,7 @@ func TestTopUsageErrors(t *testing.T) {
 		{[]string{"top", "--dsn", "host=/x", "--once", "--count", "2"}, "--once and --count exclude each other"},
 		{[]string{"top", "--dsn", "host=/x", "--interval", "10ms"}, "--interval must be at least 100ms"},
 		{[]string{"top", "--dsn", "host=/x", "--count", "-1"}, "--count must be >= 0"},
+		{[]string{"top", "--dsn", "host=/x", "--once", "--view", "locks"}, "unknown view \"locks\""},
 	} {
 		_, err := runRoot(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) || int(exitcode.Of(err)) != exitUsage {
@@ -72,5 +73,25 @@ func TestTopOnceCommand(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// `top --once --view sessions` and `--view blocking` print those screens,
+// filtered by --state, from the embedded server.
+func TestTopViewsCommand(t *testing.T) {
+	pgtest.SkipShort(t)
+	ctx := context.Background()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{MaxConnections: 20, SharedBuffers: "128MB", StopWithParent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	out, err := runRoot(t, "top", "--dsn", c.DSN("postgres"), "--once", "--interval", "200ms", "--view", "sessions", "--state", "active")
+	if err != nil || !strings.Contains(out, "sessions of every database, filter state=active: 0 shown") {
+		t.Errorf("sessions view: %v\n%s", err, out)
+	}
+	out, err = runRoot(t, "top", "--dsn", c.DSN("postgres"), "--once", "--interval", "200ms", "--view", "blocking")
+	if err != nil || !strings.Contains(out, "blocking: no session waits for a lock held by another") {
+		t.Errorf("blocking view: %v\n%s", err, out)
 	}
 }

@@ -65,23 +65,49 @@ const (
 	waitMinActive    = 1.0
 )
 
+// catRel is one catalog's size and tuple counts (pg_stat_sys_tables).
 type catRel struct {
-	name       string
-	bytes      int64
-	live, dead int64
-	lastVacuum string
+	Name       string `json:"name"`
+	Bytes      int64  `json:"bytes"`
+	Live       int64  `json:"live"`
+	Dead       int64  `json:"dead"`
+	LastVacuum string `json:"last_vacuum"`
 }
 
 func (e *env) catalogRels(ctx context.Context) ([]catRel, error) {
+	if e.rec != nil {
+		if e.rec.Catalog == nil {
+			return nil, errNotRecorded("catalog")
+		}
+		return e.rec.Catalog, nil
+	}
 	rows, err := e.conn.Query(ctx, catalogRelsQuery)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (catRel, error) {
 		var c catRel
-		err := r.Scan(&c.name, &c.bytes, &c.live, &c.dead, &c.lastVacuum)
+		err := r.Scan(&c.Name, &c.Bytes, &c.Live, &c.Dead, &c.LastVacuum)
 		return c, err
 	})
+}
+
+// vacuumFix returns fix unchanged, or, when a holder of the xmin horizon
+// blocks dead-tuple removal, the commands that release it instead (a
+// VACUUM would remove nothing) and the evidence naming it.
+func (e *env) vacuumFix(ctx context.Context, fix []string) ([]string, []Evidence, *holder) {
+	hz, err := e.horizon(ctx)
+	if err != nil {
+		return fix, []Evidence{{Text: "xmin horizon holders not read: " + oneLine(err), From: "pg_stat_activity, pg_prepared_xacts, pg_replication_slots"}}, nil
+	}
+	b := hz.blocker()
+	if b == nil {
+		return fix, nil, nil
+	}
+	out := []string{"# VACUUM removes nothing while the xmin horizon is held; release the holder first (" + b.Kind + "):"}
+	out = append(out, b.fix()...)
+	out = append(out, "# then autovacuum removes the dead rows on its next visit; see check xmin-horizon")
+	return out, []Evidence{{Text: "dead tuples cannot be removed: the xmin horizon is held by " + b.String(), From: "pg_stat_activity, pg_prepared_xacts, pg_replication_slots"}}, b
 }
 
 func checkCatalogSize(ctx context.Context, e *env) result {
@@ -96,14 +122,14 @@ func checkCatalogSize(ctx context.Context, e *env) result {
 	worstShare := 0.0
 	for i := range rels {
 		c := &rels[i]
-		total += c.bytes
-		share := float64(c.dead) / float64(max(c.live+c.dead, 1))
-		ev = append(ev, Evidence{Text: fmt.Sprintf("%s: %s, %d live and %d dead tuples (%.0f %% dead), last vacuum %s", c.name, fmtBytes(c.bytes), c.live, c.dead, 100*share, c.lastVacuum),
+		total += c.Bytes
+		share := float64(c.Dead) / float64(max(c.Live+c.Dead, 1))
+		ev = append(ev, Evidence{Text: fmt.Sprintf("%s: %s, %d live and %d dead tuples (%.0f %% dead), last vacuum %s", c.Name, fmtBytes(c.Bytes), c.Live, c.Dead, 100*share, c.LastVacuum),
 			From: "pg_total_relation_size, pg_stat_sys_tables (database " + e.srv.Database + ")"})
-		m[c.name+"_bytes"] = float64(c.bytes)
-		m[c.name+"_dead"] = float64(c.dead)
-		m[c.name+"_dead_pct"] = round2(100 * share)
-		if c.dead >= catalogDeadMin && share >= catalogDeadShareWarn && share > worstShare {
+		m[c.Name+"_bytes"] = float64(c.Bytes)
+		m[c.Name+"_dead"] = float64(c.Dead)
+		m[c.Name+"_dead_pct"] = round2(100 * share)
+		if c.Dead >= catalogDeadMin && share >= catalogDeadShareWarn && share > worstShare {
 			worst, worstShare = c, share
 		}
 	}
@@ -114,13 +140,23 @@ func checkCatalogSize(ctx context.Context, e *env) result {
 		"ALTER SYSTEM SET autovacuum_naptime = '15s'; SELECT pg_reload_conf();   -- visit churned catalogs more often",
 		"# and reduce the churn itself: see checks catalog-churn and temp-tablespace",
 	}
-	switch {
-	case total >= catalogSizeWarn:
-		return result{sev: Warning, summary: fmt.Sprintf("catalogs pg_class, pg_attribute, pg_depend, pg_type take %s in database %s", fmtBytes(total), e.srv.Database), evidence: ev, metrics: m, fix: fix}
-	case worst != nil:
-		return result{sev: Warning, summary: fmt.Sprintf("%s is %.0f %% dead tuples (%d dead): temp-table DDL churns the catalog faster than vacuum cleans it", worst.name, 100*worstShare, worst.dead), evidence: ev, metrics: m, fix: fix}
+	if total < catalogSizeWarn && worst == nil {
+		return result{sev: OK, summary: fmt.Sprintf("catalogs take %s, dead tuples under %.0f %% or fewer than %d", fmtBytes(total), 100*catalogDeadShareWarn, catalogDeadMin), evidence: ev, metrics: m}
 	}
-	return result{sev: OK, summary: fmt.Sprintf("catalogs take %s, dead tuples under %.0f %% or fewer than %d", fmtBytes(total), 100*catalogDeadShareWarn, catalogDeadMin), evidence: ev, metrics: m}
+	fix, hev, b := e.vacuumFix(ctx, fix)
+	ev = append(ev, hev...)
+	held := ""
+	if b != nil {
+		m["held_by_xmin_age"] = float64(b.XminAge)
+		held = "; the xmin horizon is held by " + b.Kind + " " + or(b.Name, fmt.Sprint(b.PID)) + ", so vacuum cannot remove them"
+	}
+	if total >= catalogSizeWarn {
+		return result{sev: Warning, summary: fmt.Sprintf("catalogs pg_class, pg_attribute, pg_depend, pg_type take %s in database %s%s", fmtBytes(total), e.srv.Database, held), evidence: ev, metrics: m, fix: fix}
+	}
+	if b != nil {
+		return result{sev: Warning, summary: fmt.Sprintf("%s is %.0f %% dead tuples (%d dead)%s", worst.Name, 100*worstShare, worst.Dead, held), evidence: ev, metrics: m, fix: fix}
+	}
+	return result{sev: Warning, summary: fmt.Sprintf("%s is %.0f %% dead tuples (%d dead): temp-table DDL churns the catalog faster than vacuum cleans it", worst.Name, 100*worstShare, worst.Dead), evidence: ev, metrics: m, fix: fix}
 }
 
 func checkCatalogBloat(ctx context.Context, e *env) result {
@@ -164,46 +200,89 @@ FROM unnest(ARRAY['pg_class', 'pg_attribute', 'pg_depend', 'pg_type']) AS c(reln
 		}
 	}
 	if worst != nil {
-		return result{sev: Warning, summary: fmt.Sprintf("%s is %.0f %% free space and dead tuples (heap %s)", worst.name, worst.free+worst.dead, fmtBytes(worst.size)), evidence: ev, metrics: m,
-			fix: []string{fmt.Sprintf("VACUUM FULL pg_catalog.%s;   -- ACCESS EXCLUSIVE lock on the catalog: every query waits; maintenance window only", worst.name)}}
+		// VACUUM FULL copies the dead rows a held horizon still needs.
+		fix, hev, _ := e.vacuumFix(ctx, []string{fmt.Sprintf("VACUUM FULL pg_catalog.%s;   -- ACCESS EXCLUSIVE lock on the catalog: every query waits; maintenance window only", worst.name)})
+		return result{sev: Warning, summary: fmt.Sprintf("%s is %.0f %% free space and dead tuples (heap %s)", worst.name, worst.free+worst.dead, fmtBytes(worst.size)), evidence: append(ev, hev...), metrics: m, fix: fix}
 	}
 	return result{sev: OK, summary: fmt.Sprintf("no catalog of %s or more is over %.0f %% free space and dead tuples", fmtBytes(bloatMinBytes), bloatShareWarn), evidence: ev, metrics: m}
 }
 
+// churnRates are the pg_class-based churn figures of one window (or the
+// whole sample), per second: inserts (CREATE), non-HOT updates
+// (TRUNCATE and other relfilenode changes) and their sum, new relation
+// files.
+type churnRates struct {
+	ins, nonHot, files float64
+}
+
+func rates(d catDelta, secs float64) churnRates {
+	t := max(secs, 1e-9)
+	return churnRates{ins: round2(float64(d.Ins) / t), nonHot: round2(float64(max(d.Upd-d.HotUpd, 0)) / t), files: round2(float64(d.newFiles()) / t)}
+}
+
+// churnByWindow returns the pg_class churn of the whole sample, of its
+// worst window (most new files per second) and that window's number
+// (1-based); ok false without catalog counters.
+func churnByWindow(ws []window) (mean, worst churnRates, worstN int, ok bool) {
+	tot := sumWindows(ws)
+	d, ok := tot.Catalog["pg_class"]
+	if !ok {
+		return churnRates{}, churnRates{}, 0, false
+	}
+	mean = rates(d, tot.Seconds)
+	for i, w := range ws {
+		if r := rates(w.Catalog["pg_class"], w.Seconds); worstN == 0 || r.files > worst.files {
+			worst, worstN = r, i+1
+		}
+	}
+	return mean, worst, worstN, true
+}
+
 func checkCatalogChurn(_ context.Context, e *env) result {
-	d := e.smp
+	ws := e.smp.windows
+	tot := sumWindows(ws)
 	var ev []Evidence
 	m := map[string]float64{}
-	var classIns float64
+	from := fmt.Sprintf("pg_stat_sys_tables read by the doctor at the bounds of %d windows over %.1f s (database %s)", len(ws), tot.Seconds, e.srv.Database)
 	for _, rel := range []string{"pg_class", "pg_attribute", "pg_depend", "pg_type"} {
-		ins, upd, del, a, b, ok := d.catalogDelta(rel)
+		d, ok := tot.Catalog[rel]
 		if !ok {
 			continue
 		}
-		t := max(d.elapsed, 1e-9)
-		insS, updS, delS := round2(float64(ins)/t), round2(float64(upd)/t), round2(float64(del)/t)
-		growth := round2(float64(b.Bytes-a.Bytes) / t)
-		ev = append(ev, Evidence{Text: fmt.Sprintf("%s: %.1f inserts/s, %.1f updates/s, %.1f deletes/s, size %s -> %s", rel, insS, updS, delS, fmtBytes(a.Bytes), fmtBytes(b.Bytes)),
-			From: fmt.Sprintf("pg_stat_sys_tables over the %.1f s sample (database %s)", d.elapsed, e.srv.Database)})
-		m[rel+"_ins_per_s"], m[rel+"_del_per_s"], m[rel+"_growth_bytes_per_s"] = insS, delS, growth
-		if rel == "pg_class" {
-			classIns = insS
-		}
+		t := max(tot.Seconds, 1e-9)
+		insS, updS, delS := round2(float64(d.Ins)/t), round2(float64(d.Upd)/t), round2(float64(d.Del)/t)
+		growth := round2(float64(d.Bytes1-d.Bytes0) / t)
+		ev = append(ev, Evidence{Text: fmt.Sprintf("%s: %.1f inserts/s, %.1f updates/s (%.1f HOT), %.1f deletes/s, size %s -> %s", rel, insS, updS, round2(float64(d.HotUpd)/t), delS, fmtBytes(d.Bytes0), fmtBytes(d.Bytes1)), From: from})
+		m[rel+"_ins_per_s"], m[rel+"_upd_per_s"], m[rel+"_del_per_s"], m[rel+"_growth_bytes_per_s"] = insS, updS, delS, growth
 	}
-	if len(ev) == 0 {
+	mean, worst, wn, ok := churnByWindow(ws)
+	if !ok {
 		return notChecked("catalog counters in the sample")
 	}
-	if classIns >= churnWarnPerS {
-		return result{sev: Warning, summary: fmt.Sprintf("%.0f pg_class rows inserted per second: temp tables and their indexes are created (and dropped) at a high rate", classIns), evidence: ev, metrics: m,
-			fix: []string{
-				"# every CREATE/DROP of a temp table or index writes catalog rows and shared-invalidation messages:",
-				"# reuse temp tables (TRUNCATE instead of DROP) where the application allows, and move their files to tmpfs",
-				"# unless check temp-tablespace finds them there already:",
-				tmpfsFixCommand,
-				"ALTER SYSTEM SET autovacuum_naptime = '15s'; SELECT pg_reload_conf();   -- vacuum the churned catalogs more often",
-			}}
+	for i, w := range ws {
+		r := rates(w.Catalog["pg_class"], w.Seconds)
+		ev = append(ev, Evidence{Text: fmt.Sprintf("window %d (%.1f s): %.1f new relation files/s = %.1f pg_class inserts/s (CREATE) + %.1f non-HOT updates/s (TRUNCATE, rewrites)", i+1, w.Seconds, r.files, r.ins, r.nonHot), From: "pg_stat_sys_tables (pg_class n_tup_ins, n_tup_upd - n_tup_hot_upd)"})
 	}
-	return result{sev: OK, summary: fmt.Sprintf("catalog churn low (%.1f pg_class inserts/s)", classIns), evidence: ev, metrics: m}
+	m["new_files_per_s"], m["new_files_worst_per_s"], m["pg_class_nonhot_upd_per_s"], m["windows"] = mean.files, worst.files, mean.nonHot, float64(len(ws))
+	if worst.files >= churnWarnPerS {
+		fix := []string{
+			"# every CREATE/DROP of a temp table or index writes catalog rows and shared-invalidation messages, and every",
+			"# CREATE and TRUNCATE gives the table (and each index) a new file: reuse temp tables where the application allows,",
+			"# and move their files to tmpfs unless check temp-tablespace finds them there already:",
+			tmpfsFixCommand,
+			"ALTER SYSTEM SET autovacuum_naptime = '15s'; SELECT pg_reload_conf();   -- vacuum the churned catalogs more often",
+		}
+		kind := "temp tables and their indexes are created (and dropped) at a high rate"
+		if worst.nonHot > worst.ins {
+			kind = "temp tables are emptied by TRUNCATE (cached temp tables, lsFusion-style): each TRUNCATE creates new files for the table and its indexes"
+			fix[1] = "# TRUNCATE of a temp table gives it and each index a new file (the old one is unlinked at commit): TRUNCATE-based reuse"
+			fix[2] = "# saves catalog rows but not file churn; put those files on tmpfs unless check temp-tablespace finds them there already:"
+		}
+		return result{sev: Warning, summary: fmt.Sprintf("%.0f new relation files per second in window %d of %d (mean %.0f): %.0f pg_class inserts/s and %.0f non-HOT updates/s: %s",
+			worst.files, wn, len(ws), mean.files, worst.ins, worst.nonHot, kind), evidence: ev, metrics: m, fix: fix}
+	}
+	return result{sev: OK, summary: fmt.Sprintf("catalog churn low: %.1f new relation files/s mean, %.1f in the worst of %d windows (%.1f pg_class inserts/s, %.1f non-HOT updates/s)",
+		mean.files, worst.files, len(ws), mean.ins, mean.nonHot), evidence: ev, metrics: m}
 }
 
 // tablespaceDir is where temp files of the connected database go in a
@@ -231,17 +310,118 @@ func (e *env) tablespaceDir(location string) (string, error) {
 	return "", fmt.Errorf("no %s* directory in %s", prefix, location)
 }
 
+// tsFact is one tablespace of temp_tablespaces as the doctor found it.
+type tsFact struct {
+	Name   string `json:"name"`
+	Exists bool   `json:"exists"`
+	// Dir is where this database's files go in it; FSType and Mount the
+	// file system under Dir ("" when not known: remote server, or Note
+	// says why).
+	Dir    string `json:"dir,omitempty"`
+	FSType string `json:"fs_type,omitempty"`
+	Mount  string `json:"mount,omitempty"`
+	Note   string `json:"note,omitempty"`
+	// UsedPct is the tmpfs use (statfs), -1 when not known; SizeBytes its size.
+	UsedPct   float64 `json:"used_pct"`
+	SizeBytes int64   `json:"size_bytes,omitempty"`
+	// Permanent names up to 10 non-temporary relations (permanent or
+	// unlogged) stored in it in this database; PermanentCount counts all.
+	Permanent      []string `json:"permanent,omitempty"`
+	PermanentCount int      `json:"permanent_count,omitempty"`
+}
+
+// permanentRelsSQL lists the non-temporary relations of the connected
+// database stored in tablespace $1.
+const permanentRelsSQL = `SELECT n.nspname::text || '.' || c.relname::text || ' (' ||
+       CASE c.relkind WHEN 'r' THEN 'table' WHEN 'i' THEN 'index' WHEN 'm' THEN 'materialized view' WHEN 'S' THEN 'sequence' ELSE c.relkind::text END ||
+       CASE c.relpersistence WHEN 'u' THEN ', unlogged' ELSE '' END || ')', c.relkind = 'i'
+FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+WHERE c.reltablespace = (SELECT oid FROM pg_catalog.pg_tablespace WHERE spcname = $1) AND c.relpersistence <> 't'
+  AND n.nspname <> 'pg_toast'   -- TOAST tables and their indexes go with their table
+ORDER BY 1`
+
+// tablespaces reads the facts of the named tablespaces (or returns the
+// recorded ones).
+func (e *env) tablespaces(ctx context.Context, names []string) ([]tsFact, error) {
+	if e.rec != nil {
+		if e.rec.Tablespaces == nil {
+			return nil, errNotRecorded("tablespaces")
+		}
+		return e.rec.Tablespaces, nil
+	}
+	var out []tsFact
+	for _, name := range names {
+		f := tsFact{Name: name, UsedPct: -1}
+		var loc string
+		err := e.conn.QueryRow(ctx, `SELECT pg_catalog.pg_tablespace_location(oid) FROM pg_catalog.pg_tablespace WHERE spcname = $1`, name).Scan(&loc)
+		if errors.Is(err, pgx.ErrNoRows) {
+			out = append(out, f)
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		f.Exists = true
+		rows, err := e.conn.Query(ctx, permanentRelsSQL, name)
+		if err != nil {
+			return nil, err
+		}
+		var rel string
+		var isIndex bool
+		if _, err := pgx.ForEachRow(rows, []any{&rel, &isIndex}, func() error {
+			f.PermanentCount++
+			if len(f.Permanent) < 10 {
+				f.Permanent = append(f.Permanent, rel)
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+		if e.host == nil {
+			out = append(out, f)
+			continue
+		}
+		dir, err := e.tablespaceDir(loc)
+		if err != nil {
+			f.Note = err.Error()
+			out = append(out, f)
+			continue
+		}
+		f.Dir = dir
+		path := dir
+		if p, err := filepath.EvalSymlinks(dir); err == nil {
+			path = p
+		}
+		fsType, mp, err := tmpfsfix.MountOf(e.host.fs.ProcRoot(), path)
+		if err != nil {
+			f.Note = err.Error()
+			out = append(out, f)
+			continue
+		}
+		f.FSType, f.Mount = fsType, mp
+		var st unix.Statfs_t
+		if fsType == "tmpfs" && unix.Statfs(path, &st) == nil && st.Blocks > 0 {
+			f.UsedPct = round2(100 * float64(st.Blocks-st.Bfree) / float64(st.Blocks))
+			f.SizeBytes = int64(st.Blocks) * int64(st.Bsize)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
 func checkTempTablespace(ctx context.Context, e *env) result {
 	val := e.show("temp_tablespaces")
 	names := tmpfsfix.TablespaceNames(val)
 	ev := []Evidence{{Text: fmt.Sprintf("temp_tablespaces = '%s' (as this session sees it in database %s)", val, e.srv.Database), From: "pg_settings"}}
 	m := map[string]float64{"on_tmpfs": 0}
 	churn := -1.0
+	var churnText string
 	if e.smp != nil {
-		if ins, _, _, _, _, ok := e.smp.catalogDelta("pg_class"); ok {
-			churn = round2(float64(ins) / max(e.smp.elapsed, 1e-9))
-			ev = append(ev, Evidence{Text: fmt.Sprintf("temp-table churn: %.1f pg_class inserts/s during the sample", churn), From: "pg_stat_sys_tables"})
-			m["pg_class_ins_per_s"] = churn
+		if mean, worst, wn, ok := churnByWindow(e.smp.windows); ok {
+			churn = worst.files
+			churnText = fmt.Sprintf("%.0f new relation files/s in window %d (%.0f CREATE, %.0f TRUNCATE/rewrite per s; mean %.0f)", worst.files, wn, worst.ins, worst.nonHot, mean.files)
+			ev = append(ev, Evidence{Text: fmt.Sprintf("temp-table file churn: %.1f new relation files/s mean, %.1f in the worst of %d windows (%.1f pg_class inserts/s, %.1f non-HOT updates/s mean)", mean.files, worst.files, len(e.smp.windows), mean.ins, mean.nonHot), From: "pg_stat_sys_tables"})
+			m["pg_class_ins_per_s"], m["new_files_per_s"], m["new_files_worst_per_s"] = mean.ins, mean.files, worst.files
 		}
 	}
 	high := churn >= churnWarnPerS
@@ -249,140 +429,209 @@ func checkTempTablespace(ctx context.Context, e *env) result {
 	if len(names) == 0 {
 		names = []string{"pg_default"}
 	}
-	allTmpfs, fsKnown := true, e.host != nil
+	facts, err := e.tablespaces(ctx, names)
+	if err != nil {
+		return failed(err)
+	}
+	allTmpfs, fsKnown := true, e.host != nil || e.rec != nil
 	var full []string
-	for _, name := range names {
-		var loc string
-		err := e.conn.QueryRow(ctx, `SELECT pg_catalog.pg_tablespace_location(oid) FROM pg_catalog.pg_tablespace WHERE spcname = $1`, name).Scan(&loc)
-		if errors.Is(err, pgx.ErrNoRows) {
-			ev = append(ev, Evidence{Text: fmt.Sprintf("tablespace %q does not exist (ignored by the server)", name), From: "pg_tablespace"})
+	var lost []tsFact
+	for _, f := range facts {
+		switch {
+		case !f.Exists:
+			ev = append(ev, Evidence{Text: fmt.Sprintf("tablespace %q does not exist (ignored by the server)", f.Name), From: "pg_tablespace"})
 			allTmpfs = false
 			continue
-		}
-		if err != nil {
-			return failed(err)
-		}
-		if !fsKnown {
-			allTmpfs = false
-			continue
-		}
-		dir, err := e.tablespaceDir(loc)
-		if err != nil {
-			ev = append(ev, Evidence{Text: fmt.Sprintf("tablespace %s: %v", name, err), From: "pg_tablespace_location"})
+		case f.FSType == "" && f.Note != "":
+			ev = append(ev, Evidence{Text: fmt.Sprintf("tablespace %s: %s", f.Name, f.Note), From: "pg_tablespace_location, /proc/self/mountinfo"})
 			allTmpfs, fsKnown = false, false
-			continue
-		}
-		path := dir
-		if p, err := filepath.EvalSymlinks(dir); err == nil {
-			path = p
-		}
-		fsType, mp, err := tmpfsfix.MountOf(e.host.fs.ProcRoot(), path)
-		if err != nil {
-			ev = append(ev, Evidence{Text: err.Error(), From: e.host.procPath("self", "mountinfo")})
+		case f.FSType == "":
 			allTmpfs, fsKnown = false, false
+		default:
+			ev = append(ev, Evidence{Text: fmt.Sprintf("tablespace %s: temp files of this database go to %s, on %s mounted at %s", f.Name, f.Dir, f.FSType, f.Mount), From: "/proc/self/mountinfo"})
+		}
+		if f.PermanentCount > 0 {
+			ev = append(ev, Evidence{Text: fmt.Sprintf("tablespace %s holds %d non-temporary relations in database %s: %s", f.Name, f.PermanentCount, e.srv.Database, strings.Join(f.Permanent, ", ")), From: "pg_class.reltablespace, relpersistence"})
+		}
+		if f.FSType != "tmpfs" {
+			allTmpfs = allTmpfs && f.FSType == "tmpfs"
 			continue
 		}
-		ev = append(ev, Evidence{Text: fmt.Sprintf("tablespace %s: temp files of this database go to %s, on %s mounted at %s", name, dir, fsType, mp), From: e.host.procPath("self", "mountinfo")})
-		if fsType != "tmpfs" {
-			allTmpfs = false
-			continue
+		if f.PermanentCount > 0 {
+			lost = append(lost, f)
 		}
-		var st unix.Statfs_t
-		if err := unix.Statfs(path, &st); err == nil && st.Blocks > 0 {
-			used := 100 * float64(st.Blocks-st.Bfree) / float64(st.Blocks)
-			ev = append(ev, Evidence{Text: fmt.Sprintf("tmpfs %s: %.1f %% of %s used", mp, used, fmtBytes(int64(st.Blocks)*int64(st.Bsize))), From: "statfs(2)"})
-			m["tmpfs_used_pct"] = round2(used)
-			if used >= tmpfsFullWarn {
-				full = append(full, mp)
+		if f.UsedPct >= 0 {
+			ev = append(ev, Evidence{Text: fmt.Sprintf("tmpfs %s: %.1f %% of %s used", f.Mount, f.UsedPct, fmtBytes(f.SizeBytes)), From: "statfs(2)"})
+			m["tmpfs_used_pct"] = f.UsedPct
+			if f.UsedPct >= tmpfsFullWarn {
+				full = append(full, f.Mount)
 			}
 		}
 	}
 	if fsKnown && allTmpfs {
 		m["on_tmpfs"] = 1
 	}
+	if len(lost) > 0 {
+		f := lost[0]
+		m["permanent_relations"] = float64(f.PermanentCount)
+		ts := pgx.Identifier{f.Name}.Sanitize()
+		fix := []string{fmt.Sprintf("-- move them off the tmpfs now (each rewrite takes an ACCESS EXCLUSIVE lock on the relation), in database %s:", e.srv.Database)}
+		for _, r := range f.Permanent {
+			name, kind, _ := strings.Cut(r, " (")
+			stmt := "ALTER TABLE"
+			switch {
+			case strings.HasPrefix(kind, "index"):
+				stmt = "ALTER INDEX"
+			case strings.HasPrefix(kind, "materialized view"):
+				stmt = "ALTER MATERIALIZED VIEW"
+			case strings.HasPrefix(kind, "sequence"), strings.HasPrefix(kind, "TOAST"):
+				continue // moves with its table
+			}
+			fix = append(fix, fmt.Sprintf("%s %s SET TABLESPACE pg_default;", stmt, quoteQualified(name)))
+		}
+		if f.PermanentCount > len(f.Permanent) {
+			fix = append(fix, fmt.Sprintf("-- ... and %d more: SELECT relname FROM pg_class WHERE reltablespace = (SELECT oid FROM pg_tablespace WHERE spcname = %s) AND relpersistence <> 't';", f.PermanentCount-len(f.Permanent), quoteLit(f.Name)))
+		}
+		fix = append(fix,
+			fmt.Sprintf("REVOKE CREATE ON TABLESPACE %s FROM PUBLIC;   -- then only the roles that need temp tables may use it:", ts),
+			fmt.Sprintf("GRANT CREATE ON TABLESPACE %s TO <application role>;   -- erplab doctor fix %s --grant-to <role> does this", ts, tmpfsfix.Name))
+		return result{sev: Critical, summary: fmt.Sprintf("tmpfs tablespace %s holds %d non-temporary relations (%s): their files are lost at the next reboot or remount", f.Name, f.PermanentCount, strings.Join(f.Permanent[:min(3, len(f.Permanent))], ", ")),
+			evidence: ev, metrics: m, fix: fix}
+	}
 	switch {
 	case len(full) > 0:
 		return result{sev: Warning, summary: fmt.Sprintf("tmpfs temp tablespace %s is over %.0f %% full: when full, INSERT and even TRUNCATE of temp tables fail; only DROP TABLE frees space", strings.Join(full, ", "), tmpfsFullWarn), evidence: ev, metrics: m,
 			fix: []string{fmt.Sprintf("mount -o remount,size=<larger> %s   # tmpfs can grow online; it takes RAM (and swap) only as filled", full[0])}}
 	case fsKnown && allTmpfs:
-		return result{sev: OK, summary: "temp tables go to tmpfs", evidence: ev, metrics: m}
+		sum := "temp tables go to tmpfs"
+		if churnText != "" {
+			sum += " (" + churnText + ")"
+		}
+		return result{sev: OK, summary: sum, evidence: ev, metrics: m}
 	case high && val == "":
-		return result{sev: Warning, summary: fmt.Sprintf("temp tables churn (%.0f pg_class inserts/s) in the default tablespace: every CREATE, TRUNCATE and DROP creates or unlinks files on the data disk", churn), evidence: ev, metrics: m, fix: fixTmpfs}
+		return result{sev: Warning, summary: fmt.Sprintf("temp tables churn (%s) in the default tablespace: every CREATE, TRUNCATE and DROP creates or unlinks files on the data disk", churnText), evidence: ev, metrics: m, fix: fixTmpfs}
 	case high && fsKnown:
-		return result{sev: Warning, summary: fmt.Sprintf("temp tables churn (%.0f pg_class inserts/s) and temp_tablespaces is not on tmpfs", churn), evidence: ev, metrics: m, fix: fixTmpfs}
+		return result{sev: Warning, summary: fmt.Sprintf("temp tables churn (%s) and temp_tablespaces is not on tmpfs", churnText), evidence: ev, metrics: m, fix: fixTmpfs}
 	case high:
-		return result{sev: Info, summary: fmt.Sprintf("temp tables churn (%.0f pg_class inserts/s); the file system under temp_tablespaces could not be checked", churn), evidence: ev, metrics: m, fix: fixTmpfs}
+		return result{sev: Info, summary: fmt.Sprintf("temp tables churn (%s); the file system under temp_tablespaces could not be checked", churnText), evidence: ev, metrics: m, fix: fixTmpfs}
 	case churn < 0:
 		return result{sev: OK, summary: "temp-table churn not measured (no sample); temp_tablespaces = '" + val + "'", evidence: ev, metrics: m}
 	}
-	return result{sev: OK, summary: fmt.Sprintf("temp-table churn low (%.1f pg_class inserts/s); a tmpfs temp tablespace would not pay", churn), evidence: ev, metrics: m}
+	return result{sev: OK, summary: fmt.Sprintf("temp-table churn low (%s); a tmpfs temp tablespace would not pay", churnText), evidence: ev, metrics: m}
 }
 
-// waitShares sums active session-samples and those waiting on the lock
-// manager and on the shared invalidation queue over the sample.
-func waitShares(e *env) (active, lockMgr, sinval int, avg float64, top []string) {
-	byKey := map[string]int{}
-	for _, s := range e.smp.series {
-		active += s.Sessions.Active
-		for k, n := range s.Waits {
-			byKey[k] += n
-			switch k {
-			case "LWLock:LockManager", "LWLock:lock_manager":
-				lockMgr += n
-			case "LWLock:SInvalRead", "LWLock:SInvalWrite", "LWLock:SInvalReadLock", "LWLock:SInvalWriteLock":
-				sinval += n
-			}
+// quoteQualified quotes "schema.name" as an identifier pair.
+func quoteQualified(s string) string {
+	sch, name, ok := strings.Cut(s, ".")
+	if !ok {
+		return pgx.Identifier{s}.Sanitize()
+	}
+	return pgx.Identifier{sch, name}.Sanitize()
+}
+
+// lockMgrWaits are the wait events of the lock manager: its partition
+// locks and the per-backend fast-path locks (a fast-path miss moves the
+// lock to the shared table, so both queue on the same overflow).
+var lockMgrWaits = map[string]bool{"LWLock:LockManager": true, "LWLock:lock_manager": true, "LWLock:LockFastPath": true}
+
+// sinvalWaits are the shared invalidation queue's wait events.
+var sinvalWaits = map[string]bool{"LWLock:SInvalRead": true, "LWLock:SInvalWrite": true, "LWLock:SInvalReadLock": true, "LWLock:SInvalWriteLock": true}
+
+// waitCounts are a window's (or the sample's) session-samples.
+type waitCounts struct {
+	samples, active, lockMgr, sinval int
+}
+
+func countWaits(w window) waitCounts {
+	c := waitCounts{samples: w.Samples, active: w.Active}
+	for k, n := range w.Waits {
+		switch {
+		case lockMgrWaits[k]:
+			c.lockMgr += n
+		case sinvalWaits[k]:
+			c.sinval += n
 		}
 	}
-	avg = float64(active) / float64(max(len(e.smp.series), 1))
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
+	return c
+}
+
+func (c waitCounts) avg() float64     { return float64(c.active) / float64(max(c.samples, 1)) }
+func (c waitCounts) lmShare() float64 { return float64(c.lockMgr) / float64(max(c.active, 1)) }
+func (c waitCounts) siShare() float64 { return float64(c.sinval) / float64(max(c.active, 1)) }
+
+// topWaits lists the 5 most frequent wait events "key count".
+func topWaits(w map[string]int) []string {
+	keys := make([]string, 0, len(w))
+	for k := range w {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
-		if byKey[keys[i]] != byKey[keys[j]] {
-			return byKey[keys[i]] > byKey[keys[j]]
+		if w[keys[i]] != w[keys[j]] {
+			return w[keys[i]] > w[keys[j]]
 		}
 		return keys[i] < keys[j]
 	})
+	var top []string
 	for i, k := range keys {
 		if i == 5 {
 			break
 		}
-		top = append(top, fmt.Sprintf("%s %d", k, byKey[k]))
+		top = append(top, fmt.Sprintf("%s %d", k, w[k]))
 	}
-	return
+	return top
 }
 
 func checkLWLockWaits(_ context.Context, e *env) result {
-	active, lm, si, avg, top := waitShares(e)
-	share := func(n int) float64 { return float64(n) / float64(max(active, 1)) }
-	ev := []Evidence{
-		{Text: fmt.Sprintf("%d samples over %.1f s: %.1f active sessions on average; LWLock:LockManager %.1f %%, SInval %.1f %% of active session-samples",
-			len(e.smp.series), e.smp.elapsed, avg, 100*share(lm), 100*share(si)), From: "pg_stat_activity (wait_event_type, wait_event)"},
+	ws := e.smp.windows
+	tot := sumWindows(ws)
+	all := countWaits(tot)
+	// The worst window for each figure, among windows with enough active sessions.
+	var lmW, siW waitCounts
+	lmN, siN := 0, 0
+	var ev []Evidence
+	for i, w := range ws {
+		c := countWaits(w)
+		ev = append(ev, Evidence{Text: fmt.Sprintf("window %d (%.1f s, %d samples): %.1f active on average; LockManager+LockFastPath %.1f %%, SInval %.1f %%", i+1, w.Seconds, w.Samples, c.avg(), 100*c.lmShare(), 100*c.siShare()),
+			From: "pg_stat_activity (wait_event_type, wait_event)"})
+		if c.avg() < waitMinActive {
+			continue
+		}
+		if lmN == 0 || c.lmShare() > lmW.lmShare() {
+			lmW, lmN = c, i+1
+		}
+		if siN == 0 || c.siShare() > siW.siShare() {
+			siW, siN = c, i+1
+		}
 	}
-	if len(top) > 0 {
+	head := Evidence{Text: fmt.Sprintf("%d samples in %d windows over %.1f s: %.1f active sessions on average; LWLock:LockManager + LockFastPath %.1f %% mean, %.1f %% worst window; SInval %.1f %% mean, %.1f %% worst window (of active session-samples)",
+		all.samples, len(ws), tot.Seconds, all.avg(), 100*all.lmShare(), 100*lmW.lmShare(), 100*all.siShare(), 100*siW.siShare()), From: "pg_stat_activity (wait_event_type, wait_event)"}
+	ev = append([]Evidence{head}, ev...)
+	if top := topWaits(tot.Waits); len(top) > 0 {
 		ev = append(ev, Evidence{Text: "wait events (session-samples): " + strings.Join(top, ", "), From: "pg_stat_activity"})
 	}
 	for _, st := range e.smp.storms {
 		ev = append(ev, Evidence{Text: "storm at " + fmt.Sprintf("%.1f s: %s", st.T, st.Message), From: "sampler storm rule (package storm)"})
 	}
-	m := map[string]float64{"avg_active": round2(avg), "lockmanager_share_pct": round2(100 * share(lm)), "sinval_share_pct": round2(100 * share(si)), "storms": float64(len(e.smp.storms))}
+	m := map[string]float64{"avg_active": round2(all.avg()), "lockmanager_share_pct": round2(100 * all.lmShare()), "sinval_share_pct": round2(100 * all.siShare()),
+		"lockmanager_worst_pct": round2(100 * lmW.lmShare()), "sinval_worst_pct": round2(100 * siW.siShare()), "windows": float64(len(ws)), "storms": float64(len(e.smp.storms))}
 	fix := []string{
-		"# LockManager: too many relations locked per transaction (temp tables, partitions, indexes) exceed the 16 fast-path slots;",
+		"# LockManager/LockFastPath: too many relations locked per transaction (temp tables, partitions, indexes) exceed the 16 fast-path slots;",
 		"# fewer temp tables/indexes per transaction, fewer partitions touched, a pooler to cap concurrent active sessions",
 		"# SInval: catalog DDL (CREATE/DROP temp tables and indexes) floods the shared invalidation queue; see checks catalog-churn and temp-tablespace",
 	}
-	lmShare, siShare := share(lm), share(si)
+	in := func(n int, c waitCounts) string {
+		return fmt.Sprintf("in window %d of %d (%.1f active on average; mean over the sample %.0f %%)", n, len(ws), c.avg(), 100*all.lmShare())
+	}
 	switch {
-	case avg >= lockMgrCritAvg && lmShare >= lockMgrCritShare:
-		return result{sev: Critical, summary: fmt.Sprintf("%.0f %% of active sessions wait on LWLock:LockManager (%.1f active on average)", 100*lmShare, avg), evidence: ev, metrics: m, fix: fix}
-	case avg >= waitMinActive && lmShare >= lockMgrWarnShare:
-		return result{sev: Warning, summary: fmt.Sprintf("%.0f %% of active sessions wait on LWLock:LockManager", 100*lmShare), evidence: ev, metrics: m, fix: fix}
-	case avg >= waitMinActive && siShare >= sinvalWarnShare:
-		return result{sev: Warning, summary: fmt.Sprintf("%.0f %% of active sessions wait on the shared invalidation queue (SInval)", 100*siShare), evidence: ev, metrics: m, fix: fix}
+	case lmN > 0 && lmW.avg() >= lockMgrCritAvg && lmW.lmShare() >= lockMgrCritShare:
+		return result{sev: Critical, summary: fmt.Sprintf("%.0f %% of active sessions wait on LWLock:LockManager/LockFastPath %s", 100*lmW.lmShare(), in(lmN, lmW)), evidence: ev, metrics: m, fix: fix}
+	case lmN > 0 && lmW.lmShare() >= lockMgrWarnShare:
+		return result{sev: Warning, summary: fmt.Sprintf("%.0f %% of active sessions wait on LWLock:LockManager/LockFastPath %s", 100*lmW.lmShare(), in(lmN, lmW)), evidence: ev, metrics: m, fix: fix}
+	case siN > 0 && siW.siShare() >= sinvalWarnShare:
+		return result{sev: Warning, summary: fmt.Sprintf("%.0f %% of active sessions wait on the shared invalidation queue (SInval) in window %d of %d (mean %.0f %%)", 100*siW.siShare(), siN, len(ws), 100*all.siShare()), evidence: ev, metrics: m, fix: fix}
 	case len(e.smp.storms) > 0:
 		return result{sev: Warning, summary: "session storm during the sample: " + e.smp.storms[0].Message, evidence: ev, metrics: m, fix: fix}
 	}
-	return result{sev: OK, summary: fmt.Sprintf("no lock-manager or invalidation waits of note (%.1f active on average)", avg), evidence: ev, metrics: m}
+	return result{sev: OK, summary: fmt.Sprintf("no lock-manager or invalidation waits of note: LockManager+LockFastPath %.1f %% mean, %.1f %% worst of %d windows; SInval %.1f %% mean, %.1f %% worst; %.1f active on average",
+		100*all.lmShare(), 100*lmW.lmShare(), len(ws), 100*all.siShare(), 100*siW.siShare(), all.avg()), evidence: ev, metrics: m}
 }

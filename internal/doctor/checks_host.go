@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
+
+	"github.com/erplab/erplab/internal/hostfacts"
 )
 
 // Sources of the host rules.
@@ -33,46 +36,123 @@ const (
 	compactStallWarnPerS = 1.0
 )
 
+// thpLiveDir is the THP directory on a live host, for the fix commands
+// (the RHEL 6 one when the host has it).
+func (h *hostFacts) thpLiveDir() string {
+	if h.thp.RedHat {
+		return "/sys/kernel/mm/redhat_transparent_hugepage"
+	}
+	return "/sys/kernel/mm/transparent_hugepage"
+}
+
+// thpUnknown is the finding for a THP file that could not be read: the
+// kernel's THP directory is there (or sysfs is not visible here) but the
+// file is missing, unreadable or malformed.
+func thpUnknown(e *env, v hostfacts.THPValue) result {
+	why := v.Path + " is missing"
+	switch {
+	case e.host.thp.Dir == "" && !e.host.sysMM:
+		why = "sysfs is not visible here (" + e.host.fs.SysPath("kernel", "mm") + " is missing)"
+	case !v.Absent():
+		why = oneLine(v.Err) // names the file
+	}
+	r := notChecked("a readable " + v.Path)
+	r.summary = "THP mode unknown: " + why
+	return r
+}
+
+// thpAbsent reports whether the kernel has no THP at all: sysfs is
+// visible and neither THP directory exists.
+func thpAbsent(e *env) bool { return e.host.thp.Dir == "" && e.host.sysMM }
+
 func checkTHPEnabled(_ context.Context, e *env) result {
-	path := e.host.thpPath("enabled")
-	if e.host.thpErr != nil {
-		return notChecked("a readable " + e.host.thpErr.Error()) // the error names the file
+	t := e.host.thp
+	if thpAbsent(e) {
+		return result{sev: OK, summary: "the kernel has no transparent huge pages",
+			evidence: []Evidence{{Text: "no transparent_hugepage or redhat_transparent_hugepage directory", From: e.host.fs.SysPath("kernel", "mm")}}}
 	}
-	mode := e.host.thp
-	from := path
-	if mode == "" {
-		return result{sev: OK, summary: "the kernel has no transparent huge pages", evidence: []Evidence{{Text: "no THP control file", From: path}}}
+	var ev []Evidence
+	var warn []string
+	m := map[string]float64{"always": 0, "shmem_always": 0, "sizes_always": 0}
+	dir := e.host.thpLiveDir()
+	var fix []string
+	show := func(name string, v hostfacts.THPValue) {
+		switch {
+		case v.Known():
+			ev = append(ev, Evidence{Text: name + " = " + v.Mode, From: v.Path})
+		case v.Absent():
+			ev = append(ev, Evidence{Text: name + ": unknown (file missing)", From: v.Path})
+		default:
+			ev = append(ev, Evidence{Text: name + ": unknown (" + oneLine(v.Err) + ")", From: v.Path})
+		}
 	}
-	ev := []Evidence{{Text: "enabled = " + mode, From: from}}
-	if mi := e.host.mem; mi.AnonHugePagesBytes != nil {
+	show("enabled", t.Enabled)
+	if t.Enabled.Mode == "always" {
+		m["always"] = 1
+		warn = append(warn, "transparent huge pages are 'always': page faults and khugepaged compaction run in the kernel on every backend's memory")
+		fix = append(fix,
+			"echo madvise > "+dir+"/enabled   # or never; takes effect at once",
+			"# persist: add transparent_hugepage=madvise to the kernel command line (GRUB_CMDLINE_LINUX), or a systemd unit running the echo at boot",
+			"# for shared_buffers use explicit huge pages instead (huge_pages = on, vm.nr_hugepages), see check huge-pages")
+	}
+	if !t.ShmemEnabled.Absent() { // absent before Linux 4.7 and on RHEL 6
+		show("shmem_enabled", t.ShmemEnabled)
+	}
+	if s := t.ShmemEnabled.Mode; s == "always" || s == "force" {
+		m["shmem_always"] = 1
+		warn = append(warn, "THP shmem_enabled is '"+s+"': PostgreSQL's shared memory (shared_buffers) is faulted and collapsed into transparent huge pages")
+		fix = append(fix, "echo never > "+dir+"/shmem_enabled   # or advise; shared_buffers then takes explicit huge pages (huge_pages = on) or 4 kB pages")
+	}
+	var sizes []string
+	for _, z := range t.Sizes {
+		name := fmt.Sprintf("hugepages-%dkB/enabled", z.KB)
+		show(name, z.THPValue)
+		if z.Mode == "always" || (z.Mode == "inherit" && t.Enabled.Mode == "always") {
+			sizes = append(sizes, fmt.Sprintf("%d kB (%s)", z.KB, z.Mode))
+			fix = append(fix, fmt.Sprintf("echo never > %s/hugepages-%dkB/enabled", dir, z.KB))
+		}
+	}
+	if len(sizes) > 0 {
+		m["sizes_always"] = float64(len(sizes))
+		warn = append(warn, "THP sizes "+strings.Join(sizes, ", ")+" take a huge page on every fault")
+	}
+	mi := e.host.mem
+	if mi.AnonHugePagesBytes != nil {
 		ev = append(ev, Evidence{Text: "AnonHugePages " + fmtBytes(int64(*mi.AnonHugePagesBytes)), From: e.host.procPath("meminfo")})
 	}
-	m := map[string]float64{"always": 0}
-	if mode == "always" {
-		m["always"] = 1
-		return result{sev: Warning, summary: "transparent huge pages are 'always': page faults and khugepaged compaction run in the kernel on every backend's memory",
-			evidence: ev, metrics: m,
-			fix: []string{
-				"echo madvise > " + "/sys/kernel/mm/transparent_hugepage/enabled   # or never; takes effect at once",
-				"# persist: add transparent_hugepage=madvise to the kernel command line (GRUB_CMDLINE_LINUX), or a systemd unit running the echo at boot",
-				"# for shared_buffers use explicit huge pages instead (huge_pages = on, vm.nr_hugepages), see check huge-pages",
-			}}
+	if mi.ShmemHugePagesBytes != nil {
+		ev = append(ev, Evidence{Text: "ShmemHugePages " + fmtBytes(int64(*mi.ShmemHugePagesBytes)), From: e.host.procPath("meminfo")})
 	}
-	return result{sev: OK, summary: "transparent huge pages: " + mode, evidence: ev, metrics: m}
+	switch {
+	case len(warn) > 0:
+		return result{sev: Warning, summary: strings.Join(warn, "; "), evidence: ev, metrics: m, fix: fix}
+	case !t.Enabled.Known():
+		r := thpUnknown(e, t.Enabled)
+		r.evidence = ev
+		return r
+	}
+	sum := "transparent huge pages: " + t.Enabled.Mode
+	if t.ShmemEnabled.Known() {
+		sum += ", shmem " + t.ShmemEnabled.Mode
+	}
+	return result{sev: OK, summary: sum, evidence: ev, metrics: m}
 }
 
 func checkTHPDefrag(_ context.Context, e *env) result {
-	path := e.host.thpPath("defrag")
-	mode := e.host.thpDefrag
-	if mode == "" {
-		return result{sev: OK, summary: "no THP defrag control", evidence: []Evidence{{Text: "not present or no bracketed mode", From: path}}}
+	v := e.host.thp.Defrag
+	if thpAbsent(e) {
+		return result{sev: OK, summary: "no THP defrag control: the kernel has no transparent huge pages",
+			evidence: []Evidence{{Text: "no transparent_hugepage or redhat_transparent_hugepage directory", From: e.host.fs.SysPath("kernel", "mm")}}}
 	}
-	ev := []Evidence{{Text: "defrag = " + mode, From: path}}
-	if mode == "always" {
+	if !v.Known() {
+		return thpUnknown(e, v)
+	}
+	ev := []Evidence{{Text: "defrag = " + v.Mode, From: v.Path}}
+	if v.Mode == "always" {
 		return result{sev: Warning, summary: "THP defrag is 'always': an allocation that finds no free huge page stalls in direct compaction",
-			evidence: ev, fix: []string{"echo madvise > /sys/kernel/mm/transparent_hugepage/defrag   # or defer+madvise, never"}}
+			evidence: ev, fix: []string{"echo madvise > " + e.host.thpLiveDir() + "/defrag   # or defer+madvise, never"}}
 	}
-	return result{sev: OK, summary: "THP defrag: " + mode, evidence: ev}
+	return result{sev: OK, summary: "THP defrag: " + v.Mode, evidence: ev}
 }
 
 func checkTHPActivity(_ context.Context, e *env) result {

@@ -351,13 +351,10 @@ FROM pg_catalog.pg_stat_database d WHERE d.datname IS NOT NULL ORDER BY d.datnam
 			avg = sBytes / sFiles
 		}
 	}
-	target := "<average temp file size>"
-	if avg > 0 {
-		target = fmtSetting(min(max(avg, 4<<20), 1<<30))
-	}
+	target, note := suggestWorkMem(e, avg)
 	fix := []string{
 		"ALTER SYSTEM SET log_temp_files = '10MB'; SELECT pg_reload_conf();   -- name the statements that spill in the server log",
-		fmt.Sprintf("ALTER DATABASE %s SET work_mem = '%s';   -- about the average temp file; new sessions; raise step by step while temp files go on", pgx.Identifier{db}.Sanitize(), target),
+		fmt.Sprintf("ALTER DATABASE %s SET work_mem = '%s';   -- %s; new sessions; raise step by step while temp files go on", pgx.Identifier{db}.Sanitize(), target, note),
 		"ALTER SYSTEM SET hash_mem_multiplier = 4; SELECT pg_reload_conf();   -- hash joins and aggregates spill first",
 	}
 	if st := e.statements(ctx); st.needs == "" {
@@ -367,6 +364,27 @@ FROM pg_catalog.pg_stat_database d WHERE d.datname IS NOT NULL ORDER BY d.datnam
 		}
 	}
 	return result{sev: Warning, summary: sum, evidence: ev, metrics: m, fix: fix}
+}
+
+// suggestWorkMem returns the work_mem to suggest against temp files of
+// avg bytes on average (0: unknown) and what it is based on: about the
+// average file (at least 4MB, at most 1GB), and always above the current
+// work_mem (twice it when the average is not larger), since the spills
+// happen at the current value.
+func suggestWorkMem(e *env, avg int64) (string, string) {
+	cur, ok := e.bytes("work_mem")
+	if !ok || cur <= 0 {
+		if avg <= 0 {
+			return "<average temp file size>", "about the average temp file"
+		}
+		return fmtSetting(min(max(avg, 4<<20), 1<<30)), "about the average temp file"
+	}
+	if avg > 0 {
+		if t := min(max(avg, 4<<20), 1<<30); t > cur {
+			return fmtSetting(t), fmt.Sprintf("about the average temp file, above the current %s", e.show("work_mem"))
+		}
+	}
+	return fmtSetting(2 * cur), fmt.Sprintf("twice the current %s (the spills happen at it)", e.show("work_mem"))
 }
 
 // topBy returns up to n rows with the largest positive key, largest first.

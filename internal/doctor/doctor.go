@@ -19,8 +19,21 @@
 //
 // Rate-based checks (temp files, catalog churn, wait shares, THP and
 // swap activity, new sessions) use a sample taken with package sampler
-// for Options.Sample. The thresholds are constants of this package,
-// listed with each check in Checks and in the CLI help.
+// in Options.Windows consecutive windows of Options.Sample each; the
+// doctor's own session reads the catalogs' counters (n_tup_ins,
+// n_tup_upd, n_tup_hot_upd, n_tup_del, size) at every window bound.
+// Catalog churn and wait shares are judged on the worst window and
+// reported with the mean. The sample is taken only when a selected check
+// is Sampled or WantsSample, and only after the server has answered. The
+// thresholds are constants of this package, listed with each check in
+// Checks and in the CLI help.
+//
+// Catalog bloat and dead tuples are read together with the xmin horizon
+// (checks_horizon.go): when a backend's snapshot or xid, a prepared
+// transaction, a replication slot or a standby's hot_standby_feedback
+// holds it back long enough (horizonAgeWarn transactions, or
+// horizonHoldWarnS seconds open), the fix names that holder instead of a
+// VACUUM that would remove nothing.
 //
 // Host facts come from package hostfacts under Options.ProcRoot and
 // SysRoot; meminfo is required, every other host file is read on its own,
@@ -28,7 +41,11 @@
 // the file). Checks marked Offline read nothing but the server's identity,
 // its settings and the host facts; testdata/doctor/<case>/ holds golden
 // cases for them (server.json, settings.json as pg_settings rows, proc/
-// and sys/ trees, expected.json), and
+// and sys/ trees, expected.json). Checks marked Recorded read the server
+// through fact loaders of env that a case's facts.json can fill (sample
+// windows, pg_stat_statements rows, catalog counts, horizon holders,
+// join-column statistics, temp tablespaces); a case lists in "checks"
+// which of them it runs. And
 // `go test ./internal/doctor -run Golden -update` rewrites the expected
 // findings after a deliberate change.
 package doctor
@@ -169,10 +186,20 @@ type Check struct {
 	// judge the current state without.
 	Sampled    bool
 	UsesSample bool
+	// WantsSample marks UsesSample checks whose main advice rests on the
+	// sample: selecting one makes the doctor sample (with --sample > 0),
+	// as a Sampled check does; the other UsesSample checks only use a
+	// sample taken anyway.
+	WantsSample bool
 	// Offline is true for checks that read only the server's identity,
 	// its settings and the host facts: no query, no sample. They run from
 	// recorded facts (the golden tests in testdata/doctor).
 	Offline bool
+	// Recorded is true for checks whose queries go through fact loaders
+	// that a golden case can record (testdata/doctor/<case>/facts.json):
+	// sample windows, pg_stat_statements rows, catalog counts, xmin
+	// horizon holders, join-column statistics, temp tablespaces.
+	Recorded bool
 	// Rule is the severity rule in one line (for --list and the docs).
 	Rule string
 	Why  string
@@ -201,13 +228,18 @@ func notChecked(needs string) result {
 type Options struct {
 	// DSN is the server (libpq key=value or URL; "" reads PG* variables).
 	DSN string
-	// Sample is how long rate-based checks observe the server (0: those
-	// checks report NotChecked). DefaultSample unless a caller picks
+	// Sample is how long each of the Windows sampling windows observes
+	// the server (0: rate-based checks report NotChecked). DefaultSample unless a caller picks
 	// another.
 	Sample time.Duration
 	// Interval is the sampling period within Sample (default
 	// DefaultInterval).
 	Interval time.Duration
+	// Windows is the number of consecutive windows of Sample each that
+	// the doctor samples (default DefaultWindows): the sampled checks
+	// judge the worst window and report it beside the mean, so that a
+	// burst is not averaged away or split by chance.
+	Windows int
 	// Only, when not empty, runs only the checks with these ids; Skip
 	// leaves out these ids. Unknown ids are an error.
 	Only, Skip []string
@@ -217,12 +249,17 @@ type Options struct {
 	// ProcRoot and SysRoot are the proc and sys trees host checks read
 	// (default "/proc" and "/sys"; tests pass fixture trees).
 	ProcRoot, SysRoot string
+	// OnSampleStart, when set, is called once the server has answered and
+	// just before sampling starts, with the total sampling time (not
+	// called when no selected check needs a sample).
+	OnSampleStart func(total time.Duration)
 }
 
 // Sampling defaults.
 const (
 	DefaultSample   = 10 * time.Second
 	DefaultInterval = 500 * time.Millisecond
+	DefaultWindows  = 3
 	// ApplicationName is set on the doctor's connection.
 	ApplicationName = "erplab doctor"
 	// queryTimeout bounds every statement of a check (statement_timeout
@@ -245,6 +282,8 @@ type Report struct {
 	// SampleS is the length of the sample from its first to its last
 	// reading, seconds (0: no sample taken).
 	SampleS float64 `json:"sample_s"`
+	// SampleWindows is the number of sampling windows (0: no sample).
+	SampleWindows int `json:"sample_windows,omitempty"`
 	// Worst is the worst severity found (ok when all are ok or not
 	// checked).
 	Worst    Severity  `json:"worst"`
@@ -341,8 +380,8 @@ func selectChecks(only, skip []string) ([]Check, error) {
 	return out, nil
 }
 
-// Run connects to the server, samples it for opts.Sample when a selected
-// check needs a sample, runs the selected checks and returns the report.
+// Run connects to the server (a bad DSN fails here, before any
+// sampling), samples it for opts.Sample when a selected check is Sampled, runs the selected checks and returns the report.
 // Errors: bad options (unknown check id), the connection failing (one
 // line, no password), ctx cancelled. A check that fails on its own
 // reports NotChecked with the error instead of failing Run.
@@ -356,6 +395,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	if opts.Interval == 0 {
 		opts.Interval = DefaultInterval
+	}
+	if opts.Windows == 0 {
+		opts.Windows = DefaultWindows
+	}
+	if opts.Windows < 0 {
+		return nil, fmt.Errorf("windows must be >= 1, got %d", opts.Windows)
 	}
 	if opts.Interval < sampler.MinInterval {
 		return nil, fmt.Errorf("sampling interval must be at least %s, got %s", sampler.MinInterval, opts.Interval)
@@ -383,11 +428,16 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	e.readHost()
 
-	needSample := slices.ContainsFunc(checks, func(c Check) bool { return c.Sampled || c.UsesSample })
+	// Only checks that cannot judge (or advise) without a sample make the
+	// doctor sample; other UsesSample checks use one when it is taken.
+	needSample := slices.ContainsFunc(checks, func(c Check) bool { return c.Sampled || c.WantsSample })
 	e.smpWhy = "a sample (--sample > 0)"
 	switch {
 	case !needSample, opts.Sample == 0:
 	default:
+		if opts.OnSampleStart != nil {
+			opts.OnSampleStart(time.Duration(opts.Windows) * opts.Sample)
+		}
 		if err := e.takeSample(ctx); err != nil {
 			return nil, err
 		}
@@ -409,6 +459,7 @@ func (e *env) report(ctx context.Context, checks []Check) (*Report, error) {
 	}
 	if e.smp != nil {
 		rep.SampleS = round2(e.smp.elapsed)
+		rep.SampleWindows = len(e.smp.windows)
 		rep.Storms = e.smp.storms
 	}
 	for _, c := range checks {

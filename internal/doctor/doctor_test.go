@@ -3,10 +3,12 @@ package doctor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -34,6 +36,10 @@ func TestMain(m *testing.M) {
 			"shared_preload_libraries":          "pg_stat_statements",
 			"pg_stat_statements.track_planning": "on",
 			"autovacuum_naptime":                "10min",
+			// The xmin-horizon test holds it with a prepared transaction
+			// and a logical slot.
+			"max_prepared_transactions": "4",
+			"wal_level":                 "logical",
 		},
 	}))
 }
@@ -135,7 +141,7 @@ Hugepagesize:       2048 kB
 		"proc/sys/vm/overcommit_memory": fmt.Sprintf("%d\n", h.overcommit),
 		"proc/sys/vm/overcommit_ratio":  "80\n",
 		"proc/self/mountinfo":           "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n",
-		"sys/.keep":                     "",
+		"sys/kernel/mm/.keep":           "", // sysfs visible: no THP directory means a kernel without THP
 	}
 	choices := map[string]string{
 		"enabled": "always madvise never",
@@ -288,6 +294,40 @@ func TestTempFilesFire(t *testing.T) {
 	}
 	if len(f.Fix) == 0 || !strings.Contains(strings.Join(f.Fix, "\n"), "work_mem") {
 		t.Errorf("fix %q does not raise work_mem", f.Fix)
+	} // The suggested work_mem is above the server's current one (the
+	// spills happened at it), as the server itself compares them.
+	var suggested string
+	for _, l := range f.Fix {
+		if _, rest, ok := strings.Cut(l, "SET work_mem = '"); ok {
+			suggested, _, _ = strings.Cut(rest, "'")
+		}
+	}
+	var higher bool
+	if err := conn.QueryRow(ctx, `SELECT pg_size_bytes($1) > pg_size_bytes(current_setting('work_mem'))`, suggested).Scan(&higher); err != nil || !higher {
+		t.Errorf("suggested work_mem %q is not above the current one (%v): %q", suggested, err, f.Fix)
+	}
+}
+
+// A bad DSN fails before any sampling; a selection with no Sampled check
+// (swap and thp-enabled only use a sample when one is taken) takes none.
+func TestFailFirstAndNoNeedlessSample(t *testing.T) {
+	started := 0
+	onStart := func(time.Duration) { started++ }
+	_, err := Run(context.Background(), Options{DSN: "host=127.0.0.1 port=1 user=x dbname=y connect_timeout=2", Sample: time.Second, OnSampleStart: onStart})
+	if err == nil || started != 0 {
+		t.Errorf("bad DSN: err %v, sampling started %d times", err, started)
+	}
+	proc, sys := writeHost(t, healthyHost)
+	rep := run(t, Options{DSN: srv.DSN(t, "postgres"), Only: []string{"swap", "thp-enabled"}, Sample: 30 * time.Second, OnSampleStart: onStart, ProcRoot: proc, SysRoot: sys})
+	if started != 0 || rep.SampleS != 0 {
+		t.Errorf("--only swap,thp-enabled sampled (%d starts, %.1f s)", started, rep.SampleS)
+	}
+	if f := find(t, rep, "swap"); f.Severity != OK {
+		t.Errorf("swap without a sample: %s %s", f.Severity, f.Summary)
+	}
+	rep = run(t, Options{DSN: srv.DSN(t, "postgres"), Only: []string{"swap", "catalog-churn"}, Sample: time.Second, Interval: 250 * time.Millisecond, OnSampleStart: onStart, ProcRoot: proc, SysRoot: sys})
+	if started != 1 || rep.SampleS == 0 {
+		t.Errorf("catalog-churn selected: %d starts, %.1f s sample", started, rep.SampleS)
 	}
 }
 
@@ -640,5 +680,310 @@ func TestTempTablespaceOnTmpfs(t *testing.T) {
 	f := find(t, rep, "temp-tablespace")
 	if f.Severity != OK || f.Metrics["on_tmpfs"] != 1 || f.Metrics["pg_class_ins_per_s"] < churnWarnPerS {
 		t.Errorf("temp-tablespace %s: %s %v %+v", f.Severity, f.Summary, f.Metrics, f.Evidence)
+	}
+}
+
+// shmem_enabled 'always' and a per-size control 'always' fire
+// thp-enabled although enabled is madvise; a malformed enabled file makes
+// only thp-enabled unknown, not the other host checks.
+func TestTHPShmemAndSizes(t *testing.T) {
+	dsn := srv.DSN(t, "postgres")
+	proc, sys := writeHost(t, healthyHost)
+	dir := filepath.Join(sys, "kernel", "mm", "transparent_hugepage")
+	if err := os.MkdirAll(filepath.Join(dir, "hugepages-64kB"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{
+		"shmem_enabled":          "[always] within_size advise never deny force\n",
+		"hugepages-64kB/enabled": "[always] inherit madvise never\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := run(t, Options{DSN: dsn, Only: []string{"thp-enabled", "thp-defrag", "overcommit"}, ProcRoot: proc, SysRoot: sys})
+	f := find(t, rep, "thp-enabled")
+	if f.Severity != Warning || f.Metrics["shmem_always"] != 1 || f.Metrics["sizes_always"] != 1 || f.Metrics["always"] != 0 {
+		t.Errorf("thp-enabled %s: %s %v", f.Severity, f.Summary, f.Metrics)
+	}
+	if fix := strings.Join(f.Fix, "\n"); !strings.Contains(fix, "echo never > /sys/kernel/mm/transparent_hugepage/shmem_enabled") || !strings.Contains(fix, "hugepages-64kB/enabled") {
+		t.Errorf("fix %q", f.Fix)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "enabled"), []byte("always madvise never\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "shmem_enabled"), []byte("always within_size advise [never] deny force\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "hugepages-64kB")); err != nil {
+		t.Fatal(err)
+	}
+	rep = run(t, Options{DSN: dsn, Only: []string{"thp-enabled", "thp-defrag", "overcommit"}, ProcRoot: proc, SysRoot: sys})
+	if f := find(t, rep, "thp-enabled"); f.Severity != NotChecked || !strings.Contains(f.Summary, "THP mode unknown") || !strings.Contains(f.Summary, "no bracketed mode") {
+		t.Errorf("malformed enabled: %s %s", f.Severity, f.Summary)
+	}
+	if f := find(t, rep, "thp-defrag"); f.Severity != OK {
+		t.Errorf("defrag beside a malformed enabled: %s %s", f.Severity, f.Summary)
+	}
+	if f := find(t, rep, "overcommit"); f.Severity != OK {
+		t.Errorf("overcommit beside a malformed enabled: %s %s", f.Severity, f.Summary)
+	}
+}
+
+// truncateChurn empties a cached temp table (with an index) by TRUNCATE,
+// one transaction each, lsFusion-style, until stop is closed: every
+// TRUNCATE gives the table and its index new files (non-HOT pg_class
+// updates), with no CREATE.
+func truncateChurn(ctx context.Context, conn *pgx.Conn, stop <-chan struct{}) (int, error) {
+	if _, err := conn.Exec(ctx, "CREATE TEMP TABLE cached_tt (a int, b text); CREATE INDEX ON cached_tt (a)"); err != nil {
+		return 0, err
+	}
+	n := 0
+	for {
+		select {
+		case <-stop:
+			return n, nil
+		default:
+		}
+		if _, err := conn.Exec(ctx, "INSERT INTO cached_tt VALUES (1, 'x'); TRUNCATE cached_tt"); err != nil {
+			return n, err
+		}
+		n++
+	}
+}
+
+// TRUNCATE-based temp-table reuse fires catalog-churn (new files from
+// non-HOT pg_class updates, not inserts) and temp-tablespace's tmpfs
+// advice, over several windows.
+func TestTruncateChurnFires(t *testing.T) {
+	dsn := newDatabase(t)
+	ctx := context.Background()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var n int
+	var churnErr error
+	for i := 0; i < 3; i++ { // three sessions: enough truncates on a loaded machine
+		conn := dial(t, dsn)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k, err := truncateChurn(ctx, conn, stop)
+			mu.Lock()
+			defer mu.Unlock()
+			n += k
+			churnErr = errors.Join(churnErr, err)
+		}()
+	}
+	rep := run(t, Options{DSN: dsn, Only: []string{"catalog-churn", "temp-tablespace"}, Sample: time.Second, Windows: 2,
+		Interval: 250 * time.Millisecond, Host: sampler.HostOff})
+	close(stop)
+	wg.Wait()
+	if churnErr != nil {
+		t.Fatal(churnErr)
+	}
+	t.Logf("%d truncates", n)
+	ch := find(t, rep, "catalog-churn")
+	if ch.Severity != Warning || !strings.Contains(ch.Summary, "TRUNCATE") || ch.Metrics["windows"] != 2 {
+		t.Errorf("catalog-churn %s: %s %v", ch.Severity, ch.Summary, ch.Metrics)
+	}
+	if up, ins := ch.Metrics["pg_class_nonhot_upd_per_s"], ch.Metrics["pg_class_ins_per_s"]; up < churnWarnPerS || up <= 10*ins || ch.Metrics["new_files_worst_per_s"] < ch.Metrics["new_files_per_s"] {
+		t.Errorf("non-HOT updates %.1f/s vs inserts %.1f/s: %v", up, ins, ch.Metrics)
+	}
+	tt := find(t, rep, "temp-tablespace")
+	if tt.Severity != Warning || !strings.Contains(tt.Summary, "TRUNCATE") || !strings.Contains(strings.Join(tt.Fix, "\n"), "tmpfs-temp-tablespace") {
+		t.Errorf("temp-tablespace %s: %s fix %q", tt.Severity, tt.Summary, tt.Fix)
+	}
+}
+
+// The wait check samples in windows: the samples of the windows add up,
+// idle sessions in pg_sleep leave it ok, and the ok line prints the mean
+// and worst-window shares it measured.
+func TestWaitWindows(t *testing.T) {
+	dsn := newDatabase(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sleeper := dial(t, dsn)
+	go sleeper.Exec(ctx, "SELECT pg_sleep(30)")
+	rep := run(t, Options{DSN: dsn, Only: []string{"lwlock-waits"}, Sample: 800 * time.Millisecond, Windows: 3, Interval: 200 * time.Millisecond, Host: sampler.HostOff})
+	cancel()
+	f := find(t, rep, "lwlock-waits")
+	if rep.SampleWindows != 3 || !strings.Contains(Text(rep), "in 3 windows") {
+		t.Errorf("report: %d windows\n%s", rep.SampleWindows, Text(rep))
+	}
+	if f.Severity != OK || f.Metrics["windows"] != 3 || !strings.Contains(f.Summary, "mean") || !strings.Contains(f.Summary, "worst of 3 windows") {
+		t.Fatalf("lwlock-waits %s: %s %v", f.Severity, f.Summary, f.Metrics)
+	}
+	windows := 0
+	for _, ev := range f.Evidence {
+		if strings.HasPrefix(ev.Text, "window ") {
+			windows++
+		}
+	}
+	if windows != 3 || !strings.Contains(strings.Join(evTexts(f), "\n"), "Timeout:PgSleep") {
+		t.Errorf("evidence %v", f.Evidence)
+	}
+	if f.Metrics["avg_active"] < 0.5 {
+		t.Errorf("the pg_sleep session was not seen active: %v", f.Metrics)
+	}
+}
+
+func evTexts(f *Finding) []string {
+	var out []string
+	for _, e := range f.Evidence {
+		out = append(out, e.Text)
+	}
+	return out
+}
+
+// burnXIDs advances the next transaction ID by n (one subtransaction
+// with a write each).
+func burnXIDs(t *testing.T, conn *pgx.Conn, n int) {
+	t.Helper()
+	exec(t, conn, "CREATE TABLE IF NOT EXISTS xid_burn (i int)")
+	exec(t, conn, fmt.Sprintf(`DO $$ BEGIN FOR i IN 1..%d LOOP BEGIN INSERT INTO xid_burn VALUES (i); EXCEPTION WHEN others THEN NULL; END; END LOOP; END $$`, n))
+}
+
+// A logical slot, a prepared transaction and an old snapshot hold the
+// xmin horizon; with dead catalog tuples from temp-table churn,
+// catalog-size names the holder and suggests no VACUUM, and xmin-horizon
+// lists all three with their fixes.
+func TestXminHolderNamed(t *testing.T) {
+	dsn := newDatabase(t)
+	ctx := context.Background()
+	admin := dial(t, dsn)
+	var walLevel string
+	if err := admin.QueryRow(ctx, "SHOW wal_level").Scan(&walLevel); err != nil {
+		t.Fatal(err)
+	}
+	slot := walLevel == "logical"
+	if slot {
+		exec(t, admin, "SELECT pg_create_logical_replication_slot('doctor_test_slot', 'test_decoding')")
+		t.Cleanup(func() { admin.Exec(context.Background(), "SELECT pg_drop_replication_slot('doctor_test_slot')") })
+	}
+	exec(t, admin, "CREATE TABLE prep (i int)")
+	prep := dial(t, dsn)
+	exec(t, prep, "BEGIN")
+	exec(t, prep, "INSERT INTO prep VALUES (1)")
+	exec(t, prep, "PREPARE TRANSACTION 'doctor_test_gid'")
+	t.Cleanup(func() { admin.Exec(context.Background(), "ROLLBACK PREPARED 'doctor_test_gid'") })
+	old := dial(t, dsn)
+	exec(t, old, "SET application_name = 'erp report holder'")
+	exec(t, old, "BEGIN ISOLATION LEVEL REPEATABLE READ")
+	exec(t, old, "SELECT count(*) FROM pg_class")
+	var oldPID int
+	if err := old.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&oldPID); err != nil {
+		t.Fatal(err)
+	}
+	burnXIDs(t, admin, horizonAgeWarn+500)
+	for i := 0; i < 12; i++ {
+		if _, err := churn(ctx, admin, 100, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(t, admin, "VACUUM pg_catalog.pg_attribute") // removes nothing the holders still see
+	rep := run(t, Options{DSN: dsn, Only: []string{"catalog-size", "xmin-horizon"}, Host: sampler.HostOff})
+	cs := find(t, rep, "catalog-size")
+	if cs.Severity != Warning || !strings.Contains(cs.Summary, "xmin horizon is held by") {
+		t.Errorf("catalog-size %s: %s", cs.Severity, cs.Summary)
+	}
+	for _, l := range cs.Fix {
+		if strings.HasPrefix(strings.TrimSpace(l), "VACUUM") {
+			t.Errorf("catalog-size suggests %q while the horizon is held", l)
+		}
+	}
+	xh := find(t, rep, "xmin-horizon")
+	ev := strings.Join(evTexts(xh), "\n")
+	fix := strings.Join(xh.Fix, "\n")
+	if xh.Severity != Warning || !strings.Contains(ev, fmt.Sprintf("pid %d (application 'erp report holder'", oldPID)) ||
+		!strings.Contains(ev, "prepared transaction 'doctor_test_gid'") || !strings.Contains(fix, "ROLLBACK PREPARED 'doctor_test_gid'") ||
+		!strings.Contains(fix, fmt.Sprintf("pg_terminate_backend(%d)", oldPID)) {
+		t.Errorf("xmin-horizon %s: %s\nevidence:\n%s\nfix:\n%s", xh.Severity, xh.Summary, ev, fix)
+	}
+	if slot && (!strings.Contains(ev, "replication slot 'doctor_test_slot'") || !strings.Contains(fix, "pg_drop_replication_slot('doctor_test_slot')")) {
+		t.Errorf("slot not named:\n%s\n%s", ev, fix)
+	}
+	if xh.Metrics["blocker_xmin_age"] < horizonAgeWarn {
+		t.Errorf("metrics %v", xh.Metrics)
+	}
+	exec(t, old, "ROLLBACK")
+}
+
+// A join on columns with statistics target 10000 and full MCV lists plans
+// far longer than it runs: planning-time flags it (the 5 ms rule) and
+// statistics-targets names the join column with the planning evidence.
+func TestPlanningAndStatisticsTargets(t *testing.T) {
+	dsn := newDatabase(t)
+	ctx := context.Background()
+	conn := dial(t, dsn)
+	exec(t, conn, "CREATE EXTENSION pg_stat_statements")
+	t.Cleanup(func() { conn.Exec(context.Background(), "SELECT pg_stat_statements_reset()") })
+	exec(t, conn, "CREATE TABLE customer (id int PRIMARY KEY, code int)")
+	exec(t, conn, "CREATE TABLE orders (id int PRIMARY KEY, customer_code int)")
+	exec(t, conn, "INSERT INTO customer SELECT g, g % 5000 FROM generate_series(1, 20000) g")
+	exec(t, conn, "INSERT INTO orders SELECT g, g % 5000 FROM generate_series(1, 20000) g")
+	exec(t, conn, "CREATE INDEX ON customer (code)")
+	exec(t, conn, "ALTER TABLE customer ALTER COLUMN code SET STATISTICS 10000")
+	exec(t, conn, "ALTER TABLE orders ALTER COLUMN customer_code SET STATISTICS 10000")
+	exec(t, conn, "ANALYZE customer, orders")
+	q := "SELECT c.id FROM orders o JOIN customer c ON c.code = o.customer_code WHERE o.id = 42"
+	for i := 0; i < 6; i++ {
+		if _, err := conn.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var qid int64
+	var plan, execMs float64
+	if err := conn.QueryRow(ctx, `SELECT queryid, mean_plan_time, mean_exec_time FROM pg_stat_statements WHERE query LIKE '%JOIN customer c ON c.code = o.customer_code%' AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&qid, &plan, &execMs); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("queryid %d: plan %.1f ms, exec %.2f ms", qid, plan, execMs)
+	rep := run(t, Options{DSN: dsn, Only: []string{"planning-time", "statistics-targets"}, Host: sampler.HostOff})
+	pt := find(t, rep, "planning-time")
+	st := find(t, rep, "statistics-targets")
+	if plan < planSlowMs || plan <= execMs {
+		t.Skipf("this server planned the join in %.1f ms (exec %.2f ms): too fast to show the rule", plan, execMs)
+	}
+	if pt.Severity != Warning || !slices.ContainsFunc(pt.Statements, func(s Statement) bool { return s.QueryID == qid && strings.Contains(s.Note, "% of its time planning") }) {
+		t.Errorf("planning-time %s: %s %+v", pt.Severity, pt.Summary, pt.Statements)
+	}
+	if st.Severity != Warning || !strings.Contains(st.Summary, fmt.Sprint(qid)) || !(strings.Contains(st.Summary, "customer.code") || strings.Contains(st.Summary, "orders.customer_code")) ||
+		!strings.Contains(strings.Join(st.Fix, "\n"), "SET STATISTICS -1") || st.Metrics["largest_mcv"] < mcvLarge {
+		t.Errorf("statistics-targets %s: %s %v fix %q", st.Severity, st.Summary, st.Metrics, st.Fix)
+	}
+}
+
+// A permanent table in the tmpfs temp tablespace (root only: the tmpfs
+// fix mounts a tmpfs) makes temp-tablespace critical, naming the table
+// and moving it off.
+func TestTmpfsPermanentRelationCritical(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the tmpfs fix mounts a tmpfs")
+	}
+	dsn := newDatabase(t)
+	ctx := context.Background()
+	fix := tmpfsfix.Options{Size: "16M", Scope: tmpfsfix.ScopeDatabase, Tablespace: "doctor_tmpfs_perm"}
+	if _, err := tmpfsfix.Apply(ctx, dsn, fix, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	conn := dial(t, dsn)
+	t.Cleanup(func() {
+		// A dropped table's first file stays (empty) until the next checkpoint.
+		conn.Exec(context.Background(), "DROP TABLE IF EXISTS doc_cache")
+		conn.Exec(context.Background(), "CHECKPOINT")
+		if err := tmpfsfix.Undo(context.Background(), dsn, fix, io.Discard); err != nil {
+			t.Errorf("undo: %v", err)
+		}
+	})
+	exec(t, conn, "CREATE TABLE doc_cache (id int PRIMARY KEY USING INDEX TABLESPACE doctor_tmpfs_perm, body text) TABLESPACE doctor_tmpfs_perm")
+	rep := run(t, Options{DSN: dsn, Only: []string{"temp-tablespace"}, Sample: 0})
+	f := find(t, rep, "temp-tablespace")
+	fx := strings.Join(f.Fix, "\n")
+	if f.Severity != Critical || f.Metrics["permanent_relations"] != 2 || !strings.Contains(f.Summary, "public.doc_cache (table)") ||
+		!strings.Contains(fx, `ALTER TABLE "public"."doc_cache" SET TABLESPACE pg_default;`) || !strings.Contains(fx, `ALTER INDEX "public"."doc_cache_pkey" SET TABLESPACE pg_default;`) {
+		t.Errorf("temp-tablespace %s: %s %v\n%s", f.Severity, f.Summary, f.Metrics, fx)
+	}
+	if rep.Worst != Critical {
+		t.Errorf("worst %s", rep.Worst)
 	}
 }

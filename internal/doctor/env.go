@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	iofs "io/fs"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -34,7 +34,39 @@ type env struct {
 	smp     *sampleData
 	smpWhy  string
 	pgss    *pgssState // loaded on first use
+	hz      *horizon   // loaded on first use
+	// rec, when set (golden tests), holds recorded facts that the
+	// Recorded checks read instead of querying the server.
+	rec *recorded
 }
+
+// recorded are the facts of a golden case (testdata/doctor/<case>/
+// facts.json) that Recorded checks read instead of the server: each
+// loader returns errNotRecorded for a fact the case does not hold.
+type recorded struct {
+	// Checks are the Recorded checks the case runs (beside the Offline
+	// ones).
+	Checks []string `json:"checks"`
+	// Windows is the sample (sampled checks).
+	Windows []window `json:"windows,omitempty"`
+	// Statements are pg_stat_statements rows; TrackPlanning its setting.
+	Statements    []pgssRow `json:"statements,omitempty"`
+	TrackPlanning bool      `json:"track_planning,omitempty"`
+	// Catalog are the catalogs' sizes and tuple counts.
+	Catalog []catRel `json:"catalog,omitempty"`
+	// Horizon are the xmin horizon's holders.
+	Horizon *horizon `json:"horizon,omitempty"`
+	// JoinStats are the statistics of join columns.
+	JoinStats []joinColStat `json:"join_stats,omitempty"`
+	// Tablespaces are the temp tablespaces as seen on the server and host.
+	Tablespaces []tsFact `json:"tablespaces,omitempty"`
+}
+
+// errNotRecorded is what a fact loader returns under a golden case that
+// lacks the fact.
+type errNotRecorded string
+
+func (e errNotRecorded) Error() string { return "fact " + string(e) + " not recorded in the case" }
 
 // setting is one row of pg_settings; the JSON names are those of the
 // golden fixtures (testdata/doctor/*/settings.json).
@@ -163,12 +195,12 @@ type hostFacts struct {
 	// cpus is the number of processors in cpuinfo; 0 with cpusErr.
 	cpus    int
 	cpusErr error
-	// thp is the bracketed mode of transparent_hugepage/enabled: "" when
-	// the kernel has no THP (thpErr nil) or the file is unreadable or
-	// malformed (thpErr says why).
-	thp       string
-	thpErr    error
-	thpDefrag string // bracketed word of .../transparent_hugepage/defrag; "" when absent or malformed
+	// thp are the transparent huge pages choice files, each read on its
+	// own (hostfacts.THPSettings); sysMM says whether <sys>/kernel/mm
+	// exists (sysfs visible), which tells "no THP in this kernel" from
+	// "unknown".
+	thp   hostfacts.THPSettings
+	sysMM bool
 	// overcommit and overcommitRatio are vm.overcommit_memory and
 	// vm.overcommit_ratio; nil with the error when unreadable.
 	overcommit, overcommitRatio *int64
@@ -214,11 +246,10 @@ func readHostFacts(procRoot, sysRoot string) (*hostFacts, error) {
 	} else {
 		hf.cpus = len(ci)
 	}
-	hf.thp, hf.thpErr = fs.THP("enabled")
-	if errors.Is(hf.thpErr, iofs.ErrNotExist) {
-		hf.thpErr = nil // no THP in this kernel
+	hf.thp = fs.THPSettings()
+	if st, err := os.Stat(fs.SysPath("kernel", "mm")); err == nil && st.IsDir() {
+		hf.sysMM = true
 	}
-	hf.thpDefrag, _ = fs.THP("defrag")
 	if v, err := fs.Sysctl("vm", "overcommit_memory"); err != nil {
 		hf.overcommitErr = err
 	} else {
@@ -232,8 +263,6 @@ func readHostFacts(procRoot, sysRoot string) (*hostFacts, error) {
 
 // memTotal is MemTotal of meminfo, bytes.
 func (h *hostFacts) memTotal() int64 { return int64(deref(h.mem.MemTotalBytes)) }
-
-func (h *hostFacts) thpPath(name string) string { return h.fs.THPPath(name) }
 
 func (h *hostFacts) procPath(parts ...string) string { return h.fs.ProcPath(parts...) }
 
@@ -249,11 +278,100 @@ type sampleData struct {
 	// pswpout); swapKnown false without host or counters.
 	swapIn, swapOut float64
 	swapKnown       bool
+	// windows split the sample into Options.Windows consecutive windows
+	// of Options.Sample each, for the checks that judge bursts.
+	windows []window
 }
 
-// takeSample runs a sampler session for opts.Sample. A sampler that
-// cannot start leaves e.smp nil with the reason in e.smpWhy; only a
-// cancelled ctx is an error.
+// window is one sampling window: the wait events of its samples and the
+// change of the catalogs' counters over it (read by the doctor's own
+// session at the window's boundaries).
+type window struct {
+	// Seconds is the window's length.
+	Seconds float64 `json:"seconds"`
+	// Samples is the number of samples in it; Active the sum of their
+	// active client sessions (session-samples); Waits the active
+	// session-samples by wait event key ("LWLock:LockManager", "CPU").
+	Samples int            `json:"samples"`
+	Active  int            `json:"active"`
+	Waits   map[string]int `json:"waits,omitempty"`
+	// Catalog is the change of each catalog's counters, by name.
+	Catalog map[string]catDelta `json:"catalog,omitempty"`
+}
+
+// catDelta is the change of one catalog's pg_stat_sys_tables counters
+// over a window, and its pg_total_relation_size at both ends.
+type catDelta struct {
+	Ins    int64 `json:"ins"`
+	Upd    int64 `json:"upd"`
+	HotUpd int64 `json:"hot_upd"`
+	Del    int64 `json:"del"`
+	Bytes0 int64 `json:"bytes0"`
+	Bytes1 int64 `json:"bytes1"`
+}
+
+// newFiles estimates the relation files a catalog delta of pg_class
+// stands for: one per inserted row (CREATE of a table, index, sequence,
+// TOAST table) and one per non-HOT update (TRUNCATE, VACUUM FULL,
+// CLUSTER, REINDEX and table rewrites give the relation a new
+// relfilenode, an indexed column of pg_class, so the update cannot be
+// HOT; renames also count).
+func (c catDelta) newFiles() int64 { return c.Ins + max(c.Upd-c.HotUpd, 0) }
+
+// catCounters are one catalog's cumulative counters at one moment.
+type catCounters struct {
+	ins, upd, hot, del, bytes int64
+}
+
+// catalogCountersSQL reads the cumulative counters of the churned
+// catalogs (the connected database's).
+const catalogCountersSQL = `SELECT s.relname::text, s.n_tup_ins, s.n_tup_upd, s.n_tup_hot_upd, s.n_tup_del, pg_catalog.pg_total_relation_size(s.relid)
+FROM pg_catalog.pg_stat_sys_tables s
+WHERE s.schemaname = 'pg_catalog' AND s.relname IN ('pg_class', 'pg_attribute', 'pg_depend', 'pg_type')`
+
+func (e *env) catalogCounters(ctx context.Context) (map[string]catCounters, error) {
+	rows, err := e.conn.Query(ctx, catalogCountersSQL)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]catCounters{}
+	var name string
+	var c catCounters
+	_, err = pgx.ForEachRow(rows, []any{&name, &c.ins, &c.upd, &c.hot, &c.del, &c.bytes}, func() error {
+		out[name] = c
+		return nil
+	})
+	return out, err
+}
+
+// sum is the windows together: seconds, samples, session-samples, waits
+// and catalog deltas summed (sizes from the first and last window).
+func sumWindows(ws []window) window {
+	var t window
+	t.Waits, t.Catalog = map[string]int{}, map[string]catDelta{}
+	for i, w := range ws {
+		t.Seconds += w.Seconds
+		t.Samples += w.Samples
+		t.Active += w.Active
+		for k, n := range w.Waits {
+			t.Waits[k] += n
+		}
+		for rel, d := range w.Catalog {
+			a, ok := t.Catalog[rel]
+			if !ok || i == 0 {
+				a.Bytes0 = d.Bytes0
+			}
+			a.Ins, a.Upd, a.HotUpd, a.Del, a.Bytes1 = a.Ins+d.Ins, a.Upd+d.Upd, a.HotUpd+d.HotUpd, a.Del+d.Del, d.Bytes1
+			t.Catalog[rel] = a
+		}
+	}
+	return t
+}
+
+// takeSample runs a sampler session for opts.Windows windows of
+// opts.Sample each; the doctor's own session reads the catalogs' counters
+// at every window boundary. A sampler that cannot start leaves e.smp nil
+// with the reason in e.smpWhy; only a cancelled ctx is an error.
 func (e *env) takeSample(ctx context.Context) error {
 	mode := sampler.HostOff
 	if e.host != nil {
@@ -263,6 +381,8 @@ func (e *env) takeSample(ctx context.Context) error {
 	if e.host != nil {
 		sw0, _ = e.host.fs.VMStat("pswpin", "pswpout")
 	}
+	nw := max(e.opts.Windows, 1)
+	cat0, catErr := e.catalogCounters(ctx)
 	t0 := time.Now()
 	ss, err := sampler.Start(ctx, e.opts.DSN, t0, sampler.SessionOptions{
 		Options:  sampler.Options{Host: mode, ProcRoot: e.opts.ProcRoot},
@@ -275,13 +395,23 @@ func (e *env) takeSample(ctx context.Context) error {
 		e.smpWhy = "a working sampler: " + oneLine(err)
 		return nil
 	}
-	timer := time.NewTimer(e.opts.Sample)
-	select {
-	case <-ctx.Done():
-		timer.Stop()
-		ss.Stop()
-		return fmt.Errorf("doctor: sample: %w", ctx.Err())
-	case <-timer.C:
+	bounds := []time.Time{t0}
+	cats := []map[string]catCounters{cat0}
+	for k := 1; k <= nw; k++ {
+		timer := time.NewTimer(time.Until(t0.Add(time.Duration(k) * e.opts.Sample)))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			ss.Stop()
+			return fmt.Errorf("doctor: sample: %w", ctx.Err())
+		case <-timer.C:
+		}
+		bounds = append(bounds, time.Now())
+		c, err := e.catalogCounters(ctx)
+		if err != nil && catErr == nil {
+			catErr = err
+		}
+		cats = append(cats, c)
 	}
 	ss.Stop()
 	t1 := time.Now()
@@ -297,6 +427,7 @@ func (e *env) takeSample(ctx context.Context) error {
 	}
 	d.first, d.last = &d.series[0], &d.series[len(d.series)-1]
 	d.elapsed = d.last.Time.Sub(d.first.Time).Seconds()
+	d.windows = splitWindows(d.series, bounds, cats, catErr == nil)
 	if sw0 != nil {
 		if sw1, err := e.host.fs.VMStat("pswpin", "pswpout"); err == nil {
 			if dt := t1.Sub(t0).Seconds(); dt > 0 {
@@ -310,6 +441,42 @@ func (e *env) takeSample(ctx context.Context) error {
 	}
 	e.smp = d
 	return nil
+}
+
+// splitWindows assigns the samples to the windows between consecutive
+// bounds and takes each window's catalog deltas from the counters read at
+// its bounds (none when catOK is false).
+func splitWindows(series []sampler.Sample, bounds []time.Time, cats []map[string]catCounters, catOK bool) []window {
+	ws := make([]window, len(bounds)-1)
+	for i := range ws {
+		ws[i].Seconds = round2(bounds[i+1].Sub(bounds[i]).Seconds())
+		ws[i].Waits = map[string]int{}
+		if !catOK {
+			continue
+		}
+		ws[i].Catalog = map[string]catDelta{}
+		for rel, b := range cats[i+1] {
+			a, ok := cats[i][rel]
+			if !ok {
+				continue
+			}
+			nn := func(x, y int64) int64 { return max(y-x, 0) }
+			ws[i].Catalog[rel] = catDelta{Ins: nn(a.ins, b.ins), Upd: nn(a.upd, b.upd), HotUpd: nn(a.hot, b.hot), Del: nn(a.del, b.del), Bytes0: a.bytes, Bytes1: b.bytes}
+		}
+	}
+	for _, s := range series {
+		i := 0
+		for i < len(ws)-1 && !s.Time.Before(bounds[i+1]) {
+			i++
+		}
+		w := &ws[i]
+		w.Samples++
+		w.Active += s.Sessions.Active
+		for k, n := range s.Waits {
+			w.Waits[k] += n
+		}
+	}
+	return ws
 }
 
 func sub(a, b uint64) uint64 {
@@ -354,22 +521,29 @@ type pgssState struct {
 
 // pgssRow is one statement of pg_stat_statements; times in ms.
 type pgssRow struct {
-	QueryID         int64
-	Database        string
-	Query           string
-	Calls           int64
-	Plans           int64
-	TotalPlanMs     float64
-	TotalExecMs     float64
-	TempBlksWritten int64
-	JITFunctions    int64
-	JITMs           float64
+	QueryID         int64   `json:"queryid"`
+	Database        string  `json:"database"`
+	Query           string  `json:"query"`
+	Calls           int64   `json:"calls"`
+	Plans           int64   `json:"plans"`
+	TotalPlanMs     float64 `json:"total_plan_ms"`
+	TotalExecMs     float64 `json:"total_exec_ms"`
+	TempBlksWritten int64   `json:"temp_blks_written,omitempty"`
+	JITFunctions    int64   `json:"jit_functions,omitempty"`
+	JITMs           float64 `json:"jit_ms,omitempty"`
 }
 
 // statement turns a row into a Statement with a note.
 func (r pgssRow) statement(note string) Statement {
 	return Statement{QueryID: r.QueryID, Database: r.Database, Query: clip(r.Query, 1000), Calls: r.Calls,
 		MeanExecMs: round2(r.meanExecMs()), TotalExecMs: round2(r.TotalExecMs), MeanPlanMs: round2(r.meanPlanMs()), Note: note}
+}
+
+// planShare is the share of this statement's time spent planning: mean
+// plan / (mean plan + mean execution).
+func (r pgssRow) planShare() float64 {
+	p, x := r.meanPlanMs(), r.meanExecMs()
+	return p / max(p+x, 1e-9)
 }
 
 // meanPlanMs is the mean planning time per plan.
@@ -393,6 +567,13 @@ const pgssNeeds = "pg_stat_statements: shared_preload_libraries = 'pg_stat_state
 // statements loads pg_stat_statements once.
 func (e *env) statements(ctx context.Context) *pgssState {
 	if e.pgss != nil {
+		return e.pgss
+	}
+	if e.rec != nil {
+		e.pgss = &pgssState{hasPlan: true, trackPlanning: e.rec.TrackPlanning, rows: e.rec.Statements}
+		if e.rec.Statements == nil {
+			e.pgss.needs = "pg_stat_statements (not recorded in the case)"
+		}
 		return e.pgss
 	}
 	st := &pgssState{}

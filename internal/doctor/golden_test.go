@@ -25,7 +25,9 @@ var update = flag.Bool("update", false, "rewrite testdata/doctor/*/expected.json
 //	               merged over testdata/doctor/settings.json (a stock
 //	               PostgreSQL 15), so a case lists only what it changes
 //	proc/, sys/    the host's proc and sys trees (absent: host unreadable)
-//	expected.json  the findings of the Offline checks
+//	facts.json     optional: recorded query results (type recorded) and
+//	               the Recorded checks to run on them ("checks")
+//	expected.json  the findings of the Offline checks (and those Recorded)
 const goldenDir = "testdata/doctor"
 
 // envFromFixture builds the doctor's env from a case directory, without a
@@ -48,6 +50,17 @@ func envFromFixture(dir string) (*env, error) {
 	maps.Copy(e.set, over)
 	e.readHost()
 	e.smpWhy = "a sample (--sample > 0)"
+	var rec recorded
+	switch err := readJSON(filepath.Join(dir, "facts.json"), &rec); {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, err
+	default:
+		e.rec = &rec
+		if rec.Windows != nil {
+			e.smp = &sampleData{windows: rec.Windows, elapsed: sumWindows(rec.Windows).Seconds}
+		}
+	}
 	return e, nil
 }
 
@@ -100,7 +113,17 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rep, err := e.report(context.Background(), offline)
+			checks := offline
+			if e.rec != nil {
+				for _, id := range e.rec.Checks {
+					i := slices.IndexFunc(allChecks, func(c Check) bool { return c.ID == id })
+					if i < 0 || !allChecks[i].Recorded {
+						t.Fatalf("facts.json: %q is not a Recorded check", id)
+					}
+					checks = append(checks, allChecks[i])
+				}
+			}
+			rep, err := e.report(context.Background(), checks)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -57,7 +57,11 @@ func header(r *Report) []string {
 		lines = append(lines, "host checks: not run, needs "+r.HostNote)
 	}
 	if r.SampleS > 0 {
-		lines = append(lines, fmt.Sprintf("sampled for %.1f s", r.SampleS))
+		w := ""
+		if r.SampleWindows > 1 {
+			w = fmt.Sprintf(" in %d windows (checks judge the worst, print the mean)", r.SampleWindows)
+		}
+		lines = append(lines, fmt.Sprintf("sampled for %.1f s%s", r.SampleS, w))
 	} else {
 		lines = append(lines, "no sample taken (rate-based checks need --sample > 0)")
 	}
@@ -176,8 +180,10 @@ func titleCase(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// mdEscape escapes the characters Markdown would take as emphasis or
-// HTML in running text.
-func mdEscape(s string) string {
-	return strings.NewReplacer("*", `\*`, "_", `\_`, "<", "&lt;", ">", "&gt;", "`", "\\`").Replace(s)
-}
+// mdEscape escapes, with CommonMark backslash escapes, the characters
+// Markdown would take as emphasis, code, links, HTML, entities or block
+// quotes in running text: "a -> b" stays "a -\> b" (shown as "a -> b"),
+// never an HTML entity that plain-text viewers show as "&gt;".
+func mdEscape(s string) string { return mdEscaper.Replace(s) }
+
+var mdEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "_", `\_`, "<", `\<`, ">", `\>`, "&", `\&`, "`", "\\`", "[", `\[`, "]", `\]`)

@@ -2,7 +2,9 @@
 // the host description of a run (kernel, CPUs, RAM, THP mode), the
 // counters the samplers read per tick (/proc/stat, /proc/meminfo,
 // /proc/vmstat), the sysctls and sysfs choice files the doctor judges
-// (transparent_hugepage/enabled and defrag, vm.overcommit_memory), and the
+// (transparent_hugepage/enabled, defrag, shmem_enabled and the per-size
+// hugepages-<N>kB/enabled, or RHEL 6's redhat_transparent_hugepage, in
+// [FS.THPSettings]; vm.overcommit_memory), and the
 // CPU time split between two /proc/stat readings.
 //
 // Every reader goes through an [FS] made by [New] from a proc root and a
@@ -11,6 +13,8 @@
 // testdata/golden is a complete fake host; testdata/malformed breaks
 // stat, vmstat, overcommit_memory and the THP enabled file beside sound
 // ones; testdata/badmeminfo has a non-numeric meminfo and missing files;
+// testdata/mthp has shmem_enabled and per-size controls;
+// testdata/rhel6 has only the RHEL 6 THP directory;
 // testdata/nothp is a kernel without THP and without sys/kernel/arch. The files procfs parses
 // (meminfo, cpuinfo, stat) are read with github.com/prometheus/procfs;
 // the rest are small one-value files read here.

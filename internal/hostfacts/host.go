@@ -31,7 +31,8 @@ type Host struct {
 	MemTotalBytes uint64 `json:"mem_total_bytes"`
 	// THPEnabled is the transparent huge pages mode, the bracketed word of
 	// /sys/kernel/mm/transparent_hugepage/enabled: "always", "madvise" or
-	// "never"; empty when the kernel has no THP.
+	// "never" (redhat_transparent_hugepage/enabled on RHEL 6); empty when
+	// the kernel has no THP.
 	THPEnabled string `json:"thp_enabled"`
 }
 
@@ -85,10 +86,11 @@ func (f FS) Host() (Host, error) {
 		return Host{}, fmt.Errorf("read host: %w", err)
 	}
 
-	h.THPEnabled, err = f.THP("enabled")
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return Host{}, fmt.Errorf("read host: %w", err)
+	thp := f.THPSettings().Enabled
+	if thp.Err != nil && !thp.Absent() {
+		return Host{}, fmt.Errorf("read host: %w", thp.Err)
 	}
+	h.THPEnabled = thp.Mode
 	return h, nil
 }
 

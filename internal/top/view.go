@@ -4,6 +4,15 @@
 // with a small trend, a header with tps, the host CPU split, temp files
 // and catalog growth, and the longest-running active queries. Run drives
 // the interactive view (bubbletea); Print writes plain-text snapshots.
+//
+// The sessions and blocking views (sessions.go, sessions_view.go) read
+// pg_stat_activity of every database on a second session (Options.Conn
+// or Dial): one row per client backend, its parallel workers (by
+// leader_pid) folded in with their wait events; pg_blocking_pids only for
+// backends waiting on a heavyweight lock, so the lock manager is not read
+// for the others. Blocking builds the forest of root blockers and chains;
+// FullQuery and Kill (pg_cancel_backend, pg_terminate_backend) act on the
+// selected session after a confirmation key.
 package top
 
 import (

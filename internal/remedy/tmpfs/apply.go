@@ -94,6 +94,18 @@ func Apply(ctx context.Context, dsn string, opts Options, log io.Writer) (*Verif
 	case t.UID == 0:
 		return nil, fmt.Errorf("tmpfs fix: %s is owned by root; cannot tell the server's OS user", t.DataDir)
 	}
+	for _, r := range opts.GrantTo {
+		if strings.EqualFold(r, "public") {
+			continue
+		}
+		var ok bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1)`, r).Scan(&ok); err != nil {
+			return nil, fmt.Errorf("tmpfs fix: look up role %s: %w", r, err)
+		}
+		if !ok {
+			return nil, fmt.Errorf("tmpfs fix: --grant-to: role %q does not exist", r)
+		}
+	}
 	say := func(format string, a ...any) { fmt.Fprintf(log, format+"\n", a...) }
 	path, err := StatePath(opts, t.SystemIdentifier, t.DataDir, t.Tablespace)
 	if err != nil {
@@ -196,18 +208,23 @@ func Apply(ctx context.Context, dsn string, opts Options, log io.Writer) (*Verif
 	if err := record(); err != nil {
 		return fail(err)
 	}
-	st.Grant = &GrantRecord{Privilege: "CREATE", To: "PUBLIC"}
-	if err := intend("grant"); err != nil {
-		return fail(err)
+	grant := "no grant (--grant-to not given: only superusers and the owner use it)"
+	if len(opts.GrantTo) > 0 {
+		to := grantees(opts.GrantTo)
+		st.Grant = &GrantRecord{Privilege: "CREATE", To: to}
+		if err := intend("grant"); err != nil {
+			return fail(err)
+		}
+		if err := exec("GRANT CREATE ON TABLESPACE " + ts + " TO " + to); err != nil {
+			return fail(err)
+		}
+		st.Grant.Done = true
+		if err := record(); err != nil {
+			return fail(err)
+		}
+		grant = "GRANT CREATE ON TABLESPACE " + ts + " TO " + to
 	}
-	if err := exec("GRANT CREATE ON TABLESPACE " + ts + " TO PUBLIC"); err != nil {
-		return fail(err)
-	}
-	st.Grant.Done = true
-	if err := record(); err != nil {
-		return fail(err)
-	}
-	say("2. CREATE TABLESPACE %s LOCATION '%s' (oid %d); GRANT CREATE ON TABLESPACE %s TO PUBLIC", ts, t.Location, oid, ts)
+	say("2. CREATE TABLESPACE %s LOCATION '%s' (oid %d); %s", ts, t.Location, oid, grant)
 
 	// 3. Per-database directory via a dummy temp table (inside the
 	// tablespace: DROP TABLESPACE removes it).

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/erplab/erplab/internal/remedy"
 )
 
@@ -36,9 +38,15 @@ func init() {
 // recorded in erplab's crash-safe record (package leftover) before it is
 // mounted: after a kill -9 of ab the next erplab command unmounts it
 // (newest entry first) and then removes the server's directory.
+//
+// CREATE on the tablespace goes to the role the run connects as (from
+// t.DSN), not to PUBLIC.
 func applyRemedy(ctx context.Context, t *remedy.Target, _ string) (*remedy.Effect, error) {
 	opts := Options{Size: t.Param(SizeParam), Scope: ScopeSystem, recordMount: true,
 		StateDir: filepath.Join(t.Cluster.Dir(), "erplab-state")}
+	if cfg, err := pgx.ParseConfig(t.DSN); err == nil && cfg.User != "" {
+		opts.GrantTo = []string{cfg.User}
+	}
 	v, err := Apply(ctx, t.Cluster.DSN(t.Database), opts, t.Log)
 	if err != nil {
 		return nil, fmt.Errorf("remedy %s: %w", Name, err)

@@ -70,10 +70,11 @@ type TablespaceRecord struct {
 	Done bool   `json:"done"`
 }
 
-// GrantRecord is the grant of step 2 (it goes with DROP TABLESPACE).
+// GrantRecord is the grant of step 2 (it goes with DROP TABLESPACE); nil
+// when Options.GrantTo was empty.
 type GrantRecord struct {
 	Privilege string `json:"privilege"` // "CREATE"
-	To        string `json:"to"`        // "PUBLIC"
+	To        string `json:"to"`        // the grantees as in the GRANT: "PUBLIC", "\"erp\", \"report\""
 	Done      bool   `json:"done"`
 }
 

@@ -74,6 +74,12 @@ type Options struct {
 	// StateDir is erplab's state directory holding the state files
 	// (default StateDir()); the files are in its subdirectory tmpfs.
 	StateDir string
+	// GrantTo are the roles given CREATE on the tablespace (without it
+	// temp_tablespaces skips the tablespace for a role that is neither
+	// superuser nor its owner). "PUBLIC" grants it to every role, which
+	// also lets any role put permanent tables there (lost at reboot): only
+	// when asked for. Empty: no grant (superusers only).
+	GrantTo []string
 	// Force makes Undo remove a tablespace, mount or setting erplab has
 	// no record of creating (no state file, or the tablespace's OID or
 	// the mount differs from the record): it then removes what a DBA may
@@ -109,7 +115,26 @@ func (o *Options) normalize() error {
 	if o.Location != "" && !filepath.IsAbs(o.Location) {
 		return fmt.Errorf("location must be an absolute path, got %q", o.Location)
 	}
+	for _, r := range o.GrantTo {
+		if strings.TrimSpace(r) == "" {
+			return errors.New("grant-to: empty role name")
+		}
+	}
 	return nil
+}
+
+// grantees returns the GRANT target list of roles: PUBLIC (any case)
+// as the keyword, other names quoted as identifiers.
+func grantees(roles []string) string {
+	out := make([]string, len(roles))
+	for i, r := range roles {
+		if strings.EqualFold(r, "public") {
+			out[i] = "PUBLIC"
+		} else {
+			out[i] = ident(r)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // ValidSize checks a tmpfs size option: digits followed by at most one of
@@ -311,9 +336,14 @@ func Procedure(t *Target, opts Options) string {
 	p("# 1. Tablespace directory owned by the server's OS user (%s), mode 0700.", owner)
 	p("install -d -o %s -g %s -m 0700 %s", owner, owner, loc)
 	p("")
-	p("# 2. The tablespace; CREATE on it for everyone, or temp_tablespaces skips it for roles without it.")
+	p("# 2. The tablespace; CREATE on it for the roles that make temp tables (temp_tablespaces skips it for roles without it).")
+	p("#    Only those roles: with CREATE a role can also put permanent tables there, which a reboot wipes.")
 	p("CREATE TABLESPACE %s LOCATION %s;", ts, quoteLiteral(loc))
-	p("GRANT CREATE ON TABLESPACE %s TO PUBLIC;", ts)
+	if len(opts.GrantTo) > 0 {
+		p("GRANT CREATE ON TABLESPACE %s TO %s;", ts, grantees(opts.GrantTo))
+	} else {
+		p("GRANT CREATE ON TABLESPACE %s TO <application role>;   -- --grant-to ROLE[,ROLE] fills this in", ts)
+	}
 	p("")
 	p("# 3. A dummy temp table makes the server create the per-database directory, then goes.")
 	p("CREATE TEMP TABLE %s (x int) TABLESPACE %s;", probeTable, ts)

@@ -92,7 +92,7 @@ FROM pg_database WHERE datname = current_database()`).Scan(&oid, &dataDir, &cat)
 	if tg.UID != uid || tg.Location != wantLoc || tg.DBDir != wantDir || !tg.Local || !tg.Superuser || tg.TablespaceExists {
 		t.Fatalf("target %+v; want uid %d location %s dir %s", tg, uid, wantLoc, wantDir)
 	}
-	p := Procedure(tg, Options{Size: "2G"})
+	p := Procedure(tg, Options{Size: "2G", GrantTo: []string{"PUBLIC"}})
 	for _, want := range []string{
 		fmt.Sprintf("install -d -o %s -g %s -m 0700 %s", tg.OSUser, tg.OSUser, wantLoc),
 		fmt.Sprintf(`CREATE TABLESPACE "%s" LOCATION '%s';`, DefaultTablespace, wantLoc),
@@ -330,5 +330,58 @@ func TestApplyRefusals(t *testing.T) {
 	t.Cleanup(func() { conn.Exec(context.Background(), "DROP TABLESPACE erplab_exists") })
 	if _, err := Apply(ctx, dsn, Options{Size: "2G", Tablespace: "erplab_exists"}, io.Discard); err == nil || !strings.Contains(err.Error(), "already exists") {
 		t.Errorf("existing tablespace: %v", err)
+	}
+}
+
+// The grant goes only to the roles of GrantTo: without it the procedure
+// names a placeholder role and Apply grants nothing; with roles, only
+// them (PUBLIC keeps no CREATE); a role that does not exist is refused
+// before any change.
+func TestGrantTo(t *testing.T) {
+	ctx := context.Background()
+	dsn := srv.NewDatabase(t)
+	conn := dial(t, dsn)
+	tg, err := Inspect(ctx, conn, Options{Size: "2G"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Procedure(tg, Options{Size: "2G"})
+	if strings.Contains(p, "TO PUBLIC") || !strings.Contains(p, "TO <application role>") {
+		t.Errorf("procedure without --grant-to:\n%s", p)
+	}
+	p = Procedure(tg, Options{Size: "2G", GrantTo: []string{"erp_app", "Report"}})
+	if !strings.Contains(p, `GRANT CREATE ON TABLESPACE "`+DefaultTablespace+`" TO "erp_app", "Report";`) {
+		t.Errorf("procedure with roles:\n%s", p)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for Apply")
+	}
+	if _, err := Apply(ctx, dsn, Options{Size: "16M", Scope: ScopeDatabase, Tablespace: "erplab_grant_test", GrantTo: []string{"no_such_role_x"}}, io.Discard); err == nil || !strings.Contains(err.Error(), "no_such_role_x") {
+		t.Fatalf("unknown role: %v", err)
+	}
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_tablespace WHERE spcname = 'erplab_grant_test')`).Scan(&exists); err != nil || exists {
+		t.Fatalf("refused apply left a tablespace (%v)", err)
+	}
+	if _, err := conn.Exec(ctx, "DROP ROLE IF EXISTS erp_app_t; CREATE ROLE erp_app_t"); err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Size: "16M", Scope: ScopeDatabase, Tablespace: "erplab_grant_test", GrantTo: []string{"erp_app_t"}}
+	if _, err := Apply(ctx, dsn, opts, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := Undo(context.Background(), dsn, opts, io.Discard); err != nil {
+			t.Errorf("undo: %v", err)
+		}
+		conn.Exec(context.Background(), "DROP ROLE IF EXISTS erp_app_t")
+	})
+	var app, public bool
+	if err := conn.QueryRow(ctx, `SELECT has_tablespace_privilege('erp_app_t', 'erplab_grant_test', 'CREATE'),
+       coalesce((SELECT bool_or(a.grantee = 0) FROM pg_tablespace t, aclexplode(t.spcacl) a WHERE t.spcname = 'erplab_grant_test'), false)`).Scan(&app, &public); err != nil {
+		t.Fatal(err)
+	}
+	if !app || public {
+		t.Errorf("CREATE for erp_app_t %v, for PUBLIC %v", app, public)
 	}
 }

@@ -370,7 +370,7 @@ func TestApplyRecordsAndUndoLeavesNothing(t *testing.T) {
 	dsn := srv.NewDatabase(t)
 	ctx := context.Background()
 	conn := dial(t, dsn)
-	opts := stateOpts(t, Options{Size: "32M"})
+	opts := stateOpts(t, Options{Size: "32M", GrantTo: []string{"PUBLIC"}}) // PUBLIC only when asked
 	if set, v := autoConf(t, conn); set {
 		t.Fatalf("auto.conf holds temp_tablespaces %q before the test", v)
 	}
@@ -510,7 +510,7 @@ func TestUndoAfterCrashBetweenSteps(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dsn := srv.NewDatabase(t)
 			conn := dial(t, dsn)
-			opts := stateOpts(t, Options{Size: "16M"})
+			opts := stateOpts(t, Options{Size: "16M", GrantTo: []string{"PUBLIC"}})
 			crash := opts
 			crash.stopBefore = tc.step
 			if _, err := Apply(ctx, dsn, crash, io.Discard); !errors.Is(err, errStopped) {
