@@ -1,0 +1,222 @@
+package profile
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Event is the perf event: the software CPU clock, which works in VMs
+// without hardware counters.
+const Event = "cpu-clock"
+
+// DefaultFrequency is the sampling frequency, Hz: a prime, so the samples
+// do not beat with periodic work (timers at 100 or 1000 Hz).
+const DefaultFrequency = 499
+
+// scriptFields are the perf script fields Parse reads.
+const scriptFields = "comm,pid,tid,time,ip,sym,dso"
+
+// ScriptArgs are the arguments of `perf script` whose output Parse reads
+// (after "-i FILE").
+func ScriptArgs() []string { return []string{"--show-task-events", "-F", scriptFields} }
+
+// Unavailable says in one line why profiling cannot run here.
+type Unavailable struct{ Reason string }
+
+func (u *Unavailable) Error() string { return "profile: " + u.Reason }
+
+// Host is where Check looks: the perf binary's name and the proc root
+// (tests point them elsewhere).
+type Host struct {
+	Perf string // "" = "perf" on PATH
+	Proc string // "" = "/proc"
+	EUID int    // -1 = os.Geteuid()
+}
+
+func (h Host) norm() Host {
+	if h.Perf == "" {
+		h.Perf = "perf"
+	}
+	if h.Proc == "" {
+		h.Proc = "/proc"
+	}
+	if h.EUID < 0 {
+		h.EUID = os.Geteuid()
+	}
+	return h
+}
+
+// Check tells whether system-wide sampling can run: perf installed and
+// running for this kernel, and permitted (root, or
+// kernel.perf_event_paranoid <= 0). It returns the perf path and a
+// warning ("" if none: kernel symbols hidden by kernel.kptr_restrict), or
+// an *Unavailable error.
+func Check(ctx context.Context, h Host) (perf, warning string, err error) {
+	h = h.norm()
+	perf, err = exec.LookPath(h.Perf)
+	if err != nil {
+		return "", "", &Unavailable{"perf is not installed (Debian: apt-get install linux-perf; other systems: the linux-tools or perf package)"}
+	}
+	out, err := exec.CommandContext(ctx, perf, "version").CombinedOutput()
+	if err != nil {
+		return "", "", &Unavailable{fmt.Sprintf("perf does not run for this kernel: %s", firstLine(out, err))}
+	}
+	paranoid, _ := readInt(filepath.Join(h.Proc, "sys/kernel/perf_event_paranoid"))
+	if h.EUID != 0 && paranoid > 0 {
+		return "", "", &Unavailable{fmt.Sprintf("kernel.perf_event_paranoid is %d: sampling every CPU needs root (or CAP_PERFMON) or perf_event_paranoid <= 0 (sysctl -w kernel.perf_event_paranoid=0)", paranoid)}
+	}
+	if kr, err := readInt(filepath.Join(h.Proc, "sys/kernel/kptr_restrict")); err == nil && (kr >= 2 || kr == 1 && h.EUID != 0) {
+		warning = fmt.Sprintf("kernel symbols hidden (kernel.kptr_restrict=%d): kernel time is classified by its user-space caller (sysctl -w kernel.kptr_restrict=0 to name kernel functions)", kr)
+	}
+	return perf, warning, nil
+}
+
+func readInt(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+func firstLine(out []byte, err error) string {
+	for _, l := range strings.Split(string(out), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			return l
+		}
+	}
+	return err.Error()
+}
+
+// Recording is a running `perf record`.
+type Recording struct {
+	perf    string
+	dir     string
+	data    string
+	freq    int
+	cmd     *exec.Cmd
+	stderr  bytes.Buffer
+	started time.Time
+	done    chan error
+}
+
+// Start runs `perf record -a -g -e cpu-clock -F freq` into a new
+// temporary directory until Stop: every CPU, since perf record -p does
+// not follow the backends a postmaster forks later (measured; package
+// doc). perf is the path Check returned; freq 0 means DefaultFrequency.
+func Start(ctx context.Context, perf string, freq int) (*Recording, error) {
+	if freq <= 0 {
+		freq = DefaultFrequency
+	}
+	dir, err := os.MkdirTemp("", "erplab-perf-")
+	if err != nil {
+		return nil, fmt.Errorf("profile: %w", err)
+	}
+	r := &Recording{perf: perf, dir: dir, data: filepath.Join(dir, "perf.data"), freq: freq, done: make(chan error, 1)}
+	r.cmd = exec.Command(perf, "record", "-a", "-g", "-e", Event, "-F", strconv.Itoa(freq), "-o", r.data, "--quiet")
+	r.cmd.Stderr = &r.stderr
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := r.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("profile: perf record: %w", err)
+	}
+	r.started = time.Now()
+	go func() { r.done <- r.cmd.Wait() }()
+	// perf exits at once on a refused perf_event_open: wait a moment
+	// for that, so the caller learns it now.
+	select {
+	case err := <-r.done:
+		os.RemoveAll(dir)
+		return nil, &Unavailable{"perf record failed: " + firstLine(r.stderr.Bytes(), errOr(err))}
+	case <-time.After(300 * time.Millisecond):
+	case <-ctx.Done():
+		r.Abort()
+		return nil, ctx.Err()
+	}
+	return r, nil
+}
+
+func errOr(err error) error {
+	if err == nil {
+		return errors.New("exited")
+	}
+	return err
+}
+
+// Abort stops perf and removes its data.
+func (r *Recording) Abort() {
+	if r.cmd.Process != nil {
+		r.cmd.Process.Signal(syscall.SIGINT) //nolint:errcheck // may have exited
+		select {
+		case <-r.done:
+		case <-time.After(5 * time.Second):
+			r.cmd.Process.Kill() //nolint:errcheck
+			<-r.done
+		}
+	}
+	os.RemoveAll(r.dir)
+}
+
+// Stop ends the recording (SIGINT, as Ctrl-C does), reads it back with
+// `perf script` and summarizes the samples of roots and their
+// descendants. The temporary data is removed. Parsed holds every
+// sample (Summary keeps only the top TopStacks stacks).
+func (r *Recording) Stop(ctx context.Context, roots []int) (*Summary, *Parsed, error) {
+	defer os.RemoveAll(r.dir)
+	dur := time.Since(r.started).Seconds()
+	r.cmd.Process.Signal(syscall.SIGINT) //nolint:errcheck // reported by Wait
+	select {
+	case err := <-r.done:
+		if err != nil {
+			if _, statErr := os.Stat(r.data); statErr != nil {
+				return nil, nil, fmt.Errorf("profile: perf record: %s", firstLine(r.stderr.Bytes(), err))
+			}
+		}
+	case <-time.After(30 * time.Second):
+		r.cmd.Process.Kill() //nolint:errcheck
+		<-r.done
+		return nil, nil, errors.New("profile: perf record did not stop within 30 s of SIGINT")
+	}
+	p, err := Script(ctx, r.perf, r.data, roots)
+	if err != nil {
+		return nil, nil, err
+	}
+	return Summarize(p, roots, Event, r.freq, dur), p, nil
+}
+
+// Script runs `perf script` on a perf.data file and parses it (Parse)
+// as it streams.
+func Script(ctx context.Context, perf, data string, roots []int) (*Parsed, error) {
+	cmd := exec.CommandContext(ctx, perf, append([]string{"script", "-i", data}, ScriptArgs()...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("profile: perf script: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("profile: perf script: %w", err)
+	}
+	p, perr := Parse(out, roots)
+	if perr != nil {
+		io.Copy(io.Discard, out) //nolint:errcheck // let perf finish
+	}
+	werr := cmd.Wait()
+	if perr != nil {
+		return nil, fmt.Errorf("profile: %w", perr)
+	}
+	if werr != nil {
+		return nil, fmt.Errorf("profile: perf script: %s", firstLine(stderr.Bytes(), werr))
+	}
+	return p, nil
+}
