@@ -40,20 +40,19 @@ func (u *Unavailable) Error() string { return "profile: " + u.Reason }
 type Host struct {
 	Perf string // "" = "perf" on PATH
 	Proc string // "" = "/proc"
-	EUID int    // -1 = os.Geteuid()
+	// Unprivileged checks as a non-root user would be checked even when
+	// running as root (tests).
+	Unprivileged bool
 }
 
-func (h Host) norm() Host {
+func (h Host) norm() (Host, bool) {
 	if h.Perf == "" {
 		h.Perf = "perf"
 	}
 	if h.Proc == "" {
 		h.Proc = "/proc"
 	}
-	if h.EUID < 0 {
-		h.EUID = os.Geteuid()
-	}
-	return h
+	return h, os.Geteuid() == 0 && !h.Unprivileged
 }
 
 // Check tells whether system-wide sampling can run: perf installed and
@@ -62,7 +61,7 @@ func (h Host) norm() Host {
 // warning ("" if none: kernel symbols hidden by kernel.kptr_restrict), or
 // an *Unavailable error.
 func Check(ctx context.Context, h Host) (perf, warning string, err error) {
-	h = h.norm()
+	h, root := h.norm()
 	perf, err = exec.LookPath(h.Perf)
 	if err != nil {
 		return "", "", &Unavailable{"perf is not installed (Debian: apt-get install linux-perf; other systems: the linux-tools or perf package)"}
@@ -72,10 +71,10 @@ func Check(ctx context.Context, h Host) (perf, warning string, err error) {
 		return "", "", &Unavailable{fmt.Sprintf("perf does not run for this kernel: %s", firstLine(out, err))}
 	}
 	paranoid, _ := readInt(filepath.Join(h.Proc, "sys/kernel/perf_event_paranoid"))
-	if h.EUID != 0 && paranoid > 0 {
+	if !root && paranoid > 0 {
 		return "", "", &Unavailable{fmt.Sprintf("kernel.perf_event_paranoid is %d: sampling every CPU needs root (or CAP_PERFMON) or perf_event_paranoid <= 0 (sysctl -w kernel.perf_event_paranoid=0)", paranoid)}
 	}
-	if kr, err := readInt(filepath.Join(h.Proc, "sys/kernel/kptr_restrict")); err == nil && (kr >= 2 || kr == 1 && h.EUID != 0) {
+	if kr, err := readInt(filepath.Join(h.Proc, "sys/kernel/kptr_restrict")); err == nil && (kr >= 2 || kr == 1 && !root) {
 		warning = fmt.Sprintf("kernel symbols hidden (kernel.kptr_restrict=%d): kernel time is classified by its user-space caller (sysctl -w kernel.kptr_restrict=0 to name kernel functions)", kr)
 	}
 	return perf, warning, nil

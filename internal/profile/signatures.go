@@ -94,7 +94,7 @@ var signatures = []signature{
 		"smgrcreate", "smgrdounlinkall", "smgrtruncate", "smgrimmedsync", "PathNameOpenFile*", "FileSync",
 		"FileTruncate", "durable_unlink", "pg_fsync*", "pg_fdatasync",
 		// glibc system call wrappers (classify kernel time when kernel symbols are hidden)
-		"unlink", "__unlink", "__libc_open64", "open64", "__open64_nocancel", "ftruncate64", "__ftruncate64",
+		"unlink", "__unlink", "__GI___unlink", "__libc_open*", "__GI___libc_open*", "open64", "__open64", "__GI___open64*", "__open64_nocancel", "ftruncate64", "__ftruncate64",
 		"__libc_pread64", "__libc_pwrite64", "pread64", "pwrite64", "fsync", "fdatasync", "__fstat64", "lseek64", "__lseek64",
 	}, kernel: []string{
 		// fs/ext4, fs/xfs, fs/jbd2, fs/ (VFS: namei.c, open.c, dcache.c, inode.c, buffer.c, read_write.c, sync.c)
