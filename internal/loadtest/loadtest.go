@@ -87,6 +87,11 @@ type Options struct {
 	// during the run.
 	MetricsAddr string
 
+	// Profile samples the server's CPU with perf for the load test
+	// (internal/profile) and records the profile as extra.profile; when
+	// it cannot run, one warning line says why and the run goes on.
+	Profile bool
+
 	// Out is the results file; "" = ./erplab-results/<time>-<workload>.json.
 	Out         string
 	CommandLine []string
@@ -395,7 +400,9 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		}
 		say("stress workers started beside the load: %s", stressDesc(*opts.Stress))
 	}
+	prof := startProfile(ctx, opts.Profile, dsn, say)
 	outcome, runErr := engine.Run(ctx, pool, cfg, rec)
+	profSum := prof.end(ctx, say)
 	var stressRep *stress.Report
 	if stressRun != nil {
 		r := stressRun.Stop()
@@ -439,6 +446,9 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	if stressRep != nil {
 		doc.Extra["stress"], _ = json.Marshal(stressRep)
 	}
+	if profSum != nil {
+		doc.Extra["profile"], _ = json.Marshal(profSum)
+	}
 
 	if err := doc.WriteFile(path); err != nil {
 		return nil, fmt.Errorf("%w (the time series is in %s)", err, streamPath)
@@ -460,6 +470,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		fmt.Fprintln(out, "\nstress workers beside the load:")
 		stress.WriteTable(out, *stressRep)
 	}
+	printProfile(out, profSum)
 	fmt.Fprintf(out, "results: %s (time series: %s)\n", path, streamPath)
 	if streamErr != nil {
 		fmt.Fprintf(out, "warning: %v\n", streamErr)
