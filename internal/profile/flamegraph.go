@@ -42,11 +42,10 @@ func (n *flameNode) child(name string) *flameNode {
 // the share of samples, the root at the bottom. title heads the graph.
 func (s *Summary) FlameGraph(w io.Writer, title string) error {
 	const (
-		width   = 1200.0
-		rowH    = 16.0
-		pad     = 10.0
-		legendH = 40.0
-		minW    = 0.3 // px: narrower frames are not drawn
+		width = 1200.0
+		rowH  = 16.0
+		pad   = 10.0
+		minW  = 0.3 // px: narrower frames are not drawn
 	)
 	root := &flameNode{name: "all"}
 	depth := 0
@@ -60,20 +59,36 @@ func (s *Summary) FlameGraph(w io.Writer, title string) error {
 			n.samples += f.Samples
 		}
 	}
-	height := legendH + float64(depth+1)*rowH + 2*pad
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="11">`+"\n",
-		width+2*pad, height, width+2*pad, height)
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="#fdfdfd"/><text x="%.0f" y="16" font-size="13">%s</text>`+"\n", pad, html.EscapeString(title))
-	x := pad
+	// The legend: a swatch and label per subsystem, wrapped to the width.
+	type entry struct {
+		x, y  float64
+		color string
+		label string
+	}
+	var legend []entry
+	lx, ly := pad, 24.0
 	for _, sub := range Subsystems {
 		c := subColors[sub]
 		if c == "" {
 			c = "#d9cbb6"
 		}
 		label := fmt.Sprintf("%s %.1f%%", sub, s.Share(sub))
-		fmt.Fprintf(&b, `<rect x="%.1f" y="24" width="10" height="10" fill="%s"/><text x="%.1f" y="33">%s</text>`+"\n", x, c, x+13, html.EscapeString(label))
-		x += 13 + 6.2*float64(len(label)) + 10
+		w := 13 + 6.2*float64(len(label)) + 10
+		if lx+w > width+pad {
+			lx, ly = pad, ly+15
+		}
+		legend = append(legend, entry{lx, ly, c, label})
+		lx += w
+	}
+	legendH := ly + 16
+	height := legendH + float64(depth+1)*rowH + 2*pad
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="sans-serif" font-size="11">`+"\n",
+		width+2*pad, height, width+2*pad, height)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="#fdfdfd"/><text x="%.0f" y="16" font-size="13">%s</text>`+"\n", pad, html.EscapeString(title))
+	for _, e := range legend {
+		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="10" height="10" fill="%s"/><text x="%.1f" y="%.1f">%s</text>`+"\n",
+			e.x, e.y, e.color, e.x+13, e.y+9, html.EscapeString(e.label))
 	}
 	if root.samples == 0 {
 		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f">no samples</text>`, pad, legendH+rowH+pad)
