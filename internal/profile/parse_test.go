@@ -84,6 +84,12 @@ func TestRecordedShares(t *testing.T) {
 	if total < 99.9 || total > 100.1 {
 		t.Errorf("subsystem shares sum to %.2f", total)
 	}
+	if adv := Advice(churn); len(adv) < 2 || !strings.Contains(adv[0], "tmpfs-temp-tablespace") || !strings.Contains(adv[1], "shared invalidation") {
+		t.Errorf("churn advice: %q", adv)
+	}
+	if adv := Advice(sel); len(adv) != 0 {
+		t.Errorf("select-only advice: %q", adv)
+	}
 	if !churn.KernelSymbols {
 		t.Error("kernel symbols reported hidden in a recording that names them")
 	}

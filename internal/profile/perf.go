@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -190,7 +191,11 @@ func (r *Recording) Stop(ctx context.Context, roots []int) (*Summary, *Parsed, e
 	if err != nil {
 		return nil, nil, err
 	}
-	return Summarize(p, roots, Event, r.freq, dur), p, nil
+	s := Summarize(p, roots, Event, r.freq, dur)
+	if st := r.cmd.ProcessState; st != nil {
+		s.PerfCPUS = math.Round(100*(st.UserTime()+st.SystemTime()).Seconds()) / 100
+	}
+	return s, p, nil
 }
 
 // Script runs `perf script` on a perf.data file and parses it (Parse)

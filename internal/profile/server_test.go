@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/procfs"
 
 	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/profile"
@@ -206,6 +208,50 @@ func TestProfileLoads(t *testing.T) {
 	t.Logf("temp churn:  %s", shares(churn))
 }
 
+// spread is "mean m, sd s, median, range [lo, hi]" of xs.
+func spread(xs []float64) string {
+	x := append([]float64(nil), xs...)
+	sort.Float64s(x)
+	m, sd := 0.0, 0.0
+	for _, v := range x {
+		m += v / float64(len(x))
+	}
+	for _, v := range x {
+		sd += (v - m) * (v - m) / float64(len(x)-1)
+	}
+	med := x[len(x)/2]
+	if len(x)%2 == 0 {
+		med = (x[len(x)/2-1] + x[len(x)/2]) / 2
+	}
+	return fmt.Sprintf("mean %.3f, sd %.3f, median %.3f, range [%.3f, %.3f] over %d rounds", m, math.Sqrt(sd), med, x[0], x[len(x)-1], len(x))
+}
+
+// treeCPU is the CPU seconds of pm and its children, with those they
+// reaped (proc(5) utime, stime, cutime, cstime).
+func treeCPU(t *testing.T, pm int) float64 {
+	t.Helper()
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs, err := fs.AllProcs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, p := range procs {
+		st, err := p.Stat()
+		if err != nil || (p.PID != pm && st.PPID != pm) {
+			continue
+		}
+		sum += float64(st.UTime+st.STime) / 100
+		if p.PID == pm {
+			sum += float64(st.CUTime+st.CSTime) / 100
+		}
+	}
+	return sum
+}
+
 func shares(s *profile.Summary) string {
 	var parts []string
 	for _, x := range s.Subsystems {
@@ -226,25 +272,26 @@ func TestMeasure(t *testing.T) {
 	dsn := prepare(t)
 	ctx := context.Background()
 	const d = 5 * time.Second
-	var ratios []float64
+	pm := srv.Cluster(t).PID()
+	var tps, cpu, perfShare []float64
 	for i := 0; i < 6; i++ {
+		c0 := treeCPU(t, pm)
 		lctx, cancel := context.WithTimeout(ctx, d)
 		off := load(lctx, t, dsn, 3, "", selectLoop)
 		cancel()
-		_, on := profiled(t, dsn, d, "", selectLoop)
-		ratios = append(ratios, float64(on)/float64(off))
-		t.Logf("round %d: off %.0f tps, on %.0f tps, ratio %.3f", i+1, float64(off)/d.Seconds(), float64(on)/d.Seconds(), ratios[i])
+		c1 := treeCPU(t, pm)
+		sum, on := profiled(t, dsn, d, "", selectLoop)
+		c2 := treeCPU(t, pm)
+		offCPU, onCPU := (c1-c0)/float64(off), (c2-c1)/float64(on)
+		tps = append(tps, float64(on)/float64(off))
+		cpu = append(cpu, onCPU/offCPU)
+		perfShare = append(perfShare, 100*sum.PerfCPUS/(sum.DurationS*float64(runtime.NumCPU())))
+		t.Logf("round %d: off %.0f tps %.1f µs server CPU/tx; on %.0f tps %.1f µs/tx; perf itself %.2f s CPU (%.1f %% of all CPUs)", i+1,
+			float64(off)/d.Seconds(), 1e6*offCPU, float64(on)/d.Seconds(), 1e6*onCPU, sum.PerfCPUS, perfShare[i])
 	}
-	sort.Float64s(ratios)
-	m := 0.0
-	for _, r := range ratios {
-		m += r / float64(len(ratios))
-	}
-	sd := 0.0
-	for _, r := range ratios {
-		sd += (r - m) * (r - m) / float64(len(ratios)-1)
-	}
-	t.Logf("overhead: tps ratio on/off mean %.3f, sd %.3f, median %.3f, range [%.3f, %.3f]", m, math.Sqrt(sd), (ratios[2]+ratios[3])/2, ratios[0], ratios[len(ratios)-1])
+	t.Logf("throughput on/off: %s", spread(tps))
+	t.Logf("server CPU per transaction on/off: %s", spread(cpu))
+	t.Logf("perf's own CPU, %% of all CPUs: %s", spread(perfShare))
 	up, _ := os.ReadFile("/proc/loadavg")
 	t.Logf("load average: %s", strings.TrimSpace(string(up)))
 

@@ -23,6 +23,9 @@ type Summary struct {
 	// Processes the followed processes that had samples.
 	Roots     []int `json:"roots"`
 	Processes int   `json:"processes"`
+	// PerfCPUS is the CPU time perf record itself used, seconds (user and
+	// system; the kernel's sampling work in the sampled tasks is theirs).
+	PerfCPUS float64 `json:"perf_cpu_s,omitempty"`
 	// Samples counts the server's samples, HostSamples every sample of
 	// the recording (all CPUs, busy or idle); HostSharePct is
 	// 100·Samples/HostSamples: the server's share of the host's CPU time.
@@ -271,6 +274,12 @@ func (s *Summary) WriteTable(w io.Writer, n int) {
 		fmt.Fprintf(tw, "%.1f\t%.1f\t%s\t%s\n", f.SelfPct, f.TotalPct, f.Name, f.Subsystem)
 	}
 	tw.Flush()
+	if adv := Advice(s); len(adv) > 0 {
+		fmt.Fprintln(w)
+		for _, a := range adv {
+			fmt.Fprintln(w, "hint: "+a)
+		}
+	}
 }
 
 // Read decodes an extra.profile section; nil, nil for an absent one.
