@@ -9,10 +9,10 @@
 //
 // Start runs
 //
-//	perf record -a -g -e cpu-clock -F 499 -o DIR/perf.data --quiet
+//	perf record -a -g -B -e cpu-clock -F 499 -o DIR/perf.data --quiet
 //
-// (every CPU, frame-pointer call graphs, the software CPU clock: VMs
-// often have no hardware counters) until Stop sends it SIGINT; Stop then
+// (every CPU, frame-pointer call graphs, no build-id post-processing at
+// exit, the software CPU clock: VMs often have no hardware counters) until Stop sends it SIGINT; Stop then
 // reads the data back with `perf script --show-task-events -F
 // comm,pid,tid,time,ip,sym,dso` and Parse keeps the samples of the
 // server's processes. 499 Hz is prime, so sampling does not beat with

@@ -110,7 +110,7 @@ type Recording struct {
 	done    chan error
 }
 
-// Start runs `perf record -a -g -e cpu-clock -F freq` into a new
+// Start runs `perf record -a -g -B -e cpu-clock -F freq` into a new
 // temporary directory until Stop: every CPU, since perf record -p does
 // not follow the backends a postmaster forks later (measured; package
 // doc). perf is the path Check returned; freq 0 means DefaultFrequency.
@@ -123,7 +123,10 @@ func Start(ctx context.Context, perf string, freq int) (*Recording, error) {
 		return nil, fmt.Errorf("profile: %w", err)
 	}
 	r := &Recording{perf: perf, dir: dir, data: filepath.Join(dir, "perf.data"), freq: freq, done: make(chan error, 1)}
-	r.cmd = exec.Command(perf, "record", "-a", "-g", "-e", Event, "-F", strconv.Itoa(freq), "-o", r.data, "--quiet")
+	// -B: no build-id post-processing at exit (it rereads the whole
+	// file, slow on a busy host); perf script reads this host's
+	// binaries by path right after.
+	r.cmd = exec.Command(perf, "record", "-a", "-g", "-B", "-e", Event, "-F", strconv.Itoa(freq), "-o", r.data, "--quiet")
 	r.cmd.Stderr = &r.stderr
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := r.cmd.Start(); err != nil {
@@ -182,10 +185,10 @@ func (r *Recording) Stop(ctx context.Context, roots []int) (*Summary, *Parsed, e
 				return nil, nil, fmt.Errorf("profile: perf record: %s", firstLine(r.stderr.Bytes(), err))
 			}
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(60 * time.Second):
 		r.cmd.Process.Kill() //nolint:errcheck
 		<-r.done
-		return nil, nil, errors.New("profile: perf record did not stop within 30 s of SIGINT")
+		return nil, nil, errors.New("profile: perf record did not stop within 60 s of SIGINT")
 	}
 	p, err := Script(ctx, r.perf, r.data, roots)
 	if err != nil {
