@@ -43,10 +43,9 @@ type Sample struct {
 }
 
 // Parsed is what Parse keeps of a `perf script` output: the samples of the
-// followed processes and the count of all samples (every process and the
-// idle task of every CPU: with the cpu-clock event each CPU is sampled at
-// the frequency whether busy or idle, so Server/Host is the server's share
-// of the host's CPU time).
+// followed processes and the count of all samples (every process; idle
+// CPUs yield no samples here, so Server/Host is the server's share of the
+// host's busy CPU time).
 type Parsed struct {
 	Samples []Sample
 	// HostSamples counts every sample of the recording.

@@ -110,7 +110,8 @@ type Recording struct {
 	done    chan error
 }
 
-// Start runs `perf record -a -g -B -e cpu-clock -F freq` into a new
+// Start runs `perf record -a -g -B -e cpu-clock -F freq` (started
+// disabled, enabled through its control fifo once it runs) into a new
 // temporary directory until Stop: every CPU, since perf record -p does
 // not follow the backends a postmaster forks later (measured; package
 // doc). perf is the path Check returned; freq 0 means DefaultFrequency.
@@ -123,30 +124,77 @@ func Start(ctx context.Context, perf string, freq int) (*Recording, error) {
 		return nil, fmt.Errorf("profile: %w", err)
 	}
 	r := &Recording{perf: perf, dir: dir, data: filepath.Join(dir, "perf.data"), freq: freq, done: make(chan error, 1)}
+	ctl, ack := filepath.Join(dir, "ctl"), filepath.Join(dir, "ack")
+	for _, f := range []string{ctl, ack} {
+		if err := syscall.Mkfifo(f, 0o600); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("profile: %w", err)
+		}
+	}
 	// -B: no build-id post-processing at exit (it rereads the whole
 	// file, slow on a busy host); perf script reads this host's
-	// binaries by path right after.
-	r.cmd = exec.Command(perf, "record", "-a", "-g", "-B", "-e", Event, "-F", strconv.Itoa(freq), "-o", r.data, "--quiet")
+	// binaries by path right after. -D -1 with --control: sampling starts
+	// disabled and Start enables it once perf has read /proc and is
+	// running, so the caller's window is really recorded.
+	r.cmd = exec.Command(perf, "record", "-a", "-g", "-B", "-e", Event, "-F", strconv.Itoa(freq), "-o", r.data, "--quiet",
+		"-D", "-1", "--control", "fifo:"+ctl+","+ack)
 	r.cmd.Stderr = &r.stderr
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := r.cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("profile: perf record: %w", err)
 	}
-	r.started = time.Now()
 	go func() { r.done <- r.cmd.Wait() }()
-	// perf exits at once on a refused perf_event_open: wait a moment
-	// for that, so the caller learns it now.
+	enabled := make(chan error, 1)
+	go func() { enabled <- enable(ctl, ack) }()
 	select {
 	case err := <-r.done:
 		os.RemoveAll(dir)
 		return nil, &Unavailable{"perf record failed: " + firstLine(r.stderr.Bytes(), errOr(err))}
-	case <-time.After(300 * time.Millisecond):
+	case err := <-enabled:
+		if err != nil {
+			r.Abort()
+			return nil, fmt.Errorf("profile: enable perf record: %w", err)
+		}
+	case <-time.After(enableTimeout):
+		r.Abort()
+		return nil, fmt.Errorf("profile: perf record did not start sampling within %s", enableTimeout)
 	case <-ctx.Done():
 		r.Abort()
 		return nil, ctx.Err()
 	}
+	r.started = time.Now()
 	return r, nil
+}
+
+// enableTimeout bounds perf's start-up (it reads every process's maps
+// from /proc first).
+const enableTimeout = time.Minute
+
+// enable sends "enable" on perf's control fifo and waits for its ack.
+func enable(ctl, ack string) error {
+	c, err := os.OpenFile(ctl, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	a, err := os.OpenFile(ack, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if _, err := c.WriteString("enable\n"); err != nil {
+		return err
+	}
+	buf := make([]byte, 16)
+	n, err := a.Read(buf)
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(string(buf[:n]), "ack") {
+		return fmt.Errorf("perf answered %q", buf[:n])
+	}
+	return nil
 }
 
 func errOr(err error) error {
@@ -172,9 +220,10 @@ func (r *Recording) Abort() {
 
 // Stop ends the recording (SIGINT, as Ctrl-C does), reads it back with
 // `perf script` and summarizes the samples of roots and their
-// descendants. The temporary data is removed. Parsed holds every
+// descendants; seen are more processes of the tree known from elsewhere
+// (Session polls /proc: perf may lose FORK records on a busy host). The temporary data is removed. Parsed holds every
 // sample (Summary keeps only the top TopStacks stacks).
-func (r *Recording) Stop(ctx context.Context, roots []int) (*Summary, *Parsed, error) {
+func (r *Recording) Stop(ctx context.Context, roots, seen []int) (*Summary, *Parsed, error) {
 	defer os.RemoveAll(r.dir)
 	dur := time.Since(r.started).Seconds()
 	r.cmd.Process.Signal(syscall.SIGINT) //nolint:errcheck // reported by Wait
@@ -190,7 +239,7 @@ func (r *Recording) Stop(ctx context.Context, roots []int) (*Summary, *Parsed, e
 		<-r.done
 		return nil, nil, errors.New("profile: perf record did not stop within 60 s of SIGINT")
 	}
-	p, err := Script(ctx, r.perf, r.data, roots)
+	p, err := Script(ctx, r.perf, r.data, append(append([]int(nil), roots...), seen...))
 	if err != nil {
 		return nil, nil, err
 	}

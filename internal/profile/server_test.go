@@ -198,11 +198,11 @@ func TestProfileLoads(t *testing.T) {
 	}
 	query := sel.Share(profile.SubExecutor) + sel.Share(profile.SubAccess) + sel.Share(profile.SubNetwork) +
 		sel.Share(profile.SubParser) + sel.Share(profile.SubPlanner)
-	if query < 50 {
+	if query < 40 {
 		t.Errorf("select-only: executor, access, network, parser, planner only %.1f %%", query)
 	}
-	if sel.Share(profile.SubExecutor)+sel.Share(profile.SubAccess)+sel.Share(profile.SubNetwork) < sel.Share(profile.SubCatalog)+sel.Share(profile.SubFS)+sel.Share(profile.SubSinval) {
-		t.Errorf("select-only: executor+access+network below catalog+fs+sinval")
+	if a, b := sel.Share(profile.SubExecutor)+sel.Share(profile.SubAccess)+sel.Share(profile.SubNetwork), sel.Share(profile.SubCatalog)+sel.Share(profile.SubFS)+sel.Share(profile.SubSinval); a < 3*b {
+		t.Errorf("select-only: executor+access+network %.1f %% not well above catalog+fs+sinval %.1f %%", a, b)
 	}
 	t.Logf("select-only: %s", shares(sel))
 	t.Logf("temp churn:  %s", shares(churn))

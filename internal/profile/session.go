@@ -2,10 +2,12 @@ package profile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/procfs"
 )
 
 // Options choose what a Session records.
@@ -25,6 +27,55 @@ type Session struct {
 	roots []int
 	// Warning is Check's warning ("" if none), to print once.
 	Warning string
+	// poll: the descendants of roots seen in /proc during the recording.
+	stop chan struct{}
+	done chan []int
+}
+
+// pollInterval is how often a Session lists the roots' descendants in
+// /proc, besides perf's FORK records (which a busy host can lose).
+const pollInterval = 200 * time.Millisecond
+
+// poll lists the descendants of roots in proc until stop, and sends them.
+func poll(proc string, roots []int, stop <-chan struct{}, done chan<- []int) {
+	seen := map[int]bool{}
+	fs, err := procfs.NewFS(proc)
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	for err == nil {
+		procs, perr := fs.AllProcs()
+		if perr == nil {
+			parent := map[int]int{}
+			for _, p := range procs {
+				if st, err := p.Stat(); err == nil {
+					parent[p.PID] = st.PPID
+				}
+			}
+			in := map[int]bool{}
+			for _, r := range roots {
+				in[r] = true
+			}
+			for pid := range parent {
+				// walk up to a root (a process tree is shallow)
+				for q, n := parent[pid], 0; q > 1 && n < 16; q, n = parent[q], n+1 {
+					if in[q] {
+						seen[pid] = true
+						break
+					}
+				}
+			}
+		}
+		select {
+		case <-stop:
+			err = errors.New("stopped")
+		case <-t.C:
+		}
+	}
+	out := make([]int, 0, len(seen))
+	for pid := range seen {
+		out = append(out, pid)
+	}
+	done <- out
 }
 
 // Begin checks that perf can run (Check), finds the server's postmaster
@@ -56,7 +107,13 @@ func Begin(ctx context.Context, dsn string, opts Options) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Session{rec: rec, roots: roots, Warning: warning}, nil
+	s := &Session{rec: rec, roots: roots, Warning: warning, stop: make(chan struct{}), done: make(chan []int, 1)}
+	proc := opts.Host.Proc
+	if proc == "" {
+		proc = "/proc"
+	}
+	go poll(proc, roots, s.stop, s.done)
+	return s, nil
 }
 
 // Roots are the followed processes.
@@ -64,8 +121,13 @@ func (s *Session) Roots() []int { return s.roots }
 
 // End stops the recording and summarizes it (Recording.Stop).
 func (s *Session) End(ctx context.Context) (*Summary, *Parsed, error) {
-	return s.rec.Stop(ctx, s.roots)
+	close(s.stop)
+	return s.rec.Stop(ctx, s.roots, <-s.done)
 }
 
 // Abort stops the recording and discards it.
-func (s *Session) Abort() { s.rec.Abort() }
+func (s *Session) Abort() {
+	close(s.stop)
+	<-s.done
+	s.rec.Abort()
+}

@@ -27,8 +27,9 @@ type Summary struct {
 	// system; the kernel's sampling work in the sampled tasks is theirs).
 	PerfCPUS float64 `json:"perf_cpu_s,omitempty"`
 	// Samples counts the server's samples, HostSamples every sample of
-	// the recording (all CPUs, busy or idle); HostSharePct is
-	// 100·Samples/HostSamples: the server's share of the host's CPU time.
+	// the recording (all processes; idle CPUs are not sampled);
+	// HostSharePct is 100·Samples/HostSamples: the server's share of the
+	// host's busy CPU time.
 	Samples      int     `json:"samples"`
 	HostSamples  int     `json:"host_samples"`
 	HostSharePct float64 `json:"host_share_pct"`
@@ -253,7 +254,7 @@ func (s *Summary) Share(name string) float64 {
 // WriteTable prints the subsystem shares and the top n functions by self
 // share.
 func (s *Summary) WriteTable(w io.Writer, n int) {
-	fmt.Fprintf(w, "%d samples of %d server processes in %.1f s at %d Hz (%s); the server had %.1f %% of the host's CPU time\n",
+	fmt.Fprintf(w, "%d samples of %d server processes in %.1f s at %d Hz (%s); the server had %.1f %% of the host's busy CPU time\n",
 		s.Samples, s.Processes, s.DurationS, s.FrequencyHz, s.Event, s.HostSharePct)
 	if !s.KernelSymbols {
 		fmt.Fprintln(w, "kernel symbols hidden (kernel.kptr_restrict): kernel time is classified by its user-space caller")
