@@ -9,10 +9,15 @@
 //
 // Start runs
 //
-//	perf record -a -g -B -e cpu-clock -F 499 -o DIR/perf.data --quiet
+//	perf record -a -g -B -e cpu-clock -F 499 -o DIR/perf.data --quiet -D -1 --control fifo:DIR/ctl,DIR/ack
 //
 // (every CPU, frame-pointer call graphs, no build-id post-processing at
-// exit, the software CPU clock: VMs often have no hardware counters) until Stop sends it SIGINT; Stop then
+// exit, the software CPU clock: VMs often have no hardware counters),
+// started with sampling disabled and enabled through the control fifo
+// once perf has read every process's maps from /proc (seconds on a busy
+// host; the caller's window starts at the acknowledgement), until Stop
+// sends it SIGINT. A Session also lists the postmaster's descendants in
+// /proc every 200 ms, besides perf's FORK records. Stop then
 // reads the data back with `perf script --show-task-events -F
 // comm,pid,tid,time,ip,sym,dso` and Parse keeps the samples of the
 // server's processes. 499 Hz is prime, so sampling does not beat with
