@@ -113,6 +113,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 				return withCode(exitUsage, fmt.Errorf("--alpha must be in (0, 1) and --min-effect >= 0 (got %g, %g)", alpha, minEffect))
 			}
 			opts, err := f.options(cmd)
+			opts.Profile, _ = cmd.Flags().GetBool("profile")
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
@@ -287,6 +288,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	fl.BoolVar(&f.observe, "observe", true, "record observations (waits, CPU, catalogs) in every run")
 	fl.DurationVar(&f.observeInterval, "observe-interval", 0, "sampling period of the observations (default: --interval)")
 	fl.StringVar(&f.osUser, "os-user", "", "OS user to run the embedded PostgreSQL as when erplab runs as root (default postgres)")
+	fl.Bool("profile", false, "sample the server's CPU with perf in every run (see erplab profile); compare puts the subsystem shares side by side")
 	return cmd
 }
 

@@ -90,6 +90,7 @@ Ctrl-C exits at once).`,
 			}
 			scripts := f.scriptMode()
 			opts, err := f.options(cmd)
+			opts.Profile, _ = cmd.Flags().GetBool("profile")
 			if err != nil {
 				if scripts {
 					// pgbench exits 1 for script and option errors.
@@ -174,6 +175,7 @@ Ctrl-C exits at once).`,
 	fl.StringVar(&f.osUser, "os-user", "", "embedded server: OS user to run PostgreSQL as when erplab runs as root (default postgres)")
 	fl.BoolVar(&f.keep, "keep", false, "embedded server: leave it running at the end and print how to connect and stop it")
 	addScriptFlags(fl, &f.scripts)
+	fl.Bool("profile", false, "sample the server's CPU with perf during the load (local server; see erplab profile) and record it in the results")
 	return cmd
 }
 

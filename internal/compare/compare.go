@@ -126,7 +126,7 @@ func (o Options) norm() (Options, error) {
 
 // Row is one compared figure.
 type Row struct {
-	// Section is "operation", "integral" or "observations"; Subject the
+	// Section is "operation", "integral", "observations" or "profile"; Subject the
 	// operation name, "integral", or the observed quantity's name
 	// ("wait IO:DataFileRead", "host CPU").
 	Section string `json:"section"`

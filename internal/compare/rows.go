@@ -10,6 +10,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/erplab/erplab/internal/apdex"
+	"github.com/erplab/erplab/internal/profile"
 	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/sampler"
 )
@@ -23,6 +24,7 @@ type runData struct {
 	ivs    []results.Interval
 	obs    []sampler.Sample
 	hasObs bool
+	prof   *profile.Summary // extra.profile, nil when not recorded
 	hists  map[string]*opHist
 	// bIv and bObs are the moving-block lengths (blockLength).
 	bIv, bObs int
@@ -68,6 +70,9 @@ func prepare(d *results.Document) (*runData, error) {
 	rd := &runData{doc: d, step: intervalSeconds(d), ivs: scoredIntervals(d), hists: map[string]*opHist{}, pcID: -1}
 	o, err := Observations(d)
 	if err != nil {
+		return nil, err
+	}
+	if rd.prof, err = profile.Read(d.Extra["profile"]); err != nil {
 		return nil, err
 	}
 	if o != nil {
@@ -329,7 +334,8 @@ func buildSpecs(ra, rb []*runData) []spec {
 		}
 		return pct(e, n)
 	}})
-	return append(specs, observationSpecs(ra, rb)...)
+	specs = append(specs, observationSpecs(ra, rb)...)
+	return append(specs, profileSpecs(ra, rb)...)
 }
 
 func pct(k, n int64) float64 {

@@ -92,6 +92,11 @@ type Options struct {
 	// during the run.
 	MetricsAddr string
 
+	// Profile samples the server's CPU with perf for the load test
+	// (internal/profile) and records the profile as extra.profile; when
+	// it cannot run, one warning line says why and the run goes on.
+	Profile bool
+
 	// Out is the results file; "" = ./erplab-results/<time>-<workload>.json.
 	Out         string
 	CommandLine []string
@@ -418,7 +423,9 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		}
 		say("stress workers started beside the load: %s", stressDesc(*opts.Stress))
 	}
+	prof := startProfile(ctx, opts.Profile, dsn, say)
 	outcome, runErr := engine.Run(ctx, pool, cfg, rec)
+	profSum := prof.end(ctx, say)
 	var stressRep *stress.Report
 	if stressRun != nil {
 		r := stressRun.Stop()
@@ -473,6 +480,9 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	if stressRep != nil {
 		doc.Extra["stress"], _ = json.Marshal(stressRep)
 	}
+	if profSum != nil {
+		doc.Extra["profile"], _ = json.Marshal(profSum)
+	}
 
 	if err := stream.Err(); err != nil {
 		doc.StreamError = err.Error()
@@ -491,6 +501,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		fmt.Fprintln(out, "\nstress workers beside the load:")
 		stress.WriteTable(out, *stressRep)
 	}
+	printProfile(out, profSum)
 	res := &Result{Doc: doc, Path: path, StreamPath: streamPath}
 	writeErr := writeResults(out, doc, stream, path)
 	if writeErr != nil {

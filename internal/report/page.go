@@ -81,6 +81,7 @@ details { margin: .5em 0; } code { background: #f6f6f6; padding: .1em .3em; word
 {{end}}</table>
 {{else}}<p>No storms detected.</p>{{end}}
 
+{{template "profile" .Profile}}
 <h2 id="charts">Charts</h2>
 <div class="charts">
 {{range .Charts}}<figure id="chart-{{.ID}}">{{svg .SVG}}</figure>

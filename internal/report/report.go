@@ -387,6 +387,8 @@ type page struct {
 	Statements []stmtRow
 	StmtNotes  []string
 	Churn      []churnRow
+	// Profile is the server CPU profile section, nil when no run has one.
+	Profile *profileSection
 }
 
 func buildPage(runs []Run, charts []Chart) page {
@@ -496,6 +498,9 @@ func WriteHTML(w io.Writer, runs []Run) error {
 		return err
 	}
 	pg := buildPage(runs, charts)
+	if pg.Profile, err = profiles(runs); err != nil {
+		return err
+	}
 	t, err := template.New("page").Funcs(template.FuncMap{
 		"svg": func(s string) template.HTML { return template.HTML(s) }, // our own renderer's output
 		"dict": func(kv ...any) map[string]any {
@@ -505,7 +510,7 @@ func WriteHTML(w io.Writer, runs []Run) error {
 			}
 			return m
 		},
-	}).Parse(pageHTML)
+	}).Parse(pageHTML + profileHTML)
 	if err != nil {
 		return fmt.Errorf("report: template: %w", err)
 	}
@@ -519,6 +524,10 @@ func WriteHTML(w io.Writer, runs []Run) error {
 // storms as Markdown (no charts), for tickets.
 func WriteMarkdown(w io.Writer, runs []Run) error {
 	pg := buildPage(runs, nil)
+	prof, err := profiles(runs)
+	if err != nil {
+		return err
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "## %s\n\n", pg.Title)
 	writeItemsMarkdown(&b, pg, "What differs between the runs", pg.Differs, true)
@@ -581,6 +590,7 @@ func WriteMarkdown(w io.Writer, runs []Run) error {
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", md(s.Run), s.At, s.Span, md(s.Wait), md(s.Message))
 		}
 	}
+	writeProfileMarkdown(&b, prof)
 	b.WriteString("\n")
 	writeItemsMarkdown(&b, pg, "Parameters", pg.Params, false)
 	b.WriteString("### Command lines\n\n")

@@ -1,0 +1,147 @@
+// Package profile samples where a local PostgreSQL server spends its CPU,
+// with Linux perf, and attributes the samples to PostgreSQL functions and
+// to subsystems (lock manager, shared invalidation, catalog access, file
+// system, memory and THP, ...): the measurement that found the causes of
+// the field's temp-table trouble (docs/field-notes.md; CONTEXT.md §1, §3,
+// §4), where the pg_stat_activity sampler only showed where to dig.
+//
+// # Recording
+//
+// Start runs
+//
+//	perf record -a -g -B -e cpu-clock -F 499 -o DIR/perf.data --quiet -D -1 --control fifo:DIR/ctl,DIR/ack
+//
+// (every CPU, frame-pointer call graphs, no build-id post-processing at
+// exit, the software CPU clock: VMs often have no hardware counters),
+// started with sampling disabled and enabled through the control fifo
+// once perf has read every process's maps from /proc (seconds on a busy
+// host; the caller's window starts at the acknowledgement), until Stop
+// sends it SIGINT. A Session also lists the postmaster's descendants in
+// /proc every 200 ms, besides perf's FORK records. Stop then
+// reads the data back with `perf script --show-task-events -F
+// comm,pid,tid,time,ip,sym,dso` and Parse keeps the samples of the
+// server's processes. 499 Hz is prime, so sampling does not beat with
+// 100 Hz or 1000 Hz timers.
+//
+// Why every CPU and not `perf record -p POSTMASTER`: perf does follow
+// children forked after it attached (inherit), yet with PostgreSQL 15 on
+// Linux 6.18 and perf 6.1 `perf record -p` of the postmaster recorded no
+// sample and no FORK record of the backends the postmaster forked during
+// the recording, while `perf stat -p` of the same postmaster counted
+// their CPU time and `perf record -p` of a shell followed its children
+// (measured here). `-u postgres` would take every server of that OS user
+// (a host often runs several). So the recording is system-wide and the
+// server's processes are picked out afterwards: perf writes a FORK record
+// for every process that exists at the start (with its parent, from
+// /proc) and for every fork after, so Parse rebuilds the postmaster's
+// process tree exactly over the window, backends that start and end
+// within it included, and a pid reused by an unrelated process is not
+// taken. The cost of every CPU is perf's: at 499 Hz it handles 499
+// samples per second per busy CPU (idle CPUs are not sampled); overhead
+// on the server's throughput is measured in the README.
+//
+// # Which server
+//
+// Locate finds the postmaster from a session of the server itself: its
+// backend (pg_backend_pid) must be a local postgres process whose parent
+// is a postgres process started at pg_postmaster_start_time (within 5 s)
+// and running in data_directory (the postmaster's working directory,
+// when both can be read). Otherwise the server is remote (or in another
+// PID namespace) and an *Unavailable error says so in one line. --pid
+// gives the roots directly.
+//
+// # When it cannot run
+//
+// Check returns an *Unavailable error, one line, when perf is not
+// installed ("apt-get install linux-perf" on Debian), does not run for the
+// kernel, or is not permitted: system-wide sampling needs root (or
+// CAP_PERFMON) or kernel.perf_event_paranoid <= 0. kernel.kptr_restrict
+// (2, or 1 for non-root) hides kernel symbols: Check warns, kernel frames
+// become "[kernel]" and kernel time is classified by its user-space
+// caller (the glibc wrappers unlink, open64, recv, epoll_wait are in the
+// table for that).
+//
+// # Attribution
+//
+// Self counts a sample for the function on the CPU (the leaf), total for
+// every function on its stack (once per sample). Frames perf cannot name
+// (static functions of a stripped postgres binary) are "[object]", e.g.
+// "[postgres]", consecutive ones merged; kernel frames carry the suffix
+// "_[k]" (as FlameGraph's stackcollapse-perf.pl --kernel).
+//
+// Each sample goes to one subsystem (Classify): a claiming function
+// anywhere on the stack wins (XLogFlush, XLogWrite, issue_xlog_fsync,
+// XLogBackgroundFlush: WAL, though their fsync ends in ext4); else the
+// specific signature nearest the leaf (lock manager, shared invalidation,
+// catalog access, WAL, file system, memory and THP, network, scheduler
+// and waits: what the CPU is stuck in, wherever it was called from); else
+// the generic signature nearest the leaf (parser, planner, executor, heap
+// index and buffers: the phase of the query); else "other" (generic code
+// such as dynahash or memcpy with no signature above it). A generic
+// helper (hash_search_with_hash_value) has no signature of its own, so
+// it counts for its caller: under LockAcquireExtended it is lock manager
+// time, under a catalog cache lookup catalog time.
+//
+// Signatures (signatures.go holds the full lists; kernel patterns match
+// kernel frames only; compiler clone suffixes such as ".isra.0" are
+// ignored):
+//
+//	lock manager         LWLockAcquire, LWLockAttemptLock, LWLockRelease, LockAcquireExtended,
+//	                     LockRelationOid, LockReleaseAll, FastPath*, ProcSleep, s_lock
+//	                     (src/backend/storage/lmgr/lwlock.c, lock.c, lmgr.c, s_lock.c)
+//	shared invalidation  SIInsertDataEntries, SIGetDataEntries, ReceiveSharedInvalidMessages,
+//	                     AcceptInvalidationMessages, CatCacheInvalidate, InvalidateSystemCaches,
+//	                     PrepareToInvalidateCacheTuple, CacheInvalidateHeapTuple, AtEOXact_Inval,
+//	                     RelationCacheInvalidate* (storage/ipc/sinval.c, sinvaladt.c,
+//	                     utils/cache/inval.c, catcache.c, relcache.c)
+//	catalog access       SearchCatCache*, SearchSysCache*, systable_*, CatalogTupleInsert/Update/
+//	                     Delete, RelationBuildDesc, heap_create_with_catalog, index_create,
+//	                     performDeletion, findDependentObjects, recordDependencyOn*, DefineRelation,
+//	                     ExecuteTruncate, lsyscache get_* (utils/cache/, catalog/, access/index/
+//	                     genam.c, commands/tablecmds.c)
+//	parser               raw_parser, base_yyparse, core_yylex, parse_analyze*, transform*,
+//	                     QueryRewrite (parser/, rewrite/, tcop/postgres.c)
+//	planner              standard_planner, subquery_planner, make_one_rel, join_search_one_level,
+//	                     create_*_path, cost_*, eqjoinsel, clauselist_selectivity,
+//	                     get_relation_info, GetCachedPlan (optimizer/, utils/cache/plancache.c)
+//	executor             Exec*, standard_ExecutorRun, PortalRun*, tts_*, tuplesort_*, printtup
+//	                     (executor/, tcop/pquery.c, access/common/printtup.c)
+//	heap, index, buffers heap_*, heapgettup*, HeapTupleSatisfies*, _bt_*, bt*, index_*, ReadBuffer*,
+//	                     PinBuffer, LockBuffer, visibilitymap_*, GetSnapshotData (access/heap/,
+//	                     access/nbtree/, access/index/, storage/buffer/, utils/time/snapmgr.c)
+//	WAL                  XLogInsert, XLogInsertRecord, XLogFlush, XLogWrite, issue_xlog_fsync,
+//	                     XLogRegister*, WALInsertLockAcquire (access/transam/xlog.c, xloginsert.c)
+//	file system          PostgreSQL: mdcreate, mdunlink*, mdtruncate, smgr*, FileSync,
+//	                     pg_fsync (storage/smgr/md.c, storage/file/fd.c); kernel: ext4_*, xfs_*,
+//	                     jbd2_*, find_get_block_common, recently_deleted, find_inode_bit,
+//	                     __find_get_block, vfs_*, path_openat, do_unlinkat, do_truncate,
+//	                     do_fsync, d_alloc*, __d_lookup*, the open/unlink/truncate/fsync/pread/
+//	                     pwrite system call entries, tmpfs's shmem_unlink, shmem_create
+//	                     (fs/ext4, fs/xfs, fs/jbd2, fs/namei.c, open.c, buffer.c, mm/shmem.c)
+//	memory and THP       exc_page_fault, handle_mm_fault, do_anonymous_page, do_huge_pmd_*,
+//	                     clear_page*, clear_huge_page, folio_zero_user, compact_*,
+//	                     isolate_migratepages*, migrate_pages*, khugepaged*, __alloc_pages*,
+//	                     mmap/munmap/brk/madvise, zap_pte_range (mm/memory.c, huge_memory.c,
+//	                     compaction.c, migrate.c, page_alloc.c, khugepaged.c)
+//	network              secure_read, secure_write, pq_getbyte, pq_flush, recv/send (libpq/
+//	                     pqcomm.c, be-secure.c); kernel: tcp_*, unix_stream_*, unix_*, sock_*,
+//	                     ip_*, skb_*, sendto/recvfrom entries, net_rx_action (net/)
+//	scheduler and waits  WaitEventSetWait, WaitLatch, PGSemaphoreLock, pg_usleep, epoll_wait
+//	                     (storage/ipc/latch.c, port/posix_sema.c); kernel: schedule, __schedule,
+//	                     finish_task_switch, try_to_wake_up, ep_poll, futex_*, semop
+//	                     (kernel/sched/, kernel/futex/, fs/eventpoll.c)
+//
+// Summary.Marks adds total shares of kernel groups the doctor reads:
+// compaction (compact_*, isolate_migratepages*, migrate_pages*),
+// huge_page_clearing (clear_huge_page, folio_zero_user) and page_faults
+// (exc_page_fault).
+//
+// # Output
+//
+// Summary is what the results keep (extra.profile): subsystem shares,
+// the top functions, and the TopStacks most frequent folded stacks (the
+// rest counted in folded_omitted); Parsed.WriteFolded writes every stack
+// for external tools (flamegraph.pl, speedscope, inferno); FlameGraph
+// draws a self-contained SVG (no scripts: each frame's name and share are
+// in its <title>, shown on hover), coloured by subsystem.
+package profile

@@ -1,0 +1,330 @@
+package profile_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/procfs"
+
+	"github.com/erplab/erplab/internal/pgtest"
+	"github.com/erplab/erplab/internal/profile"
+)
+
+var srv *pgtest.Server
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Run(m, &srv)) }
+
+// needPerf skips t with the one-line reason when perf cannot sample here.
+func needPerf(t *testing.T) {
+	t.Helper()
+	if _, _, err := profile.Check(context.Background(), profile.Host{}); err != nil {
+		t.Skip(err.Error())
+	}
+}
+
+func TestLocate(t *testing.T) {
+	dsn := srv.DSN(t, "postgres")
+	c := srv.Cluster(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	s, err := profile.Locate(ctx, conn, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Postmaster != c.PID() || !strings.HasSuffix(s.DataDir, "/data") {
+		t.Errorf("Locate = %+v, want postmaster %d data %s", s, c.PID(), c.DataDir())
+	}
+	// Another proc root: the backend is not a process there, as for a
+	// remote server.
+	_, err = profile.Locate(ctx, conn, t.TempDir())
+	var u *profile.Unavailable
+	if !errors.As(err, &u) || !strings.Contains(err.Error(), "not a local process") || strings.Contains(err.Error(), "\n") {
+		t.Errorf("Locate on an empty proc root: %v", err)
+	}
+}
+
+func TestCheckReasons(t *testing.T) {
+	ctx := context.Background()
+	_, _, err := profile.Check(ctx, profile.Host{Perf: filepath.Join(t.TempDir(), "perf")})
+	if err == nil || !strings.Contains(err.Error(), "apt-get install linux-perf") {
+		t.Errorf("no perf: %v", err)
+	}
+	if _, err := exec.LookPath("perf"); err != nil {
+		t.Skip("perf not installed: the paranoid and kptr_restrict lines need it")
+	}
+	proc := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(proc, "sys/kernel"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, v string) {
+		if err := os.WriteFile(filepath.Join(proc, "sys/kernel", name), []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("perf_event_paranoid", "2")
+	write("kptr_restrict", "2")
+	_, _, err = profile.Check(ctx, profile.Host{Proc: proc, Unprivileged: true})
+	if err == nil || !strings.Contains(err.Error(), "perf_event_paranoid is 2") {
+		t.Errorf("paranoid 2, not root: %v", err)
+	}
+	write("perf_event_paranoid", "-1")
+	_, warning, err := profile.Check(ctx, profile.Host{Proc: proc, Unprivileged: true})
+	if err != nil || !strings.Contains(warning, "kptr_restrict=2") {
+		t.Errorf("paranoid -1, kptr_restrict 2: %v, warning %q", err, warning)
+	}
+}
+
+// load runs n connections doing one statement loop until ctx ends and
+// returns the loops done.
+func load(ctx context.Context, t *testing.T, dsn string, n int, setup string, loop []string) int64 {
+	t.Helper()
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			conn, err := pgx.Connect(context.Background(), dsn)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer conn.Close(context.Background())
+			if setup != "" {
+				if _, err := conn.Exec(context.Background(), setup); err != nil {
+					errs <- err
+					return
+				}
+			}
+			for k := 0; ctx.Err() == nil; k++ {
+				for _, q := range loop {
+					var err error
+					if strings.Contains(q, "$1") {
+						_, err = conn.Exec(ctx, q, (k*7919+i*104729)%20000+1)
+					} else {
+						_, err = conn.Exec(ctx, q)
+					}
+					if err != nil {
+						if ctx.Err() == nil {
+							errs <- err
+						}
+						return
+					}
+				}
+				done.Add(1)
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("load: %v", err)
+	}
+	return done.Load()
+}
+
+var (
+	selectLoop = []string{"SELECT v FROM prof_t WHERE id = $1"}
+	churnLoop  = []string{"CREATE TEMP TABLE churn(a int, b text)", "CREATE INDEX ON churn(a)",
+		"INSERT INTO churn SELECT g, 'x' FROM generate_series(1, 20) g", "DROP TABLE churn"}
+)
+
+func prepare(t *testing.T) string {
+	t.Helper()
+	dsn := srv.NewDatabase(t)
+	pool := srv.Pool(t, dsn)
+	if _, err := pool.Exec(context.Background(), `CREATE TABLE prof_t(id int PRIMARY KEY, v text);
+		INSERT INTO prof_t SELECT g, md5(g::text) FROM generate_series(1, 20000) g; ANALYZE prof_t`); err != nil {
+		t.Fatal(err)
+	}
+	return dsn
+}
+
+// profiled records the server while a load runs for d; the load's
+// connections open after the recording started, so their backends are
+// followed only through their FORK records.
+func profiled(t *testing.T, dsn string, d time.Duration, setup string, loop []string) (*profile.Summary, int64) {
+	t.Helper()
+	ctx := context.Background()
+	sess, err := profile.Begin(ctx, dsn, profile.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	n := load(lctx, t, dsn, 3, setup, loop)
+	sum, _, err := sess.End(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum, n
+}
+
+// A temp-table churn shows invalidation, catalog and file-system shares
+// well above a select-only load's; the select-only profile is query
+// execution, index access and network.
+func TestProfileLoads(t *testing.T) {
+	needPerf(t)
+	dsn := prepare(t)
+	sel, _ := profiled(t, dsn, 4*time.Second, "", selectLoop)
+	churn, _ := profiled(t, dsn, 4*time.Second, "", churnLoop)
+	for _, s := range []*profile.Summary{sel, churn} {
+		if s.Samples < 100 || s.Processes < 3 {
+			t.Fatalf("too few samples or processes: %d samples of %d processes (the load's backends were not followed)", s.Samples, s.Processes)
+		}
+	}
+	for _, sub := range []string{profile.SubSinval, profile.SubCatalog, profile.SubFS} {
+		if a, b := sel.Share(sub), churn.Share(sub); !(b >= 2*a && b >= 2) {
+			t.Errorf("%s: churn %.1f %% not well above select-only %.1f %%", sub, b, a)
+		}
+	}
+	query := sel.Share(profile.SubExecutor) + sel.Share(profile.SubAccess) + sel.Share(profile.SubNetwork) +
+		sel.Share(profile.SubParser) + sel.Share(profile.SubPlanner)
+	if query < 40 {
+		t.Errorf("select-only: executor, access, network, parser, planner only %.1f %%", query)
+	}
+	if a, b := sel.Share(profile.SubExecutor)+sel.Share(profile.SubAccess)+sel.Share(profile.SubNetwork), sel.Share(profile.SubCatalog)+sel.Share(profile.SubFS)+sel.Share(profile.SubSinval); a < 3*b {
+		t.Errorf("select-only: executor+access+network %.1f %% not well above catalog+fs+sinval %.1f %%", a, b)
+	}
+	t.Logf("select-only: %s", shares(sel))
+	t.Logf("temp churn:  %s", shares(churn))
+}
+
+// spread is "mean m, sd s, median, range [lo, hi]" of xs.
+func spread(xs []float64) string {
+	x := append([]float64(nil), xs...)
+	sort.Float64s(x)
+	m, sd := 0.0, 0.0
+	for _, v := range x {
+		m += v / float64(len(x))
+	}
+	for _, v := range x {
+		sd += (v - m) * (v - m) / float64(len(x)-1)
+	}
+	med := x[len(x)/2]
+	if len(x)%2 == 0 {
+		med = (x[len(x)/2-1] + x[len(x)/2]) / 2
+	}
+	return fmt.Sprintf("mean %.3f, sd %.3f, median %.3f, range [%.3f, %.3f] over %d rounds", m, math.Sqrt(sd), med, x[0], x[len(x)-1], len(x))
+}
+
+// treeCPU is the CPU seconds of pm and its children, with those they
+// reaped (proc(5) utime, stime, cutime, cstime).
+func treeCPU(t *testing.T, pm int) float64 {
+	t.Helper()
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs, err := fs.AllProcs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, p := range procs {
+		st, err := p.Stat()
+		if err != nil || (p.PID != pm && st.PPID != pm) {
+			continue
+		}
+		sum += float64(st.UTime+st.STime) / 100
+		if p.PID == pm {
+			sum += float64(st.CUTime+st.CSTime) / 100
+		}
+	}
+	return sum
+}
+
+func shares(s *profile.Summary) string {
+	var parts []string
+	for _, x := range s.Subsystems {
+		parts = append(parts, fmt.Sprintf("%s %.1f", x.Name, x.SharePct))
+	}
+	return fmt.Sprintf("%d samples: %s", s.Samples, strings.Join(parts, ", "))
+}
+
+// TestMeasure prints the figures of the README (ERPLAB_PROFILE_MEASURE=1,
+// root, perf): server throughput of a select-only load with and without
+// profiling at 499 Hz in alternation, and the file-system share of a
+// temp-table churn with temp tables on disk and on a tmpfs tablespace.
+func TestMeasure(t *testing.T) {
+	if os.Getenv("ERPLAB_PROFILE_MEASURE") == "" {
+		t.Skip("set ERPLAB_PROFILE_MEASURE=1 to measure profiling overhead and the tmpfs comparison")
+	}
+	needPerf(t)
+	dsn := prepare(t)
+	ctx := context.Background()
+	const d = 5 * time.Second
+	pm := srv.Cluster(t).PID()
+	var tps, cpu, perfShare []float64
+	for i := 0; i < 5; i++ {
+		// The load's backends exit after their connections close: wait
+		// for the postmaster to reap them (their CPU moves to its cutime).
+		settle := func() float64 { time.Sleep(time.Second); return treeCPU(t, pm) }
+		c0 := settle()
+		lctx, cancel := context.WithTimeout(ctx, d)
+		off := load(lctx, t, dsn, 3, "", selectLoop)
+		cancel()
+		c1 := settle()
+		sum, on := profiled(t, dsn, d, "", selectLoop)
+		c2 := settle()
+		offCPU, onCPU := (c1-c0)/float64(off), (c2-c1)/float64(on)
+		tps = append(tps, float64(on)/float64(off))
+		cpu = append(cpu, onCPU/offCPU)
+		perfShare = append(perfShare, 100*sum.PerfCPUS/(sum.DurationS*float64(runtime.NumCPU())))
+		t.Logf("round %d: off %.0f tps %.1f µs server CPU/tx; on %.0f tps %.1f µs/tx; perf itself %.2f s CPU (%.1f %% of all CPUs)", i+1,
+			float64(off)/d.Seconds(), 1e6*offCPU, float64(on)/d.Seconds(), 1e6*onCPU, sum.PerfCPUS, perfShare[i])
+	}
+	t.Logf("throughput on/off: %s", spread(tps))
+	t.Logf("server CPU per transaction on/off: %s", spread(cpu))
+	t.Logf("perf's own CPU, %% of all CPUs: %s", spread(perfShare))
+	up, _ := os.ReadFile("/proc/loadavg")
+	t.Logf("load average: %s", strings.TrimSpace(string(up)))
+
+	// tmpfs: a tablespace whose directory is a tmpfs mount.
+	dir, err := os.MkdirTemp("", "erplab-profile-tmpfs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755) //nolint:errcheck
+	mnt := filepath.Join(dir, "mnt")
+	os.Mkdir(mnt, 0o755) //nolint:errcheck
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256m,mode=0700", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("mount tmpfs: %v %s", err, out)
+	}
+	defer exec.Command("umount", mnt).Run() //nolint:errcheck
+	if out, err := exec.Command("chown", "postgres", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("chown: %v %s", err, out)
+	}
+	pool := srv.Pool(t, dsn)
+	if _, err := pool.Exec(ctx, "CREATE TABLESPACE prof_tmpfs LOCATION '"+mnt+"'"); err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Exec(ctx, "DROP TABLESPACE prof_tmpfs") //nolint:errcheck
+	for i := 0; i < 2; i++ {
+		disk, nd := profiled(t, dsn, d, "", churnLoop)
+		tmp, nt := profiled(t, dsn, d, "SET temp_tablespaces = prof_tmpfs", churnLoop)
+		t.Logf("churn on disk: fs %.1f %% (%.0f loops/s); on tmpfs: fs %.1f %% (%.0f loops/s)", disk.Share(profile.SubFS), float64(nd)/d.Seconds(),
+			tmp.Share(profile.SubFS), float64(nt)/d.Seconds())
+		t.Logf("  disk: %s", shares(disk))
+		t.Logf("  tmpfs: %s", shares(tmp))
+	}
+}

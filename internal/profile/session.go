@@ -1,0 +1,133 @@
+package profile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/procfs"
+)
+
+// Options choose what a Session records.
+type Options struct {
+	// PIDs are the processes to follow with their descendants; empty =
+	// the postmaster of the server at the DSN (Locate).
+	PIDs []int
+	// Frequency is the sampling frequency in Hz; 0 = DefaultFrequency.
+	Frequency int
+	// Host is where perf and /proc are (zero value: this host).
+	Host Host
+}
+
+// Session is a recording of one server's processes.
+type Session struct {
+	rec   *Recording
+	roots []int
+	// Warning is Check's warning ("" if none), to print once.
+	Warning string
+	// poll: the descendants of roots seen in /proc during the recording.
+	stop chan struct{}
+	done chan []int
+}
+
+// pollInterval is how often a Session lists the roots' descendants in
+// /proc, besides perf's FORK records (which a busy host can lose).
+const pollInterval = 200 * time.Millisecond
+
+// poll lists the descendants of roots in proc until stop, and sends them.
+func poll(proc string, roots []int, stop <-chan struct{}, done chan<- []int) {
+	seen := map[int]bool{}
+	fs, err := procfs.NewFS(proc)
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	for err == nil {
+		procs, perr := fs.AllProcs()
+		if perr == nil {
+			parent := map[int]int{}
+			for _, p := range procs {
+				if st, err := p.Stat(); err == nil {
+					parent[p.PID] = st.PPID
+				}
+			}
+			in := map[int]bool{}
+			for _, r := range roots {
+				in[r] = true
+			}
+			for pid := range parent {
+				// walk up to a root (a process tree is shallow)
+				for q, n := parent[pid], 0; q > 1 && n < 16; q, n = parent[q], n+1 {
+					if in[q] {
+						seen[pid] = true
+						break
+					}
+				}
+			}
+		}
+		select {
+		case <-stop:
+			err = errors.New("stopped")
+		case <-t.C:
+		}
+	}
+	out := make([]int, 0, len(seen))
+	for pid := range seen {
+		out = append(out, pid)
+	}
+	done <- out
+}
+
+// Begin checks that perf can run (Check), finds the server's postmaster
+// from a connection to dsn (Locate) unless opts.PIDs names the processes,
+// and starts the recording. Its errors are one line; an *Unavailable
+// error says why profiling cannot run here (perf missing or not
+// permitted, remote server).
+func Begin(ctx context.Context, dsn string, opts Options) (*Session, error) {
+	perf, warning, err := Check(ctx, opts.Host)
+	if err != nil {
+		return nil, err
+	}
+	roots := opts.PIDs
+	if len(roots) == 0 {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(cctx, dsn)
+		if err != nil {
+			return nil, fmt.Errorf("profile: connect: %w", err)
+		}
+		srv, err := Locate(cctx, conn, opts.Host.Proc)
+		conn.Close(context.WithoutCancel(ctx))
+		if err != nil {
+			return nil, err
+		}
+		roots = []int{srv.Postmaster}
+	}
+	rec, err := Start(ctx, perf, opts.Frequency)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{rec: rec, roots: roots, Warning: warning, stop: make(chan struct{}), done: make(chan []int, 1)}
+	proc := opts.Host.Proc
+	if proc == "" {
+		proc = "/proc"
+	}
+	go poll(proc, roots, s.stop, s.done)
+	return s, nil
+}
+
+// Roots are the followed processes.
+func (s *Session) Roots() []int { return s.roots }
+
+// End stops the recording and summarizes it (Recording.Stop).
+func (s *Session) End(ctx context.Context) (*Summary, *Parsed, error) {
+	close(s.stop)
+	return s.rec.Stop(ctx, s.roots, <-s.done)
+}
+
+// Abort stops the recording and discards it.
+func (s *Session) Abort() {
+	close(s.stop)
+	<-s.done
+	s.rec.Abort()
+}
