@@ -39,6 +39,56 @@ func faultCluster(t *testing.T, settings map[string]string) *pgcluster.Cluster {
 	return c
 }
 
+// afterStart calls f d after the run's load began (its "streaming
+// results to" line, after set-up, however long the machine took for that)
+// and returns the writer to give loadtest.Run.
+func afterStart(t *testing.T, d time.Duration, f func()) *lineWatcher {
+	w := &lineWatcher{want: "streaming results to ", hit: make(chan struct{})}
+	go func() {
+		select {
+		case <-w.hit:
+			time.Sleep(d)
+			f()
+		case <-time.After(2 * time.Minute):
+		}
+	}()
+	return w
+}
+
+// lineWatcher collects output and closes hit when want first appears.
+type lineWatcher struct {
+	mu   sync.Mutex
+	b    bytes.Buffer
+	want string
+	hit  chan struct{}
+	seen bool
+	at   time.Time // when want appeared
+}
+
+// since is the time since want appeared.
+func (w *lineWatcher) since() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return time.Since(w.at)
+}
+
+func (w *lineWatcher) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.b.Write(p)
+	if !w.seen && strings.Contains(w.b.String(), w.want) {
+		w.seen, w.at = true, time.Now()
+		close(w.hit)
+	}
+	return n, err
+}
+
+func (w *lineWatcher) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
 // serverPIDs are the postmaster and its children (every server process).
 func serverPIDs(t *testing.T, c *pgcluster.Cluster) []int {
 	t.Helper()
@@ -85,11 +135,9 @@ func TestFrozenServerIsReported(t *testing.T) {
 	opts := smokeOptions(t, c.DSN("f"), 8*time.Second)
 	opts.GracefulStop = time.Second
 	opts.Observe = false
-	time.AfterFunc(2*time.Second, func() { freeze(t, c) })
-	var out bytes.Buffer
-	t0 := time.Now()
-	res, err := loadtest.Run(context.Background(), opts, &out)
-	took := time.Since(t0)
+	out := afterStart(t, 2*time.Second, func() { freeze(t, c) })
+	res, err := loadtest.Run(context.Background(), opts, out)
+	took := out.since() // from the start of the load
 	if !errors.Is(err, engine.ErrNotAnswering) || res == nil {
 		t.Fatalf("err %v, want ErrNotAnswering\n%s", err, out.String())
 	}
@@ -134,11 +182,9 @@ func TestFrozenServerAbortsAfterServerGone(t *testing.T) {
 	opts.GracefulStop = time.Second
 	opts.ServerGoneAfter = 6 * time.Second
 	opts.Observe = false
-	time.AfterFunc(time.Second, func() { freeze(t, c) })
-	var out bytes.Buffer
-	t0 := time.Now()
-	res, err := loadtest.Run(context.Background(), opts, &out)
-	took := time.Since(t0)
+	out := afterStart(t, time.Second, func() { freeze(t, c) })
+	res, err := loadtest.Run(context.Background(), opts, out)
+	took := out.since() // from the start of the load
 	if !errors.Is(err, engine.ErrNotAnswering) || !errors.Is(err, engine.ErrAborted) || res == nil {
 		t.Fatalf("err %v, want ErrAborted and ErrNotAnswering\n%s", err, out.String())
 	}
@@ -158,12 +204,15 @@ func TestFrozenServerAbortsAfterServerGone(t *testing.T) {
 // by SQLSTATE.
 func TestServerComingBackIsNotGone(t *testing.T) {
 	c := faultCluster(t, map[string]string{"hot_standby": "off"})
-	opts := smokeOptions(t, c.DSN("f"), 16*time.Second)
-	opts.ServerGoneAfter = 3 * time.Second
+	opts := smokeOptions(t, c.DSN("f"), 18*time.Second)
+	// Longer than a loaded machine takes to restart the postmaster (the
+	// socket is gone meanwhile: that part is "gone"), shorter than the
+	// time in recovery.
+	opts.ServerGoneAfter = 5 * time.Second
 	opts.Observe = false
 	restarted := make(chan error, 1)
-	const recovering = 7 * time.Second
-	time.AfterFunc(2*time.Second, func() {
+	const recovering = 9 * time.Second
+	out := afterStart(t, 2*time.Second, func() {
 		restarted <- c.RestartImmediate(context.Background(), func() {
 			// Start as a standby: it replays, then waits for WAL that
 			// never comes, refusing connections, until promoted.
@@ -173,8 +222,7 @@ func TestServerComingBackIsNotGone(t *testing.T) {
 			time.AfterFunc(recovering, func() { promote(t, c) })
 		})
 	})
-	var out bytes.Buffer
-	res, err := loadtest.Run(context.Background(), opts, &out)
+	res, err := loadtest.Run(context.Background(), opts, out)
 	if rerr := <-restarted; rerr != nil {
 		t.Fatal(rerr)
 	}
@@ -197,14 +245,14 @@ func TestServerComingBackIsNotGone(t *testing.T) {
 	// Operations succeed again after the promotion.
 	var after int64
 	for _, iv := range res.Doc.Series {
-		if iv.T > 13 {
+		if iv.T > 15 {
 			after += iv.Count - iv.Errors
 		}
 	}
 	if after == 0 {
 		t.Fatalf("no successful operation after the server came back:\n%s", s)
 	}
-	t.Logf("in recovery for %s with --server-gone-after 3s: completed; errors by SQLSTATE %v", recovering, codes)
+	t.Logf("in recovery for %s with --server-gone-after 5s: completed; errors by SQLSTATE %v", recovering, codes)
 }
 
 // promote ends a standby's recovery as pg_ctl promote does: the signal
