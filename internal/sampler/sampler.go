@@ -396,16 +396,14 @@ func (s *Sampler) attach(ctx context.Context, conn *pgx.Conn) error {
 	qctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	var info Info
-	if err := conn.QueryRow(qctx, infoSQL).Scan(&info.VersionNum, &info.Version, &info.BackendPID, &info.Database, &info.StatsPrivileged); err != nil {
+	var ext extensions
+	var period string
+	if err := conn.QueryRow(qctx, infoSQL).Scan(&info.VersionNum, &info.Version, &info.BackendPID, &info.Database, &info.StatsPrivileged,
+		&ext.pgssSchema, &info.Statements, &info.StatementsPreloaded, &ext.pwsSchema, &period); err != nil {
 		return fmt.Errorf("sampler: identify server: %w", err)
 	}
 	if info.VersionNum < minVersion {
 		return fmt.Errorf("sampler: PostgreSQL %s is not supported (need 12 or later)", info.Version)
-	}
-	var ext extensions
-	var period string
-	if err := conn.QueryRow(qctx, extensionsSQL).Scan(&ext.pgssSchema, &info.Statements, &info.StatementsPreloaded, &ext.pwsSchema, &period); err != nil {
-		return fmt.Errorf("sampler: find extensions: %w", err)
 	}
 	if ext.pwsSchema != "" && period != "" {
 		if ms, err := strconv.ParseFloat(period, 64); err == nil && ms > 0 {

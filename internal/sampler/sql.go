@@ -110,10 +110,11 @@ WHERE s.schemaname = 'pg_catalog'
 ORDER BY s.relname`
 
 // infoSQL identifies the server and the sampler's backend once per
-// connection.
+// connection, and finds the optional extensions (extensionColumns), in
+// one round trip.
 const infoSQL = `SELECT current_setting('server_version_num')::int4, current_setting('server_version'),
        pg_catalog.pg_backend_pid(), current_database()::text,
-       pg_catalog.pg_has_role(current_user, 'pg_read_all_stats', 'USAGE')`
+       pg_catalog.pg_has_role(current_user, 'pg_read_all_stats', 'USAGE'),` + extensionColumns
 
 // sqlSet is the statements for one server version.
 type sqlSet struct {
@@ -152,13 +153,13 @@ const opSessionsSQL12 = `SELECT pid, coalesce(wait_event_type || ':' || wait_eve
 FROM pg_catalog.pg_stat_activity
 WHERE pid = ANY($1::int4[]) AND state = 'active'`
 
-// extensionsSQL finds, once per connection, the schemas of the
+// extensionColumns (of infoSQL) find the schemas of the
 // pg_stat_statements and pg_wait_sampling extensions in the connected
 // database (empty when not created), pg_stat_statements' version, whether
 // pg_stat_statements is preloaded (shared_preload_libraries), and
 // pg_wait_sampling.profile_period in ms (empty when the library is not
 // loaded).
-const extensionsSQL = `SELECT
+const extensionColumns = `
   coalesce((SELECT n.nspname::text FROM pg_catalog.pg_extension x JOIN pg_catalog.pg_namespace n ON n.oid = x.extnamespace WHERE x.extname = 'pg_stat_statements'), ''),
   coalesce((SELECT x.extversion FROM pg_catalog.pg_extension x WHERE x.extname = 'pg_stat_statements'), ''),
   position('pg_stat_statements' IN current_setting('shared_preload_libraries')) > 0,
