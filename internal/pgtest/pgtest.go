@@ -32,6 +32,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/erplab/erplab/internal/leftover"
 	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -91,12 +92,39 @@ func Run(m *testing.M, srv **Server) int { return RunWith(m, srv, Options{}) }
 // otherwise runs the tests without a cluster, as under -short: the
 // package's tests read recorded data and need no server.
 func RunIf(m *testing.M, srv **Server, need *bool) int {
+	defer ownState()()
 	flag.Parse()
 	if !*need {
 		*srv = &Server{skip: "needs a PostgreSQL server: only to record testdata (see the package's record flag)"}
 		return m.Run()
 	}
 	return Run(m, srv)
+}
+
+// ownState gives the test binary a crash-safe record of its own
+// (leftover.EnvStateDir, a fresh directory under os.TempDir()) unless one
+// is set already, so that the leftover sweep every erplab command runs at
+// its start sees only what this package's tests made: test packages run
+// in parallel, and one package's deliberate leftovers (killed commands,
+// orphaned clusters) must neither be cleaned by another package's erplab
+// commands nor add a "cleaned up" line to their output. The returned func
+// sweeps what the tests left in it (nothing, normally) and removes it.
+func ownState() func() {
+	if os.Getenv(leftover.EnvStateDir) != "" {
+		return func() {}
+	}
+	dir, err := os.MkdirTemp("", "erplab-test-state-")
+	if err != nil {
+		return func() {}
+	}
+	os.Setenv(leftover.EnvStateDir, dir)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, _ = leftover.Sweep(ctx, os.Stderr)
+		_ = os.RemoveAll(dir)
+		os.Unsetenv(leftover.EnvStateDir)
+	}
 }
 
 // Options adjust the cluster of RunWith; zero fields take Run's values.
@@ -112,6 +140,7 @@ type Options struct {
 // RunWith is Run with a cluster adjusted by opts (e.g. a preloaded
 // library).
 func RunWith(m *testing.M, srv **Server, opts Options) int {
+	defer ownState()()
 	flag.Parse() // testing.Short needs the flags parsed; m.Run parses again harmlessly
 	if testing.Short() {
 		*srv = &Server{}
