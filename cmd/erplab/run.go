@@ -112,7 +112,7 @@ Exit codes: 0 done, 1 error, 2 bad usage, 99 integral APDEX below --apdex-min,
 				return withCode(exitInterrupted, fmt.Errorf("interrupted; results so far: %s", res.Path))
 			}
 			if scripts {
-				if err := scriptFailures(res); err != nil {
+				if err := scriptFailures(res, opts.Workload); err != nil {
 					return withCode(exitScriptRun, err)
 				}
 			}
