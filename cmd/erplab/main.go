@@ -35,6 +35,10 @@ const (
 	exitInterrupted    = int(exitcode.Interrupted)
 )
 
+// errSilent marks an error the command has already reported (erplab
+// pgbench prints pgbench's own lines): execute prints nothing more.
+var errSilent = errors.New("reported")
+
 // withCode attaches an exit code to err (exitcode.With).
 func withCode(code int, err error) error { return exitcode.With(exitcode.Code(code), err) }
 
@@ -59,7 +63,7 @@ func newRoot() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return withCode(exitUsage, fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 	})
-	root.AddCommand(newVersionCmd(), newRunCmd(), newInitCmd(), newCheckCmd(), newTopCmd(), newStressCmd(), newDiskCmd(), newRewriteCmd(), newProxyCmd(), newDoctorCmd(), newCompareCmd(), newReportCmd(), newABCmd(), newVsPgbenchCmd(), newProfileCmd())
+	root.AddCommand(newVersionCmd(), newRunCmd(), newInitCmd(), newCheckCmd(), newTopCmd(), newStressCmd(), newDiskCmd(), newRewriteCmd(), newProxyCmd(), newDoctorCmd(), newCompareCmd(), newReportCmd(), newABCmd(), newVsPgbenchCmd(), newProfileCmd(), newPgbenchCmd())
 	usageCodedArgs(root)
 	return root
 }
@@ -158,7 +162,9 @@ func execute(ctx context.Context, args []string) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintf(os.Stderr, "erplab: %v\n", err)
+	if !errors.Is(err, errSilent) {
+		fmt.Fprintf(os.Stderr, "erplab: %v\n", err)
+	}
 	return int(exitcode.Of(err))
 }
 

@@ -126,7 +126,7 @@ Ctrl-C exits at once).`,
 				return withCode(exitInterrupted, fmt.Errorf("interrupted; results so far: %s", res.Path))
 			}
 			if scripts {
-				if err := scriptFailures(res); err != nil {
+				if err := scriptFailures(res, opts.Workload); err != nil {
 					return withCode(exitScriptRun, err)
 				}
 			}

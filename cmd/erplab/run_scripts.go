@@ -16,6 +16,7 @@ import (
 
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/workload"
 	wpgbench "github.com/erplab/erplab/internal/workload/pgbench"
 	"github.com/erplab/erplab/internal/workload/pgbench/script"
 )
@@ -346,9 +347,10 @@ func (p progressValue) Set(s string) error {
 }
 
 // scriptFailures reports transactions that failed with an error other
-// than a serialization failure or deadlock: pgbench 15 aborts the client
-// there and exits 2; erplab ran on, and says so with the same code.
-func scriptFailures(res *loadtest.Result) error {
+// than a serialization failure or deadlock, and clients that aborted
+// (e.g. at the end of a script left inside a transaction block): pgbench
+// 15 exits 2 then, and so does erplab.
+func scriptFailures(res *loadtest.Result, w workload.Workload) error {
 	var n int64
 	codes := map[string]int64{}
 	for _, op := range res.Doc.Operations {
@@ -361,6 +363,9 @@ func scriptFailures(res *loadtest.Result) error {
 		}
 	}
 	if n == 0 {
+		if pw, ok := w.(*wpgbench.Workload); ok && pw.AbortedClients() > 0 {
+			return fmt.Errorf("%d clients aborted; results: %s", pw.AbortedClients(), res.Path)
+		}
 		return nil
 	}
 	parts := make([]string, 0, len(codes))

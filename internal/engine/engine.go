@@ -147,6 +147,11 @@ type Config struct {
 	// after it (package opmap; the samplers attribute wait events and
 	// statements through it).
 	Ops *opmap.Map
+	// RateFromFirstArrival starts the open model's schedule when the
+	// first worker asks for an arrival instead of at the run's start, as
+	// pgbench's schedule starts with its threads: the workers' start-up
+	// is not schedule lag.
+	RateFromFirstArrival bool
 }
 
 // RetryCounter is implemented by workloads whose Execute retries an
@@ -256,6 +261,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, cfg Config, rec *record.Record
 			return Outcome{}, errors.New("the open model (a rate) needs at least one VU to run the arrivals")
 		}
 		e.sched = newSchedule(cfg.Rate, rec.Start(), TotalDuration(cfg.Stages), cfg.Seed)
+		e.sched.lazy = cfg.RateFromFirstArrival
 	}
 	e.retries, _ = cfg.Workload.(RetryCounter)
 	if cfg.LatencyLimit > 0 {
@@ -693,12 +699,17 @@ func (e *run) openLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan
 		}
 	}()
 	limit := e.cfg.LatencyLimit
+	var skipNow time.Time // the clock of a run of skips (pgbench reads it once)
 	for e.cfg.TxPerVU == 0 || done < e.cfg.TxPerVU {
 		if stopped(ctx, stop) {
 			return done, endStopped
 		}
 		op := m.pick(vu.Rand)
-		now := time.Now()
+		now := skipNow
+		if now.IsZero() {
+			now = time.Now()
+		}
+		skipNow = time.Time{}
 		a, ok := e.sched.take(now)
 		if !ok {
 			// No arrival is left before the end of the run.
@@ -718,6 +729,7 @@ func (e *run) openLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan
 			// (pgbench --latency-limit with --rate).
 			e.rec.RecordSkipped(op, a.at)
 			done++
+			skipNow = now // judge the next arrival against the same clock: the skips catch up
 			continue
 		}
 		var pause time.Duration
@@ -797,6 +809,7 @@ func (e *run) operation(ctx context.Context, vu *workload.VU, op int, own *pgxpo
 	pid := pc.PID()
 	e.watch.enter(pc)
 	e.cfg.Ops.Begin(pid, op)
+	vu.Scheduled = sched
 	err := e.cfg.Workload.Execute(ctx, conn.Conn(), vu, op)
 	e.cfg.Ops.End(pid)
 	e.watch.leave(pc)

@@ -216,6 +216,8 @@ type schedule struct {
 	dueN  int64      // arrivals generated up to the due cursor
 	back  []float64  // handed back, ascending
 	peak  int64      // largest backlog since the last gauge
+	// lazy: the schedule starts at the first take (begun), not at start
+	lazy, begun bool
 }
 
 func newSchedule(stages []RateStage, start time.Time, runLength time.Duration, seed uint64) *schedule {
@@ -224,6 +226,29 @@ func newSchedule(stages []RateStage, start time.Time, runLength time.Duration, s
 }
 
 func (s *schedule) offset(t time.Time) float64 { return t.Sub(s.start).Seconds() }
+
+// begin, for a lazy schedule, moves its start to now at the first take
+// (the arrivals keep their spacing; the run's end stays where it was).
+// s.mu is held.
+func (s *schedule) begin(now time.Time) {
+	if !s.lazy || s.begun {
+		return
+	}
+	s.begun = true
+	shift := now.Sub(s.start).Seconds()
+	if shift <= 0 {
+		return
+	}
+	s.start = now
+	s.end = max(s.end-shift, 0)
+	s.next.end, s.due.end = s.end, s.end
+	if s.next.at >= s.end {
+		s.next.at, s.due.at = math.Inf(1), math.Inf(1)
+	}
+}
+
+// idle reports whether a lazy schedule has not begun: nothing is due.
+func (s *schedule) idle() bool { return s.lazy && !s.begun }
 
 // backlogLocked advances the due cursor to n (s since start) and returns
 // the arrivals due by n and not handed out (or handed back).
@@ -245,8 +270,9 @@ func (s *schedule) backlogLocked(n float64) int64 {
 // the worker then waits for it); false when no arrival is left before the
 // end of the run.
 func (s *schedule) take(now time.Time) (arrival, bool) {
-	n := s.offset(now)
 	s.mu.Lock()
+	s.begin(now)
+	n := s.offset(now)
 	var off float64
 	switch {
 	case len(s.back) > 0:
@@ -288,9 +314,12 @@ func (s *schedule) giveBack(a arrival) {
 // gauge returns the backlog at now and the largest backlog seen since the
 // last call.
 func (s *schedule) gauge(now time.Time) (current, peak int64) {
-	n := min(s.offset(now), s.end)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.idle() {
+		return 0, 0
+	}
+	n := min(s.offset(now), s.end)
 	current = s.backlogLocked(n)
 	peak = max(s.peak, current)
 	s.peak = current
@@ -300,9 +329,12 @@ func (s *schedule) gauge(now time.Time) (current, peak int64) {
 // final counts, once every worker has exited, the arrivals scheduled up
 // to stopAt (capped at the run length) and those of them never started.
 func (s *schedule) final(stopAt time.Time) (arrivals, left int64) {
-	n := min(s.offset(stopAt), s.end)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.idle() {
+		return 0, 0
+	}
+	n := min(s.offset(stopAt), s.end)
 	left = s.backlogLocked(n)
 	arrivals = s.dueN
 	// The due cursor may have been copied ahead of n; what lies ahead was

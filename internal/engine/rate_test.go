@@ -272,3 +272,33 @@ func BenchmarkScheduleTake(b *testing.B) {
 		})
 	}
 }
+
+// A lazy schedule (Config.RateFromFirstArrival) starts at its first take:
+// nothing is due before it, the first arrival lies after it, and the
+// run's end does not move.
+func TestScheduleStartsAtFirstTake(t *testing.T) {
+	start := time.Unix(1000, 0)
+	rate, _ := ConstantRate(100)
+	s := newSchedule(rate, start, 10*time.Second, 5)
+	s.lazy = true
+	late := start.Add(3 * time.Second)
+	if cur, _ := s.gauge(late); cur != 0 {
+		t.Fatalf("backlog %d before the first take", cur)
+	}
+	a, ok := s.take(late)
+	ts := arrivalTimes(rate, 10*time.Second, 5)
+	if !ok || !a.at.After(late) || a.at.Sub(late).Seconds()-ts[0] > 1e-6 || ts[0]-a.at.Sub(late).Seconds() > 1e-6 {
+		t.Fatalf("first arrival %v (%+v), want %f s after the first take at %v", a.at, a, ts[0], late)
+	}
+	last := a
+	for {
+		b, ok := s.take(late.Add(time.Hour))
+		if !ok {
+			break
+		}
+		last = b
+	}
+	if end := start.Add(10 * time.Second); !last.at.Before(end) {
+		t.Fatalf("an arrival at %v, after the run's end %v", last.at, end)
+	}
+}

@@ -96,6 +96,15 @@ type Options struct {
 	// (internal/profile) and records the profile as extra.profile; when
 	// it cannot run, one warning line says why and the run goes on.
 	Profile bool
+	// OnSample, when set, sees every recorded execution
+	// (engine.Config.OnSample), e.g. for pgbench's progress lines and logs.
+	OnSample func(record.Sample)
+	// RateFromFirstArrival starts the open model's schedule with its
+	// first worker (engine.Config.RateFromFirstArrival; pgbench's way).
+	RateFromFirstArrival bool
+	// PoolOptions adjust the connections of the run's pool (e.g. a notice
+	// handler), after erplab's own.
+	PoolOptions []conninfo.PoolOption
 
 	// Out is the results file; "" = ./erplab-results/<time>-<workload>.json.
 	Out         string
@@ -258,7 +267,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		serverDesc = "from PG* environment"
 	}
 
-	pool, err := conninfo.OpenPool(ctx, dsn, poolSize, conninfo.RawSockets())
+	pool, err := conninfo.OpenPool(ctx, dsn, poolSize, append([]conninfo.PoolOption{conninfo.RawSockets()}, opts.PoolOptions...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -393,7 +402,8 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		Workload: opts.Workload, Roles: roles, Stages: opts.Stages, Warmup: opts.Warmup,
 		Think: opts.Think, Connections: opts.Connections, MaxErrors: opts.MaxErrors,
 		Seed: opts.Seed, GracefulStop: opts.GracefulStop, ServerGone: opts.ServerGoneAfter, Health: health,
-		Rate: opts.Rate, LatencyLimit: opts.LatencyLimit, TxPerVU: opts.TxPerVU, Ops: opm,
+		Rate: opts.Rate, LatencyLimit: opts.LatencyLimit, TxPerVU: opts.TxPerVU, Ops: opm, OnSample: opts.OnSample,
+		RateFromFirstArrival: opts.RateFromFirstArrival,
 		OnInterval: func(iv results.Interval) {
 			if stream.Err() != nil {
 				return // reported when it failed

@@ -56,6 +56,10 @@ type VU struct {
 	// State is free for the workload to keep per-VU session state in
 	// (e.g. the user a VU logs in as, cached temp-table names).
 	State any
+	// Scheduled is, in the open model, the scheduled start of the
+	// arrival the current Execute serves (zero in the closed model), e.g.
+	// for pgbench's per-transaction log and its schedule lag.
+	Scheduled time.Time
 }
 
 // SetupOptions are the parameters of [Workload.Setup].

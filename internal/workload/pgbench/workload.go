@@ -15,9 +15,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/erplab/erplab/internal/workload"
@@ -82,6 +84,40 @@ type Options struct {
 	Rate         bool
 	// Debug receives debug() lines and messages; nil means io.Discard.
 	Debug io.Writer
+	// ShellOut receives the standard output of \shell commands; nil means
+	// os.Stdout, as pgbench.
+	ShellOut io.Writer
+	// Log, when set, receives pgbench's own stderr lines for every client
+	// abort, in pgbench's wording (script.AbortLines), instead of the
+	// distinct-error lines written to Debug (`erplab pgbench`).
+	Log io.Writer
+	// Connect, when set, is the connection of pgbench -C: every
+	// transaction runs on a new connection made from it and closed after
+	// (the VU's pooled connection stays unused); connection times add up
+	// in ConnectTime.
+	Connect *pgconn.Config
+	// Trace and VerboseErrors receive pgbench -d's and --verbose-errors'
+	// lines (script.Options); nil = none.
+	Trace, VerboseErrors io.Writer
+	// OnTransaction, when set, sees every transaction pgbench counts
+	// (successful, or failed after its tries), from the client's
+	// goroutine: pgbench's -l log.
+	OnTransaction func(Transaction)
+	// OnAbort, when set, is called (once per client) when a client
+	// aborts, e.g. to end the run at the first abort (pgbench 17
+	// --exit-on-abort).
+	OnAbort func(client int)
+}
+
+// Transaction is one counted transaction, as pgbench's -l logs it.
+type Transaction struct {
+	Client, Script int
+	// Start and End bound the execution; Scheduled is the open model's
+	// scheduled start (zero in the closed model).
+	Start, End, Scheduled time.Time
+	// SQLState is "" for a success, else the last try's SQLSTATE.
+	SQLState string
+	Retries  int
 }
 
 // Workload runs pgbench scripts. Create it with New.
@@ -101,6 +137,10 @@ type Workload struct {
 	mu      sync.Mutex
 	clients []*client // every client made, for the per-command report
 	errs    []errorSeen
+
+	aborted     atomic.Int64 // clients aborted
+	connectNs   atomic.Int64 // -C: time spent connecting
+	connections atomic.Int64 // -C: connections made
 }
 
 // errorSeen is one distinct error message of a key operation and how many
@@ -118,6 +158,7 @@ const maxDistinctErrors = 20
 type client struct {
 	c           *script.Client
 	lastRetries int
+	aborted     error // set once the client aborted after a counted transaction
 }
 
 // New checks the options and names the key operations: a built-in
@@ -169,6 +210,11 @@ func New(opts Options) (*Workload, error) {
 	}
 	if total <= 0 {
 		return nil, errors.New("total script weight must not be zero")
+	}
+	// Script checks that depend on the query mode (pgbench makes them
+	// while parsing: too many variable references for -M prepared).
+	if _, err := script.NewClient(opts.Scripts, script.Options{Mode: opts.Mode}); err != nil {
+		return nil, err
 	}
 	return w, nil
 }
@@ -309,20 +355,93 @@ func (w *Workload) Execute(ctx context.Context, conn *pgx.Conn, vu *workload.VU,
 		}
 		vu.State = cl
 	}
-	res := cl.c.Run(ctx, conn.PgConn(), op)
+	if cl.aborted != nil {
+		// the previous transaction was counted and the client aborted
+		return fmt.Errorf("client %d aborted: %w: %w", vu.ID-1, workload.ErrStopVU, cl.aborted)
+	}
+	pc := conn.PgConn()
+	if w.opts.Connect != nil {
+		t0 := time.Now()
+		c, err := pgconn.ConnectConfig(ctx, w.opts.Connect)
+		w.connectNs.Add(int64(time.Since(t0)))
+		w.connections.Add(1)
+		if err != nil {
+			w.abort(vu.ID - 1)
+			if w.opts.Log != nil {
+				fmt.Fprintf(w.opts.Log, "pgbench: error: %s\npgbench: error: client %d aborted while establishing connection\n", ConnectMessage(err), vu.ID-1)
+			}
+			return fmt.Errorf("client %d aborted: %w: %w", vu.ID-1, workload.ErrStopVU, err)
+		}
+		defer c.Close(context.WithoutCancel(ctx))
+		pc = c
+	}
+	start := time.Now()
+	res := cl.c.Run(ctx, pc, op)
 	cl.lastRetries = res.Retries()
+	if w.opts.OnTransaction != nil && ctx.Err() == nil {
+		retryable := res.SQLState == script.SerializationFailure || res.SQLState == script.DeadlockDetected
+		if !res.Failed || retryable || w.opts.ContinueOnError {
+			w.opts.OnTransaction(Transaction{Client: vu.ID - 1, Script: op, Start: start, End: time.Now(),
+				Scheduled: vu.Scheduled, SQLState: res.SQLState, Retries: res.Retries()})
+		}
+	}
+	if res.Incomplete {
+		// pgbench counts the transaction, then aborts the client: the
+		// next Execute stops the VU
+		w.abort(vu.ID - 1)
+		w.logAbort(vu.ID-1, op, res.Err)
+		cl.aborted = res.Err
+		return nil
+	}
 	if res.Failed || res.Err != nil {
 		err := res.Err
 		if err == nil {
 			err = fmt.Errorf("transaction failed (SQLSTATE %s)", res.SQLState)
 		}
-		w.noteError(vu.ID-1, op, err)
-		if !w.opts.ContinueOnError && res.SQLState != script.SerializationFailure && res.SQLState != script.DeadlockDetected {
+		retryable := res.SQLState == script.SerializationFailure || res.SQLState == script.DeadlockDetected
+		if ctx.Err() == nil && (!retryable || w.opts.Log == nil) {
+			w.noteError(vu.ID-1, op, err)
+		}
+		if !w.opts.ContinueOnError && !retryable {
+			if ctx.Err() == nil {
+				w.abort(vu.ID - 1)
+				w.logAbort(vu.ID-1, op, err)
+			}
 			return fmt.Errorf("client %d aborted: %w: %w", vu.ID-1, workload.ErrStopVU, err)
 		}
 		return err
 	}
 	return nil
+}
+
+// abort counts an aborted client and tells OnAbort.
+func (w *Workload) abort(client int) {
+	w.aborted.Add(1)
+	if w.opts.OnAbort != nil {
+		w.opts.OnAbort(client)
+	}
+}
+
+// logAbort writes pgbench's lines for an abort to Options.Log.
+func (w *Workload) logAbort(client, op int, err error) {
+	if w.opts.Log == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, l := range script.AbortLines(client, op, w.opts.Scripts[op], err) {
+		fmt.Fprintln(w.opts.Log, l)
+	}
+}
+
+// AbortedClients is the number of clients aborted so far (pgbench 15-17
+// then exits with status 2).
+func (w *Workload) AbortedClients() int64 { return w.aborted.Load() }
+
+// ConnectTime is the time spent opening the connections of Options.Connect
+// and their number.
+func (w *Workload) ConnectTime() (time.Duration, int64) {
+	return time.Duration(w.connectNs.Load()), w.connections.Load()
 }
 
 // noteError keeps the distinct error messages per key operation with
@@ -343,6 +462,9 @@ func (w *Workload) noteError(client, op int, err error) {
 		return
 	}
 	w.errs = append(w.errs, errorSeen{op: op, msg: msg, count: 1})
+	if w.opts.Log != nil {
+		return // the pgbench lines say it
+	}
 	fmt.Fprintf(w.opts.Debug, "erplab: client %d script %s: %s\n", client, w.ops[op].Name, msg)
 }
 
@@ -383,7 +505,8 @@ func (w *Workload) newClient(id int) (*client, error) {
 		Mode: w.opts.Mode, ClientID: id, Scale: w.scale, Defines: w.opts.Defines,
 		RandomSeed: int64(w.opts.RandomSeed), DefaultSeed: w.defaultSeed, Rand: rnd,
 		MaxTries: maxTries, PerCommand: w.opts.PerCommand,
-		Debug: w.opts.Debug, ShellOut: w.opts.Debug, ShellErr: w.opts.Debug,
+		Debug: w.opts.Debug, ShellOut: w.opts.ShellOut, ShellErr: w.opts.Debug,
+		Trace: w.opts.Trace, VerboseErrors: w.opts.VerboseErrors, Log: w.opts.Log,
 	})
 	if err != nil {
 		return nil, err

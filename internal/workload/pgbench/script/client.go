@@ -87,6 +87,19 @@ type Options struct {
 	// ShellErr receives the standard error of \shell and \setshell; nil
 	// means os.Stderr.
 	ShellErr io.Writer
+	// Log, when set, receives the error lines pgbench prints without
+	// aborting ("pgbench: error: ERROR:  ..." for a failed PREPARE, after
+	// which the command is executed anyway, as pgbench does); nil: a
+	// failed PREPARE fails the transaction at once.
+	Log io.Writer
+	// Trace, when set, receives pgbench -d's lines ("pgbench: debug:
+	// client 0 sending ...", "... receiving", "... executing \set").
+	Trace io.Writer
+	// VerboseErrors, when set, receives pgbench --verbose-errors' lines
+	// for serialization failures and deadlocks ("pgbench: client 0 got an
+	// error in command 3 (SQL) of script 0; ERROR:  ..." and whether the
+	// transaction is repeated).
+	VerboseErrors io.Writer
 }
 
 // ParseDefine splits a pgbench -D argument "NAME=VALUE".
@@ -140,6 +153,11 @@ type Result struct {
 	Failed bool
 	// SQLState is the SQLSTATE of the last try's SQL error, "" if none.
 	SQLState string
+	// Incomplete is true when the script ended inside a transaction block
+	// (rolled back since): pgbench counts such a transaction as processed,
+	// then aborts the client (Aborted is set, Failed is not, Err is
+	// ErrIncomplete in a *RunError).
+	Incomplete bool
 	// Aborted is true when pgbench 15-17 would have aborted the client
 	// (exit status 2): any failure but a serialization failure or deadlock
 	// out of tries, or a cancelled ctx.

@@ -619,6 +619,7 @@ func (p *parser) flushSQL() {
 	cmd := Command{Meta: SQL, Line: line, Column: col, FirstLine: first, Text: text,
 		target: -1, sleepVar: -1}
 	cmd.refs, cmd.paramSQL = p.sqlRefs(text)
+	cmd.copyStdio = copyStdio(cmd.paramSQL)
 	p.cmds = append(p.cmds, cmd)
 }
 

@@ -32,6 +32,8 @@ type failure struct {
 	err       error
 	sqlState  string
 	retryable bool
+	// incomplete: the script ended inside a transaction block
+	incomplete bool
 }
 
 // Run executes one transaction: one pass of script number script (an index
@@ -69,14 +71,38 @@ func (c *Client) Run(ctx context.Context, conn *pgconn.PgConn, script int) Resul
 	cs := &c.scripts[script]
 	saved := *c.rand
 	c.ectx.Script = script
+	if c.opt.Trace != nil {
+		fmt.Fprintf(c.opt.Trace, "pgbench: debug: client %d executing script \"%s\"\n", c.opt.ClientID, cs.s.Name)
+	}
 	for {
 		f := c.try(ctx, conn, cs)
 		if f == nil {
 			return res
 		}
+		if v := c.opt.VerboseErrors; v != nil && f.retryable {
+			var pgErr *pgconn.PgError
+			if errors.As(f.err, &pgErr) {
+				fmt.Fprintf(v, "pgbench: client %d got an error in command %d (SQL) of script %d; %s\n", c.opt.ClientID, f.cmd, script, LibpqMessage(pgErr))
+			}
+			what := "ends the failed transaction"
+			if c.maxTries < 0 || res.Tries < c.maxTries {
+				what = "repeats the transaction after the error"
+			}
+			limit := ""
+			if c.maxTries > 0 {
+				limit = "/" + strconv.Itoa(c.maxTries)
+			}
+			fmt.Fprintf(v, "pgbench: client %d %s (try %d%s)\n", c.opt.ClientID, what, res.Tries, limit)
+		}
 		ok := c.cleanup(conn)
 		if err := ctx.Err(); err != nil {
 			res.Failed, res.Aborted, res.ConnBroken, res.Err = true, true, !ok, err
+			return res
+		}
+		if f.incomplete {
+			// pgbench counts the transaction, then aborts the client
+			res.Incomplete, res.Aborted, res.ConnBroken = true, true, !ok
+			res.Err = &RunError{File: cs.s.Name, Line: cs.s.Commands[f.cmd].Line, Command: f.cmd, Err: f.err}
 			return res
 		}
 		if f.retryable && ok && (c.maxTries < 0 || res.Tries < c.maxTries) {
@@ -113,9 +139,15 @@ func (c *Client) try(ctx context.Context, conn *pgconn.PgConn, cs *clientScript)
 		if measure {
 			t0 = time.Now()
 		}
+		if c.opt.Trace != nil {
+			c.trace(cs, i)
+		}
 		if f := c.exec(ctx, conn, cs, i); f != nil {
 			f.cmd = i
 			return f
+		}
+		if c.opt.Trace != nil && cmds[i].Meta == SQL && c.pipe == nil {
+			fmt.Fprintf(c.opt.Trace, "pgbench: debug: client %d receiving\n", c.opt.ClientID)
 		}
 		if measure {
 			st := &cs.stats[i]
@@ -126,15 +158,41 @@ func (c *Client) try(ctx context.Context, conn *pgconn.PgConn, cs *clientScript)
 	}
 	last := len(cmds) - 1
 	if c.pipe != nil {
-		return &failure{cmd: last, err: errors.New("end of script reached with pipeline open")}
+		return &failure{cmd: last, err: errors.New(errPipelineOpen)}
 	}
 	if conn.IsClosed() {
 		return &failure{cmd: last, err: errors.New("connection closed")}
 	}
 	if ts := conn.TxStatus(); ts != 'I' {
-		return &failure{cmd: last, err: errors.New("end of script reached without completing the last transaction")}
+		return &failure{cmd: last, err: ErrIncomplete, incomplete: true}
 	}
 	return nil
+}
+
+const errPipelineOpen = "end of script reached with pipeline open"
+
+// ErrIncomplete is the cause of a Result.Incomplete transaction.
+var ErrIncomplete = errors.New("end of script reached without completing the last transaction")
+
+// trace writes pgbench -d's line for command i before it runs.
+func (c *Client) trace(cs *clientScript, i int) {
+	cmd := &cs.s.Commands[i]
+	id := c.opt.ClientID
+	if cmd.Meta != SQL {
+		fmt.Fprintf(c.opt.Trace, "pgbench: debug: client %d executing \\%s\n", id, cmd.Meta)
+		return
+	}
+	switch c.opt.Mode {
+	case Simple:
+		fmt.Fprintf(c.opt.Trace, "pgbench: debug: client %d sending %s\n", id, c.simpleSQL(cs, cmd))
+	case Extended:
+		fmt.Fprintf(c.opt.Trace, "pgbench: debug: client %d sending %s\n", id, cmd.paramSQL)
+	default:
+		if !cs.cmds[i].prepared {
+			fmt.Fprintf(c.opt.Trace, "pgbench: debug: client %d preparing %s\n", id, cs.cmds[i].prepName)
+		}
+		fmt.Fprintf(c.opt.Trace, "pgbench: debug: client %d sending %s\n", id, cs.cmds[i].prepName)
+	}
 }
 
 // ---- conditionals ----
@@ -525,6 +583,9 @@ func (c *Client) prepare(conn *pgconn.PgConn, cs *clientScript, i int) (*pgconn.
 func (c *Client) execSQL(conn *pgconn.PgConn, cs *clientScript, i int) *failure {
 	cmd := &cs.s.Commands[i]
 	ctx := context.Background() // cancellation: see watch
+	if cmd.copyStdio {
+		return &failure{err: errors.New(errCopy)}
+	}
 	if c.pipe != nil {
 		if cmd.Gset {
 			return &failure{err: errors.New(`gset: \gset is not allowed in pipeline mode`)}
@@ -557,7 +618,13 @@ func (c *Client) execSQL(conn *pgconn.PgConn, cs *clientScript, i int) *failure 
 		return c.readOne(cs, i, conn.ExecParams(ctx, cmd.paramSQL, c.bindParams(cs, cmd), nil, nil, nil))
 	default:
 		sd, err := c.prepare(conn, cs, i)
-		if err != nil {
+		var pgErr *pgconn.PgError
+		switch {
+		case err != nil && c.opt.Log != nil && errors.As(err, &pgErr):
+			// pgbench reports the failed PREPARE and executes anyway
+			// (the server then says the statement does not exist)
+			fmt.Fprintf(c.opt.Log, "pgbench: error: %s\n", LibpqMessage(pgErr))
+		case err != nil:
 			return sqlFailure(err)
 		}
 		params := c.bindParams(cs, cmd)

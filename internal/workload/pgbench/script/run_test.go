@@ -399,7 +399,8 @@ func TestRunErrors(t *testing.T) {
 		{"gset bad name", `SELECT 1 AS "bad name!" \gset`, Simple, "error storing into variable bad name!"},
 		{"aset empty then use", "\\; SELECT 5432 AS i8 WHERE FALSE \\; \\aset\n\\set i debug(:i8)", Simple, `t.sql:2: set: undefined variable "i8"`},
 		{"sql syntax error", "-- SQL syntax error\n    SELECT 1 + ;", Prepared, `t.sql:2: ERROR: syntax error at or near ";" (SQLSTATE 42601)`},
-		{"open transaction at the end", "BEGIN;\nSELECT 1;", Extended, "t.sql:2: end of script reached without completing the last transaction"},
+		{"copy from stdin", "COPY pgbench_history FROM STDIN;", Simple, "t.sql:1: COPY is not supported in pgbench, aborting"},
+		{"copy to stdout", "COPY (SELECT :client_id) TO STDOUT;", Prepared, "t.sql:1: COPY is not supported in pgbench, aborting"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -416,6 +417,27 @@ func TestRunErrors(t *testing.T) {
 				t.Errorf("connection not idle: broken %v status %c", res.ConnBroken, conn.TxStatus())
 			}
 		})
+	}
+}
+
+// A script that ends inside a transaction block: pgbench counts the
+// transaction, then aborts the client (Incomplete, not Failed); the
+// block is rolled back.
+func TestIncompleteTransaction(t *testing.T) {
+	conn := connect(t, srv.NewDatabase(t))
+	for _, mode := range []Mode{Simple, Extended} {
+		c, _ := testClient(t, "BEGIN;\nSELECT 1;", Options{Mode: mode})
+		res := c.Run(testCtx(t), conn, 0)
+		var re *RunError
+		if !errors.As(res.Err, &re) || res.Failed || !res.Aborted || !res.Incomplete || !errors.Is(res.Err, ErrIncomplete) {
+			t.Fatalf("%s: Run = %+v, want an incomplete, aborted transaction", mode, res)
+		}
+		if want := "t.sql:2: end of script reached without completing the last transaction"; res.Err.Error() != want {
+			t.Errorf("%s: error %q, want %q", mode, res.Err, want)
+		}
+		if res.ConnBroken || conn.TxStatus() != 'I' {
+			t.Errorf("%s: connection not idle: broken %v status %c", mode, res.ConnBroken, conn.TxStatus())
+		}
 	}
 }
 

@@ -37,9 +37,15 @@
 //   - "\if without matching \endif" points at the unmatched \if.
 //   - \syncpipeline (pgbench 17) is accepted whatever the server version.
 //   - A failed PREPARE fails the transaction at once with the server's error
-//     (pgbench reports it, then fails on "prepared statement does not
-//     exist"). In the prepared mode, the first Run on a connection
-//     deallocates statements named like the client's (P_<n>) left on it.
+//     unless Options.Log is set (then, as pgbench, the error is printed and
+//     the command fails on "prepared statement does not exist"). In the
+//     prepared mode, the first Run on a connection deallocates statements
+//     named like the client's (P_<n>) left on it.
+//
+// As pgbench: COPY FROM STDIN / TO STDOUT fails the transaction ("COPY is
+// not supported in pgbench, aborting", found with the PostgreSQL grammar
+// when the script is parsed); a script ending inside a transaction block
+// counts the transaction and aborts the client (Result.Incomplete).
 //   - \shell and \setshell commands have no 256-byte length limit.
 //   - \sleep durations are 64-bit (pgbench's int overflows past ~35 minutes).
 //   - Retries are bounded by Options.MaxTries and by ctx, not by -L.
@@ -144,6 +150,9 @@ type Command struct {
 	paramSQL string
 	// index of the matching \endpipeline for \startpipeline, else -1
 	pipeEnd int
+	// SQL: a COPY from standard input or to standard output, which
+	// pgbench does not support (the client aborts)
+	copyStdio bool
 }
 
 type shellWord struct {
@@ -221,3 +230,7 @@ func varStart(c byte) bool {
 }
 
 func varChar(c byte) bool { return varStart(c) || (c >= '0' && c <= '9') }
+
+// ValidVarName reports whether name is a valid pgbench variable name
+// (pgbench's valid_variable_name), as -D NAME=VALUE requires.
+func ValidVarName(name string) bool { return validVarName(name) }

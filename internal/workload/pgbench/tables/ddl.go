@@ -3,6 +3,8 @@ package tables
 import (
 	"fmt"
 	"strconv"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // tableDDL is one table of pgbench's schema as initCreateTables declares it
@@ -62,6 +64,9 @@ func createTablesSQL(o Options, serverVersion int) []string {
 		} else if d.fillFactor {
 			s += fmt.Sprintf(" with (fillfactor=%d)", o.FillFactor)
 		}
+		if o.Tablespace != "" {
+			s += " tablespace " + pgx.Identifier{o.Tablespace}.Sanitize()
+		}
 		out = append(out, s)
 	}
 	for p := 1; p <= o.Partitions; p++ {
@@ -112,8 +117,8 @@ func rangeAids(o Options, p int) (lo, hi int64) {
 }
 
 // primaryKeySQL is initCreatePKeys' statement for a table (or a partition
-// of pgbench_accounts).
-func primaryKeySQL(table string) string {
+// of pgbench_accounts), its index in indexTablespace when not "".
+func primaryKeySQL(table, indexTablespace string) string {
 	col := "aid"
 	switch table {
 	case Branches:
@@ -121,7 +126,11 @@ func primaryKeySQL(table string) string {
 	case Tellers:
 		col = "tid"
 	}
-	return "alter table " + table + " add primary key (" + col + ")"
+	s := "alter table " + table + " add primary key (" + col + ")"
+	if indexTablespace != "" {
+		s += " using index tablespace " + pgx.Identifier{indexTablespace}.Sanitize()
+	}
+	return s
 }
 
 // foreignKeySQL are initCreateFKeys' statements, in its order.

@@ -542,18 +542,19 @@ func (r *runner) primaryKeys(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	stmts := []string{primaryKeySQL(Branches), primaryKeySQL(Tellers)}
+	ts := r.o.IndexTablespace
+	stmts := []string{primaryKeySQL(Branches, ts), primaryKeySQL(Tellers, ts)}
 	if !partitioned {
-		stmts = append(stmts, primaryKeySQL(Accounts))
+		stmts = append(stmts, primaryKeySQL(Accounts, ts))
 	}
 	for _, t := range parts {
-		stmts = append(stmts, primaryKeySQL(t))
+		stmts = append(stmts, primaryKeySQL(t, ts))
 	}
 	if err := r.parallel(ctx, stmts); err != nil {
 		return err
 	}
 	if partitioned {
-		return r.exec(ctx, primaryKeySQL(Accounts))
+		return r.exec(ctx, primaryKeySQL(Accounts, ts))
 	}
 	return nil
 }

@@ -94,6 +94,12 @@ type Options struct {
 	// ForeignKeys is pgbench --foreign-keys: appends step f to Steps when
 	// it is not there.
 	ForeignKeys bool
+	// Tablespace is pgbench --tablespace: the tables are created in it
+	// (partitions follow their parent); "" = the database's default.
+	Tablespace string
+	// IndexTablespace is pgbench --index-tablespace: the primary keys'
+	// indexes are built in it.
+	IndexTablespace string
 	// NoVacuum is pgbench -n in -i mode: removes step v from Steps.
 	NoVacuum bool
 	// Steps is pgbench -I, characters of AllSteps (and spaces); "" means

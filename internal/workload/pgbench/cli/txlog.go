@@ -1,0 +1,273 @@
+package cli
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+
+	wpgbench "github.com/erplab/erplab/internal/workload/pgbench"
+	"github.com/erplab/erplab/internal/workload/pgbench/script"
+)
+
+// txLog writes pgbench -l's log files: one per thread, PREFIX.PID for
+// thread 0 and PREFIX.PID.N for thread N (clients are dealt to threads as
+// pgbench deals them), with a line per transaction (doLog) or, with
+// --aggregate-interval, a line per interval; and beside them
+// PREFIX-hdr.PID.hlog, an HdrHistogram interval log (V2, readable by
+// HdrHistogram's HistogramLogReader and tools such as HdrHistogramVisualizer)
+// of the successful transactions' latencies in ns, per script (Tag=scriptN)
+// and interval (--aggregate-interval, else 1 s), for exact percentiles.
+type txLog struct {
+	cfg     *Config
+	mu      sync.Mutex
+	files   []*os.File
+	w       []*bufio.Writer
+	thread  []int   // client -> thread
+	cnt     []int64 // per client: transactions logged or not
+	rnd     *rand.Rand
+	aggs    []aggStats
+	aggNext []time.Time // per thread: end of the current interval
+
+	// the HDR interval log beside them: one histogram of successful
+	// latencies (ns) per script and interval
+	hfile   *os.File
+	hw      *bufio.Writer
+	hlog    *hdrhistogram.HistogramLogWriter
+	hists   []*hdrhistogram.Histogram
+	hStart  time.Time
+	hPeriod time.Duration
+}
+
+// hdrMaxNs is the largest latency the HDR log holds: an hour.
+const hdrMaxNs = int64(time.Hour)
+
+// aggStats is one aggregation interval of one thread.
+type aggStats struct {
+	start                   time.Time
+	cnt                     int64
+	lat, lag                simpleStats
+	latMin, lagMin          float64
+	serialization, deadlock int64
+	other                   int64
+	retried, retries        int64
+}
+
+// openTxLog creates the log files (pgbench opens them at thread start).
+func openTxLog(c *Config) (*txLog, error) {
+	prefix := c.LogPrefix
+	if prefix == "" {
+		prefix = "pgbench_log"
+	}
+	l := &txLog{cfg: c, thread: make([]int, c.Clients), cnt: make([]int64, c.Clients),
+		rnd: rand.New(rand.NewPCG(c.RandomSeed, 0x6c6f67)), aggs: make([]aggStats, c.Jobs), aggNext: make([]time.Time, c.Jobs)}
+	dealt := 0
+	for t := 0; t < c.Jobs; t++ {
+		n := (c.Clients - dealt + c.Jobs - t - 1) / (c.Jobs - t)
+		for k := 0; k < n; k++ {
+			l.thread[dealt+k] = t
+		}
+		dealt += n
+		name := prefix + "." + strconv.Itoa(os.Getpid())
+		if t > 0 {
+			name += "." + strconv.Itoa(t)
+		}
+		f, err := os.Create(name)
+		if err != nil {
+			l.close()
+			return nil, fmt.Errorf("could not open logfile %q: %w", name, err)
+		}
+		l.files = append(l.files, f)
+		l.w = append(l.w, bufio.NewWriter(f))
+	}
+	name := prefix + "-hdr." + strconv.Itoa(os.Getpid()) + ".hlog" // not PREFIX.*: scripts glob those
+	f, err := os.Create(name)
+	if err != nil {
+		l.close()
+		return nil, fmt.Errorf("could not open logfile %q: %w", name, err)
+	}
+	l.hfile, l.hw = f, bufio.NewWriter(f)
+	l.hlog = hdrhistogram.NewHistogramLogWriter(l.hw)
+	l.hPeriod = time.Second
+	if c.AggregateInterval > 0 {
+		l.hPeriod = time.Duration(c.AggregateInterval) * time.Second
+	}
+	for range c.Scripts {
+		l.hists = append(l.hists, hdrhistogram.New(1, hdrMaxNs, 3))
+	}
+	now := time.Now()
+	_ = l.hlog.OutputLogFormatVersion()
+	_ = l.hlog.OutputComment("erplab pgbench: latency of successful transactions in ns, one histogram per script (Tag=scriptN) and interval")
+	_ = l.hlog.OutputStartTime(now.UnixMilli())
+	_ = l.hlog.OutputLegend()
+	return l, nil
+}
+
+// hdrAdd records a successful latency in the HDR log, writing the
+// intervals that ended before end.
+func (l *txLog) hdrAdd(script int, begin, end time.Time) {
+	if l.hStart.IsZero() {
+		l.hStart = begin
+	}
+	for !end.Before(l.hStart.Add(l.hPeriod)) {
+		l.hdrFlush()
+		l.hStart = l.hStart.Add(l.hPeriod)
+	}
+	if script >= 0 && script < len(l.hists) {
+		_ = l.hists[script].RecordValue(min(max(int64(end.Sub(begin)), 1), hdrMaxNs))
+	}
+}
+
+// hdrFlush writes the current interval's histograms (those with samples).
+func (l *txLog) hdrFlush() {
+	for i, h := range l.hists {
+		if h.TotalCount() == 0 {
+			continue
+		}
+		h.SetTag("script" + strconv.Itoa(i))
+		h.SetStartTimeMs(l.hStart.UnixMilli())
+		h.SetEndTimeMs(l.hStart.Add(l.hPeriod).UnixMilli())
+		_ = l.hlog.OutputIntervalHistogram(h)
+		h.Reset()
+	}
+}
+
+// add logs one transaction (wpgbench.Options.OnTransaction).
+func (l *txLog) add(tx wpgbench.Transaction) {
+	c := l.cfg
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if tx.Client < 0 || tx.Client >= len(l.thread) {
+		return
+	}
+	l.cnt[tx.Client]++
+	n := l.cnt[tx.Client] // pgbench numbers a client's transactions from 1
+	begin := tx.Start
+	if !tx.Scheduled.IsZero() {
+		begin = tx.Scheduled
+	}
+	latency := float64(tx.End.Sub(begin).Microseconds())
+	lag := 0.0
+	if !tx.Scheduled.IsZero() {
+		lag = float64(max(tx.Start.Sub(tx.Scheduled), 0).Microseconds())
+	}
+	t := l.thread[tx.Client]
+	w := l.w[t]
+	if tx.SQLState == "" {
+		l.hdrAdd(tx.Script, begin, tx.End)
+	}
+	if c.AggregateInterval > 0 {
+		a := &l.aggs[t]
+		if a.start.IsZero() {
+			a.start = begin
+			l.aggNext[t] = begin.Add(time.Duration(c.AggregateInterval) * time.Second)
+		}
+		for !tx.End.Before(l.aggNext[t]) {
+			l.writeAgg(t)
+			*a = aggStats{start: l.aggNext[t]}
+			l.aggNext[t] = l.aggNext[t].Add(time.Duration(c.AggregateInterval) * time.Second)
+		}
+		switch tx.SQLState {
+		case "":
+			a.cnt++
+			if a.lat.count == 0 || latency < a.latMin {
+				a.latMin = latency
+			}
+			a.lat.add(latency)
+			if c.Rate > 0 {
+				if a.lag.count == 0 || lag < a.lagMin {
+					a.lagMin = lag
+				}
+				a.lag.add(lag)
+			}
+		case script.SerializationFailure:
+			a.serialization++
+		case script.DeadlockDetected:
+			a.deadlock++
+		default:
+			a.other++
+		}
+		if tx.Retries > 0 {
+			a.retried++
+			a.retries += int64(tx.Retries)
+		}
+		return
+	}
+	if c.SamplingRate > 0 && l.rnd.Float64() > c.SamplingRate {
+		return
+	}
+	us := tx.End.UnixMicro()
+	what := strconv.FormatFloat(latency, 'f', 0, 64)
+	switch tx.SQLState {
+	case "":
+	case script.SerializationFailure:
+		what = "failed"
+		if c.FailuresDetailed {
+			what = "serialization"
+		}
+	case script.DeadlockDetected:
+		what = "failed"
+		if c.FailuresDetailed {
+			what = "deadlock"
+		}
+	default:
+		what = "failed"
+		if c.FailuresDetailed {
+			what = "other"
+		}
+	}
+	fmt.Fprintf(w, "%d %d %s %d %d %d", tx.Client, n, what, tx.Script, us/1e6, us%1e6)
+	if c.Rate > 0 {
+		fmt.Fprintf(w, " %.0f", lag)
+	}
+	if c.MaxTries != 1 {
+		fmt.Fprintf(w, " %d", tx.Retries)
+	}
+	w.WriteByte('\n')
+}
+
+// writeAgg writes thread t's current interval as pgbench 15 does: 15
+// fields, interval_start num_transactions sum_latency sum_latency_2
+// min_latency max_latency sum_lag sum_lag_2 min_lag max_lag skipped
+// retried retries serialization_failures deadlock_failures (lags 0
+// without -R; skipped arrivals never reach a client here: 0).
+func (l *txLog) writeAgg(t int) {
+	a := &l.aggs[t]
+	fmt.Fprintf(l.w[t], "%d %d %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %d %d %d %d %d\n", a.start.Unix(), a.cnt,
+		a.lat.sum, a.lat.sum2, a.latMin, a.lat.max, a.lag.sum, a.lag.sum2, a.lagMin, a.lag.max,
+		0, a.retried, a.retries, a.serialization, a.deadlock+a.other)
+}
+
+// close writes the last intervals and closes the files.
+func (l *txLog) close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var first error
+	if l.hfile != nil {
+		l.hdrFlush()
+		if err := l.hw.Flush(); err != nil {
+			first = err
+		}
+		if err := l.hfile.Close(); err != nil && first == nil {
+			first = err
+		}
+		l.hfile = nil
+	}
+	for t := range l.files {
+		if l.cfg.AggregateInterval > 0 && t < len(l.aggs) && !l.aggs[t].start.IsZero() {
+			l.writeAgg(t)
+		}
+		if err := l.w[t].Flush(); err != nil && first == nil {
+			first = err
+		}
+		if err := l.files[t].Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
