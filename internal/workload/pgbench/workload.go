@@ -289,9 +289,10 @@ func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, opts workload.
 	if err != nil {
 		return err
 	}
-	if !opts.Force {
-		// The run writes (pgbench_history, custom scripts anywhere): not
-		// next to objects erplab did not create, unless --force.
+	if !opts.Force && w.builtin {
+		// The built-in scripts write pgbench_history and the balances:
+		// not next to objects erplab did not create, unless --force. A
+		// custom script (-f) writes what its author wrote, as pgbench.
 		foreign, err := tables.ForeignForRun(ctx, pool)
 		if err != nil {
 			return err
