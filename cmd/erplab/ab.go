@@ -76,7 +76,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
   erplab ab --workload erp --duration 20s --aa 10 --rounds 3
   erplab ab --workload erp --temp-style 1c --variant tmpfs=tmpfs-temp-tablespace --out-dir ab-tmpfs`,
 		Args: cobra.NoArgs,
-		RunE: interruptible(func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(variants) == 0 && aa == 0 {
 				return withCode(exitUsage, errors.New("ab needs at least one --variant NAME=remedy[,remedy] (or --aa N)"))
 			}
@@ -244,7 +244,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 				}
 			}
 			return nil
-		}),
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringArrayVar(&variants, "variant", nil, "variant NAME=remedy[,remedy...], repeatable (remedies: "+remedy.Known()+")")

@@ -233,7 +233,7 @@ ALTER DATABASE: this database only, new sessions only.
 			}
 			return nil
 		},
-		RunE: interruptible(func(cmd *cobra.Command, _ []string) error { return runFix(cmd, f) }),
+		RunE: func(cmd *cobra.Command, _ []string) error { return runFix(cmd, f) },
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.dsn, "dsn", "", "server and database to fix (libpq key=value or URL); default: PG* environment")

@@ -68,20 +68,6 @@ func newRoot() *cobra.Command {
 	return root
 }
 
-// interruptible wraps a command's RunE so that an error after the
-// command's context was cancelled (Ctrl-C, SIGTERM, SIGHUP) exits
-// exitInterrupted (130, as a shell reports SIGINT), unless the error
-// carries a code of its own other than exitError.
-func interruptible(run func(*cobra.Command, []string) error) func(*cobra.Command, []string) error {
-	return func(cmd *cobra.Command, args []string) error {
-		err := run(cmd, args)
-		if err != nil && cmd.Context().Err() != nil && exitcode.Of(err) == exitcode.Error {
-			return withCode(exitInterrupted, err)
-		}
-		return err
-	}
-}
-
 // usageCodedArgs wraps the Args validator of c and every command below it
 // so that an argument-count error carries exitUsage.
 func usageCodedArgs(c *cobra.Command) {
@@ -161,6 +147,12 @@ func execute(ctx context.Context, args []string) int {
 	}
 	if err == nil {
 		return exitOK
+	}
+	if ctx.Err() != nil && exitcode.Of(err) == exitcode.Error {
+		// Interrupted (Ctrl-C, SIGTERM, SIGHUP) whatever the command was
+		// doing when the signal came (connecting, setting up, cleaning
+		// up): a plain failure then is the interruption's consequence.
+		err = withCode(exitInterrupted, err)
 	}
 	if !errors.Is(err, errSilent) {
 		fmt.Fprintf(os.Stderr, "erplab: %v\n", err)
