@@ -40,11 +40,12 @@ func init() {
 // (newest entry first) and then removes the server's directory.
 //
 // CREATE on the tablespace goes to the role the run connects as (from
-// t.DSN), not to PUBLIC.
+// t.DSN), not to PUBLIC; with no t.DSN to no one (superusers need none).
 func applyRemedy(ctx context.Context, t *remedy.Target, _ string) (*remedy.Effect, error) {
 	opts := Options{Size: t.Param(SizeParam), Scope: ScopeSystem, recordMount: true,
 		StateDir: filepath.Join(t.Cluster.Dir(), "erplab-state")}
-	if cfg, err := pgx.ParseConfig(t.DSN); err == nil && cfg.User != "" {
+	// Without a DSN pgx would fill in the OS user, which need not be a role.
+	if cfg, err := pgx.ParseConfig(t.DSN); t.DSN != "" && err == nil && cfg.User != "" {
 		opts.GrantTo = []string{cfg.User}
 	}
 	v, err := Apply(ctx, t.Cluster.DSN(t.Database), opts, t.Log)
