@@ -36,6 +36,11 @@ const DefaultTarget = 50 * time.Millisecond
 // Options describe the scripts and how the clients run them; the field
 // names follow pgbench's options.
 type Options struct {
+	// PgbenchSemantics is set by `erplab pgbench`: the drop-in for
+	// pgbench runs its built-in scripts wherever pgbench would, without
+	// the --force guard (pgbench has none, and existing scripts calling
+	// pgbench pass no --force); the user named this database to pgbench.
+	PgbenchSemantics bool
 	// Scripts to run, with their weights (-f file@W, -b name@W); at least
 	// one.
 	Scripts []*script.Script
@@ -289,7 +294,7 @@ func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, opts workload.
 	if err != nil {
 		return err
 	}
-	if !opts.Force && w.builtin {
+	if !opts.Force && !w.opts.PgbenchSemantics && w.builtin {
 		// The built-in scripts write pgbench_history and the balances:
 		// not next to objects erplab did not create, unless --force. A
 		// custom script (-f) writes what its author wrote, as pgbench.

@@ -264,7 +264,7 @@ func (r *runner) bench(ctx context.Context) int {
 	defer cancel()
 	var abortOnce sync.Once
 	var err error
-	wo := wpgbench.Options{
+	wo := wpgbench.Options{PgbenchSemantics: true,
 		Scripts: c.Scripts, Mode: c.Mode, Defines: defines, RandomSeed: c.RandomSeed,
 		MaxTries: c.MaxTries, ContinueOnError: c.ContinueOnError, PerCommand: c.PerCommand, NoVacuum: true,
 		Scale: scale, Clients: c.Clients, Threads: c.Jobs,
