@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -411,6 +412,21 @@ func TestMaxClients(t *testing.T) {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "53300" || pe.Message != "sorry, too many clients already" {
 		t.Fatalf("third client: %v, want 53300 too many clients", err)
+	}
+	// A client that asks for TLS first (libpq's and pgconn's sslmode=prefer,
+	// psql's default) is told "no TLS" and then gets the FATAL, as from
+	// PostgreSQL: before, the FATAL answered the SSLRequest and libpq
+	// printed "server sent an error response during SSL exchange".
+	prefer := strings.Replace(viaProxy(t, dsn, addr), "sslmode=disable", "sslmode=prefer", 1)
+	_, err = pgconn.Connect(ctx, prefer)
+	if !errors.As(err, &pe) || pe.Code != "53300" {
+		t.Fatalf("third client asking for TLS first: %v, want 53300 too many clients", err)
+	}
+	if psql, err := exec.LookPath("psql"); err == nil { // libpq itself, sslmode=prefer
+		out, _ := exec.CommandContext(ctx, psql, "-X", "-c", "select 1", prefer).CombinedOutput()
+		if !strings.Contains(string(out), "sorry, too many clients already") {
+			t.Fatalf("psql (sslmode=prefer) through a full proxy: %s, want the FATAL", out)
+		}
 	}
 	if p.Stats().TooManyClients == 0 {
 		t.Error("not counted")

@@ -262,7 +262,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 			p.wg.Add(1)
 			go func() {
 				defer p.wg.Done()
-				tooMany(c)
+				p.tooMany(ctx, c)
 			}()
 			continue
 		}
@@ -276,12 +276,22 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // tooMany answers a client over Config.MaxClients as PostgreSQL does
-// (src/backend/postmaster/postmaster.c) and closes it.
-func tooMany(c net.Conn) {
+// (src/backend/postmaster/postmaster.c: the startup packet is read first,
+// an SSLRequest or GSSENCRequest answered "no" and a CancelRequest
+// forwarded, then FATAL 53300) and closes it: libpq shows the FATAL
+// whatever its sslmode. The exchange is bounded by tooManyTimeout.
+func (p *Proxy) tooMany(ctx context.Context, c net.Conn) {
 	defer c.Close()
-	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	_ = c.SetDeadline(time.Now().Add(tooManyTimeout))
+	if _, _, ok := p.startupPhase(ctx, c, bufio.NewReaderSize(c, 512)); !ok {
+		return // a cancel request (forwarded), or the client went away
+	}
 	writeFatal(c, "53300", "sorry, too many clients already")
 }
+
+// tooManyTimeout bounds the startup exchange with a client refused for
+// Config.MaxClients.
+const tooManyTimeout = 5 * time.Second
 
 // DefaultMaxClients is the default of Config.MaxClients: a quarter of
 // the soft limit of open files (RLIMIT_NOFILE; a session holds two
