@@ -133,8 +133,14 @@ func TestPgbenchInitMatchesPgbenchI(t *testing.T) {
 			// INSERT ... SELECT; whether VACUUM marks the last pages
 			// all-visible then races with autovacuum's ANALYZE of the
 			// fresh partitions (relpages vs relallvisible), so the
-			// visibility map is compared only for client-side loads.
-			vacuumed := strings.Contains(st.Summary(), "vacuum") && !strings.Contains(o.Steps, "G")
+			// visibility map is compared only for client-side loads. The
+			// same race holds for an ordinary pgbench_accounts loaded in
+			// parallel aid ranges (not frozen: VACUUM must mark the pages,
+			// and cannot while an autovacuum ANALYZE that started during
+			// the load holds its snapshot; CI saw it once), so that case
+			// is compared without the visibility map too.
+			parallelPlain := o.Parallel >= 4 && o.Partitions == 0
+			vacuumed := strings.Contains(st.Summary(), "vacuum") && !strings.Contains(o.Steps, "G") && !parallelPlain
 			got, want := snapshot(t, ours, vacuumed), snapshot(t, ref, vacuumed)
 			for name := range catalogQueries {
 				if strings.Join(got[name], "\n") != strings.Join(want[name], "\n") {
