@@ -91,7 +91,7 @@ and recreates its own tables; other tables stop it unless --force. --vs-pgbench 
 	fl.Float64VarP(&f.scale, "scale", "s", 0.1, "scale factor (erp: 0.1 = about 130 MB, 1 = about 1.4 GB; pgbench: a whole number, default 1, 15 MB each)")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the data generator (same seed and scale, same data)")
 	fl.IntVar(&f.parallel, "parallel", 0, "COPY streams and concurrent index builds (0 = number of CPUs)")
-	fl.BoolVar(&f.force, "force", false, "write into a database that holds tables erplab did not create")
+	fl.BoolVar(&f.force, "force", false, "write into a database that holds objects (tables, views, functions...) erplab did not create")
 	fl.BoolVar(&f.drop, "drop", false, "remove what erplab created in the database, nothing else")
 	fl.BoolVar(&f.keep, "keep", false, "throwaway server: leave it running with the data and print how to connect")
 	fl.BoolVar(&f.vsPgbench, "vs-pgbench", false, "also run 'pgbench -i' of about the same size on the same server and compare the rates")

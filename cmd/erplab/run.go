@@ -150,7 +150,7 @@ Ctrl-C exits at once).`,
 	fl.Float64VarP(&f.scale, "scale", "s", 0, "data scale factor of the workload (0 = the workload's default: smoke 1, erp 0.1 = about 130 MB; erp 1 = about 1.4 GB; pgbench 1 = 100,000 accounts)")
 	workload.AddFlags(fl) // erp's --temp-style and --separator
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of data generation and of the VUs' random choices")
-	fl.BoolVar(&f.force, "force", false, "allow writing into a database that holds tables erplab did not create")
+	fl.BoolVar(&f.force, "force", false, "allow writing into a database that holds objects (tables, views, functions...) erplab did not create")
 	fl.BoolVar(&f.listOps, "list-ops", false, "list the workload's key operations (T, priority, what they do) and roles, and exit")
 	fl.StringVar(&f.mix, "mix", "", "override the roles' operation mix: op=weight,op=weight")
 	fl.IntVar(&f.users, "users", 10, "virtual users to ramp up to (ignored with --stage)")

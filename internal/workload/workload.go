@@ -114,7 +114,7 @@ type Reporter interface {
 
 // ErrForeignDatabase is wrapped by Setup errors when the target database
 // holds objects that erplab did not create and --force was not given.
-var ErrForeignDatabase = fmt.Errorf("database holds tables erplab did not create (pass --force to use it anyway)")
+var ErrForeignDatabase = fmt.Errorf("database holds objects erplab did not create (pass --force to use it anyway)")
 
 // ErrStopVU, wrapped by an error of Workload.Execute (e.g.
 // fmt.Errorf("%w: %w", ErrStopVU, err)), fails the operation as usual (the
