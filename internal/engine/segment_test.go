@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/erplab/erplab/internal/workload"
 )
 
 // Over the pieces of a sequence the shares of every value sum to it, a
@@ -130,5 +132,35 @@ func TestSegmentRefusals(t *testing.T) {
 	}
 	if err := few.CheckShare(3, 2); err == nil {
 		t.Error("segment 3/3 of 2 connections accepted")
+	}
+}
+
+// The VUs of the pieces get, by their run-wide ids, the roles one machine
+// would have given the same ids (roleFor replayed over the others' ids).
+func TestSegmentRolesAsOneMachine(t *testing.T) {
+	roles := []workload.Role{{Name: "a", Share: 0.5}, {Name: "b", Share: 0.3}, {Name: "c", Share: 0.2}}
+	mixes := []*mix{{role: "a"}, {role: "b"}, {role: "c"}}
+	whole := &run{cfg: Config{Roles: roles}, mixes: mixes}
+	want := map[int]string{}
+	for id := 1; id <= 60; id++ {
+		want[id] = whole.roleOf(id).role
+	}
+	counts := map[string]int{}
+	for i := 1; i <= 4; i++ {
+		seg, err := ParseSegment(itoa(i)+"/4", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := &run{cfg: Config{Roles: roles, Segment: seg}, mixes: mixes}
+		for k := 0; k < seg.Scale(60); k++ {
+			id := seg.Global(k) + 1
+			if got := e.roleOf(id).role; got != want[id] {
+				t.Fatalf("segment %s: VU %d has role %s, one machine gives %s", seg, id, got, want[id])
+			}
+			counts[want[id]]++
+		}
+	}
+	if counts["a"] != 30 || counts["b"] != 18 || counts["c"] != 12 {
+		t.Fatalf("roles over the pieces %v, want the shares of 60: a 30, b 18, c 12", counts)
 	}
 }
