@@ -171,7 +171,18 @@ func pieceLabel(from, to *big.Rat, s *SegmentInfo) string {
 	return from.RatString() + ":" + to.RatString()
 }
 
-// histMerger merges encoded histograms.
+// addCounts adds src's counts (by SQLSTATE) to dst, made when needed.
+func addCounts(dst, src map[string]int64) map[string]int64 {
+	for k, v := range src {
+		if dst == nil {
+			dst = map[string]int64{}
+		}
+		dst[k] += v
+	}
+	return dst
+}
+
+// histMerger merges encoded histograms (the zero value holds none).
 type histMerger struct{ h *hdrhistogram.Histogram }
 
 func (m *histMerger) add(enc, field string) error {
@@ -256,12 +267,7 @@ func mergeDocs(docs []*Document) (*Document, error) {
 			r.WarmupErrors += op.WarmupErrors
 			r.WarmupSkipped += op.WarmupSkipped
 			r.Zones.Merge(op.Zones)
-			for k, v := range op.ErrorsBySQLState {
-				if r.ErrorsBySQLState == nil {
-					r.ErrorsBySQLState = map[string]int64{}
-				}
-				r.ErrorsBySQLState[k] += v
-			}
+			r.ErrorsBySQLState = addCounts(r.ErrorsBySQLState, op.ErrorsBySQLState)
 			if op.CutShort != nil {
 				if r.CutShort == nil {
 					r.CutShort = &CutShort{}
@@ -376,12 +382,7 @@ func mergeSeries(docs []*Document) ([]Interval, error) {
 				m.Retried += oi.Retried
 				m.CutShort += oi.CutShort
 				m.Zones.Merge(oi.Zones)
-				for c, v := range oi.ErrorsBySQLState {
-					if m.ErrorsBySQLState == nil {
-						m.ErrorsBySQLState = map[string]int64{}
-					}
-					m.ErrorsBySQLState[c] += v
-				}
+				m.ErrorsBySQLState = addCounts(m.ErrorsBySQLState, oi.ErrorsBySQLState)
 				h := hists[name]
 				if h == nil {
 					h = &histMerger{}
