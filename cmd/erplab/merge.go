@@ -128,12 +128,19 @@ func readSegmentFiles(paths []string) ([]*results.Document, []string, error) {
 	return docs, paths, nil
 }
 
+// staleStream is how long a stream without a document may go unwritten
+// before merge --wait takes its agent for dead: a running agent appends
+// an interval every --interval.
+const staleStream = time.Minute
+
 // readSegmentDir reads the segment documents in dir (X.json, and the
 // stream X.jsonl of an agent that left no X.json: a killed one, read as
 // rebuilt), skipping out and documents that are not segments. With
 // wait > 0 it looks again every second until the complete documents
-// (X.json) cover every piece of the run, or one is marked incomplete, or
-// wait has passed; streams count only once the wait is over.
+// (X.json) cover every piece of the run, or one is marked incomplete (a
+// stream with a header left unwritten for staleStream counts, as a
+// killed agent's), or wait has passed; the other streams count only
+// once the wait is over.
 func readSegmentDir(ctx context.Context, dir, out string, wait time.Duration, errw io.Writer) ([]*results.Document, []string, error) {
 	deadline := time.Now().Add(wait)
 	absOut, _ := filepath.Abs(out)
@@ -143,7 +150,15 @@ func readSegmentDir(ctx context.Context, dir, out string, wait time.Duration, er
 		if err != nil {
 			return nil, nil, err
 		}
-		if wait <= 0 || segmentsDone(docs) || !time.Now().Before(deadline) {
+		var dead []*results.Document
+		for _, p := range streams {
+			if st, err := os.Stat(p); err == nil && st.Size() > 0 && time.Since(st.ModTime()) > staleStream {
+				if d, err := results.Read(p); err == nil && d.Segment != nil {
+					dead = append(dead, d)
+				}
+			}
+		}
+		if wait <= 0 || segmentsDone(append(docs, dead...)) || !time.Now().Before(deadline) {
 			for _, p := range streams {
 				d, err := results.Read(p)
 				if err != nil {

@@ -90,6 +90,36 @@ func TestMergeIncompleteSet(t *testing.T) {
 	if err != nil || !m.Merged.Partial || m.Merged.Missing[0] != "2/3" {
 		t.Errorf("partial document: %v %+v", err, m.Merged)
 	}
+	// An agent that died mid-run left a stream only: once the stream has
+	// gone unwritten for a while, --wait stops waiting, and the killed
+	// segment makes the set incomplete.
+	seg2, err := results.Read(filepath.Join(copySegments(t, "2"), "r1-2of3.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := filepath.Join(dir, "r1-2of3.jsonl")
+	st, err := results.CreateStream(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := *seg2
+	header.Status, header.Series, header.Operations = "running", nil, nil
+	st.Write(results.StreamLine{Type: "header", Header: &header})
+	for i := range seg2.Series[:2] {
+		st.Write(results.StreamLine{Type: "interval", Interval: &seg2.Series[i]})
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * staleStream)
+	os.Chtimes(stream, old, old)
+	os.Remove(out)
+	t0 = time.Now()
+	b, err = erplab(t, dir, "merge", "--wait", "10m", "--dir", dir, "-o", out).CombinedOutput()
+	if exitOf(err) != exitResults || !strings.Contains(string(b), "segment 2/3 run killed: stream ended at t=2s") || time.Since(t0) > 5*time.Minute {
+		t.Errorf("merge with a dead agent's stream: %v after %s\n%s", err, time.Since(t0), b)
+	}
+
 	// Bad usage: no -o, --wait without a directory.
 	for _, args := range [][]string{{"merge", dir}, {"merge", filepath.Join(dir, "r1-1of3.json"), "--wait", "1s", "-o", out}} {
 		if b, err := erplab(t, dir, args...).CombinedOutput(); exitOf(err) != exitUsage {
