@@ -54,6 +54,7 @@ type runFlags struct {
 	listOps                                bool
 	stress                                 string
 	scripts                                scriptFlags
+	segments                               segmentFlags
 }
 
 func newRunCmd() *cobra.Command {
@@ -91,6 +92,9 @@ Ctrl-C exits at once).`,
 			scripts := f.scriptMode()
 			opts, err := f.options(cmd)
 			opts.Profile, _ = cmd.Flags().GetBool("profile")
+			if err == nil {
+				err = f.segments.apply(cmd, &opts)
+			}
 			if err != nil {
 				if scripts {
 					// pgbench exits 1 for script and option errors.
@@ -175,6 +179,7 @@ Ctrl-C exits at once).`,
 	fl.StringVar(&f.osUser, "os-user", "", "embedded server: OS user to run PostgreSQL as when erplab runs as root (default postgres)")
 	fl.BoolVar(&f.keep, "keep", false, "embedded server: leave it running at the end and print how to connect and stop it")
 	addScriptFlags(fl, &f.scripts)
+	addSegmentFlags(fl, &f.segments)
 	fl.Bool("profile", false, "sample the server's CPU with perf during the load (local server; see erplab profile) and record it in the results")
 	return cmd
 }

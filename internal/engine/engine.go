@@ -152,6 +152,15 @@ type Config struct {
 	// pgbench's schedule starts with its threads: the workers' start-up
 	// is not schedule lag.
 	RateFromFirstArrival bool
+	// Segment, when set, runs this agent's share of the run (see
+	// Segment): Stages, Rate and Connections are the whole run's; at
+	// every moment the engine runs Segment.Scale of the VUs the stages
+	// ask for, the arrivals at Segment.Length times the rate from a seed
+	// of its own (Segment.Seed), and its VUs carry run-wide ids
+	// (Segment.Global + 1) that seed their random sources and pick their
+	// roles, so that the pieces together run the VUs one machine would
+	// have started. nil is the whole run.
+	Segment *Segment
 }
 
 // RetryCounter is implemented by workloads whose Execute retries an
@@ -257,10 +266,17 @@ func Run(ctx context.Context, pool *pgxpool.Pool, cfg Config, rec *record.Record
 		if err := ValidateRate(cfg.Rate); err != nil {
 			return Outcome{}, err
 		}
-		if MaxTarget(cfg.Stages) < 1 {
+		if cfg.Segment.Scale(MaxTarget(cfg.Stages)) < 1 {
 			return Outcome{}, errors.New("the open model (a rate) needs at least one VU to run the arrivals")
 		}
-		e.sched = newSchedule(cfg.Rate, rec.Start(), TotalDuration(cfg.Stages), cfg.Seed)
+		rate := cfg.Rate
+		if !cfg.Segment.Whole() {
+			rate = make([]RateStage, len(cfg.Rate))
+			for i, r := range cfg.Rate {
+				rate[i] = RateStage{Duration: r.Duration, Rate: r.Rate * cfg.Segment.Length()}
+			}
+		}
+		e.sched = newSchedule(rate, rec.Start(), TotalDuration(cfg.Stages), cfg.Segment.Seed(cfg.Seed))
 		e.sched.lazy = cfg.RateFromFirstArrival
 	}
 	e.retries, _ = cfg.Workload.(RetryCounter)
@@ -369,6 +385,19 @@ type run struct {
 	wake      chan struct{} // a VU exited: the controller looks
 
 	assigned []float64 // VUs assigned per role (smooth weighted round robin)
+	roleN    int       // ids roleFor has seen (a segment skips others' ids)
+	lastRole *mix
+}
+
+// roleOf is the role of the VU of run-wide id (ids ascending): roleFor
+// replayed over every id up to it, those of other segments included, so
+// that a segment's VUs get the roles one machine would have given them.
+func (e *run) roleOf(id int) *mix {
+	for e.roleN < id {
+		e.roleN++
+		e.lastRole = e.roleFor(e.roleN)
+	}
+	return e.lastRole
 }
 
 // roleFor assigns the next VU's role so that the counts follow the roles'
@@ -450,14 +479,16 @@ control:
 		if done {
 			break
 		}
+		target = e.cfg.Segment.Scale(target)
 		for len(vus) < target {
 			h := &vuHandle{stop: make(chan struct{}), done: make(chan struct{})}
 			vus = append(vus, h)
+			id := e.cfg.Segment.Global(nextID-1) + 1
 			vu := &workload.VU{
-				ID:   nextID,
-				Rand: rand.New(rand.NewPCG(e.cfg.Seed, uint64(nextID))),
+				ID:   id,
+				Rand: rand.New(rand.NewPCG(e.cfg.Seed, uint64(id))),
 			}
-			m := e.roleFor(nextID)
+			m := e.roleOf(id)
 			vu.Role = m.role
 			nextID++
 			wg.Add(1)
@@ -495,7 +526,7 @@ control:
 			out.MaxVUs = len(vus)
 		}
 		flush(now)
-		if allStopped(vus) && maxTargetFrom(e.cfg.Stages, now.Sub(start)) <= len(vus) {
+		if allStopped(vus) && e.cfg.Segment.Scale(maxTargetFrom(e.cfg.Stages, now.Sub(start))) <= len(vus) {
 			// Every VU has stopped on its own (run its transactions,
 			// pgbench -t, or aborted) and none would be started.
 			stopAt = now

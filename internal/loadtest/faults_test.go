@@ -274,3 +274,41 @@ func promote(t *testing.T, c *pgcluster.Cluster) {
 	}
 	syscall.Kill(pid, syscall.SIGUSR1)
 }
+
+// A segmented agent that loses its server keeps its results and marks
+// its segment incomplete, so that merge refuses the set unless
+// --allow-partial.
+func TestSegmentLosingTheServerIsIncomplete(t *testing.T) {
+	c := faultCluster(t, nil)
+	setup := smokeOptions(t, c.DSN("f"), time.Second)
+	setup.Observe, setup.Progress = false, 0
+	if _, err := loadtest.Run(context.Background(), setup, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	opts := smokeOptions(t, c.DSN("f"), 60*time.Second)
+	opts.GracefulStop, opts.ServerGoneAfter, opts.Observe, opts.Progress = time.Second, 4*time.Second, false, 0
+	seg, err := engine.ParseSegment("1/2", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Segment, opts.RunID, opts.Out = seg, "lost", t.TempDir()+"/"
+	out := afterStart(t, time.Second, func() { freeze(t, c) })
+	res, err := loadtest.Run(context.Background(), opts, out)
+	if !errors.Is(err, engine.ErrAborted) || res == nil || res.Path == "" {
+		t.Fatalf("err %v, result %+v\n%s", err, res, out.String())
+	}
+	doc, err := results.Read(res.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	why := strings.Join(doc.Segment.Incomplete, "; ")
+	if !strings.Contains(why, "run aborted: the server stopped answering") || doc.Totals.Count == 0 {
+		t.Fatalf("incomplete %q, %d operations kept\n%s", why, doc.Totals.Count, out.String())
+	}
+	if !strings.Contains(out.String(), "segment 1/2 (0:1/2), config sha256:") || !strings.Contains(out.String(), "INCOMPLETE: run aborted") {
+		t.Errorf("the summary does not say the segment is incomplete:\n%s", out.String())
+	}
+	if _, err := results.Merge([]*results.Document{doc}, results.MergeOptions{}); !errors.Is(err, results.ErrIncomplete) {
+		t.Errorf("merge of a lost segment: %v", err)
+	}
+}

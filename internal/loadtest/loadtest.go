@@ -106,6 +106,25 @@ type Options struct {
 	// handler), after erplab's own.
 	PoolOptions []conninfo.PoolOption
 
+	// Segment, when set, runs this agent's piece of a run split over
+	// several load machines (engine.Config.Segment; the profile, rate and
+	// Connections stay the whole run's). A segmented run needs a shared
+	// server (DSN or EnvGiven), does not set up data (erplab init does,
+	// once, before the agents start), checks its clock against the
+	// server's (MaxClockOffset), waits for StartAt, and writes
+	// <Out dir>/<RunID>-<I>of<N>.json (see segmentPath).
+	Segment *engine.Segment
+	// RunID names the run in the results (all agents of a segmented run
+	// share it; "" = a fresh random id).
+	RunID string
+	// StartAt is the start barrier (--start-at): the load begins then;
+	// an agent that arrives later than StartGrace after it runs at once
+	// but marks its segment incomplete.
+	StartAt time.Time
+	// MaxClockOffset bounds the segmented agent's clock offset against
+	// the server's (0 = DefaultMaxClockOffset).
+	MaxClockOffset time.Duration
+
 	// Out is the results file; "" = ./erplab-results/<time>-<workload>.json.
 	Out         string
 	CommandLine []string
@@ -214,9 +233,22 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	if opts.Interval <= 0 {
 		opts.Interval = time.Second
 	}
-	poolSize := opts.Connections
+	segmented := !opts.Segment.Whole()
+	if segmented && opts.DSN == "" && !opts.EnvGiven {
+		return nil, errors.New("--segment needs the server all agents share: give --dsn (or the PG* environment)")
+	}
+	if err := opts.Segment.CheckShare(maxVUs, opts.Connections); err != nil {
+		return nil, err
+	}
+	if opts.RunID == "" {
+		if segmented {
+			return nil, errors.New("--segment needs --run-id: every agent of the run must be given the same one")
+		}
+		opts.RunID = NewRunID()
+	}
+	poolSize := opts.Segment.Scale(opts.Connections)
 	if poolSize == 0 {
-		poolSize = maxVUs
+		poolSize = opts.Segment.Scale(maxVUs)
 	}
 
 	// The results files, checked and reserved before anything starts.
@@ -229,7 +261,15 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 			}
 		}
 	}
-	path, streamPath, err := reserveResults(opts.Out, opts.Workload.Name(), time.Now())
+	var (
+		path, streamPath, restarted string
+		err                         error
+	)
+	if segmented {
+		path, streamPath, restarted, err = segmentPath(opts.Out, opts.RunID, opts.Segment)
+	} else {
+		path, streamPath, err = reserveResults(opts.Out, opts.Workload.Name(), time.Now())
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +314,9 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	defer closePool(pool, poolCloseBound)
 
 	setupStart := time.Now()
-	if err := opts.Workload.Setup(ctx, pool, workload.SetupOptions{
+	if segmented {
+		fmt.Fprintf(out, "segment %s: data set-up skipped (a segmented run uses the data set made once before the agents start: erplab init)\n", opts.Segment)
+	} else if err := opts.Workload.Setup(ctx, pool, workload.SetupOptions{
 		Scale: opts.Scale, Seed: opts.Seed, Force: force,
 		Progress: func(f string, a ...any) { fmt.Fprintf(out, f+"\n", a...) },
 	}); err != nil {
@@ -299,6 +341,24 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	// them all is refused now rather than leaving VUs without one.
 	if err := warmPool(ctx, pool, poolSize); err != nil {
 		return nil, fmt.Errorf("open %d connections: %s (with --connections %d)", poolSize, conninfo.Describe(err), opts.Connections)
+	}
+
+	segInfo := segmentInfo(opts)
+	if segmented {
+		bound := cmp.Or(opts.MaxClockOffset, DefaultMaxClockOffset)
+		offset, rtt, err := measureClock(ctx, pool, 7)
+		if err != nil {
+			return nil, err
+		}
+		if offset.Abs() > bound {
+			return nil, fmt.Errorf("%w: this agent's clock is %+.1fms off the server's (round trip %.1fms), more than --max-clock-offset %s: synchronise the clocks (chrony, NTP)",
+				ErrClockOffset, float64(offset)/1e6, float64(rtt)/1e6, bound)
+		}
+		segInfo.ClockOffsetMs, segInfo.ClockRTTMs = round3(float64(offset)/1e6), round3(float64(rtt)/1e6)
+		if restarted != "" {
+			segInfo.Incomplete = append(segInfo.Incomplete, fmt.Sprintf("restarted: an earlier attempt of this segment left %s", restarted))
+			fmt.Fprintf(out, "segment %s: an earlier attempt left %s; this attempt runs into %s and marks the segment incomplete\n", opts.Segment, restarted, path)
+		}
 	}
 
 	stream, err := results.CreateStream(streamPath)
@@ -336,13 +396,28 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	}
 	doc.Environment, _ = json.Marshal(env)
 	doc.Parameters, _ = json.Marshal(params)
+	doc.RunID, doc.ConfigHash, doc.Segment = opts.RunID, configHash(params, opts), segInfo
 
+	late, err := waitStart(ctx, opts.StartAt, func(f string, a ...any) { fmt.Fprintf(out, f+"\n", a...) })
+	if err != nil {
+		stream.Close()
+		os.Remove(streamPath) // nothing ran: no attempt to report
+		return nil, err
+	}
+	if late > StartGrace {
+		reason := fmt.Sprintf("late start: began %s after --start-at %s", late.Round(time.Millisecond), opts.StartAt.Format(time.RFC3339Nano))
+		fmt.Fprintf(out, "warning: %s; the run goes on and its segment is marked incomplete\n", reason)
+		if segInfo != nil {
+			segInfo.Incomplete = append(segInfo.Incomplete, reason)
+		}
+	}
 	start := time.Now()
 	doc.StartedAt = start
 	if err := stream.Write(results.StreamLine{Type: "header", Header: doc}); err != nil {
 		return nil, err
 	}
 	rec := record.New(recOps, start, opts.Warmup, opts.Interval)
+	cpu := newCPUMeter(start)
 
 	// Metrics and observations, on the run's time base.
 	var (
@@ -395,6 +470,10 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 
 	fmt.Fprintf(out, "erplab run: workload %s, %d VUs max on %s, %s, server %s (PostgreSQL %s)\n",
 		opts.Workload.Name(), maxVUs, poolDesc(opts.Connections), profileDesc(opts), serverDesc, shortVersion(env.Server.Version))
+	if segmented {
+		fmt.Fprintf(out, "run %s, segment %s (%s:%s of %s): this agent runs %d of the %d VUs max on %s, %.4g of the arrival rate\n",
+			opts.RunID, opts.Segment, segInfo.From, segInfo.To, segInfo.Sequence, opts.Segment.Scale(maxVUs), maxVUs, poolDesc(opts.Segment.Scale(opts.Connections)), opts.Segment.Length())
+	}
 	fmt.Fprintf(out, "streaming results to %s\n", streamPath)
 
 	health := &engine.Health{}
@@ -403,8 +482,9 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		Think: opts.Think, Connections: opts.Connections, MaxErrors: opts.MaxErrors,
 		Seed: opts.Seed, GracefulStop: opts.GracefulStop, ServerGone: opts.ServerGoneAfter, Health: health,
 		Rate: opts.Rate, LatencyLimit: opts.LatencyLimit, TxPerVU: opts.TxPerVU, Ops: opm, OnSample: opts.OnSample,
-		RateFromFirstArrival: opts.RateFromFirstArrival,
+		RateFromFirstArrival: opts.RateFromFirstArrival, Segment: opts.Segment,
 		OnInterval: func(iv results.Interval) {
+			cpu.interval(time.Now())
 			if stream.Err() != nil {
 				return // reported when it failed
 			}
@@ -473,6 +553,10 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	doc.Integral = results.NewIntegralScore(v, ok)
 	doc.Totals = rec.Totals(scored)
 	doc.Series = rec.Series()
+	doc.Agent = cpu.finish(end)
+	if segInfo != nil {
+		segInfo.Incomplete = append(segInfo.Incomplete, incompleteReasons(doc, outcome)...)
+	}
 	if doc.Stages, err = results.StageFigures(doc); err != nil {
 		say("warning: per-stage figures: %v", err)
 	}
@@ -499,6 +583,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	}
 	// The summary first: nothing the run measured depends on the disk.
 	PrintSummary(out, doc, outcome)
+	printAgent(out, doc)
 	if r, ok := opts.Workload.(workload.Reporter); ok {
 		fmt.Fprintln(out)
 		r.Report(out, doc)

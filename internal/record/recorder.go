@@ -473,6 +473,10 @@ func (r *Recorder) Results(scored time.Duration) []results.OpResult {
 			}
 		}
 		res.Histogram = encode(o.resp)
+		res.PoolWaitHistogram, res.DBHistogram = encode(o.wait), encode(o.db)
+		if o.lag.TotalCount() > 0 {
+			res.LagHistogram = encode(o.lag)
+		}
 		if o.cut.Total() > 0 {
 			c := o.cut
 			res.CutShort = &c

@@ -33,6 +33,20 @@
 // (SchemaVersion 1) are rebuilt with counts only: no APDEX, no latencies
 // (the status says so).
 //
+// # Merge
+//
+// A run split over several load machines (erplab run --segment) leaves
+// one document per segment, each with the run's id, configuration hash
+// and its piece of the rational segment sequence (SegmentInfo). [Merge]
+// makes the run's document of them: it refuses foreign, duplicated,
+// overlapping and (unless MergeOptions.AllowPartial) missing or
+// incomplete pieces, then adds every operation's counts, zones and
+// histograms (response, pool wait, database, lag) and the intervals of
+// the same index, and computes every percentile, APDEX, the integral,
+// the totals and the stages from the sums, so that each figure is the
+// one of the union of the segments' samples. docs/results-format.md
+// lists the rules field by field.
+//
 // # Schema version
 //
 // Format names the document ("erplab-run/1"); SchemaVersion counts

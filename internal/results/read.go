@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
-
 	"github.com/erplab/erplab/internal/apdex"
 )
 
@@ -78,7 +76,7 @@ func Rebuild(header *Document, series []Interval) (*Document, error) {
 	}
 	type acc struct {
 		res   OpResult
-		hist  *hdrhistogram.Histogram
+		hist  histMerger
 		exact bool // every interval of the op had zones and a histogram
 	}
 	var order []string
@@ -117,14 +115,8 @@ func Rebuild(header *Document, series []Interval) (*Document, error) {
 				}
 				continue
 			}
-			h, err := hdrhistogram.Decode([]byte(oi.Histogram))
-			if err != nil {
-				return nil, fmt.Errorf("rebuild: series[%d].ops[%q].histogram_us: %w", i, name, err)
-			}
-			if a.hist == nil {
-				a.hist = h
-			} else {
-				a.hist.Merge(h)
+			if err := a.hist.add(oi.Histogram, fmt.Sprintf("rebuild: series[%d].ops[%q].histogram_us", i, name)); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -145,11 +137,8 @@ func Rebuild(header *Document, series []Interval) (*Document, error) {
 			r.Zones = apdex.Counts{}
 			r.Apdex = apdex.Counts{}.Score(target)
 		}
-		if a.hist != nil && a.exact {
-			r.Response = Summarize(a.hist)
-			if enc, err := a.hist.Encode(hdrhistogram.V2CompressedEncodingCookieBase); err == nil {
-				r.Histogram = string(enc)
-			}
+		if a.hist.h != nil && a.exact {
+			r.Response, r.Histogram = a.hist.summary(), a.hist.encoded()
 		}
 		if scored > 0 {
 			r.PerSecond = float64(r.Count) / scored
@@ -189,10 +178,5 @@ func (r *OpResult) addInterval(oi OpInterval) {
 		}
 		r.CutShort.Frustrated += oi.CutShort
 	}
-	for k, v := range oi.ErrorsBySQLState {
-		if r.ErrorsBySQLState == nil {
-			r.ErrorsBySQLState = map[string]int64{}
-		}
-		r.ErrorsBySQLState[k] += v
-	}
+	r.ErrorsBySQLState = addCounts(r.ErrorsBySQLState, oi.ErrorsBySQLState)
 }

@@ -23,7 +23,13 @@ const Format = "erplab-run/1"
 // skipped + cut_short.frustrated) and the per-stage figures (stages).
 // Version 4 added the spans during which the server answered nothing
 // (server_unresponsive) and the stream's write failure (stream_error).
-const SchemaVersion = 4
+// Version 5 added the run id and configuration hash (run_id,
+// config_hash), a segment's place in a run split over several load
+// machines (segment), the agent's own CPU use (agent), the merge of the
+// segments (merged), and the pool-wait, database and lag histograms of
+// every operation (pool_wait_histogram_us, db_histogram_us,
+// lag_histogram_us), so that a merge recomputes those exactly too.
+const SchemaVersion = 5
 
 // IntegralScore is the integral APDEX of a run, as written to the results.
 type IntegralScore struct {
@@ -146,6 +152,96 @@ type Document struct {
 	StreamError string `json:"stream_error,omitempty"`
 	// Extra holds sections other packages add (observations, remedies).
 	Extra map[string]json.RawMessage `json:"extra,omitempty"`
+
+	// RunID names the run (schema 5): every agent of a segmented run
+	// carries the same one, an unsegmented run a fresh random one.
+	RunID string `json:"run_id,omitempty"`
+	// ConfigHash is the hash of everything that must be equal across the
+	// agents of one run (workload, scale, seed, stages, rate, think time,
+	// mix, connections, T values, interval, the segment sequence; not
+	// the piece, the server's address or the host): "sha256:" and 16 hex
+	// digits (schema 5).
+	ConfigHash string `json:"config_hash,omitempty"`
+	// Segment is this agent's piece of a run split over several load
+	// machines (erplab run --segment); nil for a whole run.
+	Segment *SegmentInfo `json:"segment,omitempty"`
+	// Agent is the load generator's own CPU use during the run (schema 5).
+	Agent *AgentCPU `json:"agent,omitempty"`
+	// Merged describes the segments an `erplab merge` document was made
+	// from; nil in an agent's own document.
+	Merged *MergeInfo `json:"merged,omitempty"`
+}
+
+// SegmentInfo is an agent's piece of a segmented run (schema 5).
+type SegmentInfo struct {
+	// Index is the piece's number from 1 (I of --segment I/N), Count the
+	// number of pieces (N).
+	Index int `json:"index"`
+	Count int `json:"count"`
+	// From and To bound the piece as rationals ("1/3", "2/3"); Sequence
+	// is the whole sequence's points ("0,1/3,2/3,1").
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Sequence string `json:"sequence"`
+	// StartAt is the barrier (--start-at) the agent waited for; zero
+	// when none was given.
+	StartAt time.Time `json:"start_at,omitzero"`
+	// ClockOffsetMs is the agent's clock against the server's
+	// (server - local, from the round trip with the shortest time), and
+	// ClockRTTMs that round trip.
+	ClockOffsetMs float64 `json:"clock_offset_ms"`
+	ClockRTTMs    float64 `json:"clock_rtt_ms"`
+	// Host is the agent's host name.
+	Host string `json:"host,omitempty"`
+	// Incomplete lists why the piece does not hold its full share of the
+	// run (a late start, a restart, a lost server, an interrupt, an
+	// abort); empty when it ran its share. `erplab merge` refuses an
+	// incomplete piece unless --allow-partial.
+	Incomplete []string `json:"incomplete,omitempty"`
+}
+
+// Label is "I/N".
+func (s *SegmentInfo) Label() string { return fmt.Sprintf("%d/%d", s.Index, s.Count) }
+
+// AgentCPU is the CPU use of the erplab process that generated the load
+// (schema 5): what tells a saturated load generator from a slow server.
+type AgentCPU struct {
+	// CPUSeconds is the process's user + system CPU time over the run,
+	// WallSeconds the run's wall time, Cores the CPUs the process could
+	// use; Utilization is CPUSeconds / (WallSeconds * Cores), in [0, 1].
+	CPUSeconds  float64 `json:"cpu_seconds"`
+	WallSeconds float64 `json:"wall_seconds"`
+	Cores       int     `json:"cores"`
+	Utilization float64 `json:"utilization"`
+	// PerInterval is the utilization in each interval of the series, in
+	// order (the same share of the cores).
+	PerInterval []float64 `json:"per_interval,omitempty"`
+	// Saturated is set when the agent's CPU was near its cores' capacity
+	// (Utilization >= 0.85, or a fifth of the intervals at 0.95 or more):
+	// its latencies may be the generator's, not the server's.
+	Saturated bool `json:"saturated"`
+}
+
+// MergeInfo describes the pieces a merged document was made from
+// (schema 5).
+type MergeInfo struct {
+	// Count is the number of pieces of the run (N); Segments the pieces
+	// merged, in sequence order.
+	Count    int             `json:"count"`
+	Segments []MergedSegment `json:"segments"`
+	// Partial is set when the document was written with --allow-partial
+	// from an incomplete set: Missing lists the pieces that were not
+	// there, and the segments' own Incomplete reasons stay in Segments.
+	Partial bool     `json:"partial,omitempty"`
+	Missing []string `json:"missing,omitempty"`
+}
+
+// MergedSegment is one piece of a merged run.
+type MergedSegment struct {
+	SegmentInfo
+	File   string    `json:"file,omitempty"`
+	Status string    `json:"status"`
+	Agent  *AgentCPU `json:"agent,omitempty"`
 }
 
 // Unresponsive is one span of a run during which the server answered
@@ -196,6 +292,12 @@ type OpResult struct {
 	// HdrHistogram V2 compressed encoding, base64 (hdrhistogram-go Encode),
 	// so later tools can merge or re-query it.
 	Histogram string `json:"histogram_us"`
+	// PoolWaitHistogram, DBHistogram and LagHistogram are the
+	// histograms behind PoolWait, DB and Lag, encoded as Histogram
+	// (schema 5; absent before, and LagHistogram in the closed model).
+	PoolWaitHistogram string `json:"pool_wait_histogram_us,omitempty"`
+	DBHistogram       string `json:"db_histogram_us,omitempty"`
+	LagHistogram      string `json:"lag_histogram_us,omitempty"`
 	// Lag (open model only) is the schedule lag of scored executions,
 	// errors included: actual start minus scheduled start (pgbench's
 	// "schedule lag"). It is part of Response.

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
-
 	"github.com/erplab/erplab/internal/apdex"
 )
 
@@ -101,7 +99,7 @@ func StageFigures(d *Document) ([]StageResult, error) {
 	}
 	type opAcc struct {
 		res  StageOp
-		hist *hdrhistogram.Histogram
+		hist histMerger
 	}
 	out := make([]StageResult, len(spans))
 	accs := make([][]opAcc, len(spans))
@@ -141,14 +139,8 @@ func StageFigures(d *Document) ([]StageResult, error) {
 			if oi.Histogram == "" {
 				continue
 			}
-			h, err := hdrhistogram.Decode([]byte(oi.Histogram))
-			if err != nil {
-				return nil, fmt.Errorf("stages: series[%d].ops[%q].histogram_us: %w", n, name, err)
-			}
-			if a.hist == nil {
-				a.hist = h
-			} else {
-				a.hist.Merge(h)
+			if err := a.hist.add(oi.Histogram, fmt.Sprintf("stages: series[%d].ops[%q].histogram_us", n, name)); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -159,9 +151,7 @@ func StageFigures(d *Document) ([]StageResult, error) {
 			a := accs[k][i]
 			r := a.res
 			r.Apdex = r.Zones.Score(time.Duration(op.TargetMs * float64(time.Millisecond)))
-			if a.hist != nil {
-				r.Response = Summarize(a.hist)
-			}
+			r.Response = a.hist.summary()
 			if st.ScoredSeconds > 0 {
 				r.PerSecond = float64(r.Count) / st.ScoredSeconds
 			}

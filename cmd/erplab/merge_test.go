@@ -1,0 +1,164 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/erplab/erplab/internal/results"
+)
+
+// copySegments copies the recorded segments of run r1 (internal/results
+// testdata) named by index into a fresh directory.
+func copySegments(t *testing.T, which ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, i := range which {
+		b, err := os.ReadFile(filepath.Join("..", "..", "internal", "results", "testdata", "segments", "r1-"+i+"of3.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "r1-"+i+"of3.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func exitOf(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err == nil {
+		return 0
+	}
+	return -1
+}
+
+func TestMergeCommand(t *testing.T) {
+	dir := copySegments(t, "1", "2", "3")
+	out := filepath.Join(dir, "run.json")
+	b, err := erplab(t, dir, "merge", "--dir", dir, "-o", out).CombinedOutput()
+	if err != nil || !strings.Contains(string(b), "merged run r1: 3 of 3 segments") {
+		t.Fatalf("merge: %v\n%s", err, b)
+	}
+	m, err := results.Read(out)
+	if err != nil || m.Merged == nil || m.Merged.Partial {
+		t.Fatalf("merged document: %v %+v", err, m)
+	}
+	// Merged again over the same directory: its own output is skipped.
+	if b, err := erplab(t, dir, "merge", dir, "-o", out+"2", "--apdex-min", "0.5").CombinedOutput(); err != nil {
+		t.Fatalf("merge beside its output: %v\n%s", err, b)
+	}
+	// --apdex-min is evaluated on the merged run (0.98 here).
+	b, err = erplab(t, dir, "merge", filepath.Join(dir, "r1-1of3.json"), filepath.Join(dir, "r1-2of3.json"), filepath.Join(dir, "r1-3of3.json"), "-o", filepath.Join(dir, "x.json"), "--apdex-min", "0.99").CombinedOutput()
+	if exitOf(err) != exitThreshold || !strings.Contains(string(b), "below --apdex-min 0.99") {
+		t.Errorf("--apdex-min 0.99: %v\n%s", err, b)
+	}
+	// compare reads the merged run like any other.
+	if b, err := erplab(t, dir, "compare", out, filepath.Join(dir, "r1-1of3.json")).CombinedOutput(); err != nil && exitOf(err) != exitThreshold {
+		t.Errorf("compare merged vs segment: %v\n%s", err, b)
+	}
+}
+
+// An incomplete set: merge waits for it (--wait) and then refuses with
+// exit 6, writing nothing, unless --allow-partial, which says so.
+func TestMergeIncompleteSet(t *testing.T) {
+	dir := copySegments(t, "1", "3")
+	out := filepath.Join(dir, "run.json")
+	t0 := time.Now()
+	b, err := erplab(t, dir, "merge", "--wait", "2s", "--dir", dir, "-o", out).CombinedOutput()
+	if exitOf(err) != exitResults || !strings.Contains(string(b), `segment 2/3 of run "r1" missing`) || strings.Count(strings.TrimSpace(string(b)), "\n") != 0 {
+		t.Errorf("merge of 2 of 3: %v\n%s", err, b)
+	}
+	if time.Since(t0) < 2*time.Second {
+		t.Errorf("--wait 2s returned after %s", time.Since(t0))
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("a document was written for an incomplete set")
+	}
+	b, err = erplab(t, dir, "merge", "--allow-partial", "--dir", dir, "-o", out).CombinedOutput()
+	if err != nil || !strings.Contains(string(b), "PARTIAL (--allow-partial)") {
+		t.Fatalf("--allow-partial: %v\n%s", err, b)
+	}
+	m, err := results.Read(out)
+	if err != nil || !m.Merged.Partial || m.Merged.Missing[0] != "2/3" {
+		t.Errorf("partial document: %v %+v", err, m.Merged)
+	}
+	// An agent that died mid-run left a stream only: once the stream has
+	// gone unwritten for a while, --wait stops waiting, and the killed
+	// segment makes the set incomplete.
+	seg2, err := results.Read(filepath.Join(copySegments(t, "2"), "r1-2of3.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := filepath.Join(dir, "r1-2of3.jsonl")
+	st, err := results.CreateStream(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	header := *seg2
+	header.Status, header.Series, header.Operations = "running", nil, nil
+	st.Write(results.StreamLine{Type: "header", Header: &header})
+	for i := range seg2.Series[:2] {
+		st.Write(results.StreamLine{Type: "interval", Interval: &seg2.Series[i]})
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * staleStream)
+	os.Chtimes(stream, old, old)
+	os.Remove(out)
+	t0 = time.Now()
+	b, err = erplab(t, dir, "merge", "--wait", "10m", "--dir", dir, "-o", out).CombinedOutput()
+	if exitOf(err) != exitResults || !strings.Contains(string(b), "segment 2/3 run killed: stream ended at t=2s") || time.Since(t0) > 5*time.Minute {
+		t.Errorf("merge with a dead agent's stream: %v after %s\n%s", err, time.Since(t0), b)
+	}
+
+	// Bad usage: no -o, --wait without a directory.
+	for _, args := range [][]string{{"merge", dir}, {"merge", filepath.Join(dir, "r1-1of3.json"), "--wait", "1s", "-o", out}} {
+		if b, err := erplab(t, dir, args...).CombinedOutput(); exitOf(err) != exitUsage {
+			t.Errorf("%v: %v\n%s", args, err, b)
+		}
+	}
+}
+
+// Segment options refused in one line as usage errors, before anything
+// connects.
+func TestRunSegmentUsage(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--segment", "0/3"}, "in 1..3"},
+		{[]string{"--segment", "4/3"}, "in 1..3"},
+		{[]string{"--segment", "1/0"}, "want I/N"},
+		{[]string{"--segment", "x/3"}, "in 1..3"},
+		{[]string{"--segment", "auto/3"}, "JOB_COMPLETION_INDEX is not set"},
+		{[]string{"--segment", "1/3", "--dsn", "host=x"}, "needs --run-id"},
+		{[]string{"--segment", "1/3", "--run-id", "r"}, "needs the server all agents share"},
+		{[]string{"--segment", "1/3", "--run-id", "a/b", "--dsn", "host=x"}, "only letters"},
+		{[]string{"--start-at", "tomorrow"}, "RFC 3339"},
+		{[]string{"--execution-segment", "1/2:1/3"}, "0 <= a < b <= 1"},
+		{[]string{"--execution-segment", "0:1/3", "--execution-segment-sequence", "0,1/2,1"}, "is not a piece"},
+	} {
+		cmd := erplab(t, dir, append([]string{"run"}, c.args...)...)
+		var env []string
+		for _, e := range cmd.Env {
+			if !strings.HasPrefix(e, "JOB_COMPLETION_INDEX=") {
+				env = append(env, e)
+			}
+		}
+		cmd.Env = env
+		b, err := cmd.CombinedOutput()
+		if exitOf(err) != exitUsage || !strings.Contains(string(b), c.want) || strings.Count(strings.TrimSpace(string(b)), "\n") != 0 {
+			t.Errorf("run %v: %v, want exit 2 and one line with %q:\n%s", c.args, err, c.want, b)
+		}
+	}
+}

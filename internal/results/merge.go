@@ -1,0 +1,408 @@
+package results
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// ErrIncomplete is wrapped by Merge's error when the set of segments is
+// incomplete (a piece missing, or one marked incomplete) and partial
+// merges were not allowed.
+var ErrIncomplete = errors.New("incomplete set of segments")
+
+// MergeOptions tune Merge.
+type MergeOptions struct {
+	// AllowPartial merges an incomplete set (pieces missing or marked
+	// incomplete): the document says so (Merged.Partial, Missing, and
+	// a status "partial: ...").
+	AllowPartial bool
+	// Files names the documents, in the order given, for the merged
+	// document's segments[].file (optional).
+	Files []string
+}
+
+// Merge makes one run's document from the documents of its segments
+// (erplab run --segment; see the "Merge" section of the package doc). It
+// refuses, in a one-line error: a document without a segment, or of
+// another run id, configuration hash or segment sequence than the first
+// (a foreign segment); a piece given twice; pieces that overlap or leave
+// a gap; a missing or incomplete piece (wrapping ErrIncomplete) unless
+// opts.AllowPartial; a histogram that does not decode.
+func Merge(docs []*Document, opts MergeOptions) (*Document, error) {
+	if len(docs) == 0 {
+		return nil, errors.New("merge: no segment documents")
+	}
+	name := func(i int) string {
+		if i < len(opts.Files) && opts.Files[i] != "" {
+			return opts.Files[i]
+		}
+		return fmt.Sprintf("document %d", i+1)
+	}
+	first := docs[0]
+	order := make([]int, len(docs))
+	for i, d := range docs {
+		order[i] = i
+		switch {
+		case d.Segment == nil:
+			return nil, fmt.Errorf("merge: %s is not a segment of a run (no segment: written without erplab run --segment)", name(i))
+		case d.RunID != first.RunID:
+			return nil, fmt.Errorf("merge: %s is segment %s of run %q, not of run %q (%s): a foreign segment", name(i), d.Segment.Label(), d.RunID, first.RunID, name(0))
+		case d.ConfigHash != first.ConfigHash:
+			return nil, fmt.Errorf("merge: %s (segment %s) ran another configuration (%s) than %s (%s): agents must be given the same options", name(i), d.Segment.Label(), d.ConfigHash, name(0), first.ConfigHash)
+		case d.Segment.Sequence != first.Segment.Sequence:
+			return nil, fmt.Errorf("merge: %s is a piece of the sequence %s, %s of %s", name(i), d.Segment.Sequence, name(0), first.Segment.Sequence)
+		}
+	}
+	rat := func(i int, s string) (*big.Rat, error) {
+		r, ok := new(big.Rat).SetString(s)
+		if !ok {
+			return nil, fmt.Errorf("merge: %s: segment bound %q is not a rational", name(i), s)
+		}
+		return r, nil
+	}
+	froms, tos := make([]*big.Rat, len(docs)), make([]*big.Rat, len(docs))
+	for i, d := range docs {
+		var err error
+		if froms[i], err = rat(i, d.Segment.From); err != nil {
+			return nil, err
+		}
+		if tos[i], err = rat(i, d.Segment.To); err != nil {
+			return nil, err
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool { return froms[order[a]].Cmp(froms[order[b]]) < 0 })
+	var missing, incomplete []string
+	at := new(big.Rat)
+	for k, i := range order {
+		d := docs[i]
+		if k > 0 {
+			p := order[k-1]
+			if froms[i].Cmp(froms[p]) == 0 && tos[i].Cmp(tos[p]) == 0 {
+				return nil, fmt.Errorf("merge: segment %s is given twice (%s and %s)", d.Segment.Label(), name(p), name(i))
+			}
+		}
+		switch c := froms[i].Cmp(at); {
+		case c < 0:
+			return nil, fmt.Errorf("merge: segments overlap: %s (%s:%s) starts before the previous piece ends at %s", name(i), d.Segment.From, d.Segment.To, at.RatString())
+		case c > 0:
+			missing = append(missing, pieceLabel(at, froms[i], d.Segment))
+		}
+		at = tos[i]
+		switch {
+		case len(d.Segment.Incomplete) > 0:
+			incomplete = append(incomplete, fmt.Sprintf("segment %s %s", d.Segment.Label(), strings.Join(d.Segment.Incomplete, "; ")))
+		case d.Status != "completed":
+			// e.g. a killed agent's stream, rebuilt by Read
+			incomplete = append(incomplete, fmt.Sprintf("segment %s run %s", d.Segment.Label(), d.Status))
+		}
+	}
+	if one := big.NewRat(1, 1); at.Cmp(one) < 0 {
+		missing = append(missing, pieceLabel(at, one, first.Segment))
+	} else if at.Cmp(one) > 0 {
+		return nil, fmt.Errorf("merge: segments end at %s, after 1", at.RatString())
+	}
+	if !opts.AllowPartial {
+		if len(missing) > 0 {
+			return nil, fmt.Errorf("merge: %w: segment %s of run %q missing (%d of %d given); --allow-partial merges what is there", ErrIncomplete, strings.Join(missing, ", "), first.RunID, len(docs), first.Segment.Count)
+		}
+		if len(incomplete) > 0 {
+			return nil, fmt.Errorf("merge: %w: %s; --allow-partial merges it anyway", ErrIncomplete, strings.Join(incomplete, ", "))
+		}
+	}
+
+	sorted := make([]*Document, len(docs))
+	for k, i := range order {
+		sorted[k] = docs[i]
+	}
+	out, err := mergeDocs(sorted)
+	if err != nil {
+		return nil, fmt.Errorf("merge: %w", err)
+	}
+	out.RunID, out.ConfigHash = first.RunID, first.ConfigHash
+	mi := &MergeInfo{Count: first.Segment.Count, Missing: missing, Partial: len(missing) > 0 || len(incomplete) > 0}
+	var statuses []string
+	for k, i := range order {
+		d := sorted[k]
+		mi.Segments = append(mi.Segments, MergedSegment{SegmentInfo: *d.Segment, File: fileOf(opts.Files, i), Status: d.Status, Agent: d.Agent})
+		if d.Status != "completed" {
+			statuses = append(statuses, fmt.Sprintf("segment %s %s", d.Segment.Label(), d.Status))
+		}
+	}
+	out.Merged = mi
+	out.Status = "completed"
+	if len(statuses) > 0 {
+		out.Status = strings.Join(statuses, "; ")
+	}
+	if mi.Partial {
+		var why []string
+		if len(missing) > 0 {
+			why = append(why, "segment "+strings.Join(missing, ", ")+" missing")
+		}
+		why = append(why, incomplete...)
+		out.Status = "partial (--allow-partial): " + strings.Join(why, "; ") + "; " + out.Status
+	}
+	return out, nil
+}
+
+func fileOf(files []string, i int) string {
+	if i < len(files) {
+		return files[i]
+	}
+	return ""
+}
+
+// pieceLabel names the missing piece [from, to]: "I/N" when it is one
+// piece of the equal split, else "from:to".
+func pieceLabel(from, to *big.Rat, s *SegmentInfo) string {
+	n := int64(s.Count)
+	w := new(big.Rat).Sub(to, from)
+	if w.Cmp(big.NewRat(1, n)) == 0 {
+		i := new(big.Rat).Mul(from, big.NewRat(n, 1))
+		if i.IsInt() {
+			return fmt.Sprintf("%d/%d", i.Num().Int64()+1, n)
+		}
+	}
+	return from.RatString() + ":" + to.RatString()
+}
+
+// addCounts adds src's counts (by SQLSTATE) to dst, made when needed.
+func addCounts(dst, src map[string]int64) map[string]int64 {
+	for k, v := range src {
+		if dst == nil {
+			dst = map[string]int64{}
+		}
+		dst[k] += v
+	}
+	return dst
+}
+
+// histMerger merges encoded histograms (the zero value holds none).
+type histMerger struct{ h *hdrhistogram.Histogram }
+
+func (m *histMerger) add(enc, field string) error {
+	if enc == "" {
+		return nil
+	}
+	h, err := hdrhistogram.Decode([]byte(enc))
+	if err != nil {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	if m.h == nil {
+		m.h = h
+	} else {
+		m.h.Merge(h)
+	}
+	return nil
+}
+
+func (m *histMerger) summary() Latency {
+	if m.h == nil {
+		return Latency{}
+	}
+	return Summarize(m.h)
+}
+
+func (m *histMerger) encoded() string {
+	if m.h == nil {
+		return ""
+	}
+	enc, err := m.h.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+	if err != nil {
+		return ""
+	}
+	return string(enc)
+}
+
+// mergeDocs adds the documents (pieces in sequence order): operations by
+// name in the first document's order, series by interval index.
+func mergeDocs(docs []*Document) (*Document, error) {
+	first := docs[0]
+	out := &Document{
+		Format: Format, Schema: SchemaVersion, Version: first.Version, CommandLine: first.CommandLine,
+		Workload: first.Workload, StartedAt: first.StartedAt, EndedAt: first.EndedAt,
+		Environment: first.Environment, Parameters: first.Parameters, Extra: first.Extra,
+	}
+	type opAcc struct {
+		res                   OpResult
+		resp, wait, db, lag   histMerger
+		hasWait, hasDB, exact bool
+	}
+	var names []string
+	accs := map[string]*opAcc{}
+	for _, d := range docs {
+		if d.StartedAt.Before(out.StartedAt) {
+			out.StartedAt = d.StartedAt
+		}
+		if d.EndedAt.After(out.EndedAt) {
+			out.EndedAt = d.EndedAt
+		}
+		out.Totals.ScoredSeconds = max(out.Totals.ScoredSeconds, d.Totals.ScoredSeconds)
+		out.Totals.BacklogLeft += d.Totals.BacklogLeft
+		out.Totals.AbortedVUs += d.Totals.AbortedVUs
+		out.ServerUnresponsive = append(out.ServerUnresponsive, d.ServerUnresponsive...)
+		if d.StreamError != "" && out.StreamError == "" {
+			out.StreamError = fmt.Sprintf("segment %s: %s", d.Segment.Label(), d.StreamError)
+		}
+		for _, op := range d.Operations {
+			a := accs[op.Name]
+			if a == nil {
+				a = &opAcc{res: OpResult{Name: op.Name, TargetMs: op.TargetMs, Priority: op.Priority}, hasWait: true, hasDB: true, exact: true}
+				accs[op.Name] = a
+				names = append(names, op.Name)
+			}
+			r := &a.res
+			r.Count += op.Count
+			r.Errors += op.Errors
+			r.Skipped += op.Skipped
+			r.Late += op.Late
+			r.Retries += op.Retries
+			r.Retried += op.Retried
+			r.WarmupCount += op.WarmupCount
+			r.WarmupErrors += op.WarmupErrors
+			r.WarmupSkipped += op.WarmupSkipped
+			r.Zones.Merge(op.Zones)
+			r.ErrorsBySQLState = addCounts(r.ErrorsBySQLState, op.ErrorsBySQLState)
+			if op.CutShort != nil {
+				if r.CutShort == nil {
+					r.CutShort = &CutShort{}
+				}
+				c := r.CutShort
+				c.Frustrated += op.CutShort.Frustrated
+				c.NotScored += op.CutShort.NotScored
+				c.FrustratedMaxMs = max(c.FrustratedMaxMs, op.CutShort.FrustratedMaxMs)
+				c.NotScoredMaxMs = max(c.NotScoredMaxMs, op.CutShort.NotScoredMaxMs)
+			}
+			field := fmt.Sprintf("segment %s: operations[%q]", d.Segment.Label(), op.Name)
+			if op.Histogram == "" && op.Count > op.Errors {
+				a.exact = false
+			}
+			if err := a.resp.add(op.Histogram, field+".histogram_us"); err != nil {
+				return nil, err
+			}
+			if op.PoolWaitHistogram == "" && op.Count > op.Errors {
+				a.hasWait = false
+			}
+			if op.DBHistogram == "" && op.Count > op.Errors {
+				a.hasDB = false
+			}
+			if err := a.wait.add(op.PoolWaitHistogram, field+".pool_wait_histogram_us"); err != nil {
+				return nil, err
+			}
+			if err := a.db.add(op.DBHistogram, field+".db_histogram_us"); err != nil {
+				return nil, err
+			}
+			if err := a.lag.add(op.LagHistogram, field+".lag_histogram_us"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	scored := out.Totals.ScoredSeconds
+	for _, n := range names {
+		a := accs[n]
+		r := a.res
+		r.Apdex = r.Zones.Score(time.Duration(r.TargetMs * float64(time.Millisecond)))
+		if a.exact {
+			r.Response, r.Histogram = a.resp.summary(), a.resp.encoded()
+		}
+		if a.hasWait {
+			r.PoolWait, r.PoolWaitHistogram = a.wait.summary(), a.wait.encoded()
+		}
+		if a.hasDB {
+			r.DB, r.DBHistogram = a.db.summary(), a.db.encoded()
+		}
+		r.Lag, r.LagHistogram = a.lag.summary(), a.lag.encoded()
+		if scored > 0 {
+			r.PerSecond = float64(r.Count) / scored
+		}
+		out.Operations = append(out.Operations, r)
+		out.Totals.AddOp(r)
+	}
+	if scored > 0 {
+		out.Totals.PerSecond = float64(out.Totals.Count) / scored
+	}
+	v, ok := Integral(out.Operations)
+	out.Integral = NewIntegralScore(v, ok)
+	sort.SliceStable(out.ServerUnresponsive, func(i, j int) bool { return out.ServerUnresponsive[i].FromS < out.ServerUnresponsive[j].FromS })
+	series, err := mergeSeries(docs)
+	if err != nil {
+		return nil, err
+	}
+	out.Series = series
+	if out.Stages, err = StageFigures(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// mergeSeries adds the documents' intervals of the same index (the
+// agents started together at the barrier, on the same interval): gauges
+// are summed (PoolWaitersMax and BacklogMax as the sum of the agents'
+// maxima, an upper bound), T is the latest, operations merge their
+// counts, zones, errors and histograms.
+func mergeSeries(docs []*Document) ([]Interval, error) {
+	n := 0
+	for _, d := range docs {
+		n = max(n, len(d.Series))
+	}
+	out := make([]Interval, n)
+	for k := range out {
+		iv := &out[k]
+		iv.Ops = map[string]OpInterval{}
+		hists := map[string]*histMerger{}
+		for _, d := range docs {
+			if k >= len(d.Series) {
+				continue
+			}
+			s := d.Series[k]
+			iv.T = max(iv.T, s.T)
+			iv.Warmup = iv.Warmup || s.Warmup
+			iv.VUs += s.VUs
+			iv.PoolWaiters += s.PoolWaiters
+			iv.PoolWaitersMax += s.PoolWaitersMax
+			iv.InFlight += s.InFlight
+			iv.Count += s.Count
+			iv.Errors += s.Errors
+			iv.Backlog += s.Backlog
+			iv.BacklogMax += s.BacklogMax
+			iv.Skipped += s.Skipped
+			iv.Late += s.Late
+			for name, oi := range s.Ops {
+				m := iv.Ops[name]
+				m.Count += oi.Count
+				m.Errors += oi.Errors
+				m.Skipped += oi.Skipped
+				m.Late += oi.Late
+				m.Retries += oi.Retries
+				m.Retried += oi.Retried
+				m.CutShort += oi.CutShort
+				m.Zones.Merge(oi.Zones)
+				m.ErrorsBySQLState = addCounts(m.ErrorsBySQLState, oi.ErrorsBySQLState)
+				h := hists[name]
+				if h == nil {
+					h = &histMerger{}
+					hists[name] = h
+				}
+				if err := h.add(oi.Histogram, fmt.Sprintf("segment %s: series[%d].ops[%q].histogram_us", d.Segment.Label(), k, name)); err != nil {
+					return nil, err
+				}
+				iv.Ops[name] = m
+			}
+		}
+		for name, h := range hists {
+			m := iv.Ops[name]
+			if h.h != nil && h.h.TotalCount() > 0 {
+				l := h.summary()
+				m.P50, m.P95, m.P99, m.Max = l.P50, l.P95, l.P99, l.Max
+				m.Histogram = h.encoded()
+			}
+			iv.Ops[name] = m
+		}
+	}
+	return out, nil
+}
