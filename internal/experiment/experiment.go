@@ -15,6 +15,13 @@
 // Config.Cold every run starts after a server restart and, as root, with
 // the OS page cache dropped.
 //
+// Each variant's comparison carries its primary rows (Primaries: the
+// rows its remedies' registrations declare, or ab --primary), so its
+// verdict is Holm over those alone and every other row is exploratory
+// (package compare, "Primary and exploratory rows"); the A/A
+// comparisons of RunAA take Config.AAPrimary, by default the integral
+// APDEX, and count the false primary verdicts.
+//
 // Remedies are opaque here: a run applies its variant's remedies in order
 // to a remedy.Target (the run's cluster and database, the DSN its
 // connections use, the workload flag values), builds the workload from
