@@ -59,19 +59,21 @@ restarted before every run and, as root, the OS page cache is dropped.
 Rounds: every configuration runs --rounds times (default: as many as fit --budget, at least 3),
 in the order A B B A A B ... (--order balanced), so a drift of the machine meets every
 configuration alike. The verdicts come from the per-round values (APDEX, percentiles, throughput,
-observation rates and per-round deltas), Welch's t over rounds, Holm across rows; with --rounds 1
-from a block bootstrap of the two runs. Every row gives B-A with its 95 % interval; better/worse
-needs the interval beyond the minimum effect.
+observation rates and per-round deltas), Welch's t over rounds, Holm within each family (below);
+with --rounds 1 from a block bootstrap of the two runs. Every row gives B-A with its 95 % interval;
+better/worse needs the interval beyond the minimum effect. A noise line gives the CPU used by
+other processes (not the server, not erplab); verdicts read "inconclusive: foreign load differed"
+when it differs between the sides by more than --max-foreign-diff points.
 
-Primary rows: each remedy declares, before any run, the row(s) that answer whether it worked
-(tmpfs-temp-tablespace: integral and temp_table_storm APDEX; rewrite-proxy: or_subquery_report
-APDEX; settings, temp-style: integral APDEX). The verdict line of a variant is decided by Holm
-over its primary rows alone; every other row is printed as exploratory, with a Holm family of
-its own, and never decides the verdict (ICH E9 §2.2.2, §2.2.5; internal/compare/doc.go).
+Primary rows: each remedy declares, before any run, the row(s) that answer whether it worked:
+` + declaredPrimaries() + `
+The verdict line of a variant is decided by Holm over its primary rows alone; every other row
+is printed as exploratory, with a Holm family of its own, and never decides the verdict (ICH E9
+§2.2.2, §2.2.5; internal/compare/doc.go).
 --primary [VARIANT=]SUBJECT[:METRIC] (repeatable) declares them instead, for VARIANT or for
-every variant (and the A/A comparisons): --primary temp_table_storm, --primary tmpfs=integral:apdex. A noise line gives the CPU used by other processes
-(not the server, not erplab); verdicts read "inconclusive: foreign load differed" when it differs
-between the sides by more than --max-foreign-diff points.
+every variant (and the A/A comparisons), e.g. --primary temp_table_storm or
+--primary tmpfs=integral:apdex. ab ends with a line "VERDICT NAME: primary verdict: ..." per
+variant and its primary rows.
 
 --aa N runs the baseline against itself N times (each an experiment with the same rounds) and
 reports the false-verdict rate: how many of the N primary verdicts (default row: integral APDEX)
@@ -354,4 +356,19 @@ func primaryShort(cp *compare.Comparison) string {
 		return "no primary rows"
 	}
 	return "primary verdict " + string(cp.Primary.Verdict)
+}
+
+// declaredPrimaries lists each registered remedy's primary rows
+// (remedy.Kind.Primary), one indented line per remedy, e.g.
+// "  rewrite-proxy: or_subquery_report:apdex".
+func declaredPrimaries() string {
+	var lines []string
+	for _, k := range remedy.Kinds() {
+		rows := k.Primary
+		if len(rows) == 0 {
+			rows = []string{compare.IntegralApdex.String()}
+		}
+		lines = append(lines, "  "+k.Name+": "+strings.Join(rows, " and "))
+	}
+	return strings.Join(lines, "\n")
 }

@@ -92,6 +92,9 @@ func TestABHelpListsRemedies(t *testing.T) {
 			t.Errorf("help lacks %q", want)
 		}
 	}
+	if !strings.Contains(s, "tmpfs-temp-tablespace: integral:apdex and temp_table_storm:apdex") || !strings.Contains(s, "rewrite-proxy: or_subquery_report:apdex") {
+		t.Errorf("help lacks the remedies' primary rows")
+	}
 	if n := len(remedy.Kinds()); n != 4 {
 		t.Errorf("%d remedies registered, want 4", n)
 	}
