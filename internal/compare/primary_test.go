@@ -114,34 +114,39 @@ func TestPrimaryMissingRow(t *testing.T) {
 }
 
 // aaRounds are an A/A experiment recorded by examples/ab-calibration.sh
-// PARTS=aa (erp scale 0.2, 20 VUs, 8 s runs, 3 rounds a side; a CPU hog
-// beside baseline round 1; foreign CPU 67 / 65 %): testdata/aa-erp.
+// PARTS=aa (erp scale 0.2, 20 VUs, 8 s runs, 3 rounds a side, load
+// average ~30, a CPU hog beside 4 of the 6 runs; foreign CPU 59 / 67 %):
+// testdata/aa-erp.
 var aaRounds = [2][]string{
 	{"aa-erp/baseline-1.json", "aa-erp/baseline-2.json", "aa-erp/baseline-3.json"},
 	{"aa-erp/same-1.json", "aa-erp/same-2.json", "aa-erp/same-3.json"},
 }
 
-// A/A with a chance hit among the exploratory rows: item_picker's p50
-// rose 74 -> 105 ms (p 0.0016, the whole interval beyond the minimum
-// effect), what an unadjusted look would call "worse". In the
-// exploratory family (Holm over ~50 rows) it is no verdict, and the
-// primary verdict (integral APDEX, declared before) is no significant
-// difference. Declared after the fact as the primary row, the same row
-// would give a false "worse": why the declaration comes first.
+// A/A with a chance hit among the exploratory rows: post_sales_invoice
+// APDEX 0.96 -> 0.53 (p 0.0008) survives Holm in the exploratory family
+// and reads "worse", although nothing differs. The primary verdict
+// (integral APDEX, declared before the runs) is no significant
+// difference: the hit is reported, it does not make the experiment's
+// verdict.
 func TestAAChanceHitStaysExploratory(t *testing.T) {
 	c := compareFiles(t, compare.Options{Primary: []compare.Key{compare.IntegralApdex}, PrimarySource: "default"}, aaRounds[0], aaRounds[1])
-	if c.Primary == nil || c.Primary.Verdict != compare.NoDifference || c.Primary.Family != 1 || c.Decided() != 0 {
-		t.Fatalf("A/A primary %+v, %d decided rows", c.Primary, c.Decided())
+	if c.Primary == nil || c.Primary.Verdict != compare.NoDifference || c.Primary.Family != 1 || c.Primary.Exploratory < 40 {
+		t.Fatalf("A/A primary %+v", c.Primary)
 	}
-	hit := c.Find("item_picker", "p50_ms")
-	if hit == nil || hit.Role != compare.RoleExploratory || !(hit.P < 0.01) || !(hit.Lo > hit.MinDelta) || hit.Verdict != compare.NoDifference {
-		t.Fatalf("the chance hit: %+v", hit)
+	if r := c.Find("integral", "apdex"); r.Role != compare.RolePrimary || r.Verdict != compare.NoDifference {
+		t.Fatalf("integral APDEX: %+v", r)
 	}
-	if c.Primary.Exploratory < 40 || hit.P*float64(c.Primary.Exploratory) < c.Alpha {
-		t.Fatalf("exploratory family of %d rows: Holm's first bound %g against p %g", c.Primary.Exploratory, c.Alpha/float64(c.Primary.Exploratory), hit.P)
+	hit := c.Find("post_sales_invoice", "apdex")
+	if hit == nil || hit.Role != compare.RoleExploratory || hit.Verdict != compare.Worse || !(hit.P < 0.001) || c.Decided() != 1 {
+		t.Fatalf("the chance hit: %+v (%d decided rows)", hit, c.Decided())
 	}
-	posthoc := compareFiles(t, compare.Options{Primary: []compare.Key{{Subject: "item_picker", Metric: "p50_ms"}}}, aaRounds[0], aaRounds[1])
-	if posthoc.Primary.Verdict != compare.Worse {
-		t.Fatalf("post-hoc primary: %+v", posthoc.Primary)
+	var text bytes.Buffer
+	if err := c.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	s := text.String()
+	if !strings.Contains(s[strings.Index(s, compare.ExploratoryHeading):], "post_sales_invoice") ||
+		!strings.Contains(s, "exploratory rows: 1 worse, ") || !strings.Contains(s, "primary verdict: no significant difference (Holm over 1 tested primary row(s) declared by default;") {
+		t.Fatalf("text:\n%s", s)
 	}
 }
