@@ -17,6 +17,12 @@
 #            rewrite-proxy: or_subquery_report must be better;
 #     tmpfs: erp --temp-style 1c, variant tmpfs-temp-tablespace (root):
 #            temp_table_storm must be better.
+# Verdicts are those of the primary rows each remedy declares (erplab ab
+# --help; internal/compare/doc.go "Primary and exploratory rows"): the A/A
+# part counts, for each remedy's family of primary rows, the comparisons
+# whose primary verdict is not "no significant difference" (goal: at most
+# the nominal 5 %, quoted as k/n with a 95 % Clopper-Pearson interval),
+# and separately the comparisons with any decided row in either family.
 # The figures are recomputed from the saved results with `erplab compare`
 # at the end (SUMMARY_ONLY=1 OUT_DIR recomputes them without running).
 # Usage: examples/ab-calibration.sh [OUT_DIR]
@@ -113,8 +119,40 @@ side() { ls "$1"/"$2"-[0-9]*.json | sort -V | paste -sd, -; }
 decided() { jq -r '.[0].rows[] | select(.verdict == "better" or .verdict == "worse" or .verdict == "higher" or .verdict == "lower")
 	| "    \(.subject) \(.metric): \(.verdict) (A \(.a), B \(.b), p \(.p))"' "$1"; }
 
+# cp95 K N: the 95 % Clopper-Pearson interval of K/N in percent, by
+# bisection on the binomial distribution function.
+cp95() {
+	awk -v k="$1" -v n="$2" 'function cdf(k, n, p, i, t, s) { t = (1 - p) ^ n; s = t
+			for (i = 1; i <= k; i++) { t *= (n - i + 1) / i * p / (1 - p); s += t }; return s }
+		function root(k, n, target, lo, hi, m, i) { lo = 0; hi = 1
+			for (i = 0; i < 60; i++) { m = (lo + hi) / 2; if (cdf(k, n, m) > target) lo = m; else hi = m }; return m }
+		BEGIN { lo = (k == 0) ? 0 : root(k - 1, n, 0.975); hi = (k == n) ? 1 : root(k, n, 0.025)
+			printf "[%.1f, %.1f] %%", 100 * lo, 100 * hi }'
+}
+# The primary rows each remedy declares (internal/remedy/*), as --primary flags.
+declare -A families=(
+	[integral]="--primary integral:apdex"
+	[tmpfs]="--primary integral:apdex --primary temp_table_storm:apdex"
+	[proxy]="--primary or_subquery_report:apdex"
+)
+
 echo "=== erplab ab calibration ($OUT)"
 if [[ -d $OUT/aa ]]; then
+	for fam in integral tmpfs proxy; do
+		n=0 k=0
+		for d in "$OUT"/aa/aa-*/; do
+			[[ -e $d/same-1.json ]] || continue
+			n=$((n + 1))
+			# shellcheck disable=SC2086 # the family's flags are words
+			"$ERPLAB" compare --format json ${families[$fam]} "$(side "$d" baseline)" "$(side "$d" same)" >"$d/primary-$fam.json"
+			v=$(jq -r '.[0].primary.verdict' "$d/primary-$fam.json")
+			if [[ $v != "no significant difference" ]]; then
+				k=$((k + 1))
+				echo "  A/A $(basename "$d") primary ($fam): $v"
+			fi
+		done
+		echo "A/A primary verdict ($fam family: ${families[$fam]}): false in $k of $n comparisons, 95 % CI $(cp95 $k $n) (nominal 5 %)"
+	done
 	n=0 bad=0 guarded=0
 	for d in "$OUT"/aa/aa-*/; do
 		[[ -e $d/same-1.json ]] || continue
@@ -131,14 +169,17 @@ if [[ -d $OUT/aa ]]; then
 	done
 	echo "A/A: $bad of $n comparisons showed a better/worse row (goal: at most 1 of 20); $guarded had verdicts downgraded by the noise guard"
 fi
-power() { # dir variant subject label
+power() { # dir variant subject label family
 	local d=$OUT/$1
 	[[ -e $d/$2-1.json ]] || return 0
-	"$ERPLAB" compare --format json "$(side "$d" baseline)" "$(side "$d" "$2")" >"$d/compare.json"
-	echo "power $4: $3 rows:"
+	# shellcheck disable=SC2086 # the family's flags are words
+	"$ERPLAB" compare --format json ${families[$5]} "$(side "$d" baseline)" "$(side "$d" "$2")" >"$d/compare.json"
+	echo "power $4: $(jq -r '.[0] | "\(.rounds_a) and \(.rounds_b) rounds; primary verdict \(.primary.verdict) (Holm over \(.primary.family) primary rows; \(.primary.exploratory_family) exploratory)"' "$d/compare.json")"
+	jq -r '.[0].rows[] | select(.role == "primary") | "    primary \(.subject) \(.metric): A \(.a) B \(.b), delta \(.delta) [\(.ci95_low), \(.ci95_high)], p \(.p): \(.verdict)"' "$d/compare.json"
+	echo "  $3 rows:"
 	jq -r --arg s "$3" '.[0].rows[] | select(.subject == $s) | "    \(.metric): A \(.a) B \(.b), delta \(.delta) [\(.ci95_low), \(.ci95_high)], p \(.p): \(.verdict)"' "$d/compare.json"
 	jq -r '.[0].noise | "    noise: foreign CPU \(.a.foreign_pct) / \(.b.foreign_pct) %, differed \(.differed)"' "$d/compare.json"
 }
-power sleep slow post_order "commit_delay 40 ms (want worse)"
-power proxy proxy or_subquery_report "rewrite-proxy (want better)"
-power tmpfs tmpfs temp_table_storm "tmpfs-temp-tablespace (want better)"
+power sleep slow post_order "commit_delay 40 ms (want worse)" integral
+power proxy proxy or_subquery_report "rewrite-proxy (want better)" proxy
+power tmpfs tmpfs temp_table_storm "tmpfs-temp-tablespace (want better)" tmpfs

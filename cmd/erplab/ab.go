@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -40,6 +41,7 @@ func newABCmd() *cobra.Command {
 		alpha      float64
 		minEffect  float64
 		maxForeign float64
+		primary    []string
 	)
 	var remedies strings.Builder
 	_ = remedy.WriteHelp(&remedies)      // a strings.Builder does not fail
@@ -57,14 +59,26 @@ restarted before every run and, as root, the OS page cache is dropped.
 Rounds: every configuration runs --rounds times (default: as many as fit --budget, at least 3),
 in the order A B B A A B ... (--order balanced), so a drift of the machine meets every
 configuration alike. The verdicts come from the per-round values (APDEX, percentiles, throughput,
-observation rates and per-round deltas), Welch's t over rounds, Holm across rows; with --rounds 1
-from a block bootstrap of the two runs. Every row gives B-A with its 95 % interval; better/worse
-needs the interval beyond the minimum effect. A noise line gives the CPU used by other processes
-(not the server, not erplab); verdicts read "inconclusive: foreign load differed" when it differs
-between the sides by more than --max-foreign-diff points.
+observation rates and per-round deltas), Welch's t over rounds, Holm within each family (below);
+with --rounds 1 from a block bootstrap of the two runs. Every row gives B-A with its 95 % interval;
+better/worse needs the interval beyond the minimum effect. A noise line gives the CPU used by
+other processes (not the server, not erplab); verdicts read "inconclusive: foreign load differed"
+when it differs between the sides by more than --max-foreign-diff points.
+
+Primary rows: each remedy declares, before any run, the row(s) that answer whether it worked:
+` + declaredPrimaries() + `
+The verdict line of a variant is decided by Holm over its primary rows alone; every other row
+is printed as exploratory, with a Holm family of its own, and never decides the verdict (ICH E9
+§2.2.2, §2.2.5; internal/compare/doc.go).
+--primary [VARIANT=]SUBJECT[:METRIC] (repeatable) declares them instead, for VARIANT or for
+every variant (and the A/A comparisons), e.g. --primary temp_table_storm or
+--primary tmpfs=integral:apdex. ab ends with a line "VERDICT NAME: primary verdict: ..." per
+variant and its primary rows.
 
 --aa N runs the baseline against itself N times (each an experiment with the same rounds) and
-reports the false-verdict rate: how many of the N comparisons showed any better/worse row.
+reports the false-verdict rate: how many of the N primary verdicts (default row: integral APDEX)
+said anything but "no significant difference", with its 95 % Clopper-Pearson interval, and how
+many comparisons showed any better/worse row in either family.
 --run-hook CMD runs CMD with sh -c before every run (env ERPLAB_AB_VARIANT, ERPLAB_AB_ROUND,
 ERPLAB_AB_RUN, ERPLAB_AB_DIR: the experiment's results directory, with --aa that of the
 comparison), e.g. to start or stop a neighbour load.
@@ -105,6 +119,10 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 					return withCode(exitUsage, err)
 				}
 				vs = append(vs, v)
+			}
+			vs, aaPrimary, err := experiment.SetPrimary(vs, primary)
+			if err != nil {
+				return withCode(exitUsage, err)
 			}
 			if rounds < 0 || rounds == 0 && cmd.Flags().Changed("rounds") {
 				return withCode(exitUsage, fmt.Errorf("--rounds must be >= 1 (leave it out to fill --budget), got %d", rounds))
@@ -198,7 +216,8 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 				Cluster: c, NewWorkload: newW, Flags: baseFlags, Load: opts, Variants: vs,
 				Rounds: rounds, Balanced: order == "balanced", Interleave: order == "interleaved",
 				OutDir: outDir, Params: params, Cold: cold,
-				Compare: compare.Options{Alpha: alpha, MinEffect: minEffect, MaxForeignDiff: maxForeign},
+				Compare:   compare.Options{Alpha: alpha, MinEffect: minEffect, MaxForeignDiff: maxForeign},
+				AAPrimary: aaPrimary,
 			}
 			if hook != "" {
 				ecfg.BeforeRun = func(ctx context.Context, ri experiment.RunInfo) error {
@@ -219,10 +238,10 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 				}
 				fmt.Fprintf(out, "\n=== erplab ab --aa %d in %s\n", aa, outDir)
 				for i, cp := range res.Comparisons {
-					fmt.Fprintf(out, "  A/A %2d: %s (foreign CPU %.1f / %.1f %%)\n", i+1, cp.Summary(), cp.Noise.A.ForeignPct, cp.Noise.B.ForeignPct)
+					fmt.Fprintf(out, "  A/A %2d: %s; %s (foreign CPU %.1f / %.1f %%)\n", i+1, primaryShort(cp), cp.Summary(), cp.Noise.A.ForeignPct, cp.Noise.B.ForeignPct)
 					for _, r := range cp.Rows {
 						if r.Verdict.Decided() {
-							fmt.Fprintf(out, "          %s %s: %s (A %s, B %s, p %s)\n", r.Subject, r.Metric, r.Verdict, fmtFloat(r.A), fmtFloat(r.B), fmtFloat(r.P))
+							fmt.Fprintf(out, "          %s %s %s: %s (A %s, B %s, p %s)\n", r.Role, r.Subject, r.Metric, r.Verdict, fmtFloat(r.A), fmtFloat(r.B), fmtFloat(r.P))
 						}
 					}
 				}
@@ -243,6 +262,10 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 					return err
 				}
 			}
+			fmt.Fprintln(out)
+			for i, cp := range oc.Comparisons {
+				writeVerdict(out, vs[i].Name, cp)
+			}
 			return nil
 		},
 	}
@@ -256,6 +279,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	fl.StringVar(&hook, "run-hook", "", "shell command run before every run (env ERPLAB_AB_VARIANT, ERPLAB_AB_ROUND, ERPLAB_AB_RUN, ERPLAB_AB_DIR)")
 	fl.BoolVar(&cold, "cold", false, "restart the server before every run (and drop the OS page cache as root): cold-cache runs")
 	fl.IntVar(&rounds, "rounds", 0, "runs of each configuration (default: as many as fit --budget, at least 3)")
+	fl.StringArrayVar(&primary, "primary", nil, "primary row [VARIANT=]SUBJECT[:METRIC] deciding the verdict (repeatable; default: the remedies' declared rows)")
 	// Each remedy's parameters, e.g. --tmpfs-size.
 	for _, k := range remedy.Kinds() {
 		for _, p := range k.Params {
@@ -307,4 +331,44 @@ func fmtFloat(v float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.4g", v)
+}
+
+// VerdictPrefix starts ab's verdict line of a variant.
+const VerdictPrefix = "VERDICT "
+
+// writeVerdict prints the verdict line of variant name and its primary
+// rows: "VERDICT tmpfs: better (primary rows: ...)", then one line per
+// primary row with A -> B, the effect, its interval and p.
+func writeVerdict(w io.Writer, name string, cp *compare.Comparison) {
+	if cp.Primary == nil {
+		return
+	}
+	fmt.Fprintf(w, "%s%s: %s\n", VerdictPrefix, name, cp.Primary.Line())
+	for _, r := range cp.PrimaryRows() {
+		fmt.Fprintf(w, "  primary %s %s: A %s -> B %s, delta %s [%s, %s], p %s: %s\n", r.Subject, r.Metric, fmtFloat(r.A), fmtFloat(r.B),
+			fmtFloat(r.Delta), fmtFloat(r.Lo), fmtFloat(r.Hi), fmtFloat(r.P), r.Verdict)
+	}
+}
+
+// primaryShort is "primary verdict: V" of an A/A comparison.
+func primaryShort(cp *compare.Comparison) string {
+	if cp.Primary == nil {
+		return "no primary rows"
+	}
+	return "primary verdict " + string(cp.Primary.Verdict)
+}
+
+// declaredPrimaries lists each registered remedy's primary rows
+// (remedy.Kind.Primary), one indented line per remedy, e.g.
+// "  rewrite-proxy: or_subquery_report:apdex".
+func declaredPrimaries() string {
+	var lines []string
+	for _, k := range remedy.Kinds() {
+		rows := k.Primary
+		if len(rows) == 0 {
+			rows = []string{compare.IntegralApdex.String()}
+		}
+		lines = append(lines, "  "+k.Name+": "+strings.Join(rows, " and "))
+	}
+	return strings.Join(lines, "\n")
 }

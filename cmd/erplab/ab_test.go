@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/erplab/erplab/internal/compare"
 	"github.com/erplab/erplab/internal/remedy"
 )
 
@@ -21,6 +22,8 @@ func TestABUsageErrors(t *testing.T) {
 		{"ab", "--variant", "x=settings:/no/such.conf"},
 		{"ab", "--variant", "x=rewrite-proxy", "--rounds", "0"},
 		{"ab", "--variant", "x=rewrite-proxy", "--workload", "nope"},
+		{"ab", "--variant", "x=rewrite-proxy", "--primary", "y=integral"},
+		{"ab", "--variant", "x=rewrite-proxy", "--primary", "integral:"},
 	} {
 		checkUsageError(t, args)
 	}
@@ -89,6 +92,9 @@ func TestABHelpListsRemedies(t *testing.T) {
 			t.Errorf("help lacks %q", want)
 		}
 	}
+	if !strings.Contains(s, "tmpfs-temp-tablespace: integral:apdex and temp_table_storm:apdex") || !strings.Contains(s, "rewrite-proxy: or_subquery_report:apdex") {
+		t.Errorf("help lacks the remedies' primary rows")
+	}
 	if n := len(remedy.Kinds()); n != 4 {
 		t.Errorf("%d remedies registered, want 4", n)
 	}
@@ -117,7 +123,8 @@ func TestABRounds(t *testing.T) {
 	}
 	s := string(out)
 	for _, want := range []string{"variant  B: res/same-1.json,res/same-2.json,res/same-3.json", "3 and 3 rounds", "noise: foreign CPU A ",
-		"6 runs (3 rounds per configuration, balanced order)"} {
+		"6 runs (3 rounds per configuration, balanced order)", compare.PrimaryHeading, compare.ExploratoryHeading,
+		"VERDICT same: primary verdict: ", "declared by settings;", "  primary integral apdex: A "} {
 		if !strings.Contains(s, want) {
 			t.Fatalf("output lacks %q:\n%s", want, s)
 		}

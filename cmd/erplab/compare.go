@@ -21,6 +21,7 @@ func newCompareCmd() *cobra.Command {
 		minEffect  float64
 		failOnRegr bool
 		maxForeign float64
+		primary    []string
 	)
 	cmd := &cobra.Command{
 		Use:   "compare BASELINE.json[,ROUND2.json...] VARIANT.json[,ROUND2.json...] [VARIANT...]",
@@ -40,6 +41,11 @@ A noise line gives the CPU used by other processes than the server and erplab; v
 "inconclusive: foreign load differed" when it differs by more than --max-foreign-diff points.
 Warnings say when workloads, scales or durations differ (see internal/compare/doc.go).
 
+--primary SUBJECT[:METRIC] (repeatable, e.g. --primary integral --primary temp_table_storm:apdex)
+declares primary rows, as erplab ab does from its remedies: Holm over them alone decides the
+primary verdict line; the other rows are exploratory, with a Holm family of their own. A
+declared row no comparison has is a usage error.
+
 Exit codes: 0 compared; 1 an input could not be read; 2 bad usage; 99 with
 --fail-on-regression when any row is "worse" (for CI gating).`,
 		Args: cobra.MinimumNArgs(2),
@@ -47,7 +53,14 @@ Exit codes: 0 compared; 1 an input could not be read; 2 bad usage; 99 with
 			if format != "text" && format != "markdown" && format != "json" {
 				return withCode(exitUsage, fmt.Errorf("--format must be text, markdown or json, got %q", format))
 			}
-			opts := compare.Options{Alpha: alpha, MinEffect: minEffect, MaxForeignDiff: maxForeign}
+			opts := compare.Options{Alpha: alpha, MinEffect: minEffect, MaxForeignDiff: maxForeign, PrimarySource: "--primary"}
+			for _, s := range primary {
+				k, err := compare.ParseKey(s)
+				if err != nil {
+					return withCode(exitUsage, fmt.Errorf("--primary: %w", err))
+				}
+				opts.Primary = append(opts.Primary, k)
+			}
 			if !(alpha > 0 && alpha < 1) || !(minEffect >= 0) {
 				return withCode(exitUsage, fmt.Errorf("--alpha must be in (0, 1) and --min-effect >= 0 (got %g, %g)", alpha, minEffect))
 			}
@@ -73,6 +86,9 @@ Exit codes: 0 compared; 1 an input could not be read; 2 bad usage; 99 with
 				c, err := compare.CompareRounds(names[0], docs[0], names[i], docs[i], opts)
 				if err != nil {
 					return withCode(exitError, err)
+				}
+				if c.Primary != nil && len(c.Primary.Missing) > 0 {
+					return withCode(exitUsage, fmt.Errorf("--primary %s: no such row in %s vs %s", c.Primary.Missing[0], args[0], args[i]))
 				}
 				cs = append(cs, c)
 			}
@@ -117,5 +133,6 @@ Exit codes: 0 compared; 1 an input could not be read; 2 bad usage; 99 with
 	f.Float64Var(&minEffect, "min-effect", compare.DefaultMinEffect, "smallest relative difference that counts as better or worse (0.05 = 5 %)")
 	f.Float64Var(&maxForeign, "max-foreign-diff", compare.DefaultMaxForeignDiff, "foreign CPU difference (points of all CPUs) beyond which verdicts are inconclusive (negative = off)")
 	f.BoolVar(&failOnRegr, "fail-on-regression", false, "exit 99 when any row is worse than the baseline")
+	f.StringArrayVar(&primary, "primary", nil, "primary row SUBJECT[:METRIC] deciding the verdict line (repeatable); the other rows are exploratory")
 	return cmd
 }

@@ -94,6 +94,14 @@ type Options struct {
 	// of all CPUs (default DefaultMaxForeignDiff); negative turns the
 	// guard off.
 	MaxForeignDiff float64
+	// Primary, when not empty, are the pre-declared primary rows: Holm
+	// over them alone decides the comparison's verdict
+	// (Comparison.Primary), and every other row is exploratory, with a
+	// Holm family of its own (package doc: "Primary and exploratory
+	// rows"). Empty: one family of all rows, no primary verdict.
+	// PrimarySource names who declared them, for the verdict line.
+	Primary       []Key
+	PrimarySource string
 }
 
 func (o Options) norm() (Options, error) {
@@ -156,6 +164,9 @@ type Row struct {
 	Verdict   Verdict   `json:"verdict"`
 	// Note says why a row was not tested ("too few intervals").
 	Note string `json:"note,omitempty"`
+	// Role is RolePrimary or RoleExploratory when the comparison has
+	// primary rows (Options.Primary), "" otherwise.
+	Role string `json:"role,omitempty"`
 }
 
 // MarshalJSON writes NaN numbers as null.
@@ -202,6 +213,9 @@ type Comparison struct {
 	// Slower are the statements that got slower (statements.go), when
 	// both sides recorded pg_stat_statements.
 	Slower []StatementChange `json:"statements_slower,omitempty"`
+	// Primary is the verdict of the primary rows, nil when none were
+	// declared (Options.Primary).
+	Primary *PrimaryVerdict `json:"primary,omitempty"`
 }
 
 // Count returns how many rows have verdict v.
@@ -284,7 +298,13 @@ func CompareRounds(namesA []string, as []*results.Document, namesB []string, bs 
 	c.Noise = noiseReport(ra, rb, opts.MaxForeignDiff, opts)
 	c.Warnings = warnings(as, bs)
 	c.Slower = slowerStatements(as, bs, opts.MinEffect)
+	missing := markRoles(c.Rows, opts.Primary)
 	decide(c, opts)
+	if len(opts.Primary) > 0 {
+		c.Primary = &PrimaryVerdict{Rows: opts.Primary, Source: opts.PrimarySource, Missing: missing}
+		_, c.Primary.Family, c.Primary.Exploratory = familySignificance(c.Rows, opts.Alpha)
+		c.Primary.Verdict = primaryVerdict(c.Rows, c.undecided())
+	}
 	return c, nil
 }
 
@@ -417,18 +437,21 @@ func bootstrapRows(specs []spec, a, b *runData, opts Options) []Row {
 	return rows
 }
 
-// decide fills Delta, DeltaPct, MinDelta and Verdict of every row.
+// undecided is the verdict of a tested row that is not decided.
+func (c *Comparison) undecided() Verdict {
+	if c.RoundsA == 1 {
+		return OneRoundEach
+	}
+	return NoDifference
+}
+
+// decide fills Delta, DeltaPct, MinDelta and Verdict of every row; Holm
+// runs within each family (all rows, or the primary and the exploratory
+// rows apart when Row.Role is set).
 func decide(c *Comparison, opts Options) {
 	rows := c.Rows
-	ps := make([]float64, len(rows))
-	for i, r := range rows {
-		ps[i] = r.P
-	}
-	sig := holm(ps, opts.Alpha)
-	undecided := NoDifference
-	if c.RoundsA == 1 {
-		undecided = OneRoundEach
-	}
+	sig, _, _ := familySignificance(rows, opts.Alpha)
+	undecided := c.undecided()
 	for i := range rows {
 		r := &rows[i]
 		r.Delta = r.B - r.A

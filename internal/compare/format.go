@@ -83,14 +83,48 @@ func (r Row) verdictText() string {
 
 // Summary is the one-line count of verdicts, e.g.
 // "2 better, 1 worse, 40 no significant difference, 3 n/a".
-func (c *Comparison) Summary() string {
+func (c *Comparison) Summary() string { return summaryOf(c.Rows) }
+
+func summaryOf(rows []Row) string {
 	parts := []string{}
 	for _, v := range []Verdict{Better, Worse, Higher, Lower, ForeignLoad, NoDifference, OneRoundEach, NotApplicable} {
-		if n := c.Count(v); n > 0 {
+		n := 0
+		for _, r := range rows {
+			if r.Verdict == v {
+				n++
+			}
+		}
+		if n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, v))
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// rowsOf returns the rows of role (RolePrimary, RoleExploratory).
+func (c *Comparison) rowsOf(role string) []Row {
+	var out []Row
+	for _, r := range c.Rows {
+		if r.Role == role {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Section headings of a comparison with primary rows.
+const (
+	PrimaryHeading     = "PRIMARY ROWS (pre-declared, confirmatory: Holm over these alone decides the verdict)"
+	ExploratoryHeading = "EXPLORATORY ROWS (Holm over these in a family of their own: reported for insight, not the verdict)"
+)
+
+// tail is the summary at the end of a table: the verdict counts and,
+// with primary rows, the exploratory counts and the primary verdict line.
+func (c *Comparison) tail() string {
+	if c.Primary == nil {
+		return c.Summary()
+	}
+	return "exploratory rows: " + summaryOf(c.rowsOf(RoleExploratory)) + "\n" + c.Primary.Line()
 }
 
 // MethodNote explains the verdicts in one paragraph.
@@ -103,9 +137,14 @@ func (c *Comparison) MethodNote() string {
 		how = fmt.Sprintf("%d and %d rounds: each row's value per round, B-A of the round means with Welch's t interval and p-value over rounds",
 			c.RoundsA, c.RoundsB)
 	}
-	return fmt.Sprintf("Method: %s. Verdicts: better/worse when the p-value is significant after Holm's correction over all %d tested rows "+
+	family := fmt.Sprintf("over all %d tested rows", c.tested())
+	if c.Primary != nil {
+		family = fmt.Sprintf("within its family (the %d tested primary rows, declared before the runs, decide the verdict; "+
+			"the %d exploratory rows form a family of their own)", c.Primary.Family, c.Primary.Exploratory)
+	}
+	return fmt.Sprintf("Method: %s. Verdicts: better/worse when the p-value is significant after Holm's correction %s "+
 		"(family-wise alpha %g) and the whole interval lies beyond the minimum effect (max(%g %% of A, the metric's floor)). "+
-		"Host CPU rows are the server's own process tree. See internal/compare/doc.go.", how, c.tested(), c.Alpha, 100*c.MinEffect)
+		"Host CPU rows are the server's own process tree. See internal/compare/doc.go.", how, family, c.Alpha, 100*c.MinEffect)
 }
 
 func (c *Comparison) tested() int {
@@ -125,10 +164,32 @@ func (c *Comparison) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "warning: %s\n", s)
 	}
 	fmt.Fprintf(w, "%s\n\n", c.Noise.Line())
+	if c.Primary == nil {
+		if err := writeTextRows(w, c.Rows); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(w, PrimaryHeading)
+		if err := writeTextRows(w, c.rowsOf(RolePrimary)); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\n%s\n", ExploratoryHeading)
+		if err := writeTextRows(w, c.rowsOf(RoleExploratory)); err != nil {
+			return err
+		}
+	}
+	c.writeSlower(w, false)
+	_, err := fmt.Fprintf(w, "\n%s\n%s\n", c.tail(), c.MethodNote())
+	return err
+}
+
+// writeTextRows writes rows as an aligned table, a blank line between
+// sections.
+func writeTextRows(w io.Writer, rows []Row) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SUBJECT\tMETRIC\tA\tB\tDELTA\tDELTA %\t95% CI OF DELTA\tP\tVERDICT")
 	section := ""
-	for _, r := range c.Rows {
+	for _, r := range rows {
 		if r.Section != section {
 			if section != "" {
 				fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t")
@@ -141,9 +202,7 @@ func (c *Comparison) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("compare: write: %w", err)
 	}
-	c.writeSlower(w, false)
-	_, err := fmt.Fprintf(w, "\n%s\n%s\n", c.Summary(), c.MethodNote())
-	return err
+	return nil
 }
 
 // WriteMarkdown writes the comparison as a Markdown table.
@@ -153,9 +212,27 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(w, "> warning: %s\n", s)
 	}
 	fmt.Fprintf(w, "%s\n\n", c.Noise.Line())
+	if c.Primary == nil {
+		writeMarkdownRows(w, c.Rows)
+	} else {
+		fmt.Fprintf(w, "**%s**\n\n", PrimaryHeading)
+		writeMarkdownRows(w, c.rowsOf(RolePrimary))
+		fmt.Fprintf(w, "\n%s\n\n", ExploratoryHeading)
+		writeMarkdownRows(w, c.rowsOf(RoleExploratory))
+	}
+	c.writeSlower(w, true)
+	if c.Primary != nil {
+		_, err := fmt.Fprintf(w, "\nExploratory rows: %s.\n\n**%s**\n\n%s\n", summaryOf(c.rowsOf(RoleExploratory)), mdCell(c.Primary.Line()), c.MethodNote())
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\n%s. %s\n", c.Summary(), c.MethodNote())
+	return err
+}
+
+func writeMarkdownRows(w io.Writer, rows []Row) {
 	fmt.Fprintln(w, "| subject | metric | A | B | Δ | Δ % | 95 % CI of Δ | p | verdict |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---|")
-	for _, r := range c.Rows {
+	for _, r := range rows {
 		v := r.verdictText()
 		if r.Verdict == Better || r.Verdict == Worse {
 			v = "**" + v + "**"
@@ -163,9 +240,6 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", mdCell(r.Subject), mdCell(r.metricLabel()),
 			r.fmtValue(r.A), r.fmtValue(r.B), fmtNum(r.Delta), fmtPct(r.DeltaPct), fmtCI(r), fmtP(r.P), mdCell(v))
 	}
-	c.writeSlower(w, true)
-	_, err := fmt.Fprintf(w, "\n%s. %s\n", c.Summary(), c.MethodNote())
-	return err
 }
 
 func mdCell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }

@@ -28,6 +28,21 @@ type AAOutcome struct {
 	FalseRows        int
 	TestedRows       int
 	Inconclusive     int
+	// FalsePrimary counts the comparisons whose primary verdict
+	// (compare.Comparison.Primary) was better, worse, higher, lower or
+	// mixed: the false-verdict rate the nominal alpha bounds.
+	FalsePrimary int
+}
+
+// PrimaryRate is the false primary-verdict rate FalsePrimary /
+// comparisons with its 95 % Clopper-Pearson interval.
+func (a *AAOutcome) PrimaryRate() (rate, lo, hi float64) {
+	n := len(a.Comparisons)
+	lo, hi = compare.BinomialCI(a.FalsePrimary, n, 0.95)
+	if n == 0 {
+		return 0, lo, hi
+	}
+	return float64(a.FalsePrimary) / float64(n), lo, hi
 }
 
 // Rate is the false-verdict rate: FalseComparisons / comparisons.
@@ -42,8 +57,18 @@ func (a *AAOutcome) Rate() float64 {
 // showed a better/worse row; 1 of 700 tested rows; 3 inconclusive
 // (foreign load differed); 3 rounds each".
 func (a *AAOutcome) Line() string {
-	return fmt.Sprintf("A/A: %d of %d comparisons (%.1f %%) showed a better/worse row; %d of %d tested rows; %d with foreign load differing; %d rounds per side",
+	r, lo, hi := a.PrimaryRate()
+	return fmt.Sprintf("A/A: primary verdict false in %d of %d comparisons (%.1f %%, 95 %% CI [%.1f, %.1f] %%; nominal %g %%); "+
+		"any row of either family: %d of %d comparisons (%.1f %%), %d of %d tested rows; %d with foreign load differing; %d rounds per side",
+		a.FalsePrimary, len(a.Comparisons), 100*r, 100*lo, 100*hi, 100*a.alpha(),
 		a.FalseComparisons, len(a.Comparisons), 100*a.Rate(), a.FalseRows, a.TestedRows, a.Inconclusive, a.Rounds)
+}
+
+func (a *AAOutcome) alpha() float64 {
+	if len(a.Comparisons) == 0 {
+		return compare.DefaultAlpha
+	}
+	return a.Comparisons[0].Alpha
 }
 
 // RunAA runs n A/A comparisons: each is an experiment of the baseline
@@ -62,7 +87,7 @@ func RunAA(ctx context.Context, cfg Config, n int, out io.Writer) (*AAOutcome, e
 	dir := cfg.OutDir
 	for i := 1; i <= n; i++ {
 		c := cfg
-		c.Variants = []Variant{{Name: AAName}}
+		c.Variants = []Variant{{Name: AAName, Primary: cfg.AAPrimary}}
 		c.OutDir = filepath.Join(dir, fmt.Sprintf("aa-%02d", i))
 		fmt.Fprintf(out, "\n##### A/A comparison %d of %d (%s)\n", i, n, c.OutDir)
 		oc, err := Run(ctx, c, out)
@@ -78,6 +103,9 @@ func RunAA(ctx context.Context, cfg Config, n int, out io.Writer) (*AAOutcome, e
 		}
 		if cp.Noise.Differed {
 			aa.Inconclusive++
+		}
+		if cp.Primary != nil && (cp.Primary.Verdict.Decided() || cp.Primary.Verdict == compare.Mixed) {
+			aa.FalsePrimary++
 		}
 		for _, r := range cp.Rows {
 			if r.Method != "" {

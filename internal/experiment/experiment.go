@@ -15,6 +15,13 @@
 // Config.Cold every run starts after a server restart and, as root, with
 // the OS page cache dropped.
 //
+// Each variant's comparison carries its primary rows (Primaries: the
+// rows its remedies' registrations declare, or ab --primary), so its
+// verdict is Holm over those alone and every other row is exploratory
+// (package compare, "Primary and exploratory rows"); the A/A
+// comparisons of RunAA take Config.AAPrimary, by default the integral
+// APDEX, and count the false primary verdicts.
+//
 // Remedies are opaque here: a run applies its variant's remedies in order
 // to a remedy.Target (the run's cluster and database, the DSN its
 // connections use, the workload flag values), builds the workload from
@@ -101,8 +108,12 @@ type Config struct {
 	// (remedy.Kind.Params, e.g. "tmpfs-size": "1G"); a missing one has
 	// its registered default.
 	Params map[string]string
-	// Compare tunes the verdicts.
+	// Compare tunes the verdicts; its Primary is set per variant
+	// (Primaries).
 	Compare compare.Options
+	// AAPrimary are the primary rows of RunAA's comparisons (the A/A
+	// variant has no remedies); empty: the integral APDEX.
+	AAPrimary []compare.Key
 }
 
 // RunInfo tells BeforeRun which run comes: the configuration's name, its
@@ -296,6 +307,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Outcome, error) {
 		}
 		seen[v.Name] = true
 	}
+	for _, v := range cfg.Variants {
+		if _, _, err := Primaries(v); err != nil {
+			return nil, fmt.Errorf("experiment: %w", err)
+		}
+	}
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("experiment: results directory: %w", err)
 	}
@@ -324,7 +340,12 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Outcome, error) {
 	pa, da := oc.side(BaselineName)
 	for _, v := range cfg.Variants {
 		pb, db := oc.side(v.Name)
-		c, err := compare.CompareRounds(pa, da, pb, db, cfg.Compare)
+		opts := cfg.Compare
+		var err error
+		if opts.Primary, opts.PrimarySource, err = Primaries(v); err != nil {
+			return oc, err
+		}
+		c, err := compare.CompareRounds(pa, da, pb, db, opts)
 		if err != nil {
 			return oc, err
 		}

@@ -208,6 +208,21 @@ func TestABRun(t *testing.T) {
 			t.Fatalf("baseline of the comparison is %s", cp.Baseline)
 		}
 	}
+	// Each comparison's verdict is decided by its remedies' declared
+	// primary rows.
+	for i, want := range []string{"integral:apdex or_subquery_report:apdex by settings, rewrite-proxy: ", "integral:apdex by temp-style: "} {
+		p := oc.Comparisons[i].Primary
+		if p == nil {
+			t.Fatalf("comparison %d has no primary verdict", i)
+		}
+		var keys []string
+		for _, k := range p.Rows {
+			keys = append(keys, k.String())
+		}
+		if got := strings.Join(keys, " ") + " by " + p.Source + ": "; got != want || p.Family != len(p.Rows) || p.Verdict == "" {
+			t.Fatalf("comparison %d primary %q (%+v), want %q", i, got, p, want)
+		}
+	}
 	if oc.Comparisons[1].Variant != filepath.Join(outDir, "ls-1.json") {
 		t.Fatalf("second comparison is against %s", oc.Comparisons[1].Variant)
 	}

@@ -4,13 +4,56 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/erplab/erplab/internal/compare"
 	"github.com/erplab/erplab/internal/remedy"
 )
 
-// Variant is a named set of remedies; the baseline has none.
+// Variant is a named set of remedies; the baseline has none. Primary,
+// when set (ab --primary), overrides the primary rows the remedies
+// declare (see Primaries).
 type Variant struct {
 	Name     string
 	Remedies []remedy.Remedy
+	Primary  []compare.Key
+}
+
+// DeclaredBy is the PrimarySource of rows given on the command line.
+const DeclaredBy = "--primary"
+
+// Primaries returns the primary rows of v's comparison with the baseline
+// and who declared them: v.Primary when set (source DeclaredBy); else
+// the rows its remedies' registrations declare (remedy.Kind.Primary),
+// each once, in the remedies' order (source: the remedies' names); else
+// the integral APDEX (source "default: integral APDEX"). It returns an
+// error when a registration's row does not parse.
+func Primaries(v Variant) ([]compare.Key, string, error) {
+	if len(v.Primary) > 0 {
+		return v.Primary, DeclaredBy, nil
+	}
+	var keys []compare.Key
+	var by []string
+	seen := map[compare.Key]bool{}
+	for _, r := range v.Remedies {
+		k, ok := remedy.Lookup(r.Kind)
+		if !ok || len(k.Primary) == 0 {
+			continue
+		}
+		by = append(by, k.Name)
+		for _, s := range k.Primary {
+			key, err := compare.ParseKey(s)
+			if err != nil {
+				return nil, "", fmt.Errorf("remedy %s: primary %w", k.Name, err)
+			}
+			if !seen[key] {
+				seen[key] = true
+				keys = append(keys, key)
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return []compare.Key{compare.IntegralApdex}, "default: integral APDEX", nil
+	}
+	return keys, strings.Join(by, ", "), nil
 }
 
 // ParseVariant parses "NAME=remedy[,remedy...]" (each remedy as
@@ -66,4 +109,46 @@ func CheckVariants(workloadName string, vs []Variant, declares func(flag string)
 		}
 	}
 	return nil
+}
+
+// SetPrimary applies ab's --primary values to vs: each "[VARIANT=]ROW"
+// (ROW as compare.ParseKey reads it) adds ROW to the primary rows of
+// VARIANT, or of every variant without "VARIANT=", replacing the rows
+// the remedies declare; the rows without a variant are also returned
+// for the A/A comparisons (Config.AAPrimary). It returns a one-line
+// usage error for a bad row or an unknown variant name.
+func SetPrimary(vs []Variant, specs []string) ([]Variant, []compare.Key, error) {
+	var all []compare.Key
+	per := map[string][]compare.Key{}
+	for _, s := range specs {
+		name, row, scoped := strings.Cut(s, "=")
+		if !scoped {
+			row = s
+		}
+		k, err := compare.ParseKey(row)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--primary %q: %w", s, err)
+		}
+		if !scoped {
+			all = append(all, k)
+			continue
+		}
+		found := false
+		for _, v := range vs {
+			found = found || v.Name == name
+		}
+		if !found {
+			return nil, nil, fmt.Errorf("--primary %q: no --variant named %q", s, name)
+		}
+		per[name] = append(per[name], k)
+	}
+	out := make([]Variant, len(vs))
+	for i, v := range vs {
+		keys := append(append([]compare.Key(nil), all...), per[v.Name]...)
+		if len(keys) > 0 {
+			v.Primary = keys
+		}
+		out[i] = v
+	}
+	return out, all, nil
 }

@@ -9,8 +9,15 @@
 //
 // A remedy is a Kind: its Name (as written on the command line), Syntax
 // and Doc for help texts, NeedsRoot, optional Params (command-line
-// parameters of the remedy, such as tmpfs-size), Parse, Apply and Undo:
+// parameters of the remedy, such as tmpfs-size), Primary, Parse, Apply
+// and Undo:
 //
+//   - Primary declares, before any run, the comparison rows that answer
+//     whether the remedy worked ("integral:apdex",
+//     "temp_table_storm:apdex"): `erplab ab` decides a variant's verdict
+//     by Holm over its remedies' primary rows alone and prints the other
+//     rows as exploratory (package compare, "Primary and exploratory
+//     rows"). Empty means the integral APDEX.
 //   - Parse checks the argument (the text after "name:") once, when the
 //     command line is read, and returns a one-line error. A nil Parse
 //     means the remedy takes no argument.

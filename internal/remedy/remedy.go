@@ -35,6 +35,14 @@ type Kind struct {
 	// declares that option can take the remedy, which `erplab ab` checks
 	// before it builds anything.
 	WorkloadFlag string
+	// Primary are the comparison rows that answer "did this remedy
+	// work?", declared here, before any run (package compare's "Primary
+	// and exploratory rows"): "SUBJECT:METRIC" as compare.ParseKey reads
+	// them, e.g. "integral:apdex", "temp_table_storm:apdex". `erplab ab`
+	// decides a variant's verdict by Holm over its remedies' primary
+	// rows alone (--primary overrides them); empty means the integral
+	// APDEX.
+	Primary []string
 	// Parse checks the argument (the text after "Name:") and returns a
 	// one-line error without the remedy's text (Parse adds it). Nil means
 	// the remedy takes no argument.

@@ -9,6 +9,11 @@
 #   aa-quiet.json, aa-hog.json   the same configuration twice, the second
 #                          with `erplab stress --cpu 2` running beside
 #   r-base-N.json, r-slow-N.json   three rounds of each, order A B B A A B
+# Not from this script (copied from examples/ab-calibration.sh output):
+#   aa-erp/{baseline,same}-N.json   comparison aa-10 of PARTS=aa (erp scale
+#                          0.2, 20 VUs, 8 s, 3 rounds a side, 2026-12-01
+#                          16:02 UTC, load average ~30, the CPU hog beside
+#                          same rounds 1-3 and baseline round 2)
 set -euo pipefail
 cd "$(dirname "$0")"
 DSN=$1

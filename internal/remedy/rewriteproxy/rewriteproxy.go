@@ -20,10 +20,13 @@ const Name = "rewrite-proxy"
 
 func init() {
 	remedy.Register(remedy.Kind{
-		Name:  Name,
-		Doc:   "the run's connections go through an in-process erplab proxy",
-		Apply: apply,
-		Undo:  undo,
+		Name: Name,
+		Doc:  "the run's connections go through an in-process erplab proxy",
+		// The rewrite targets the ERP report that filters by OR over a
+		// subquery; the integral barely moves (45 of 25,025 statements).
+		Primary: []string{"or_subquery_report:apdex"},
+		Apply:   apply,
+		Undo:    undo,
 	})
 }
 

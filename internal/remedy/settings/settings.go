@@ -32,9 +32,11 @@ func init() {
 		Doc: `GUCs of a postgresql.conf-style file: ALTER SYSTEM SET + pg_reload_conf()
 before the run, ALTER SYSTEM RESET after (reloadable settings only;
 see examples/erp-profile.conf)`,
-		Parse: parse,
-		Apply: apply,
-		Undo:  undo,
+		// A settings profile is meant to help the whole workload.
+		Primary: []string{"integral:apdex"},
+		Parse:   parse,
+		Apply:   apply,
+		Undo:    undo,
 	})
 }
 

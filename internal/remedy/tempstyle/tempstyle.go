@@ -24,8 +24,11 @@ func init() {
 		Name:   Name,
 		Syntax: Name + ":" + erp.TempStyle1C + "|" + erp.TempStyleLsFusion,
 		Doc:    "how the ERP workload treats temp tables in this run",
-		Parse:  parse,
-		Apply:  apply,
+		// The temp-table style changes every operation that uses temp
+		// tables: the whole workload's score answers it.
+		Primary: []string{"integral:apdex"},
+		Parse:   parse,
+		Apply:   apply,
 		// Only a workload with --temp-style (erp) takes it.
 		WorkloadFlag: Flag,
 	})

@@ -25,8 +25,11 @@ func init() {
 		Doc:       "temp tables on a tmpfs tablespace (erplab doctor's fix), undone after",
 		NeedsRoot: "it mounts a tmpfs",
 		Params:    []remedy.Param{{Name: SizeParam, Default: DefaultSize, Usage: "size of the tmpfs (k, m, g or %)"}},
-		Apply:     applyRemedy,
-		Undo:      undoRemedy,
+		// Temp tables on tmpfs: the temp-table storm is the operation it
+		// targets, the integral says whether the rest paid for it.
+		Primary: []string{"integral:apdex", "temp_table_storm:apdex"},
+		Apply:   applyRemedy,
+		Undo:    undoRemedy,
 	})
 }
 

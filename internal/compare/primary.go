@@ -1,0 +1,215 @@
+package compare
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// Key names a row of a comparison: its Subject and Metric, e.g.
+// {"temp_table_storm", "apdex"} or {"integral", "apdex"}.
+type Key struct {
+	Subject string `json:"subject"`
+	Metric  string `json:"metric"`
+}
+
+// String is the key as ParseKey reads it: "SUBJECT:METRIC".
+func (k Key) String() string { return k.Subject + ":" + k.Metric }
+
+// IntegralApdex is the row every comparison has and the primary row of a
+// variant whose remedies declare none.
+var IntegralApdex = Key{Subject: "integral", Metric: "apdex"}
+
+// ParseKey reads "SUBJECT[:METRIC]": the metric after the last ':'
+// (default "apdex"), so "temp_table_storm" is temp_table_storm's APDEX
+// and "wait IO:DataFileRead:share_pct" a wait row; a subject that itself
+// contains ':' needs its metric. It returns an error for an empty subject
+// or metric.
+func ParseKey(s string) (Key, error) {
+	s = strings.TrimSpace(s)
+	k := Key{Subject: s, Metric: "apdex"}
+	if i := strings.LastIndex(s, ":"); i >= 0 {
+		k = Key{Subject: strings.TrimSpace(s[:i]), Metric: strings.TrimSpace(s[i+1:])}
+	}
+	if k.Subject == "" || k.Metric == "" {
+		return Key{}, fmt.Errorf("row %q: want SUBJECT[:METRIC], e.g. integral:apdex or temp_table_storm:p95_ms", s)
+	}
+	return k, nil
+}
+
+// Roles of a row (Row.Role) when a comparison has primary rows.
+const (
+	// RolePrimary rows are the pre-declared endpoints: Holm over them
+	// alone decides the comparison's verdict (Comparison.Primary).
+	RolePrimary = "primary"
+	// RoleExploratory rows are every other row: Holm over them alone,
+	// reported for insight, never the verdict.
+	RoleExploratory = "exploratory"
+)
+
+// Mixed is the primary verdict when one primary row is better and another
+// worse (or higher and lower).
+const Mixed Verdict = "mixed: primary rows disagree"
+
+// PrimaryVerdict is the confirmatory result of a comparison with primary
+// rows (Options.Primary): the package doc's "Primary and exploratory
+// rows".
+type PrimaryVerdict struct {
+	// Rows are the declared primary rows, in declaration order; Source
+	// says who declared them (a remedy's registration, --primary).
+	Rows   []Key  `json:"rows"`
+	Source string `json:"source,omitempty"`
+	// Missing are declared rows the comparison does not have (an
+	// operation the workload lacks); they take no part.
+	Missing []Key `json:"missing,omitempty"`
+	// Family is the number of tested primary rows (Holm's m of the
+	// primary family); Exploratory that of the other rows.
+	Family      int `json:"family"`
+	Exploratory int `json:"exploratory_family"`
+	// Verdict is better or worse (higher, lower) when every decided
+	// primary row says so and at least one does; Mixed when they
+	// disagree; ForeignLoad when the noise guard fired on a primary row;
+	// otherwise no significant difference (one round each), or n/a
+	// when no declared row exists.
+	Verdict Verdict `json:"verdict"`
+}
+
+// PrimaryRows returns the comparison's primary rows (Role RolePrimary),
+// in row order; none without Options.Primary.
+func (c *Comparison) PrimaryRows() []Row { return c.rowsOf(RolePrimary) }
+
+// markRoles sets Row.Role from keys and returns the declared keys no row
+// has; with no keys it leaves every Role empty.
+func markRoles(rows []Row, keys []Key) (missing []Key) {
+	if len(keys) == 0 {
+		return nil
+	}
+	want := map[Key]bool{}
+	for _, k := range keys {
+		want[k] = true
+	}
+	found := map[Key]bool{}
+	for i := range rows {
+		k := Key{rows[i].Subject, rows[i].Metric}
+		if want[k] {
+			rows[i].Role = RolePrimary
+			found[k] = true
+		} else {
+			rows[i].Role = RoleExploratory
+		}
+	}
+	for _, k := range keys {
+		if !found[k] {
+			missing = append(missing, k)
+			found[k] = true // once
+		}
+	}
+	return missing
+}
+
+// familySignificance runs Holm's procedure within each family of rows
+// (all rows, or primary and exploratory rows apart) and returns per row
+// whether it is significant, plus the tested rows per family (primary,
+// exploratory; without roles everything counts as exploratory).
+func familySignificance(rows []Row, alpha float64) (sig []bool, primary, exploratory int) {
+	sig = make([]bool, len(rows))
+	for _, role := range []string{RolePrimary, RoleExploratory} {
+		var idx []int
+		var ps []float64
+		for i, r := range rows {
+			if r.Role == role || role == RoleExploratory && r.Role == "" {
+				idx = append(idx, i)
+				ps = append(ps, r.P)
+			}
+		}
+		for j, s := range holm(ps, alpha) {
+			sig[idx[j]] = s
+		}
+		n := 0
+		for _, p := range ps {
+			if !math.IsNaN(p) {
+				n++
+			}
+		}
+		if role == RolePrimary {
+			primary = n
+		} else {
+			exploratory = n
+		}
+	}
+	return sig, primary, exploratory
+}
+
+// primaryVerdict combines the decided primary rows into one verdict (see
+// PrimaryVerdict.Verdict).
+func primaryVerdict(rows []Row, undecided Verdict) Verdict {
+	var decided []Verdict
+	present := false
+	for _, r := range rows {
+		if r.Role != RolePrimary {
+			continue
+		}
+		if r.Verdict != NotApplicable {
+			present = true
+		}
+		switch {
+		case r.Verdict == ForeignLoad:
+			return ForeignLoad
+		case r.Verdict.Decided():
+			decided = append(decided, r.Verdict)
+		}
+	}
+	if len(decided) == 0 {
+		if !present {
+			return NotApplicable
+		}
+		return undecided
+	}
+	for _, v := range decided[1:] {
+		if v != decided[0] {
+			return Mixed
+		}
+	}
+	return decided[0]
+}
+
+// Line is the verdict line, e.g. "primary verdict: better (Holm over 2
+// primary rows declared by tmpfs-temp-tablespace; 63 exploratory rows
+// have their own family)".
+func (p *PrimaryVerdict) Line() string {
+	src := ""
+	if p.Source != "" {
+		src = " declared by " + p.Source
+	}
+	s := fmt.Sprintf("primary verdict: %s (Holm over %d tested primary row(s)%s; the %d exploratory rows have their own family and do not decide it)",
+		p.Verdict, p.Family, src, p.Exploratory)
+	if len(p.Missing) > 0 {
+		names := make([]string, len(p.Missing))
+		for i, k := range p.Missing {
+			names[i] = k.String()
+		}
+		s += "; declared but not in this comparison: " + strings.Join(names, ", ")
+	}
+	return s
+}
+
+// BinomialCI is the Clopper-Pearson interval of a binomial proportion
+// k/n at level (0.95 for 95 %): the exact interval from beta quantiles
+// (C. J. Clopper, E. S. Pearson, Biometrika 26(4), 1934). It returns
+// [0, 1] for n = 0.
+func BinomialCI(k, n int, level float64) (lo, hi float64) {
+	if n <= 0 || k < 0 || k > n {
+		return 0, 1
+	}
+	a := (1 - level) / 2
+	lo, hi = 0, 1
+	if k > 0 {
+		lo = distuv.Beta{Alpha: float64(k), Beta: float64(n - k + 1)}.Quantile(a)
+	}
+	if k < n {
+		hi = distuv.Beta{Alpha: float64(k + 1), Beta: float64(n - k)}.Quantile(1 - a)
+	}
+	return lo, hi
+}

@@ -1,0 +1,152 @@
+package compare_test
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/erplab/erplab/internal/compare"
+)
+
+func TestParseKey(t *testing.T) {
+	for in, want := range map[string]compare.Key{
+		"integral":                       compare.IntegralApdex,
+		"temp_table_storm:apdex":         {"temp_table_storm", "apdex"},
+		" post_order : p95_ms ":          {"post_order", "p95_ms"},
+		"wait IO:DataFileRead:share_pct": {"wait IO:DataFileRead", "share_pct"},
+	} {
+		if got, err := compare.ParseKey(in); err != nil || got != want {
+			t.Errorf("ParseKey(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", ":apdex", "integral:", " : "} {
+		if _, err := compare.ParseKey(in); err == nil {
+			t.Errorf("ParseKey(%q) accepted", in)
+		}
+	}
+}
+
+// Clopper-Pearson intervals against published values (k/n = 0/20:
+// 1-0.025^(1/20); 1/20: [0.0013, 0.2487]; 10/20: [0.2720, 0.7280]).
+func TestBinomialCI(t *testing.T) {
+	for _, c := range []struct {
+		k, n   int
+		lo, hi float64
+	}{{0, 20, 0, 1 - math.Pow(0.025, 1.0/20)}, {1, 20, 0.00127, 0.24873}, {10, 20, 0.27196, 0.72804}, {20, 20, math.Pow(0.025, 1.0/20), 1}} {
+		lo, hi := compare.BinomialCI(c.k, c.n, 0.95)
+		if math.Abs(lo-c.lo) > 5e-5 || math.Abs(hi-c.hi) > 5e-5 {
+			t.Errorf("%d/%d: [%.5f, %.5f], want [%.5f, %.5f]", c.k, c.n, lo, hi, c.lo, c.hi)
+		}
+	}
+	if lo, hi := compare.BinomialCI(0, 0, 0.95); lo != 0 || hi != 1 {
+		t.Errorf("0/0: [%g, %g]", lo, hi)
+	}
+}
+
+// A pre-declared primary row has a family of its own: the recorded smoke
+// rounds with commit_delay 40 ms (r-slow) against the baseline (r-base)
+// give temp_churn APDEX 0.95 -> 0.59, p 0.029: "no significant
+// difference" after Holm over all ~32 tested rows, "worse" as the one
+// primary row. The exploratory rows are Holm over the others alone, and
+// the output labels both.
+func TestPrimaryRowHasItsOwnFamily(t *testing.T) {
+	as := []string{"r-base-1.json", "r-base-2.json", "r-base-3.json"}
+	bs := []string{"r-slow-1.json", "r-slow-2.json", "r-slow-3.json"}
+	all := compareFiles(t, compare.Options{}, as, bs)
+	if all.Primary != nil || all.Rows[0].Role != "" {
+		t.Fatalf("roles without primary rows: %+v %q", all.Primary, all.Rows[0].Role)
+	}
+	one := all.Find("temp_churn", "apdex")
+	if one == nil || one.Verdict != compare.NoDifference || !(one.P < 0.05) {
+		t.Fatalf("temp_churn apdex in one family: %+v", one)
+	}
+	key := compare.Key{Subject: "temp_churn", Metric: "apdex"}
+	c := compareFiles(t, compare.Options{Primary: []compare.Key{key}, PrimarySource: "test"}, as, bs)
+	p := c.Find("temp_churn", "apdex")
+	if p.Role != compare.RolePrimary || p.Verdict != compare.Worse || p.P != one.P {
+		t.Fatalf("primary row: %+v", p)
+	}
+	if c.Primary == nil || c.Primary.Verdict != compare.Worse || c.Primary.Family != 1 || c.Primary.Exploratory != checkOneStatistic(t, all)-1 {
+		t.Fatalf("primary verdict %+v", c.Primary)
+	}
+	checkOneStatistic(t, c)
+	for _, r := range c.Rows {
+		if r != *p && r.Role != compare.RoleExploratory {
+			t.Fatalf("row %s %s role %q", r.Subject, r.Metric, r.Role)
+		}
+	}
+	var text, md bytes.Buffer
+	if err := c.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	s := text.String()
+	ip, ie := strings.Index(s, compare.PrimaryHeading), strings.Index(s, compare.ExploratoryHeading)
+	if ip < 0 || ie < ip || !strings.Contains(s[ip:ie], "temp_churn") || strings.Contains(s[ie:], "temp_churn   apdex") ||
+		!strings.Contains(s, "primary verdict: worse (Holm over 1 tested primary row(s) declared by test;") ||
+		!strings.Contains(s, "exploratory rows: ") {
+		t.Fatalf("text:\n%s", s)
+	}
+	if m := md.String(); !strings.Contains(m, "**"+compare.PrimaryHeading+"**") || !strings.Contains(m, compare.ExploratoryHeading) ||
+		!strings.Contains(m, "**primary verdict: worse") {
+		t.Fatalf("markdown:\n%s", m)
+	}
+}
+
+// A declared row the comparison lacks is listed and takes no part; with
+// no declared row present the primary verdict is n/a.
+func TestPrimaryMissingRow(t *testing.T) {
+	as := []string{"r-base-1.json", "r-base-2.json", "r-base-3.json"}
+	bs := []string{"r-slow-1.json", "r-slow-2.json", "r-slow-3.json"}
+	ghost := compare.Key{Subject: "temp_table_storm", Metric: "apdex"}
+	c := compareFiles(t, compare.Options{Primary: []compare.Key{ghost}}, as, bs)
+	if c.Primary.Verdict != compare.NotApplicable || len(c.Primary.Missing) != 1 || c.Primary.Family != 0 ||
+		!strings.Contains(c.Primary.Line(), "declared but not in this comparison: temp_table_storm:apdex") {
+		t.Fatalf("%+v %s", c.Primary, c.Primary.Line())
+	}
+	c = compareFiles(t, compare.Options{Primary: []compare.Key{ghost, compare.IntegralApdex}}, as, bs)
+	if c.Primary.Verdict != compare.NoDifference || c.Primary.Family != 1 || len(c.Primary.Missing) != 1 {
+		t.Fatalf("%+v", c.Primary)
+	}
+}
+
+// aaRounds are an A/A experiment recorded by examples/ab-calibration.sh
+// PARTS=aa (erp scale 0.2, 20 VUs, 8 s runs, 3 rounds a side, load
+// average ~30, a CPU hog beside 4 of the 6 runs; foreign CPU 59 / 67 %):
+// testdata/aa-erp.
+var aaRounds = [2][]string{
+	{"aa-erp/baseline-1.json", "aa-erp/baseline-2.json", "aa-erp/baseline-3.json"},
+	{"aa-erp/same-1.json", "aa-erp/same-2.json", "aa-erp/same-3.json"},
+}
+
+// A/A with a chance hit among the exploratory rows: post_sales_invoice
+// APDEX 0.96 -> 0.53 (p 0.0008) survives Holm in the exploratory family
+// and reads "worse", although nothing differs. The primary verdict
+// (integral APDEX, declared before the runs) is no significant
+// difference: the hit is reported, it does not make the experiment's
+// verdict.
+func TestAAChanceHitStaysExploratory(t *testing.T) {
+	c := compareFiles(t, compare.Options{Primary: []compare.Key{compare.IntegralApdex}, PrimarySource: "default"}, aaRounds[0], aaRounds[1])
+	if c.Primary == nil || c.Primary.Verdict != compare.NoDifference || c.Primary.Family != 1 || c.Primary.Exploratory < 40 {
+		t.Fatalf("A/A primary %+v", c.Primary)
+	}
+	if r := c.Find("integral", "apdex"); r.Role != compare.RolePrimary || r.Verdict != compare.NoDifference {
+		t.Fatalf("integral APDEX: %+v", r)
+	}
+	hit := c.Find("post_sales_invoice", "apdex")
+	if hit == nil || hit.Role != compare.RoleExploratory || hit.Verdict != compare.Worse || !(hit.P < 0.001) || c.Decided() != 1 {
+		t.Fatalf("the chance hit: %+v (%d decided rows)", hit, c.Decided())
+	}
+	var text bytes.Buffer
+	if err := c.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	s := text.String()
+	if !strings.Contains(s[strings.Index(s, compare.ExploratoryHeading):], "post_sales_invoice") ||
+		!strings.Contains(s, "exploratory rows: 1 worse, ") || !strings.Contains(s, "primary verdict: no significant difference (Holm over 1 tested primary row(s) declared by default;") {
+		t.Fatalf("text:\n%s", s)
+	}
+}
