@@ -20,7 +20,7 @@ import (
 
 var srv *pgtest.Server
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Run(m, &srv)) }
+func TestMain(m *testing.M) { os.Exit(pgtest.RunWith(m, &srv, pgtest.Options{WaitSampling: true})) }
 
 func connect(t *testing.T, dsn string) *pgx.Conn {
 	t.Helper()
@@ -263,5 +263,60 @@ func TestFormatters(t *testing.T) {
 	}
 	if got := sparkline([]int{0, 1, 2, 4}); got != "▁▂▄█" {
 		t.Errorf("sparkline %q", got)
+	}
+}
+
+// TestPrintWaitSampling is `erplab top --once` on a database with
+// pg_wait_sampling: the wait table shows its profile (mean sessions at
+// 10 ms sampling) and the header says so.
+func TestPrintWaitSampling(t *testing.T) {
+	srv.NeedWaitSampling(t)
+	dsn := srv.NewDatabase(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	if _, err := connect(t, dsn).Exec(ctx, "CREATE EXTENSION pg_wait_sampling"); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		c := connect(t, dsn)
+		wg.Add(1)
+		go func() { defer wg.Done(); _, _ = c.Exec(ctx, "SELECT pg_sleep(60)") }()
+	}
+	s, err := sampler.Connect(ctx, dsn, sampler.Options{Queries: DefaultQueries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if !s.Info().WaitSampling {
+		t.Fatalf("pg_wait_sampling not detected: %+v", s.Info())
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		x, err := s.Sample(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.Waits["Timeout:PgSleep"] == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("activity did not start: %v", x.Waits)
+		}
+	}
+	var out bytes.Buffer
+	if err := Print(ctx, &out, s, Options{Interval: 500 * time.Millisecond, Width: 120}, 1); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, re := range []string{
+		`(?m)^waits: pg_wait_sampling every 10 ms in the server, mean sessions over 0\.\d s; CPU from pg_stat_activity \(instant\)$`,
+		`(?m)^ACTIVE SESSIONS BY WAIT EVENT +MEAN  TREND$`,
+		// Two sessions slept through the interval: a mean of about 2.
+		`(?m)^Timeout:PgSleep +(1\.[6-9]|2\.[0-4])  [▁-█]{1,2}$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(text) {
+			t.Errorf("output lacks %s:\n%s", re, text)
+		}
 	}
 }

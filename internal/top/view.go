@@ -61,7 +61,7 @@ type state struct {
 	info    sampler.Info
 	last    *sampler.Sample
 	n       int              // samples taken
-	trends  map[string][]int // wait key -> counts of the last trendLen samples, oldest first
+	trends  map[string][]float64 // wait key -> figures (waitValues) of the last trendLen samples, oldest first
 	det     *storm.Detector
 	storm   *storm.Event // the latest storm, ongoing or ended
 	start   time.Time
@@ -76,25 +76,26 @@ func newState(info sampler.Info, rule storm.Rule, onStorm func(storm.Event)) (*s
 	if err != nil {
 		return nil, err
 	}
-	return &state{info: info, trends: map[string][]int{}, det: det, start: time.Now(), onStorm: onStorm}, nil
+	return &state{info: info, trends: map[string][]float64{}, det: det, start: time.Now(), onStorm: onStorm}, nil
 }
 
 // add records a sample: trends shift by one for every key seen so far.
 func (st *state) add(s *sampler.Sample) {
 	st.n++
 	st.last = s
-	for k := range s.Waits {
+	vals := waitValues(s)
+	for k := range vals {
 		if _, ok := st.trends[k]; !ok {
-			st.trends[k] = make([]int, min(st.n-1, trendLen))
+			st.trends[k] = make([]float64, min(st.n-1, trendLen))
 		}
 	}
 	for k, h := range st.trends {
-		h = append(h, s.Waits[k])
+		h = append(h, vals[k])
 		if len(h) > trendLen {
 			h = h[len(h)-trendLen:]
 		}
 		st.trends[k] = h
-		if s.Waits[k] == 0 && allZero(h) {
+		if vals[k] == 0 && allZero(h) {
 			delete(st.trends, k)
 		}
 	}
@@ -114,7 +115,31 @@ func (st *state) add(s *sampler.Sample) {
 	}
 }
 
-func allZero(h []int) bool {
+// waitValues are the figures of the wait-event table: with
+// pg_wait_sampling's profile (s.WaitProfile), the mean number of sessions
+// in each wait over the interval, sampled every profile_period ms in the
+// server, plus "CPU" (active and not waiting) from pg_stat_activity when
+// the profile has no such key (pg_wait_sampling 1.1.4 samples only waiting
+// processes); without it, pg_stat_activity's active sessions by wait
+// event at the sample's instant.
+func waitValues(s *sampler.Sample) map[string]float64 {
+	out := make(map[string]float64, len(s.Waits)+len(s.WaitProfile))
+	if s.WaitProfile == nil {
+		for k, n := range s.Waits {
+			out[k] = float64(n)
+		}
+		return out
+	}
+	for k, v := range s.WaitProfile {
+		out[k] = v
+	}
+	if _, ok := out["CPU"]; !ok && s.Waits["CPU"] > 0 {
+		out["CPU"] = float64(s.Waits["CPU"])
+	}
+	return out
+}
+
+func allZero(h []float64) bool {
 	for _, v := range h {
 		if v != 0 {
 			return false
@@ -230,16 +255,33 @@ func render(st *state, o viewOpts) string {
 	add("")
 
 	// Active sessions by wait event.
-	add("%-31s %7s  %s", TitleWaits, "COUNT", "TREND")
-	keys := sampler.WaitKeys(s.Waits)
-	if o.sort == SortName {
-		sort.Strings(keys)
+	if s.WaitProfile != nil {
+		add("waits: pg_wait_sampling every %g ms in the server, mean sessions over %.1f s; CPU from pg_stat_activity (instant)",
+			st.info.WaitSamplingPeriodMs, s.Elapsed)
+		add("%-31s %7s  %s", TitleWaits, "MEAN", "TREND")
+	} else {
+		add("%-31s %7s  %s", TitleWaits, "COUNT", "TREND")
 	}
+	vals := waitValues(s)
+	keys := make([]string, 0, len(vals))
+	for k := range vals {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if o.sort != SortName && vals[keys[i]] != vals[keys[j]] {
+			return vals[keys[i]] > vals[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
 	if len(keys) == 0 {
 		add("(no active sessions)")
 	}
 	for _, k := range keys {
-		add("%-31s %7d  %s", cut(k, 31), s.Waits[k], sparkline(st.trends[k]))
+		if s.WaitProfile != nil {
+			add("%-31s %7.1f  %s", cut(k, 31), vals[k], sparkline(st.trends[k]))
+		} else {
+			add("%-31s %7d  %s", cut(k, 31), s.Waits[k], sparkline(st.trends[k]))
+		}
 	}
 	add("")
 
@@ -301,9 +343,10 @@ func cut(s string, w int) string {
 
 var sparks = []rune("▁▂▃▄▅▆▇█")
 
-// sparkline draws counts scaled to their maximum ("" for no history).
-func sparkline(h []int) string {
-	m := 0
+// sparkline draws counts (or means) scaled to their maximum ("" for no
+// history).
+func sparkline[T int | float64](h []T) string {
+	var m T
 	for _, v := range h {
 		m = max(m, v)
 	}
@@ -313,7 +356,7 @@ func sparkline(h []int) string {
 			b.WriteRune(sparks[0])
 			continue
 		}
-		b.WriteRune(sparks[v*(len(sparks)-1)/m])
+		b.WriteRune(sparks[int(float64(v)*float64(len(sparks)-1)/float64(m))])
 	}
 	return b.String()
 }
