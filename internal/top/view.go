@@ -60,7 +60,7 @@ func (m SortMode) String() string {
 type state struct {
 	info    sampler.Info
 	last    *sampler.Sample
-	n       int              // samples taken
+	n       int                  // samples taken
 	trends  map[string][]float64 // wait key -> figures (waitValues) of the last trendLen samples, oldest first
 	det     *storm.Detector
 	storm   *storm.Event // the latest storm, ongoing or ended
