@@ -47,8 +47,10 @@ type recorded struct {
 	// Checks are the Recorded checks the case runs (beside the Offline
 	// ones).
 	Checks []string `json:"checks"`
-	// Windows is the sample (sampled checks).
-	Windows []window `json:"windows,omitempty"`
+	// Windows is the sample (sampled checks); ProfilePeriodMs
+	// pg_wait_sampling's profile_period when the windows carry its profile.
+	Windows         []window `json:"windows,omitempty"`
+	ProfilePeriodMs float64  `json:"profile_period_ms,omitempty"`
 	// Statements are pg_stat_statements rows; TrackPlanning its setting.
 	Statements    []pgssRow `json:"statements,omitempty"`
 	TrackPlanning bool      `json:"track_planning,omitempty"`
@@ -60,6 +62,9 @@ type recorded struct {
 	JoinStats []joinColStat `json:"join_stats,omitempty"`
 	// Tablespaces are the temp tablespaces as seen on the server and host.
 	Tablespaces []tsFact `json:"tablespaces,omitempty"`
+	// TmpfsScan is the scan of all databases for relations in tmpfs
+	// tablespaces (tmpfs_alldb.go).
+	TmpfsScan *tmpfsScan `json:"tmpfs_scan,omitempty"`
 }
 
 // errNotRecorded is what a fact loader returns under a golden case that
@@ -281,6 +286,8 @@ type sampleData struct {
 	// windows split the sample into Options.Windows consecutive windows
 	// of Options.Sample each, for the checks that judge bursts.
 	windows []window
+	// profilePeriodMs is pg_wait_sampling's profile_period (0 without it).
+	profilePeriodMs float64
 }
 
 // window is one sampling window: the wait events of its samples and the
@@ -297,6 +304,11 @@ type window struct {
 	Waits   map[string]int `json:"waits,omitempty"`
 	// Catalog is the change of each catalog's counters, by name.
 	Catalog map[string]catDelta `json:"catalog,omitempty"`
+	// Profile is pg_wait_sampling's profile over the window (when the
+	// extension is there, waitprofile.go): session-seconds in each wait
+	// event key over ProfileSeconds.
+	ProfileSeconds float64            `json:"profile_seconds,omitempty"`
+	Profile        map[string]float64 `json:"profile,omitempty"`
 }
 
 // catDelta is the change of one catalog's pg_stat_sys_tables counters
@@ -356,6 +368,13 @@ func sumWindows(ws []window) window {
 		for k, n := range w.Waits {
 			t.Waits[k] += n
 		}
+		for k, v := range w.Profile {
+			if t.Profile == nil {
+				t.Profile = map[string]float64{}
+			}
+			t.Profile[k] += v
+		}
+		t.ProfileSeconds += w.ProfileSeconds
 		for rel, d := range w.Catalog {
 			a, ok := t.Catalog[rel]
 			if !ok || i == 0 {
@@ -416,7 +435,7 @@ func (e *env) takeSample(ctx context.Context) error {
 	ss.Stop()
 	t1 := time.Now()
 	obs := ss.Snapshot()
-	d := &sampleData{series: obs.Series, storms: obs.Storms, errs: obs.Errors}
+	d := &sampleData{series: obs.Series, storms: obs.Storms, errs: obs.Errors, profilePeriodMs: obs.Server.WaitSamplingPeriodMs}
 	if len(d.series) < 2 {
 		msg := "at least two successful samples"
 		if len(d.errs) > 0 {
@@ -475,6 +494,7 @@ func splitWindows(series []sampler.Sample, bounds []time.Time, cats []map[string
 		for k, n := range s.Waits {
 			w.Waits[k] += n
 		}
+		w.addProfile(&s)
 	}
 	return ws
 }
