@@ -320,3 +320,56 @@ func TestPrintWaitSampling(t *testing.T) {
 		}
 	}
 }
+
+// TestPrintOtherCatalogs: top connected to one database shows another
+// database's catalog figures, read on a connection of its own.
+func TestPrintOtherCatalogs(t *testing.T) {
+	dsnA, dsnB := srv.NewDatabase(t), srv.NewDatabase(t)
+	cfgB, err := pgx.ParseConfig(dsnB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sampler.Connect(context.Background(), dsnA, sampler.Options{Queries: 5, Catalogs: sampler.OtherCatalogs{Names: []string{cfgB.Database}, Every: time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	var out bytes.Buffer
+	if err := Print(context.Background(), &out, s, Options{Interval: 200 * time.Millisecond, Width: 160}, 1); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, re := range []string{
+		`(?m)^other databases' catalogs \(own connection each, read at \d\d:\d\d:\d\d\): ` + cfgB.Database + `$`,
+		`(?m)^  ` + cfgB.Database + `: catalog \d+\.\d MiB \([+-]\d+(\.\d)? (B|KiB|MiB)/s\), rel files \d+\.\d/s$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(text) {
+			t.Errorf("output lacks %s:\n%s", re, text)
+		}
+	}
+}
+
+// TestOtherCatalogLines orders the other databases by churn, then size,
+// errors last, and cuts the list after maxOtherRows.
+func TestOtherCatalogLines(t *testing.T) {
+	db := func(name string, bytes int64, ins float64) sampler.DatabaseCatalog {
+		return sampler.DatabaseCatalog{Database: name, Catalog: []sampler.CatalogRel{{Name: "pg_class", Bytes: bytes, InsPerS: ins}}}
+	}
+	ds := []sampler.DatabaseCatalog{db("a", 1<<20, 0), {Database: "bad", Error: "connect: refused"}, db("b", 2<<20, 0), db("erp", 9<<20, 350), db("c", 3<<20, 0), db("d", 1<<10, 0), db("e", 1<<10, 1)}
+	got := otherCatalogLines(ds, time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	want := []string{
+		"other databases' catalogs (own connection each, read at 12:00:00): a, bad, b, erp, c, d, e",
+		"  erp: catalog 9.0 MiB (+0 B/s), rel files 350.0/s",
+		"  e: catalog 1.0 KiB (+0 B/s), rel files 1.0/s",
+		"  c: catalog 3.0 MiB (+0 B/s), rel files 0.0/s",
+		"  b: catalog 2.0 MiB (+0 B/s), rel files 0.0/s",
+		"  a: catalog 1.0 MiB (+0 B/s), rel files 0.0/s",
+		"  ... and 2 more",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if otherCatalogLines(nil, time.Time{}) != nil {
+		t.Error("lines without a reading")
+	}
+}

@@ -17,6 +17,7 @@ package top
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -66,6 +67,10 @@ type state struct {
 	storm   *storm.Event // the latest storm, ongoing or ended
 	start   time.Time
 	onStorm func(storm.Event)
+	// others is the latest reading of other databases' catalogs
+	// (sampler.Options.Catalogs), othersAt when it was taken.
+	others   []sampler.DatabaseCatalog
+	othersAt time.Time
 }
 
 func newState(info sampler.Info, rule storm.Rule, onStorm func(storm.Event)) (*state, error) {
@@ -83,6 +88,9 @@ func newState(info sampler.Info, rule storm.Rule, onStorm func(storm.Event)) (*s
 func (st *state) add(s *sampler.Sample) {
 	st.n++
 	st.last = s
+	if s.OtherCatalogs != nil {
+		st.others, st.othersAt = s.OtherCatalogs, s.Time
+	}
 	vals := waitValues(s)
 	for k := range vals {
 		if _, ok := st.trends[k]; !ok {
@@ -230,6 +238,7 @@ func render(st *state, o viewOpts) string {
 		add("catalog %s (%s/s): %s", bytesHuman(float64(s.CatalogBytes())), signedBytes(s.CatalogGrowth()), strings.Join(sizes, ", "))
 		add("catalog rows/s inserted/deleted: %s", strings.Join(rates, ", "))
 	}
+	lines = append(lines, otherCatalogLines(st.others, st.othersAt)...)
 	if e := st.storm; e != nil {
 		at := st.start.Add(time.Duration(e.T * float64(time.Second))).Format("15:04:05")
 		if e.Ongoing() {
@@ -315,6 +324,46 @@ func render(st *state, o viewOpts) string {
 		}
 	}
 	return fit(lines, o)
+}
+
+// maxOtherRows is how many other databases the overview lists.
+const maxOtherRows = 5
+
+// otherCatalogLines are the overview's lines for other databases'
+// catalogs: which were read and when, then the busiest (most pg_class
+// inserts + updates per second, then largest) with size, growth and
+// relation-file churn; nothing when none were read.
+func otherCatalogLines(others []sampler.DatabaseCatalog, at time.Time) []string {
+	if len(others) == 0 {
+		return nil
+	}
+	names := make([]string, len(others))
+	for i, d := range others {
+		names[i] = d.Database
+	}
+	out := []string{fmt.Sprintf("other databases' catalogs (own connection each, read at %s): %s", at.Format("15:04:05"), strings.Join(names, ", "))}
+	ds := slices.Clone(others)
+	sort.SliceStable(ds, func(i, j int) bool {
+		if (ds[i].Error == "") != (ds[j].Error == "") {
+			return ds[i].Error == ""
+		}
+		if a, b := ds[i].RelFilesPerS(), ds[j].RelFilesPerS(); a != b {
+			return a > b
+		}
+		return ds[i].CatalogBytes() > ds[j].CatalogBytes()
+	})
+	for i, d := range ds {
+		if i == maxOtherRows {
+			out = append(out, fmt.Sprintf("  ... and %d more", len(ds)-maxOtherRows))
+			break
+		}
+		if d.Error != "" {
+			out = append(out, fmt.Sprintf("  %s: %s", d.Database, d.Error))
+			continue
+		}
+		out = append(out, fmt.Sprintf("  %s: catalog %s (%s/s), rel files %.1f/s", d.Database, bytesHuman(float64(d.CatalogBytes())), signedBytes(d.CatalogGrowth()), d.RelFilesPerS()))
+	}
+	return out
 }
 
 // fit cuts every line to the width and appends the footer.
