@@ -263,6 +263,19 @@ func checkCatalogChurn(_ context.Context, e *env) result {
 		ev = append(ev, Evidence{Text: fmt.Sprintf("window %d (%.1f s): %.1f new relation files/s = %.1f pg_class inserts/s (CREATE) + %.1f non-HOT updates/s (TRUNCATE, rewrites)", i+1, w.Seconds, r.files, r.ins, r.nonHot), From: "pg_stat_sys_tables (pg_class n_tup_ins, n_tup_upd - n_tup_hot_upd)"})
 	}
 	m["new_files_per_s"], m["new_files_worst_per_s"], m["pg_class_nonhot_upd_per_s"], m["windows"] = mean.files, worst.files, mean.nonHot, float64(len(ws))
+	// Other databases (catalog_alldb.go): the worst of them is judged when
+	// it churns more than this one.
+	oev, odb, omean, oworst, own := e.smp.others.churnOthers(worst.files)
+	ev = append(ev, oev...)
+	where := ""
+	if e.smp.others != nil {
+		m["other_databases"] = float64(len(e.smp.others.windows))
+	}
+	if odb != "" {
+		mean, worst, wn = omean, oworst, own
+		where = " in database " + odb
+		m["worst_database_new_files_per_s"] = oworst.files
+	}
 	if worst.files >= churnWarnPerS {
 		fix := []string{
 			"# every CREATE/DROP of a temp table or index writes catalog rows and shared-invalidation messages, and every",
@@ -277,11 +290,11 @@ func checkCatalogChurn(_ context.Context, e *env) result {
 			fix[1] = "# TRUNCATE of a temp table gives it and each index a new file (the old one is unlinked at commit): TRUNCATE-based reuse"
 			fix[2] = "# saves catalog rows but not file churn; put those files on tmpfs unless check temp-tablespace finds them there already:"
 		}
-		return result{sev: Warning, summary: fmt.Sprintf("%.0f new relation files per second in window %d of %d (mean %.0f): %.0f pg_class inserts/s and %.0f non-HOT updates/s: %s",
-			worst.files, wn, len(ws), mean.files, worst.ins, worst.nonHot, kind), evidence: ev, metrics: m, fix: fix}
+		return result{sev: Warning, summary: fmt.Sprintf("%.0f new relation files per second%s in window %d of %d (mean %.0f): %.0f pg_class inserts/s and %.0f non-HOT updates/s: %s",
+			worst.files, where, wn, len(ws), mean.files, worst.ins, worst.nonHot, kind), evidence: ev, metrics: m, fix: fix}
 	}
-	return result{sev: OK, summary: fmt.Sprintf("catalog churn low: %.1f new relation files/s mean, %.1f in the worst of %d windows (%.1f pg_class inserts/s, %.1f non-HOT updates/s)",
-		mean.files, worst.files, len(ws), mean.ins, mean.nonHot), evidence: ev, metrics: m}
+	return result{sev: OK, summary: fmt.Sprintf("catalog churn low%s: %.1f new relation files/s mean, %.1f in the worst of %d windows (%.1f pg_class inserts/s, %.1f non-HOT updates/s)",
+		where, mean.files, worst.files, len(ws), mean.ins, mean.nonHot), evidence: ev, metrics: m}
 }
 
 // tablespaceDir is where temp files of the connected database go in a

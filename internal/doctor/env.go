@@ -288,6 +288,9 @@ type sampleData struct {
 	windows []window
 	// profilePeriodMs is pg_wait_sampling's profile_period (0 without it).
 	profilePeriodMs float64
+	// others are the other databases' catalog windows (catalog_alldb.go);
+	// nil when not read.
+	others *otherCatalogs
 }
 
 // window is one sampling window: the wait events of its samples and the
@@ -342,7 +345,12 @@ FROM pg_catalog.pg_stat_sys_tables s
 WHERE s.schemaname = 'pg_catalog' AND s.relname IN ('pg_class', 'pg_attribute', 'pg_depend', 'pg_type')`
 
 func (e *env) catalogCounters(ctx context.Context) (map[string]catCounters, error) {
-	rows, err := e.conn.Query(ctx, catalogCountersSQL)
+	return catalogCountersOn(ctx, e.conn)
+}
+
+// catalogCountersOn reads catalogCountersSQL on conn (its database's).
+func catalogCountersOn(ctx context.Context, conn *pgx.Conn) (map[string]catCounters, error) {
+	rows, err := conn.Query(ctx, catalogCountersSQL)
 	if err != nil {
 		return nil, err
 	}
@@ -402,6 +410,23 @@ func (e *env) takeSample(ctx context.Context) error {
 	}
 	nw := max(e.opts.Windows, 1)
 	cat0, catErr := e.catalogCounters(ctx)
+	// Other databases' catalogs, one connection each at every bound.
+	var others []string
+	var otherCfg *pgx.ConnConfig
+	var otherReads []map[string]map[string]catCounters
+	var otherErrs []map[string]error
+	readOthers := func() {
+		if len(others) > 0 {
+			r, errs := e.otherCounters(ctx, otherCfg, others)
+			otherReads, otherErrs = append(otherReads, r), append(otherErrs, errs)
+		}
+	}
+	if cfg, err := pgx.ParseConfig(e.opts.DSN); err == nil {
+		if names, err := e.otherDatabases(ctx); err == nil {
+			others, otherCfg = names, cfg
+		}
+	}
+	readOthers()
 	t0 := time.Now()
 	ss, err := sampler.Start(ctx, e.opts.DSN, t0, sampler.SessionOptions{
 		Options:  sampler.Options{Host: mode, ProcRoot: e.opts.ProcRoot},
@@ -431,6 +456,7 @@ func (e *env) takeSample(ctx context.Context) error {
 			catErr = err
 		}
 		cats = append(cats, c)
+		readOthers()
 	}
 	ss.Stop()
 	t1 := time.Now()
@@ -447,6 +473,9 @@ func (e *env) takeSample(ctx context.Context) error {
 	d.first, d.last = &d.series[0], &d.series[len(d.series)-1]
 	d.elapsed = d.last.Time.Sub(d.first.Time).Seconds()
 	d.windows = splitWindows(d.series, bounds, cats, catErr == nil)
+	if len(others) > 0 {
+		d.others = otherWindows(others, bounds, otherReads, otherErrs)
+	}
 	if sw0 != nil {
 		if sw1, err := e.host.fs.VMStat("pswpin", "pswpout"); err == nil {
 			if dt := t1.Sub(t0).Seconds(); dt > 0 {
