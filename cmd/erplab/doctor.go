@@ -22,6 +22,7 @@ type doctorFlags struct {
 	sample, interval    time.Duration
 	windows             int
 	host, noHost, list  bool
+	catalogDBs          string
 }
 
 func newDoctorCmd() *cobra.Command {
@@ -63,6 +64,7 @@ procedure that moves temp-table files to tmpfs.`,
 	fl.DurationVar(&f.sample, "sample", doctor.DefaultSample, "length of each sampling window of the rate-based checks (0 = skip them)")
 	fl.IntVar(&f.windows, "windows", doctor.DefaultWindows, "number of sampling windows of --sample each (sampled checks judge the worst window and report the mean)")
 	fl.DurationVar(&f.interval, "interval", doctor.DefaultInterval, "sampling period within --sample")
+	fl.StringVar(&f.catalogDBs, "catalog-databases", "all", "other databases whose catalog churn catalog-churn reads at each window bound: all (every database the role may connect to), none, or a comma-separated list (one connection each, opened and closed per reading)")
 	fl.StringVar(&f.format, "format", doctor.FormatText, "output format: text, json or markdown")
 	fl.StringSliceVar(&f.only, "only", nil, "run only these checks (comma-separated ids, see --list)")
 	fl.StringSliceVar(&f.skip, "skip", nil, "skip these checks (comma-separated ids)")
@@ -107,6 +109,10 @@ func runDoctor(cmd *cobra.Command, f doctorFlags) error {
 	case f.windows < 1:
 		return withCode(exitUsage, fmt.Errorf("--windows must be >= 1, got %d", f.windows))
 	}
+	cats, err := parseCatalogDatabases(f.catalogDBs, sampler.DefaultCatalogsEvery)
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
 	known := doctor.IDs()
 	for _, id := range append(append([]string{}, f.only...), f.skip...) {
 		if !containsID(known, id) {
@@ -134,7 +140,7 @@ func runDoctor(cmd *cobra.Command, f doctorFlags) error {
 		fmt.Fprintln(cmd.ErrOrStderr(), "diagnosing the throwaway server: a fresh server has no load, so rate-based checks see an idle server")
 	}
 	opts := doctor.Options{DSN: dsn, Sample: f.sample, Interval: f.interval, Windows: f.windows, Only: f.only, Skip: f.skip,
-		ProcRoot: f.procRoot, SysRoot: f.sysRoot}
+		ProcRoot: f.procRoot, SysRoot: f.sysRoot, Catalogs: &cats}
 	switch {
 	case f.host:
 		opts.Host = sampler.HostOn

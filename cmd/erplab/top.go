@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,6 +26,8 @@ type topFlags struct {
 	count, queries   int
 	view             string
 	filter           top.Filter
+	catalogDBs       string
+	catalogEvery     time.Duration
 }
 
 func newTopCmd() *cobra.Command {
@@ -38,7 +41,10 @@ LWLock:LockManager storms of a 30,000-user ERP load test:
   header   tps, temp files/s, deadlocks, cache hit; the host's CPU split (user, system,
            iowait, ...), memory and transparent huge page counters when the server runs on
            this machine; catalog size and growth (pg_class, pg_attribute, pg_depend, pg_type,
-           pg_index); a storm line when active sessions jump while the CPU is not saturated
+           pg_index) of the connected database and, every --catalog-every, of the other
+           databases (--catalog-databases); a storm line when active sessions jump while the
+           CPU is not saturated; with pg_wait_sampling created in the connected database, the
+           wait table shows its profile (mean sessions, sampled every 10 ms in the server)
   tables   client sessions by state; active sessions by wait event with a trend;
            the longest-running active queries with duration and wait event
 
@@ -74,10 +80,33 @@ blocking views use a second connection.`,
 	fl.IntVar(&f.queries, "queries", top.DefaultQueries, "rows of the longest-running queries table")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://HOST:PORT/metrics while top runs")
 	fl.StringVar(&f.view, "view", "overview", "screen to show (start on, interactively): overview, sessions (every database's sessions, parallel workers' waits on the leader's row) or blocking (root blockers and chains from pg_blocking_pids)")
+	fl.StringVar(&f.catalogDBs, "catalog-databases", "all", "other databases whose catalog size and churn the header shows: all (every database the role may connect to), none, or a comma-separated list; each is read on a connection of its own, opened and closed per reading")
+	fl.DurationVar(&f.catalogEvery, "catalog-every", sampler.DefaultCatalogsEvery, "how often --catalog-databases are read (one connection start-up per database per reading)")
 	fl.StringVar(&f.filter.Database, "database", "", "sessions and blocking views: only this database")
 	fl.StringVar(&f.filter.Application, "application", "", "sessions and blocking views: only this application_name")
 	fl.StringVar(&f.filter.State, "state", "", "sessions and blocking views: only this state (active, idle, 'idle in transaction', ...)")
 	return cmd
+}
+
+// parseCatalogDatabases reads --catalog-databases ("all", "none" or a
+// comma-separated list of names) and --catalog-every (> 0).
+func parseCatalogDatabases(v string, every time.Duration) (sampler.OtherCatalogs, error) {
+	if every <= 0 {
+		return sampler.OtherCatalogs{}, fmt.Errorf("--catalog-every must be > 0, got %s", every)
+	}
+	o := sampler.OtherCatalogs{Every: every}
+	switch strings.TrimSpace(v) {
+	case "all":
+		o.All = true
+	case "none", "":
+	default:
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				o.Names = append(o.Names, n)
+			}
+		}
+	}
+	return o, nil
 }
 
 func runTop(cmd *cobra.Command, f topFlags) error {
@@ -112,8 +141,12 @@ func runTop(cmd *cobra.Command, f topFlags) error {
 	if interactive && (!isTerminal(os.Stdin) || !isTerminal(os.Stdout)) {
 		return withCode(exitUsage, errors.New("not a terminal: use --once or --count N for plain-text output"))
 	}
+	cats, err := parseCatalogDatabases(f.catalogDBs, f.catalogEvery)
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
 	ctx := cmd.Context()
-	s, err := sampler.Connect(ctx, dsn, sampler.Options{Queries: max(f.queries, 0)})
+	s, err := sampler.Connect(ctx, dsn, sampler.Options{Queries: max(f.queries, 0), Catalogs: cats})
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -264,6 +263,19 @@ func checkCatalogChurn(_ context.Context, e *env) result {
 		ev = append(ev, Evidence{Text: fmt.Sprintf("window %d (%.1f s): %.1f new relation files/s = %.1f pg_class inserts/s (CREATE) + %.1f non-HOT updates/s (TRUNCATE, rewrites)", i+1, w.Seconds, r.files, r.ins, r.nonHot), From: "pg_stat_sys_tables (pg_class n_tup_ins, n_tup_upd - n_tup_hot_upd)"})
 	}
 	m["new_files_per_s"], m["new_files_worst_per_s"], m["pg_class_nonhot_upd_per_s"], m["windows"] = mean.files, worst.files, mean.nonHot, float64(len(ws))
+	// Other databases (catalog_alldb.go): the worst of them is judged when
+	// it churns more than this one.
+	oev, odb, omean, oworst, own := e.smp.others.churnOthers(worst.files)
+	ev = append(ev, oev...)
+	where := ""
+	if e.smp.others != nil {
+		m["other_databases"] = float64(len(e.smp.others.windows))
+	}
+	if odb != "" {
+		mean, worst, wn = omean, oworst, own
+		where = " in database " + odb
+		m["worst_database_new_files_per_s"] = oworst.files
+	}
 	if worst.files >= churnWarnPerS {
 		fix := []string{
 			"# every CREATE/DROP of a temp table or index writes catalog rows and shared-invalidation messages, and every",
@@ -278,11 +290,11 @@ func checkCatalogChurn(_ context.Context, e *env) result {
 			fix[1] = "# TRUNCATE of a temp table gives it and each index a new file (the old one is unlinked at commit): TRUNCATE-based reuse"
 			fix[2] = "# saves catalog rows but not file churn; put those files on tmpfs unless check temp-tablespace finds them there already:"
 		}
-		return result{sev: Warning, summary: fmt.Sprintf("%.0f new relation files per second in window %d of %d (mean %.0f): %.0f pg_class inserts/s and %.0f non-HOT updates/s: %s",
-			worst.files, wn, len(ws), mean.files, worst.ins, worst.nonHot, kind), evidence: ev, metrics: m, fix: fix}
+		return result{sev: Warning, summary: fmt.Sprintf("%.0f new relation files per second%s in window %d of %d (mean %.0f): %.0f pg_class inserts/s and %.0f non-HOT updates/s: %s",
+			worst.files, where, wn, len(ws), mean.files, worst.ins, worst.nonHot, kind), evidence: ev, metrics: m, fix: fix}
 	}
-	return result{sev: OK, summary: fmt.Sprintf("catalog churn low: %.1f new relation files/s mean, %.1f in the worst of %d windows (%.1f pg_class inserts/s, %.1f non-HOT updates/s)",
-		mean.files, worst.files, len(ws), mean.ins, mean.nonHot), evidence: ev, metrics: m}
+	return result{sev: OK, summary: fmt.Sprintf("catalog churn low%s: %.1f new relation files/s mean, %.1f in the worst of %d windows (%.1f pg_class inserts/s, %.1f non-HOT updates/s)",
+		where, mean.files, worst.files, len(ws), mean.ins, mean.nonHot), evidence: ev, metrics: m}
 }
 
 // tablespaceDir is where temp files of the connected database go in a
@@ -297,17 +309,11 @@ func (e *env) tablespaceDir(location string) (string, error) {
 		}
 		return filepath.Join(dd, "base", strconv.FormatUint(uint64(e.dbOID), 10)), nil
 	}
-	prefix := fmt.Sprintf("PG_%d_", e.srv.VersionNum/10000)
-	ents, err := os.ReadDir(location)
+	vdir, err := versionDir(location, e.srv.VersionNum)
 	if err != nil {
 		return "", err
 	}
-	for _, de := range ents {
-		if de.IsDir() && strings.HasPrefix(de.Name(), prefix) {
-			return filepath.Join(location, de.Name(), strconv.FormatUint(uint64(e.dbOID), 10)), nil
-		}
-	}
-	return "", fmt.Errorf("no %s* directory in %s", prefix, location)
+	return filepath.Join(vdir, strconv.FormatUint(uint64(e.dbOID), 10)), nil
 }
 
 // tsFact is one tablespace of temp_tablespaces as the doctor found it.
@@ -332,9 +338,7 @@ type tsFact struct {
 
 // permanentRelsSQL lists the non-temporary relations of the connected
 // database stored in tablespace $1.
-const permanentRelsSQL = `SELECT n.nspname::text || '.' || c.relname::text || ' (' ||
-       CASE c.relkind WHEN 'r' THEN 'table' WHEN 'i' THEN 'index' WHEN 'm' THEN 'materialized view' WHEN 'S' THEN 'sequence' ELSE c.relkind::text END ||
-       CASE c.relpersistence WHEN 'u' THEN ', unlogged' ELSE '' END || ')', c.relkind = 'i'
+const permanentRelsSQL = `SELECT ` + relLabelSQL + `, c.relkind = 'i'
 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 WHERE c.reltablespace = (SELECT oid FROM pg_catalog.pg_tablespace WHERE spcname = $1) AND c.relpersistence <> 't'
   AND n.nspname <> 'pg_toast'   -- TOAST tables and their indexes go with their table
@@ -435,7 +439,7 @@ func checkTempTablespace(ctx context.Context, e *env) result {
 	}
 	allTmpfs, fsKnown := true, e.host != nil || e.rec != nil
 	var full []string
-	var lost []tsFact
+	shown := map[string]bool{} // tablespaces whose relations here the evidence lists
 	for _, f := range facts {
 		switch {
 		case !f.Exists:
@@ -452,13 +456,11 @@ func checkTempTablespace(ctx context.Context, e *env) result {
 		}
 		if f.PermanentCount > 0 {
 			ev = append(ev, Evidence{Text: fmt.Sprintf("tablespace %s holds %d non-temporary relations in database %s: %s", f.Name, f.PermanentCount, e.srv.Database, strings.Join(f.Permanent, ", ")), From: "pg_class.reltablespace, relpersistence"})
+			shown[f.Name] = true
 		}
 		if f.FSType != "tmpfs" {
 			allTmpfs = allTmpfs && f.FSType == "tmpfs"
 			continue
-		}
-		if f.PermanentCount > 0 {
-			lost = append(lost, f)
 		}
 		if f.UsedPct >= 0 {
 			ev = append(ev, Evidence{Text: fmt.Sprintf("tmpfs %s: %.1f %% of %s used", f.Mount, f.UsedPct, fmtBytes(f.SizeBytes)), From: "statfs(2)"})
@@ -471,32 +473,10 @@ func checkTempTablespace(ctx context.Context, e *env) result {
 	if fsKnown && allTmpfs {
 		m["on_tmpfs"] = 1
 	}
-	if len(lost) > 0 {
-		f := lost[0]
-		m["permanent_relations"] = float64(f.PermanentCount)
-		ts := pgx.Identifier{f.Name}.Sanitize()
-		fix := []string{fmt.Sprintf("-- move them off the tmpfs now (each rewrite takes an ACCESS EXCLUSIVE lock on the relation), in database %s:", e.srv.Database)}
-		for _, r := range f.Permanent {
-			name, kind, _ := strings.Cut(r, " (")
-			stmt := "ALTER TABLE"
-			switch {
-			case strings.HasPrefix(kind, "index"):
-				stmt = "ALTER INDEX"
-			case strings.HasPrefix(kind, "materialized view"):
-				stmt = "ALTER MATERIALIZED VIEW"
-			case strings.HasPrefix(kind, "sequence"), strings.HasPrefix(kind, "TOAST"):
-				continue // moves with its table
-			}
-			fix = append(fix, fmt.Sprintf("%s %s SET TABLESPACE pg_default;", stmt, quoteQualified(name)))
-		}
-		if f.PermanentCount > len(f.Permanent) {
-			fix = append(fix, fmt.Sprintf("-- ... and %d more: SELECT relname FROM pg_class WHERE reltablespace = (SELECT oid FROM pg_tablespace WHERE spcname = %s) AND relpersistence <> 't';", f.PermanentCount-len(f.Permanent), quoteLit(f.Name)))
-		}
-		fix = append(fix,
-			fmt.Sprintf("REVOKE CREATE ON TABLESPACE %s FROM PUBLIC;   -- then only the roles that need temp tables may use it:", ts),
-			fmt.Sprintf("GRANT CREATE ON TABLESPACE %s TO <application role>;   -- erplab doctor fix %s --grant-to <role> does this", ts, tmpfsfix.Name))
-		return result{sev: Critical, summary: fmt.Sprintf("tmpfs tablespace %s holds %d non-temporary relations (%s): their files are lost at the next reboot or remount", f.Name, f.PermanentCount, strings.Join(f.Permanent[:min(3, len(f.Permanent))], ", ")),
-			evidence: ev, metrics: m, fix: fix}
+	scan, scanEv := e.scanTmpfs(ctx)
+	ev = append(ev, scanEv...)
+	if lost := lostRelations(e.srv.Database, facts, scan); len(lost) > 0 {
+		return lostResult(e.srv.Database, lost, shown, ev, m)
 	}
 	switch {
 	case len(full) > 0:
@@ -537,27 +517,35 @@ var lockMgrWaits = map[string]bool{"LWLock:LockManager": true, "LWLock:lock_mana
 // sinvalWaits are the shared invalidation queue's wait events.
 var sinvalWaits = map[string]bool{"LWLock:SInvalRead": true, "LWLock:SInvalWrite": true, "LWLock:SInvalReadLock": true, "LWLock:SInvalWriteLock": true}
 
-// waitCounts are a window's (or the sample's) session-samples.
+// waitCounts are a window's (or the sample's) session-samples. With a
+// pg_wait_sampling profile, lockMgr and sinval are its mean sessions in
+// those waits times the samples (waitprofile.go).
 type waitCounts struct {
-	samples, active, lockMgr, sinval int
+	samples, active int
+	lockMgr, sinval float64
 }
 
 func countWaits(w window) waitCounts {
 	c := waitCounts{samples: w.Samples, active: w.Active}
+	if w.ProfileSeconds > 0 {
+		c.lockMgr = w.profileMean(lockMgrWaits) * float64(w.Samples)
+		c.sinval = w.profileMean(sinvalWaits) * float64(w.Samples)
+		return c
+	}
 	for k, n := range w.Waits {
 		switch {
 		case lockMgrWaits[k]:
-			c.lockMgr += n
+			c.lockMgr += float64(n)
 		case sinvalWaits[k]:
-			c.sinval += n
+			c.sinval += float64(n)
 		}
 	}
 	return c
 }
 
 func (c waitCounts) avg() float64     { return float64(c.active) / float64(max(c.samples, 1)) }
-func (c waitCounts) lmShare() float64 { return float64(c.lockMgr) / float64(max(c.active, 1)) }
-func (c waitCounts) siShare() float64 { return float64(c.sinval) / float64(max(c.active, 1)) }
+func (c waitCounts) lmShare() float64 { return c.lockMgr / float64(max(c.active, 1)) }
+func (c waitCounts) siShare() float64 { return c.sinval / float64(max(c.active, 1)) }
 
 // topWaits lists the 5 most frequent wait events "key count".
 func topWaits(w map[string]int) []string {
@@ -589,10 +577,11 @@ func checkLWLockWaits(_ context.Context, e *env) result {
 	var lmW, siW waitCounts
 	lmN, siN := 0, 0
 	var ev []Evidence
+	src := waitSource(ws, e.smp.profilePeriodMs)
 	for i, w := range ws {
 		c := countWaits(w)
 		ev = append(ev, Evidence{Text: fmt.Sprintf("window %d (%.1f s, %d samples): %.1f active on average; LockManager+LockFastPath %.1f %%, SInval %.1f %%", i+1, w.Seconds, w.Samples, c.avg(), 100*c.lmShare(), 100*c.siShare()),
-			From: "pg_stat_activity (wait_event_type, wait_event)"})
+			From: src})
 		if c.avg() < waitMinActive {
 			continue
 		}
@@ -604,8 +593,15 @@ func checkLWLockWaits(_ context.Context, e *env) result {
 		}
 	}
 	head := Evidence{Text: fmt.Sprintf("%d samples in %d windows over %.1f s: %.1f active sessions on average; LWLock:LockManager + LockFastPath %.1f %% mean, %.1f %% worst window; SInval %.1f %% mean, %.1f %% worst window (of active session-samples)",
-		all.samples, len(ws), tot.Seconds, all.avg(), 100*all.lmShare(), 100*lmW.lmShare(), 100*all.siShare(), 100*siW.siShare()), From: "pg_stat_activity (wait_event_type, wait_event)"}
+		all.samples, len(ws), tot.Seconds, all.avg(), 100*all.lmShare(), 100*lmW.lmShare(), 100*all.siShare(), 100*siW.siShare()), From: src}
 	ev = append([]Evidence{head}, ev...)
+	if windowsProfiled(ws) {
+		if top := topProfile(tot); len(top) > 0 {
+			ev = append(ev, Evidence{Text: "wait events (mean sessions, pg_wait_sampling): " + strings.Join(top, ", "), From: "pg_wait_sampling_profile"})
+		}
+	} else if e.rec == nil {
+		ev = append(ev, Evidence{Text: "pg_wait_sampling is not created in this database (or not preloaded): waits are pg_stat_activity's at each sample", From: "pg_extension, pg_wait_sampling.profile_period"})
+	}
 	if top := topWaits(tot.Waits); len(top) > 0 {
 		ev = append(ev, Evidence{Text: "wait events (session-samples): " + strings.Join(top, ", "), From: "pg_stat_activity"})
 	}
@@ -614,6 +610,9 @@ func checkLWLockWaits(_ context.Context, e *env) result {
 	}
 	m := map[string]float64{"avg_active": round2(all.avg()), "lockmanager_share_pct": round2(100 * all.lmShare()), "sinval_share_pct": round2(100 * all.siShare()),
 		"lockmanager_worst_pct": round2(100 * lmW.lmShare()), "sinval_worst_pct": round2(100 * siW.siShare()), "windows": float64(len(ws)), "storms": float64(len(e.smp.storms))}
+	if windowsProfiled(ws) {
+		m["pg_wait_sampling"] = 1
+	}
 	fix := []string{
 		"# LockManager/LockFastPath: too many relations locked per transaction (temp tables, partitions, indexes) exceed the 16 fast-path slots;",
 		"# fewer temp tables/indexes per transaction, fewer partitions touched, a pooler to cap concurrent active sessions",

@@ -249,6 +249,12 @@ type Options struct {
 	// ProcRoot and SysRoot are the proc and sys trees host checks read
 	// (default "/proc" and "/sys"; tests pass fixture trees).
 	ProcRoot, SysRoot string
+	// Catalogs chooses the other databases whose catalog counters the
+	// catalog-churn check reads at every window bound (one connection
+	// each, opened and closed per reading; Every is not used): nil reads
+	// every database the role may connect to, &sampler.OtherCatalogs{}
+	// none.
+	Catalogs *sampler.OtherCatalogs
 	// OnSampleStart, when set, is called once the server has answered and
 	// just before sampling starts, with the total sampling time (not
 	// called when no selected check needs a sample).

@@ -41,6 +41,9 @@ func TestMain(m *testing.M) {
 			"max_prepared_transactions": "4",
 			"wal_level":                 "logical",
 		},
+		// lwlock-waits reads pg_wait_sampling's profile when it is there
+		// (waitprofile_test.go).
+		WaitSampling: true,
 	}))
 }
 

@@ -47,8 +47,10 @@ type recorded struct {
 	// Checks are the Recorded checks the case runs (beside the Offline
 	// ones).
 	Checks []string `json:"checks"`
-	// Windows is the sample (sampled checks).
-	Windows []window `json:"windows,omitempty"`
+	// Windows is the sample (sampled checks); ProfilePeriodMs
+	// pg_wait_sampling's profile_period when the windows carry its profile.
+	Windows         []window `json:"windows,omitempty"`
+	ProfilePeriodMs float64  `json:"profile_period_ms,omitempty"`
 	// Statements are pg_stat_statements rows; TrackPlanning its setting.
 	Statements    []pgssRow `json:"statements,omitempty"`
 	TrackPlanning bool      `json:"track_planning,omitempty"`
@@ -60,6 +62,9 @@ type recorded struct {
 	JoinStats []joinColStat `json:"join_stats,omitempty"`
 	// Tablespaces are the temp tablespaces as seen on the server and host.
 	Tablespaces []tsFact `json:"tablespaces,omitempty"`
+	// TmpfsScan is the scan of all databases for relations in tmpfs
+	// tablespaces (tmpfs_alldb.go).
+	TmpfsScan *tmpfsScan `json:"tmpfs_scan,omitempty"`
 }
 
 // errNotRecorded is what a fact loader returns under a golden case that
@@ -281,6 +286,11 @@ type sampleData struct {
 	// windows split the sample into Options.Windows consecutive windows
 	// of Options.Sample each, for the checks that judge bursts.
 	windows []window
+	// profilePeriodMs is pg_wait_sampling's profile_period (0 without it).
+	profilePeriodMs float64
+	// others are the other databases' catalog windows (catalog_alldb.go);
+	// nil when not read.
+	others *otherCatalogs
 }
 
 // window is one sampling window: the wait events of its samples and the
@@ -297,6 +307,11 @@ type window struct {
 	Waits   map[string]int `json:"waits,omitempty"`
 	// Catalog is the change of each catalog's counters, by name.
 	Catalog map[string]catDelta `json:"catalog,omitempty"`
+	// Profile is pg_wait_sampling's profile over the window (when the
+	// extension is there, waitprofile.go): session-seconds in each wait
+	// event key over ProfileSeconds.
+	ProfileSeconds float64            `json:"profile_seconds,omitempty"`
+	Profile        map[string]float64 `json:"profile,omitempty"`
 }
 
 // catDelta is the change of one catalog's pg_stat_sys_tables counters
@@ -330,7 +345,12 @@ FROM pg_catalog.pg_stat_sys_tables s
 WHERE s.schemaname = 'pg_catalog' AND s.relname IN ('pg_class', 'pg_attribute', 'pg_depend', 'pg_type')`
 
 func (e *env) catalogCounters(ctx context.Context) (map[string]catCounters, error) {
-	rows, err := e.conn.Query(ctx, catalogCountersSQL)
+	return catalogCountersOn(ctx, e.conn)
+}
+
+// catalogCountersOn reads catalogCountersSQL on conn (its database's).
+func catalogCountersOn(ctx context.Context, conn *pgx.Conn) (map[string]catCounters, error) {
+	rows, err := conn.Query(ctx, catalogCountersSQL)
 	if err != nil {
 		return nil, err
 	}
@@ -356,6 +376,13 @@ func sumWindows(ws []window) window {
 		for k, n := range w.Waits {
 			t.Waits[k] += n
 		}
+		for k, v := range w.Profile {
+			if t.Profile == nil {
+				t.Profile = map[string]float64{}
+			}
+			t.Profile[k] += v
+		}
+		t.ProfileSeconds += w.ProfileSeconds
 		for rel, d := range w.Catalog {
 			a, ok := t.Catalog[rel]
 			if !ok || i == 0 {
@@ -383,6 +410,23 @@ func (e *env) takeSample(ctx context.Context) error {
 	}
 	nw := max(e.opts.Windows, 1)
 	cat0, catErr := e.catalogCounters(ctx)
+	// Other databases' catalogs, one connection each at every bound.
+	var others []string
+	var otherCfg *pgx.ConnConfig
+	var otherReads []map[string]map[string]catCounters
+	var otherErrs []map[string]error
+	readOthers := func() {
+		if len(others) > 0 {
+			r, errs := e.otherCounters(ctx, otherCfg, others)
+			otherReads, otherErrs = append(otherReads, r), append(otherErrs, errs)
+		}
+	}
+	if cfg, err := pgx.ParseConfig(e.opts.DSN); err == nil {
+		if names, err := e.otherDatabases(ctx); err == nil {
+			others, otherCfg = names, cfg
+		}
+	}
+	readOthers()
 	t0 := time.Now()
 	ss, err := sampler.Start(ctx, e.opts.DSN, t0, sampler.SessionOptions{
 		Options:  sampler.Options{Host: mode, ProcRoot: e.opts.ProcRoot},
@@ -412,11 +456,12 @@ func (e *env) takeSample(ctx context.Context) error {
 			catErr = err
 		}
 		cats = append(cats, c)
+		readOthers()
 	}
 	ss.Stop()
 	t1 := time.Now()
 	obs := ss.Snapshot()
-	d := &sampleData{series: obs.Series, storms: obs.Storms, errs: obs.Errors}
+	d := &sampleData{series: obs.Series, storms: obs.Storms, errs: obs.Errors, profilePeriodMs: obs.Server.WaitSamplingPeriodMs}
 	if len(d.series) < 2 {
 		msg := "at least two successful samples"
 		if len(d.errs) > 0 {
@@ -428,6 +473,9 @@ func (e *env) takeSample(ctx context.Context) error {
 	d.first, d.last = &d.series[0], &d.series[len(d.series)-1]
 	d.elapsed = d.last.Time.Sub(d.first.Time).Seconds()
 	d.windows = splitWindows(d.series, bounds, cats, catErr == nil)
+	if len(others) > 0 {
+		d.others = otherWindows(others, bounds, otherReads, otherErrs)
+	}
 	if sw0 != nil {
 		if sw1, err := e.host.fs.VMStat("pswpin", "pswpout"); err == nil {
 			if dt := t1.Sub(t0).Seconds(); dt > 0 {
@@ -475,6 +523,7 @@ func splitWindows(series []sampler.Sample, bounds []time.Time, cats []map[string
 		for k, n := range s.Waits {
 			w.Waits[k] += n
 		}
+		w.addProfile(&s)
 	}
 	return ws
 }

@@ -58,7 +58,7 @@ func envFromFixture(dir string) (*env, error) {
 	default:
 		e.rec = &rec
 		if rec.Windows != nil {
-			e.smp = &sampleData{windows: rec.Windows, elapsed: sumWindows(rec.Windows).Seconds}
+			e.smp = &sampleData{windows: rec.Windows, elapsed: sumWindows(rec.Windows).Seconds, profilePeriodMs: rec.ProfilePeriodMs}
 		}
 	}
 	return e, nil

@@ -24,8 +24,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -59,6 +61,8 @@ type Server struct {
 	seq     atomic.Int64
 	// skip is the reason of the skip when there is no cluster.
 	skip string
+	// waitSkip is why pg_wait_sampling is not preloaded ("" when it is).
+	waitSkip string
 }
 
 // SkipReason is the message of the skip under -short.
@@ -135,6 +139,55 @@ type Options struct {
 	// Settings are extra postgresql.conf settings (name -> value), e.g.
 	// shared_preload_libraries.
 	Settings map[string]string
+	// WaitSampling preloads pg_wait_sampling (after pg_stat_statements
+	// and any library Settings preload) when its library is installed
+	// next to the server binaries (<bindir>/../lib/pg_wait_sampling.so);
+	// Server.NeedWaitSampling says whether it is. Its collector wakes
+	// every 10 ms: only packages that test it ask for it.
+	WaitSampling bool
+}
+
+// waitSamplingLib is the library of the pg_wait_sampling extension.
+const waitSamplingLib = "pg_wait_sampling"
+
+// preloadWaitSampling adds pg_wait_sampling to the shared_preload_libraries
+// of settings (after pg_stat_statements when its library is there, since
+// Settings replace pgcluster's preload) when both are installed in the
+// lib directory beside binDir, and returns the settings and "" or, when
+// it is not installed, settings unchanged and the reason.
+func preloadWaitSampling(binDir string, settings map[string]string) (map[string]string, string) {
+	lib := filepath.Join(binDir, "..", "lib")
+	if _, err := os.Stat(filepath.Join(lib, waitSamplingLib+".so")); err != nil {
+		return settings, fmt.Sprintf("pg_wait_sampling is not installed (no %s): apt-get install postgresql-<major>-pg-wait-sampling", filepath.Join(lib, waitSamplingLib+".so"))
+	}
+	out := maps.Clone(settings)
+	if out == nil {
+		out = map[string]string{}
+	}
+	libs := out["shared_preload_libraries"]
+	if libs == "" {
+		if _, err := os.Stat(filepath.Join(lib, "pg_stat_statements.so")); err == nil {
+			libs = "pg_stat_statements"
+			if _, ok := out["pg_stat_statements.track_planning"]; !ok {
+				out["pg_stat_statements.track_planning"] = "on"
+			}
+		}
+	}
+	if libs != "" {
+		libs += ","
+	}
+	out["shared_preload_libraries"] = libs + waitSamplingLib
+	return out, ""
+}
+
+// NeedWaitSampling skips t unless the cluster preloads pg_wait_sampling
+// (Options.WaitSampling and the library installed), saying why.
+func (s *Server) NeedWaitSampling(t testing.TB) {
+	t.Helper()
+	s.need(t)
+	if s.waitSkip != "" {
+		t.Skip(s.waitSkip)
+	}
 }
 
 // RunWith is Run with a cluster adjusted by opts (e.g. a preloaded
@@ -151,6 +204,13 @@ func RunWith(m *testing.M, srv **Server, opts Options) int {
 	}
 	if opts.SharedBuffers == "" {
 		opts.SharedBuffers = SharedBuffers
+	}
+	waitSkip := "pg_wait_sampling is not preloaded in this package's test cluster (pgtest.Options.WaitSampling)"
+	if opts.WaitSampling {
+		waitSkip = "pg_wait_sampling: no server binaries"
+		if bin, err := pgcluster.FindBinDir(); err == nil {
+			opts.Settings, waitSkip = preloadWaitSampling(bin, opts.Settings)
+		}
 	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -189,7 +249,7 @@ func RunWith(m *testing.M, srv **Server, opts Options) int {
 		}
 		return 1
 	}
-	s := &Server{cluster: c}
+	s := &Server{cluster: c, waitSkip: waitSkip}
 	*srv = s
 
 	done := make(chan struct{})

@@ -81,6 +81,10 @@ type Options struct {
 	// (Sample.OpWaits), and notes the query_id it runs (for
 	// Session.Statements).
 	Ops *opmap.Map
+	// Catalogs, when set, also reads the catalog figures of other
+	// databases, connecting to each in turn every Catalogs.Every
+	// (othercatalogs.go): Sample.OtherCatalogs.
+	Catalogs OtherCatalogs
 }
 
 // Sessions counts client backends by pg_stat_activity.state.
@@ -220,6 +224,10 @@ type Sample struct {
 	// Catalog are pg_class, pg_attribute, pg_depend, pg_index, pg_type of
 	// the connected database, by name.
 	Catalog []CatalogRel `json:"catalog,omitempty"`
+	// OtherCatalogs are other databases' catalogs (Options.Catalogs),
+	// set on the samples that read them (every Catalogs.Every), nil on
+	// the others.
+	OtherCatalogs []DatabaseCatalog `json:"other_catalogs,omitempty"`
 	// Churn is the temp-relation file churn and the shared-invalidation
 	// estimate derived from Catalog's rates (churn.go); nil on the first
 	// sample.
@@ -241,22 +249,10 @@ type Sample struct {
 }
 
 // CatalogBytes is the summed size of the sampled catalogs, bytes.
-func (s *Sample) CatalogBytes() int64 {
-	var n int64
-	for _, c := range s.Catalog {
-		n += c.Bytes
-	}
-	return n
-}
+func (s *Sample) CatalogBytes() int64 { return catalogBytes(s.Catalog) }
 
 // CatalogGrowth is the summed growth of the sampled catalogs, bytes/s.
-func (s *Sample) CatalogGrowth() float64 {
-	var g float64
-	for _, c := range s.Catalog {
-		g += c.GrowthBytes
-	}
-	return g
-}
+func (s *Sample) CatalogGrowth() float64 { return catalogGrowth(s.Catalog) }
 
 // Info describes the server a Sampler watches.
 type Info struct {
@@ -321,6 +317,8 @@ type Sampler struct {
 	// connected is when the current connection was made (for the
 	// backend CPU accounting of Session).
 	connected time.Time
+	// other is the state of the readings of other databases' catalogs.
+	other otherState
 }
 
 // Connect opens the sampler's own connection to dsn (libpq key=value or
@@ -525,6 +523,9 @@ func (s *Sampler) Sample(ctx context.Context) (*Sample, error) {
 	}
 	if out.profile != nil {
 		s.profile, out.profile = out.profile, nil
+	}
+	if s.otherDue(now) {
+		out.OtherCatalogs = s.readOthers(ctx, now)
 	}
 	s.prev, s.prevTime = out, now
 	return out, nil

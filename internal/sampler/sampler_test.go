@@ -20,7 +20,7 @@ import (
 
 var srv *pgtest.Server
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Run(m, &srv)) }
+func TestMain(m *testing.M) { os.Exit(pgtest.RunWith(m, &srv, pgtest.Options{WaitSampling: true})) }
 
 func connect(t testing.TB, dsn string) *pgx.Conn {
 	t.Helper()

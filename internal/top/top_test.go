@@ -20,7 +20,7 @@ import (
 
 var srv *pgtest.Server
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Run(m, &srv)) }
+func TestMain(m *testing.M) { os.Exit(pgtest.RunWith(m, &srv, pgtest.Options{WaitSampling: true})) }
 
 func connect(t *testing.T, dsn string) *pgx.Conn {
 	t.Helper()
@@ -263,5 +263,113 @@ func TestFormatters(t *testing.T) {
 	}
 	if got := sparkline([]int{0, 1, 2, 4}); got != "▁▂▄█" {
 		t.Errorf("sparkline %q", got)
+	}
+}
+
+// TestPrintWaitSampling is `erplab top --once` on a database with
+// pg_wait_sampling: the wait table shows its profile (mean sessions at
+// 10 ms sampling) and the header says so.
+func TestPrintWaitSampling(t *testing.T) {
+	srv.NeedWaitSampling(t)
+	dsn := srv.NewDatabase(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	if _, err := connect(t, dsn).Exec(ctx, "CREATE EXTENSION pg_wait_sampling"); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		c := connect(t, dsn)
+		wg.Add(1)
+		go func() { defer wg.Done(); _, _ = c.Exec(ctx, "SELECT pg_sleep(60)") }()
+	}
+	s, err := sampler.Connect(ctx, dsn, sampler.Options{Queries: DefaultQueries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if !s.Info().WaitSampling {
+		t.Fatalf("pg_wait_sampling not detected: %+v", s.Info())
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		x, err := s.Sample(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.Waits["Timeout:PgSleep"] == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("activity did not start: %v", x.Waits)
+		}
+	}
+	var out bytes.Buffer
+	if err := Print(ctx, &out, s, Options{Interval: 500 * time.Millisecond, Width: 120}, 1); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, re := range []string{
+		`(?m)^waits: pg_wait_sampling every 10 ms in the server, mean sessions over 0\.\d s; CPU from pg_stat_activity \(instant\)$`,
+		`(?m)^ACTIVE SESSIONS BY WAIT EVENT +MEAN  TREND$`,
+		// Two sessions slept through the interval: a mean of about 2.
+		`(?m)^Timeout:PgSleep +(1\.[6-9]|2\.[0-4])  [▁-█]{1,2}$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(text) {
+			t.Errorf("output lacks %s:\n%s", re, text)
+		}
+	}
+}
+
+// TestPrintOtherCatalogs: top connected to one database shows another
+// database's catalog figures, read on a connection of its own.
+func TestPrintOtherCatalogs(t *testing.T) {
+	dsnA, dsnB := srv.NewDatabase(t), srv.NewDatabase(t)
+	cfgB, err := pgx.ParseConfig(dsnB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := sampler.Connect(context.Background(), dsnA, sampler.Options{Queries: 5, Catalogs: sampler.OtherCatalogs{Names: []string{cfgB.Database}, Every: time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	var out bytes.Buffer
+	if err := Print(context.Background(), &out, s, Options{Interval: 200 * time.Millisecond, Width: 160}, 1); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, re := range []string{
+		`(?m)^other databases' catalogs \(own connection each, read at \d\d:\d\d:\d\d\): ` + cfgB.Database + `$`,
+		`(?m)^  ` + cfgB.Database + `: catalog \d+\.\d MiB \([+-]\d+(\.\d)? (B|KiB|MiB)/s\), rel files \d+\.\d/s$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(text) {
+			t.Errorf("output lacks %s:\n%s", re, text)
+		}
+	}
+}
+
+// TestOtherCatalogLines orders the other databases by churn, then size,
+// errors last, and cuts the list after maxOtherRows.
+func TestOtherCatalogLines(t *testing.T) {
+	db := func(name string, bytes int64, ins float64) sampler.DatabaseCatalog {
+		return sampler.DatabaseCatalog{Database: name, Catalog: []sampler.CatalogRel{{Name: "pg_class", Bytes: bytes, InsPerS: ins}}}
+	}
+	ds := []sampler.DatabaseCatalog{db("a", 1<<20, 0), {Database: "bad", Error: "connect: refused"}, db("b", 2<<20, 0), db("erp", 9<<20, 350), db("c", 3<<20, 0), db("d", 1<<10, 0), db("e", 1<<10, 1)}
+	got := otherCatalogLines(ds, time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	want := []string{
+		"other databases' catalogs (own connection each, read at 12:00:00): a, bad, b, erp, c, d, e",
+		"  erp: catalog 9.0 MiB (+0 B/s), rel files 350.0/s",
+		"  e: catalog 1.0 KiB (+0 B/s), rel files 1.0/s",
+		"  c: catalog 3.0 MiB (+0 B/s), rel files 0.0/s",
+		"  b: catalog 2.0 MiB (+0 B/s), rel files 0.0/s",
+		"  a: catalog 1.0 MiB (+0 B/s), rel files 0.0/s",
+		"  ... and 2 more",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if otherCatalogLines(nil, time.Time{}) != nil {
+		t.Error("lines without a reading")
 	}
 }

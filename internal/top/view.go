@@ -17,6 +17,7 @@ package top
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -60,12 +61,16 @@ func (m SortMode) String() string {
 type state struct {
 	info    sampler.Info
 	last    *sampler.Sample
-	n       int              // samples taken
-	trends  map[string][]int // wait key -> counts of the last trendLen samples, oldest first
+	n       int                  // samples taken
+	trends  map[string][]float64 // wait key -> figures (waitValues) of the last trendLen samples, oldest first
 	det     *storm.Detector
 	storm   *storm.Event // the latest storm, ongoing or ended
 	start   time.Time
 	onStorm func(storm.Event)
+	// others is the latest reading of other databases' catalogs
+	// (sampler.Options.Catalogs), othersAt when it was taken.
+	others   []sampler.DatabaseCatalog
+	othersAt time.Time
 }
 
 func newState(info sampler.Info, rule storm.Rule, onStorm func(storm.Event)) (*state, error) {
@@ -76,25 +81,29 @@ func newState(info sampler.Info, rule storm.Rule, onStorm func(storm.Event)) (*s
 	if err != nil {
 		return nil, err
 	}
-	return &state{info: info, trends: map[string][]int{}, det: det, start: time.Now(), onStorm: onStorm}, nil
+	return &state{info: info, trends: map[string][]float64{}, det: det, start: time.Now(), onStorm: onStorm}, nil
 }
 
 // add records a sample: trends shift by one for every key seen so far.
 func (st *state) add(s *sampler.Sample) {
 	st.n++
 	st.last = s
-	for k := range s.Waits {
+	if s.OtherCatalogs != nil {
+		st.others, st.othersAt = s.OtherCatalogs, s.Time
+	}
+	vals := waitValues(s)
+	for k := range vals {
 		if _, ok := st.trends[k]; !ok {
-			st.trends[k] = make([]int, min(st.n-1, trendLen))
+			st.trends[k] = make([]float64, min(st.n-1, trendLen))
 		}
 	}
 	for k, h := range st.trends {
-		h = append(h, s.Waits[k])
+		h = append(h, vals[k])
 		if len(h) > trendLen {
 			h = h[len(h)-trendLen:]
 		}
 		st.trends[k] = h
-		if s.Waits[k] == 0 && allZero(h) {
+		if vals[k] == 0 && allZero(h) {
 			delete(st.trends, k)
 		}
 	}
@@ -114,7 +123,31 @@ func (st *state) add(s *sampler.Sample) {
 	}
 }
 
-func allZero(h []int) bool {
+// waitValues are the figures of the wait-event table: with
+// pg_wait_sampling's profile (s.WaitProfile), the mean number of sessions
+// in each wait over the interval, sampled every profile_period ms in the
+// server, plus "CPU" (active and not waiting) from pg_stat_activity when
+// the profile has no such key (pg_wait_sampling 1.1.4 samples only waiting
+// processes); without it, pg_stat_activity's active sessions by wait
+// event at the sample's instant.
+func waitValues(s *sampler.Sample) map[string]float64 {
+	out := make(map[string]float64, len(s.Waits)+len(s.WaitProfile))
+	if s.WaitProfile == nil {
+		for k, n := range s.Waits {
+			out[k] = float64(n)
+		}
+		return out
+	}
+	for k, v := range s.WaitProfile {
+		out[k] = v
+	}
+	if _, ok := out["CPU"]; !ok && s.Waits["CPU"] > 0 {
+		out["CPU"] = float64(s.Waits["CPU"])
+	}
+	return out
+}
+
+func allZero(h []float64) bool {
 	for _, v := range h {
 		if v != 0 {
 			return false
@@ -205,6 +238,7 @@ func render(st *state, o viewOpts) string {
 		add("catalog %s (%s/s): %s", bytesHuman(float64(s.CatalogBytes())), signedBytes(s.CatalogGrowth()), strings.Join(sizes, ", "))
 		add("catalog rows/s inserted/deleted: %s", strings.Join(rates, ", "))
 	}
+	lines = append(lines, otherCatalogLines(st.others, st.othersAt)...)
 	if e := st.storm; e != nil {
 		at := st.start.Add(time.Duration(e.T * float64(time.Second))).Format("15:04:05")
 		if e.Ongoing() {
@@ -230,16 +264,33 @@ func render(st *state, o viewOpts) string {
 	add("")
 
 	// Active sessions by wait event.
-	add("%-31s %7s  %s", TitleWaits, "COUNT", "TREND")
-	keys := sampler.WaitKeys(s.Waits)
-	if o.sort == SortName {
-		sort.Strings(keys)
+	if s.WaitProfile != nil {
+		add("waits: pg_wait_sampling every %g ms in the server, mean sessions over %.1f s; CPU from pg_stat_activity (instant)",
+			st.info.WaitSamplingPeriodMs, s.Elapsed)
+		add("%-31s %7s  %s", TitleWaits, "MEAN", "TREND")
+	} else {
+		add("%-31s %7s  %s", TitleWaits, "COUNT", "TREND")
 	}
+	vals := waitValues(s)
+	keys := make([]string, 0, len(vals))
+	for k := range vals {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if o.sort != SortName && vals[keys[i]] != vals[keys[j]] {
+			return vals[keys[i]] > vals[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
 	if len(keys) == 0 {
 		add("(no active sessions)")
 	}
 	for _, k := range keys {
-		add("%-31s %7d  %s", cut(k, 31), s.Waits[k], sparkline(st.trends[k]))
+		if s.WaitProfile != nil {
+			add("%-31s %7.1f  %s", cut(k, 31), vals[k], sparkline(st.trends[k]))
+		} else {
+			add("%-31s %7d  %s", cut(k, 31), s.Waits[k], sparkline(st.trends[k]))
+		}
 	}
 	add("")
 
@@ -275,6 +326,46 @@ func render(st *state, o viewOpts) string {
 	return fit(lines, o)
 }
 
+// maxOtherRows is how many other databases the overview lists.
+const maxOtherRows = 5
+
+// otherCatalogLines are the overview's lines for other databases'
+// catalogs: which were read and when, then the busiest (most pg_class
+// inserts + updates per second, then largest) with size, growth and
+// relation-file churn; nothing when none were read.
+func otherCatalogLines(others []sampler.DatabaseCatalog, at time.Time) []string {
+	if len(others) == 0 {
+		return nil
+	}
+	names := make([]string, len(others))
+	for i, d := range others {
+		names[i] = d.Database
+	}
+	out := []string{fmt.Sprintf("other databases' catalogs (own connection each, read at %s): %s", at.Format("15:04:05"), strings.Join(names, ", "))}
+	ds := slices.Clone(others)
+	sort.SliceStable(ds, func(i, j int) bool {
+		if (ds[i].Error == "") != (ds[j].Error == "") {
+			return ds[i].Error == ""
+		}
+		if a, b := ds[i].RelFilesPerS(), ds[j].RelFilesPerS(); a != b {
+			return a > b
+		}
+		return ds[i].CatalogBytes() > ds[j].CatalogBytes()
+	})
+	for i, d := range ds {
+		if i == maxOtherRows {
+			out = append(out, fmt.Sprintf("  ... and %d more", len(ds)-maxOtherRows))
+			break
+		}
+		if d.Error != "" {
+			out = append(out, fmt.Sprintf("  %s: %s", d.Database, d.Error))
+			continue
+		}
+		out = append(out, fmt.Sprintf("  %s: catalog %s (%s/s), rel files %.1f/s", d.Database, bytesHuman(float64(d.CatalogBytes())), signedBytes(d.CatalogGrowth()), d.RelFilesPerS()))
+	}
+	return out
+}
+
 // fit cuts every line to the width and appends the footer.
 func fit(lines []string, o viewOpts) string {
 	var b strings.Builder
@@ -301,9 +392,10 @@ func cut(s string, w int) string {
 
 var sparks = []rune("▁▂▃▄▅▆▇█")
 
-// sparkline draws counts scaled to their maximum ("" for no history).
-func sparkline(h []int) string {
-	m := 0
+// sparkline draws counts (or means) scaled to their maximum ("" for no
+// history).
+func sparkline[T int | float64](h []T) string {
+	var m T
 	for _, v := range h {
 		m = max(m, v)
 	}
@@ -313,7 +405,7 @@ func sparkline(h []int) string {
 			b.WriteRune(sparks[0])
 			continue
 		}
-		b.WriteRune(sparks[v*(len(sparks)-1)/m])
+		b.WriteRune(sparks[int(float64(v)*float64(len(sparks)-1)/float64(m))])
 	}
 	return b.String()
 }
