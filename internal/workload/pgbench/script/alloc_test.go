@@ -31,29 +31,33 @@ func scaleOneTables(t testing.TB) string {
 }
 
 // TestTransactionAllocations runs builtin transactions in the prepared
-// mode on a real server and asserts that, once the statements are
-// prepared, a transaction allocates nothing: select-only and tpcb-like
-// (which also checks, through pgbench_history, that each run did its
-// INSERT).
+// and simple modes on a real server and asserts that, once the statements
+// are prepared, a transaction allocates nothing: select-only,
+// simple-update and tpcb-like (which also checks, through pgbench_history,
+// that each run did its INSERT).
 func TestTransactionAllocations(t *testing.T) {
 	pgtest.SkipShort(t)
 	dsn := scaleOneTables(t)
 	conn := connect(t, dsn)
 	check := connect(t, dsn)
-	for _, name := range []string{"select-only", "simple-update", "tpcb-like"} {
-		s, err := Builtin(name)
+	for _, tc := range []struct {
+		mode Mode
+		name string
+	}{{Prepared, "select-only"}, {Prepared, "simple-update"}, {Prepared, "tpcb-like"}, {Simple, "select-only"}, {Simple, "tpcb-like"}} {
+		name := tc.mode.String() + " " + tc.name
+		s, err := Builtin(tc.name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		plan := expr.NewSeeds(1).Plan(1, 1, true)
-		c, err := NewClient([]*Script{s}, Options{Mode: Prepared, Rand: plan.Clients[0],
+		c, err := NewClient([]*Script{s}, Options{Mode: tc.mode, Rand: plan.Clients[0],
 			DefaultSeed: plan.DefaultSeed, RandomSeed: plan.RandomSeed})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
 		ctx := context.Background()
-		if res := c.Run(ctx, conn, 0); res.Err != nil { // prepares
+		if res := c.Run(ctx, conn, 0); res.Err != nil { // prepares (prepared mode)
 			t.Fatalf("%s: %v", name, res.Err)
 		}
 		before := query(t, check, "SELECT count(*) FROM pgbench_history")[0][0]
@@ -64,13 +68,13 @@ func TestTransactionAllocations(t *testing.T) {
 			}
 		})
 		if allocs != 0 {
-			t.Errorf("%s: %.2f allocations per prepared transaction, want 0", name, allocs)
+			t.Errorf("%s: %.2f allocations per transaction, want 0", name, allocs)
 		}
 		after := query(t, check, "SELECT count(*) FROM pgbench_history")[0][0]
 		b, _ := strconv.Atoi(before)
 		a, _ := strconv.Atoi(after)
 		want := 0
-		if name != "select-only" {
+		if tc.name != "select-only" {
 			want = runs + 1 // AllocsPerRun runs once more to warm up
 		}
 		if a-b != want {

@@ -245,10 +245,11 @@ type Client struct {
 	timer   *time.Timer
 	pipe    *pgconn.Pipeline
 
-	// the messages of execBound, reused
+	// the messages of execBound and the simple mode's await, reused
 	bind    pgproto3.Bind
 	execute pgproto3.Execute
 	sync    pgproto3.Sync
+	query   pgproto3.Query
 
 	conn    *pgconn.PgConn
 	connPID uint32

@@ -614,6 +614,11 @@ func (c *Client) execSQL(conn *pgconn.PgConn, cs *clientScript, i int) *failure 
 	}
 	switch c.opt.Mode {
 	case Simple:
+		if !cmd.Gset && !cmd.Aset && !conn.IsClosed() {
+			c.query.String = c.simpleSQL(cs, cmd)
+			conn.Frontend().SendQuery(&c.query)
+			return c.await(conn)
+		}
 		return c.readMulti(cs, i, conn.Exec(ctx, c.simpleSQL(cs, cmd)))
 	case Extended:
 		return c.readOne(cs, i, conn.ExecParams(ctx, cmd.paramSQL, c.bindParams(cs, cmd), nil, nil, nil))
@@ -649,20 +654,30 @@ func (c *Client) prepareFailed(err error) *failure {
 }
 
 // execBound runs prepared statement name with params and discards its rows,
-// as ExecStatement + readOne would, but allocating nothing: Bind, Execute
-// and Sync go out through the connection's frontend (no Describe: the row
-// shape is not needed) and the replies are read up to ReadyForQuery with
-// PgConn.ReceiveMessage, which keeps the transaction status and calls the
-// notice handler; pgconn's ResultReader would allocate the command tag's
-// string. The first ErrorResponse is the failure. A broken connection is
-// closed, as pgconn does: the failure is then the error before it, or the
-// I/O error.
+// as ExecStatement + readOne would: Bind, Execute and Sync go out through
+// the connection's frontend (no Describe: the row shape is not needed),
+// then await reads the replies.
 func (c *Client) execBound(conn *pgconn.PgConn, name string, params [][]byte) *failure {
 	fe := conn.Frontend()
 	c.bind = pgproto3.Bind{PreparedStatement: name, Parameters: params}
 	fe.SendBind(&c.bind)
 	fe.SendExecute(&c.execute)
 	fe.SendSync(&c.sync)
+	return c.await(conn)
+}
+
+// await flushes the messages queued on conn's frontend and reads the
+// replies up to ReadyForQuery, discarding rows, as pgconn's Exec and
+// ExecStatement with their result readers would but allocating nothing
+// and arming no timer: PgConn.ReceiveMessage keeps the transaction status
+// and calls the notice handler; pgconn's readers would allocate the command
+// tag's string, and its flush arms and stops a 15 ms write-deadlock timer
+// per message (a futex wake-up of an idle thread, measured with perf in
+// simple mode). The first ErrorResponse is the failure. A broken
+// connection is closed, as pgconn does: the failure is then the error
+// before it, or the I/O error.
+func (c *Client) await(conn *pgconn.PgConn) *failure {
+	fe := conn.Frontend()
 	var first error
 	if err := fe.Flush(); err != nil {
 		first = err
@@ -688,7 +703,7 @@ func (c *Client) execBound(conn *pgconn.PgConn, name string, params [][]byte) *f
 }
 
 // drainToReady reads up to ReadyForQuery after the error failed of
-// execBound.
+// await.
 func (c *Client) drainToReady(conn *pgconn.PgConn, failed error) *failure {
 	for {
 		msg, err := conn.ReceiveMessage(context.Background())
