@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -142,6 +144,19 @@ func TestVsPgbenchCommand(t *testing.T) {
 	}
 	if rows != 2 || !strings.Contains(text, "tps ratio = erplab / pgbench") {
 		t.Fatalf("want 2 rows of select-only and the ratio legend:\n%s", text)
+	}
+	// the pgbench measured is the binary itself, not Debian's pg_wrapper
+	// (a Perl script whose start-up would count as pgbench's CPU)
+	m := regexp.MustCompile(`, pgbench (\S+)\n`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("no pgbench path in the header:\n%s", text)
+	}
+	head, err := os.ReadFile(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.HasPrefix(head, []byte("#!")) {
+		t.Errorf("vs-pgbench measured %s, a script, not pgbench itself", m[1])
 	}
 }
 

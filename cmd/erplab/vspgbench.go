@@ -12,6 +12,7 @@ import (
 
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/versus/pgbenchinit"
 	"github.com/erplab/erplab/internal/versus/pgbenchrun"
 	"github.com/erplab/erplab/internal/workload/pgbench/script"
@@ -70,7 +71,11 @@ CPU bounds both, and the CPU per transaction is where the generators differ.`,
 			if scale < 1 {
 				return withCode(exitUsage, fmt.Errorf("--scale must be >= 1, got %d", scale))
 			}
-			pgbench, err := pgbenchinit.FindPgbench("")
+			// pgbench next to the server binaries first: Debian's
+			// /usr/bin/pgbench is pg_wrapper, a Perl script whose start-up
+			// (tens of ms of CPU per run) would count as pgbench's
+			binDir, _ := pgcluster.FindBinDir()
+			pgbench, err := pgbenchinit.FindPgbench(binDir)
 			if err != nil {
 				return err
 			}
@@ -115,8 +120,8 @@ CPU bounds both, and the CPU per transaction is where the generators differ.`,
 				return err
 			}
 			defer os.RemoveAll(dir)
-			fmt.Fprintf(out, "erplab vs pgbench: %s, clients %s, %s each, %d runs per cell, -M %s, server %s\n",
-				strings.Join(scripts, ", "), joinInts(clients), duration, repeat, mode, conninfo.Redact(target))
+			fmt.Fprintf(out, "erplab vs pgbench: %s, clients %s, %s each, %d runs per cell, -M %s, server %s, pgbench %s\n",
+				strings.Join(scripts, ", "), joinInts(clients), duration, repeat, mode, conninfo.Redact(target), pgbench)
 			if load, err := os.ReadFile("/proc/loadavg"); err == nil {
 				var l1 float64
 				if _, err := fmt.Sscan(string(load), &l1); err == nil && l1 > float64(runtime.NumCPU()) {

@@ -709,7 +709,9 @@ func (e *run) vuLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan s
 		if pause == 0 {
 			pause = e.cfg.Think.Draw(vu.Rand)
 		}
-		if !sleep(ctx, stop, pause) {
+		// no think time: the stop check at the top of the loop is the
+		// only one needed (one select per operation instead of two)
+		if pause > 0 && !sleep(ctx, stop, pause) {
 			return done, endStopped
 		}
 	}

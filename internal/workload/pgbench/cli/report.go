@@ -151,7 +151,8 @@ func printResults(out io.Writer, in reportInput) {
 	}
 }
 
-// printFailures prints the failed, failures by kind (--failures-detailed)
+// printFailures prints the failed, failures by kind (--failures-detailed;
+// "other failures" only with pgbench 18's --continue-on-error)
 // and retried lines of the total (prefix "") or of a script (" - "),
 // percentages of all transactions.
 func printFailures(out io.Writer, c *Config, prefix string, d statsData, all int64) {
@@ -160,6 +161,11 @@ func printFailures(out io.Writer, c *Config, prefix string, d statsData, all int
 	if c.FailuresDetailed {
 		fmt.Fprintf(out, "%snumber of serialization failures: %d (%s%%)\n", prefix, d.serialization, pct(d.serialization, all, 3))
 		fmt.Fprintf(out, "%snumber of deadlock failures: %d (%s%%)\n", prefix, d.deadlock, pct(d.deadlock, all, 3))
+		if c.ContinueOnError {
+			// pgbench 18's line (its --continue-on-error counts other
+			// errors as failures); pgbench 15-17 have neither
+			fmt.Fprintf(out, "%snumber of other failures: %d (%s%%)\n", prefix, d.other, pct(d.other, all, 3))
+		}
 	}
 	if c.MaxTries != 1 {
 		fmt.Fprintf(out, "%snumber of transactions retried: %d (%s%%)\n", prefix, d.retried, pct(d.retried, all, 3))

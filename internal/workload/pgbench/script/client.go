@@ -14,6 +14,7 @@ import (
 
 	"github.com/erplab/erplab/internal/workload/pgbench/expr"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // Mode is pgbench's query mode (-M).
@@ -243,6 +244,12 @@ type Client struct {
 	names   []string
 	timer   *time.Timer
 	pipe    *pgconn.Pipeline
+
+	// the messages of execBound and the simple mode's await, reused
+	bind    pgproto3.Bind
+	execute pgproto3.Execute
+	sync    pgproto3.Sync
+	query   pgproto3.Query
 
 	conn    *pgconn.PgConn
 	connPID uint32

@@ -12,6 +12,7 @@ import (
 
 	"github.com/erplab/erplab/internal/workload/pgbench/expr"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // ifState is fe_utils/conditional.h's ifState, as pgbench uses it.
@@ -613,26 +614,117 @@ func (c *Client) execSQL(conn *pgconn.PgConn, cs *clientScript, i int) *failure 
 	}
 	switch c.opt.Mode {
 	case Simple:
+		if !cmd.Gset && !cmd.Aset && !conn.IsClosed() {
+			c.query.String = c.simpleSQL(cs, cmd)
+			conn.Frontend().SendQuery(&c.query)
+			return c.await(conn)
+		}
 		return c.readMulti(cs, i, conn.Exec(ctx, c.simpleSQL(cs, cmd)))
 	case Extended:
 		return c.readOne(cs, i, conn.ExecParams(ctx, cmd.paramSQL, c.bindParams(cs, cmd), nil, nil, nil))
 	default:
 		sd, err := c.prepare(conn, cs, i)
-		var pgErr *pgconn.PgError
-		switch {
-		case err != nil && c.opt.Log != nil && errors.As(err, &pgErr):
-			// pgbench reports the failed PREPARE and executes anyway
-			// (the server then says the statement does not exist)
-			fmt.Fprintf(c.opt.Log, "pgbench: error: %s\n", LibpqMessage(pgErr))
-		case err != nil:
-			return sqlFailure(err)
+		if err != nil {
+			if f := c.prepareFailed(err); f != nil {
+				return f
+			}
 		}
 		params := c.bindParams(cs, cmd)
-		if sd == nil {
+		switch {
+		case sd == nil:
 			return c.readOne(cs, i, conn.ExecPrepared(ctx, cs.cmds[i].prepName, params, nil, nil))
+		case !cmd.Gset && !cmd.Aset && !conn.IsClosed():
+			return c.execBound(conn, sd.Name, params)
 		}
 		return c.readOne(cs, i, conn.ExecStatement(ctx, sd, params, nil, nil))
 	}
+}
+
+// prepareFailed handles a failed PREPARE: with a log, pgbench reports it
+// and executes anyway (the server then says the statement does not exist),
+// so the result is nil; otherwise the failure. Apart from execSQL so that
+// the errors.As target escapes only on this path.
+func (c *Client) prepareFailed(err error) *failure {
+	var pgErr *pgconn.PgError
+	if c.opt.Log != nil && errors.As(err, &pgErr) {
+		fmt.Fprintf(c.opt.Log, "pgbench: error: %s\n", LibpqMessage(pgErr))
+		return nil
+	}
+	return sqlFailure(err)
+}
+
+// execBound runs prepared statement name with params and discards its rows,
+// as ExecStatement + readOne would: Bind, Execute and Sync go out through
+// the connection's frontend (no Describe: the row shape is not needed),
+// then await reads the replies.
+func (c *Client) execBound(conn *pgconn.PgConn, name string, params [][]byte) *failure {
+	fe := conn.Frontend()
+	c.bind = pgproto3.Bind{PreparedStatement: name, Parameters: params}
+	fe.SendBind(&c.bind)
+	fe.SendExecute(&c.execute)
+	fe.SendSync(&c.sync)
+	return c.await(conn)
+}
+
+// await flushes the messages queued on conn's frontend and reads the
+// replies up to ReadyForQuery, discarding rows, as pgconn's Exec and
+// ExecStatement with their result readers would but allocating nothing
+// and arming no timer: PgConn.ReceiveMessage keeps the transaction status
+// and calls the notice handler; pgconn's readers would allocate the command
+// tag's string, and its flush arms and stops a 15 ms write-deadlock timer
+// per message (a futex wake-up of an idle thread, measured with perf in
+// simple mode). The first ErrorResponse is the failure. A broken
+// connection is closed, as pgconn does: the failure is then the error
+// before it, or the I/O error.
+func (c *Client) await(conn *pgconn.PgConn) *failure {
+	fe := conn.Frontend()
+	var first error
+	if err := fe.Flush(); err != nil {
+		first = err
+	}
+	for first == nil {
+		msg, err := conn.ReceiveMessage(context.Background())
+		if err != nil {
+			first = errors.Unwrap(err) // "receive message failed: %w" in pgconn
+			if first == nil {
+				first = err
+			}
+			break
+		}
+		switch m := msg.(type) {
+		case *pgproto3.ErrorResponse:
+			return c.drainToReady(conn, pgconn.ErrorResponseToPgError(m))
+		case *pgproto3.ReadyForQuery:
+			return nil
+		}
+	}
+	closeBroken(conn)
+	return sqlFailure(first)
+}
+
+// drainToReady reads up to ReadyForQuery after the error failed of
+// await.
+func (c *Client) drainToReady(conn *pgconn.PgConn, failed error) *failure {
+	for {
+		msg, err := conn.ReceiveMessage(context.Background())
+		if err != nil {
+			closeBroken(conn)
+			break
+		}
+		if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
+			break
+		}
+	}
+	return sqlFailure(failed)
+}
+
+// closeBroken closes conn after an I/O error (pgconn's asyncClose): the
+// socket first, so that the Terminate message cannot block.
+func closeBroken(conn *pgconn.PgConn) {
+	if nc := conn.Conn(); nc != nil {
+		_ = nc.Close()
+	}
+	_ = conn.Close(context.Background())
 }
 
 // capture copies a row into the client's scratch buffers (NULL as "", as
