@@ -29,7 +29,7 @@ func newProxyCmd() *cobra.Command {
 		shadow, verbose               bool
 		disable                       []string
 		cacheSize, procs              int
-		maxClients                    int
+		maxClients, maxParseTokens    int
 		maxMessage                    string
 	)
 	cmd := &cobra.Command{
@@ -80,6 +80,9 @@ rewritten and sends the original. Counters go to /metrics (with --metrics) and t
 			if maxClients < 0 {
 				return withCode(exitUsage, fmt.Errorf("--max-clients: %d is negative (0 picks the default)", maxClients))
 			}
+			if maxParseTokens < -1 {
+				return withCode(exitUsage, fmt.Errorf("--max-parse-tokens: %d is below -1 (-1: no bound)", maxParseTokens))
+			}
 			if maxClients == 0 {
 				maxClients = proxy.DefaultMaxClients()
 			}
@@ -95,7 +98,7 @@ rewritten and sends the original. Counters go to /metrics (with --metrics) and t
 				log.Warn("--max-clients exceeds what the open files limit allows (two descriptors per client)", "max_clients", maxClients, "nofile", nofile)
 			}
 			p, err := proxy.New(proxy.Config{Upstream: up, Shadow: shadow, Disabled: dis, CacheSize: cacheSize, Logger: log,
-				MaxClients: maxClients, MaxMessageSize: maxMsg})
+				MaxClients: maxClients, MaxMessageSize: maxMsg, MaxParseTokens: maxParseTokens})
 			if err != nil {
 				return withCode(exitUsage, fmt.Errorf("--upstream: %s", conninfo.Describe(err)))
 			}
@@ -144,6 +147,7 @@ rewritten and sends the original. Counters go to /metrics (with --metrics) and t
 	cmd.Flags().IntVar(&procs, "procs", 0, procsHelp)
 	cmd.Flags().IntVar(&maxClients, "max-clients", 0, "client connections served at once; more get PostgreSQL's 'too many clients' (53300); 0 = a quarter of the open files limit less 128, at most 5000")
 	cmd.Flags().StringVar(&maxMessage, "max-message-size", "1G", "largest client message after authentication (bytes, or with K, M, G: powers of 1024), 1K to 1G; a client announcing a longer one is disconnected")
+	cmd.Flags().IntVar(&maxParseTokens, "max-parse-tokens", proxy.DefaultMaxParseTokens, "statements of more tokens are relayed unchanged without being parsed (counted in the summary, logged once); -1 = no bound")
 	cmd.AddCommand(newProxyBenchCmd())
 	return cmd
 }

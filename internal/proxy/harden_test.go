@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +24,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/erplab/erplab/internal/rewrite"
 )
 
 // deepStatement crashed the proxy (SIGSEGV in the C parser) before
@@ -485,5 +489,77 @@ func TestUnsupportedProtocolVersion(t *testing.T) {
 			}
 		}
 		c.Close()
+	}
+}
+
+// syncWriter is a log destination safe for the proxy's goroutines.
+type syncWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// A statement of more tokens than Config.MaxParseTokens (by default
+// DefaultMaxParseTokens) is relayed unparsed, counted, and logged once;
+// one under it is still decided (rewritten here).
+func TestParseWorkBound(t *testing.T) {
+	ctx := context.Background()
+	dsn, direct := setup(t)
+	var logs syncWriter
+	p, addr := startProxyConfig(t, Config{Upstream: srv.DSN(t, "postgres"),
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}, false)
+	conn, err := pgx.Connect(ctx, viaProxy(t, dsn, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// arms ORs of the rewritable shape: 9 tokens per arm.
+	arms := func(n int, tag string) string {
+		return "SELECT count(*) FROM t WHERE t.a = 1 OR " + strings.Repeat("t.a IN (SELECT u.x FROM u) OR ", n) + "t.a = 2 -- " + tag
+	}
+	// Over the bound, ORs the server plans away (7 tokens per arm).
+	over := func(tag string) string {
+		return "SELECT count(*) WHERE false AND (" + strings.Repeat("1 IN (SELECT 1) OR ", DefaultMaxParseTokens/7+100) + "true) -- " + tag
+	}
+	for _, tag := range []string{"first", "second"} {
+		q := over(tag)
+		if err := rewrite.CheckWork(q, DefaultMaxParseTokens); err == nil {
+			t.Fatalf("%d bytes are within %d tokens", len(q), DefaultMaxParseTokens)
+		}
+		want := outcome(ctx, direct, q, pgx.QueryExecModeSimpleProtocol)
+		got := outcome(ctx, conn, q, pgx.QueryExecModeSimpleProtocol)
+		if got != want || want == "" {
+			t.Fatalf("%s: through the proxy %q, direct %q", tag, got, want)
+		}
+	}
+	s := p.Stats()
+	if s.NotParsedTokens != 2 || s.Parses != 0 || s.Rewrites != 0 || s.NotParsed != 0 {
+		t.Fatalf("stats: not parsed (tokens) %d, parses %d, rewrites %d, not parsed (size/depth) %d; want 2, 0, 0, 0",
+			s.NotParsedTokens, s.Parses, s.Rewrites, s.NotParsed)
+	}
+	if n := strings.Count(logs.String(), "more tokens than"); n != 1 {
+		t.Fatalf("logged %d times, want once:\n%s", n, logs.String())
+	}
+	if !strings.Contains(s.String(), "too many tokens 2)") {
+		t.Fatalf("summary lacks the count:\n%s", s)
+	}
+	q := arms(100, "under")
+	want := outcome(ctx, direct, q, pgx.QueryExecModeSimpleProtocol)
+	if got := outcome(ctx, conn, q, pgx.QueryExecModeSimpleProtocol); got != want {
+		t.Fatalf("under the bound: through the proxy %q, direct %q", got, want)
+	}
+	if s := p.Stats(); s.Parses != 1 || s.Rewrites != 1 || s.NotParsedTokens != 2 {
+		t.Fatalf("under the bound: parses %d, rewrites %d, not parsed %d; want 1, 1, 2", s.Parses, s.Rewrites, s.NotParsedTokens)
 	}
 }

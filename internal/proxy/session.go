@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"net"
 	"strings"
 	"sync"
@@ -560,11 +561,20 @@ func (p *Proxy) decide(ctx context.Context, s *session, text string, paramOIDs [
 	}
 	p.stats.cacheMisses.Add(1)
 	now := time.Now()
-	if err := rewrite.CheckLimits(text); err != nil {
+	if err := rewrite.CheckWork(text, p.cfg.MaxParseTokens); err != nil {
 		// Never given to the parser: its C code would overflow the
-		// stack and take every session down.
-		p.stats.notParsed.Add(1)
-		p.log.Info("statement not parsed: too large or too deep", "database", s.db, "err", err)
+		// stack and take every session down, or (too many tokens) the
+		// decision would cost far more than the server's own parse.
+		if le := (*rewrite.LimitError)(nil); errors.As(err, &le) && le.TooManyTokens {
+			p.stats.notParsedTokens.Add(1)
+			if !p.tokensLogged.Swap(true) {
+				p.log.Warn("statement not parsed: more tokens than --max-parse-tokens; such statements are relayed unchanged (this is logged once; the summary counts them)",
+					"database", s.db, "err", err)
+			}
+		} else {
+			p.stats.notParsed.Add(1)
+			p.log.Info("statement not parsed: too large or too deep", "database", s.db, "err", err)
+		}
 		d := decision{explain: err.Error(), gen: gen, at: now}
 		p.cache.put(key, d)
 		return key, d, true
@@ -618,7 +628,7 @@ func (p *Proxy) decideOnSide(ctx context.Context, s *session, key decisionKey, t
 	}
 	cat := rewrite.NewPGCatalogConn(conn.Conn()).ShareTypes(e.types)
 	t0 := time.Now()
-	res, err := rewrite.Rewrite(ctx, text, rewrite.Options{Catalog: cat, Types: cat, ParamOIDs: paramOIDs, Disabled: p.cfg.Disabled})
+	res, err := rewrite.Rewrite(ctx, text, rewrite.Options{Catalog: cat, Types: cat, ParamOIDs: paramOIDs, Disabled: p.cfg.Disabled, MaxTokens: p.cfg.MaxParseTokens})
 	p.stats.parseNanos.Add(uint64(time.Since(t0).Nanoseconds()))
 	p.stats.parses.Add(1)
 	if err != nil {

@@ -16,7 +16,7 @@ type counters struct {
 	statements, prefilterSkips      atomic.Uint64
 	cacheHits, cacheMisses          atomic.Uint64
 	parses, parseErrors, parseNanos atomic.Uint64
-	notParsed                       atomic.Uint64
+	notParsed, notParsedTokens      atomic.Uint64
 	refusedStartups, oversized      atomic.Uint64
 	tooManyClients, acceptErrors    atomic.Uint64
 	hangups                         atomic.Uint64
@@ -42,6 +42,10 @@ type Stats struct {
 	// NotParsed: statements never given to the parser, too large or
 	// too deep for it (rewrite.CheckLimits); relayed unchanged.
 	NotParsed uint64
+	// NotParsedTokens: statements never given to the parser because
+	// they have more tokens than Config.MaxParseTokens (the parse would
+	// cost too much work); relayed unchanged.
+	NotParsedTokens uint64
 	// Rewrites: statements sent rewritten; Shadow: would-be rewrites in
 	// --shadow mode; Vetoes: decisions where a rule matched but a
 	// precondition failed.
@@ -85,7 +89,7 @@ func (p *Proxy) Stats() Stats {
 		Statements: c.statements.Load(), PrefilterSkips: c.prefilterSkips.Load(),
 		CacheHits: c.cacheHits.Load(), CacheMisses: c.cacheMisses.Load(),
 		Parses: c.parses.Load(), ParseErrors: c.parseErrors.Load(), ParseTime: time.Duration(c.parseNanos.Load()),
-		NotParsed:       c.notParsed.Load(),
+		NotParsed: c.notParsed.Load(), NotParsedTokens: c.notParsedTokens.Load(),
 		RefusedStartups: c.refusedStartups.Load(), Oversized: c.oversized.Load(),
 		TooManyClients: c.tooManyClients.Load(), AcceptErrors: c.acceptErrors.Load(), Hangups: c.hangups.Load(),
 		Rewrites: c.rewrites.Load(), Shadow: c.shadow.Load(), Vetoes: c.vetoes.Load(),
@@ -113,8 +117,8 @@ func (s Stats) String() string {
 	if s.Parses > 0 {
 		avg = s.ParseTime / time.Duration(s.Parses)
 	}
-	fmt.Fprintf(&b, "parsed %d (errors %d, %.3f ms total, %d µs each; not parsed: too large/deep %d), rewritten %d, shadow %d, vetoed %d, fallbacks %d (+%d passed on)\n",
-		s.Parses, s.ParseErrors, float64(s.ParseTime)/1e6, avg.Microseconds(), s.NotParsed, s.Rewrites, s.Shadow, s.Vetoes, s.Fallbacks, s.FallbackErrors)
+	fmt.Fprintf(&b, "parsed %d (errors %d, %.3f ms total, %d µs each; not parsed: too large/deep %d, too many tokens %d), rewritten %d, shadow %d, vetoed %d, fallbacks %d (+%d passed on)\n",
+		s.Parses, s.ParseErrors, float64(s.ParseTime)/1e6, avg.Microseconds(), s.NotParsed, s.NotParsedTokens, s.Rewrites, s.Shadow, s.Vetoes, s.Fallbacks, s.FallbackErrors)
 	fmt.Fprintf(&b, "validated %d, validation failures %d, context unknown %d, side errors %d, schema changes %d\n",
 		s.Validated, s.ValidationFailures, s.ContextUnknown, s.SideErrors, s.Invalidations)
 	rules := make([]string, 0, len(s.Fired))
@@ -137,7 +141,7 @@ func (p *Proxy) Collector() prometheus.Collector { return collector{p} }
 type collector struct{ p *Proxy }
 
 var (
-	descCounter = prometheus.NewDesc("erplab_proxy_events_total", "Proxy events by kind (sessions, statements, prefilter_skips, cache_hits, cache_misses, parses, parse_errors, not_parsed, rewrites, shadow, vetoes, fallbacks, fallback_errors, cancels, validated, validation_failures, context_unknown, side_errors, invalidations, refused_startups, oversized, too_many_clients, accept_errors).", []string{"event"}, nil)
+	descCounter = prometheus.NewDesc("erplab_proxy_events_total", "Proxy events by kind (sessions, statements, prefilter_skips, cache_hits, cache_misses, parses, parse_errors, not_parsed, not_parsed_tokens, rewrites, shadow, vetoes, fallbacks, fallback_errors, cancels, validated, validation_failures, context_unknown, side_errors, invalidations, refused_startups, oversized, too_many_clients, accept_errors).", []string{"event"}, nil)
 	descRule    = prometheus.NewDesc("erplab_proxy_rule_decisions_total", "Rewrite decisions per rule and outcome (fired, vetoed).", []string{"rule", "outcome"}, nil)
 	descParse   = prometheus.NewDesc("erplab_proxy_parse_seconds_total", "Time spent parsing and rewriting statements, seconds.", nil, nil)
 )
@@ -154,7 +158,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		n string
 		v uint64
 	}{{"sessions", s.Sessions}, {"statements", s.Statements}, {"prefilter_skips", s.PrefilterSkips},
-		{"cache_hits", s.CacheHits}, {"cache_misses", s.CacheMisses}, {"parses", s.Parses}, {"parse_errors", s.ParseErrors}, {"not_parsed", s.NotParsed},
+		{"cache_hits", s.CacheHits}, {"cache_misses", s.CacheMisses}, {"parses", s.Parses}, {"parse_errors", s.ParseErrors}, {"not_parsed", s.NotParsed}, {"not_parsed_tokens", s.NotParsedTokens},
 		{"rewrites", s.Rewrites}, {"shadow", s.Shadow}, {"vetoes", s.Vetoes}, {"fallbacks", s.Fallbacks},
 		{"fallback_errors", s.FallbackErrors}, {"cancels", s.Cancels}, {"validated", s.Validated},
 		{"validation_failures", s.ValidationFailures}, {"context_unknown", s.ContextUnknown},

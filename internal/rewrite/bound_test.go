@@ -125,3 +125,30 @@ func TestCheckLimitsIsSafe(t *testing.T) {
 		t.Errorf("child with a 1 MiB stack: limit not lowered:\n%s", out)
 	}
 }
+
+// CheckWork refuses a text of more tokens than its bound, after the
+// size and nesting checks (a deep text stays "too deep"), and Rewrite
+// with Options.MaxTokens does the same.
+func TestCheckWorkBoundsTokens(t *testing.T) {
+	q := "select 1 from t where " + strings.Repeat("t.a = 1 or t.a in (select u.x from u) or ", 100) + "true" // 1,906 tokens
+	var le *LimitError
+	if err := CheckWork(q, 1905); !errors.As(err, &le) || !le.TooManyTokens || le.Value != 1906 || le.Limit != 1905 || !errors.Is(err, ErrLimit) {
+		t.Fatalf("1,906 tokens, bound 1,905: got %v (%+v)", err, le)
+	}
+	if !strings.Contains(le.Error(), "too much work (1906 tokens, limit 1905)") {
+		t.Errorf("message %q", le.Error())
+	}
+	if err := CheckWork(q, 1906); err != nil {
+		t.Errorf("1,906 tokens, bound 1,906: %v", err)
+	}
+	if err := CheckWork(q, 0); err != nil {
+		t.Errorf("no bound: %v", err)
+	}
+	if err := CheckWork(deepShapes["plus"](30000), 100); !errors.As(err, &le) || le.TooManyTokens || le.TooLarge {
+		t.Errorf("deep text: got %v, want the nesting error", err)
+	}
+	res, err := Rewrite(context.Background(), q, Options{MaxTokens: 1000})
+	if !errors.As(err, &le) || !le.TooManyTokens || res.Changed || res.SQL != q {
+		t.Errorf("Rewrite with MaxTokens 1000: %v, changed %v", err, res.Changed)
+	}
+}

@@ -155,17 +155,43 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 		return veto("an arm tests another column (%s, not %s): without a catalog (--dsn) the rule cannot tell that each column leads an index, which the planner needs to BitmapOr the arms",
 			strings.Join(cols[1], "."), strings.Join(cols[0], "."))
 	}
+	var cat Catalog
+	prefetched := false
+	if st.catalog != nil {
+		cat = memoCatalog{st}
+		if _, ok := st.types.(Batcher); ok {
+			// One round trip before the checks: what they will ask if
+			// every answer allows the rewrite, and what validation needs.
+			var q catalogQuestions
+			rec := questionRecorder{&q}
+			for _, sl := range subs {
+				_, _ = subqueryBlock(ctx, rec, sl)
+			}
+			for _, col := range cols {
+				_, _, _ = leftColumnBlock(ctx, rec, col, stack)
+			}
+			var edits []edit
+			var subTexts []subquery
+			if toks, err := st.scan(); err == nil {
+				edits, subTexts, _ = sublinkEdits(st, toks, subs)
+			}
+			var err error
+			if prefetched, err = st.prefetch(ctx, loc, edits, subTexts, q, nil); err != nil {
+				return nil, nil, nil, err
+			}
+		}
+	}
 	for _, sl := range subs {
-		if why, err := subqueryBlock(ctx, st.catalog, sl); err != nil {
+		if why, err := subqueryBlock(ctx, cat, sl); err != nil {
 			return nil, nil, nil, err
 		} else if why != "" {
 			return veto("%s", why)
 		}
 	}
 	colTypes := make([]uint32, len(cols))
-	if st.catalog != nil {
+	if cat != nil {
 		for i, col := range cols {
-			ci, why, err := leftColumnBlock(ctx, st.catalog, col, stack)
+			ci, why, err := leftColumnBlock(ctx, cat, col, stack)
 			if err != nil {
 				return nil, nil, nil, err
 			} else if why != "" {
@@ -181,23 +207,20 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	var edits []edit
-	var subTexts []subquery
-	for _, sl := range subs {
-		e, inner, err := spliceSublink(toks, sl)
-		if err != nil {
-			return veto("%v", err)
-		}
-		edits = append(edits, e...)
-		subTexts = append(subTexts, subquery{text: st.sql[inner[0]:inner[1]], params: hasParam(toks, inner)})
+	edits, subTexts, err := sublinkEdits(st, toks, subs)
+	if err != nil {
+		return veto("%v", err)
 	}
 	if st.types != nil {
 		if st.catalog == nil {
 			return veto("types without a catalog: the compared columns' types are unknown")
 		}
-		// One round trip for what follows, where the Types can batch.
-		if err := st.prefetch(ctx, loc, edits, subTexts, colTypes); err != nil {
-			return nil, nil, nil, err
+		// One round trip for what follows, where the Types can batch
+		// and did not yet.
+		if !prefetched {
+			if _, err := st.prefetch(ctx, loc, edits, subTexts, catalogQuestions{}, colTypes); err != nil {
+				return nil, nil, nil, err
+			}
 		}
 		// The original's rejection is reported after the type checks: a
 		// type veto is the clearer reason.
@@ -612,6 +635,22 @@ func leftColumnBlock(ctx context.Context, cat Catalog, col []string, stack []pro
 		return ci, "", nil
 	}
 	return ColumnInfo{}, fmt.Sprintf("cannot find the table of %s in the FROM clause", name), nil
+}
+
+// sublinkEdits is the edits of every sublink and the subqueries' texts,
+// or the error of a sublink whose tokens are not laid out as expected.
+func sublinkEdits(st *statement, toks []*pg_query.ScanToken, subs []*pg_query.SubLink) ([]edit, []subquery, error) {
+	var edits []edit
+	var texts []subquery
+	for _, sl := range subs {
+		e, inner, err := spliceSublink(toks, sl)
+		if err != nil {
+			return nil, nil, err
+		}
+		edits = append(edits, e...)
+		texts = append(texts, subquery{text: st.sql[inner[0]:inner[1]], params: hasParam(toks, inner)})
+	}
+	return edits, texts, nil
 }
 
 // hasParam reports whether a parameter token ($n) lies in the byte span.

@@ -91,6 +91,9 @@ type Options struct {
 	// rewritten") instead of trusting the text alone. erplab rewrite
 	// without --dsn sets it unless the user asserts the types.
 	RequireTypes bool
+	// MaxTokens, when above 0, refuses a text of more tokens unparsed
+	// (CheckWork).
+	MaxTokens int
 }
 
 // Firing says that a rule changed the statement at byte offset Location.
@@ -188,9 +191,11 @@ type statement struct {
 	paramOIDs    []uint32
 	requireTypes bool
 	spans        []*stmtSpan // the statements' spans, built by spanOf
-	// answers and tempAsked/tempFound hold what prefetch learnt (this
-	// call only).
+	// answers, columns, functions and tempAsked/tempFound hold what
+	// prefetch learnt (this call only).
 	answers   map[string]answer
+	columns   map[[3]string]ColumnInfo
+	functions map[string][2]bool
 	tempAsked []string
 	tempFound string
 	relations []string // relation names of the validated statements
@@ -219,13 +224,13 @@ func Rules() []string {
 func allRules() []rule { return []rule{orAnyArray{}} }
 
 // Rewrite parses sql (one or more statements) with the PostgreSQL parser
-// and applies every enabled rule. A text that CheckLimits refuses is
+// and applies every enabled rule. A text that CheckWork refuses is
 // an error wrapping a *LimitError (never parsed); a statement that fails
 // to parse is an error (the text is returned unchanged in Result.SQL as well). Catalog
 // errors are returned wrapped.
 func Rewrite(ctx context.Context, sql string, opts Options) (Result, error) {
 	res := Result{SQL: sql}
-	toks, err := checkLimits(sql)
+	toks, err := checkLimits(sql, opts.MaxTokens)
 	if err != nil {
 		return res, fmt.Errorf("rewrite: %w", err)
 	}

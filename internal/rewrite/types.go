@@ -36,13 +36,17 @@ type Types interface {
 // Batcher is implemented by a Types that can answer several questions
 // in one round trip to the server (PGCatalog does, with a pipeline of one
 // Sync per question, so that a rejection answers only its own question).
-// When Options.Types is one, Rewrite asks everything the type checks and
-// the validation of a matched statement need at once: the Describes of
-// the original statement, of each subquery without parameters and of the
-// rewritten text, the temporary-relation check and the compared
-// columns' types. The answers are those of the single calls; a question
-// the batch could not answer in advance (a subquery with parameters,
-// whose types come from the original's Description) is asked alone.
+// When Options.Types is one, Rewrite asks everything the catalog checks,
+// the type checks and the validation of a matched OR need at once, before
+// any of those checks: the compared columns (with their types) and the
+// subqueries' columns and functions as Catalog would be asked if every
+// answer allowed the rewrite, the Describes of the original statement, of
+// each subquery without parameters and of the rewritten text, and the
+// temporary-relation check. The answers are those of the single calls; a
+// question the batch could not answer in advance (a subquery with
+// parameters, whose types come from the original's Description; a column
+// looked up only because an earlier answer was not the expected one) is
+// asked alone.
 type Batcher interface {
 	// Batch answers b's questions in place. An error means the server
 	// could not be asked (as for Describe); a rejection of one Describe
@@ -62,6 +66,27 @@ type Batch struct {
 	// Types are type OIDs whose Types.Type answer the implementation
 	// should learn (it may skip those it has cached).
 	Types []uint32
+	// Columns are asked as Catalog.Column; the implementation also learns
+	// the Types.Type answer of each existing column's type.
+	Columns []BatchColumn
+	// Functions are asked as Catalog.Volatile.
+	Functions []BatchFunction
+}
+
+// BatchColumn is one Catalog.Column question of a Batch. Answered is
+// false when the server refused the question (Column then asks alone).
+type BatchColumn struct {
+	Schema, Rel, Col string
+	Info             ColumnInfo
+	Answered         bool
+}
+
+// BatchFunction is one Catalog.Volatile question of a Batch, answered
+// as BatchColumn is.
+type BatchFunction struct {
+	Name            string
+	Volatile, Known bool
+	Answered        bool
 }
 
 // BatchDescribe is one Describe of a Batch.
@@ -242,42 +267,45 @@ type subquery struct {
 }
 
 // prefetch asks a Batcher (if Types is one) in one round trip what the
-// type checks and validation of the statement holding loc will ask,
-// given the rule's edits there, its subqueries and the compared columns'
-// types.
-func (s *statement) prefetch(ctx context.Context, loc int, edits []edit, subs []subquery, colTypes []uint32) error {
+// checks and validation of the statement holding loc will ask, given the
+// rule's edits there (nil: no Describes), its subqueries, the catalog
+// questions q and the compared columns' types. It reports whether it
+// asked.
+func (s *statement) prefetch(ctx context.Context, loc int, edits []edit, subs []subquery, q catalogQuestions, colTypes []uint32) (bool, error) {
 	bt, ok := s.types.(Batcher)
 	if !ok {
-		return nil
+		return false, nil
 	}
 	sp := s.spanOf(loc)
 	if sp == nil {
-		return nil
+		return false, nil
 	}
-	b := Batch{Types: colTypes}
-	if !sp.described {
-		b.Describes = append(b.Describes, BatchDescribe{SQL: s.sql[sp.start:sp.end], ParamOIDs: s.paramOIDs})
-	}
-	for _, sub := range subs {
-		if !sub.params {
-			b.Describes = append(b.Describes, BatchDescribe{SQL: sub.text})
+	b := Batch{Types: colTypes, Columns: q.columns, Functions: q.functions}
+	if edits != nil {
+		if !sp.described {
+			b.Describes = append(b.Describes, BatchDescribe{SQL: s.sql[sp.start:sp.end], ParamOIDs: s.paramOIDs})
 		}
-	}
-	var rel []edit
-	for _, e := range edits {
-		if e.start >= sp.start && e.start <= sp.end {
-			rel = append(rel, edit{start: e.start - sp.start, end: e.end - sp.start, text: e.text})
+		for _, sub := range subs {
+			if !sub.params {
+				b.Describes = append(b.Describes, BatchDescribe{SQL: sub.text})
+			}
 		}
-	}
-	if text, err := splice(s.sql[sp.start:sp.end], rel); err == nil {
-		b.Describes = append(b.Describes, BatchDescribe{SQL: text, ParamOIDs: s.paramOIDs})
-	}
-	_, names := relationNames(sp.raw)
-	if len(names) > 0 {
-		b.TempNames = names
+		var rel []edit
+		for _, e := range edits {
+			if e.start >= sp.start && e.start <= sp.end {
+				rel = append(rel, edit{start: e.start - sp.start, end: e.end - sp.start, text: e.text})
+			}
+		}
+		if text, err := splice(s.sql[sp.start:sp.end], rel); err == nil {
+			b.Describes = append(b.Describes, BatchDescribe{SQL: text, ParamOIDs: s.paramOIDs})
+		}
+		_, names := relationNames(sp.raw)
+		if len(names) > 0 {
+			b.TempNames = names
+		}
 	}
 	if err := bt.Batch(ctx, &b); err != nil {
-		return fmt.Errorf("rewrite: describe: %w", err)
+		return false, fmt.Errorf("rewrite: describe: %w", err)
 	}
 	if s.answers == nil {
 		s.answers = map[string]answer{}
@@ -288,7 +316,68 @@ func (s *statement) prefetch(ctx context.Context, loc int, edits []edit, subs []
 	if b.TempNames != nil {
 		s.tempAsked, s.tempFound = b.TempNames, b.TempFound
 	}
-	return nil
+	for _, c := range b.Columns {
+		if c.Answered {
+			if s.columns == nil {
+				s.columns = map[[3]string]ColumnInfo{}
+			}
+			s.columns[[3]string{c.Schema, c.Rel, c.Col}] = c.Info
+		}
+	}
+	for _, f := range b.Functions {
+		if f.Answered {
+			if s.functions == nil {
+				s.functions = map[string][2]bool{}
+			}
+			s.functions[f.Name] = [2]bool{f.Volatile, f.Known}
+		}
+	}
+	return true, nil
+}
+
+// catalogQuestions are Catalog questions for a Batch.
+type catalogQuestions struct {
+	columns   []BatchColumn
+	functions []BatchFunction
+}
+
+// questionRecorder is a Catalog that answers every question as the rule
+// would need it to rewrite (the relation is visible and has the column,
+// which leads an index and is no array; the function exists and is not
+// volatile) and records the questions: running the catalog checks on it
+// lists what they will ask the real Catalog when the answers are those.
+type questionRecorder struct{ q *catalogQuestions }
+
+func (r questionRecorder) Column(_ context.Context, schema, rel, col string) (ColumnInfo, error) {
+	if !slices.ContainsFunc(r.q.columns, func(c BatchColumn) bool { return c.Schema == schema && c.Rel == rel && c.Col == col }) {
+		r.q.columns = append(r.q.columns, BatchColumn{Schema: schema, Rel: rel, Col: col})
+	}
+	return ColumnInfo{RelationKnown: true, Exists: true, LeadingIndex: true}, nil
+}
+
+func (r questionRecorder) Volatile(_ context.Context, name string) (bool, bool, error) {
+	if !slices.ContainsFunc(r.q.functions, func(f BatchFunction) bool { return f.Name == name }) {
+		r.q.functions = append(r.q.functions, BatchFunction{Name: name})
+	}
+	return false, true, nil
+}
+
+// memoCatalog is the statement's Catalog answering first from what a
+// Batch learnt (this Rewrite call only).
+type memoCatalog struct{ st *statement }
+
+func (m memoCatalog) Column(ctx context.Context, schema, rel, col string) (ColumnInfo, error) {
+	if ci, ok := m.st.columns[[3]string{schema, rel, col}]; ok {
+		return ci, nil
+	}
+	return m.st.catalog.Column(ctx, schema, rel, col)
+}
+
+func (m memoCatalog) Volatile(ctx context.Context, name string) (bool, bool, error) {
+	if f, ok := m.st.functions[name]; ok {
+		return f[0], f[1], nil
+	}
+	return m.st.catalog.Volatile(ctx, name)
 }
 
 // typeBlock reports why the type with OID oid of what (e.g. "the

@@ -169,7 +169,11 @@ func TestBatchMatchesSingleCalls(t *testing.T) {
 		{SQL: "SELECT id FROM ta WHERE n = $1", ParamOIDs: []uint32{20}},
 		{SQL: "SELECT tags FROM tb2"},
 	}
-	b := Batch{Describes: slices.Clone(reqs), TempNames: []string{"ta", "tb2"}, Types: []uint32{23, 1007, dd, 23, 4294967000}}
+	cols := []BatchColumn{{Rel: "ta", Col: "id"}, {Rel: "ta", Col: "n"}, {Rel: "tb2", Col: "tags"}, {Rel: "td", Col: "d"},
+		{Rel: "ta", Col: "nosuch"}, {Schema: "nosuch", Rel: "ta", Col: "id"}, {Schema: "public", Rel: "tb2", Col: "c"}}
+	funcs := []BatchFunction{{Name: "abs"}, {Name: "random"}, {Name: "nosuch"}}
+	b := Batch{Describes: slices.Clone(reqs), TempNames: []string{"ta", "tb2"}, Types: []uint32{23, 1007, dd, 23, 4294967000},
+		Columns: slices.Clone(cols), Functions: slices.Clone(funcs)}
 	bcat := NewPGCatalogConn(conn)
 	if err := bcat.Batch(ctx, &b); err != nil {
 		t.Fatal(err)
@@ -204,6 +208,42 @@ func TestBatchMatchesSingleCalls(t *testing.T) {
 	if _, ok := bcat.types[4294967000]; ok {
 		t.Fatal("an unknown type OID was cached")
 	}
+	for i, q := range cols {
+		want, err := single.Column(ctx, q.Schema, q.Rel, q.Col)
+		if got := b.Columns[i]; err != nil || !got.Answered || got.Info != want {
+			t.Fatalf("column %+v: batch %+v, single %+v, %v", q, got, want, err)
+		}
+		if !want.Exists {
+			continue
+		}
+		// The column's type was learnt with it.
+		bcat.mu.Lock()
+		got, ok := bcat.types[want.TypeOID]
+		bcat.mu.Unlock()
+		if wt, err := single.Type(ctx, want.TypeOID); err != nil || !ok || got != wt {
+			t.Fatalf("type of column %+v: batch %+v (%v), single %+v, %v", q, got, ok, wt, err)
+		}
+	}
+	for i, q := range funcs {
+		v, k, err := single.Volatile(ctx, q.Name)
+		if got := b.Functions[i]; err != nil || !got.Answered || got.Volatile != v || got.Known != k {
+			t.Fatalf("function %s: batch %+v, single %v %v, %v", q.Name, got, v, k, err)
+		}
+	}
+	if b.Functions[1].Volatile != true || b.Functions[2].Known || b.Columns[4].Info.Exists || b.Columns[5].Info.RelationKnown {
+		t.Fatalf("answers: %+v %+v", b.Functions, b.Columns)
+	}
+	// The built-in types, learnt in one query, are those Type answers.
+	lcat := NewPGCatalogConn(conn)
+	if n, err := lcat.LearnBuiltinTypes(ctx); err != nil || n < 100 {
+		t.Fatalf("built-in types: %d, %v", n, err)
+	}
+	for _, o := range []uint32{23, 25, 1007, 1700, 2249, 142, 3904} { // int4, text, int4[], numeric, record, xml, int4range
+		want, err := single.Type(ctx, o)
+		if got := lcat.types[o]; err != nil || got != want {
+			t.Fatalf("built-in type %d: learnt %+v, single %+v, %v", o, got, want, err)
+		}
+	}
 	// The connection is usable afterwards.
 	var n int
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM ta").Scan(&n); err != nil || n != 50 {
@@ -229,5 +269,78 @@ func tempTableElsewhere(t *testing.T, conn *pgx.Conn) func() {
 	return func() {
 		_, _ = other.Exec(ctx, "DROP TABLE pg_temp.tb2")
 		other.Close(ctx)
+	}
+}
+
+// countingQuerier counts the single queries a PGCatalog sends.
+type countingQuerier struct {
+	q Querier
+	n *int
+}
+
+func (c countingQuerier) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	*c.n++
+	return c.q.QueryRow(ctx, sql, args...)
+}
+
+// countingCatalog counts a PGCatalog's round trips: single queries,
+// Describes and Batches.
+type countingCatalog struct {
+	*PGCatalog
+	trips int
+}
+
+func (c *countingCatalog) Describe(ctx context.Context, sql string, params []uint32) (Description, error) {
+	c.trips++
+	return c.PGCatalog.Describe(ctx, sql, params)
+}
+
+func (c *countingCatalog) Batch(ctx context.Context, b *Batch) error {
+	c.trips++
+	return c.PGCatalog.Batch(ctx, b)
+}
+
+// singleCalls is a Types without Batch: every question alone.
+type singleCalls struct{ Types }
+
+// A first decision (nothing cached but the built-in types, which the
+// proxy's side connection learns when it opens) costs one round trip to
+// the server, catalog questions included, whatever its outcome, and
+// decides as the single calls do.
+func TestDecisionIsOneRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	conn, _ := typesDB(t)
+	for _, in := range []string{
+		"SELECT id FROM ta WHERE id = 1 OR id IN (SELECT tb2.v FROM tb2)",                              // rewritten
+		"SELECT id FROM ta WHERE id = 1 OR id IN (SELECT v FROM tb2)",                                  // unqualified column in the subquery
+		"SELECT id FROM ta WHERE id = 1 OR id IN (SELECT abs(tb2.v) FROM tb2)",                         // a function
+		"SELECT mtid FROM publication WHERE mtid IN (SELECT 976271) OR last_modifier = 21321",          // two columns
+		"SELECT 1 FROM td WHERE td.d = 5 OR td.d IN (SELECT tb2.v FROM tb2)",                           // a domain column
+		"SELECT id FROM ta WHERE n = 3 OR n IN (SELECT tb2.v FROM tb2)",                                // no index: vetoed
+		"SELECT id FROM ta WHERE id IN (SELECT tags FROM tb2) OR id = 3",                               // array subquery: vetoed
+		"SELECT 1 FROM tb2 WHERE tb2.c IN (SELECT x.c FROM tb2 x) OR tb2.c IN (SELECT y.c FROM tb2 y)", // composite: vetoed
+		"SELECT id FROM ta WHERE s = 'x' OR s IN (SELECT adbin FROM pg_attrdef)",                       // validation fails
+	} {
+		// A fresh type cache per statement: nothing is known in advance.
+		cat := &countingCatalog{PGCatalog: NewPGCatalogConn(conn)}
+		if n, err := cat.LearnBuiltinTypes(ctx); err != nil || n < 100 {
+			t.Fatalf("built-in types: %d, %v", n, err)
+		}
+		cat.q = countingQuerier{conn, &cat.trips}
+		got, err := Rewrite(ctx, in, Options{Catalog: cat, Types: cat})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cat.trips != 1 {
+			t.Errorf("%s: %d round trips, want 1 (%s)", in, cat.trips, got.Explain())
+		}
+		single := NewPGCatalogConn(conn)
+		want, err := Rewrite(ctx, in, Options{Catalog: single, Types: singleCalls{single}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.SQL != want.SQL || got.Explain() != want.Explain() || got.Validated != want.Validated || got.ValidationFailed != want.ValidationFailed {
+			t.Errorf("%s:\nbatched %q %s\nsingle  %q %s", in, got.SQL, got.Explain(), want.SQL, want.Explain())
+		}
 	}
 }
