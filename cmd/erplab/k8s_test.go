@@ -47,11 +47,6 @@ func parseWith(t *testing.T, fs *pflag.FlagSet, args []string) *pflag.FlagSet {
 	return fs
 }
 
-// segmentFlags are the run flags the segments work adds (--segment,
-// --run-id, --start-at): until the run command has them, the agent args
-// are parsed without them (and the test says so).
-var segmentFlags = []string{"segment", "run-id", "start-at"}
-
 func TestK8sRenderAgentsRunWithRunFlags(t *testing.T) {
 	m, yaml := renderFile(t, 3, "--agents", "3", "--image", "erplab:test", "--name", "t1",
 		"--start-at", "2099-01-02T03:04:05Z", "--run-id", "t1-run", "--password-secret", "db-pass", "--setup",
@@ -69,9 +64,8 @@ func TestK8sRenderAgentsRunWithRunFlags(t *testing.T) {
 	}
 	args = args[1:]
 	run := newRunCmd().Flags()
-	if run.Lookup("segment") == nil {
-		t.Log("erplab run has no --segment yet: parsing the agent args without --segment, --run-id, --start-at")
-		args = withoutFlags(run, args, segmentFlags...)
+	if run.Lookup("segment") == nil || run.Lookup("run-id") == nil || run.Lookup("start-at") == nil {
+		t.Fatal("erplab run lacks --segment, --run-id or --start-at, which the agents' args use")
 	}
 	parseWith(t, run, args)
 	for flag, want := range map[string]string{
