@@ -26,6 +26,10 @@ type Summary struct {
 	// PerfCPUS is the CPU time perf record itself used, seconds (user and
 	// system; the kernel's sampling work in the sampled tasks is theirs).
 	PerfCPUS float64 `json:"perf_cpu_s,omitempty"`
+	// PerfSamplingCPUS is the part of PerfCPUS spent while sampling (from
+	// enable to stop), seconds: without perf's start-up (reading every
+	// process's maps) and its shutdown.
+	PerfSamplingCPUS float64 `json:"perf_sampling_cpu_s,omitempty"`
 	// Samples counts the server's samples, HostSamples every sample of
 	// the recording (all processes; idle CPUs are not sampled);
 	// HostSharePct is 100·Samples/HostSamples: the server's share of the
