@@ -253,6 +253,9 @@ type Options struct {
 	// just before sampling starts, with the total sampling time (not
 	// called when no selected check needs a sample).
 	OnSampleStart func(total time.Duration)
+	// Profile is a CPU profile of the server for the profile-* checks
+	// (checks_profile.go); zero: they report NotChecked.
+	Profile ProfileFacts
 }
 
 // Sampling defaults.
