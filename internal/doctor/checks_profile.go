@@ -37,7 +37,7 @@ const (
 )
 
 // profileChecks are the checks that read Options.Profile, in report order
-// after the others.
+// after allChecks (everyCheck).
 var profileChecks = []Check{
 	{ID: "profile-lock-manager", Title: "Lock manager share of server CPU (profile)", run: checkProfileLockManager,
 		Rule:    fmt.Sprintf("needs --profile; warning when the lock manager (LWLockAcquire/LWLockAttemptLock, LockAcquireExtended, LockRelationOid, fast-path) is >= %g %% of the server's CPU samples, info >= %g %%", profile.AdviceLockPct, profile.AdviceLockPct/2),
@@ -61,8 +61,22 @@ var profileChecks = []Check{
 		Sources: []string{srcProfile, srcTHPKernel, srcFieldTHP}},
 }
 
-// Registration: the profile checks after the others.
-func init() { allChecks = append(allChecks, profileChecks...) }
+// everyCheck is allChecks then profileChecks: what --list, --only and
+// --skip know. The profile checks run only when a profile was asked for
+// (profileSelection).
+func everyCheck() []Check { return append(slices.Clone(allChecks), profileChecks...) }
+
+// profileSelection drops the profile checks from checks unless a profile
+// was asked for (opts.Profile set: taken, or why not) or --only names
+// them: without --profile they would only say "not checked".
+func profileSelection(checks []Check, opts Options) []Check {
+	if opts.Profile.Summary != nil || opts.Profile.Unavailable != "" {
+		return checks
+	}
+	return slices.DeleteFunc(checks, func(c Check) bool {
+		return slices.ContainsFunc(profileChecks, func(p Check) bool { return p.ID == c.ID }) && !slices.Contains(opts.Only, c.ID)
+	})
+}
 
 // profileSummary returns the profile the checks judge, or the NotChecked
 // result saying what is missing.
