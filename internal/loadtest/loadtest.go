@@ -392,6 +392,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 			obs, opm = nil, nil
 		}
 	}
+	opm = profileOpMap(opts.Profile, opm, ops)
 
 	fmt.Fprintf(out, "erplab run: workload %s, %d VUs max on %s, %s, server %s (PostgreSQL %s)\n",
 		opts.Workload.Name(), maxVUs, poolDesc(opts.Connections), profileDesc(opts), serverDesc, shortVersion(env.Server.Version))
@@ -433,7 +434,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		}
 		say("stress workers started beside the load: %s", stressDesc(*opts.Stress))
 	}
-	prof := startProfile(ctx, opts.Profile, dsn, say)
+	prof := startProfile(ctx, opts.Profile, dsn, opm, say)
 	outcome, runErr := engine.Run(ctx, pool, cfg, rec)
 	profSum := prof.end(ctx, say)
 	var stressRep *stress.Report

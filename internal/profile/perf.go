@@ -31,7 +31,7 @@ const scriptFields = "comm,pid,tid,time,ip,sym,dso"
 
 // ScriptArgs are the arguments of `perf script` whose output Parse reads
 // (after "-i FILE").
-func ScriptArgs() []string { return []string{"--show-task-events", "-F", scriptFields} }
+func ScriptArgs() []string { return []string{"--show-task-events", "--ns", "-F", scriptFields} }
 
 // Unavailable says in one line why profiling cannot run here.
 type Unavailable struct{ Reason string }
@@ -155,7 +155,9 @@ func Start(ctx context.Context, perf string, freq int) (*Recording, error) {
 	// binaries by path right after. -D -1 with --control: sampling starts
 	// disabled and Start enables it once perf has read /proc and is
 	// running, so the caller's window is really recorded.
-	r.cmd = exec.Command(perf, "record", "-a", "-g", "-B", "-e", Event, "-F", strconv.Itoa(freq), "-o", r.data, "--quiet",
+	// -k CLOCK_MONOTONIC: sample times on the clock Go's monotonic time
+	// runs on, for attributing samples to key operations (ops.go).
+	r.cmd = exec.Command(perf, "record", "-a", "-g", "-B", "-k", "CLOCK_MONOTONIC", "-e", Event, "-F", strconv.Itoa(freq), "-o", r.data, "--quiet",
 		"-D", "-1", "--control", "fifo:"+ctl+","+ack)
 	r.cmd.Stderr = &r.stderr
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

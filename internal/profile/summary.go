@@ -56,9 +56,14 @@ type Summary struct {
 	// first, joined by ";", kernel frames suffixed "_[k]", the process
 	// name first), at most TopStacks; FoldedOmitted and
 	// FoldedOmittedSamples count the stacks and samples left out.
-	Folded               []FoldedStack `json:"folded,omitempty"`
-	FoldedOmitted        int           `json:"folded_omitted,omitempty"`
-	FoldedOmittedSamples int           `json:"folded_omitted_samples,omitempty"`
+	// Operations is the profile per key operation of a run (run
+	// --profile; AttributeOps), OpAttribution how it was attributed;
+	// both absent elsewhere.
+	Operations           []OperationProfile `json:"operations,omitempty"`
+	OpAttribution        *OpAttribution     `json:"op_attribution,omitempty"`
+	Folded               []FoldedStack      `json:"folded,omitempty"`
+	FoldedOmitted        int                `json:"folded_omitted,omitempty"`
+	FoldedOmittedSamples int                `json:"folded_omitted_samples,omitempty"`
 }
 
 // SubsystemShare is one subsystem's samples and share.
