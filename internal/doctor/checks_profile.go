@@ -96,6 +96,19 @@ func (e *env) profileSummary() (*profile.Summary, *result) {
 	return p.Summary, nil
 }
 
+// profSubsystem starts a profile check of one subsystem: the summary, and
+// a result graded on its share against warn (profGrade) with the share's
+// evidence and the metric; ok false when there is no usable profile (r is
+// then the NotChecked result).
+func (e *env) profSubsystem(sub string, warn float64, metric string) (s *profile.Summary, r result, ok bool) {
+	s, nc := e.profileSummary()
+	if nc != nil {
+		return nil, *nc, false
+	}
+	v := s.Share(sub)
+	return s, result{sev: profGrade(v, warn), evidence: profShare(s, sub), metrics: map[string]float64{metric: v}}, true
+}
+
 // profShare is the evidence of one subsystem's share: the share with the
 // sample counts, then its top functions by self share.
 func profShare(s *profile.Summary, sub string) []Evidence {

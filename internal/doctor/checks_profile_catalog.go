@@ -9,13 +9,11 @@ import (
 
 // checkProfileSinval judges shared invalidation's share of the profile.
 func checkProfileSinval(_ context.Context, e *env) result {
-	s, nc := e.profileSummary()
-	if nc != nil {
-		return *nc
+	s, r, ok := e.profSubsystem(profile.SubSinval, profile.AdviceSinvalPct, "sinval_share_pct")
+	if !ok {
+		return r
 	}
 	v := s.Share(profile.SubSinval)
-	r := result{sev: profGrade(v, profile.AdviceSinvalPct), evidence: profShare(s, profile.SubSinval),
-		metrics: map[string]float64{"sinval_share_pct": v}}
 	switch r.sev {
 	case OK:
 		r.summary = fmt.Sprintf("shared invalidation %.1f %% of server CPU (under %g %%)", v, profile.AdviceSinvalPct/2)
@@ -35,13 +33,11 @@ func checkProfileSinval(_ context.Context, e *env) result {
 
 // checkProfileCatalog judges catalog access's share of the profile.
 func checkProfileCatalog(_ context.Context, e *env) result {
-	s, nc := e.profileSummary()
-	if nc != nil {
-		return *nc
+	s, r, ok := e.profSubsystem(profile.SubCatalog, profCatalogWarnPct, "catalog_share_pct")
+	if !ok {
+		return r
 	}
 	v := s.Share(profile.SubCatalog)
-	r := result{sev: profGrade(v, profCatalogWarnPct), evidence: profShare(s, profile.SubCatalog),
-		metrics: map[string]float64{"catalog_share_pct": v}}
 	if hc := profStacksWith(s, "heap_create_with_catalog", "index_create"); hc > 0 {
 		r.evidence = append(r.evidence, Evidence{Text: fmt.Sprintf("CREATE of tables and indexes (heap_create_with_catalog, index_create) on %.1f %% of the samples' stacks", hc), From: profFrom})
 		r.metrics["relation_create_stacks_pct"] = hc

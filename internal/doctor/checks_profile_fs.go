@@ -18,13 +18,11 @@ var relFileFrames = []string{"heap_create", "heap_create_with_catalog", "Relatio
 // relation files created and unlinked (temp-table churn) the fix is the
 // tmpfs temp tablespace.
 func checkProfileFS(_ context.Context, e *env) result {
-	s, nc := e.profileSummary()
-	if nc != nil {
-		return *nc
+	s, r, ok := e.profSubsystem(profile.SubFS, profile.AdviceFSPct, "file_system_share_pct")
+	if !ok {
+		return r
 	}
 	v := s.Share(profile.SubFS)
-	r := result{sev: profGrade(v, profile.AdviceFSPct), evidence: profShare(s, profile.SubFS),
-		metrics: map[string]float64{"file_system_share_pct": v}}
 	fsName := ""
 	for _, name := range []string{"ext4", "xfs", "btrfs", "shmem"} {
 		prefix := name + "_"

@@ -10,13 +10,11 @@ import (
 // checkProfileLockManager judges the lock manager's share of the
 // profile.
 func checkProfileLockManager(_ context.Context, e *env) result {
-	s, nc := e.profileSummary()
-	if nc != nil {
-		return *nc
+	s, r, ok := e.profSubsystem(profile.SubLock, profile.AdviceLockPct, "lock_manager_share_pct")
+	if !ok {
+		return r
 	}
 	v := s.Share(profile.SubLock)
-	r := result{sev: profGrade(v, profile.AdviceLockPct), evidence: profShare(s, profile.SubLock),
-		metrics: map[string]float64{"lock_manager_share_pct": v}}
 	if lro := profStacksWith(s, "LockRelationOid"); lro > 0 {
 		r.evidence = append(r.evidence, Evidence{Text: fmt.Sprintf("LockRelationOid (relation locks taken by name or OID) on %.1f %% of the samples' stacks", lro), From: profFrom})
 		r.metrics["lock_relation_oid_stacks_pct"] = lro

@@ -1,9 +1,7 @@
 package doctor
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -65,25 +63,7 @@ func TestProfileGolden(t *testing.T) {
 				f.Why, f.Sources = "", nil
 				got.Findings = append(got.Findings, f)
 			}
-			path := filepath.Join(cdir, "expected.json")
-			if *update {
-				var b bytes.Buffer
-				enc := json.NewEncoder(&b)
-				enc.SetEscapeHTML(false)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(got); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			var want goldenReport
-			if err := readJSON(path, &want); err != nil {
-				t.Fatalf("%v (run go test ./internal/doctor -run ProfileGolden -update)", err)
-			}
-			compareGolden(t, got, want)
+			checkGolden(t, filepath.Join(cdir, "expected.json"), got)
 		})
 	}
 }
