@@ -337,6 +337,10 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	doc.Environment, _ = json.Marshal(env)
 	doc.Parameters, _ = json.Marshal(params)
 
+	// perf first: its start-up (reading every process's maps, seconds on
+	// a busy host) must not eat the run's schedule.
+	prof := startProfile(ctx, opts.Profile, dsn, func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) })
+	defer prof.abort()
 	start := time.Now()
 	doc.StartedAt = start
 	if err := stream.Write(results.StreamLine{Type: "header", Header: doc}); err != nil {
@@ -434,7 +438,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		}
 		say("stress workers started beside the load: %s", stressDesc(*opts.Stress))
 	}
-	prof := startProfile(ctx, opts.Profile, dsn, opm, say)
+	prof.follow(opm, say)
 	outcome, runErr := engine.Run(ctx, pool, cfg, rec)
 	profSum := prof.end(ctx, say)
 	var stressRep *stress.Report

@@ -20,6 +20,7 @@ type runProfile struct {
 	opm   *opmap.Map
 	tl    *opmap.Timeline
 	clock profile.Clock
+	ended bool
 }
 
 // profileOpMap returns the run's PID-to-operation map: opm (the
@@ -36,11 +37,10 @@ func profileOpMap(on bool, opm *opmap.Map, ops []workload.Operation) *opmap.Map 
 	return opmap.New(names)
 }
 
-// startProfile starts recording the server at dsn when on, and the
-// timeline of key operations on opm (nil: none); when it cannot (perf
-// missing or not permitted, remote server) it says why in one line and
-// returns nil.
-func startProfile(ctx context.Context, on bool, dsn string, opm *opmap.Map, say func(string, ...any)) *runProfile {
+// startProfile starts recording the server at dsn when on; when it
+// cannot (perf missing or not permitted, remote server) it says why in
+// one line and returns nil.
+func startProfile(ctx context.Context, on bool, dsn string, say func(string, ...any)) *runProfile {
 	if !on {
 		return nil
 	}
@@ -53,15 +53,30 @@ func startProfile(ctx context.Context, on bool, dsn string, opm *opmap.Map, say 
 		say("warning: %s", sess.Warning)
 	}
 	say("profiling the server's processes %v with perf at %d Hz", sess.Roots(), profile.DefaultFrequency)
-	p := &runProfile{sess: sess, opm: opm}
-	if opm != nil {
-		if p.clock, err = profile.NewClock(); err != nil {
-			say("warning: samples not attributed to key operations: %v", err)
-		} else {
-			p.tl = opm.StartTimeline(p.clock.T0, timelineMax)
-		}
+	return &runProfile{sess: sess}
+}
+
+// follow starts the timeline of key operations on opm (nil: none), for
+// attributing the samples to them; called just before the load starts.
+func (p *runProfile) follow(opm *opmap.Map, say func(string, ...any)) {
+	if p == nil || opm == nil {
+		return
 	}
-	return p
+	c, err := profile.NewClock()
+	if err != nil {
+		say("warning: samples not attributed to key operations: %v", err)
+		return
+	}
+	p.opm, p.clock, p.tl = opm, c, opm.StartTimeline(c.T0, timelineMax)
+}
+
+// abort discards a recording that end did not read (the run failed
+// before its load).
+func (p *runProfile) abort() {
+	if p != nil && !p.ended {
+		p.ended = true
+		p.sess.Abort()
+	}
 }
 
 // end stops the recording and returns its summary with the samples
@@ -71,6 +86,7 @@ func (p *runProfile) end(ctx context.Context, say func(string, ...any)) *profile
 	if p == nil {
 		return nil
 	}
+	p.ended = true
 	ivs, dropped := p.opm.StopTimeline(p.tl)
 	sum, parsed, err := p.sess.End(context.WithoutCancel(ctx))
 	if err != nil {
