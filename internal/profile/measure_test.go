@@ -16,6 +16,7 @@ import (
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/erplab/erplab/internal/hostfacts"
+	"github.com/erplab/erplab/internal/profile"
 )
 
 // TestMeasureOverhead prints the overhead figure of the README
@@ -49,22 +50,40 @@ func TestMeasureOverhead(t *testing.T) {
 	wctx, cancel := context.WithTimeout(ctx, d)
 	load(wctx, t, dsn, 3, "", selectLoop)
 	cancel()
-	var off, on, offCPU, onCPU, perfPct []float64
+	var off, on, offCPU, onCPU, offAll, onAll, perfPct []float64
 	for i := 0; i < rounds; i++ {
 		c0 := settle()
+		s0 := selfCPU(t)
 		lctx, cancel := context.WithTimeout(ctx, d)
 		n := load(lctx, t, dsn, 3, "", selectLoop)
 		cancel()
+		s1 := selfCPU(t)
 		c1 := settle()
 		off = append(off, float64(n)/d.Seconds())
 		offCPU = append(offCPU, 1e6*(c1-c0)/float64(n))
-		sum, m := profiled(t, dsn, d, "", selectLoop)
+		offAll = append(offAll, 1e6*(c1-c0+s1-s0)/float64(n))
+		// on: the recording runs; the load's connections open after it
+		// started (their backends followed through FORK records).
+		sess, err := profile.Begin(ctx, dsn, profile.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s2 := selfCPU(t)
+		lctx, cancel = context.WithTimeout(ctx, d)
+		m := load(lctx, t, dsn, 3, "", selectLoop)
+		cancel()
+		s3 := selfCPU(t) // before End: perf script's parsing is not the recording's cost
+		sum, _, err := sess.End(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
 		c2 := settle()
 		on = append(on, float64(m)/d.Seconds())
 		onCPU = append(onCPU, 1e6*(c2-c1)/float64(m))
+		onAll = append(onAll, 1e6*(c2-c1+s3-s2+sum.PerfSamplingCPUS)/float64(m))
 		perfPct = append(perfPct, 100*sum.PerfSamplingCPUS/(sum.DurationS*float64(runtime.NumCPU())))
-		t.Logf("round %d: off %.0f tps %.1f µs server CPU/tx; on %.0f tps %.1f µs/tx, %d samples; perf while sampling %.2f s CPU (%.2f %% of all CPUs; %.2f s in all)",
-			i+1, off[i], offCPU[i], on[i], onCPU[i], sum.Samples, sum.PerfSamplingCPUS, perfPct[i], sum.PerfCPUS)
+		t.Logf("round %d: off %.0f tps %.1f µs server CPU/tx (%.1f with the client); on %.0f tps %.1f µs/tx (%.1f with the client and perf), %d samples; perf while sampling %.2f s CPU (%.2f %% of all CPUs; %.2f s in all)",
+			i+1, off[i], offCPU[i], offAll[i], on[i], onCPU[i], onAll[i], sum.Samples, sum.PerfSamplingCPUS, perfPct[i], sum.PerfCPUS)
 	}
 	pairs := make([]float64, rounds)
 	for i := range pairs {
@@ -78,6 +97,8 @@ func TestMeasureOverhead(t *testing.T) {
 	t.Logf("  tps on  %s", spread(on))
 	cr, clo, chi := medianRatio(onCPU, offCPU)
 	t.Logf("server CPU per transaction on/off: ratio of medians %.3f, 95 %% bootstrap [%.3f, %.3f]", cr, clo, chi)
+	ar, alo, ahi := medianRatio(onAll, offAll)
+	t.Logf("CPU per transaction of server + client (+ perf while sampling) on/off: ratio of medians %.3f, 95 %% bootstrap [%.3f, %.3f] (the throughput cost on a host where these are all that runs)", ar, alo, ahi)
 	t.Logf("perf's own CPU while sampling, %% of all CPUs: %s", spread(perfPct))
 	all, tree := scanCPU(t, pm)
 	t.Logf("/proc scan every 200 ms: every process %.3f ms CPU per scan (%.2f %% of one CPU), the postmaster's tree %.3f ms (%.2f %%)",
@@ -146,6 +167,16 @@ func scanCPU(t *testing.T, pm int) (all, tree float64) {
 		}
 	}
 	return (c1 - c0) / n, (cpu() - c1) / m
+}
+
+// selfCPU is this process's CPU seconds so far (user and system).
+func selfCPU(t *testing.T) float64 {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 func loadavg() string {
