@@ -18,9 +18,9 @@
 // host; the caller's window starts at the acknowledgement), until Stop
 // sends it SIGINT. A Session also lists the postmaster's descendants
 // every 200 ms, besides perf's FORK records, reading only the tree's
-// /proc/PID/task/TID/children files (hostfacts.Descendants; a scan of
-// every process's stat cost 5.4 ms of CPU per scan on this host under
-// load, 1.4 % of its two CPUs). Stop then reads the data back with `perf
+// /proc/PID/task/TID/children files (hostfacts.Descendants: 0.18 ms of
+// CPU per scan here; a stat of every process cost 5.4-13.1 ms per scan on
+// this host under load, 1.4-3.3 % of its two CPUs). Stop then reads the data back with `perf
 // script --show-task-events --ns -F comm,pid,tid,time,ip,sym,dso` and
 // Parse keeps the samples of the server's processes with their times. 499 Hz is prime, so sampling does not beat with
 // 100 Hz or 1000 Hz timers.
