@@ -20,6 +20,7 @@ type doctorFlags struct {
 	procRoot, sysRoot   string
 	only, skip          []string
 	sample, interval    time.Duration
+	profile             time.Duration
 	windows             int
 	host, noHost, list  bool
 	catalogDBs          string
@@ -63,6 +64,7 @@ procedure that moves temp-table files to tmpfs.`,
 	addDSNFileFlag(fl, &f.dsnFile, "dsn")
 	fl.DurationVar(&f.sample, "sample", doctor.DefaultSample, "length of each sampling window of the rate-based checks (0 = skip them)")
 	fl.IntVar(&f.windows, "windows", doctor.DefaultWindows, "number of sampling windows of --sample each (sampled checks judge the worst window and report the mean)")
+	fl.DurationVar(&f.profile, "profile", 0, "record the server's CPU with perf for this long first (local server; e.g. 10s) for the profile-* checks")
 	fl.DurationVar(&f.interval, "interval", doctor.DefaultInterval, "sampling period within --sample")
 	fl.StringVar(&f.catalogDBs, "catalog-databases", "all", "other databases whose catalog churn catalog-churn reads at each window bound: all (every database the role may connect to), none, or a comma-separated list (one connection each, opened and closed per reading)")
 	fl.StringVar(&f.format, "format", doctor.FormatText, "output format: text, json or markdown")
@@ -108,6 +110,8 @@ func runDoctor(cmd *cobra.Command, f doctorFlags) error {
 		return withCode(exitUsage, errors.New("--host and --no-host exclude each other"))
 	case f.windows < 1:
 		return withCode(exitUsage, fmt.Errorf("--windows must be >= 1, got %d", f.windows))
+	case f.profile < 0:
+		return withCode(exitUsage, errProfileNegative)
 	}
 	cats, err := parseCatalogDatabases(f.catalogDBs, sampler.DefaultCatalogsEvery)
 	if err != nil {
@@ -150,6 +154,11 @@ func runDoctor(cmd *cobra.Command, f doctorFlags) error {
 	if f.format == doctor.FormatText {
 		opts.OnSampleStart = func(total time.Duration) {
 			fmt.Fprintf(cmd.ErrOrStderr(), "sampling the server for %s...\n", total)
+		}
+	}
+	if f.profile > 0 {
+		if opts.Profile, err = doctorProfile(ctx, cmd.ErrOrStderr(), dsn, f.profile); err != nil {
+			return withCode(exitInterrupted, errors.New("interrupted"))
 		}
 	}
 	rep, err := doctor.Run(ctx, opts)

@@ -259,6 +259,9 @@ type Options struct {
 	// just before sampling starts, with the total sampling time (not
 	// called when no selected check needs a sample).
 	OnSampleStart func(total time.Duration)
+	// Profile is a CPU profile of the server for the profile-* checks
+	// (checks_profile.go); zero: they report NotChecked.
+	Profile ProfileFacts
 }
 
 // Sampling defaults.
@@ -339,13 +342,14 @@ func (r *Report) JSON() ([]byte, error) { return json.MarshalIndent(r, "", "  ")
 
 // Checks returns the checks in report order (a fresh slice).
 func Checks() []Check {
-	return slices.Clone(allChecks)
+	return everyCheck()
 }
 
 // IDs returns the ids of all checks.
 func IDs() []string {
-	out := make([]string, len(allChecks))
-	for i, c := range allChecks {
+	all := everyCheck()
+	out := make([]string, len(all))
+	for i, c := range all {
 		out[i] = c.ID
 	}
 	return out
@@ -371,7 +375,7 @@ func selectChecks(only, skip []string) ([]Check, error) {
 		return nil, fmt.Errorf("unknown check id %s (known: %s)", strings.Join(unknown, ", "), strings.Join(known, ", "))
 	}
 	var out []Check
-	for _, c := range allChecks {
+	for _, c := range everyCheck() {
 		if len(only) > 0 && !slices.Contains(only, c.ID) {
 			continue
 		}
@@ -396,6 +400,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	checks = profileSelection(checks, opts)
 	if opts.Sample < 0 {
 		return nil, fmt.Errorf("sample must be >= 0, got %s", opts.Sample)
 	}

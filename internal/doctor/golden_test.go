@@ -132,30 +132,36 @@ func TestGolden(t *testing.T) {
 				f.Why, f.Sources = "", nil
 				got.Findings = append(got.Findings, f)
 			}
-			path := filepath.Join(dir, "expected.json")
-			if *update {
-				var b bytes.Buffer
-				enc := json.NewEncoder(&b)
-				enc.SetEscapeHTML(false) // keep "echo madvise > ..." readable
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(got); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			var want goldenReport
-			if err := readJSON(path, &want); err != nil {
-				t.Fatalf("%v (run go test ./internal/doctor -run Golden -update)", err)
-			}
-			compareGolden(t, got, want)
+			checkGolden(t, filepath.Join(dir, "expected.json"), got)
 		})
 	}
 	if n < 5 {
 		t.Errorf("%d golden cases in %s, want at least 5", n, goldenDir)
 	}
+}
+
+// checkGolden compares got with the expectation at path, or with -update
+// writes it there.
+func checkGolden(t *testing.T, path string, got goldenReport) {
+	t.Helper()
+	if *update {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false) // keep "echo madvise > ..." readable
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(got); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	var want goldenReport
+	if err := readJSON(path, &want); err != nil {
+		t.Fatalf("%v (run go test ./internal/doctor -run Golden -update)", err)
+	}
+	compareGolden(t, got, want)
 }
 
 func compareGolden(t *testing.T, got, want goldenReport) {

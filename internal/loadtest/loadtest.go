@@ -398,6 +398,11 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	doc.Parameters, _ = json.Marshal(params)
 	doc.RunID, doc.ConfigHash, doc.Segment = opts.RunID, configHash(params, opts), segInfo
 
+	// perf first: its start-up (reading every process's maps, seconds on
+	// a busy host) must not eat the run's schedule, and it starts before
+	// the --start-at barrier so that it does not delay the segment.
+	prof := startProfile(ctx, opts.Profile, dsn, func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) })
+	defer prof.abort()
 	late, err := waitStart(ctx, opts.StartAt, func(f string, a ...any) { fmt.Fprintf(out, f+"\n", a...) })
 	if err != nil {
 		stream.Close()
@@ -467,6 +472,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 			obs, opm = nil, nil
 		}
 	}
+	opm = profileOpMap(opts.Profile, opm, ops)
 
 	fmt.Fprintf(out, "erplab run: workload %s, %d VUs max on %s, %s, server %s (PostgreSQL %s)\n",
 		opts.Workload.Name(), maxVUs, poolDesc(opts.Connections), profileDesc(opts), serverDesc, shortVersion(env.Server.Version))
@@ -513,7 +519,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		}
 		say("stress workers started beside the load: %s", stressDesc(*opts.Stress))
 	}
-	prof := startProfile(ctx, opts.Profile, dsn, say)
+	prof.follow(opm, say)
 	outcome, runErr := engine.Run(ctx, pool, cfg, rec)
 	profSum := prof.end(ctx, say)
 	var stressRep *stress.Report

@@ -5,11 +5,37 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/erplab/erplab/internal/opmap"
 	"github.com/erplab/erplab/internal/profile"
+	"github.com/erplab/erplab/internal/workload"
 )
 
+// timelineMax bounds the executions a profiled run's timeline keeps
+// (24 bytes each): later ones are counted and left unattributed.
+const timelineMax = 1 << 20
+
 // runProfile is the perf recording of a run (--profile); nil when off.
-type runProfile struct{ sess *profile.Session }
+type runProfile struct {
+	sess  *profile.Session
+	opm   *opmap.Map
+	tl    *opmap.Timeline
+	clock profile.Clock
+	ended bool
+}
+
+// profileOpMap returns the run's PID-to-operation map: opm (the
+// observations' one) or, for a profiled run without observations, a new
+// one, so that samples can be attributed to key operations.
+func profileOpMap(on bool, opm *opmap.Map, ops []workload.Operation) *opmap.Map {
+	if !on || opm != nil {
+		return opm
+	}
+	names := make([]string, len(ops))
+	for i, op := range ops {
+		names[i] = op.Name
+	}
+	return opmap.New(names)
+}
 
 // startProfile starts recording the server at dsn when on; when it
 // cannot (perf missing or not permitted, remote server) it says why in
@@ -27,28 +53,59 @@ func startProfile(ctx context.Context, on bool, dsn string, say func(string, ...
 		say("warning: %s", sess.Warning)
 	}
 	say("profiling the server's processes %v with perf at %d Hz", sess.Roots(), profile.DefaultFrequency)
-	return &runProfile{sess}
+	return &runProfile{sess: sess}
 }
 
-// end stops the recording and returns its summary (nil when off or
-// when reading it back failed, said in one line).
+// follow starts the timeline of key operations on opm (nil: none), for
+// attributing the samples to them; called just before the load starts.
+func (p *runProfile) follow(opm *opmap.Map, say func(string, ...any)) {
+	if p == nil || opm == nil {
+		return
+	}
+	c, err := profile.NewClock()
+	if err != nil {
+		say("warning: samples not attributed to key operations: %v", err)
+		return
+	}
+	p.opm, p.clock, p.tl = opm, c, opm.StartTimeline(c.T0, timelineMax)
+}
+
+// abort discards a recording that end did not read (the run failed
+// before its load).
+func (p *runProfile) abort() {
+	if p != nil && !p.ended {
+		p.ended = true
+		p.sess.Abort()
+	}
+}
+
+// end stops the recording and returns its summary with the samples
+// attributed to key operations (nil when off or when reading it back
+// failed, said in one line).
 func (p *runProfile) end(ctx context.Context, say func(string, ...any)) *profile.Summary {
 	if p == nil {
 		return nil
 	}
-	sum, _, err := p.sess.End(context.WithoutCancel(ctx))
+	p.ended = true
+	ivs, dropped := p.opm.StopTimeline(p.tl)
+	sum, parsed, err := p.sess.End(context.WithoutCancel(ctx))
 	if err != nil {
 		say("warning: profile lost: %v", err)
 		return nil
 	}
+	if p.tl != nil {
+		profile.AttributeOps(sum, parsed, p.clock, ivs, dropped, p.opm.Names())
+	}
 	return sum
 }
 
-// printProfile prints the subsystem shares and the top functions.
+// printProfile prints the subsystem shares, the top functions and the
+// profile per key operation.
 func printProfile(w io.Writer, s *profile.Summary) {
 	if s == nil {
 		return
 	}
 	fmt.Fprintln(w, "\nserver CPU profile (perf):")
 	s.WriteTable(w, 10)
+	s.WriteOperations(w)
 }

@@ -26,7 +26,8 @@ const Idle = -1
 // concurrent use.
 type Map struct {
 	names []string
-	m     sync.Map // uint32 -> *atomic.Uint64: seq<<32 | uint32(op+1)
+	m     sync.Map                 // uint32 -> *atomic.Uint64: seq<<32 | uint32(op+1)
+	tl    atomic.Pointer[Timeline] // nil unless StartTimeline (timeline.go)
 }
 
 // New returns an empty map for the key operations named by names (index i
@@ -69,6 +70,9 @@ func (m *Map) Begin(pid uint32, op int) {
 	s := m.slot(pid)
 	seq := s.Load()>>32 + 1
 	s.Store(seq<<32 | uint64(uint32(op+1)))
+	if tl := m.tl.Load(); tl != nil {
+		tl.begin(pid, op)
+	}
 }
 
 // End marks backend pid idle (its sequence number is kept).
@@ -79,6 +83,9 @@ func (m *Map) End(pid uint32) {
 	if v, ok := m.m.Load(pid); ok {
 		s := v.(*atomic.Uint64)
 		s.Store(s.Load() &^ (1<<32 - 1))
+	}
+	if tl := m.tl.Load(); tl != nil {
+		tl.end(pid)
 	}
 }
 

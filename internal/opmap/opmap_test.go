@@ -3,6 +3,7 @@ package opmap
 import (
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestBeginEndStable(t *testing.T) {
@@ -83,5 +84,43 @@ func TestConcurrent(t *testing.T) {
 		if s.Op != Idle || s.Seq != 1000 {
 			t.Errorf("pid %d: %+v, want idle after 1000 executions", pid, s)
 		}
+	}
+}
+
+// A timeline records each execution between Begin and End, a Begin
+// without End closes the previous execution, executions over the limit
+// are counted as dropped, and nothing is recorded after the stop.
+func TestTimeline(t *testing.T) {
+	m := New([]string{"a", "b"})
+	m.Begin(7, 0) // before the timeline: not recorded
+	m.End(7)
+	tl := m.StartTimeline(time.Now(), 3)
+	m.Begin(7, 0)
+	m.End(7)
+	m.Begin(8, 1)
+	m.Begin(8, 0) // closes 8's b
+	m.Begin(9, 1) // over the limit
+	ivs, dropped := m.StopTimeline(tl)
+	m.Begin(7, 1)
+	if len(ivs) != 3 || dropped != 1 {
+		t.Fatalf("intervals %+v, dropped %d; want 3 and 1", ivs, dropped)
+	}
+	want := []struct {
+		pid uint32
+		op  int32
+		end bool
+	}{{7, 0, true}, {8, 1, true}, {8, 0, false}}
+	for i, w := range want {
+		iv := ivs[i]
+		if iv.PID != w.pid || iv.Op != w.op || (iv.ToNs >= 0) != w.end || (w.end && iv.ToNs < iv.FromNs) {
+			t.Errorf("interval %d = %+v, want pid %d op %d ended %v", i, iv, w.pid, w.op, w.end)
+		}
+	}
+	if ivs[1].ToNs != ivs[2].FromNs {
+		t.Errorf("8's b ends at %d, its next Begin at %d", ivs[1].ToNs, ivs[2].FromNs)
+	}
+	var nilMap *Map
+	if nilMap.StartTimeline(time.Now(), 1) != nil {
+		t.Error("nil map: timeline")
 	}
 }

@@ -37,9 +37,12 @@ const KernelSuffix = "_[k]"
 // process name (comm) and the stack from the root (outermost caller) to
 // the leaf (the function on the CPU).
 type Sample struct {
-	PID   int
-	Comm  string
-	Stack []Frame
+	PID  int
+	Comm string
+	// TimeNs is perf's timestamp of the sample, ns (CLOCK_MONOTONIC when
+	// recorded by Start: perf record -k CLOCK_MONOTONIC).
+	TimeNs int64
+	Stack  []Frame
 }
 
 // Parsed is what Parse keeps of a `perf script` output: the samples of the
@@ -125,7 +128,7 @@ func Parse(r io.Reader, roots []int) (*Parsed, error) {
 			continue
 		}
 		flush()
-		comm, pid, rest, err := parseHeader(text)
+		comm, pid, ts, rest, err := parseHeader(text)
 		if err != nil {
 			return nil, fmt.Errorf("perf script line %d: %w", line, err)
 		}
@@ -141,7 +144,7 @@ func Parse(r io.Reader, roots []int) (*Parsed, error) {
 		p.HostSamples++
 		inSample = true
 		if follow[pid] {
-			cur = &Sample{PID: pid, Comm: comm}
+			cur = &Sample{PID: pid, Comm: comm, TimeNs: ts}
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -154,12 +157,12 @@ func Parse(r io.Reader, roots []int) (*Parsed, error) {
 // parseHeader splits "comm pid/tid time: rest"; comm may hold spaces and
 // ": ", so the separator is the first ": " preceded by a pid/tid and a
 // time.
-func parseHeader(s string) (comm string, pid int, rest string, err error) {
+func parseHeader(s string) (comm string, pid int, timeNs int64, rest string, err error) {
 	from := 0
 	for {
 		i := strings.Index(s[from:], ":")
 		if i < 0 {
-			return "", 0, "", fmt.Errorf("not a sample header: %q", s)
+			return "", 0, 0, "", fmt.Errorf("not a sample header: %q", s)
 		}
 		i += from
 		from = i + 1
@@ -170,7 +173,8 @@ func parseHeader(s string) (comm string, pid int, rest string, err error) {
 		if len(head) < 3 {
 			continue
 		}
-		if _, err := strconv.ParseFloat(head[len(head)-1], 64); err != nil {
+		ts, ok := parseTimeNs(head[len(head)-1])
+		if !ok {
 			continue
 		}
 		pidStr, _, ok := strings.Cut(head[len(head)-2], "/")
@@ -180,8 +184,31 @@ func parseHeader(s string) (comm string, pid int, rest string, err error) {
 		if pid, err = strconv.Atoi(pidStr); err != nil {
 			continue
 		}
-		return strings.Join(head[:len(head)-2], " "), pid, strings.TrimSpace(s[i+1:]), nil
+		return strings.Join(head[:len(head)-2], " "), pid, ts, strings.TrimSpace(s[i+1:]), nil
 	}
+}
+
+// parseTimeNs reads perf script's "SECONDS.FRACTION" (6 digits, or 9
+// with --ns) as nanoseconds, exactly.
+func parseTimeNs(s string) (int64, bool) {
+	sec, frac, _ := strings.Cut(s, ".")
+	if sec == "" || len(frac) > 9 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(sec, 10, 64)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	var f int64
+	if frac != "" {
+		if f, err = strconv.ParseInt(frac, 10, 64); err != nil || f < 0 {
+			return 0, false
+		}
+		for k := len(frac); k < 9; k++ {
+			f *= 10
+		}
+	}
+	return n*1e9 + f, true
 }
 
 // taskEvent applies "FORK(c:ct):(p:pt)" or "EXIT(c:ct):(p:pt)" to the

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // Event is the perf event: the software CPU clock, which works in VMs
@@ -29,7 +31,7 @@ const scriptFields = "comm,pid,tid,time,ip,sym,dso"
 
 // ScriptArgs are the arguments of `perf script` whose output Parse reads
 // (after "-i FILE").
-func ScriptArgs() []string { return []string{"--show-task-events", "-F", scriptFields} }
+func ScriptArgs() []string { return []string{"--show-task-events", "--ns", "-F", scriptFields} }
 
 // Unavailable says in one line why profiling cannot run here.
 type Unavailable struct{ Reason string }
@@ -108,6 +110,23 @@ type Recording struct {
 	stderr  bytes.Buffer
 	started time.Time
 	done    chan error
+	// cpuAtEnable is perf's CPU seconds when sampling was enabled (-1:
+	// unknown).
+	cpuAtEnable float64
+}
+
+// procCPU is the CPU seconds (user and system) of process pid so far, -1
+// if unknown.
+func procCPU(pid int) float64 {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return -1
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return -1
+	}
+	return st.CPUTime()
 }
 
 // Start runs `perf record -a -g -B -e cpu-clock -F freq` (started
@@ -136,7 +155,9 @@ func Start(ctx context.Context, perf string, freq int) (*Recording, error) {
 	// binaries by path right after. -D -1 with --control: sampling starts
 	// disabled and Start enables it once perf has read /proc and is
 	// running, so the caller's window is really recorded.
-	r.cmd = exec.Command(perf, "record", "-a", "-g", "-B", "-e", Event, "-F", strconv.Itoa(freq), "-o", r.data, "--quiet",
+	// -k CLOCK_MONOTONIC: sample times on the clock Go's monotonic time
+	// runs on, for attributing samples to key operations (ops.go).
+	r.cmd = exec.Command(perf, "record", "-a", "-g", "-B", "-k", "CLOCK_MONOTONIC", "-e", Event, "-F", strconv.Itoa(freq), "-o", r.data, "--quiet",
 		"-D", "-1", "--control", "fifo:"+ctl+","+ack)
 	r.cmd.Stderr = &r.stderr
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -164,6 +185,7 @@ func Start(ctx context.Context, perf string, freq int) (*Recording, error) {
 		return nil, ctx.Err()
 	}
 	r.started = time.Now()
+	r.cpuAtEnable = procCPU(r.cmd.Process.Pid)
 	return r, nil
 }
 
@@ -226,6 +248,10 @@ func (r *Recording) Abort() {
 func (r *Recording) Stop(ctx context.Context, roots, seen []int) (*Summary, *Parsed, error) {
 	defer os.RemoveAll(r.dir)
 	dur := time.Since(r.started).Seconds()
+	sampling := -1.0
+	if c := procCPU(r.cmd.Process.Pid); c >= 0 && r.cpuAtEnable >= 0 {
+		sampling = c - r.cpuAtEnable
+	}
 	r.cmd.Process.Signal(syscall.SIGINT) //nolint:errcheck // reported by Wait
 	select {
 	case err := <-r.done:
@@ -246,6 +272,9 @@ func (r *Recording) Stop(ctx context.Context, roots, seen []int) (*Summary, *Par
 	s := Summarize(p, roots, Event, r.freq, dur)
 	if st := r.cmd.ProcessState; st != nil {
 		s.PerfCPUS = math.Round(100*(st.UserTime()+st.SystemTime()).Seconds()) / 100
+	}
+	if sampling >= 0 {
+		s.PerfSamplingCPUS = math.Round(100*sampling) / 100
 	}
 	return s, p, nil
 }

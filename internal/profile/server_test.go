@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -260,44 +259,17 @@ func shares(s *profile.Summary) string {
 	return fmt.Sprintf("%d samples: %s", s.Samples, strings.Join(parts, ", "))
 }
 
-// TestMeasure prints the figures of the README (ERPLAB_PROFILE_MEASURE=1,
-// root, perf): server throughput of a select-only load with and without
-// profiling at 499 Hz in alternation, and the file-system share of a
-// temp-table churn with temp tables on disk and on a tmpfs tablespace.
-func TestMeasure(t *testing.T) {
+// TestMeasureTmpfs prints the tmpfs figures of the README
+// (ERPLAB_PROFILE_MEASURE=1): the churn's file-system share with temp
+// tables on disk and on a tmpfs tablespace, alternating.
+func TestMeasureTmpfs(t *testing.T) {
 	if os.Getenv("ERPLAB_PROFILE_MEASURE") == "" {
-		t.Skip("set ERPLAB_PROFILE_MEASURE=1 to measure profiling overhead and the tmpfs comparison")
+		t.Skip("set ERPLAB_PROFILE_MEASURE=1 to measure the tmpfs comparison")
 	}
 	needPerf(t)
 	dsn := prepare(t)
 	ctx := context.Background()
 	const d = 5 * time.Second
-	pm := srv.Cluster(t).PID()
-	var tps, cpu, perfShare []float64
-	for i := 0; i < 5; i++ {
-		// The load's backends exit after their connections close: wait
-		// for the postmaster to reap them (their CPU moves to its cutime).
-		settle := func() float64 { time.Sleep(time.Second); return treeCPU(t, pm) }
-		c0 := settle()
-		lctx, cancel := context.WithTimeout(ctx, d)
-		off := load(lctx, t, dsn, 3, "", selectLoop)
-		cancel()
-		c1 := settle()
-		sum, on := profiled(t, dsn, d, "", selectLoop)
-		c2 := settle()
-		offCPU, onCPU := (c1-c0)/float64(off), (c2-c1)/float64(on)
-		tps = append(tps, float64(on)/float64(off))
-		cpu = append(cpu, onCPU/offCPU)
-		perfShare = append(perfShare, 100*sum.PerfCPUS/(sum.DurationS*float64(runtime.NumCPU())))
-		t.Logf("round %d: off %.0f tps %.1f µs server CPU/tx; on %.0f tps %.1f µs/tx; perf itself %.2f s CPU (%.1f %% of all CPUs)", i+1,
-			float64(off)/d.Seconds(), 1e6*offCPU, float64(on)/d.Seconds(), 1e6*onCPU, sum.PerfCPUS, perfShare[i])
-	}
-	t.Logf("throughput on/off: %s", spread(tps))
-	t.Logf("server CPU per transaction on/off: %s", spread(cpu))
-	t.Logf("perf's own CPU, %% of all CPUs: %s", spread(perfShare))
-	up, _ := os.ReadFile("/proc/loadavg")
-	t.Logf("load average: %s", strings.TrimSpace(string(up)))
-
 	// tmpfs: a tablespace whose directory is a tmpfs mount.
 	dir, err := os.MkdirTemp("", "erplab-profile-tmpfs-")
 	if err != nil {

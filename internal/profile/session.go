@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/prometheus/procfs"
+
+	"github.com/erplab/erplab/internal/hostfacts"
 )
 
 // Options choose what a Session records.
@@ -37,32 +38,17 @@ type Session struct {
 const pollInterval = 200 * time.Millisecond
 
 // poll lists the descendants of roots in proc until stop, and sends them.
+// It reads only the roots' tree (hostfacts.Descendants: the task
+// children files), not every process of the host.
 func poll(proc string, roots []int, stop <-chan struct{}, done chan<- []int) {
 	seen := map[int]bool{}
-	fs, err := procfs.NewFS(proc)
+	fs, err := hostfacts.New(proc, "")
 	t := time.NewTicker(pollInterval)
 	defer t.Stop()
 	for err == nil {
-		procs, perr := fs.AllProcs()
-		if perr == nil {
-			parent := map[int]int{}
-			for _, p := range procs {
-				if st, err := p.Stat(); err == nil {
-					parent[p.PID] = st.PPID
-				}
-			}
-			in := map[int]bool{}
-			for _, r := range roots {
-				in[r] = true
-			}
-			for pid := range parent {
-				// walk up to a root (a process tree is shallow)
-				for q, n := parent[pid], 0; q > 1 && n < 16; q, n = parent[q], n+1 {
-					if in[q] {
-						seen[pid] = true
-						break
-					}
-				}
+		if kids, kerr := fs.Descendants(roots); kerr == nil {
+			for _, pid := range kids {
+				seen[pid] = true
 			}
 		}
 		select {

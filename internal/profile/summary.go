@@ -26,6 +26,10 @@ type Summary struct {
 	// PerfCPUS is the CPU time perf record itself used, seconds (user and
 	// system; the kernel's sampling work in the sampled tasks is theirs).
 	PerfCPUS float64 `json:"perf_cpu_s,omitempty"`
+	// PerfSamplingCPUS is the part of PerfCPUS spent while sampling (from
+	// enable to stop), seconds: without perf's start-up (reading every
+	// process's maps) and its shutdown.
+	PerfSamplingCPUS float64 `json:"perf_sampling_cpu_s,omitempty"`
 	// Samples counts the server's samples, HostSamples every sample of
 	// the recording (all processes; idle CPUs are not sampled);
 	// HostSharePct is 100·Samples/HostSamples: the server's share of the
@@ -52,9 +56,14 @@ type Summary struct {
 	// first, joined by ";", kernel frames suffixed "_[k]", the process
 	// name first), at most TopStacks; FoldedOmitted and
 	// FoldedOmittedSamples count the stacks and samples left out.
-	Folded               []FoldedStack `json:"folded,omitempty"`
-	FoldedOmitted        int           `json:"folded_omitted,omitempty"`
-	FoldedOmittedSamples int           `json:"folded_omitted_samples,omitempty"`
+	// Operations is the profile per key operation of a run (run
+	// --profile; AttributeOps), OpAttribution how it was attributed;
+	// both absent elsewhere.
+	Operations           []OperationProfile `json:"operations,omitempty"`
+	OpAttribution        *OpAttribution     `json:"op_attribution,omitempty"`
+	Folded               []FoldedStack      `json:"folded,omitempty"`
+	FoldedOmitted        int                `json:"folded_omitted,omitempty"`
+	FoldedOmittedSamples int                `json:"folded_omitted_samples,omitempty"`
 }
 
 // SubsystemShare is one subsystem's samples and share.

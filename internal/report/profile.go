@@ -25,6 +25,38 @@ type profileRow struct {
 type flame struct {
 	Run, SVG string
 	Top      []profile.FunctionShare
+	// Ops are the run's samples per key operation (run --profile), OpNote
+	// how they were attributed; empty for older documents.
+	Ops    []profOpRow
+	OpNote string
+}
+
+// profOpRow is one key operation's line of the per-operation table.
+type profOpRow struct {
+	Name, Share, Subsystems, Functions string
+	Samples                            int
+}
+
+// profOpRows are the per-operation rows of s.
+func profOpRows(s *profile.Summary) ([]profOpRow, string) {
+	a := s.OpAttribution
+	if a == nil {
+		return nil, ""
+	}
+	var rows []profOpRow
+	for _, o := range s.Operations {
+		var subs, fns []string
+		for _, x := range o.Subsystems {
+			subs = append(subs, fmt.Sprintf("%s %.0f %%", x.Name, x.SharePct))
+		}
+		for _, f := range o.Functions {
+			fns = append(fns, fmt.Sprintf("%s %.0f %%", f.Name, f.SelfPct))
+		}
+		rows = append(rows, profOpRow{Name: o.Name, Samples: o.Samples, Share: fmt.Sprintf("%.1f %%", o.SharePct),
+			Subsystems: strings.Join(subs, ", "), Functions: strings.Join(fns, ", ")})
+	}
+	return rows, fmt.Sprintf("%d samples taken while a key operation ran on the sampled backend, %d others (background processes, backends between operations); perf's clock aligned with the run's within %.1f µs",
+		a.Attributed, a.Unattributed, a.ClockErrorUs)
 }
 
 // profileTop is how many functions the report lists per run.
@@ -58,7 +90,8 @@ func profiles(runs []Run) (*profileSection, error) {
 		if err := s.FlameGraph(&b, "server CPU: "+r.Name); err != nil {
 			return nil, err
 		}
-		sec.Flame = append(sec.Flame, flame{Run: r.Name, SVG: b.String(), Top: s.Functions[:min(profileTop, len(s.Functions))]})
+		ops, note := profOpRows(s)
+		sec.Flame = append(sec.Flame, flame{Run: r.Name, SVG: b.String(), Top: s.Functions[:min(profileTop, len(s.Functions))], Ops: ops, OpNote: note})
 	}
 	for _, name := range profile.Subsystems {
 		row := profileRow{Name: name}
@@ -84,6 +117,11 @@ const profileHTML = `{{define "profile"}}{{if .}}<h2 id="profile">Server CPU pro
 <table><tr><th>self %</th><th>total %</th><th class="l">function</th><th class="l">subsystem</th></tr>
 {{range .Top}}<tr><td>{{printf "%.1f" .SelfPct}}</td><td>{{printf "%.1f" .TotalPct}}</td><td class="l">{{.Name}}</td><td class="l">{{.Subsystem}}</td></tr>
 {{end}}</table>
+{{if .Ops}}<h3>{{.Run}}: by key operation</h3>
+<p class="muted">{{.OpNote}}. Shares of subsystems and functions are of the operation's samples.</p>
+<table><tr><th class="l">operation</th><th>samples</th><th>share</th><th class="l">top subsystems</th><th class="l">top functions (self)</th></tr>
+{{range .Ops}}<tr><td class="l">{{.Name}}</td><td>{{.Samples}}</td><td>{{.Share}}</td><td class="l">{{.Subsystems}}</td><td class="l">{{.Functions}}</td></tr>
+{{end}}</table>{{end}}
 <figure>{{svg .SVG}}</figure>
 {{end}}{{end}}{{end}}`
 
@@ -103,5 +141,14 @@ func writeProfileMarkdown(b *strings.Builder, sec *profileSection) {
 			fmt.Fprintf(b, " %s |", s)
 		}
 		b.WriteString("\n")
+	}
+	for _, f := range sec.Flame {
+		if len(f.Ops) == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "\n#### %s: by key operation\n\n%s.\n\n| operation | samples | share | top subsystems | top functions (self) |\n|---|---:|---:|---|---|\n", md(f.Run), f.OpNote)
+		for _, o := range f.Ops {
+			fmt.Fprintf(b, "| %s | %d | %s | %s | %s |\n", md(o.Name), o.Samples, o.Share, md(o.Subsystems), md(o.Functions))
+		}
 	}
 }

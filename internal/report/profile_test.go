@@ -50,3 +50,28 @@ func TestProfileSection(t *testing.T) {
 		t.Error("profile section without profiles")
 	}
 }
+
+// A run recorded with samples per key operation (erplab run --workload
+// erp --profile) shows them in HTML and Markdown.
+func TestProfileSectionPerOperation(t *testing.T) {
+	runs, err := report.Load([]string{"../profile/testdata/run-erp-profiled.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := report.WriteHTML(&buf, runs); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"run-erp-profiled: by key operation", "690 samples taken while a key operation ran", "<td class=\"l\">temp_table_storm</td><td>67</td><td>9.4 %</td><td class=\"l\">file system 52 %"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	buf.Reset()
+	if err := report.WriteMarkdown(&buf, runs); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "| temp_table_storm | 67 | 9.4 % | file system 52 %") {
+		t.Errorf("markdown lacks the temp_table_storm row:\n%s", buf.String())
+	}
+}
