@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -549,21 +548,8 @@ func (c waitCounts) siShare() float64 { return c.sinval / float64(max(c.active, 
 
 // topWaits lists the 5 most frequent wait events "key count".
 func topWaits(w map[string]int) []string {
-	keys := make([]string, 0, len(w))
-	for k := range w {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if w[keys[i]] != w[keys[j]] {
-			return w[keys[i]] > w[keys[j]]
-		}
-		return keys[i] < keys[j]
-	})
 	var top []string
-	for i, k := range keys {
-		if i == 5 {
-			break
-		}
+	for _, k := range keysByValue(w, 5) {
 		top = append(top, fmt.Sprintf("%s %d", k, w[k]))
 	}
 	return top

@@ -69,24 +69,27 @@ func windowsProfiled(ws []window) bool {
 // topProfile lists the 5 waits with most mean sessions over w's profile,
 // "key 1.23".
 func topProfile(w window) []string {
-	keys := make([]string, 0, len(w.Profile))
-	for k := range w.Profile {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if w.Profile[keys[i]] != w.Profile[keys[j]] {
-			return w.Profile[keys[i]] > w.Profile[keys[j]]
-		}
-		return keys[i] < keys[j]
-	})
 	var top []string
-	for i, k := range keys {
-		if i == 5 {
-			break
-		}
+	for _, k := range keysByValue(w.Profile, 5) {
 		top = append(top, fmt.Sprintf("%s %.2f", k, w.Profile[k]/max(w.ProfileSeconds, 1e-9)))
 	}
 	return top
+}
+
+// keysByValue returns the (at most n) keys of m with the largest values,
+// largest first, ties by name.
+func keysByValue[V int | float64](m map[string]V, n int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	return keys[:min(n, len(keys))]
 }
 
 func round3(x float64) float64 { return math.Round(x*1000) / 1000 }

@@ -310,10 +310,11 @@ func TestPrintWaitSampling(t *testing.T) {
 	}
 	text := out.String()
 	for _, re := range []string{
-		`(?m)^waits: pg_wait_sampling every 10 ms in the server, mean sessions over 0\.\d s; CPU from pg_stat_activity \(instant\)$`,
+		`(?m)^waits: pg_wait_sampling every 10 ms in the server, mean sessions over \d+\.\d s; CPU from pg_stat_activity \(instant\)$`,
 		`(?m)^ACTIVE SESSIONS BY WAIT EVENT +MEAN  TREND$`,
-		// Two sessions slept through the interval: a mean of about 2.
-		`(?m)^Timeout:PgSleep +(1\.[6-9]|2\.[0-4])  [▁-█]{1,2}$`,
+		// Two sessions slept through the interval: a mean of about 2 (less
+		// when a loaded machine delays the collector's ticks).
+		`(?m)^Timeout:PgSleep +(1\.\d|2\.[0-4])  [▁-█]{1,2}$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(text) {
 			t.Errorf("output lacks %s:\n%s", re, text)
