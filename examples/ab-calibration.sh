@@ -139,19 +139,26 @@ declare -A families=(
 echo "=== erplab ab calibration ($OUT)"
 if [[ -d $OUT/aa ]]; then
 	for fam in integral tmpfs proxy; do
-		n=0 k=0
+		n=0 k=0 other=0
 		for d in "$OUT"/aa/aa-*/; do
 			[[ -e $d/same-1.json ]] || continue
 			n=$((n + 1))
 			# shellcheck disable=SC2086 # the family's flags are words
 			"$ERPLAB" compare --format json ${families[$fam]} "$(side "$d" baseline)" "$(side "$d" same)" >"$d/primary-$fam.json"
 			v=$(jq -r '.[0].primary.verdict' "$d/primary-$fam.json")
-			if [[ $v != "no significant difference" ]]; then
+			case $v in
+			"no significant difference") ;;
+			better | worse | higher | lower | mixed*)
 				k=$((k + 1))
-				echo "  A/A $(basename "$d") primary ($fam): $v"
-			fi
+				echo "  A/A $(basename "$d") primary ($fam): $v (a false verdict)"
+				;;
+			*)
+				other=$((other + 1))
+				echo "  A/A $(basename "$d") primary ($fam): $v (no verdict either way)"
+				;;
+			esac
 		done
-		echo "A/A primary verdict ($fam family: ${families[$fam]}): false in $k of $n comparisons, 95 % CI $(cp95 $k $n) (nominal 5 %)"
+		echo "A/A primary verdict ($fam family: ${families[$fam]}): false in $k of $n comparisons, 95 % CI $(cp95 $k $n) (nominal 5 %); $other inconclusive or n/a"
 	done
 	n=0 bad=0 guarded=0
 	for d in "$OUT"/aa/aa-*/; do

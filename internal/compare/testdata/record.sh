@@ -14,6 +14,10 @@
 #                          0.2, 20 VUs, 8 s, 3 rounds a side, 2026-12-01
 #                          16:02 UTC, load average ~30, the CPU hog beside
 #                          same rounds 1-3 and baseline round 2)
+#   tmpfs-erp/{baseline,tmpfs}-N.json   rounds 1-4 of PARTS=tmpfs ROUNDS=10
+#                          (2026-12-01 15:22-15:44 UTC, load average ~25),
+#                          interval histograms removed:
+#                          jq -c 'del(.series[].ops[]?.histogram_us)'
 set -euo pipefail
 cd "$(dirname "$0")"
 DSN=$1
