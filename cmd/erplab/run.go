@@ -57,7 +57,14 @@ type runFlags struct {
 }
 
 func newRunCmd() *cobra.Command {
-	var f runFlags
+	cmd, _ := newRunCmdFlags()
+	return cmd
+}
+
+// newRunCmdFlags is the run command and the values its flags fill in;
+// erplab capacity borrows its flags (capacity.go).
+func newRunCmdFlags() (*cobra.Command, *runFlags) {
+	f := &runFlags{}
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run a load test and score it with APDEX",
@@ -176,7 +183,7 @@ Ctrl-C exits at once).`,
 	fl.BoolVar(&f.keep, "keep", false, "embedded server: leave it running at the end and print how to connect and stop it")
 	addScriptFlags(fl, &f.scripts)
 	fl.Bool("profile", false, "sample the server's CPU with perf during the load (local server; see erplab profile) and record it in the results")
-	return cmd
+	return cmd, f
 }
 
 // addServerGoneFlag registers --server-gone-after into d.

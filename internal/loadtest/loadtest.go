@@ -106,6 +106,11 @@ type Options struct {
 	// handler), after erplab's own.
 	PoolOptions []conninfo.PoolOption
 
+	// SkipSetup leaves out the workload's set-up: an earlier run on the
+	// same server and database set the data up (erplab capacity's steps
+	// after the first).
+	SkipSetup bool
+
 	// Out is the results file; "" = ./erplab-results/<time>-<workload>.json.
 	Out         string
 	CommandLine []string
@@ -274,7 +279,9 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	defer closePool(pool, poolCloseBound)
 
 	setupStart := time.Now()
-	if err := opts.Workload.Setup(ctx, pool, workload.SetupOptions{
+	if opts.SkipSetup {
+		// set up by an earlier run on this server
+	} else if err := opts.Workload.Setup(ctx, pool, workload.SetupOptions{
 		Scale: opts.Scale, Seed: opts.Seed, Force: force,
 		Progress: func(f string, a ...any) { fmt.Fprintf(out, f+"\n", a...) },
 	}); err != nil {
