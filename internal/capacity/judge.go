@@ -17,8 +17,7 @@ type Target struct {
 	// Apdex is the integral APDEX to reach, in (0, 1].
 	Apdex float64
 	// ErrorRate is the highest share of failed operations, a fraction
-	// (0.01 = 1 %); 0 means no failure at all is allowed... use a
-	// negative value to not check errors.
+	// (0.01 = 1 %); 0 allows none, a negative value does not check.
 	ErrorRate float64
 	// P95 are the highest 95th percentiles of response time by
 	// operation name.
@@ -170,7 +169,8 @@ func Judge(d *results.Document, est *compare.Estimates, res Resources, t Target,
 
 // generatorSaturated applies the rule of the package doc: erplab's own
 // CPU at GeneratorCPU (0.9) of its cores, or a host whose CPUs are busy
-// (>= 95 %) with erplab using more of them than the server.
+// (>= 95 %) with erplab using a quarter of them or more, and more than
+// the server.
 func generatorSaturated(res Resources, t Target, g Generator) (bool, string) {
 	limit := t.GeneratorCPU
 	if limit == 0 {
@@ -180,7 +180,7 @@ func generatorSaturated(res Resources, t Target, g Generator) (bool, string) {
 		return true, fmt.Sprintf("load generator saturated: erplab used %.2f of its %d cores", g.CPU, g.Cores)
 	}
 	if res.HostBusy != nil && res.ErplabCPU != nil && res.ServerCPU != nil &&
-		*res.HostBusy >= 95 && *res.ErplabCPU > *res.ServerCPU {
+		*res.HostBusy >= 95 && *res.ErplabCPU >= 25 && *res.ErplabCPU > *res.ServerCPU {
 		return true, fmt.Sprintf("load generator saturated: host CPU busy %.0f %%, erplab %.0f %% > server %.0f %%", *res.HostBusy, *res.ErplabCPU, *res.ServerCPU)
 	}
 	return false, ""

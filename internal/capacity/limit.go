@@ -145,7 +145,7 @@ func (r Resources) waitPct(event string) float64 {
 
 // Thresholds of the limiting-resource verdict (see the package doc).
 const (
-	limitPoolShare = 50.0 // % of response time waiting for a connection
+	limitPoolShare = 33.0 // % of response time waiting for a connection (half the database time)
 	limitWaitShare = 20.0 // % of active session time in one wait event
 	limitServerCPU = 85.0 // % of all CPUs
 	limitHostBusy  = 95.0 // % of all CPUs
@@ -154,7 +154,7 @@ const (
 
 // Limiting names what stops the load, from the resources of the first
 // bad step (bad) compared with the last good one (good, nil when there
-// is none): the pool when most of the response time is pool wait, else
+// is none): the pool when a third of the response time is pool wait, else
 // the top wait event when it holds limitWaitShare of active time, else
 // server CPU, a busy host, iowait; the server's CPU is always added when
 // known. For example "LWLock:LockManager (38 % of active time, 9 % at 32
