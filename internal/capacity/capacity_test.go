@@ -2,6 +2,7 @@ package capacity_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"math"
 	"os"
@@ -186,5 +187,43 @@ func TestKnownCapacity(t *testing.T) {
 	}
 	if !strings.Contains(doc.Result.Limit, "pool") {
 		t.Errorf("limit %q: want the pool named", doc.Result.Limit)
+	}
+}
+
+// TestRunOpenModel: with Open the load is an arrival rate; each step's
+// run is the open model at that rate (its parameters say so) and the
+// steps grow as arrivals per second.
+func TestRunOpenModel(t *testing.T) {
+	pgtest.SkipShort(t)
+	out := filepath.Join(t.TempDir(), "cap.json")
+	cfg := capacity.Config{
+		Base:   baseOptions(t, &queue{service: time.Millisecond, target: time.Second}, 0),
+		Plan:   capacity.Plan{Start: 5, Max: 10, Step: capacity.Growth{Factor: 2}, Resolution: 0.05},
+		Target: capacity.Target{Apdex: 0.5, ErrorRate: 0.01},
+		Open:   true, Workers: 4, Hold: 5 * time.Second, Ramp: time.Second, Connections: -1, Out: out,
+	}
+	doc, err := capacity.Run(context.Background(), cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc.Model != "open" || doc.Unit != "arrivals/s" || len(doc.Steps) != 2 || doc.Steps[1].Load != 10 || doc.Result.Capacity != 10 {
+		t.Fatalf("model %q unit %q, %d steps, capacity %g", doc.Model, doc.Unit, len(doc.Steps), doc.Result.Capacity)
+	}
+	var p struct {
+		MaxVUs     int `json:"max_vus"`
+		RateStages []struct {
+			Rate float64 `json:"rate_per_s"`
+		} `json:"rate_stages"`
+	}
+	if err := json.Unmarshal(doc.Steps[1].Run.Parameters, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.MaxVUs != 4 || len(p.RateStages) != 1 || p.RateStages[0].Rate != 10 {
+		t.Fatalf("step 2 parameters %+v", p)
+	}
+	// 10 arrivals/s of 1 ms operations: the scored throughput is about
+	// the rate (Poisson arrivals over a 5 s hold).
+	if tp := doc.Steps[1].Throughput; tp < 5 || tp > 15 {
+		t.Fatalf("throughput %.1f/s at 10 arrivals/s", tp)
 	}
 }
