@@ -158,6 +158,11 @@ func TestLimitingWaitAndCPU(t *testing.T) {
 	if got := Limiting(nil, bad, "users"); got != "no saturated resource seen (top wait IO:DataFileRead 5 %, server CPU 20 %)" {
 		t.Fatalf("got %q", got)
 	}
+	busy, other := 100.0, 85.0
+	bad.Resources.HostBusy, bad.Resources.ForeignCPU = &busy, &other
+	if got, want := Limiting(nil, bad, "users"), "limited by host CPU busy 100 % (other processes 85 %), server CPU 20 %"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
 	if got := Limiting(nil, Step{}, "users"); got != "no saturated resource seen (no observations)" {
 		t.Fatalf("got %q", got)
 	}

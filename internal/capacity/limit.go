@@ -31,6 +31,9 @@ type Resources struct {
 	HostBusy  *float64 `json:"host_busy_pct,omitempty"`
 	Iowait    *float64 `json:"iowait_pct,omitempty"`
 	ErplabCPU *float64 `json:"erplab_cpu_pct,omitempty"`
+	// ForeignCPU is the host's busy time neither the server's nor
+	// erplab's (other processes: a neighbour's load).
+	ForeignCPU *float64 `json:"foreign_cpu_pct,omitempty"`
 	// PoolWaitShare is the share of the response time spent waiting for
 	// a pool connection, %; PoolWaitMs its mean per execution; PoolSize
 	// the pool's connections (0: one per VU).
@@ -75,7 +78,7 @@ func ResourcesOf(d *results.Document) (Resources, error) {
 	}
 	waits := map[string]float64{}
 	var waitTotal, active, conns float64
-	var srv, busy, iow, erp float64
+	var srv, busy, iow, erp, foreign float64
 	var nCPU, nHost int
 	for _, s := range o.Series {
 		if s.Elapsed <= 0 || s.T <= p.WarmupS {
@@ -92,6 +95,7 @@ func ResourcesOf(d *results.Document) (Resources, error) {
 			nCPU++
 			srv += s.Noise.ServerUser + s.Noise.ServerSystem
 			erp += s.Noise.Erplab
+			foreign += s.Noise.Foreign
 		}
 		if s.Host != nil {
 			nHost++
@@ -114,7 +118,7 @@ func ResourcesOf(d *results.Document) (Resources, error) {
 		return r.Waits[i].Event < r.Waits[j].Event
 	})
 	if nCPU > 0 {
-		r.ServerCPU, r.ErplabCPU = ptr(srv/float64(nCPU)), ptr(erp/float64(nCPU))
+		r.ServerCPU, r.ErplabCPU, r.ForeignCPU = ptr(srv/float64(nCPU)), ptr(erp/float64(nCPU)), ptr(foreign/float64(nCPU))
 	}
 	if nHost > 0 {
 		r.HostBusy, r.Iowait = ptr(busy/float64(nHost)), ptr(iow/float64(nHost))
@@ -156,9 +160,10 @@ const (
 // bad step (bad) compared with the last good one (good, nil when there
 // is none): the pool when a third of the response time is pool wait, else
 // the top wait event when it holds limitWaitShare of active time, else
-// server CPU, a busy host, iowait; the server's CPU is always added when
-// known. For example "LWLock:LockManager (38 % of active time, 9 % at 32
-// users), server CPU 97 %". unit names the load ("users").
+// server CPU, a busy host (with other processes' share), iowait; the
+// server's CPU is always added when known. For example
+// "LWLock:LockManager (38 % of active time, 9 % at 32 users), server CPU
+// 97 %". unit names the load ("users").
 func Limiting(good *Step, bad Step, unit string) string {
 	r := bad.Resources
 	var parts []string
@@ -179,7 +184,11 @@ func Limiting(good *Step, bad Step, unit string) string {
 	case r.ServerCPU != nil && *r.ServerCPU >= limitServerCPU:
 		parts = append(parts, fmt.Sprintf("server CPU %.0f %%", *r.ServerCPU))
 	case r.HostBusy != nil && *r.HostBusy >= limitHostBusy:
-		parts = append(parts, fmt.Sprintf("host CPU busy %.0f %%", *r.HostBusy))
+		s := fmt.Sprintf("host CPU busy %.0f %%", *r.HostBusy)
+		if r.ForeignCPU != nil {
+			s += fmt.Sprintf(" (other processes %.0f %%)", *r.ForeignCPU)
+		}
+		parts = append(parts, s)
 	case r.Iowait != nil && *r.Iowait >= limitIowait:
 		parts = append(parts, fmt.Sprintf("iowait %.0f %%", *r.Iowait))
 	}
