@@ -3,6 +3,7 @@ package capacity_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"math"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"github.com/erplab/erplab/internal/capacity"
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/workload"
 )
@@ -226,4 +228,62 @@ func TestRunOpenModel(t *testing.T) {
 	if tp := doc.Steps[1].Throughput; tp < 5 || tp > 15 {
 		t.Fatalf("throughput %.1f/s at 10 arrivals/s", tp)
 	}
+}
+
+// TestServerFailsDuringSearch stops the server of its own after the
+// first step: the search ends with that step kept, the capacity known so
+// far in the document and the error.
+func TestServerFailsDuringSearch(t *testing.T) {
+	pgtest.SkipShort(t)
+	ctx := context.Background()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{BinDir: srv.BinDir(t), StopWithParent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	if err := c.CreateDatabase(ctx, "cap"); err != nil {
+		t.Fatal(err)
+	}
+	base := baseOptions(t, &queue{service: time.Millisecond, target: time.Second}, 100*time.Millisecond)
+	base.DSN, base.ServerGoneAfter = c.DSN("cap"), 2*time.Second
+	out := filepath.Join(t.TempDir(), "cap.json")
+	cfg := capacity.Config{
+		Base:   base,
+		Plan:   capacity.Plan{Start: 1, Max: 64, Step: capacity.Growth{Factor: 2}, Resolution: 0.05, Integer: true},
+		Target: capacity.Target{Apdex: 0.5, ErrorRate: 0.01},
+		Hold:   3 * time.Second, Connections: -1, Out: out,
+	}
+	var log strings.Builder
+	w := &onFirstStep{w: &log, do: func() { c.Stop() }}
+	doc, err := capacity.Run(ctx, cfg, w)
+	if !errors.Is(err, capacity.ErrServerFailed) {
+		t.Fatalf("err %v; output:\n%s", err, log.String())
+	}
+	back, rerr := capacity.Read(out)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if !strings.HasPrefix(back.Status, "failed: ") || back.Steps[0].Outcome != capacity.OutcomeGood || back.Result.Capacity != 1 ||
+		back.Result.Stop.Kind != capacity.StopServer || doc.Result.Capacity != 1 {
+		t.Fatalf("status %q, steps %d, capacity %g, stop %+v", back.Status, len(back.Steps), back.Result.Capacity, back.Result.Stop)
+	}
+	if !strings.Contains(log.String(), "capacity 1 users at APDEX") {
+		t.Fatalf("the capacity known so far is not printed:\n%s", log.String())
+	}
+}
+
+// onFirstStep runs do once, after the first step's line.
+type onFirstStep struct {
+	w    io.Writer
+	do   func()
+	done bool
+}
+
+func (o *onFirstStep) Write(p []byte) (int, error) {
+	n, err := o.w.Write(p)
+	if !o.done && strings.HasPrefix(string(p), "step 1: ") {
+		o.done = true
+		o.do()
+	}
+	return n, err
 }

@@ -185,10 +185,10 @@ func (d *Document) Conclude(lastGood, firstBad float64, stop Stop) {
 	case good != nil:
 		r.Apdex = &good.Apdex
 		fmt.Fprintf(&line, "capacity %s %s at APDEX %s", fmtLoad(lastGood), d.Unit, good.Apdex)
-	case stop.Kind == "":
-		line.WriteString("capacity not known yet")
+	case bad != nil:
+		fmt.Fprintf(&line, "capacity below %s %s", fmtLoad(firstBad), d.Unit)
 	default:
-		line.WriteString("capacity below the first step")
+		line.WriteString("capacity not known")
 	}
 	if bad != nil {
 		r.FirstBadApdex, r.Reasons = &bad.Apdex, bad.Reasons

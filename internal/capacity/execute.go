@@ -245,6 +245,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 				}
 				search.finish(Stop{StopServer, detail})
 				runErr = fmt.Errorf("%w: %s", ErrServerFailed, detail)
+				if len(doc.Steps) == 0 && err != nil {
+					runErr = err // the search never started: the step's own error (set-up, a foreign database, no server)
+				}
 			}
 			break
 		}
