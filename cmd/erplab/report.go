@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/erplab/erplab/internal/capacity"
 	"github.com/erplab/erplab/internal/report"
 )
 
@@ -24,7 +25,8 @@ APDEX table, APDEX per operation as bars (runs side by side), response-time perc
 time per key operation, VUs and throughput over time, active sessions by wait event (stacked),
 host CPU user/system/iowait/softirq, catalog size and temp files over time, storms marked on
 the time axis, and the environment and parameters. --format markdown writes the tables only,
-for tickets.
+for tickets. A capacity document of erplab capacity gets its own page: the verdict, the steps,
+and APDEX, throughput, p95 and top wait events against the load with the knee marked.
 
 Exit codes: 0 written; 1 an input could not be read or the output not written; 2 bad usage.`,
 		Args: cobra.MinimumNArgs(1),
@@ -32,11 +34,24 @@ Exit codes: 0 written; 1 an input could not be read or the output not written; 2
 			if format != "html" && format != "markdown" {
 				return withCode(exitUsage, fmt.Errorf("--format must be html or markdown, got %q", format))
 			}
+			var buf bytes.Buffer
+			if len(args) == 1 && capacity.IsDocument(args[0]) {
+				// erplab capacity's document: its own page.
+				doc, err := capacity.Read(args[0])
+				if err == nil && format == "markdown" {
+					err = report.WriteCapacityMarkdown(&buf, doc)
+				} else if err == nil {
+					err = report.WriteCapacityHTML(&buf, doc)
+				}
+				if err != nil {
+					return withCode(exitError, err)
+				}
+				return writeReport(cmd, out, buf.Bytes())
+			}
 			runs, err := report.Load(args)
 			if err != nil {
 				return withCode(exitError, err)
 			}
-			var buf bytes.Buffer
 			if format == "markdown" {
 				err = report.WriteMarkdown(&buf, runs)
 			} else {
@@ -45,18 +60,24 @@ Exit codes: 0 written; 1 an input could not be read or the output not written; 2
 			if err != nil {
 				return withCode(exitError, err)
 			}
-			if out == "" || out == "-" {
-				_, err := cmd.OutOrStdout().Write(buf.Bytes())
-				return err
-			}
-			if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
-				return withCode(exitError, fmt.Errorf("report: %w", err))
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "report: %s (%d bytes)\n", out, buf.Len())
-			return nil
+			return writeReport(cmd, out, buf.Bytes())
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "output file (default: standard output)")
 	cmd.Flags().StringVar(&format, "format", "html", "html or markdown")
 	return cmd
+}
+
+// writeReport writes a rendered page to out ("" or "-": standard output)
+// and says where on standard error.
+func writeReport(cmd *cobra.Command, out string, b []byte) error {
+	if out == "" || out == "-" {
+		_, err := cmd.OutOrStdout().Write(b)
+		return err
+	}
+	if err := os.WriteFile(out, b, 0o644); err != nil {
+		return withCode(exitError, fmt.Errorf("report: %w", err))
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "report: %s (%d bytes)\n", out, len(b))
+	return nil
 }

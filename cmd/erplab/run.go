@@ -58,7 +58,14 @@ type runFlags struct {
 }
 
 func newRunCmd() *cobra.Command {
-	var f runFlags
+	cmd, _ := newRunCmdFlags()
+	return cmd
+}
+
+// newRunCmdFlags is the run command and the values its flags fill in;
+// erplab capacity borrows its flags (capacity.go).
+func newRunCmdFlags() (*cobra.Command, *runFlags) {
+	f := &runFlags{}
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run a load test and score it with APDEX",
@@ -181,7 +188,7 @@ Ctrl-C exits at once).`,
 	addScriptFlags(fl, &f.scripts)
 	addSegmentFlags(fl, &f.segments)
 	fl.Bool("profile", false, "sample the server's CPU with perf during the load (local server; see erplab profile) and record it in the results")
-	return cmd
+	return cmd, f
 }
 
 // addServerGoneFlag registers --server-gone-after into d.

@@ -124,6 +124,10 @@ type Options struct {
 	// MaxClockOffset bounds the segmented agent's clock offset against
 	// the server's (0 = DefaultMaxClockOffset).
 	MaxClockOffset time.Duration
+	// SkipSetup leaves out the workload's set-up: an earlier run on the
+	// same server and database set the data up (erplab capacity's steps
+	// after the first).
+	SkipSetup bool
 
 	// Out is the results file; "" = ./erplab-results/<time>-<workload>.json.
 	Out         string
@@ -316,6 +320,8 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	setupStart := time.Now()
 	if segmented {
 		fmt.Fprintf(out, "segment %s: data set-up skipped (a segmented run uses the data set made once before the agents start: erplab init)\n", opts.Segment)
+	} else if opts.SkipSetup {
+		// set up by an earlier run on this server
 	} else if err := opts.Workload.Setup(ctx, pool, workload.SetupOptions{
 		Scale: opts.Scale, Seed: opts.Seed, Force: force,
 		Progress: func(f string, a ...any) { fmt.Fprintf(out, f+"\n", a...) },

@@ -1,10 +1,7 @@
 package results
 
 import (
-	"encoding/json"
-	"fmt"
 	"os"
-	"path/filepath"
 )
 
 // WriteFile writes the document as indented JSON to path atomically
@@ -13,23 +10,7 @@ import (
 // the temp file is removed and path is untouched; the error names the
 // file that failed.
 func (d *Document) WriteFile(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("results: create directory: %w", err)
-	}
-	b, err := json.MarshalIndent(d, "", "  ")
-	if err != nil {
-		return fmt.Errorf("results: encode: %w", err)
-	}
-	tmp := path + ".tmp"
-	if err := writeSynced(tmp, append(b, '\n')); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("results: %w", err) // err names the file
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("results: rename to %s: %w", path, err)
-	}
-	return nil
+	return WriteJSON(path, d)
 }
 
 // writeSynced writes b to a new file at path and fsyncs it, so that a

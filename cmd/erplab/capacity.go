@@ -1,0 +1,211 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/erplab/erplab/internal/capacity"
+	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/workload"
+)
+
+// capacityRunFlags are the run command's flags that erplab capacity
+// takes as they are (the workload's own flags are added too): the
+// workload, the server and the observations. The load profile (--users,
+// --ramp, --duration, --stage), --out and the pgbench options are the
+// run's own.
+var capacityRunFlags = []string{"dsn", "dsn-file", "workload", "scale", "seed", "force", "mix", "think", "connections",
+	"max-errors", "interval", "graceful-stop", "server-gone-after", "observe", "observe-interval", "stress", "os-user", "warmup"}
+
+type capacityFlags struct {
+	apdex, resolution, start, max, errorRate float64
+	errorRateS, resolutionS                  string
+	step, out                                string
+	p95                                      []string
+	hold, ramp                               time.Duration
+	opsPerHour                               float64
+	require                                  float64
+	open                                     bool
+	workers                                  int
+}
+
+func newCapacityCmd() *cobra.Command {
+	runCmd, rf := newRunCmdFlags()
+	var f capacityFlags
+	cmd := &cobra.Command{
+		Use:   "capacity",
+		Short: "Find how many users the server carries at APDEX >= target, and what stops it",
+		Long: `Find the capacity: run the workload at a growing number of users (--start, grown by --step
+up to --max-users), each step a load test of --hold after --ramp from 0 (the ramp and --warmup
+are not scored), until a step misses the target; then bisect between the last good and the
+first bad step down to --resolution. A step is bad when its integral APDEX is below --apdex,
+its errors exceed --error-rate, a --p95 limit is breached or the server refuses connections; a
+step whose APDEX confidence interval holds the target is run once more and decided by the mean.
+A step where erplab itself saturates (its CPU) ends the search as "load generator saturated":
+it is not the server's capacity.
+
+The verdict names the limiting resource from the observations of the last good and the first
+bad step (top wait events, server CPU, iowait, pool wait), e.g. "capacity 46 users at APDEX
+0.86 [0.83-0.88]; at 64 users APDEX 0.74 < 0.85; limited by LWLock:LockManager (38 % of
+active time, 9 % at 32 users), server CPU 97 %".
+
+--user-ops-per-hour N sets the think time to a user's pace: exponential with mean 3600/N s,
+so that a VU is one of the field's users performing N key operations per hour.
+
+One server for the whole search (without --dsn a throwaway one, removed at the end); the data
+is set up by the first step. The capacity document (--out) is rewritten after every step;
+each step's own results (and its output, .log) are in <out>-steps/. erplab report draws it.
+
+Exit codes: 0 done, 1 error (a server that failed during the search: the finished steps are
+kept and the capacity known so far printed), 2 bad usage, 99 capacity below --require, 130
+interrupted (finished steps kept, capacity so far printed).`,
+		Example: `  erplab capacity --workload smoke --start 4 --max-users 64 --hold 30s --ramp 5s
+  erplab capacity --workload erp --user-ops-per-hour 120 --start 50 --step x2 --max-users 2000 --hold 2m --ramp 30s
+  erplab capacity --rate --start 50 --step +50 --max-users 1000 --hold 1m --p95 post_invoice=500ms`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.config(cmd, runCmd, rf)
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			doc, err := capacity.Run(cmd.Context(), cfg, cmd.OutOrStdout())
+			switch {
+			case errors.Is(err, capacity.ErrInterrupted) || errors.Is(err, loadtest.ErrInterrupted):
+				return withCode(exitInterrupted, err)
+			case err != nil:
+				return err
+			}
+			if cmd.Flags().Changed("require") && doc.Result.Capacity < f.require {
+				return withCode(exitThreshold, fmt.Errorf("%w: capacity %g %s is below --require %g", capacity.ErrBelowRequired, doc.Result.Capacity, doc.Unit, f.require))
+			}
+			return nil
+		},
+	}
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return withCode(exitUsage, fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
+	})
+	fl := cmd.Flags()
+	rfl := runCmd.Flags()
+	for _, name := range capacityRunFlags {
+		fl.AddFlag(rfl.Lookup(name))
+	}
+	wfl := pflag.NewFlagSet("workload", pflag.ContinueOnError)
+	workload.AddFlags(wfl)
+	wfl.VisitAll(func(w *pflag.Flag) { fl.AddFlag(rfl.Lookup(w.Name)) })
+	fl.Float64Var(&f.apdex, "apdex", 0.85, "target integral APDEX of a good step, in (0, 1]")
+	fl.StringArrayVar(&f.p95, "p95", nil, "a good step's highest p95 of an operation, OP=DURATION (e.g. post_invoice=500ms); repeatable")
+	fl.StringVar(&f.errorRateS, "error-rate", "1%", "a good step's highest share of failed operations (e.g. 1%, 0.5%)")
+	fl.Float64Var(&f.start, "start", 10, "users (arrivals/s with --rate) of the first step")
+	fl.StringVar(&f.step, "step", "x2", "growth from one step to the next: xF (geometric, e.g. x2) or +N")
+	fl.Float64Var(&f.max, "max-users", 1000, "highest load to try (users; arrivals/s with --rate)")
+	fl.StringVar(&f.resolutionS, "resolution", "5%", "bisect until the last good and first bad step are this close (relative to the good one)")
+	fl.DurationVar(&f.hold, "hold", time.Minute, "time each step holds its load, scored (after --ramp and --warmup)")
+	fl.DurationVar(&f.ramp, "ramp", 10*time.Second, "each step's ramp-up from 0 to its load (not scored)")
+	fl.Float64Var(&f.opsPerHour, "user-ops-per-hour", 0, "a user's pace: N key operations per hour (think time exponential with mean 3600/N s; replaces --think)")
+	fl.Float64Var(&f.require, "require", 0, "exit with code 99 when the capacity is below this")
+	fl.BoolVar(&f.open, "rate", false, "open model: the load is arrivals per second (Poisson) served by --workers VUs, not users")
+	fl.IntVar(&f.workers, "workers", 200, "open model (--rate): VUs serving the arrivals")
+	fl.StringVar(&f.out, "out", "", "capacity document (default ./erplab-results/<time>-capacity-<workload>.json)")
+	return cmd
+}
+
+// parsePct reads "5%", "0.5 %" or a bare fraction "0.05" as a fraction.
+func parsePct(flag, s string) (float64, error) {
+	t := strings.TrimSpace(s)
+	pct := strings.HasSuffix(t, "%")
+	v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(t, "%")), 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return 0, fmt.Errorf("--%s %q: want a percentage such as 5%%", flag, s)
+	}
+	if pct {
+		v /= 100
+	}
+	return v, nil
+}
+
+// config turns the flags into the search's Config; errors are usage
+// errors in one line.
+func (f *capacityFlags) config(cmd, runCmd *cobra.Command, rf *runFlags) (capacity.Config, error) {
+	var cfg capacity.Config
+	if cmd.Flags().Changed("user-ops-per-hour") {
+		if cmd.Flags().Changed("think") {
+			return cfg, errors.New("--user-ops-per-hour sets the think time: drop --think")
+		}
+		think, err := capacity.ThinkForPace(f.opsPerHour)
+		if err != nil {
+			return cfg, err
+		}
+		rf.think = think.String()
+	}
+	// The run's flags are checked as the run checks them; the load
+	// profile is the search's.
+	base, err := rf.options(runCmd)
+	if err != nil {
+		return cfg, err
+	}
+	errRate, err := parsePct("error-rate", f.errorRateS)
+	if err != nil {
+		return cfg, err
+	}
+	res, err := parsePct("resolution", f.resolutionS)
+	if err != nil {
+		return cfg, err
+	}
+	growth, err := capacity.ParseGrowth(f.step)
+	if err != nil {
+		return cfg, err
+	}
+	target := capacity.Target{Apdex: f.apdex, ErrorRate: errRate}
+	names := map[string]bool{}
+	for _, op := range base.Workload.Operations() {
+		names[op.Name] = true
+	}
+	for _, p := range f.p95 {
+		op, d, ok := strings.Cut(p, "=")
+		dur, derr := time.ParseDuration(strings.TrimSpace(d))
+		if !ok || derr != nil {
+			return cfg, fmt.Errorf("--p95 %q: want OP=DURATION, e.g. post_invoice=500ms", p)
+		}
+		if !names[op] {
+			return cfg, fmt.Errorf("--p95 %q: workload %s has no operation %q (see --list-ops of erplab run)", p, base.Workload.Name(), op)
+		}
+		if target.P95 == nil {
+			target.P95 = map[string]time.Duration{}
+		}
+		target.P95[op] = dur
+	}
+	if err := target.Validate(); err != nil {
+		return cfg, err
+	}
+	plan := capacity.Plan{Start: f.start, Max: f.max, Step: growth, Resolution: res, Integer: !f.open}
+	if !f.open && (f.start != math.Trunc(f.start) || f.max != math.Trunc(f.max)) {
+		return cfg, fmt.Errorf("--start and --max-users count users: whole numbers, got %g and %g", f.start, f.max)
+	}
+	if err := plan.Validate(); err != nil {
+		return cfg, err
+	}
+	if f.hold <= 0 || f.ramp < 0 {
+		return cfg, fmt.Errorf("--hold must be > 0 and --ramp >= 0, got %s and %s", f.hold, f.ramp)
+	}
+	if rf.warmup >= f.hold {
+		return cfg, fmt.Errorf("--warmup %s covers the whole --hold %s: nothing would be scored", rf.warmup, f.hold)
+	}
+	if f.open && f.workers < 1 {
+		return cfg, fmt.Errorf("--workers must be >= 1, got %d", f.workers)
+	}
+	if !f.open && cmd.Flags().Changed("workers") {
+		return cfg, errors.New("--workers applies to the open model (--rate) only")
+	}
+	return capacity.Config{
+		Base: base, Plan: plan, Target: target, Open: f.open, Workers: f.workers,
+		Hold: f.hold, Ramp: f.ramp, Warmup: rf.warmup, Connections: rf.connections,
+		UserOpsPerHour: f.opsPerHour, Out: f.out,
+	}, nil
+}

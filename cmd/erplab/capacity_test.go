@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/erplab/erplab/internal/capacity"
+	"github.com/erplab/erplab/internal/exitcode"
+)
+
+// runCapacity runs `erplab capacity args...` and returns its output and error.
+func runCapacity(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := newCapacityCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func TestCapacityUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--apdex", "0"}, "--apdex must be in (0, 1]"},
+		{[]string{"--apdex", "1.5"}, "--apdex must be in (0, 1]"},
+		{[]string{"--start", "200", "--max-users", "100"}, "--start 200 is above --max-users 100"},
+		{[]string{"--step", "x1"}, "must grow"},
+		{[]string{"--step", "+0"}, "must grow"},
+		{[]string{"--step", "2"}, "want xF"},
+		{[]string{"--error-rate", "lots"}, "--error-rate"},
+		{[]string{"--resolution", "0%"}, "--resolution"},
+		{[]string{"--p95", "nosuchop=1s"}, "has no operation"},
+		{[]string{"--p95", "item_lookup"}, "OP=DURATION"},
+		{[]string{"--user-ops-per-hour", "0"}, "--user-ops-per-hour must be > 0"},
+		{[]string{"--user-ops-per-hour", "60", "--think", "1s"}, "drop --think"},
+		{[]string{"--start", "2.5"}, "whole numbers"},
+		{[]string{"--hold", "10s", "--warmup", "10s"}, "covers the whole --hold"},
+		{[]string{"--workers", "3"}, "--rate"},
+		{[]string{"--bogus"}, "unknown flag"},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			_, err := runCapacity(t, c.args...)
+			if err == nil || exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err %v (code %d), want a one-line usage error with %q", err, exitcode.Of(err), c.want)
+			}
+		})
+	}
+}
+
+// TestCapacityRequireAndReport runs a one-step search on the test server
+// with --require above what it can find (exit 99) and renders the
+// document with erplab report.
+func TestCapacityRequireAndReport(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "cap.json")
+	text, err := runCapacity(t, "--dsn", dsn, "--workload", "smoke", "--start", "2", "--max-users", "2", "--hold", "4s", "--ramp", "0s",
+		"--think", "200ms", "--apdex", "0.1", "--require", "3", "--out", out)
+	if exitcode.Of(err) != exitcode.Threshold || !strings.Contains(err.Error(), "below --require 3") {
+		t.Fatalf("err %v (code %d), want exit 99; output:\n%s", err, exitcode.Of(err), text)
+	}
+	if !strings.Contains(text, "capacity 2 users at APDEX") {
+		t.Fatalf("no verdict line:\n%s", text)
+	}
+	doc, rerr := capacity.Read(out)
+	if rerr != nil || len(doc.Steps) != 1 || doc.Result.Capacity != 2 {
+		t.Fatalf("document: %v %+v", rerr, doc)
+	}
+	html := filepath.Join(dir, "cap.html")
+	rep := newReportCmd()
+	rep.SetArgs([]string{out, "-o", html})
+	rep.SetErr(&bytes.Buffer{})
+	if err := rep.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(html)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"capacity 2 users at APDEX", `id="chart-capacity-apdex"`, `id="chart-capacity-waits"`, "<svg"} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}

@@ -1,0 +1,97 @@
+// Package capacity is `erplab capacity`: how many users (or arrivals per
+// second) a server carries at APDEX >= a target, and what stops it.
+//
+// # The search
+//
+// Search (search.go) is pure: Next gives the load to run, Record takes
+// its Judgement. Loads start at Plan.Start and grow by Plan.Step (xF
+// geometric, +N arithmetic; for users rounded up to a whole number) up to
+// Plan.Max, which is always tried. The first bad load starts a bisection
+// between the last good and the first bad load (the midpoint, rounded for
+// users) until they are within Plan.Resolution of the last good load, or
+// 1 user apart. A load bad from the start bisects down towards 1 user.
+// A load whose APDEX interval straddles the target (and APDEX is the only
+// criterion that decides it) is run Plan.Repeats (1) more times and
+// decided by the mean APDEX of its attempts. The capacity is the highest
+// good load.
+//
+// # One step
+//
+// Run (execute.go) drives one server for the whole search (with no DSN
+// a throwaway one, removed at the end); the data is set up by the first
+// step (loadtest.Options.SkipSetup for the others). A step is one
+// loadtest.Run: Ramp from 0 to the load, then Hold; Ramp + Warmup are its
+// warm-up, recorded apart and not scored. In the open model the load is
+// an arrival rate (reached over Ramp) served by Workers VUs. Its own
+// results file and output (.log) are kept under <out>-steps/.
+//
+// Judge (judge.go) decides a step, in this order:
+//   - a status other than "completed" (aborted, stalled): the server
+//     failed: the search ends, every finished step kept;
+//   - the load generator saturated: erplab's own CPU (from the
+//     observations' process-tree split, else /proc/self over the step)
+//     at 90 % of its cores (GOMAXPROCS), or the host's CPUs busy >= 95 %
+//     with erplab using 25 % or more of them, and more than the server
+//     (a neighbour's load on a busy host is not erplab's): the search ends,
+//     and the step is never counted as the server's capacity;
+//   - the target: integral APDEX below Target.Apdex, failed operations
+//     over Target.ErrorRate, a p95 over its Target.P95 limit, connections
+//     refused (SQLSTATE 53300, 57P03, class 08; or a step that could not
+//     open its pool). Any of them makes the step bad.
+//
+// APDEX and p95 come with 95 % confidence intervals from
+// compare.Estimate: the moving-block bootstrap over the step's scored
+// intervals that `erplab compare` uses for single runs (the bootstrap
+// standard error, value ± 1.96·se).
+//
+// # The limiting resource
+//
+// ResourcesOf reads a step's observations after its warm-up: the share
+// of active session time in each wait event (pg_stat_activity samples,
+// "CPU" for not waiting), the server's CPU (its process tree), the
+// host's busy and iowait shares, erplab's CPU, client connections, and
+// from the operations the share of response time spent waiting for a
+// pool connection. Limiting names, from the first bad step compared with
+// the last good one: the pool when pool wait is >= 33 % of the response
+// time (half the database time); else the top wait event (not CPU)
+// holding >= 20 % of active time, with its share at the last good step;
+// else server CPU >= 85 %, a host
+// busy >= 95 % (with the share of other processes: a neighbour's load),
+// iowait >= 20 %; the server's CPU is always added. The
+// verdict line (Document.Conclude) reads "capacity 46 users at APDEX
+// 0.86 [0.83-0.88]; at 64 users APDEX 0.74 < 0.85; limited by
+// LWLock:LockManager (38 % of active time, 9 % at 32 users), server CPU
+// 97 %".
+//
+// # The field's users
+//
+// ThinkForPace: a user who performs N key operations per hour has a
+// cycle (response time R + think time Z) of 3600/N s; erplab takes Z
+// exponential with mean 3600/N s, leaving R out of the mean since at
+// capacity R is within the operations' targets (seconds) and Z tens of
+// seconds (N = 120 gives 30 s).
+//
+// # A known answer
+//
+// The acceptance test's workload holds one of C pool connections for a
+// fixed service time S per operation, with a fixed think time Z and an
+// APDEX target T >= S. By the asymptotic bounds of closed queueing
+// networks (E. D. Lazowska, J. Zahorjan, G. S. Graham, K. C. Sevcik,
+// "Quantitative System Performance", Prentice-Hall 1984, §5.2, with the
+// C-server station's demand S/C): throughput X(N) <= min(N/(S+Z), C/S)
+// and response time R(N) >= max(S, N·S/C - Z). With no variability the
+// system runs on the bounds, so R(N) <= T, every operation satisfied,
+// exactly while N <= C·(T+Z)/S; beyond it every operation is at least
+// tolerating and APDEX falls to 0.5 and below. The capacity at any
+// APDEX target above 0.5 is therefore KnownCapacity = C·(T+Z)/S users
+// (C = 4, S = 50 ms, Z = 150 ms, T = 100 ms: 20 users; the knee where
+// pool wait starts is C·(S+Z)/S = 16).
+//
+// # The document
+//
+// Document (document.go, format "erplab-capacity", docs/results-format.md)
+// holds the target, the search, every step (its judgement, intervals,
+// resources and its own results document) and the Result; Run rewrites
+// it atomically after every step, so a killed or interrupted search
+// keeps its finished steps and the capacity known so far.
+package capacity

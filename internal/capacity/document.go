@@ -1,0 +1,276 @@
+package capacity
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/erplab/erplab/internal/compare"
+	"github.com/erplab/erplab/internal/results"
+)
+
+// Format and SchemaVersion name the capacity document
+// (docs/results-format.md, "The capacity document").
+const (
+	Format        = "erplab-capacity"
+	SchemaVersion = 1
+)
+
+// Document is the file `erplab capacity` writes: the search, every step
+// with its own results document, and the capacity found. It is rewritten
+// atomically after every step, so a killed search keeps its finished
+// steps.
+type Document struct {
+	Format      string    `json:"format"`
+	Schema      int       `json:"schema"`
+	Version     string    `json:"erplab_version"`
+	CommandLine []string  `json:"command_line"`
+	Workload    string    `json:"workload"`
+	StartedAt   time.Time `json:"started_at"`
+	EndedAt     time.Time `json:"ended_at,omitzero"`
+	// Status is "running" while the search goes on, then "completed",
+	// "interrupted" or "failed: <why>".
+	Status string `json:"status"`
+	// Model is "closed" (the load is users: VUs with think time) or
+	// "open" (arrivals per second); Unit names the load ("users",
+	// "arrivals/s").
+	Model  string     `json:"model"`
+	Unit   string     `json:"unit"`
+	Target TargetJSON `json:"target"`
+	Search SearchJSON `json:"search"`
+	Steps  []Step     `json:"steps"`
+	// Result is the capacity known when the document was written.
+	Result Result `json:"result"`
+}
+
+// TargetJSON is the Target as recorded.
+type TargetJSON struct {
+	Apdex        float64            `json:"apdex"`
+	ErrorRatePct float64            `json:"error_rate_pct"`
+	P95Ms        map[string]float64 `json:"p95_ms,omitempty"`
+}
+
+// SearchJSON is the Plan and the step shape as recorded.
+type SearchJSON struct {
+	Start         float64 `json:"start"`
+	Max           float64 `json:"max"`
+	Step          string  `json:"step"`
+	ResolutionPct float64 `json:"resolution_pct"`
+	HoldS         float64 `json:"hold_s"`
+	RampS         float64 `json:"ramp_s"`
+	WarmupS       float64 `json:"warmup_s"`
+	Think         string  `json:"think_time,omitempty"`
+	// UserOpsPerHour is --user-ops-per-hour (0 when not given).
+	UserOpsPerHour float64 `json:"user_ops_per_hour,omitempty"`
+	// Connections is the pool rule: -1 min(users, 100), 0 one per VU, N.
+	Connections int `json:"connections"`
+	Workers     int `json:"workers,omitempty"`
+}
+
+// Score is an APDEX (or other figure) with its confidence interval; Lo
+// and Hi absent when there is none.
+type Score struct {
+	Value float64  `json:"value"`
+	Lo    *float64 `json:"lo,omitempty"`
+	Hi    *float64 `json:"hi,omitempty"`
+}
+
+func scoreOf(i compare.Interval) Score {
+	s := Score{Value: i.Value}
+	if math.IsNaN(i.Value) {
+		s.Value = 0
+	}
+	if !math.IsNaN(i.Lo) && !math.IsNaN(i.Hi) {
+		s.Lo, s.Hi = ptr(i.Lo), ptr(i.Hi)
+	}
+	return s
+}
+
+// String prints "0.86 [0.83-0.88]" (APDEX's two decimals).
+func (s Score) String() string {
+	v := fmtApdex(s.Value)
+	if s.Lo != nil && s.Hi != nil {
+		v += fmt.Sprintf(" [%s-%s]", fmtApdex(*s.Lo), fmtApdex(*s.Hi))
+	}
+	return v
+}
+
+// Step is one judged step of the search.
+type Step struct {
+	// Index counts from 1; Load is the users (arrivals/s); Attempt
+	// counts the runs at this load (2 for a repeated boundary step).
+	Index   int     `json:"index"`
+	Load    float64 `json:"load"`
+	Attempt int     `json:"attempt"`
+	// Outcome and Reasons are the Judgement; Straddles says the
+	// interval held the target.
+	Outcome   Outcome  `json:"outcome"`
+	Reasons   []string `json:"reasons,omitempty"`
+	Straddles bool     `json:"straddles,omitempty"`
+	Apdex     Score    `json:"apdex"`
+	// OpApdex and P95Ms are per operation.
+	OpApdex map[string]Score `json:"op_apdex,omitempty"`
+	P95Ms   map[string]Score `json:"p95_ms,omitempty"`
+	// Throughput is key operations per second; ErrorPct failed ones.
+	Throughput float64 `json:"throughput_per_s"`
+	ErrorPct   float64 `json:"error_pct"`
+	// GeneratorCPU is erplab's own CPU, cores (absent when unknown).
+	GeneratorCPU *float64  `json:"generator_cpu_cores,omitempty"`
+	Resources    Resources `json:"resources"`
+	// Path is the step's own results file; Run its document.
+	Path string            `json:"results_path,omitempty"`
+	Run  *results.Document `json:"run,omitempty"`
+}
+
+// Result is the capacity and why the search stopped.
+type Result struct {
+	// Capacity is the highest good load (0: none); Apdex its score.
+	Capacity float64 `json:"capacity"`
+	Apdex    *Score  `json:"apdex,omitempty"`
+	// FirstBad is the lowest bad load (0: none); FirstBadApdex its score.
+	FirstBad      float64 `json:"first_bad,omitempty"`
+	FirstBadApdex *Score  `json:"first_bad_apdex,omitempty"`
+	Stop          Stop    `json:"stop"`
+	// Reasons are the first bad step's missed criteria; Limit the
+	// limiting-resource verdict (Limiting); Line the verdict line.
+	Reasons []string `json:"reasons,omitempty"`
+	Limit   string   `json:"limit,omitempty"`
+	Line    string   `json:"line"`
+}
+
+// NewStep builds the step record from a judged run.
+func NewStep(index int, load float64, attempt int, d *results.Document, path string, est *compare.Estimates, res Resources, j Judgement) Step {
+	st := Step{
+		Index: index, Load: load, Attempt: attempt, Outcome: j.Outcome, Reasons: j.Reasons, Straddles: j.Straddles,
+		Apdex: scoreOf(j.Apdex), Throughput: d.Totals.PerSecond, Resources: res, Path: path, Run: d,
+	}
+	if d.Totals.Count > 0 {
+		st.ErrorPct = 100 * float64(d.Totals.Errors) / float64(d.Totals.Count)
+	}
+	if !math.IsNaN(j.GeneratorCPU) {
+		st.GeneratorCPU = ptr(j.GeneratorCPU)
+	}
+	if est != nil {
+		st.OpApdex, st.P95Ms = map[string]Score{}, map[string]Score{}
+		for op, iv := range est.Apdex {
+			if !math.IsNaN(iv.Value) {
+				st.OpApdex[op] = scoreOf(iv)
+			}
+		}
+		for op, iv := range est.P95 {
+			if !math.IsNaN(iv.Value) {
+				st.P95Ms[op] = scoreOf(iv)
+			}
+		}
+	}
+	return st
+}
+
+// Conclude fills d.Result from the steps and the search's state:
+// the capacity (last good load), the first bad load, the stop, the
+// limiting resource and the verdict line, e.g. "capacity 46 users at
+// APDEX 0.86 [0.83-0.88]; at 64 users APDEX 0.74; limited by
+// LWLock:LockManager (38 % of active time), server CPU 97 %".
+func (d *Document) Conclude(lastGood, firstBad float64, stop Stop) {
+	r := Result{Capacity: lastGood, FirstBad: firstBad, Stop: stop}
+	good, bad := d.latest(lastGood, OutcomeGood), d.latest(firstBad, OutcomeBad)
+	var line strings.Builder
+	switch {
+	case good != nil:
+		r.Apdex = &good.Apdex
+		fmt.Fprintf(&line, "capacity %s %s at APDEX %s", fmtLoad(lastGood), d.Unit, good.Apdex)
+	case bad != nil:
+		fmt.Fprintf(&line, "capacity below %s %s", fmtLoad(firstBad), d.Unit)
+	default:
+		line.WriteString("capacity not known")
+	}
+	if bad != nil {
+		r.FirstBadApdex, r.Reasons = &bad.Apdex, bad.Reasons
+		fmt.Fprintf(&line, "; at %s %s %s", fmtLoad(firstBad), d.Unit, strings.Join(bad.Reasons, ", "))
+		r.Limit = Limiting(good, *bad, d.Unit)
+		line.WriteString("; " + r.Limit)
+	}
+	switch stop.Kind {
+	case StopMaxReached:
+		fmt.Fprintf(&line, "; at least that: the maximum %s %s was good", fmtLoad(d.Search.Max), d.Unit)
+	case StopGenerator, StopServer:
+		line.WriteString("; search ended: " + stop.Detail)
+	case StopCancelled:
+		line.WriteString("; search interrupted")
+	}
+	r.Line = line.String()
+	d.Result = r
+}
+
+// latest is the last step at load with the outcome, nil when none.
+func (d *Document) latest(load float64, o Outcome) *Step {
+	if load == 0 {
+		return nil
+	}
+	for i := len(d.Steps) - 1; i >= 0; i-- {
+		if s := &d.Steps[i]; s.Load == load && s.Outcome == o {
+			return s
+		}
+	}
+	// A repeated step pooled to the other side: its last attempt.
+	for i := len(d.Steps) - 1; i >= 0; i-- {
+		if s := &d.Steps[i]; s.Load == load {
+			return s
+		}
+	}
+	return nil
+}
+
+// Write writes the document atomically to path (results.WriteJSON).
+func (d *Document) Write(path string) error { return results.WriteJSON(path, d) }
+
+// Read reads a capacity document. Errors: the file cannot be read, is
+// not JSON, or is not a capacity document of a schema this erplab reads.
+func Read(path string) (*Document, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("capacity: %w", err)
+	}
+	var d Document
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, fmt.Errorf("capacity: %s: %w", path, err)
+	}
+	if d.Format != Format {
+		return nil, fmt.Errorf("capacity: %s: format %q is not %q", path, d.Format, Format)
+	}
+	if d.Schema < 1 || d.Schema > SchemaVersion {
+		return nil, fmt.Errorf("capacity: %s: schema %d not supported (this erplab reads 1 to %d)", path, d.Schema, SchemaVersion)
+	}
+	for i, s := range d.Steps {
+		if s.Run != nil {
+			if err := results.Validate(s.Run); err != nil {
+				return nil, fmt.Errorf("capacity: %s: step %d: %w", path, i+1, err)
+			}
+		}
+	}
+	return &d, nil
+}
+
+// IsDocument reports whether the file at path looks like a capacity
+// document (its "format" field), reading only its start.
+func IsDocument(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	buf := make([]byte, 512)
+	n, _ := f.Read(buf)
+	return bytes.Contains(buf[:n], []byte(`"format": "`+Format+`"`)) || bytes.Contains(buf[:n], []byte(`"format":"`+Format+`"`))
+}
+
+// ErrBelowRequired is wrapped when the capacity is below --require.
+var ErrBelowRequired = errors.New("capacity below the requirement")
+
+func fmtLoad(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }

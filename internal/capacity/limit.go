@@ -1,0 +1,213 @@
+package capacity
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/erplab/erplab/internal/compare"
+	"github.com/erplab/erplab/internal/results"
+)
+
+// Resources are what a step's observations say about the server, over
+// the samples after the step's warm-up. Percentages of all CPUs; nil
+// when not observed (no observations, or the server's processes not
+// visible for the CPU split).
+type Resources struct {
+	// Samples is the number of observation samples used.
+	Samples int `json:"samples"`
+	// ActiveMean is the mean number of active client sessions;
+	// Connections the mean number of client sessions.
+	ActiveMean  float64 `json:"active_mean"`
+	Connections float64 `json:"connections_mean"`
+	// Waits are the wait events by share of active session time, %,
+	// largest first ("CPU" is a session not waiting).
+	Waits []WaitShare `json:"waits,omitempty"`
+	// ServerCPU is the server's process tree (user + system), HostBusy
+	// the host's busy time, Iowait the host's iowait, ErplabCPU erplab's
+	// own process.
+	ServerCPU *float64 `json:"server_cpu_pct,omitempty"`
+	HostBusy  *float64 `json:"host_busy_pct,omitempty"`
+	Iowait    *float64 `json:"iowait_pct,omitempty"`
+	ErplabCPU *float64 `json:"erplab_cpu_pct,omitempty"`
+	// ForeignCPU is the host's busy time neither the server's nor
+	// erplab's (other processes: a neighbour's load).
+	ForeignCPU *float64 `json:"foreign_cpu_pct,omitempty"`
+	// PoolWaitShare is the share of the response time spent waiting for
+	// a pool connection, %; PoolWaitMs its mean per execution; PoolSize
+	// the pool's connections (0: one per VU).
+	PoolWaitShare float64 `json:"pool_wait_share_pct"`
+	PoolWaitMs    float64 `json:"pool_wait_mean_ms"`
+	PoolSize      int     `json:"pool_size"`
+}
+
+// WaitShare is one wait event's share of active session time.
+type WaitShare struct {
+	Event string  `json:"event"`
+	Pct   float64 `json:"pct"`
+}
+
+// ResourcesOf reads d's observations and operations. Errors: an
+// observations section that does not decode.
+func ResourcesOf(d *results.Document) (Resources, error) {
+	var r Resources
+	var p struct {
+		WarmupS     float64 `json:"warmup_s"`
+		Connections int     `json:"connections"`
+	}
+	if len(d.Parameters) > 0 {
+		_ = json.Unmarshal(d.Parameters, &p) // a bare document has none
+	}
+	r.PoolSize = p.Connections
+	var pw, resp float64
+	for _, op := range d.Operations {
+		ok := float64(op.Count - op.Errors)
+		pw += op.PoolWait.Mean * ok
+		resp += op.Response.Mean * ok
+	}
+	if resp > 0 {
+		r.PoolWaitShare = 100 * pw / resp
+	}
+	if n := float64(d.Totals.Count - d.Totals.Errors); n > 0 {
+		r.PoolWaitMs = pw / n
+	}
+	o, err := compare.Observations(d)
+	if err != nil || o == nil {
+		return r, err
+	}
+	waits := map[string]float64{}
+	var waitTotal, active, conns float64
+	var srv, busy, iow, erp, foreign float64
+	var nCPU, nHost int
+	for _, s := range o.Series {
+		if s.Elapsed <= 0 || s.T <= p.WarmupS {
+			continue
+		}
+		r.Samples++
+		active += float64(s.Sessions.Active)
+		conns += float64(s.Sessions.Total())
+		for k, n := range s.Waits {
+			waits[k] += float64(n)
+			waitTotal += float64(n)
+		}
+		if s.Noise != nil {
+			nCPU++
+			srv += s.Noise.ServerUser + s.Noise.ServerSystem
+			erp += s.Noise.Erplab
+			foreign += s.Noise.Foreign
+		}
+		if s.Host != nil {
+			nHost++
+			busy += s.Host.CPU.Busy
+			iow += s.Host.CPU.Iowait
+		}
+	}
+	if r.Samples == 0 {
+		return r, nil
+	}
+	r.ActiveMean = active / float64(r.Samples)
+	r.Connections = conns / float64(r.Samples)
+	for k, v := range waits {
+		r.Waits = append(r.Waits, WaitShare{k, 100 * v / waitTotal})
+	}
+	sort.Slice(r.Waits, func(i, j int) bool {
+		if r.Waits[i].Pct != r.Waits[j].Pct {
+			return r.Waits[i].Pct > r.Waits[j].Pct
+		}
+		return r.Waits[i].Event < r.Waits[j].Event
+	})
+	if nCPU > 0 {
+		r.ServerCPU, r.ErplabCPU, r.ForeignCPU = ptr(srv/float64(nCPU)), ptr(erp/float64(nCPU)), ptr(foreign/float64(nCPU))
+	}
+	if nHost > 0 {
+		r.HostBusy, r.Iowait = ptr(busy/float64(nHost)), ptr(iow/float64(nHost))
+	}
+	return r, nil
+}
+
+func ptr(v float64) *float64 { return &v }
+
+// TopWait is the largest wait event other than CPU, "" when none.
+func (r Resources) TopWait() (WaitShare, bool) {
+	for _, w := range r.Waits {
+		if w.Event != "CPU" {
+			return w, true
+		}
+	}
+	return WaitShare{}, false
+}
+
+func (r Resources) waitPct(event string) float64 {
+	for _, w := range r.Waits {
+		if w.Event == event {
+			return w.Pct
+		}
+	}
+	return 0
+}
+
+// Thresholds of the limiting-resource verdict (see the package doc).
+const (
+	limitPoolShare = 33.0 // % of response time waiting for a connection (half the database time)
+	limitWaitShare = 20.0 // % of active session time in one wait event
+	limitServerCPU = 85.0 // % of all CPUs
+	limitHostBusy  = 95.0 // % of all CPUs
+	limitIowait    = 20.0 // % of all CPUs
+)
+
+// Limiting names what stops the load, from the resources of the first
+// bad step (bad) compared with the last good one (good, nil when there
+// is none): the pool when a third of the response time is pool wait, else
+// the top wait event when it holds limitWaitShare of active time, else
+// server CPU, a busy host (with other processes' share), iowait; the
+// server's CPU is always added when known. For example
+// "LWLock:LockManager (38 % of active time, 9 % at 32 users), server CPU
+// 97 %". unit names the load ("users").
+func Limiting(good *Step, bad Step, unit string) string {
+	r := bad.Resources
+	var parts []string
+	w, hasWait := r.TopWait()
+	switch {
+	case r.PoolWaitShare >= limitPoolShare:
+		pool := "the pool"
+		if r.PoolSize > 0 {
+			pool = fmt.Sprintf("the pool of %d connections", r.PoolSize)
+		}
+		parts = append(parts, fmt.Sprintf("%s (pool wait %.0f %% of response time)", pool, r.PoolWaitShare))
+	case hasWait && w.Pct >= limitWaitShare:
+		s := fmt.Sprintf("%s (%.0f %% of active time", w.Event, w.Pct)
+		if good != nil {
+			s += fmt.Sprintf(", %.0f %% at %s %s", good.Resources.waitPct(w.Event), fmtLoad(good.Load), unit)
+		}
+		parts = append(parts, s+")")
+	case r.ServerCPU != nil && *r.ServerCPU >= limitServerCPU:
+		parts = append(parts, fmt.Sprintf("server CPU %.0f %%", *r.ServerCPU))
+	case r.HostBusy != nil && *r.HostBusy >= limitHostBusy:
+		s := fmt.Sprintf("host CPU busy %.0f %%", *r.HostBusy)
+		if r.ForeignCPU != nil {
+			s += fmt.Sprintf(" (other processes %.0f %%)", *r.ForeignCPU)
+		}
+		parts = append(parts, s)
+	case r.Iowait != nil && *r.Iowait >= limitIowait:
+		parts = append(parts, fmt.Sprintf("iowait %.0f %%", *r.Iowait))
+	}
+	limited := len(parts) > 0
+	if r.ServerCPU != nil && !strings.HasPrefix(strings.Join(parts, ""), "server CPU") {
+		parts = append(parts, fmt.Sprintf("server CPU %.0f %%", *r.ServerCPU))
+	}
+	if r.Iowait != nil && *r.Iowait >= 5 && !strings.HasPrefix(strings.Join(parts, ""), "iowait") {
+		parts = append(parts, fmt.Sprintf("iowait %.0f %%", *r.Iowait))
+	}
+	if !limited {
+		detail := strings.Join(parts, ", ")
+		if hasWait {
+			detail = strings.TrimPrefix(fmt.Sprintf("top wait %s %.0f %%, %s", w.Event, w.Pct, detail), ", ")
+		}
+		if r.Samples == 0 {
+			return "no saturated resource seen (no observations)"
+		}
+		return strings.TrimSuffix("no saturated resource seen ("+detail+")", " ()")
+	}
+	return "limited by " + strings.Join(parts, ", ")
+}
