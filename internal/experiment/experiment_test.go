@@ -209,7 +209,9 @@ func TestABRun(t *testing.T) {
 		}
 	}
 	// Each comparison's verdict is decided by its remedies' declared
-	// primary rows.
+	// primary rows. Family counts the primary rows that could be tested:
+	// in a run this short a row (or_subquery_report's APDEX, a few
+	// executions) may have too few intervals, as CI saw once.
 	for i, want := range []string{"integral:apdex or_subquery_report:apdex by settings, rewrite-proxy: ", "integral:apdex by temp-style: "} {
 		p := oc.Comparisons[i].Primary
 		if p == nil {
@@ -219,7 +221,7 @@ func TestABRun(t *testing.T) {
 		for _, k := range p.Rows {
 			keys = append(keys, k.String())
 		}
-		if got := strings.Join(keys, " ") + " by " + p.Source + ": "; got != want || p.Family != len(p.Rows) || p.Verdict == "" {
+		if got := strings.Join(keys, " ") + " by " + p.Source + ": "; got != want || p.Family < 1 || p.Family > len(p.Rows) || p.Verdict == "" {
 			t.Fatalf("comparison %d primary %q (%+v), want %q", i, got, p, want)
 		}
 	}
