@@ -135,6 +135,9 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
+			if err := checkPrimaryAPDEX(primary, opts.Workload); err != nil {
+				return withCode(exitUsage, err)
+			}
 			if outDir == "" {
 				outDir = filepath.Join("erplab-results", "ab-"+time.Now().Format("20060102-150405"))
 			}
@@ -371,4 +374,34 @@ func declaredPrimaries() string {
 		lines = append(lines, "  "+k.Name+": "+strings.Join(rows, " and "))
 	}
 	return strings.Join(lines, "\n")
+}
+
+// checkPrimaryAPDEX refuses, before the first run, a --primary APDEX row
+// (SUBJECT or SUBJECT:apdex) whose subject is neither "integral" nor a key
+// operation of w: such a row could never be tested, and the experiment
+// would end with "primary verdict n/a". Rows of other metrics are checked
+// by compare on the documents (their subjects include host and server
+// rows that exist only once the runs have observed them).
+func checkPrimaryAPDEX(specs []string, w workload.Workload) error {
+	if w == nil {
+		return nil
+	}
+	ops := map[string]bool{"integral": true}
+	var names []string
+	for _, op := range w.Operations() {
+		ops[op.Name] = true
+		names = append(names, op.Name)
+	}
+	for _, s := range specs {
+		row := s
+		if _, r, scoped := strings.Cut(s, "="); scoped {
+			row = r
+		}
+		k, err := compare.ParseKey(row)
+		if err != nil || k.Metric != "apdex" || ops[k.Subject] {
+			continue
+		}
+		return fmt.Errorf("--primary %q: workload %s has no key operation %q (it has: integral, %s)", s, w.Name(), k.Subject, strings.Join(names, ", "))
+	}
+	return nil
 }

@@ -24,6 +24,9 @@ func TestABUsageErrors(t *testing.T) {
 		{"ab", "--variant", "x=rewrite-proxy", "--workload", "nope"},
 		{"ab", "--variant", "x=rewrite-proxy", "--primary", "y=integral"},
 		{"ab", "--variant", "x=rewrite-proxy", "--primary", "integral:"},
+		// an APDEX row of no key operation: refused before the first run
+		{"ab", "--workload", "smoke", "--aa", "1", "--primary", "nosuch_op"},
+		{"ab", "--workload", "smoke", "--variant", "x=temp-style:1c", "--primary", "x=nosuch_op:apdex"},
 	} {
 		checkUsageError(t, args)
 	}
