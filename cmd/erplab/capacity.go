@@ -191,6 +191,11 @@ func (f *capacityFlags) config(cmd, runCmd *cobra.Command, rf *runFlags) (capaci
 	if err := plan.Validate(); err != nil {
 		return cfg, err
 	}
+	if cmd.Flags().Changed("require") && !(f.require > 0 && f.require <= f.max) {
+		// above --max-users the search can only find "at least --max-users",
+		// which never decides the requirement
+		return cfg, fmt.Errorf("--require must be > 0 and at most --max-users %g, got %g", f.max, f.require)
+	}
 	if f.hold <= 0 || f.ramp < 0 {
 		return cfg, fmt.Errorf("--hold must be > 0 and --ramp >= 0, got %s and %s", f.hold, f.ramp)
 	}

@@ -45,6 +45,8 @@ func TestCapacityUsageErrors(t *testing.T) {
 		{[]string{"--hold", "10s", "--warmup", "10s"}, "covers the whole --hold"},
 		{[]string{"--workers", "3"}, "--rate"},
 		{[]string{"--bogus"}, "unknown flag"},
+		{[]string{"--start", "2", "--max-users", "4", "--require", "10"}, "--require must be > 0 and at most --max-users 4"},
+		{[]string{"--require", "-1"}, "--require must be > 0"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			_, err := runCapacity(t, c.args...)
@@ -62,16 +64,19 @@ func TestCapacityRequireAndReport(t *testing.T) {
 	dsn := srv.NewDatabase(t)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "cap.json")
+	// A p95 limit no execution can meet makes every step bad: capacity 0,
+	// below --require 2 (a --require above --max-users is a usage error:
+	// such a search could only say "at least --max-users").
 	text, err := runCapacity(t, "--dsn", dsn, "--workload", "smoke", "--start", "2", "--max-users", "2", "--hold", "4s", "--ramp", "0s",
-		"--think", "200ms", "--apdex", "0.1", "--require", "3", "--out", out)
-	if exitcode.Of(err) != exitcode.Threshold || !strings.Contains(err.Error(), "below --require 3") {
+		"--think", "200ms", "--apdex", "0.1", "--p95", "item_lookup=1us", "--require", "2", "--out", out)
+	if exitcode.Of(err) != exitcode.Threshold || !strings.Contains(err.Error(), "capacity 0 users is below --require 2") {
 		t.Fatalf("err %v (code %d), want exit 99; output:\n%s", err, exitcode.Of(err), text)
 	}
-	if !strings.Contains(text, "capacity 2 users at APDEX") {
+	if !strings.Contains(text, "capacity below 1 users; at 1 users p95 item_lookup") {
 		t.Fatalf("no verdict line:\n%s", text)
 	}
 	doc, rerr := capacity.Read(out)
-	if rerr != nil || len(doc.Steps) != 1 || doc.Result.Capacity != 2 {
+	if rerr != nil || len(doc.Steps) != 2 || doc.Result.Capacity != 0 {
 		t.Fatalf("document: %v %+v", rerr, doc)
 	}
 	html := filepath.Join(dir, "cap.html")
@@ -85,7 +90,7 @@ func TestCapacityRequireAndReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"capacity 2 users at APDEX", `id="chart-capacity-apdex"`, `id="chart-capacity-waits"`, "<svg"} {
+	for _, want := range []string{"capacity below 1 users", `id="chart-capacity-apdex"`, `id="chart-capacity-waits"`, "<svg"} {
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("report lacks %q", want)
 		}
