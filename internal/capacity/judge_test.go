@@ -166,4 +166,12 @@ func TestLimitingWaitAndCPU(t *testing.T) {
 	if got := Limiting(nil, Step{}, "users"); got != "no saturated resource seen (no observations)" {
 		t.Fatalf("got %q", got)
 	}
+	// Refused connections name the server's connection limit, with the
+	// max_connections the step's run recorded, before any resource.
+	refused := Step{Reasons: []string{"APDEX 0.40 < 0.85", "connections refused (53300: 12)"},
+		Run: &results.Document{Environment: []byte(`{"server":{"settings":{"max_connections":"14"}}}`)}}
+	refused.Resources.ServerCPU = &low
+	if got, want := Limiting(nil, refused, "users"), "limited by the server's connection limit: connections refused (53300: 12), max_connections 14, server CPU 20 %"; got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
 }

@@ -158,7 +158,8 @@ const (
 
 // Limiting names what stops the load, from the resources of the first
 // bad step (bad) compared with the last good one (good, nil when there
-// is none): the pool when a third of the response time is pool wait, else
+// is none): the server's connection limit when the step had connections
+// refused (with max_connections as the run recorded it), else the pool when a third of the response time is pool wait, else
 // the top wait event when it holds limitWaitShare of active time, else
 // server CPU, a busy host (with other processes' share), iowait; the
 // server's CPU is always added when known. For example
@@ -168,7 +169,19 @@ func Limiting(good *Step, bad Step, unit string) string {
 	r := bad.Resources
 	var parts []string
 	w, hasWait := r.TopWait()
+	refused := ""
+	for _, reason := range bad.Reasons {
+		if strings.HasPrefix(reason, "connections refused") {
+			refused = reason
+		}
+	}
 	switch {
+	case refused != "":
+		s := "the server's connection limit: " + refused
+		if mc := maxConnections(bad.Run); mc != "" {
+			s += ", max_connections " + mc
+		}
+		parts = append(parts, s)
 	case r.PoolWaitShare >= limitPoolShare:
 		pool := "the pool"
 		if r.PoolSize > 0 {
@@ -210,4 +223,21 @@ func Limiting(good *Step, bad Step, unit string) string {
 		return strings.TrimSuffix("no saturated resource seen ("+detail+")", " ()")
 	}
 	return "limited by " + strings.Join(parts, ", ")
+}
+
+// maxConnections is the server's max_connections recorded in a step's
+// run document (environment.server.settings), "" when not recorded.
+func maxConnections(d *results.Document) string {
+	if d == nil || len(d.Environment) == 0 {
+		return ""
+	}
+	var env struct {
+		Server struct {
+			Settings map[string]string `json:"settings"`
+		} `json:"server"`
+	}
+	if json.Unmarshal(d.Environment, &env) != nil {
+		return ""
+	}
+	return env.Server.Settings["max_connections"]
 }
