@@ -96,6 +96,10 @@ func Estimate(d *results.Document, opts Options) (*Estimates, error) {
 				iv.Lo, iv.Hi = st.whole-z*se, st.whole+z*se
 				if st.clip {
 					iv.Lo, iv.Hi = max(iv.Lo, 0), min(iv.Hi, 1)
+				} else {
+					// a response time is never negative: the normal
+					// interval of a skewed p95 can reach below 0
+					iv.Lo = max(iv.Lo, 0)
 				}
 			}
 		}
