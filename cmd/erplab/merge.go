@@ -34,17 +34,20 @@ lag) and APDEX zone counts are added, and every percentile, the APDEX, the integ
 the totals, the time series and the per-stage figures are computed from them, exactly as
 one machine would have. compare and report read the merged run like any other.
 
-It refuses, in one line, a document that is not a segment, of another run id or
-configuration hash (a foreign segment), a segment given twice, segments that overlap or
-leave a gap, and a missing or incomplete segment (late start, restart, lost server,
-interrupt) unless --allow-partial, which says so in the document and the summary.
+It refuses, in one line, a document that is not a segment, of another run id,
+configuration hash or server (system identifier and database; a foreign segment), a
+segment given twice, segments that overlap or leave a gap, OUT naming one of the inputs,
+and a missing or incomplete segment (late start, restart, lost server, interrupt) unless
+--allow-partial, which says so in the document and the summary. A restarted segment
+given with its earlier attempts is incomplete; --allow-partial uses one attempt (the
+latest completed one, else the latest) and notes which.
 
 With a directory (DIR or --dir DIR) it reads every segment document in it (a killed
 agent's stream too) except OUT; --wait D waits up to D until all N segments of the run
 are there, or one is marked incomplete.
 
 Exit codes: 0 merged, 1 refused (foreign, duplicated or overlapping segments), 2 bad
-usage, 6 an incomplete set without --allow-partial (nothing written), 99 the merged
+usage (OUT one of the inputs too), 6 an incomplete set without --allow-partial (nothing written), 99 the merged
 integral APDEX below --apdex-min.`,
 		Example: `  erplab merge erplab-results/r42-*of3.json -o r42.json
   erplab merge --wait 30m --dir /results -o /results/run.json`,
@@ -72,6 +75,13 @@ integral APDEX below --apdex-min.`,
 			}
 			if f.apdexMin < 0 || f.apdexMin > 1 {
 				return withCode(exitUsage, fmt.Errorf("--apdex-min must be between 0 and 1, got %g", f.apdexMin))
+			}
+			if dir == "" {
+				for _, a := range args {
+					if sameFile(a, f.out) {
+						return withCode(exitUsage, fmt.Errorf("merge: -o %s is one of the segment documents (%s): give another OUT, merge does not overwrite its input", f.out, a))
+					}
+				}
 			}
 			w := cmd.OutOrStdout()
 			var (
@@ -113,6 +123,19 @@ integral APDEX below --apdex-min.`,
 	fl.DurationVar(&f.wait, "wait", 0, "with a directory: wait up to this long until all N segments are there (or one is marked incomplete)")
 	fl.Float64Var(&f.apdexMin, "apdex-min", 0, "exit with code 99 when the merged integral APDEX is below this")
 	return cmd
+}
+
+// sameFile reports whether a and b name one file: os.SameFile when both
+// exist, else their cleaned absolute paths are equal.
+func sameFile(a, b string) bool {
+	sa, ea := os.Stat(a)
+	sb, eb := os.Stat(b)
+	if ea == nil && eb == nil {
+		return os.SameFile(sa, sb)
+	}
+	aa, err1 := filepath.Abs(a)
+	ab, err2 := filepath.Abs(b)
+	return err1 == nil && err2 == nil && aa == ab
 }
 
 // readSegmentFiles reads the named documents.
@@ -261,6 +284,9 @@ func printMerged(w io.Writer, d *results.Document, out string, took time.Duratio
 			inc = " INCOMPLETE: " + strings.Join(s.Incomplete, "; ")
 		}
 		fmt.Fprintf(w, "  segment %s (%s:%s) on %s: %s, clock offset %+.1fms%s%s\n", s.Label(), s.From, s.To, s.Host, s.Status, s.ClockOffsetMs, cpu, inc)
+	}
+	for _, n := range m.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
 	}
 	if m.Partial {
 		fmt.Fprintf(w, "PARTIAL (--allow-partial): this document does not hold the whole run\n")

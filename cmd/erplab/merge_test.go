@@ -128,6 +128,66 @@ func TestMergeIncompleteSet(t *testing.T) {
 	}
 }
 
+// OUT naming an input is a usage error before anything is read or
+// written; a segment of another database is foreign (exit 1).
+func TestMergeRefusesOutAsInputAndForeignServer(t *testing.T) {
+	dir := copySegments(t, "1", "2", "3")
+	in := []string{filepath.Join(dir, "r1-1of3.json"), filepath.Join(dir, "r1-2of3.json"), filepath.Join(dir, "r1-3of3.json")}
+	before, _ := os.ReadFile(in[0])
+	for _, out := range []string{in[0], filepath.Join(dir, ".", "sub", "..", "r1-1of3.json")} {
+		b, err := erplab(t, dir, append([]string{"merge", "-o", out}, in...)...).CombinedOutput()
+		if exitOf(err) != exitUsage || !strings.Contains(string(b), "is one of the segment documents") || strings.Count(strings.TrimSpace(string(b)), "\n") != 0 {
+			t.Errorf("-o %s: %v\n%s", out, err, b)
+		}
+	}
+	if after, _ := os.ReadFile(in[0]); string(after) != string(before) {
+		t.Error("segment 1 was overwritten")
+	}
+	for i, db := range []string{"seg", "seg", "seg3"} {
+		d, err := results.Read(in[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Environment = []byte(`{"server":{"system_identifier":"7301","database":"` + db + `"}}`)
+		if err := d.WriteFile(in[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := erplab(t, dir, append([]string{"merge", "-o", filepath.Join(dir, "m.json")}, in...)...).CombinedOutput()
+	if exitOf(err) != 1 || !strings.Contains(string(b), `r1-3of3.json (segment 3/3) ran against another server than `+in[0]+` (segment 1/3): database "seg3", not "seg"`) {
+		t.Errorf("another database: %v\n%s", err, b)
+	}
+}
+
+// A restarted segment beside its earlier attempt: exit 6 naming the
+// restart; --allow-partial merges one attempt and says which.
+func TestMergeRestartedSegment(t *testing.T) {
+	dir := copySegments(t, "1", "2", "3")
+	d, err := results.Read(filepath.Join(dir, "r1-3of3.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := filepath.Join(dir, "r1-3of3.json")
+	restart := filepath.Join(dir, "r1-3of3-restart-2.json")
+	d.Segment.Restart, d.Segment.Incomplete = 2, []string{"restarted: an earlier attempt of this segment left " + orig}
+	if err := d.WriteFile(restart); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "merged.json")
+	b, err := erplab(t, dir, "merge", dir, "-o", out).CombinedOutput()
+	if exitOf(err) != exitResults || !strings.Contains(string(b), "segment 3/3 restarted (2 attempts: "+orig+", "+restart+")") {
+		t.Errorf("restart beside its earlier attempt: %v\n%s", err, b)
+	}
+	b, err = erplab(t, dir, "merge", "--allow-partial", dir, "-o", out).CombinedOutput()
+	if err != nil || !strings.Contains(string(b), "note: segment 3/3: used the attempt "+restart+" (completed), left out "+orig) || !strings.Contains(string(b), "PARTIAL") {
+		t.Fatalf("--allow-partial: %v\n%s", err, b)
+	}
+	m, err := results.Read(out)
+	if err != nil || !m.Merged.Partial || len(m.Merged.Segments) != 3 || m.Merged.Segments[2].File != restart || len(m.Merged.Notes) != 1 {
+		t.Errorf("partial document: %v %+v", err, m.Merged)
+	}
+}
+
 // Segment options refused in one line as usage errors, before anything
 // connects.
 func TestRunSegmentUsage(t *testing.T) {

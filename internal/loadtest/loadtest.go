@@ -267,10 +267,11 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	}
 	var (
 		path, streamPath, restarted string
+		attempt                     int
 		err                         error
 	)
 	if segmented {
-		path, streamPath, restarted, err = segmentPath(opts.Out, opts.RunID, opts.Segment)
+		path, streamPath, restarted, attempt, err = segmentPath(opts.Out, opts.RunID, opts.Segment)
 	} else {
 		path, streamPath, err = reserveResults(opts.Out, opts.Workload.Name(), time.Now())
 	}
@@ -362,6 +363,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		}
 		segInfo.ClockOffsetMs, segInfo.ClockRTTMs = round3(float64(offset)/1e6), round3(float64(rtt)/1e6)
 		if restarted != "" {
+			segInfo.Restart = attempt
 			segInfo.Incomplete = append(segInfo.Incomplete, fmt.Sprintf("restarted: an earlier attempt of this segment left %s", restarted))
 			fmt.Fprintf(out, "segment %s: an earlier attempt left %s; this attempt runs into %s and marks the segment incomplete\n", opts.Segment, restarted, path)
 		}

@@ -88,9 +88,13 @@ func segmentInfo(opts Options) *results.SegmentInfo {
 // segmentPath is a segmented run's results file: out itself when it names
 // a .json file, else <out or ./erplab-results>/<run id>-<I>of<N>.json
 // (out naming a directory, or ending in /). When that file or its stream
-// exists already (an agent restarted for the same run and segment), the
-// path is <stem>-restart-<K>.json and restarted names the earlier file.
-func segmentPath(out, runID string, s *engine.Segment) (path, streamPath, restarted string, err error) {
+// exists already and belongs to the same run id and segment (its header
+// says so; an empty stream, reserved by an agent killed before its
+// header, counts too), an agent restarted: the path is
+// <stem>-restart-<K>.json, attempt is K and restarted names the earlier
+// file. A file of another run or segment there is refused (one line, not
+// overwritten, nothing created).
+func segmentPath(out, runID string, s *engine.Segment) (path, streamPath, restarted string, attempt int, err error) {
 	dir, file := "erplab-results", ""
 	switch {
 	case out == "":
@@ -108,7 +112,7 @@ func segmentPath(out, runID string, s *engine.Segment) (path, streamPath, restar
 	}
 	stem := filepath.Join(dir, strings.TrimSuffix(file, ".json"))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", "", "", fmt.Errorf("results directory: %w", err)
+		return "", "", "", 0, fmt.Errorf("results directory: %w", err)
 	}
 	for k := 1; ; k++ {
 		p := stem + ".json"
@@ -119,20 +123,45 @@ func segmentPath(out, runID string, s *engine.Segment) (path, streamPath, restar
 		_, e1 := os.Stat(p)
 		_, e2 := os.Stat(sp)
 		if e1 == nil || e2 == nil {
+			earlier := p
+			if e1 != nil {
+				earlier = sp
+			}
+			if err := sameSegment(earlier, runID, s); err != nil {
+				return "", "", "", 0, err
+			}
 			if restarted == "" {
-				restarted = p
-				if e1 != nil {
-					restarted = sp
-				}
+				restarted = earlier
 			}
 			continue
 		}
 		f, err := os.OpenFile(sp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
-			return "", "", "", fmt.Errorf("results: %w", err)
+			return "", "", "", 0, fmt.Errorf("results: %w", err)
 		}
-		return p, sp, restarted, f.Close()
+		return p, sp, restarted, k, f.Close()
 	}
+}
+
+// sameSegment checks that the results file p (a document or a stream)
+// is an attempt of segment s of run runID; an empty file (a stream
+// reserved before its header) passes.
+func sameSegment(p, runID string, s *engine.Segment) error {
+	if st, err := os.Stat(p); err == nil && st.Size() == 0 {
+		return nil
+	}
+	d, err := results.Read(p)
+	if err != nil {
+		return fmt.Errorf("results: %s exists and is not a readable results file (%v): give another --out, erplab does not overwrite it", p, err)
+	}
+	want := segmentInfo(Options{Segment: s})
+	switch g := d.Segment; {
+	case g == nil:
+		return fmt.Errorf("results: %s holds a run that is not a segment (run %q): give another --out, erplab does not overwrite another run's results", p, d.RunID)
+	case d.RunID != runID || g.From != want.From || g.To != want.To || g.Sequence != want.Sequence:
+		return fmt.Errorf("results: %s holds segment %s of run %q, not segment %s of run %q: give another --out, erplab does not overwrite another run's results", p, g.Label(), d.RunID, want.Label(), runID)
+	}
+	return nil
 }
 
 // ErrClockOffset is wrapped by the error of an agent whose clock is off

@@ -3,6 +3,7 @@ package loadtest_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -87,9 +88,26 @@ func TestSegmentedAgent(t *testing.T) {
 	if doc2.ConfigHash != doc.ConfigHash {
 		t.Errorf("same options, hashes %s and %s", doc.ConfigHash, doc2.ConfigHash)
 	}
-	// Merging the two attempts is refused: the piece is there twice.
-	if _, err := results.Merge([]*results.Document{doc, doc2}, results.MergeOptions{AllowPartial: true}); err == nil || !strings.Contains(err.Error(), "segment 2/3 is given twice") {
+	if doc2.Segment.Restart != 2 || doc.Segment.Restart != 0 {
+		t.Errorf("attempt numbers %d and %d, want 0 and 2", doc.Segment.Restart, doc2.Segment.Restart)
+	}
+	// Both attempts of the piece: an incomplete set naming the restart;
+	// --allow-partial merges the latest completed attempt and says so.
+	files := []string{res.Path, res2.Path}
+	if _, err := results.Merge([]*results.Document{doc, doc2}, results.MergeOptions{Files: files}); !errors.Is(err, results.ErrIncomplete) || !strings.Contains(err.Error(), "segment 2/3 restarted (2 attempts: "+res.Path+", "+res2.Path+")") {
 		t.Errorf("merge of two attempts: %v", err)
+	}
+	m, err := results.Merge([]*results.Document{doc, doc2}, results.MergeOptions{AllowPartial: true, Files: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Merged.Segments) != 1 || m.Merged.Segments[0].File != res2.Path || len(m.Merged.Notes) != 1 || !strings.Contains(m.Merged.Notes[0], "used the attempt "+res2.Path+" (completed), left out "+res.Path) {
+		t.Errorf("partial merge of two attempts: segments %+v, notes %q", m.Merged.Segments, m.Merged.Notes)
+	}
+	// The run records the server's identity (what merge compares).
+	var env loadtest.Environment
+	if err := json.Unmarshal(doc.Environment, &env); err != nil || env.Server.SystemIdentifier == "" || env.Server.Database == "" {
+		t.Errorf("environment server identity %q/%q (%v)", env.Server.SystemIdentifier, env.Server.Database, err)
 	}
 
 	// A clock bound no real clock meets.
@@ -102,8 +120,23 @@ func TestSegmentedAgent(t *testing.T) {
 		t.Error("a refused agent left a stream")
 	}
 
-	// Without a shared server or a run id.
+	// Another run's file at --out is neither a restart nor overwritten.
 	o := opts
+	o.RunID, o.Out, o.MaxClockOffset = "newrun", res.Path, loadtest.DefaultMaxClockOffset
+	before, _ := os.ReadFile(res.Path)
+	_, err = loadtest.Run(context.Background(), o, &out)
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), `holds segment 2/3 of run "t1", not segment 2/3 of run "newrun"`) {
+		t.Errorf("--out naming run t1's file for run newrun: %v", err)
+	}
+	if after, _ := os.ReadFile(res.Path); !bytes.Equal(before, after) {
+		t.Error("another run's file was changed")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "t1-2of3-restart-3.jsonl")); err == nil {
+		t.Error("a refused agent left a stream")
+	}
+
+	// Without a shared server or a run id.
+	o = opts
 	o.DSN = ""
 	if _, err := loadtest.Run(context.Background(), o, &out); err == nil || !strings.Contains(err.Error(), "--dsn") {
 		t.Errorf("segment without a server: %v", err)

@@ -38,9 +38,13 @@
 // A run split over several load machines (erplab run --segment) leaves
 // one document per segment, each with the run's id, configuration hash
 // and its piece of the rational segment sequence (SegmentInfo). [Merge]
-// makes the run's document of them: it refuses foreign, duplicated,
-// overlapping and (unless MergeOptions.AllowPartial) missing or
-// incomplete pieces, then adds every operation's counts, zones and
+// makes the run's document of them: it refuses foreign (another run id,
+// configuration or server: environment.server's system identifier and
+// database), duplicated, overlapping and (unless
+// MergeOptions.AllowPartial) missing or incomplete pieces (a restarted
+// piece given with its earlier attempts is incomplete; a partial merge
+// uses the latest completed attempt, else the latest, and notes it in
+// MergeInfo.Notes), then adds every operation's counts, zones and
 // histograms (response, pool wait, database, lag) and the intervals of
 // the same index, and computes every percentile, APDEX, the integral,
 // the totals and the stages from the sums, so that each figure is the

@@ -1,9 +1,11 @@
 package results
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -45,6 +47,7 @@ func Merge(docs []*Document, opts MergeOptions) (*Document, error) {
 		return fmt.Sprintf("document %d", i+1)
 	}
 	first := docs[0]
+	firstSrv := serverOf(first)
 	order := make([]int, len(docs))
 	for i, d := range docs {
 		order[i] = i
@@ -57,6 +60,9 @@ func Merge(docs []*Document, opts MergeOptions) (*Document, error) {
 			return nil, fmt.Errorf("merge: %s (segment %s) ran another configuration (%s) than %s (%s): agents must be given the same options", name(i), d.Segment.Label(), d.ConfigHash, name(0), first.ConfigHash)
 		case d.Segment.Sequence != first.Segment.Sequence:
 			return nil, fmt.Errorf("merge: %s is a piece of the sequence %s, %s of %s", name(i), d.Segment.Sequence, name(0), first.Segment.Sequence)
+		}
+		if how := serverOf(d).differs(firstSrv); how != "" {
+			return nil, fmt.Errorf("merge: %s (segment %s) ran against another server than %s (segment %s): %s: a foreign segment", name(i), d.Segment.Label(), name(0), first.Segment.Label(), how)
 		}
 	}
 	rat := func(i int, s string) (*big.Rat, error) {
@@ -76,17 +82,63 @@ func Merge(docs []*Document, opts MergeOptions) (*Document, error) {
 			return nil, err
 		}
 	}
-	sort.SliceStable(order, func(a, b int) bool { return froms[order[a]].Cmp(froms[order[b]]) < 0 })
-	var missing, incomplete []string
-	at := new(big.Rat)
-	for k, i := range order {
-		d := docs[i]
-		if k > 0 {
-			p := order[k-1]
-			if froms[i].Cmp(froms[p]) == 0 && tos[i].Cmp(tos[p]) == 0 {
-				return nil, fmt.Errorf("merge: segment %s is given twice (%s and %s)", d.Segment.Label(), name(p), name(i))
-			}
+	sort.SliceStable(order, func(a, b int) bool {
+		if c := froms[order[a]].Cmp(froms[order[b]]); c != 0 {
+			return c < 0
 		}
+		return tos[order[a]].Cmp(tos[order[b]]) < 0
+	})
+	// Attempts of one piece: a restart with its earlier attempts leaves
+	// the piece incomplete (one attempt is used); the same piece twice
+	// without a restart is refused.
+	var (
+		used       []int
+		missing    []string
+		incomplete []string
+		notes      []string
+		at         = new(big.Rat)
+		samePiece  = func(a, b int) bool { return froms[a].Cmp(froms[b]) == 0 && tos[a].Cmp(tos[b]) == 0 }
+	)
+	for k := 0; k < len(order); {
+		g := k + 1
+		for g < len(order) && samePiece(order[k], order[g]) {
+			g++
+		}
+		attempts := slices.Clone(order[k:g])
+		k = g
+		slices.SortStableFunc(attempts, func(a, b int) int { // in attempt order
+			if c := docs[a].Segment.Restart - docs[b].Segment.Restart; c != 0 {
+				return c
+			}
+			return docs[a].StartedAt.Compare(docs[b].StartedAt)
+		})
+		i := attempts[0]
+		if len(attempts) > 1 {
+			restart := -1
+			for _, a := range attempts {
+				if isRestart(docs[a].Segment) {
+					restart = a
+				}
+			}
+			if restart < 0 {
+				return nil, fmt.Errorf("merge: segment %s is given twice (%s and %s)", docs[i].Segment.Label(), name(attempts[0]), name(attempts[1]))
+			}
+			i = pickAttempt(docs, attempts)
+			var restartNames, left []string
+			for _, a := range attempts {
+				restartNames = append(restartNames, name(a))
+				if a != i {
+					left = append(left, name(a))
+				}
+			}
+			incomplete = append(incomplete, fmt.Sprintf("segment %s restarted (%d attempts: %s)", docs[i].Segment.Label(), len(attempts), strings.Join(restartNames, ", ")))
+			why := "the latest, none completed"
+			if docs[i].Status == "completed" {
+				why = "completed"
+			}
+			notes = append(notes, fmt.Sprintf("segment %s: used the attempt %s (%s), left out %s", docs[i].Segment.Label(), name(i), why, strings.Join(left, ", ")))
+		}
+		d := docs[i]
 		switch c := froms[i].Cmp(at); {
 		case c < 0:
 			return nil, fmt.Errorf("merge: segments overlap: %s (%s:%s) starts before the previous piece ends at %s", name(i), d.Segment.From, d.Segment.To, at.RatString())
@@ -94,12 +146,19 @@ func Merge(docs []*Document, opts MergeOptions) (*Document, error) {
 			missing = append(missing, pieceLabel(at, froms[i], d.Segment))
 		}
 		at = tos[i]
-		switch {
-		case len(d.Segment.Incomplete) > 0:
-			incomplete = append(incomplete, fmt.Sprintf("segment %s %s", d.Segment.Label(), strings.Join(d.Segment.Incomplete, "; ")))
-		case d.Status != "completed":
+		used = append(used, i)
+		var why []string
+		for _, r := range d.Segment.Incomplete {
+			if len(attempts) == 1 || !strings.HasPrefix(r, restartedPrefix) {
+				why = append(why, r)
+			}
+		}
+		if d.Status != "completed" && !slices.Contains(why, "run "+d.Status) {
 			// e.g. a killed agent's stream, rebuilt by Read
-			incomplete = append(incomplete, fmt.Sprintf("segment %s run %s", d.Segment.Label(), d.Status))
+			why = append(why, "run "+d.Status)
+		}
+		if len(why) > 0 {
+			incomplete = append(incomplete, fmt.Sprintf("segment %s %s", d.Segment.Label(), strings.Join(why, "; ")))
 		}
 	}
 	if one := big.NewRat(1, 1); at.Cmp(one) < 0 {
@@ -109,15 +168,19 @@ func Merge(docs []*Document, opts MergeOptions) (*Document, error) {
 	}
 	if !opts.AllowPartial {
 		if len(missing) > 0 {
-			return nil, fmt.Errorf("merge: %w: segment %s of run %q missing (%d of %d given); --allow-partial merges what is there", ErrIncomplete, strings.Join(missing, ", "), first.RunID, len(docs), first.Segment.Count)
+			also := ""
+			if len(incomplete) > 0 {
+				also = "; " + strings.Join(incomplete, ", ")
+			}
+			return nil, fmt.Errorf("merge: %w: segment %s of run %q missing (%d of %d given)%s; --allow-partial merges what is there", ErrIncomplete, strings.Join(missing, ", "), first.RunID, len(used), first.Segment.Count, also)
 		}
 		if len(incomplete) > 0 {
 			return nil, fmt.Errorf("merge: %w: %s; --allow-partial merges it anyway", ErrIncomplete, strings.Join(incomplete, ", "))
 		}
 	}
 
-	sorted := make([]*Document, len(docs))
-	for k, i := range order {
+	sorted := make([]*Document, len(used))
+	for k, i := range used {
 		sorted[k] = docs[i]
 	}
 	out, err := mergeDocs(sorted)
@@ -125,29 +188,97 @@ func Merge(docs []*Document, opts MergeOptions) (*Document, error) {
 		return nil, fmt.Errorf("merge: %w", err)
 	}
 	out.RunID, out.ConfigHash = first.RunID, first.ConfigHash
-	mi := &MergeInfo{Count: first.Segment.Count, Missing: missing, Partial: len(missing) > 0 || len(incomplete) > 0}
-	var statuses []string
-	for k, i := range order {
+	mi := &MergeInfo{Count: first.Segment.Count, Missing: missing, Partial: len(missing) > 0 || len(incomplete) > 0, Notes: notes}
+	for k, i := range used {
 		d := sorted[k]
 		mi.Segments = append(mi.Segments, MergedSegment{SegmentInfo: *d.Segment, File: fileOf(opts.Files, i), Status: d.Status, Agent: d.Agent})
-		if d.Status != "completed" {
-			statuses = append(statuses, fmt.Sprintf("segment %s %s", d.Segment.Label(), d.Status))
-		}
 	}
 	out.Merged = mi
 	out.Status = "completed"
-	if len(statuses) > 0 {
-		out.Status = strings.Join(statuses, "; ")
-	}
 	if mi.Partial {
+		// Every segment whose status is not completed is in incomplete.
 		var why []string
 		if len(missing) > 0 {
 			why = append(why, "segment "+strings.Join(missing, ", ")+" missing")
 		}
 		why = append(why, incomplete...)
-		out.Status = "partial (--allow-partial): " + strings.Join(why, "; ") + "; " + out.Status
+		out.Status = "partial (--allow-partial): " + strings.Join(why, "; ")
 	}
 	return out, nil
+}
+
+// restartedPrefix begins the incomplete reason of a restarted attempt
+// (erplab run --segment; documents before SegmentInfo.Restart have only
+// this).
+const restartedPrefix = "restarted:"
+
+// isRestart reports whether the attempt is a restart of its segment.
+func isRestart(s *SegmentInfo) bool {
+	if s.Restart > 0 {
+		return true
+	}
+	for _, r := range s.Incomplete {
+		if strings.HasPrefix(r, restartedPrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// pickAttempt chooses the attempt of a restarted segment to merge: the
+// latest completed one (status "completed") if any, else the latest;
+// latest is the highest Restart number, then the latest start.
+func pickAttempt(docs []*Document, attempts []int) int {
+	best := -1
+	better := func(a, b int) bool { // a after b
+		da, db := docs[a], docs[b]
+		if ca, cb := da.Status == "completed", db.Status == "completed"; ca != cb {
+			return ca
+		}
+		if da.Segment.Restart != db.Segment.Restart {
+			return da.Segment.Restart > db.Segment.Restart
+		}
+		return da.StartedAt.After(db.StartedAt)
+	}
+	for _, a := range attempts {
+		if best < 0 || better(a, best) {
+			best = a
+		}
+	}
+	return best
+}
+
+// serverIdentity is what a document records of the server it ran
+// against (environment.server): the cluster's system identifier and the
+// database; empty fields are unknown (older documents, a role that may
+// not execute pg_control_system).
+type serverIdentity struct{ sysID, db string }
+
+func serverOf(d *Document) serverIdentity {
+	var env struct {
+		Server struct {
+			SystemIdentifier string `json:"system_identifier"`
+			Database         string `json:"database"`
+		} `json:"server"`
+	}
+	if len(d.Environment) > 0 {
+		_ = json.Unmarshal(d.Environment, &env) // an unreadable environment is unknown
+	}
+	return serverIdentity{env.Server.SystemIdentifier, env.Server.Database}
+}
+
+// differs says how s differs from o ("" when the same or unknown): the
+// address that reaches a server may differ per agent, its system
+// identifier and database may not.
+func (s serverIdentity) differs(o serverIdentity) string {
+	var how []string
+	if s.sysID != "" && o.sysID != "" && s.sysID != o.sysID {
+		how = append(how, fmt.Sprintf("system identifier %s, not %s", s.sysID, o.sysID))
+	}
+	if s.db != "" && o.db != "" && s.db != o.db {
+		how = append(how, fmt.Sprintf("database %q, not %q", s.db, o.db))
+	}
+	return strings.Join(how, ", ")
 }
 
 func fileOf(files []string, i int) string {

@@ -3,6 +3,7 @@ package results
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -173,5 +174,94 @@ func BenchmarkMerge(b *testing.B) {
 		if _, err := Merge(docs, MergeOptions{}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// withServer records the server identity erplab run keeps in
+// environment.server.
+func withServer(d *Document, sysID, db string) {
+	d.Environment = []byte(`{"server":{"version":"15.8","system_identifier":"` + sysID + `","database":"` + db + `"}}`)
+}
+
+// Segments that ran against another server or database are foreign;
+// an unrecorded identity (older documents) is not compared.
+func TestMergeServerIdentity(t *testing.T) {
+	files := MergeOptions{Files: []string{"a", "b", "c"}}
+	d := readSegments(t)
+	for _, x := range d {
+		withServer(x, "7301", "seg")
+	}
+	if _, err := Merge(d, files); err != nil {
+		t.Fatalf("one server: %v", err)
+	}
+	withServer(d[2], "7301", "seg3")
+	_, err := Merge(d, files)
+	if want := `merge: c (segment 3/3) ran against another server than a (segment 1/3): database "seg3", not "seg": a foreign segment`; err == nil || err.Error() != want {
+		t.Errorf("another database: %v, want %s", err, want)
+	}
+	withServer(d[1], "9999", "seg")
+	withServer(d[2], "7301", "seg")
+	_, err = Merge(d, files)
+	if err == nil || !strings.Contains(err.Error(), "b (segment 2/3) ran against another server than a (segment 1/3): system identifier 9999, not 7301") || errors.Is(err, ErrIncomplete) {
+		t.Errorf("another cluster: %v", err)
+	}
+	d[1].Environment = nil
+	if _, err := Merge(d, files); err != nil {
+		t.Errorf("one identity unrecorded: %v", err)
+	}
+}
+
+// A restarted segment with its earlier attempt is an incomplete set
+// naming the restart; --allow-partial uses the completed attempt (else
+// the latest) and says which. The partial status says each reason once.
+func TestMergeRestartedSegment(t *testing.T) {
+	d := readSegments(t)
+	d[2].Status, d[2].Segment.Incomplete = "interrupted", []string{"run interrupted"}
+	r := *d[2]
+	seg := *d[2].Segment
+	r.Segment, r.Status = &seg, "completed"
+	seg.Restart, seg.Incomplete = 2, []string{"restarted: an earlier attempt of this segment left c"}
+	docs := []*Document{d[0], d[1], d[2], &r}
+	opts := MergeOptions{Files: []string{"a", "b", "c", "c2"}}
+	_, err := Merge(docs, opts)
+	if want := "merge: incomplete set of segments: segment 3/3 restarted (2 attempts: c, c2); --allow-partial merges it anyway"; !errors.Is(err, ErrIncomplete) || err.Error() != want {
+		t.Errorf("restart and its earlier attempt: %v, want %s", err, want)
+	}
+	opts.AllowPartial = true
+	m, err := Merge(docs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Merged.Segments[2].File; len(m.Merged.Segments) != 3 || got != "c2" {
+		t.Errorf("used %q of %d segments, want c2 of 3", got, len(m.Merged.Segments))
+	}
+	if want := []string{"segment 3/3: used the attempt c2 (completed), left out c"}; !slices.Equal(m.Merged.Notes, want) {
+		t.Errorf("notes %q, want %q", m.Merged.Notes, want)
+	}
+	if want := "partial (--allow-partial): segment 3/3 restarted (2 attempts: c, c2)"; m.Status != want || !m.Merged.Partial {
+		t.Errorf("status %q, want %q", m.Status, want)
+	}
+	// No attempt completed: the latest is used.
+	r.Status = "interrupted"
+	m, err = Merge(docs, opts)
+	if err != nil || m.Merged.Segments[2].File != "c2" || !strings.Contains(m.Merged.Notes[0], "(the latest, none completed)") {
+		t.Errorf("no completed attempt: %v, notes %q", err, m.Merged.Notes)
+	}
+	if want := "partial (--allow-partial): segment 3/3 restarted (2 attempts: c, c2); segment 3/3 run interrupted"; m.Status != want {
+		t.Errorf("status %q, want %q", m.Status, want)
+	}
+
+	// An interrupted agent: said once, and no "completed" after it.
+	d = readSegments(t)
+	d[1].Status, d[1].Segment.Incomplete = "interrupted", []string{"run interrupted"}
+	m, err = Merge(d, MergeOptions{AllowPartial: true})
+	if want := "partial (--allow-partial): segment 2/3 run interrupted"; err != nil || m.Status != want {
+		t.Errorf("interrupted agent: %v, status %q, want %q", err, m.Status, want)
+	}
+	d = readSegments(t)
+	d[0].Segment.Incomplete = []string{"late start: began 3s after --start-at"}
+	m, err = Merge(d[:2], MergeOptions{AllowPartial: true})
+	if want := "partial (--allow-partial): segment 3/3 missing; segment 1/3 late start: began 3s after --start-at"; err != nil || m.Status != want {
+		t.Errorf("late and missing: %v, status %q, want %q", err, m.Status, want)
 	}
 }

@@ -198,6 +198,10 @@ type SegmentInfo struct {
 	// abort); empty when it ran its share. `erplab merge` refuses an
 	// incomplete piece unless --allow-partial.
 	Incomplete []string `json:"incomplete,omitempty"`
+	// Restart is the attempt's number K (>= 2) when an agent restarted
+	// for the same run and segment wrote this <stem>-restart-K.json
+	// beside an earlier attempt's file; 0 for a first attempt.
+	Restart int `json:"restart,omitempty"`
 }
 
 // Label is "I/N".
@@ -234,6 +238,9 @@ type MergeInfo struct {
 	// there, and the segments' own Incomplete reasons stay in Segments.
 	Partial bool     `json:"partial,omitempty"`
 	Missing []string `json:"missing,omitempty"`
+	// Notes say what the merge chose (e.g. which attempt of a restarted
+	// segment it used, --allow-partial).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // MergedSegment is one piece of a merged run.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // SettingNames returns (a fresh slice of) the names of the settings
@@ -60,6 +61,13 @@ type Server struct {
 	Settings map[string]string `json:"settings"`
 	// InRecovery is pg_is_in_recovery(): true on a standby.
 	InRecovery bool `json:"in_recovery"`
+	// SystemIdentifier is pg_control_system().system_identifier, the
+	// cluster's identity whatever address reaches it (a decimal string;
+	// empty when the role may not execute pg_control_system), and
+	// Database is current_database(): together they tell whether two
+	// runs (e.g. the segments of one run, erplab merge) used one server.
+	SystemIdentifier string `json:"system_identifier,omitempty"`
+	Database         string `json:"database,omitempty"`
 }
 
 // serverQuery reads everything in one round trip. pg_settings lists only the
@@ -71,18 +79,24 @@ const serverQuery = `
 SELECT current_setting('server_version'),
        current_setting('server_version_num')::int,
        pg_is_in_recovery(),
+       current_database(),
+       CASE WHEN has_function_privilege('pg_control_system()', 'EXECUTE')
+            THEN (SELECT system_identifier::text FROM pg_control_system()) END,
        coalesce((SELECT json_object_agg(name, current_setting(name))
                    FROM pg_settings
                   WHERE name = ANY($1::text[])), '{}'::json)`
 
-// ReadServer reads the version, the recovery state and the [SettingNames]
+// ReadServer reads the version, the recovery state, the identity
+// (system identifier, database) and the [SettingNames]
 // settings of the server conn is connected to, with one query. It returns
 // the query error wrapped, e.g. when ctx is done or the connection is
 // closed.
 func ReadServer(ctx context.Context, conn *pgx.Conn) (Server, error) {
 	s := Server{Settings: map[string]string{}}
+	var sysID pgtype.Text
 	err := conn.QueryRow(ctx, serverQuery, SettingNames()).
-		Scan(&s.Version, &s.VersionNum, &s.InRecovery, &s.Settings)
+		Scan(&s.Version, &s.VersionNum, &s.InRecovery, &s.Database, &sysID, &s.Settings)
+	s.SystemIdentifier = sysID.String
 	if err != nil {
 		return Server{}, fmt.Errorf("read server version and settings: %w", err)
 	}

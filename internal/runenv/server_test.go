@@ -52,6 +52,13 @@ func TestReadServer(t *testing.T) {
 	if s.InRecovery {
 		t.Error("InRecovery = true on a primary")
 	}
+	var wantID, wantDB string
+	if err := conn.QueryRow(ctx, "SELECT system_identifier::text, current_database() FROM pg_control_system()").Scan(&wantID, &wantDB); err != nil {
+		t.Fatal(err)
+	}
+	if s.SystemIdentifier != wantID || s.Database != wantDB || wantID == "" {
+		t.Errorf("identity = %q/%q, want %q/%q", s.SystemIdentifier, s.Database, wantID, wantDB)
+	}
 	if got := s.Settings["work_mem"]; got != "7MB" {
 		t.Errorf(`Settings["work_mem"] = %q, want "7MB" (set on the session)`, got)
 	}
@@ -106,6 +113,11 @@ func TestReadServerUnprivilegedRole(t *testing.T) {
 	}
 	if s.Settings["work_mem"] == "" {
 		t.Errorf("unprivileged role: work_mem missing: %v", s.Settings)
+	}
+	// pg_control_system is executable by PUBLIC (no REVOKE in
+	// system_functions.sql): the identity is there for a plain role too.
+	if s.SystemIdentifier == "" || s.Database == "" {
+		t.Errorf("unprivileged role: identity %q/%q, want both", s.SystemIdentifier, s.Database)
 	}
 }
 
