@@ -75,8 +75,9 @@ PersistentVolumeClaim for /results (or --results-claim), with --setup a Job runn
 auto/N' from the same start time), and a Job running 'erplab merge' on /results. A failed
 agent fails its index and is never retried into a late start.
 
-The run flags come after '--' and are parsed with erplab run's own flags: a bad one fails
-the render. They must hold --dsn (without a password: the containers get PGPASSWORD from
+The run flags come after '--' and are parsed and checked as erplab run checks them (names
+and values, and every segment's share of the VUs and connections): a bad one fails the
+render. They must hold --dsn (without a password: the containers get PGPASSWORD from
 the Secret --password-secret, key "password"). --apdex-min goes to the merge, which
 evaluates it on the merged run.`,
 		Example: `  kubectl create secret generic erp-db --from-literal=password="$PGPASSWORD"
@@ -129,7 +130,7 @@ evaluates it on the merged run.`,
 	fl.BoolVar(&f.setup, "setup", false, "also render a Job running 'erplab init' of the run's workload and scale (it must finish before the start time)")
 	fl.StringVar(&f.startAt, "start-at", "", "start time of every agent, RFC 3339 (e.g. 2026-12-01T16:00:00Z)")
 	fl.DurationVar(&f.startDelay, "start-delay", 2*time.Minute, "start time = now + this, when --start-at is not given")
-	fl.DurationVar(&f.mergeWait, "merge-wait", 30*time.Minute, "how long the merge waits for the segment documents (from when it starts: cover start delay and run)")
+	fl.DurationVar(&f.mergeWait, "merge-wait", 30*time.Minute, "how long the merge waits for the segment documents (from when it starts: at least start delay + run + graceful stop + 2m)")
 	fl.StringVarP(&f.out, "output", "o", "", "write the YAML to this file (default standard output)")
 	return cmd
 }
