@@ -15,7 +15,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/k8s"
+	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/workload"
 	wpgbench "github.com/erplab/erplab/internal/workload/pgbench"
 )
@@ -53,7 +55,7 @@ var runOwnedFlags = [][2]string{
 	{"segment", "is set by erplab k8s render (agent I runs segment I+1 of --agents)"},
 	{"run-id", "is set by erplab k8s render (--run-id of k8s render)"},
 	{"start-at", "is set by erplab k8s render (--start-at or --start-delay of k8s render)"},
-	{"out", "is set by erplab k8s render (each agent writes /results/segment-I.json, the merge /results/run.json)"},
+	{"out", "is set by erplab k8s render (each agent writes /results/RUNID-IofN.json, the merge /results/run.json)"},
 	{"dsn-file", "reads a file on this machine, not in the pods: give --dsn without the password and --password-secret"},
 	{"keep", "applies to a throwaway server; the agents need --dsn"},
 	{"os-user", "applies to a throwaway server; the agents need --dsn"},
@@ -73,8 +75,9 @@ PersistentVolumeClaim for /results (or --results-claim), with --setup a Job runn
 auto/N' from the same start time), and a Job running 'erplab merge' on /results. A failed
 agent fails its index and is never retried into a late start.
 
-The run flags come after '--' and are parsed with erplab run's own flags: a bad one fails
-the render. They must hold --dsn (without a password: the containers get PGPASSWORD from
+The run flags come after '--' and are parsed and checked as erplab run checks them (names
+and values, and every segment's share of the VUs and connections): a bad one fails the
+render. They must hold --dsn (without a password: the containers get PGPASSWORD from
 the Secret --password-secret, key "password"). --apdex-min goes to the merge, which
 evaluates it on the merged run.`,
 		Example: `  kubectl create secret generic erp-db --from-literal=password="$PGPASSWORD"
@@ -127,7 +130,7 @@ evaluates it on the merged run.`,
 	fl.BoolVar(&f.setup, "setup", false, "also render a Job running 'erplab init' of the run's workload and scale (it must finish before the start time)")
 	fl.StringVar(&f.startAt, "start-at", "", "start time of every agent, RFC 3339 (e.g. 2026-12-01T16:00:00Z)")
 	fl.DurationVar(&f.startDelay, "start-delay", 2*time.Minute, "start time = now + this, when --start-at is not given")
-	fl.DurationVar(&f.mergeWait, "merge-wait", 30*time.Minute, "how long the merge waits for the segment documents (from when it starts: cover start delay and run)")
+	fl.DurationVar(&f.mergeWait, "merge-wait", 30*time.Minute, "how long the merge waits for the segment documents (from when it starts: at least start delay + run + graceful stop + 2m)")
 	fl.StringVarP(&f.out, "output", "o", "", "write the YAML to this file (default standard output)")
 	return cmd
 }
@@ -148,7 +151,10 @@ func (f *k8sRenderFlags) render(runArgs []string, now time.Time) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
-	run := newRunCmd().Flags()
+	runCmd, rf := newRunCmdFlags()
+	runCmd.SetOut(io.Discard)
+	runCmd.SetErr(io.Discard)
+	run := runCmd.Flags()
 	run.SetOutput(io.Discard)
 	if err := run.Parse(runArgs); err != nil {
 		return nil, fmt.Errorf("run flags: %w", err)
@@ -169,9 +175,25 @@ func (f *k8sRenderFlags) render(runArgs []string, now time.Time) ([]byte, error)
 	if conninfo.HasPassword(dsn) {
 		return nil, errors.New("run flags: --dsn holds a password, which would be written into the manifests: drop it and pass it in a Secret (--password-secret)")
 	}
+	runID := f.runID
+	if runID == "" {
+		if runID, err = newRunID(f.name, start); err != nil {
+			return nil, err
+		}
+	} else if err := loadtest.ValidRunID(runID); err != nil {
+		return nil, err
+	}
+	opts, err := f.checkRun(runCmd, rf, runID, start)
+	if err != nil {
+		return nil, err
+	}
+	if need := minMergeWait(start.Sub(now), opts); f.mergeWait < need {
+		return nil, fmt.Errorf("--merge-wait %s is too short: the merge starts when the manifests are applied and waits for the start (%s from now), the run (%s) and a margin (%s): give --merge-wait %s or more",
+			f.mergeWait, ceilSecond(start.Sub(now)), engine.TotalDuration(opts.Stages), opts.GracefulStop+mergeMargin, need)
+	}
 	spec := k8s.Spec{
 		Name: f.name, Namespace: f.namespace, Image: f.image, Agents: f.agents,
-		RunID: f.runID, StartAt: start, DSN: dsn, PasswordSecret: f.passwordSecret,
+		RunID: runID, StartAt: start, DSN: dsn, PasswordSecret: f.passwordSecret,
 		RunArgs:      withoutFlags(run, runArgs, "dsn", "apdex-min"),
 		MergeWait:    f.mergeWait,
 		ResultsClaim: f.resultsClaim, ResultsSize: f.resultsSize, StorageClass: f.storageClass,
@@ -183,12 +205,6 @@ func (f *k8sRenderFlags) render(runArgs []string, now time.Time) ([]byte, error)
 	if run.Changed("apdex-min") {
 		spec.ApdexMin = run.Lookup("apdex-min").Value.String()
 	}
-	if spec.RunID == "" {
-		spec.RunID, err = newRunID(f.name, start)
-		if err != nil {
-			return nil, err
-		}
-	}
 	if f.setup {
 		if spec.Setup, err = setupOf(run, runArgs); err != nil {
 			return nil, err
@@ -196,6 +212,46 @@ func (f *k8sRenderFlags) render(runArgs []string, now time.Time) ([]byte, error)
 	}
 	return k8s.Render(spec)
 }
+
+// checkRun checks the run flags parsed on runCmd (filling rf) as every
+// agent's erplab run will, with the segment, run id and start time the
+// render gives them, and that each of the --agents segments gets at least
+// one VU and one pool connection; it returns the run's options (those of
+// segment 1).
+func (f *k8sRenderFlags) checkRun(runCmd *cobra.Command, rf *runFlags, runID string, start time.Time) (loadtest.Options, error) {
+	rf.segments.segment = fmt.Sprintf("1/%d", f.agents)
+	rf.segments.runID = runID
+	rf.segments.startAt = start.Format(time.RFC3339)
+	opts, err := rf.buildOptions(runCmd)
+	if err != nil {
+		return opts, fmt.Errorf("run flags: %w", err)
+	}
+	maxVUs := engine.MaxTarget(opts.Stages)
+	for i := 1; i <= f.agents; i++ {
+		seg, err := engine.ParseSegment(fmt.Sprintf("%d/%d", i, f.agents), nil)
+		if err == nil {
+			err = seg.CheckShare(maxVUs, opts.Connections)
+		}
+		if err != nil {
+			return opts, fmt.Errorf("run flags with --agents %d: %w", f.agents, err)
+		}
+	}
+	return opts, nil
+}
+
+// mergeMargin is added, beyond the graceful stop, to the shortest
+// --merge-wait: pods scheduled and images pulled late, documents written.
+const mergeMargin = 2 * time.Minute
+
+// minMergeWait is the shortest --merge-wait of a run starting delay after
+// the render: the delay, the run's load profile, its graceful stop and
+// mergeMargin, rounded up to the second.
+func minMergeWait(delay time.Duration, opts loadtest.Options) time.Duration {
+	return ceilSecond(delay + engine.TotalDuration(opts.Stages) + opts.GracefulStop + mergeMargin)
+}
+
+// ceilSecond is d rounded up to the second.
+func ceilSecond(d time.Duration) time.Duration { return (d + time.Second - 1).Truncate(time.Second) }
 
 // start is --start-at, or now + --start-delay, in whole seconds.
 func (f *k8sRenderFlags) start(now time.Time) (time.Time, error) {
@@ -235,6 +291,10 @@ func setupOf(run *pflag.FlagSet, runArgs []string) (*k8s.Setup, error) {
 	m, err := workload.Find(name)
 	if err != nil {
 		return nil, fmt.Errorf("run flags: %w", err)
+	}
+	// the set-up Job's erplab init would refuse a workload without one
+	if _, _, err := initWorkload(newInitCmd(), name); err != nil {
+		return nil, fmt.Errorf("--setup: %w: drop --setup", err)
 	}
 	scale := strconv.FormatFloat(m.DefaultScale, 'g', -1, 64)
 	if run.Changed("scale") {

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -48,17 +51,20 @@ func parseWith(t *testing.T, fs *pflag.FlagSet, args []string) *pflag.FlagSet {
 }
 
 func TestK8sRenderAgentsRunWithRunFlags(t *testing.T) {
+	// the merge starts at once: the start must lie within --merge-wait
+	startAt := time.Now().Add(10 * time.Minute).UTC().Truncate(time.Second).Format(time.RFC3339)
 	m, yaml := renderFile(t, 3, "--agents", "3", "--image", "erplab:test", "--name", "t1",
-		"--start-at", "2099-01-02T03:04:05Z", "--run-id", "t1-run", "--password-secret", "db-pass", "--setup",
+		"--start-at", startAt, "--run-id", "t1-run", "--password-secret", "db-pass", "--setup",
 		"--", "--dsn", "host=db.svc dbname=erp user=bench", "--workload", "erp", "-s", "0.2",
-		"--users", "300", "--apdex-min", "0.9", "--think", "exp:3s", "--mix", "price=$x", "--force")
+		"--users", "300", "--apdex-min", "0.9", "--think", "exp:3s", "--mix", "document_form=2,stock_balance_report=1",
+		"--metrics-addr", "$(HOST):9187", "--force") // a '$' reaches the agents unexpanded
 	agents := m.Job("t1-agents")
 	if agents == nil {
 		t.Fatal("no Job t1-agents")
 	}
 	c := agents.Spec.Template.Spec.Containers[0]
 	args, unresolved := k8s.Expand(c, map[string]string{k8s.IndexEnv: "1", k8s.RunIDEnv: "t1-run",
-		k8s.StartAtEnv: "2099-01-02T03:04:05Z", k8s.DSNEnv: "host=db.svc dbname=erp user=bench"})
+		k8s.StartAtEnv: startAt, k8s.DSNEnv: "host=db.svc dbname=erp user=bench"})
 	if len(unresolved) > 0 || len(args) == 0 || args[0] != "run" {
 		t.Fatalf("agent args %q (unresolved %v)", args, unresolved)
 	}
@@ -69,8 +75,8 @@ func TestK8sRenderAgentsRunWithRunFlags(t *testing.T) {
 	}
 	parseWith(t, run, args)
 	for flag, want := range map[string]string{
-		"out": "/results/segment-1.json", "dsn": "host=db.svc dbname=erp user=bench", "workload": "erp",
-		"scale": "0.2", "users": "300", "think": "exp:3s", "mix": "price=$x", "force": "true",
+		"out": "/results/", "dsn": "host=db.svc dbname=erp user=bench", "workload": "erp",
+		"scale": "0.2", "users": "300", "think": "exp:3s", "mix": "document_form=2,stock_balance_report=1", "metrics-addr": "$(HOST):9187", "force": "true",
 	} {
 		if got := run.Lookup(flag).Value.String(); got != want {
 			t.Errorf("agents' --%s = %q, want %q", flag, got, want)
@@ -80,7 +86,7 @@ func TestK8sRenderAgentsRunWithRunFlags(t *testing.T) {
 		t.Error("agents got --apdex-min: it belongs to the merge")
 	}
 	if run.Lookup("segment") != nil {
-		for flag, want := range map[string]string{"segment": "auto/3", "run-id": "t1-run", "start-at": "2099-01-02T03:04:05Z"} {
+		for flag, want := range map[string]string{"segment": "auto/3", "run-id": "t1-run", "start-at": startAt} {
 			if got := run.Lookup(flag).Value.String(); got != want {
 				t.Errorf("agents' --%s = %q, want %q", flag, got, want)
 			}
@@ -176,4 +182,41 @@ func TestWithoutFlags(t *testing.T) {
 	if want := "-nS -s 2 --mix --dsn -P5 --force --users 3"; got != want {
 		t.Errorf("withoutFlags = %q, want %q", got, want)
 	}
+}
+
+// The render refuses, in one line with exit 2, what every agent's erplab
+// run, the set-up's erplab init or the merge would refuse, and a merge
+// that would give up before the run ends.
+func TestK8sRenderRefusesWhatThePodsWould(t *testing.T) {
+	base := []string{"k8s", "render", "--agents", "3", "--image", "erplab:test"}
+	for _, c := range []struct {
+		want string // in the error
+		args []string
+	}{
+		{`unknown workload "nosuch"`, []string{"--", "--dsn", "host=db", "--workload", "nosuch"}},
+		{"--users", []string{"--", "--dsn", "host=db", "--users", "0"}},
+		{"duration", []string{"--", "--dsn", "host=db", "--duration", "-5s"}},
+		{"--think", []string{"--", "--dsn", "host=db", "--think", "bogus"}},
+		{"--scale", []string{"--", "--dsn", "host=db", "--scale", "-1"}},
+		{"nosuch", []string{"--", "--dsn", "host=db", "--mix", "nosuch=1"}},
+		{"--temp-style", []string{"--", "--dsn", "host=db", "--temp-style", "lsfusion"}},
+		{"--apdex-min must be between 0 and 1", []string{"--", "--dsn", "host=db", "--apdex-min", "2"}},
+		{`--run-id "a/b c"`, []string{"--run-id", "a/b c", "--", "--dsn", "host=db"}},
+		{"segment 3/3 gets none of the profile's 2 VUs", []string{"--", "--dsn", "host=db", "--users", "2"}},
+		{"segment 3/3 gets none of the 2 pool connections", []string{"--", "--dsn", "host=db", "--users", "30", "--connections", "2"}},
+		{`--setup: init: workload "smoke" has no separate init`, []string{"--setup", "--", "--dsn", "host=db", "--workload", "smoke"}},
+		{"give --merge-wait 52m10s or more", []string{"--start-delay", "20m", "--merge-wait", "5m", "--", "--dsn", "host=db", "--duration", "30m"}},
+	} {
+		args := append(append([]string(nil), base...), c.args...)
+		checkUsageError(t, args)
+		out, err := erplab(t, t.TempDir(), args...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || !strings.Contains(string(out), c.want) {
+			t.Errorf("%q: %v, output %q; want it to say %q", c.args, err, out, c.want)
+		}
+	}
+	// the edges of the refusals render: 3 VUs and 3 connections over 3
+	// agents, the shortest --merge-wait, init of a workload that has one
+	renderFile(t, 3, append(base[2:], "--start-delay", "20m", "--merge-wait", "52m10s", "--setup",
+		"--", "--dsn", "host=db", "--workload", "erp", "--users", "3", "--connections", "3", "--duration", "30m")...)
 }

@@ -97,11 +97,8 @@ Ctrl-C exits at once).`,
 				return nil
 			}
 			scripts := f.scriptMode()
-			opts, err := f.options(cmd)
+			opts, err := f.buildOptions(cmd)
 			opts.Profile, _ = cmd.Flags().GetBool("profile")
-			if err == nil {
-				err = f.segments.apply(cmd, &opts)
-			}
 			if err != nil {
 				if scripts {
 					// pgbench exits 1 for script and option errors.
@@ -207,6 +204,18 @@ func checkApdexMin(i results.IntegralScore, min float64) error {
 		return withCode(exitThreshold, fmt.Errorf("integral APDEX %.3f (%s) is below --apdex-min %g", i.Value, i.Rating, min))
 	}
 	return nil
+}
+
+// buildOptions is the run's options from its parsed flags, segment
+// options included: every check erplab run makes before it connects
+// (erplab k8s render checks its run flags with it). Errors are one-line
+// usage errors.
+func (f *runFlags) buildOptions(cmd *cobra.Command) (loadtest.Options, error) {
+	opts, err := f.options(cmd)
+	if err != nil {
+		return opts, err
+	}
+	return opts, f.segments.apply(cmd, &opts)
 }
 
 func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {

@@ -35,10 +35,11 @@
 //
 //     erplab run --segment auto/N --run-id $(ERPLAB_RUN_ID)
 //     --start-at $(ERPLAB_START_AT)
-//     --out /results/segment-$(JOB_COMPLETION_INDEX).json
-//     --dsn $(ERPLAB_DSN) RUN FLAGS...
+//     --out /results/ --dsn $(ERPLAB_DSN) RUN FLAGS...
 //
-//     where auto/N is segment JOB_COMPLETION_INDEX+1 of N. JOB_COMPLETION_INDEX
+//     where auto/N is segment JOB_COMPLETION_INDEX+1 of N, written to
+//     /results/<run id>-<I>of<N>.json (a results claim reused across runs
+//     keeps each run's files apart). JOB_COMPLETION_INDEX
 //     is declared in the container's env from the pod annotation
 //     batch.kubernetes.io/job-completion-index, so that the kubelet's $(VAR)
 //     expansion of the args is guaranteed to resolve it (it expands only

@@ -32,7 +32,6 @@ const (
 	PasswordKey    = "password"        // the key read from Spec.PasswordSecret
 	User           = 65532             // the pods' numeric user and group (distroless nonroot)
 	RunIDAnnot     = "erplab/run-id"   // annotation on every object
-	segmentPattern = "segment-$(" + IndexEnv + ").json"
 )
 
 // Resources are the containers' resource requests and limits as Kubernetes
@@ -398,7 +397,7 @@ func (s Spec) AgentArgs() []string {
 		"--segment", "auto/" + strconv.Itoa(s.Agents),
 		"--run-id", "$(" + RunIDEnv + ")",
 		"--start-at", "$(" + StartAtEnv + ")",
-		"--out", ResultsDir + "/" + segmentPattern,
+		"--out", ResultsDir + "/", // erplab run --segment writes <run id>-<I>of<N>.json there
 		"--dsn", "$(" + DSNEnv + ")",
 	}
 	for _, a := range s.RunArgs {

@@ -89,7 +89,7 @@ func TestRenderDecodesStrictlyWithInvariants(t *testing.T) {
 		t.Errorf("args reference undeclared env vars %v", unresolved)
 	}
 	want := []string{"run", "--segment", "auto/4", "--run-id", s.RunID, "--start-at", "2026-12-01T16:00:00Z",
-		"--out", "/results/segment-2.json", "--dsn", s.DSN}
+		"--out", "/results/", "--dsn", s.DSN}
 	want = append(want, s.RunArgs...) // "price=$5" comes back unexpanded
 	if !slices.Equal(args, want) {
 		t.Errorf("expanded agent args =\n %q\nwant\n %q", args, want)
@@ -160,7 +160,11 @@ func TestCheckCatchesViolations(t *testing.T) {
 		{"index undeclared", func(j *batchv1.Job) {
 			c := &j.Spec.Template.Spec.Containers[0]
 			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == IndexEnv })
-		}, "undeclared env vars [JOB_COMPLETION_INDEX]"},
+		}, "JOB_COMPLETION_INDEX not declared in env"}, // --segment auto/N reads it
+		{"run id undeclared", func(j *batchv1.Job) {
+			c := &j.Spec.Template.Spec.Containers[0]
+			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == RunIDEnv })
+		}, "undeclared env vars [ERPLAB_RUN_ID]"},
 		{"password value", func(j *batchv1.Job) {
 			c := &j.Spec.Template.Spec.Containers[0]
 			c.Env = append(c.Env, corev1.EnvVar{Name: "PGPASSWORD", Value: "hunter2"})
