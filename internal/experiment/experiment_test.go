@@ -209,9 +209,11 @@ func TestABRun(t *testing.T) {
 		}
 	}
 	// Each comparison's verdict is decided by its remedies' declared
-	// primary rows. Family counts the primary rows that could be tested:
-	// in a run this short a row (or_subquery_report's APDEX, a few
-	// executions) may have too few intervals, as CI saw once.
+	// primary rows. Family counts the primary rows that were tested: in
+	// a run this short a row (or_subquery_report's APDEX, a few
+	// executions) may have too few intervals (CI saw 1 of 2), and with
+	// one round per side the noise guard may call the comparison
+	// "inconclusive: one round each" before any test (Family 0).
 	for i, want := range []string{"integral:apdex or_subquery_report:apdex by settings, rewrite-proxy: ", "integral:apdex by temp-style: "} {
 		p := oc.Comparisons[i].Primary
 		if p == nil {
@@ -221,7 +223,7 @@ func TestABRun(t *testing.T) {
 		for _, k := range p.Rows {
 			keys = append(keys, k.String())
 		}
-		if got := strings.Join(keys, " ") + " by " + p.Source + ": "; got != want || p.Family < 1 || p.Family > len(p.Rows) || p.Verdict == "" {
+		if got := strings.Join(keys, " ") + " by " + p.Source + ": "; got != want || p.Family > len(p.Rows) || p.Verdict == "" {
 			t.Fatalf("comparison %d primary %q (%+v), want %q", i, got, p, want)
 		}
 	}
