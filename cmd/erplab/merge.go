@@ -18,6 +18,7 @@ import (
 
 type mergeFlags struct {
 	out, dir     string
+	runID        string
 	allowPartial bool
 	wait         time.Duration
 	apdexMin     float64
@@ -73,6 +74,9 @@ integral APDEX below --apdex-min.`,
 			if f.wait > 0 && dir == "" {
 				return withCode(exitUsage, errors.New("--wait applies to a directory (DIR or --dir DIR)"))
 			}
+			if f.runID != "" && dir == "" {
+				return withCode(exitUsage, errors.New("--run-id applies to a directory (DIR or --dir DIR); the files given are merged as they are"))
+			}
 			if f.apdexMin < 0 || f.apdexMin > 1 {
 				return withCode(exitUsage, fmt.Errorf("--apdex-min must be between 0 and 1, got %g", f.apdexMin))
 			}
@@ -90,7 +94,7 @@ integral APDEX below --apdex-min.`,
 				err   error
 			)
 			if dir != "" {
-				docs, files, err = readSegmentDir(cmd.Context(), dir, f.out, f.wait, cmd.ErrOrStderr())
+				docs, files, err = readSegmentDir(cmd.Context(), dir, f.out, f.runID, f.wait, cmd.ErrOrStderr())
 			} else {
 				docs, files, err = readSegmentFiles(args)
 			}
@@ -119,6 +123,7 @@ integral APDEX below --apdex-min.`,
 	fl := cmd.Flags()
 	fl.StringVarP(&f.out, "out", "o", "", "the merged document to write (required)")
 	fl.StringVar(&f.dir, "dir", "", "read the segment documents of the directory DIR")
+	fl.StringVar(&f.runID, "run-id", "", "with a directory: read only the segments of this run (a results volume reused by several runs)")
 	fl.BoolVar(&f.allowPartial, "allow-partial", false, "merge an incomplete set (segments missing or marked incomplete); the document and summary say so")
 	fl.DurationVar(&f.wait, "wait", 0, "with a directory: wait up to this long until all N segments are there (or one is marked incomplete)")
 	fl.Float64Var(&f.apdexMin, "apdex-min", 0, "exit with code 99 when the merged integral APDEX is below this")
@@ -163,20 +168,21 @@ const staleStream = time.Minute
 // (X.json) cover every piece of the run, or one is marked incomplete (a
 // stream with a header left unwritten for staleStream counts, as a
 // killed agent's), or wait has passed; the other streams count only
-// once the wait is over.
-func readSegmentDir(ctx context.Context, dir, out string, wait time.Duration, errw io.Writer) ([]*results.Document, []string, error) {
+// once the wait is over. runID, if not "", keeps only that run's
+// documents (others are skipped silently: a reused results volume).
+func readSegmentDir(ctx context.Context, dir, out, runID string, wait time.Duration, errw io.Writer) ([]*results.Document, []string, error) {
 	deadline := time.Now().Add(wait)
 	absOut, _ := filepath.Abs(out)
 	skipped := map[string]bool{}
 	for {
-		docs, files, streams, err := scanSegmentDir(dir, absOut, skipped, errw)
+		docs, files, streams, err := scanSegmentDir(dir, absOut, runID, skipped, errw)
 		if err != nil {
 			return nil, nil, err
 		}
 		var dead []*results.Document
 		for _, p := range streams {
 			if st, err := os.Stat(p); err == nil && st.Size() > 0 && time.Since(st.ModTime()) > staleStream {
-				if d, err := results.Read(p); err == nil && d.Segment != nil {
+				if d, err := results.Read(p); err == nil && d.Segment != nil && (runID == "" || d.RunID == runID) {
 					dead = append(dead, d)
 				}
 			}
@@ -188,7 +194,7 @@ func readSegmentDir(ctx context.Context, dir, out string, wait time.Duration, er
 					fmt.Fprintf(errw, "merge: skipping %s: %v\n", p, err)
 					continue
 				}
-				if d.Segment != nil {
+				if d.Segment != nil && (runID == "" || d.RunID == runID) {
 					docs, files = append(docs, d), append(files, p)
 				}
 			}
@@ -207,7 +213,7 @@ func readSegmentDir(ctx context.Context, dir, out string, wait time.Duration, er
 
 // scanSegmentDir reads dir's complete segment documents and lists the
 // streams that have no document.
-func scanSegmentDir(dir, absOut string, skipped map[string]bool, errw io.Writer) (docs []*results.Document, files, streams []string, err error) {
+func scanSegmentDir(dir, absOut, runID string, skipped map[string]bool, errw io.Writer) (docs []*results.Document, files, streams []string, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("merge: %w", err)
@@ -241,6 +247,9 @@ func scanSegmentDir(dir, absOut string, skipped map[string]bool, errw io.Writer)
 					fmt.Fprintf(errw, "merge: skipping %s: not a segment of a run\n", p)
 					skipped[p] = true
 				}
+				continue
+			}
+			if runID != "" && d.RunID != runID {
 				continue
 			}
 			docs, files = append(docs, d), append(files, p)

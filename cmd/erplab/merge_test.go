@@ -222,3 +222,29 @@ func TestRunSegmentUsage(t *testing.T) {
 		}
 	}
 }
+
+// A results directory reused by several runs (a Kubernetes claim): the
+// other run's segment is refused as foreign, unless --run-id picks this
+// run's documents; --run-id with files given is a usage error.
+func TestMergeRunIDFilter(t *testing.T) {
+	dir := copySegments(t, "1", "2", "3")
+	d, err := results.Read(filepath.Join(dir, "r1-1of3.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.RunID = "r0"
+	if err := d.WriteFile(filepath.Join(dir, "r0-1of3.json")); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "run.json")
+	if b, err := erplab(t, dir, "merge", "--dir", dir, "-o", out).CombinedOutput(); exitOf(err) != 1 {
+		t.Errorf("another run's segment in the directory: %v\n%s", err, b)
+	}
+	b, err := erplab(t, dir, "merge", "--dir", dir, "--run-id", "r1", "-o", out).CombinedOutput()
+	if err != nil || !strings.Contains(string(b), "merged run r1: 3 of 3 segments") {
+		t.Fatalf("--run-id r1: %v\n%s", err, b)
+	}
+	if b, err := erplab(t, dir, "merge", "--run-id", "r1", "-o", out+"2", filepath.Join(dir, "r1-1of3.json")).CombinedOutput(); exitOf(err) != exitUsage {
+		t.Errorf("--run-id with files: %v\n%s", err, b)
+	}
+}

@@ -446,13 +446,15 @@ var mergeResources = Resources{CPU: "100m", Memory: "256Mi", MemoryLimit: "1Gi"}
 
 func (s Spec) mergeJob(claim string) *batchv1.Job {
 	res, _ := mergeResources.requirements() // constant quantities
-	args := []string{"merge", "--wait", shortDuration(s.MergeWait), "--dir", ResultsDir, "-o", MergedFile}
+	// --run-id: a results claim reused by earlier runs holds their
+	// segments too; the merge reads this run's only.
+	args := []string{"merge", "--wait", shortDuration(s.MergeWait), "--dir", ResultsDir, "--run-id", "$(" + RunIDEnv + ")", "-o", MergedFile}
 	if s.ApdexMin != "" {
 		args = append(args, "--apdex-min", escape(s.ApdexMin))
 	}
 	j := s.job("merge", "merge", s.podSpec(corev1.Container{
 		Name: "merge", Image: s.Image, Command: []string{"erplab"}, Args: args,
-		Env: s.baseEnv(false), Resources: res,
+		Env: append(s.baseEnv(false), s.cmEnv(RunIDEnv, "run-id")), Resources: res,
 	}, claim))
 	j.Spec.BackoffLimit = i32(0)
 	return j

@@ -102,7 +102,7 @@ func TestRenderDecodesStrictlyWithInvariants(t *testing.T) {
 	if merge == nil {
 		t.Fatal("no Job erp-load-merge")
 	}
-	wantMerge := []string{"merge", "--wait", "30m", "--dir", "/results", "-o", "/results/run.json", "--apdex-min", "0.85"}
+	wantMerge := []string{"merge", "--wait", "30m", "--dir", "/results", "--run-id", "$(ERPLAB_RUN_ID)", "-o", "/results/run.json", "--apdex-min", "0.85"}
 	if got := merge.Spec.Template.Spec.Containers[0].Args; !slices.Equal(got, wantMerge) {
 		t.Errorf("merge args = %q, want %q", got, wantMerge)
 	}
