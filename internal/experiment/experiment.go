@@ -241,6 +241,17 @@ func DropDatabase(ctx context.Context, c *pgcluster.Cluster, db string) error {
 	return nil
 }
 
+// Order is the running order of n configurations (index 0 the
+// baseline) over rounds, as (configuration index, round) pairs:
+// balanced (A B, B A, A B ...) when balanced, else interleaved (A B A B)
+// when interleave, else blocked (A A B B); see Config.Rounds.
+func Order(n, rounds int, balancedOrder, interleave bool) [][2]int {
+	if balancedOrder {
+		return balanced(n, rounds)
+	}
+	return schedule(n, rounds, interleave)
+}
+
 // schedule returns the (variant index, round) pairs in running order;
 // index 0 is the baseline.
 func schedule(n, rounds int, interleave bool) [][2]int {
@@ -316,10 +327,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Outcome, error) {
 		return nil, fmt.Errorf("experiment: results directory: %w", err)
 	}
 	oc := &Outcome{Rounds: cfg.Rounds}
-	order := schedule(len(all), cfg.Rounds, cfg.Interleave)
-	if cfg.Balanced {
-		order = balanced(len(all), cfg.Rounds)
-	}
+	order := Order(len(all), cfg.Rounds, cfg.Balanced, cfg.Interleave)
 	for seq, step := range order {
 		v, round := all[step[0]], step[1]
 		fmt.Fprintf(out, "\n=== %s, round %d of %d (run %d of %d): %s\n", v.Name, round, cfg.Rounds, seq+1, len(order), remedyList(v))
@@ -387,9 +395,29 @@ func remedyList(v Variant) string {
 	return strings.Join(parts, ", ")
 }
 
-// runOne performs one run of variant v.
-func runOne(ctx context.Context, cfg Config, v Variant, round int, out io.Writer) (rr *RunResult, err error) {
+// Prepared is what InVariant gives its function: the remedy target
+// (the run database's DSN, the workload flag values with the remedies'
+// overrides), the run database and how its cache started.
+type Prepared struct {
+	Target   *remedy.Target
+	Database string
+	Cache    string
+}
+
+// InVariant runs fn in variant v's configuration for one round: it
+// copies the template to the run database run_<name>_<round>
+// (restarting the server first with cfg.Cold), applies v's remedies in
+// order, calls fn, undoes the remedies in reverse order on a context
+// that is not cancelled (also when a remedy, fn or the context fails)
+// and drops the run database. It returns the remedies' records, taken
+// after the undo, with fn's error joined to those of the undo and drop.
+// An error of the copy or of a remedy's Apply is returned before fn
+// runs (records nil).
+func InVariant(ctx context.Context, cfg Config, v Variant, round int, out io.Writer, fn func(ctx context.Context, p Prepared) error) (recs []remedy.Record, err error) {
 	c := cfg.Cluster
+	if cfg.Template == "" {
+		cfg.Template = DefaultTemplate
+	}
 	db := fmt.Sprintf("run_%s_%d", strings.ToLower(strings.ReplaceAll(v.Name, "-", "_")), round)
 	if err := DropDatabase(ctx, c, db); err != nil {
 		return nil, err
@@ -445,29 +473,44 @@ func runOne(ctx context.Context, cfg Config, v Variant, round int, out io.Writer
 		done = append(done, a)
 	}
 	applied := done
-
-	w, err := cfg.NewWorkload(t.Flags)
-	if err != nil {
-		return nil, err
+	err = fn(ctx, Prepared{Target: t, Database: db, Cache: cache})
+	// Undo now, so the records are complete (proxy counters, settings
+	// after the reset) when they are taken.
+	if uerr := undoAll(); uerr != nil {
+		err = errors.Join(err, uerr)
 	}
-	opts := cfg.Load
-	opts.DSN, opts.EnvGiven, opts.Force, opts.Keep, opts.OSUser = t.DSN, false, true, false, ""
-	opts.Workload = w
-	opts.Out = filepath.Join(cfg.OutDir, fmt.Sprintf("%s-%d.json", v.Name, round))
-	res, runErr := loadtest.Run(ctx, opts, out)
+	recs = []remedy.Record{}
+	for _, a := range applied {
+		recs = append(recs, a.Record())
+	}
+	return recs, err
+}
+
+// runOne performs one run of variant v.
+func runOne(ctx context.Context, cfg Config, v Variant, round int, out io.Writer) (*RunResult, error) {
+	var res *loadtest.Result
+	var prep Prepared
+	recs, runErr := InVariant(ctx, cfg, v, round, out, func(ctx context.Context, p Prepared) error {
+		prep = p
+		w, err := cfg.NewWorkload(p.Target.Flags)
+		if err != nil {
+			return err
+		}
+		opts := cfg.Load
+		opts.DSN, opts.EnvGiven, opts.Force, opts.Keep, opts.OSUser = p.Target.DSN, false, true, false, ""
+		opts.Workload = w
+		opts.Out = filepath.Join(cfg.OutDir, fmt.Sprintf("%s-%d.json", v.Name, round))
+		res, err = loadtest.Run(ctx, opts, out)
+		return err
+	})
 	if res == nil {
 		return nil, runErr
 	}
-	// Undo now, so the records are complete (proxy counters, settings
-	// after the reset) when they are written.
-	if uerr := undoAll(); uerr != nil {
-		runErr = errors.Join(runErr, uerr)
+	rr := &RunResult{Variant: v.Name, Round: round, Path: res.Path, Doc: res.Doc, Remedies: recs}
+	if len(recs) == 0 {
+		rr.Remedies = nil
 	}
-	rr = &RunResult{Variant: v.Name, Round: round, Path: res.Path, Doc: res.Doc}
-	for _, a := range applied {
-		rr.Remedies = append(rr.Remedies, a.Record())
-	}
-	if werr := writeRemedies(res.Doc, res.Path, v, round, db, cfg.Template, t.Flags[TempStyleFlag], cache, rr.Remedies); werr != nil {
+	if werr := writeRemedies(res.Doc, res.Path, v, round, prep.Database, cfg.Template, prep.Target.Flags[TempStyleFlag], prep.Cache, recs); werr != nil {
 		runErr = errors.Join(runErr, werr)
 	}
 	return rr, runErr
