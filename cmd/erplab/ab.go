@@ -18,6 +18,7 @@ import (
 	"github.com/erplab/erplab/internal/compare"
 	"github.com/erplab/erplab/internal/experiment"
 	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/remedy"
 	_ "github.com/erplab/erplab/internal/remedy/all"
 	"github.com/erplab/erplab/internal/results"
@@ -44,8 +45,8 @@ func newABCmd() *cobra.Command {
 		primary    []string
 	)
 	var remedies strings.Builder
-	_ = remedy.WriteHelp(&remedies)      // a strings.Builder does not fail
-	remedyParams := map[string]*string{} // remedy parameter name -> flag value
+	_ = remedy.WriteHelp(&remedies) // a strings.Builder does not fail
+	var remedyParams map[string]*string
 	cmd := &cobra.Command{
 		Use:   "ab --variant NAME=remedy[,remedy] [--variant ...]",
 		Short: "A/B experiment: baseline and variants with remedies, same data and load, then compare",
@@ -161,31 +162,9 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 					}
 				}
 			}
-			meta, err := workload.Find(f.workload)
+			baseFlags, newW, err := variantWorkload(cmd, f.workload, vs)
 			if err != nil {
 				return withCode(exitUsage, err)
-			}
-			if flag, owner, foreign := meta.ForeignFlag(cmd.Flags()); foreign {
-				return withCode(exitUsage, fmt.Errorf("--%s applies to --workload %s only", flag, owner))
-			}
-			own := meta.FlagSet()
-			if err := experiment.CheckVariants(meta.Name, vs, func(flag string) bool { return own.Lookup(flag) != nil }); err != nil {
-				return withCode(exitUsage, err)
-			}
-			// The baseline's workload options as given (defaults included);
-			// a remedy such as temp-style overrides one of them.
-			baseFlags := map[string]string{}
-			meta.FlagSet().VisitAll(func(fl *pflag.Flag) {
-				if g := cmd.Flags().Lookup(fl.Name); g != nil {
-					baseFlags[fl.Name] = g.Value.String()
-				}
-			})
-			newW := func(flags map[string]string) (workload.Workload, error) {
-				return workload.Build(f.workload, flags)
-			}
-			params := map[string]string{}
-			for name, v := range remedyParams {
-				params[name] = *v
 			}
 			out := cmd.OutOrStdout()
 			ctx := cmd.Context()
@@ -196,29 +175,19 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 					pool = max(pool, s.Target)
 				}
 			}
-			c, err := loadtest.StartEmbedded(ctx, out, f.osUser, pool+30, false)
-			if err != nil {
-				if ctx.Err() != nil {
-					return withCode(exitInterrupted, loadtest.ErrInterrupted)
-				}
-				return err
-			}
-			defer func() {
-				if err := c.Stop(); err != nil {
-					fmt.Fprintf(out, "warning: stopping the embedded server: %v\n", err)
-				}
-			}()
 			tw, err := newW(baseFlags)
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
-			if err := experiment.BuildTemplate(ctx, c, experiment.DefaultTemplate, tw, opts.Scale, opts.Seed, out); err != nil {
+			c, err := startTemplate(ctx, out, f.osUser, pool+30, tw, opts.Scale, opts.Seed)
+			if err != nil {
 				return err
 			}
+			defer stopEmbedded(c, out)
 			ecfg := experiment.Config{
 				Cluster: c, NewWorkload: newW, Flags: baseFlags, Load: opts, Variants: vs,
 				Rounds: rounds, Balanced: order == "balanced", Interleave: order == "interleaved",
-				OutDir: outDir, Params: params, Cold: cold,
+				OutDir: outDir, Params: remedyParamValues(remedyParams), Cold: cold,
 				Compare:   compare.Options{Alpha: alpha, MinEffect: minEffect, MaxForeignDiff: maxForeign},
 				AAPrimary: aaPrimary,
 			}
@@ -283,12 +252,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	fl.BoolVar(&cold, "cold", false, "restart the server before every run (and drop the OS page cache as root): cold-cache runs")
 	fl.IntVar(&rounds, "rounds", 0, "runs of each configuration (default: as many as fit --budget, at least 3)")
 	fl.StringArrayVar(&primary, "primary", nil, "primary row [VARIANT=]SUBJECT[:METRIC] deciding the verdict (repeatable; default: the remedies' declared rows)")
-	// Each remedy's parameters, e.g. --tmpfs-size.
-	for _, k := range remedy.Kinds() {
-		for _, p := range k.Params {
-			remedyParams[p.Name] = fl.String(p.Name, p.Default, k.Name+": "+p.Usage)
-		}
-	}
+	remedyParams = addRemedyParamFlags(fl) // each remedy's parameters, e.g. --tmpfs-size
 	fl.Float64Var(&alpha, "alpha", compare.DefaultAlpha, "compare: family-wise significance level (Holm)")
 	fl.Float64Var(&minEffect, "min-effect", compare.DefaultMinEffect, "compare: smallest relative difference that counts (0.05 = 5 %)")
 	fl.Float64Var(&maxForeign, "max-foreign-diff", compare.DefaultMaxForeignDiff, "compare: foreign CPU difference (points of all CPUs) beyond which verdicts are inconclusive (negative = off)")
@@ -404,4 +368,79 @@ func checkPrimaryAPDEX(specs []string, w workload.Workload) error {
 		return fmt.Errorf("--primary %q: workload %s has no key operation %q (it has: integral, %s)", s, w.Name(), k.Subject, strings.Join(names, ", "))
 	}
 	return nil
+}
+
+// addRemedyParamFlags adds each registered remedy's parameters as flags
+// of fl (e.g. --tmpfs-size) and returns their values by name.
+func addRemedyParamFlags(fl *pflag.FlagSet) map[string]*string {
+	m := map[string]*string{}
+	for _, k := range remedy.Kinds() {
+		for _, p := range k.Params {
+			m[p.Name] = fl.String(p.Name, p.Default, k.Name+": "+p.Usage)
+		}
+	}
+	return m
+}
+
+// remedyParamValues reads the flags addRemedyParamFlags made.
+func remedyParamValues(m map[string]*string) map[string]string {
+	params := make(map[string]string, len(m))
+	for name, v := range m {
+		params[name] = *v
+	}
+	return params
+}
+
+// variantWorkload checks workload name's flags and the variants' remedies
+// against it (usage errors, one line) and returns the baseline's
+// workload flag values as given on cmd (defaults included; a remedy such
+// as temp-style overrides one of them) and the builder of a run's
+// workload from such values.
+func variantWorkload(cmd *cobra.Command, name string, vs []experiment.Variant) (map[string]string, func(map[string]string) (workload.Workload, error), error) {
+	meta, err := workload.Find(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if flag, owner, foreign := meta.ForeignFlag(cmd.Flags()); foreign {
+		return nil, nil, fmt.Errorf("--%s applies to --workload %s only", flag, owner)
+	}
+	own := meta.FlagSet()
+	if err := experiment.CheckVariants(meta.Name, vs, func(flag string) bool { return own.Lookup(flag) != nil }); err != nil {
+		return nil, nil, err
+	}
+	baseFlags := map[string]string{}
+	own.VisitAll(func(fl *pflag.Flag) {
+		if g := cmd.Flags().Lookup(fl.Name); g != nil {
+			baseFlags[fl.Name] = g.Value.String()
+		}
+	})
+	newW := func(flags map[string]string) (workload.Workload, error) { return workload.Build(name, flags) }
+	return baseFlags, newW, nil
+}
+
+// startTemplate starts the embedded server of an experiment (maxConns
+// connections) and builds the template database from the baseline's
+// workload tw with scale and seed. The caller stops the server
+// (stopEmbedded). A start interrupted before the server runs is
+// exitInterrupted.
+func startTemplate(ctx context.Context, out io.Writer, osUser string, maxConns int, tw workload.Workload, scale float64, seed uint64) (*pgcluster.Cluster, error) {
+	c, err := loadtest.StartEmbedded(ctx, out, osUser, maxConns, false)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, withCode(exitInterrupted, loadtest.ErrInterrupted)
+		}
+		return nil, err
+	}
+	if err := experiment.BuildTemplate(ctx, c, experiment.DefaultTemplate, tw, scale, seed, out); err != nil {
+		stopEmbedded(c, out)
+		return nil, err
+	}
+	return c, nil
+}
+
+// stopEmbedded stops an embedded server, a failure a warning on out.
+func stopEmbedded(c *pgcluster.Cluster, out io.Writer) {
+	if err := c.Stop(); err != nil {
+		fmt.Fprintf(out, "warning: stopping the embedded server: %v\n", err)
+	}
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/erplab/erplab/internal/capacity"
+	"github.com/erplab/erplab/internal/compare"
+	"github.com/erplab/erplab/internal/experiment"
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/workload"
 )
@@ -34,6 +36,12 @@ type capacityFlags struct {
 	require                                  float64
 	open                                     bool
 	workers                                  int
+	// A/B of capacity (--variant)
+	variants     []string
+	rounds       int
+	order        string
+	alpha        float64
+	remedyParams map[string]*string
 }
 
 func newCapacityCmd() *cobra.Command {
@@ -63,16 +71,35 @@ One server for the whole search (without --dsn a throwaway one, removed at the e
 is set up by the first step. The capacity document (--out) is rewritten after every step;
 each step's own results (and its output, .log) are in <out>-steps/. erplab report draws it.
 
+A/B of capacity: --variant NAME=remedy[,remedy] (repeatable; the remedies of erplab ab) runs the
+same search for the baseline and each variant on one embedded server, --rounds times each in
+--order (balanced: A B B A ...). The data is built once into a template database; every search
+starts from a fresh copy of it with its variant's remedies applied for the whole search and
+undone after it (also on failure and Ctrl-C). It prints each side's capacity (median and range
+over rounds) and limiting resource, the APDEX of the sides at the loads all of them ran, and
+"VERDICT NAME: capacity 23 -> 31 users (+35 %); better: ..." per variant: better or worse only
+when the exact rank-sum test over the rounds' capacities reaches --alpha (every round of one
+side above every round of the other needs 4 rounds each at 0.05); one round each is
+"inconclusive: one round each". The A/B document (--out) holds every search with its steps;
+erplab report draws the sides' APDEX curves on one chart with each side's capacity marked.
+
 Exit codes: 0 done, 1 error (a server that failed during the search: the finished steps are
 kept and the capacity known so far printed), 2 bad usage, 99 capacity below --require, 130
 interrupted (finished steps kept, capacity so far printed).`,
 		Example: `  erplab capacity --workload smoke --start 4 --max-users 64 --hold 30s --ramp 5s
   erplab capacity --workload erp --user-ops-per-hour 120 --start 50 --step x2 --max-users 2000 --hold 2m --ramp 30s
-  erplab capacity --rate --start 50 --step +50 --max-users 1000 --hold 1m --p95 post_invoice=500ms`,
+  erplab capacity --rate --start 50 --step +50 --max-users 1000 --hold 1m --p95 post_invoice=500ms
+  erplab capacity --workload erp --start 8 --max-users 128 --hold 1m --variant tuned=settings:examples/erp-profile.conf --rounds 4`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := f.config(cmd, runCmd, rf)
 			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			if len(f.variants) > 0 {
+				return f.runAB(cmd, cfg, rf)
+			}
+			if err := f.noABFlags(cmd); err != nil {
 				return withCode(exitUsage, err)
 			}
 			doc, err := capacity.Run(cmd.Context(), cfg, cmd.OutOrStdout())
@@ -112,8 +139,80 @@ interrupted (finished steps kept, capacity so far printed).`,
 	fl.Float64Var(&f.require, "require", 0, "exit with code 99 when the capacity is below this")
 	fl.BoolVar(&f.open, "rate", false, "open model: the load is arrivals per second (Poisson) served by --workers VUs, not users")
 	fl.IntVar(&f.workers, "workers", 200, "open model (--rate): VUs serving the arrivals")
-	fl.StringVar(&f.out, "out", "", "capacity document (default ./erplab-results/<time>-capacity-<workload>.json)")
+	fl.StringVar(&f.out, "out", "", "capacity document (default ./erplab-results/<time>-capacity-<workload>.json; with --variant <time>-capacity-ab-<workload>.json)")
+	fl.StringArrayVar(&f.variants, "variant", nil, "A/B of capacity: search the baseline and this variant NAME=remedy[,remedy...] (repeatable; remedies as in erplab ab)")
+	fl.IntVar(&f.rounds, "rounds", 1, "with --variant: searches per side (a verdict needs 4 or more)")
+	fl.StringVar(&f.order, "order", "balanced", "with --variant: order of the searches: balanced (A B B A ...), interleaved (A B A B) or blocked (A A B B)")
+	fl.Float64Var(&f.alpha, "alpha", compare.DefaultAlpha, "with --variant: significance level of the rank-sum test over rounds")
+	f.remedyParams = addRemedyParamFlags(fl)
 	return cmd
+}
+
+// abOnly are the flags that apply to capacity --variant only.
+var abOnly = []string{"rounds", "order", "alpha"}
+
+// noABFlags refuses the A/B flags (and remedy parameters) without --variant.
+func (f *capacityFlags) noABFlags(cmd *cobra.Command) error {
+	names := append([]string(nil), abOnly...)
+	for name := range f.remedyParams {
+		names = append(names, name)
+	}
+	for _, name := range names {
+		if cmd.Flags().Changed(name) {
+			return fmt.Errorf("--%s applies to an A/B of capacity (--variant) only", name)
+		}
+	}
+	return nil
+}
+
+// runAB is capacity --variant: the search of cfg for the baseline and
+// each variant, --rounds times each, on one embedded server from one
+// template database (capacity.RunAB).
+func (f *capacityFlags) runAB(cmd *cobra.Command, cfg capacity.Config, rf *runFlags) error {
+	fl := cmd.Flags()
+	switch {
+	case fl.Changed("dsn") || fl.Changed("dsn-file") || cfg.Base.EnvGiven || cfg.Base.DSN != "":
+		return withCode(exitUsage, errors.New("--variant needs the embedded server (remedies change its configuration): drop --dsn"))
+	case fl.Changed("require"):
+		return withCode(exitUsage, errors.New("--require applies to a single search: drop it with --variant"))
+	case f.rounds < 1:
+		return withCode(exitUsage, fmt.Errorf("--rounds must be >= 1, got %d", f.rounds))
+	case f.order != "balanced" && f.order != "interleaved" && f.order != "blocked":
+		return withCode(exitUsage, fmt.Errorf("--order must be balanced, interleaved or blocked, got %q", f.order))
+	case !(f.alpha > 0 && f.alpha < 1):
+		return withCode(exitUsage, fmt.Errorf("--alpha must be in (0, 1), got %g", f.alpha))
+	}
+	var vs []experiment.Variant
+	for _, s := range f.variants {
+		v, err := experiment.ParseVariant(s)
+		if err != nil {
+			return withCode(exitUsage, err)
+		}
+		vs = append(vs, v)
+	}
+	baseFlags, newW, err := variantWorkload(cmd, rf.workload, vs)
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	out, ctx := cmd.OutOrStdout(), cmd.Context()
+	pool := capacity.PoolFor(cfg.Connections, int(cfg.Plan.Max))
+	if cfg.Open {
+		pool = capacity.PoolFor(cfg.Connections, cfg.Workers)
+	}
+	c, err := startTemplate(ctx, out, rf.osUser, pool+30, cfg.Base.Workload, cfg.Base.Scale, cfg.Base.Seed)
+	if err != nil {
+		return err
+	}
+	defer stopEmbedded(c, out)
+	_, err = capacity.RunAB(ctx, capacity.ABConfig{
+		Search: cfg, Out: f.out, Alpha: f.alpha,
+		Experiment: experiment.Config{Cluster: c, NewWorkload: newW, Flags: baseFlags, Variants: vs, Rounds: f.rounds,
+			Balanced: f.order == "balanced", Interleave: f.order == "interleaved", Params: remedyParamValues(f.remedyParams)},
+	}, out)
+	if errors.Is(err, capacity.ErrInterrupted) || errors.Is(err, loadtest.ErrInterrupted) {
+		return withCode(exitInterrupted, err)
+	}
+	return err
 }
 
 // parsePct reads "5%", "0.5 %" or a bare fraction "0.05" as a fraction.

@@ -47,6 +47,19 @@ func TestCapacityUsageErrors(t *testing.T) {
 		{[]string{"--bogus"}, "unknown flag"},
 		{[]string{"--start", "2", "--max-users", "4", "--require", "10"}, "--require must be > 0 and at most --max-users 4"},
 		{[]string{"--require", "-1"}, "--require must be > 0"},
+		// A/B of capacity (--variant)
+		{[]string{"--variant", "tuned"}, "want NAME=remedy"},
+		{[]string{"--variant", "baseline=rewrite-proxy"}, "taken by the baseline"},
+		{[]string{"--variant", "x=nosuch"}, "nosuch"},
+		{[]string{"--variant", "x=rewrite-proxy", "--variant", "x=rewrite-proxy"}, "given twice"},
+		{[]string{"--variant", "x=rewrite-proxy", "--rounds", "0"}, "--rounds must be >= 1"},
+		{[]string{"--variant", "x=rewrite-proxy", "--order", "random"}, "--order must be"},
+		{[]string{"--variant", "x=rewrite-proxy", "--alpha", "1"}, "--alpha must be in (0, 1)"},
+		{[]string{"--variant", "x=rewrite-proxy", "--dsn", "host=/nowhere"}, "--variant needs the embedded server"},
+		{[]string{"--variant", "x=rewrite-proxy", "--max-users", "20", "--require", "10"}, "--require applies to a single search"},
+		{[]string{"--workload", "smoke", "--variant", "x=temp-style:lsfusion"}, "which --workload smoke does not have"},
+		{[]string{"--rounds", "3"}, "--rounds applies to an A/B of capacity (--variant) only"},
+		{[]string{"--tmpfs-size", "1G"}, "--tmpfs-size applies to an A/B"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			_, err := runCapacity(t, c.args...)

@@ -259,7 +259,11 @@ func Read(path string) (*Document, error) {
 
 // IsDocument reports whether the file at path looks like a capacity
 // document (its "format" field), reading only its start.
-func IsDocument(path string) bool {
+func IsDocument(path string) bool { return hasFormat(path, Format) }
+
+// hasFormat reports whether the JSON file at path has "format": format
+// within its first 512 bytes.
+func hasFormat(path, format string) bool {
 	f, err := os.Open(path)
 	if err != nil {
 		return false
@@ -267,7 +271,7 @@ func IsDocument(path string) bool {
 	defer f.Close()
 	buf := make([]byte, 512)
 	n, _ := f.Read(buf)
-	return bytes.Contains(buf[:n], []byte(`"format": "`+Format+`"`)) || bytes.Contains(buf[:n], []byte(`"format":"`+Format+`"`))
+	return bytes.Contains(buf[:n], []byte(`"format": "`+format+`"`)) || bytes.Contains(buf[:n], []byte(`"format":"`+format+`"`))
 }
 
 // ErrBelowRequired is wrapped when the capacity is below --require.

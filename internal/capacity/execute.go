@@ -67,8 +67,9 @@ func ThinkForPace(n float64) (engine.ThinkTime, error) {
 	return engine.ThinkTime{Kind: "exp", Min: time.Duration(3600 / n * float64(time.Second))}, nil
 }
 
-// poolFor is the pool size of a step of users VUs by rule conns.
-func poolFor(conns, users int) int {
+// PoolFor is the pool size of a step of users VUs by rule conns
+// (Config.Connections).
+func PoolFor(conns, users int) int {
 	switch {
 	case conns < 0:
 		return min(users, 100)
@@ -78,38 +79,48 @@ func poolFor(conns, users int) int {
 	return conns
 }
 
+// validate checks the search's plan, target and step shape; errors are
+// one line.
+func (cfg Config) validate() error {
+	if err := cfg.Plan.Validate(); err != nil {
+		return err
+	}
+	if err := cfg.Target.Validate(); err != nil {
+		return err
+	}
+	if cfg.Hold <= 0 {
+		return fmt.Errorf("--hold must be > 0, got %s", cfg.Hold)
+	}
+	if cfg.Ramp < 0 || cfg.Warmup < 0 {
+		return errors.New("--ramp and --warmup must not be negative")
+	}
+	if cfg.Warmup >= cfg.Hold {
+		return fmt.Errorf("--warmup %s covers the whole --hold %s: nothing would be scored", cfg.Warmup, cfg.Hold)
+	}
+	if cfg.Open && cfg.Workers < 1 {
+		return fmt.Errorf("--workers must be >= 1 in the open model, got %d", cfg.Workers)
+	}
+	return nil
+}
+
 // Run performs the search on one server (with no DSN in Base, a
 // throwaway one started here and removed at the end), the data set up
-// by the first step, every step a loadtest.Run at its load. Progress
+// by the first step (none with Base.SkipSetup: RunAB's searches start
+// from a template copy), every step a loadtest.Run at its load. Progress
 // lines go to out; each step's own output to its .log beside its
 // results. The document is rewritten after every step. It returns the
 // document with nil, or with an error wrapping ErrInterrupted or
 // ErrServerFailed (finished steps kept), or nil and an error when the
 // search could not start (bad plan, results file exists, no server).
 func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
-	if err := cfg.Plan.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
-	}
-	if err := cfg.Target.Validate(); err != nil {
-		return nil, err
-	}
-	if cfg.Hold <= 0 {
-		return nil, fmt.Errorf("--hold must be > 0, got %s", cfg.Hold)
-	}
-	if cfg.Ramp < 0 || cfg.Warmup < 0 {
-		return nil, errors.New("--ramp and --warmup must not be negative")
-	}
-	if cfg.Warmup >= cfg.Hold {
-		return nil, fmt.Errorf("--warmup %s covers the whole --hold %s: nothing would be scored", cfg.Warmup, cfg.Hold)
-	}
-	if cfg.Open && cfg.Workers < 1 {
-		return nil, fmt.Errorf("--workers must be >= 1 in the open model, got %d", cfg.Workers)
 	}
 	base := cfg.Base
 	wname := base.Workload.Name()
 	path := cfg.Out
 	if path == "" {
-		path = filepath.Join("erplab-results", time.Now().Format("20060102-150405")+"-capacity-"+wname+".json")
+		path = freshPath("erplab-results", "-capacity-"+wname)
 	}
 	if _, err := os.Stat(path); err == nil {
 		return nil, fmt.Errorf("capacity file %s exists; choose another --out or remove it", path)
@@ -149,9 +160,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 
 	// One server for the whole search.
 	if base.DSN == "" && !base.EnvGiven {
-		maxPool := poolFor(cfg.Connections, int(cfg.Plan.Max))
+		maxPool := PoolFor(cfg.Connections, int(cfg.Plan.Max))
 		if cfg.Open {
-			maxPool = poolFor(cfg.Connections, cfg.Workers)
+			maxPool = PoolFor(cfg.Connections, cfg.Workers)
 		}
 		c, err := loadtest.StartEmbedded(ctx, out, base.OSUser, maxPool+20, false)
 		if err != nil {
@@ -190,7 +201,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 		attempts[load]++
 		idx := len(doc.Steps) + 1
 		opts := base
-		opts.Progress, opts.MetricsAddr, opts.SkipSetup = 0, "", idx > 1
+		opts.Progress, opts.MetricsAddr, opts.SkipSetup = 0, "", base.SkipSetup || idx > 1
 		opts.Warmup = cfg.Ramp + cfg.Warmup
 		users := int(load)
 		if cfg.Open {
@@ -198,7 +209,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 			opts.Rate = []engine.RateStage{{Duration: cfg.Ramp, Rate: load}}
 		}
 		opts.Stages, _ = engine.SimpleStages(users, cfg.Ramp, cfg.Hold)
-		opts.Connections = poolFor(cfg.Connections, users)
+		opts.Connections = PoolFor(cfg.Connections, users)
 		stem := filepath.Join(stepDir, fmt.Sprintf("step-%02d-%s", idx, strings.ReplaceAll(fmtLoad(load), ".", "_")))
 		opts.Out = stem + ".json"
 		logf, err := os.Create(stem + ".log")
@@ -207,7 +218,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 			search.finish(Stop{StopServer, runErr.Error()})
 			break
 		}
-		if idx == 1 {
+		if idx == 1 && !base.SkipSetup {
 			fmt.Fprintf(out, "step 1 sets the workload's data up (see %s.log)\n", stem)
 		}
 		cpu0, cerr := hf.SelfCPUSeconds()
@@ -302,6 +313,18 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 	fmt.Fprintln(out, doc.Result.Line)
 	fmt.Fprintf(out, "capacity results: %s\n", path)
 	return doc, runErr
+}
+
+// freshPath is dir/<time><suffix>.json, the time to the second, with
+// "-2", "-3" ... added when a file (or its steps directory) of that name
+// exists: a second search started in the same second gets its own.
+func freshPath(dir, suffix string) string {
+	stem := filepath.Join(dir, time.Now().Format("20060102-150405")+suffix)
+	p := stem + ".json"
+	for i := 2; fileExists(p) || fileExists(strings.TrimSuffix(p, ".json")+"-steps") || fileExists(strings.TrimSuffix(p, ".json")+"-searches"); i++ {
+		p = fmt.Sprintf("%s-%d.json", stem, i)
+	}
+	return p
 }
 
 // refusedMessage tells a step that could not open its connections

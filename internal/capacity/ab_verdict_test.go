@@ -1,0 +1,66 @@
+package capacity_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/erplab/erplab/internal/capacity"
+)
+
+// searches are finished searches with these capacities (a capacity
+// equal to max is "max reached").
+func searches(max float64, caps ...float64) []*capacity.Document {
+	var ds []*capacity.Document
+	for _, c := range caps {
+		stop := capacity.StopConverged
+		if c == max {
+			stop = capacity.StopMaxReached
+		}
+		ds = append(ds, &capacity.Document{Status: "completed", Unit: "users", Result: capacity.Result{Capacity: c, Stop: capacity.Stop{Kind: stop}}})
+	}
+	return ds
+}
+
+// TestVerdictRules checks the A/B verdict rule on constructed searches:
+// better/worse only when the exact rank-sum test over rounds reaches
+// alpha, three rounds each can never reach 0.05, one round each and an
+// unfinished search are inconclusive, identical capacities are no
+// difference.
+func TestVerdictRules(t *testing.T) {
+	gen := searches(100, 23, 22)
+	gen[1].Result.Stop = capacity.Stop{Kind: capacity.StopGenerator, Detail: "erplab CPU 1.9 of 2 cores"}
+	for _, c := range []struct {
+		name     string
+		a, b     []*capacity.Document
+		verdict  string
+		line     string
+		p        float64 // NaN: not tested
+		censored bool
+	}{
+		{"separated 4 rounds", searches(100, 23, 22, 24, 23), searches(100, 31, 30, 31, 29), capacity.ABBetter,
+			"capacity 23 users (22-24 over 4 rounds) -> 30.5 users (29-31 over 4 rounds) (+33 %); better: exact rank-sum p 0.0286 <= 0.05 over 4 and 4 rounds", 2.0 / 70, false},
+		{"worse", searches(100, 31, 30, 31, 29), searches(100, 23, 22, 24, 23), capacity.ABWorse,
+			"capacity 30.5 users (29-31 over 4 rounds) -> 23 users (22-24 over 4 rounds) (-25 %); worse: exact rank-sum p 0.0286 <= 0.05 over 4 and 4 rounds", 2.0 / 70, false},
+		{"3 rounds cannot decide", searches(100, 23, 22, 24), searches(100, 31, 30, 29), capacity.ABInconclusive,
+			"capacity 23 users (22-24 over 3 rounds) -> 30 users (29-31 over 3 rounds) (+30 %); inconclusive: 3 and 3 rounds cannot reach p <= 0.05 even with every round of one side above the other's (p 0.1; the exact rank-sum test needs 4 rounds each)", 0.1, false},
+		{"overlap", searches(100, 23, 25, 24, 26), searches(100, 24, 26, 25, 27), capacity.ABNoDifference,
+			"capacity 24.5 users (23-26 over 4 rounds) -> 25.5 users (24-27 over 4 rounds) (+4 %); no significant difference: exact rank-sum p 0.457 > 0.05 over 4 and 4 rounds", 32.0 / 70, false},
+		{"one round each", searches(100, 23), searches(100, 31), capacity.ABInconclusive,
+			"capacity 23 users -> 31 users (+35 %); inconclusive: one round each", math.NaN(), false},
+		{"generator saturated", searches(100, 23, 24), gen, capacity.ABInconclusive,
+			"capacity 23.5 users (23-24 over 2 rounds) -> 23 users (-2 %); inconclusive: v round 2: search ended: generator saturated: erplab CPU 1.9 of 2 cores", math.NaN(), false},
+		{"both at the maximum", searches(32, 32, 32, 32, 32), searches(32, 32, 32, 32, 32), capacity.ABNoDifference,
+			"capacity at least 32 users (32-32 over 4 rounds) -> at least 32 users (32-32 over 4 rounds) (+0 %); no significant difference: exact rank-sum p 1 > 0.05 over 4 and 4 rounds", 1, true},
+	} {
+		v := capacity.VerdictOf("v", "users", c.a, c.b, 0.05)
+		if v.Verdict != c.verdict || v.Line != c.line {
+			t.Errorf("%s: verdict %q\n line %q\n want %q", c.name, v.Verdict, v.Line, c.line)
+		}
+		if !math.IsNaN(c.p) && (v.P == nil || math.Abs(*v.P-c.p) > 1e-9) {
+			t.Errorf("%s: p %v, want %g", c.name, v.P, c.p)
+		}
+		if v.Capacity != nil && v.Capacity.AtLeast != c.censored {
+			t.Errorf("%s: at least %v", c.name, v.Capacity.AtLeast)
+		}
+	}
+}
