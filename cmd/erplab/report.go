@@ -26,7 +26,9 @@ time per key operation, VUs and throughput over time, active sessions by wait ev
 host CPU user/system/iowait/softirq, catalog size and temp files over time, storms marked on
 the time axis, and the environment and parameters. --format markdown writes the tables only,
 for tickets. A capacity document of erplab capacity gets its own page: the verdict, the steps,
-and APDEX, throughput, p95 and top wait events against the load with the knee marked.
+and APDEX, throughput, p95 and top wait events against the load with the knee marked; an A/B
+document of erplab capacity --variant gets the verdicts, the sides and every search's APDEX
+curve on one chart with each side's capacity marked.
 
 Exit codes: 0 written; 1 an input could not be read or the output not written; 2 bad usage.`,
 		Args: cobra.MinimumNArgs(1),
@@ -35,6 +37,19 @@ Exit codes: 0 written; 1 an input could not be read or the output not written; 2
 				return withCode(exitUsage, fmt.Errorf("--format must be html or markdown, got %q", format))
 			}
 			var buf bytes.Buffer
+			if len(args) == 1 && capacity.IsABDocument(args[0]) {
+				// erplab capacity --variant's document: its own page.
+				doc, err := capacity.ReadAB(args[0])
+				if err == nil && format == "markdown" {
+					err = report.WriteCapacityABMarkdown(&buf, doc)
+				} else if err == nil {
+					err = report.WriteCapacityABHTML(&buf, doc)
+				}
+				if err != nil {
+					return withCode(exitError, err)
+				}
+				return writeReport(cmd, out, buf.Bytes())
+			}
 			if len(args) == 1 && capacity.IsDocument(args[0]) {
 				// erplab capacity's document: its own page.
 				doc, err := capacity.Read(args[0])

@@ -87,6 +87,50 @@
 // (C = 4, S = 50 ms, Z = 150 ms, T = 100 ms: 20 users; the knee where
 // pool wait starts is C·(S+Z)/S = 16).
 //
+// # A/B of capacity
+//
+// RunAB (ab.go, `erplab capacity --variant`) runs the same search for
+// the baseline and each variant on one embedded server: the data is
+// built once into a template database (experiment.BuildTemplate) and
+// every search runs inside experiment.InVariant: a fresh copy of the
+// template, the variant's remedies applied for the whole search and
+// undone after it (also on failure and Ctrl-C), the copy dropped. The
+// searches of the sides run --rounds times in experiment.Order
+// (balanced A B B A ... by default). It lives in `erplab capacity`, not
+// in `erplab ab`: every flag of the search (--start, --step, --hold,
+// --apdex ...) is capacity's and ab's load profile (--users,
+// --duration, --stage) has no meaning for a search.
+//
+// The verdict (VerdictOf) treats each search's capacity as one
+// observation, the round as the unit (as compare does with rounds):
+//   - a search that did not finish (generator saturated, server
+//     failed, interrupted) makes it "inconclusive", naming the search;
+//   - one search per side is "inconclusive: one round each" (a search's
+//     capacity has no interval of its own: the bisection's resolution
+//     and the machine's noise both move it);
+//   - otherwise the exact two-sided Wilcoxon rank-sum test of the
+//     rounds' capacities (compare.ExactRankSum: every split of the
+//     pooled values enumerated, mid-ranks for ties; Mann, Whitney 1947;
+//     Hollander, Wolfe, "Nonparametric Statistical Methods", §4.1)
+//     decides at --alpha: "better" or "worse" by the medians' direction,
+//     else "no significant difference". Its smallest p-value, when every
+//     round of one side lies above every round of the other, is
+//     2/C(n+m, n) (compare.SeparatedP): 0.1 for 3 rounds against 3, so
+//     3 rounds each are "inconclusive" with the number needed (4 at 0.05).
+//
+// A capacity of "at least --max-users" (the maximum was good) ranks as
+// that value: a lower bound at the top of the pool, so the test stays
+// conservative. The line reads "capacity 23 users (22-24 over 4 rounds)
+// -> 30.5 users (29-31 over 4 rounds) (+33 %); better: exact rank-sum p
+// 0.0286 <= 0.05 over 4 and 4 rounds". Beside it, each side's limiting
+// resource per search and the integral APDEX of the sides at every load
+// all of them ran (each step's compare.Estimate interval).
+//
+// The A/B document (ABDocument, format "erplab-capacity-ab") holds every
+// search with its steps (without their run documents, which stay in the
+// search's own capacity document and steps directory under
+// <out>-searches/) and is rewritten after every search.
+//
 // # The document
 //
 // Document (document.go, format "erplab-capacity", docs/results-format.md)

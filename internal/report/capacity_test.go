@@ -66,3 +66,39 @@ func TestCapacityPage(t *testing.T) {
 		t.Errorf("markdown:\n%s", md)
 	}
 }
+
+// TestCapacityABPage renders the recorded A/B document of
+// internal/capacity's TestABMovesTheKnee (baseline 8 users, variant
+// nojit at least 16): the verdict, both sides with their searches, the
+// common loads and one chart with a curve per side and each side's
+// capacity marked.
+func TestCapacityABPage(t *testing.T) {
+	d, err := capacity.ReadAB(filepath.Join("testdata", "capacity-ab.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteCapacityABHTML(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	page := html.UnescapeString(b.String())
+	for _, want := range []string{d.Verdicts[0].Line, `id="chart-capacity-ab-apdex"`, "baseline capacity 8", "nojit capacity 16",
+		"target 0.85", "at least 16", "limited by the pool of 2 connections", "<td>8</td>", "<td>16</td>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "<td>12</td>") {
+		t.Errorf("12 users (the baseline's only) is in the common loads")
+	}
+	if n := strings.Count(page, "<svg"); n != 1 {
+		t.Errorf("%d charts, want 1", n)
+	}
+	b.Reset()
+	if err := WriteCapacityABMarkdown(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	if md := b.String(); !strings.Contains(md, "**nojit: capacity 8 users -> at least 16 users (+100 %); inconclusive: one round each**") || !strings.Contains(md, "| baseline | none | 8 |") {
+		t.Errorf("markdown:\n%s", md)
+	}
+}
