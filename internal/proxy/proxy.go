@@ -152,6 +152,12 @@ type Proxy struct {
 	tokensLogged atomic.Bool
 	// wrapUp, if set (tests), wraps each upstream connection.
 	wrapUp func(net.Conn) net.Conn
+	// epfd is the Go runtime's epoll descriptor (rawsock.RuntimePoller,
+	// looked up once a session starts, when the runtime's poller exists),
+	// -1 when unknown: sessions then keep the runtime's write interest
+	// (see session.muteWrites).
+	epfd   int
+	epOnce sync.Once
 }
 
 // New checks cfg and returns a Proxy. It does not connect; it warms the
@@ -194,7 +200,7 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	p := &Proxy{cfg: cfg, catCfg: catCfg, cache: newDecisionCache(cfg.CacheSize), log: log,
 		sides: map[sideKey]*sideEntry{}, gens: map[string]uint64{}, sessions: map[*session]struct{}{}, keys: map[string]*session{},
-		ruleFired: map[string]*atomic.Uint64{}, ruleVetoed: map[string]*atomic.Uint64{}}
+		ruleFired: map[string]*atomic.Uint64{}, ruleVetoed: map[string]*atomic.Uint64{}, epfd: -1}
 	for _, r := range rewrite.Rules() {
 		p.ruleFired[r], p.ruleVetoed[r] = new(atomic.Uint64), new(atomic.Uint64)
 	}
@@ -417,6 +423,7 @@ func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 		db: db, user: user, path: startPath, startPath: startPath, startUnknown: startUnknown,
 		closed: make(chan struct{}), requests: 1}
 	s.ctxUnknown.Store(startUnknown)
+	s.muteWrites()
 	p.wg.Add(1)
 	go func() { // the side connection logs in while the session starts
 		defer p.wg.Done()
