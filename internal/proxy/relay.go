@@ -194,6 +194,10 @@ type outbound struct {
 	inUse   bool   // scratch holds the batch
 	out     []byte // being written by writeFn
 	werr    error
+	// interest, when set, is the connection's registration with the
+	// runtime poller, its write interest off except while a write waits
+	// for room (see session.muteWrites).
+	interest *rawsock.Interest
 }
 
 func newOutbound(c net.Conn) *outbound {
@@ -251,7 +255,10 @@ func (o *outbound) flush() error {
 }
 
 // write is the RawConn.Write callback: it writes o.out until done (true)
-// or the socket is full (false: wait until writable).
+// or the socket is full (false: wait until writable). With a muted write
+// interest it restores the interest before waiting (the kernel then
+// reports the socket at once if it became writable meanwhile) and mutes
+// it again once the batch is written.
 func (o *outbound) write(fd uintptr) bool {
 	for len(o.out) > 0 {
 		n, errno := rawsock.Write(fd, o.out)
@@ -259,6 +266,12 @@ func (o *outbound) write(fd uintptr) bool {
 		case errno == syscall.EINTR:
 			continue
 		case errno == syscall.EAGAIN:
+			if o.interest != nil && o.interest.Muted() {
+				if err := o.interest.RestoreWrites(); err != nil {
+					o.werr = err // waiting would never end
+					return true
+				}
+			}
 			return false
 		case errno != 0:
 			o.werr = errno
@@ -266,5 +279,49 @@ func (o *outbound) write(fd uintptr) bool {
 		}
 		o.out = o.out[n:]
 	}
+	if o.interest != nil && !o.interest.Muted() {
+		_ = o.interest.MuteWrites() // on failure the runtime's interest stays: only wake-ups
+	}
 	return true
+}
+
+// muteMaxSessions bounds the sessions whose write interest is muted: the
+// registrations are looked up in a listing of all of the runtime poller's
+// (one line per descriptor), so the look-up's cost grows with the
+// sessions served; beyond a few hundred clients the spurious events also
+// share epoll_pwait calls with real ones.
+const muteMaxSessions = 512
+
+// muteWrites turns the runtime poller's write interest off for both
+// connections of s (rawsock.Interest): outbound.write turns it on only
+// while it waits for room. Without it every request relayed to a Unix
+// socket upstream wakes the poller once for nothing when the server reads
+// it. It does nothing when the poller or a registration is not found, or
+// beyond muteMaxSessions sessions; it runs before the relay loops start.
+func (s *session) muteWrites() {
+	p := s.p
+	p.epOnce.Do(func() { p.epfd = rawsock.RuntimePoller() })
+	p.mu.Lock()
+	n := len(p.sessions)
+	p.mu.Unlock()
+	if p.epfd < 0 || n >= muteMaxSessions {
+		return
+	}
+	crc, urc := rawsock.RawConnOf(s.client), rawsock.RawConnOf(s.up)
+	if crc == nil || urc == nil || s.cw.rc == nil || s.uw.rc == nil {
+		return
+	}
+	_ = crc.Control(func(cfd uintptr) {
+		_ = urc.Control(func(ufd uintptr) {
+			in, err := rawsock.FindInterests(p.epfd, int(cfd), int(ufd))
+			if err != nil || in[0] == nil || in[1] == nil {
+				return
+			}
+			if in[0].MuteWrites() != nil || in[1].MuteWrites() != nil {
+				_ = in[0].RestoreWrites()
+				return
+			}
+			s.cw.interest, s.uw.interest = in[0], in[1]
+		})
+	})
 }
