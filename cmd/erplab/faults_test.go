@@ -243,3 +243,17 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// timeout(1) signals its child and then its own process group, so erplab
+// gets SIGTERM twice at once: that is one signal (a clean stop with exit
+// 130), not the "second signal" that exits without cleaning up.
+func TestDuplicateSignalIsOne(t *testing.T) {
+	cmd, buf, exited := startRun(t, srv.NewDatabase(t), "60s")
+	waitFor(t, buf, exited, " 1s/1m0s ")
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Process.Signal(syscall.SIGTERM)
+	<-exited
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted || strings.Contains(buf.String(), "exiting at once") {
+		t.Fatalf("two SIGTERMs at once: exit %d (want %d, cleaned up)\n%s", code, exitInterrupted, buf.String())
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/erplab/erplab/internal/leftover"
 	"github.com/spf13/cobra"
@@ -108,8 +109,15 @@ func main() {
 	os.Exit(execute(ctx, os.Args[1:]))
 }
 
+// duplicateSignal is how soon after the first a signal counts as the same
+// one delivered twice: timeout(1) signals its child and then its own
+// process group, which holds the child, microseconds apart; no person
+// presses Ctrl-C twice within it.
+const duplicateSignal = 50 * time.Millisecond
+
 // interruptContext is cancelled by the first SIGINT, SIGTERM or SIGHUP:
-// the command stops, writes what it has and cleans up. A second one exits
+// the command stops, writes what it has and cleans up. Signals within
+// duplicateSignal of the first count as that one. A later one exits
 // at once with exitInterrupted, whatever the clean-up is waiting for (a
 // throwaway server dies with erplab and the next command removes its
 // directory; the results stream holds every completed interval).
@@ -119,17 +127,25 @@ func interruptContext() (context.Context, func()) {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	done := make(chan struct{})
 	go func() {
+		var first time.Time
 		select {
 		case <-sigs:
+			first = time.Now()
 			cancel()
 		case <-done:
 			return
 		}
-		select {
-		case s := <-sigs:
-			fmt.Fprintf(os.Stderr, "\nerplab: second %v: exiting at once, without cleaning up\n", s)
-			os.Exit(exitInterrupted)
-		case <-done:
+		for {
+			select {
+			case s := <-sigs:
+				if time.Since(first) < duplicateSignal {
+					continue // the same signal delivered twice (timeout(1): to the child, then to its group)
+				}
+				fmt.Fprintf(os.Stderr, "\nerplab: second %v: exiting at once, without cleaning up\n", s)
+				os.Exit(exitInterrupted)
+			case <-done:
+				return
+			}
 		}
 	}()
 	return ctx, func() { signal.Stop(sigs); close(done); cancel() }

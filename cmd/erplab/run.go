@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/results"
@@ -368,7 +369,7 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 		Stages: stages, Warmup: f.warmup, Think: think, Connections: conns,
 		MaxErrors: f.maxErrors, GracefulStop: f.gracefulStop, ServerGoneAfter: f.serverGoneAfter, Interval: f.interval, Progress: f.progress,
 		Stress: stressSpec, Observe: f.observe, ObserveInterval: f.observeInterval, MetricsAddr: f.metricsAddr,
-		Out: f.out, CommandLine: append([]string{"erplab"}, os.Args[1:]...), Version: version,
+		Out: f.out, CommandLine: conninfo.RedactArgs(append([]string{"erplab"}, os.Args[1:]...)), Version: version,
 	}, nil
 }
 

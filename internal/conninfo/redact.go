@@ -242,3 +242,22 @@ func redactKV(s string, hide func(string) string) string {
 	b.WriteString(s[prev:])
 	return b.String()
 }
+
+// RedactArgs returns a copy of a command line with every password hidden
+// as Redact does: the value of --dsn=..., and any argument that is a DSN
+// (the value after a separate --dsn, a positional connection string).
+// Results documents and reports keep command lines only through it.
+func RedactArgs(args []string) []string {
+	if args == nil {
+		return nil
+	}
+	out := make([]string, len(args))
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--dsn="); ok {
+			out[i] = "--dsn=" + Redact(v)
+			continue
+		}
+		out[i] = Redact(a)
+	}
+	return out
+}

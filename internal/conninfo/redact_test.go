@@ -116,3 +116,23 @@ func TestFromEnvOrFlag(t *testing.T) {
 		t.Fatalf("flag and env: got (%q, %v), want the flag", dsn, given)
 	}
 }
+
+// A command line as a results document keeps it: the password of --dsn
+// (both spellings) and of a positional connection string is hidden, every
+// other argument unchanged.
+func TestRedactArgs(t *testing.T) {
+	in := []string{"erplab", "capacity", "--dsn", "postgres://u:s3cretpw@127.0.0.1:1/db", "--dsn=host=h password=kvsecret user=u",
+		"host=h password='a b'", "--users", "10"}
+	got := strings.Join(conninfo.RedactArgs(in), " ")
+	for _, secret := range []string{"s3cretpw", "kvsecret", "'a b'"} {
+		if strings.Contains(got, secret) {
+			t.Errorf("%q in %q", secret, got)
+		}
+	}
+	if want := "erplab capacity --dsn postgres://u:xxxxx@127.0.0.1:1/db --dsn=host=h password=xxxxx user=u host=h password=xxxxx --users 10"; got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	if conninfo.RedactArgs(nil) != nil || in[3] != "postgres://u:s3cretpw@127.0.0.1:1/db" {
+		t.Error("RedactArgs changed its input or made a nil line non-nil")
+	}
+}

@@ -399,7 +399,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	params.LatencyLimitMs = float64(opts.LatencyLimit) / float64(time.Millisecond)
 	params.TxPerVU = opts.TxPerVU
 	doc := &results.Document{
-		Format: results.Format, Schema: results.SchemaVersion, Version: opts.Version, CommandLine: redactArgs(opts.CommandLine),
+		Format: results.Format, Schema: results.SchemaVersion, Version: opts.Version, CommandLine: conninfo.RedactArgs(opts.CommandLine),
 		Workload: opts.Workload.Name(), Status: "running",
 	}
 	doc.Environment, _ = json.Marshal(env)
@@ -796,20 +796,6 @@ func profileDesc(opts Options) string {
 		return d
 	}
 	return d + ", think " + opts.Think.String()
-}
-
-// redactArgs hides passwords in a command line (the value of --dsn or any
-// argument that is a connection string).
-func redactArgs(args []string) []string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		if v, ok := strings.CutPrefix(a, "--dsn="); ok {
-			out[i] = "--dsn=" + conninfo.Redact(v)
-			continue
-		}
-		out[i] = conninfo.Redact(a)
-	}
-	return out
 }
 
 // shortVersion keeps the version number of a server_version such as

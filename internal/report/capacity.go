@@ -314,7 +314,7 @@ func WriteCapacityHTML(w io.Writer, d *capacity.Document) error {
 		Rows         []capacityRow
 		Charts       []svgChart
 		Dir, Command string
-	}{Doc: d, Rows: capacityRows(d), Command: strings.Join(d.CommandLine, " ")}
+	}{Doc: d, Rows: capacityRows(d), Command: commandLine(d.CommandLine)}
 	if len(d.Steps) > 0 && d.Steps[0].Path != "" {
 		data.Dir = d.Steps[0].Path[:max(0, strings.LastIndex(d.Steps[0].Path, "/"))]
 	}

@@ -43,11 +43,16 @@ func capacityDoc(t *testing.T) *capacity.Document {
 
 func TestCapacityPage(t *testing.T) {
 	doc := capacityDoc(t)
+	// a document written before command lines were redacted at the source
+	doc.CommandLine = []string{"erplab", "capacity", "--dsn", "postgres://u:s3cretpw@127.0.0.1:1/db"}
 	var b bytes.Buffer
 	if err := WriteCapacityHTML(&b, doc); err != nil {
 		t.Fatal(err)
 	}
 	page := b.String()
+	if strings.Contains(page, "s3cretpw") || !strings.Contains(page, "postgres://u:xxxxx@") {
+		t.Error("the page shows the command line's password or no command line")
+	}
 	for _, want := range []string{html.EscapeString(doc.Result.Line), `id="chart-capacity-apdex"`, `id="chart-capacity-throughput"`, `id="chart-capacity-p95"`, `id="chart-capacity-waits"`,
 		"capacity 18", "first bad 19", "target 0.85", "Timeout:PgSleep"} {
 		if !strings.Contains(page, want) {

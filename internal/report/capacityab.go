@@ -204,7 +204,7 @@ func WriteCapacityABHTML(w io.Writer, d *capacity.ABDocument) error {
 		Common  []abCommonRow
 		Chart   struct{ ID, SVG template.HTML }
 		Command string
-	}{Doc: d, Sides: abSideRows(d), Common: abCommonRows(d), Command: strings.Join(d.CommandLine, " ")}
+	}{Doc: d, Sides: abSideRows(d), Common: abCommonRows(d), Command: commandLine(d.CommandLine)}
 	data.Chart.ID, data.Chart.SVG = template.HTML(ch.ID), template.HTML(ch.SVG) // drawn by gonum/plot, not user input
 	t, err := template.New("capacity-ab").Parse(capacityABPage)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/erplab/erplab/internal/apdex"
+	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/sampler"
 )
@@ -397,7 +398,7 @@ func buildPage(runs []Run, charts []Chart) page {
 		pg.Runs = append(pg.Runs, r.Name)
 		pg.Summary = append(pg.Summary, summarize(r))
 		pg.Obs = append(pg.Obs, observe(r))
-		pg.Env = append(pg.Env, envSection{Name: r.Name, CommandLine: strings.Join(r.Doc.CommandLine, " ")})
+		pg.Env = append(pg.Env, envSection{Name: r.Name, CommandLine: commandLine(r.Doc.CommandLine)})
 		pg.Palette = append(pg.Palette, hexColor(palette(i)))
 	}
 	pg.Title += ": " + strings.Join(pg.Runs, " vs ")
@@ -637,4 +638,11 @@ func writeItemsMarkdown(b *strings.Builder, pg page, title string, items []item,
 
 func md(s string) string {
 	return strings.NewReplacer("|", `\|`, "\n", " ").Replace(s)
+}
+
+// commandLine is a document's command line as one string, passwords hidden
+// (documents written before erplab redacted every command line may hold
+// one).
+func commandLine(args []string) string {
+	return strings.Join(conninfo.RedactArgs(args), " ")
 }

@@ -332,7 +332,7 @@ func (r *runner) bench(ctx context.Context) int {
 		Stages: stages, Rate: rate, LatencyLimit: msDuration(c.LatencyLimitMs), TxPerVU: txPerVU,
 		Think: think, Connections: 0, GracefulStop: 0, Interval: time.Second,
 		RateFromFirstArrival: true, OnSample: col.sample, PoolOptions: []conninfo.PoolOption{noticePool(r.notice)},
-		Out: r.prog.Out, CommandLine: append([]string{"erplab", "pgbench"}, r.args...), Version: r.prog.Version,
+		Out: r.prog.Out, CommandLine: conninfo.RedactArgs(append([]string{"erplab", "pgbench"}, r.args...)), Version: r.prog.Version,
 	}, io.Discard)
 	prog.stop()
 	if txl != nil {
