@@ -31,8 +31,22 @@ func TestWaitProfileEvidence(t *testing.T) {
 	exec(t, holder, "BEGIN")
 	exec(t, holder, "LOCK TABLE locked IN ACCESS EXCLUSIVE MODE")
 	waiter := dial(t, dsn)
+	waiterPID := waiter.PgConn().PID()
 	go waiter.Exec(ctx, "SELECT count(*) FROM locked") //nolint:errcheck // cancelled at the end
-	time.Sleep(300 * time.Millisecond)
+	// The sample starts once the waiter waits (a fixed pause was short of
+	// it on a loaded machine: the profile then saw less than 0.5 mean).
+	// (Not asked in the holder's transaction: pg_stat_activity is read
+	// once per transaction.)
+	probe := dial(t, dsn)
+	waiting := false
+	for deadline := time.Now().Add(20 * time.Second); !waiting && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if err := probe.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'`, waiterPID).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !waiting {
+		t.Fatal("the waiter is not waiting for the lock after 20 s")
+	}
 	rep := run(t, Options{DSN: dsn, Only: []string{"lwlock-waits"}, Sample: 800 * time.Millisecond, Windows: 2, Interval: 200 * time.Millisecond, Host: sampler.HostOff})
 	f := find(t, rep, "lwlock-waits")
 	ev := strings.Join(evTexts(f), "\n")

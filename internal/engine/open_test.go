@@ -314,12 +314,18 @@ func TestStallOpenVersusClosed(t *testing.T) {
 		t.Fatalf("open: backlog max %d during the stall, want >= 100 (300/s, workers blocked)", backlogMax)
 	}
 
-	// The same stall in the closed model.
+	// The same stall in the closed model. The VUs run a count of
+	// operations (TxPerVU), not a time: p99 stays below the stall when
+	// the 2 caught operations are under 1 % of them, and a run of 5 s on
+	// a loaded machine did only 99 (5 ms operations took 30: p99 was a
+	// caught one). The stage only bounds the run.
+	const closedTx = 250
 	log.s = nil
-	_, res, _, err = runOn(t, dsn, w, engine.Config{
-		Stages:      []engine.Stage{{Duration: 0, Target: 2}, {Duration: 5 * time.Second, Target: 2}},
+	cout, res, _, err := runOn(t, dsn, w, engine.Config{
+		Stages:      []engine.Stage{{Duration: 0, Target: 2}, {Duration: time.Minute, Target: 2}},
 		Think:       engine.ThinkTime{Kind: "fixed"},
 		Connections: 2,
+		TxPerVU:     closedTx,
 		OnSample:    log.add,
 	}, 2, lock)
 	if err != nil {
@@ -327,6 +333,9 @@ func TestStallOpenVersusClosed(t *testing.T) {
 	}
 	st = <-released
 	c := res[0]
+	if c.Count+c.WarmupCount != 2*closedTx || cout.Unfinished != 0 {
+		t.Fatalf("closed: %d operations, %d VUs unfinished; want 2 x %d within the minute", c.Count+c.WarmupCount, cout.Unfinished, closedTx)
+	}
 	var caught int
 	var floor time.Duration
 	for _, s := range log.s {

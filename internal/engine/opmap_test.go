@@ -20,9 +20,27 @@ type mapCheck struct {
 	sqlWorkload
 	m          *opmap.Map
 	seen, miss atomic.Int64
+	// calls and both make the first two executions wait for each other:
+	// each holds a pool connection, so both of the pool's connections
+	// serve operations (left to chance, one connection did all 34
+	// executions of a loaded machine's run).
+	calls atomic.Int64
+	both  chan struct{}
 }
 
 func (w *mapCheck) Execute(ctx context.Context, conn *pgx.Conn, _ *workload.VU, op int) error {
+	if k := w.calls.Add(1); k <= 2 {
+		if k == 2 {
+			close(w.both)
+		}
+		select {
+		case <-w.both:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(30 * time.Second):
+			// The check below fails with one backend.
+		}
+	}
 	var pid uint32
 	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 		return err
@@ -42,7 +60,7 @@ func TestOpMapTracksBackends(t *testing.T) {
 		sql:   []string{"", ""},
 		roles: []workload.Role{{Name: "user", Share: 1, Mix: map[string]float64{"a": 1, "b": 1}}},
 	}
-	w := &mapCheck{sqlWorkload: *base, m: opmap.New([]string{"a", "b"})}
+	w := &mapCheck{sqlWorkload: *base, m: opmap.New([]string{"a", "b"}), both: make(chan struct{})}
 	out, res, _, err := run(t, w, engine.Config{
 		Stages: []engine.Stage{{Duration: time.Second, Target: 3}}, Connections: 2, Ops: w.m,
 		Think: engine.ThinkTime{Kind: "fixed", Min: 10 * time.Millisecond},

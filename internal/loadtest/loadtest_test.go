@@ -179,16 +179,27 @@ func TestServerGoneMidRunKeepsResults(t *testing.T) {
 	}
 	opts := smokeOptions(t, dsn, 30*time.Second)
 	opts.ServerGoneAfter = 10 * time.Second // the window before --server-gone-after (now 30 s by default)
-	go func() {
-		time.Sleep(2 * time.Second)
+	// The server goes once the load has committed 200 transactions in
+	// the database (a fixed 2 s from the call included the set-up, and a
+	// loaded machine then kept fewer than the 20 operations asserted
+	// below). Commits since the load's first line, as the statistics show
+	// them (they lag: at least that many happened).
+	commits := func() int64 {
+		var n int64
+		admin.QueryRow(context.Background(), `SELECT xact_commit FROM pg_stat_database WHERE datname = $1`, dbname).Scan(&n)
+		return n
+	}
+	out := afterStart(t, 0, func() {
+		for from, deadline := commits(), time.Now().Add(time.Minute); commits()-from < 200 && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Millisecond)
+		}
 		// Refuse new connections to the database and kill its backends:
 		// for the run the server is gone.
 		admin.Exec(context.Background(), `ALTER DATABASE `+dbname+` ALLOW_CONNECTIONS false`)
 		admin.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, dbname)
-	}()
+	})
 	t.Cleanup(func() { admin.Exec(context.Background(), `ALTER DATABASE `+dbname+` ALLOW_CONNECTIONS true`) })
-	var out bytes.Buffer
-	res, err := loadtest.Run(context.Background(), opts, &out)
+	res, err := loadtest.Run(context.Background(), opts, out)
 	if !errors.Is(err, engine.ErrAborted) || !strings.Contains(err.Error(), "lost the server") {
 		t.Fatalf("err = %v, want aborted: lost the server", err)
 	}
