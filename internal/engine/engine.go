@@ -755,8 +755,12 @@ func (e *run) openLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan
 	}()
 	limit := e.cfg.LatencyLimit
 	var skipNow time.Time // the clock of a run of skips (pgbench reads it once)
+	skips := 0            // length of the current run of skips
 	for e.cfg.TxPerVU == 0 || done < e.cfg.TxPerVU {
-		if stopped(ctx, stop) {
+		// Within a run of skips (finite: it ends at the arrivals due by
+		// skipNow) the stop is looked at every skipCheck arrivals only,
+		// so that a worker catching up spends its time on the arrivals.
+		if (skipNow.IsZero() || skips%skipCheck == 0) && stopped(ctx, stop) {
 			return done, endStopped
 		}
 		op := m.pick(vu.Rand)
@@ -784,9 +788,11 @@ func (e *run) openLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan
 			// (pgbench --latency-limit with --rate).
 			e.skip(vu, op, a.at, now)
 			done++
+			skips++
 			skipNow = now // judge the next arrival against the same clock: the skips catch up
 			continue
 		}
+		skips = 0
 		var pause time.Duration
 		var next step
 		own, pause, next = e.operation(ctx, vu, op, own, a.at)
@@ -812,6 +818,10 @@ func (e *run) skip(vu *workload.VU, op int, sched, now time.Time) {
 		e.cfg.OnSkip(Skip{VU: vu.ID, Op: op, Scheduled: sched, At: now})
 	}
 }
+
+// skipCheck is how many arrivals a worker skips in a row between two
+// looks at its stop channel.
+const skipCheck = 64
 
 // stopped reports, without waiting, whether the VU must stop.
 func stopped(ctx context.Context, stop <-chan struct{}) bool {
