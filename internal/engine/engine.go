@@ -142,6 +142,13 @@ type Config struct {
 	// e.g. for a per-transaction log like pgbench --log. It must be safe
 	// for concurrent use and cheap.
 	OnSample func(record.Sample)
+	// OnSkip, when set, receives every arrival skipped under
+	// LatencyLimit (open model), warm-up included, from the worker's
+	// goroutine right after the recorder counted it, e.g. for pgbench's
+	// "skipped" log lines and the skipped count of its progress lines.
+	// It must be safe for concurrent use and cheap (a Skip is passed by
+	// value: the skip path allocates nothing).
+	OnSkip func(Skip)
 	// Ops, when set, is told which key operation runs on which backend:
 	// Begin with the connection's backend PID before each Execute, End
 	// after it (package opmap; the samplers attribute wait events and
@@ -161,6 +168,21 @@ type Config struct {
 	// roles, so that the pieces together run the VUs one machine would
 	// have started. nil is the whole run.
 	Segment *Segment
+}
+
+// Skip is one arrival of the open model skipped under
+// Config.LatencyLimit (Config.OnSkip).
+type Skip struct {
+	// VU is the run-wide id (from 1) of the worker that took the arrival
+	// (workload.VU.ID).
+	VU int
+	// Op is the key operation the worker picked for it.
+	Op int
+	// Scheduled is the arrival's scheduled start; At is the clock it was
+	// judged by (later than Scheduled by more than the limit). A run of
+	// skips that catches up with the schedule is judged by one reading
+	// of the clock, as pgbench does, so they share At.
+	Scheduled, At time.Time
 }
 
 // RetryCounter is implemented by workloads whose Execute retries an
@@ -733,8 +755,12 @@ func (e *run) openLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan
 	}()
 	limit := e.cfg.LatencyLimit
 	var skipNow time.Time // the clock of a run of skips (pgbench reads it once)
+	skips := 0            // length of the current run of skips
 	for e.cfg.TxPerVU == 0 || done < e.cfg.TxPerVU {
-		if stopped(ctx, stop) {
+		// Within a run of skips (finite: it ends at the arrivals due by
+		// skipNow) the stop is looked at every skipCheck arrivals only,
+		// so that a worker catching up spends its time on the arrivals.
+		if (skipNow.IsZero() || skips%skipCheck == 0) && stopped(ctx, stop) {
 			return done, endStopped
 		}
 		op := m.pick(vu.Rand)
@@ -760,11 +786,13 @@ func (e *run) openLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan
 		} else if limit > 0 && now.Sub(a.at) > limit {
 			// Too late to meet the limit even if it ran at once
 			// (pgbench --latency-limit with --rate).
-			e.rec.RecordSkipped(op, a.at)
+			e.skip(vu, op, a.at, now)
 			done++
+			skips++
 			skipNow = now // judge the next arrival against the same clock: the skips catch up
 			continue
 		}
+		skips = 0
 		var pause time.Duration
 		var next step
 		own, pause, next = e.operation(ctx, vu, op, own, a.at)
@@ -781,6 +809,19 @@ func (e *run) openLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan
 	}
 	return done, endDone
 }
+
+// skip records an arrival scheduled at sched that vu skipped at now, as
+// op, and hands it to Config.OnSkip.
+func (e *run) skip(vu *workload.VU, op int, sched, now time.Time) {
+	e.rec.RecordSkipped(op, sched)
+	if e.cfg.OnSkip != nil {
+		e.cfg.OnSkip(Skip{VU: vu.ID, Op: op, Scheduled: sched, At: now})
+	}
+}
+
+// skipCheck is how many arrivals a worker skips in a row between two
+// looks at its stop channel.
+const skipCheck = 64
 
 // stopped reports, without waiting, whether the VU must stop.
 func stopped(ctx context.Context, stop <-chan struct{}) bool {

@@ -5,6 +5,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/workload"
 )
 
 // arrivalTimes draws every arrival of a profile before end, in seconds.
@@ -300,5 +303,36 @@ func TestScheduleStartsAtFirstTake(t *testing.T) {
 	}
 	if end := start.Add(10 * time.Second); !last.at.Before(end) {
 		t.Fatalf("an arrival at %v, after the run's end %v", last.at, end)
+	}
+}
+
+// A skipped arrival costs no allocation: taking it from the schedule,
+// counting it in the recorder and handing it to Config.OnSkip (by value).
+func TestSkipAllocations(t *testing.T) {
+	start := time.Now()
+	rate, _ := ConstantRate(1e6)
+	rec := record.New([]record.OpInfo{{Name: "op", Target: time.Second}}, start, 0, time.Second)
+	var n atomic.Int64
+	var last Skip
+	e := &run{rec: rec, sched: newSchedule(rate, start, time.Hour, 1),
+		cfg: Config{OnSkip: func(s Skip) { n.Add(1); last = s }}}
+	vu := &workload.VU{ID: 3}
+	now := start.Add(time.Second) // a second behind: every arrival taken is late
+	step := func() {
+		a, ok := e.sched.take(now)
+		if !ok {
+			t.Fatal("no arrival")
+		}
+		e.skip(vu, 0, a.at, now)
+	}
+	step()
+	if allocs := testing.AllocsPerRun(10000, step); allocs != 0 {
+		t.Fatalf("%.2f allocations per skipped arrival, want 0", allocs)
+	}
+	if n.Load() != 10002 || last.VU != 3 || last.Op != 0 || !last.At.Equal(now) || !last.Scheduled.After(start) || !last.Scheduled.Before(now) {
+		t.Fatalf("OnSkip saw %d skips, the last %+v", n.Load(), last)
+	}
+	if got := rec.Results(time.Minute)[0].Skipped; got != 10002 {
+		t.Fatalf("recorder counted %d skipped, want 10002", got)
 	}
 }

@@ -99,6 +99,10 @@ type Options struct {
 	// OnSample, when set, sees every recorded execution
 	// (engine.Config.OnSample), e.g. for pgbench's progress lines and logs.
 	OnSample func(record.Sample)
+	// OnSkip, when set, sees every arrival skipped under the latency
+	// limit (engine.Config.OnSkip), e.g. for pgbench's "skipped" log
+	// lines and progress counts.
+	OnSkip func(engine.Skip)
 	// RateFromFirstArrival starts the open model's schedule with its
 	// first worker (engine.Config.RateFromFirstArrival; pgbench's way).
 	RateFromFirstArrival bool
@@ -495,7 +499,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		Workload: opts.Workload, Roles: roles, Stages: opts.Stages, Warmup: opts.Warmup,
 		Think: opts.Think, Connections: opts.Connections, MaxErrors: opts.MaxErrors,
 		Seed: opts.Seed, GracefulStop: opts.GracefulStop, ServerGone: opts.ServerGoneAfter, Health: health,
-		Rate: opts.Rate, LatencyLimit: opts.LatencyLimit, TxPerVU: opts.TxPerVU, Ops: opm, OnSample: opts.OnSample,
+		Rate: opts.Rate, LatencyLimit: opts.LatencyLimit, TxPerVU: opts.TxPerVU, Ops: opm, OnSample: opts.OnSample, OnSkip: opts.OnSkip,
 		RateFromFirstArrival: opts.RateFromFirstArrival, Segment: opts.Segment,
 		OnInterval: func(iv results.Interval) {
 			cpu.interval(time.Now())

@@ -118,11 +118,15 @@ type Options struct {
 type Transaction struct {
 	Client, Script int
 	// Start and End bound the execution; Scheduled is the open model's
-	// scheduled start (zero in the closed model).
+	// scheduled start (zero in the closed model). A skipped transaction
+	// has Start = End = the moment it was skipped.
 	Start, End, Scheduled time.Time
 	// SQLState is "" for a success, else the last try's SQLSTATE.
 	SQLState string
 	Retries  int
+	// Skipped: the open model's arrival was skipped under
+	// --latency-limit, never run (engine.Skip; SQLState "", Retries 0).
+	Skipped bool
 }
 
 // Workload runs pgbench scripts. Create it with New.

@@ -10,9 +10,10 @@ import "strings"
 // \syncpipeline, --exit-on-abort and nested-\if cases (pgbench 17), the
 // pipeline cases of laterPipelineCases, COPY in a script, REL_17's spelling
 // of the bad-option case, and --continue-on-error (pgbench 18). pgbench 15
-// passes all that it can run. One case was not read from a TAP file but
-// written from pgbench's documented behaviour, marked so at its entry:
-// COPY FROM STDIN with -n. Not ported: master's "concurrent GRANT/VACUUM"
+// passes all that it can run. Two cases, marked so at their entries, are
+// not the TAP files' own: COPY FROM STDIN with -n (written from pgbench's
+// documented behaviour) and "pgbench late throttling logs" (the TAP's late
+// throttling case with -l, whose skipped transactions are logged). Not ported: master's "concurrent GRANT/VACUUM"
 // (a TODO test of a server race, "fails rarely" by its own comment), and
 // the TAP's checks of the server log. Each case has: the option string (split on blanks, as the
 // TAP's split /\s+/), the scripts (written to files passed with -f in
@@ -651,6 +652,12 @@ func withServerCases() []peerCase {
 		peerCase{name: "pgbench late throttling", opts: "-t 10 --rate=100000 --latency-limit=1 -n -r", status: 0,
 			stdout: []string{`processed: [01]/10`, `type: .*/001_pgbench_sleep`, `above the 1.0 ms latency limit: [01]/`}, stderr: []string{`^$`},
 			files: map[string]string{"001_pgbench_sleep": `\sleep 2ms`}},
+		// not from a TAP file: the late throttling case with -l, whose
+		// skipped transactions are logged with "skipped" for the time
+		peerCase{name: "pgbench late throttling logs", opts: "-t 10 --rate=100000 --latency-limit=1 -n -l", status: 0,
+			stdout: []string{`processed: [01]/10`, `number of transactions skipped: (9|10) \((90|100)\.000%\)`}, stderr: []string{`^$`},
+			files: map[string]string{"001_pgbench_sleep": `\sleep 2ms`}, after: "--log-prefix=<dir>/001_pgbench_log_skipped",
+			check: logCheck("001_pgbench_log_skipped", 1, 10, 10, `^0 ([1-9]|10) (\d+|skipped) 0 \d+ \d+ \d+$`)},
 		peerCase{name: "pgbench logs", opts: "-n -S -t 50 -c 2 --log --sampling-rate=0.5", status: 0,
 			stdout: []string{`select only`, `processed: 100/100`}, stderr: []string{`^$`}, after: "--log-prefix=<dir>/001_pgbench_log_2",
 			check: logCheck("001_pgbench_log_2", 1, 8, 92, `^[01] \d{1,2} \d+ \d \d+ \d+$`)},

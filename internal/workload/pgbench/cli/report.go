@@ -42,9 +42,6 @@ func printResults(out io.Writer, in reportInput) {
 	c := in.cfg
 	p := func(format string, a ...any) { fmt.Fprintf(out, format, a...) }
 	total := in.col.total()
-	for i := range c.Scripts {
-		total.skipped += in.doc.Operations[i].Skipped
-	}
 	// an incomplete transaction block is counted (Execute succeeded),
 	// then its client aborted, as in pgbench
 	processed := total.latency.count
@@ -128,7 +125,6 @@ func printResults(out io.Writer, in reportInput) {
 	for i, s := range c.Scripts {
 		if perScript {
 			d := in.col.script(i)
-			d.skipped = in.doc.Operations[i].Skipped
 			n := d.latency.count
 			f := d.failures()
 			stc := n + d.skipped + f

@@ -326,12 +326,19 @@ func (r *runner) bench(ctx context.Context) int {
 	}
 	think, _ := engine.ParseThinkTime("0")
 	col := newCollector(len(c.Scripts), msDuration(c.LatencyLimitMs), c.ContinueOnError)
+	onSkip := col.skip
+	if txl != nil {
+		onSkip = func(s engine.Skip) {
+			col.skip(s)
+			txl.add(wpgbench.Transaction{Client: s.VU - 1, Script: s.Op, Start: s.At, End: s.At, Scheduled: s.Scheduled, Skipped: true})
+		}
+	}
 	prog := r.startProgress(col)
 	res, runErr := loadtest.Run(runCtx, loadtest.Options{
 		DSN: r.dsn(), EnvGiven: true, Workload: w, Scale: float64(scale), Seed: c.RandomSeed,
 		Stages: stages, Rate: rate, LatencyLimit: msDuration(c.LatencyLimitMs), TxPerVU: txPerVU,
 		Think: think, Connections: 0, GracefulStop: 0, Interval: time.Second,
-		RateFromFirstArrival: true, OnSample: col.sample, PoolOptions: []conninfo.PoolOption{noticePool(r.notice)},
+		RateFromFirstArrival: true, OnSample: col.sample, OnSkip: onSkip, PoolOptions: []conninfo.PoolOption{noticePool(r.notice)},
 		Out: r.prog.Out, CommandLine: conninfo.RedactArgs(append([]string{"erplab", "pgbench"}, r.args...)), Version: r.prog.Version,
 	}, io.Discard)
 	prog.stop()

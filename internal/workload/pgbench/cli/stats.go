@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/record"
 	"github.com/erplab/erplab/internal/workload/pgbench/script"
 )
@@ -47,7 +48,7 @@ type statsData struct {
 	deadlock               int64 // ... with 40P01
 	other                  int64 // other errors counted as failures (--continue-on-error)
 	retried, retries, late int64
-	skipped                int64
+	skipped                int64 // arrivals skipped under --latency-limit (--rate)
 }
 
 func (d *statsData) failures() int64 { return d.serialization + d.deadlock + d.other }
@@ -121,6 +122,19 @@ func (c *collector) sample(s record.Sample) {
 		d.retried++
 		d.retries += int64(s.Retries)
 	}
+}
+
+// skip is the engine's OnSkip: an arrival skipped under --latency-limit
+// counts in its script's skipped transactions (pgbench's accumStats), for
+// the progress lines and the report.
+func (c *collector) skip(s engine.Skip) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.first.IsZero() {
+		c.first = s.Scheduled
+		close(c.started)
+	}
+	c.scripts[s.Op].skipped++
 }
 
 // total is the statistics summed over the scripts.

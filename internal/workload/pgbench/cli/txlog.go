@@ -33,6 +33,7 @@ type txLog struct {
 	rnd     *rand.Rand
 	aggs    []aggStats
 	aggNext []time.Time // per thread: end of the current interval
+	line    []byte      // the per-transaction line being written (reused)
 
 	// the HDR interval log beside them: one histogram of successful
 	// latencies (ns) per script and interval
@@ -56,6 +57,7 @@ type aggStats struct {
 	serialization, deadlock int64
 	other                   int64
 	retried, retries        int64
+	skipped                 int64
 }
 
 // openTxLog creates the log files (pgbench opens them at thread start).
@@ -137,7 +139,9 @@ func (l *txLog) hdrFlush() {
 	}
 }
 
-// add logs one transaction (wpgbench.Options.OnTransaction).
+// add logs one transaction (wpgbench.Options.OnTransaction), skipped
+// ones (cli's engine.Config.OnSkip) included: pgbench's doLog. A line is
+// written without allocating.
 func (l *txLog) add(tx wpgbench.Transaction) {
 	c := l.cfg
 	l.mu.Lock()
@@ -146,19 +150,22 @@ func (l *txLog) add(tx wpgbench.Transaction) {
 		return
 	}
 	l.cnt[tx.Client]++
-	n := l.cnt[tx.Client] // pgbench numbers a client's transactions from 1
+	n := l.cnt[tx.Client] // pgbench numbers a client's transactions from 1, skipped ones too
 	begin := tx.Start
 	if !tx.Scheduled.IsZero() {
 		begin = tx.Scheduled
 	}
-	latency := float64(tx.End.Sub(begin).Microseconds())
-	lag := 0.0
-	if !tx.Scheduled.IsZero() {
-		lag = float64(max(tx.Start.Sub(tx.Scheduled), 0).Microseconds())
+	// a skipped transaction has no latency and no lag (0, as pgbench)
+	latency, lag := 0.0, 0.0
+	if !tx.Skipped {
+		latency = float64(tx.End.Sub(begin).Microseconds())
+		if !tx.Scheduled.IsZero() {
+			lag = float64(max(tx.Start.Sub(tx.Scheduled), 0).Microseconds())
+		}
 	}
 	t := l.thread[tx.Client]
 	w := l.w[t]
-	if tx.SQLState == "" {
+	if tx.SQLState == "" && !tx.Skipped {
 		l.hdrAdd(tx.Script, begin, tx.End)
 	}
 	if c.AggregateInterval > 0 {
@@ -172,8 +179,12 @@ func (l *txLog) add(tx wpgbench.Transaction) {
 			*a = aggStats{start: l.aggNext[t]}
 			l.aggNext[t] = l.aggNext[t].Add(time.Duration(c.AggregateInterval) * time.Second)
 		}
-		switch tx.SQLState {
-		case "":
+		switch {
+		case tx.Skipped:
+			// pgbench's accumStats: a skipped transaction is only counted
+			a.skipped++
+			return
+		case tx.SQLState == "":
 			a.cnt++
 			if a.lat.count == 0 || latency < a.latMin {
 				a.latMin = latency
@@ -185,9 +196,9 @@ func (l *txLog) add(tx wpgbench.Transaction) {
 				}
 				a.lag.add(lag)
 			}
-		case script.SerializationFailure:
+		case tx.SQLState == script.SerializationFailure:
 			a.serialization++
-		case script.DeadlockDetected:
+		case tx.SQLState == script.DeadlockDetected:
 			a.deadlock++
 		default:
 			a.other++
@@ -202,45 +213,82 @@ func (l *txLog) add(tx wpgbench.Transaction) {
 		return
 	}
 	us := tx.End.UnixMicro()
-	what := strconv.FormatFloat(latency, 'f', 0, 64)
-	switch tx.SQLState {
-	case "":
-	case script.SerializationFailure:
-		what = "failed"
-		if c.FailuresDetailed {
-			what = "serialization"
-		}
-	case script.DeadlockDetected:
-		what = "failed"
-		if c.FailuresDetailed {
-			what = "deadlock"
-		}
-	default:
-		what = "failed"
-		if c.FailuresDetailed {
-			what = "other"
-		}
+	b := strconv.AppendInt(l.line[:0], int64(tx.Client), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, n, 10)
+	b = append(b, ' ')
+	b = append(b, resultField(c, tx)...)
+	if !tx.Skipped && tx.SQLState == "" {
+		b = strconv.AppendFloat(b, latency, 'f', 0, 64)
 	}
-	fmt.Fprintf(w, "%d %d %s %d %d %d", tx.Client, n, what, tx.Script, us/1e6, us%1e6)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(tx.Script), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, us/1e6, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, us%1e6, 10)
 	if c.Rate > 0 {
-		fmt.Fprintf(w, " %.0f", lag)
+		b = append(b, ' ')
+		b = strconv.AppendFloat(b, lag, 'f', 0, 64)
 	}
 	if c.MaxTries != 1 {
-		fmt.Fprintf(w, " %d", tx.Retries)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, int64(tx.Retries), 10)
 	}
-	w.WriteByte('\n')
+	b = append(b, '\n')
+	_, _ = w.Write(b)
+	l.line = b
+}
+
+// resultField is what a per-transaction line has in its time field
+// instead of the latency (pgbench's getResultString): "skipped",
+// "failed", or with --failures-detailed the kind of failure; "" for a
+// success (the latency goes there).
+func resultField(c *Config, tx wpgbench.Transaction) string {
+	kind := ""
+	switch {
+	case tx.Skipped:
+		return "skipped"
+	case tx.SQLState == "":
+		return ""
+	case tx.SQLState == script.SerializationFailure:
+		kind = "serialization"
+	case tx.SQLState == script.DeadlockDetected:
+		kind = "deadlock"
+	default:
+		kind = "other"
+	}
+	if c.FailuresDetailed {
+		return kind
+	}
+	return "failed"
 }
 
 // writeAgg writes thread t's current interval as pgbench 15 does: 15
 // fields, interval_start num_transactions sum_latency sum_latency_2
 // min_latency max_latency sum_lag sum_lag_2 min_lag max_lag skipped
-// retried retries serialization_failures deadlock_failures (lags 0
-// without -R; skipped arrivals never reach a client here: 0).
+// retried retries serialization_failures deadlock_failures. A field that
+// means nothing with the options given is 0: the lags without -R, skipped
+// without -L, retried and retries with --max-tries 1, the failures by
+// kind without --failures-detailed (pgbench 18's --continue-on-error
+// failures are in deadlock_failures' place, pgbench 15-17 having no
+// such column).
 func (l *txLog) writeAgg(t int) {
 	a := &l.aggs[t]
+	c := l.cfg
+	var skipped, retried, retries, serialization, deadlock int64
+	if c.LatencyLimitMs > 0 {
+		skipped = a.skipped
+	}
+	if c.MaxTries != 1 {
+		retried, retries = a.retried, a.retries
+	}
+	if c.FailuresDetailed {
+		serialization, deadlock = a.serialization, a.deadlock+a.other
+	}
 	fmt.Fprintf(l.w[t], "%d %d %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %d %d %d %d %d\n", a.start.Unix(), a.cnt,
 		a.lat.sum, a.lat.sum2, a.latMin, a.lat.max, a.lag.sum, a.lag.sum2, a.lagMin, a.lag.max,
-		0, a.retried, a.retries, a.serialization, a.deadlock+a.other)
+		skipped, retried, retries, serialization, deadlock)
 }
 
 // close writes the last intervals and closes the files.
