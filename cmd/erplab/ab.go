@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -244,7 +243,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 					fmt.Fprintf(out, "  A/A %2d: %s; %s (foreign CPU %.1f / %.1f %%)\n", i+1, primaryShort(cp), cp.Summary(), cp.Noise.A.ForeignPct, cp.Noise.B.ForeignPct)
 					for _, r := range cp.Rows {
 						if r.Verdict.Decided() {
-							fmt.Fprintf(out, "          %s %s %s: %s (A %s, B %s, p %s)\n", r.Role, r.Subject, r.Metric, r.Verdict, fmtFloat(r.A), fmtFloat(r.B), fmtFloat(r.P))
+							fmt.Fprintf(out, "          %s %s\n", r.Role, r.Brief())
 						}
 					}
 				}
@@ -328,28 +327,21 @@ func fmtIntegral(d *results.Document) string {
 	return fmt.Sprintf("%s (%s)", d.Integral.String(), d.Integral.Rating)
 }
 
-// fmtFloat prints a figure with 4 significant digits, "-" for NaN.
-func fmtFloat(v float64) string {
-	if math.IsNaN(v) {
-		return "-"
-	}
-	return fmt.Sprintf("%.4g", v)
-}
-
 // VerdictPrefix starts ab's verdict line of a variant.
 const VerdictPrefix = "VERDICT "
 
 // writeVerdict prints the verdict line of variant name and its primary
-// rows: "VERDICT tmpfs: better (primary rows: ...)", then one line per
-// primary row with A -> B, the effect, its interval and p.
+// rows: "VERDICT tmpfs: primary verdict: better (Holm over ...)"
+// (compare.PrimaryVerdict.Line), then one line per primary row
+// (compare.Row.Brief: A -> B, the effect, its interval and p, or why it
+// has none), rounded as the comparison's tables.
 func writeVerdict(w io.Writer, name string, cp *compare.Comparison) {
 	if cp.Primary == nil {
 		return
 	}
 	fmt.Fprintf(w, "%s%s: %s\n", VerdictPrefix, name, cp.Primary.Line())
 	for _, r := range cp.PrimaryRows() {
-		fmt.Fprintf(w, "  primary %s %s: A %s -> B %s, delta %s [%s, %s], p %s: %s\n", r.Subject, r.Metric, fmtFloat(r.A), fmtFloat(r.B),
-			fmtFloat(r.Delta), fmtFloat(r.Lo), fmtFloat(r.Hi), fmtFloat(r.P), r.Verdict)
+		fmt.Fprintf(w, "  primary %s\n", r.Brief())
 	}
 }
 

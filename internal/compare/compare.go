@@ -303,6 +303,8 @@ func CompareRounds(namesA []string, as []*results.Document, namesB []string, bs 
 	if len(opts.Primary) > 0 {
 		c.Primary = &PrimaryVerdict{Rows: opts.Primary, Source: opts.PrimarySource, Missing: missing}
 		_, c.Primary.Family, c.Primary.Exploratory = familySignificance(c.Rows, opts.Alpha)
+		c.Primary.ExploratoryRows = len(c.rowsOf(RoleExploratory))
+		c.Primary.Untested = untestedRows(c.Rows)
 		c.Primary.Verdict = primaryVerdict(c.Rows, c.undecided())
 	}
 	return c, nil
@@ -341,7 +343,7 @@ func roundRows(specs []spec, ra, rb []*runData) []Row {
 			e := welchDiff(xa, xb, Level)
 			r.Method, r.P, r.Lo, r.Hi = MethodRounds, e.P, e.Lo, e.Hi
 			if math.IsNaN(e.Lo) && !math.IsNaN(e.P) {
-				r.Note = "no variation within either side: permutation p-value, no interval"
+				r.Note = "no variation within either side: permutation p-value only"
 			}
 		}
 		r.MinDelta = sp.floor
