@@ -1,6 +1,7 @@
 package compare
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -81,6 +82,16 @@ type PrimaryVerdict struct {
 	// on both sides; otherwise the comparison's undecided verdict: no
 	// significant difference (rounds) or inconclusive: one round each.
 	Verdict Verdict `json:"verdict"`
+}
+
+// MarshalJSON writes the fields and "line": Line(), the verdict line
+// compare's text and Markdown print.
+func (p PrimaryVerdict) MarshalJSON() ([]byte, error) {
+	type plain PrimaryVerdict
+	return json.Marshal(struct {
+		plain
+		Line string `json:"line"`
+	}{plain(p), p.Line()})
 }
 
 // UntestedRow is a primary row without a p-value and why (JSON: subject,

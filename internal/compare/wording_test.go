@@ -153,6 +153,7 @@ func TestPrimaryOutputsAgree(t *testing.T) {
 				Exploratory     int `json:"exploratory_family"`
 				ExploratoryRows int `json:"exploratory_rows"`
 				Untested        []struct{ Subject, Metric, Reason string }
+				Line            string
 			}
 		}
 		if err := json.Unmarshal(js.Bytes(), &decoded); err != nil {
@@ -192,7 +193,7 @@ func TestPrimaryOutputsAgree(t *testing.T) {
 			t.Errorf("line %q does not name the untested primary row", line)
 		}
 		jp := decoded[0].Primary
-		if jp.Verdict != string(c.Primary.Verdict) || jp.Family != 1 || jp.Exploratory != c.Primary.Exploratory ||
+		if jp.Verdict != string(c.Primary.Verdict) || jp.Line != line || jp.Family != 1 || jp.Exploratory != c.Primary.Exploratory ||
 			jp.ExploratoryRows != len(c.Rows)-2 || len(jp.Untested) != 1 || jp.Untested[0].Subject != "repost_day" ||
 			jp.Untested[0].Reason != c.Primary.Untested[0].Reason || !strings.Contains(line, jp.Untested[0].Reason) {
 			t.Errorf("JSON primary %+v, line %s", jp, line)
