@@ -191,6 +191,12 @@ func (r Row) MarshalJSON() ([]byte, error) {
 	}{plain(r), num(r.A), num(r.B), num(r.Delta), num(r.DeltaPct), num(r.Lo), num(r.Hi), num(r.MinDelta), num(r.P)})
 }
 
+// Tested reports whether r has a p-value: it takes part in Holm's
+// procedure of its family and counts as tested in every count a
+// comparison prints (rows with Method set but no p-value, where nothing
+// varied, are not tested).
+func (r Row) Tested() bool { return !math.IsNaN(r.P) }
+
 // Comparison is a baseline against one variant.
 type Comparison struct {
 	// Baseline and Variant name the sides (file names, joined by ","

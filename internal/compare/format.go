@@ -80,7 +80,7 @@ func fmtCI(r Row) string {
 // value on both sides)".
 func (r Row) UntestedReason() string {
 	switch {
-	case !math.IsNaN(r.P):
+	case r.Tested():
 		return ""
 	case r.Note != "":
 		return r.Note
@@ -124,7 +124,7 @@ func (r Row) Brief() string {
 	switch why := r.NoIntervalReason(); {
 	case why == "":
 		fmt.Fprintf(&b, " %s, p %s", fmtCI(r), fmtP(r.P))
-	case math.IsNaN(r.P):
+	case !r.Tested():
 		b.WriteString(", not tested (" + why + ")")
 	default:
 		fmt.Fprintf(&b, ", p %s, no interval (%s)", fmtP(r.P), why)
@@ -218,7 +218,7 @@ func (c *Comparison) MethodNote() string {
 func (c *Comparison) tested() int {
 	n := 0
 	for _, r := range c.Rows {
-		if !math.IsNaN(r.P) {
+		if r.Tested() {
 			n++
 		}
 	}

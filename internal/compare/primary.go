@@ -3,7 +3,6 @@ package compare
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"strings"
 
 	"gonum.org/v1/gonum/stat/distuv"
@@ -153,8 +152,8 @@ func familySignificance(rows []Row, alpha float64) (sig []bool, primary, explora
 			sig[idx[j]] = s
 		}
 		n := 0
-		for _, p := range ps {
-			if !math.IsNaN(p) {
+		for _, i := range idx {
+			if rows[i].Tested() {
 				n++
 			}
 		}
@@ -260,7 +259,7 @@ func plural(n int, one, many string) string {
 func untestedRows(rows []Row) []UntestedRow {
 	var out []UntestedRow
 	for _, r := range rows {
-		if r.Role == RolePrimary && math.IsNaN(r.P) {
+		if r.Role == RolePrimary && !r.Tested() {
 			out = append(out, UntestedRow{Key: Key{r.Subject, r.Metric}, Reason: r.UntestedReason()})
 		}
 	}
