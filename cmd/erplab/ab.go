@@ -341,17 +341,17 @@ func fmtIntegral(d *results.Document) string {
 const VerdictPrefix = "VERDICT "
 
 // writeVerdict prints the verdict line of variant name and its primary
-// rows: "VERDICT tmpfs: primary verdict: better (Holm over ...)"
-// (compare.PrimaryVerdict.Line), then one line per primary row
-// (compare.Row.Brief: A -> B, the effect, its interval and p, or why it
-// has none), rounded as the comparison's tables.
+// rows (compare.Comparison.VerdictLines, which erplab report shows too):
+// "VERDICT tmpfs: primary verdict: better (Holm over ...)", then one line
+// per primary row (A -> B, the effect, its interval and p, or why it has
+// none), rounded as the comparison's tables.
 func writeVerdict(w io.Writer, name string, cp *compare.Comparison) {
-	if cp.Primary == nil {
-		return
-	}
-	fmt.Fprintf(w, "%s%s: %s\n", VerdictPrefix, name, cp.Primary.Line())
-	for _, r := range cp.PrimaryRows() {
-		fmt.Fprintf(w, "  primary %s\n", r.Brief())
+	for i, l := range cp.VerdictLines() {
+		if i == 0 {
+			fmt.Fprintf(w, "%s%s: %s\n", VerdictPrefix, name, l)
+		} else {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
 	}
 }
 
