@@ -75,8 +75,9 @@ is printed as exploratory, with a Holm family of its own, and never decides the 
 §2.2.2, §2.2.5; internal/compare/doc.go). The verdict: "inconclusive: foreign load differed" when
 the noise guard downgraded a primary row; better/worse (higher/lower) when at least one primary
 row is and every decided primary row says the same; "mixed: primary rows disagree" when they say
-different things; n/a when every primary row is n/a (no value on a side, too few points or
-rounds); otherwise "no significant difference" ("inconclusive: one round each" with --rounds 1).
+different things; n/a when every primary row is missing or n/a (no value on a side, too few
+points or rounds); otherwise "no significant difference" ("inconclusive: one round each" with
+--rounds 1).
 The line names the primary rows Holm ran over, those that could not be tested and why (or that
 none could), and the exploratory rows listed and tested.
 --primary [VARIANT=]SUBJECT[:METRIC] (repeatable) declares them instead, for VARIANT or for
