@@ -20,7 +20,7 @@
 # Verdicts are those of the primary rows each remedy declares (erplab ab
 # --help; internal/compare/doc.go "Primary and exploratory rows"): the A/A
 # part counts, for each remedy's family of primary rows, the comparisons
-# whose primary verdict is not "no significant difference" (goal: at most
+# whose primary verdict is better, worse, higher, lower or mixed (goal: at most
 # the nominal 5 %, quoted as k/n with a 95 % Clopper-Pearson interval),
 # and separately the comparisons with any decided row in either family.
 # The figures are recomputed from the saved results with `erplab compare`
@@ -181,8 +181,8 @@ power() { # dir variant subject label family
 	[[ -e $d/$2-1.json ]] || return 0
 	# shellcheck disable=SC2086 # the family's flags are words
 	"$ERPLAB" compare --format json ${families[$5]} "$(side "$d" baseline)" "$(side "$d" "$2")" >"$d/compare.json"
-	echo "power $4: $(jq -r '.[0] | "\(.rounds_a) and \(.rounds_b) rounds; primary verdict \(.primary.verdict) (Holm over \(.primary.family) primary rows; \(.primary.exploratory_family) exploratory)"' "$d/compare.json")"
-	jq -r '.[0].rows[] | select(.role == "primary") | "    primary \(.subject) \(.metric): A \(.a) B \(.b), delta \(.delta) [\(.ci95_low), \(.ci95_high)], p \(.p): \(.verdict)"' "$d/compare.json"
+	echo "power $4: $(jq -r '.[0] | "\(.rounds_a) and \(.rounds_b) rounds; \(.primary.line)"' "$d/compare.json")"
+	jq -r '.[0].rows[] | select(.role == "primary") | "    primary \(.subject) \(.metric): A \(.a) B \(.b), delta \(.delta) \(if .ci95_low == null then "(no interval: \(.note // "not tested"))" else "[\(.ci95_low), \(.ci95_high)]" end), p \(.p): \(.verdict)"' "$d/compare.json"
 	echo "  $3 rows:"
 	jq -r --arg s "$3" '.[0].rows[] | select(.subject == $s) | "    \(.metric): A \(.a) B \(.b), delta \(.delta) [\(.ci95_low), \(.ci95_high)], p \(.p): \(.verdict)"' "$d/compare.json"
 	jq -r '.[0].noise | "    noise: foreign CPU \(.a.foreign_pct) / \(.b.foreign_pct) %, differed \(.differed)"' "$d/compare.json"

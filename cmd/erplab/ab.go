@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,25 +60,36 @@ Rounds: every configuration runs --rounds times (default: as many as fit --budge
 in the order A B B A A B ... (--order balanced), so a drift of the machine meets every
 configuration alike. The verdicts come from the per-round values (APDEX, percentiles, throughput,
 observation rates and per-round deltas), Welch's t over rounds, Holm within each family (below);
-with --rounds 1 from a block bootstrap of the two runs. Every row gives B-A with its 95 % interval;
-better/worse needs the interval beyond the minimum effect. A noise line gives the CPU used by
-other processes (not the server, not erplab); verdicts read "inconclusive: foreign load differed"
-when it differs between the sides by more than --max-foreign-diff points.
+with --rounds 1 from a block bootstrap of the two runs. Every tested row gives B-A with its 95 %
+interval; better/worse needs significance after Holm and the whole interval beyond the minimum
+effect (--min-effect of A, and a floor per metric). A row that does not vary (the same value in
+every round) has no test; one constant within each side but different between them has only a
+permutation p-value and no interval: neither is ever better or worse. A noise line gives the
+CPU used by other processes (not the server, not erplab); decided rows read "inconclusive:
+foreign load differed" when it differs between the sides by more than --max-foreign-diff points,
+or when the foreign runnable tasks differ significantly by more than half a task per CPU.
 
 Primary rows: each remedy declares, before any run, the row(s) that answer whether it worked:
 ` + declaredPrimaries() + `
 The verdict line of a variant is decided by Holm over its primary rows alone; every other row
 is printed as exploratory, with a Holm family of its own, and never decides the verdict (ICH E9
-§2.2.2, §2.2.5; internal/compare/doc.go).
+§2.2.2, §2.2.5; internal/compare/doc.go). The verdict: "inconclusive: foreign load differed" when
+the noise guard downgraded a primary row; better/worse (higher/lower) when at least one primary
+row is and every decided primary row says the same; "mixed: primary rows disagree" when they say
+different things; n/a when every primary row is missing or n/a (no value on a side, too few
+points or rounds); otherwise "no significant difference" ("inconclusive: one round each" with
+--rounds 1).
+The line names the primary rows Holm ran over, those that could not be tested and why (or that
+none could), and the exploratory rows listed and tested.
 --primary [VARIANT=]SUBJECT[:METRIC] (repeatable) declares them instead, for VARIANT or for
 every variant (and the A/A comparisons), e.g. --primary temp_table_storm or
 --primary tmpfs=integral:apdex. ab ends with a line "VERDICT NAME: primary verdict: ..." per
-variant and its primary rows.
+variant and its primary rows (A -> B, delta with its 95 % interval and p, or why it has none).
 
 --aa N runs the baseline against itself N times (each an experiment with the same rounds) and
 reports the false-verdict rate: how many of the N primary verdicts (default row: integral APDEX)
-said anything but "no significant difference", with its 95 % Clopper-Pearson interval, and how
-many comparisons showed any better/worse row in either family.
+were better, worse, higher, lower or mixed, with its 95 % Clopper-Pearson interval, and how many
+comparisons showed any better/worse (higher/lower) row in either family.
 --run-hook CMD runs CMD with sh -c before every run (env ERPLAB_AB_VARIANT, ERPLAB_AB_ROUND,
 ERPLAB_AB_RUN, ERPLAB_AB_DIR: the experiment's results directory, with --aa that of the
 comparison), e.g. to start or stop a neighbour load.
@@ -213,7 +223,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 					fmt.Fprintf(out, "  A/A %2d: %s; %s (foreign CPU %.1f / %.1f %%)\n", i+1, primaryShort(cp), cp.Summary(), cp.Noise.A.ForeignPct, cp.Noise.B.ForeignPct)
 					for _, r := range cp.Rows {
 						if r.Verdict.Decided() {
-							fmt.Fprintf(out, "          %s %s %s: %s (A %s, B %s, p %s)\n", r.Role, r.Subject, r.Metric, r.Verdict, fmtFloat(r.A), fmtFloat(r.B), fmtFloat(r.P))
+							fmt.Fprintf(out, "          %s %s\n", r.Role, r.Brief())
 						}
 					}
 				}
@@ -292,28 +302,21 @@ func fmtIntegral(d *results.Document) string {
 	return fmt.Sprintf("%s (%s)", d.Integral.String(), d.Integral.Rating)
 }
 
-// fmtFloat prints a figure with 4 significant digits, "-" for NaN.
-func fmtFloat(v float64) string {
-	if math.IsNaN(v) {
-		return "-"
-	}
-	return fmt.Sprintf("%.4g", v)
-}
-
 // VerdictPrefix starts ab's verdict line of a variant.
 const VerdictPrefix = "VERDICT "
 
 // writeVerdict prints the verdict line of variant name and its primary
-// rows: "VERDICT tmpfs: better (primary rows: ...)", then one line per
-// primary row with A -> B, the effect, its interval and p.
+// rows (compare.Comparison.VerdictLines, which erplab report shows too):
+// "VERDICT tmpfs: primary verdict: better (Holm over ...)", then one line
+// per primary row (A -> B, the effect, its interval and p, or why it has
+// none), rounded as the comparison's tables.
 func writeVerdict(w io.Writer, name string, cp *compare.Comparison) {
-	if cp.Primary == nil {
-		return
-	}
-	fmt.Fprintf(w, "%s%s: %s\n", VerdictPrefix, name, cp.Primary.Line())
-	for _, r := range cp.PrimaryRows() {
-		fmt.Fprintf(w, "  primary %s %s: A %s -> B %s, delta %s [%s, %s], p %s: %s\n", r.Subject, r.Metric, fmtFloat(r.A), fmtFloat(r.B),
-			fmtFloat(r.Delta), fmtFloat(r.Lo), fmtFloat(r.Hi), fmtFloat(r.P), r.Verdict)
+	for i, l := range cp.VerdictLines() {
+		if i == 0 {
+			fmt.Fprintf(w, "%s%s: %s\n", VerdictPrefix, name, l)
+		} else {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
 	}
 }
 

@@ -35,15 +35,21 @@ A side may be several rounds, comma-separated (the files erplab ab writes, NAME-
 NAME-2.json, ...): the rows then come from the per-round values, Welch's t over rounds. One file
 per side is compared by a moving-block bootstrap over the two runs' intervals, and a row the
 data cannot decide reads "inconclusive: one round each". A row is better or worse when its
-p-value is significant after Holm's correction over all tested rows (family-wise --alpha) and
-the whole interval lies beyond the minimum effect (--min-effect of A, and a floor per metric).
-A noise line gives the CPU used by other processes than the server and erplab; verdicts read
-"inconclusive: foreign load differed" when it differs by more than --max-foreign-diff points.
+p-value is significant after Holm's correction over all tested rows (within each family with
+--primary; family-wise --alpha) and the whole interval lies beyond the minimum effect
+(--min-effect of A, and a floor per metric). A row without a value on a side, or with too few
+intervals or rounds, is n/a (the reason follows); one whose values do not vary is "no significant
+difference" untested. A noise line gives the CPU used by other processes than the server and
+erplab; decided rows read "inconclusive: foreign load differed" when it differs by more than
+--max-foreign-diff points, or when the foreign runnable tasks differ significantly by more than
+half a task per CPU.
 Warnings say when workloads, scales or durations differ (see internal/compare/doc.go).
 
 --primary SUBJECT[:METRIC] (repeatable, e.g. --primary integral --primary temp_table_storm:apdex)
 declares primary rows, as erplab ab does from its remedies: Holm over them alone decides the
-primary verdict line; the other rows are exploratory, with a Holm family of their own. A
+primary verdict line (the rules in erplab ab --help); the other rows are exploratory, with a Holm
+family of their own. The line names the primary rows tested, those that could not be tested and
+why, and the exploratory rows listed and tested; --format json has it as primary.line. A
 declared row no comparison has is a usage error.
 
 Exit codes: 0 compared; 1 an input could not be read; 2 bad usage; 99 with

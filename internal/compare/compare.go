@@ -191,6 +191,12 @@ func (r Row) MarshalJSON() ([]byte, error) {
 	}{plain(r), num(r.A), num(r.B), num(r.Delta), num(r.DeltaPct), num(r.Lo), num(r.Hi), num(r.MinDelta), num(r.P)})
 }
 
+// Tested reports whether r has a p-value: it takes part in Holm's
+// procedure of its family and counts as tested in every count a
+// comparison prints (rows with Method set but no p-value, where nothing
+// varied, are not tested).
+func (r Row) Tested() bool { return !math.IsNaN(r.P) }
+
 // Comparison is a baseline against one variant.
 type Comparison struct {
 	// Baseline and Variant name the sides (file names, joined by ","
@@ -303,6 +309,8 @@ func CompareRounds(namesA []string, as []*results.Document, namesB []string, bs 
 	if len(opts.Primary) > 0 {
 		c.Primary = &PrimaryVerdict{Rows: opts.Primary, Source: opts.PrimarySource, Missing: missing}
 		_, c.Primary.Family, c.Primary.Exploratory = familySignificance(c.Rows, opts.Alpha)
+		c.Primary.ExploratoryRows = len(c.rowsOf(RoleExploratory))
+		c.Primary.Untested = untestedRows(c.Rows)
 		c.Primary.Verdict = primaryVerdict(c.Rows, c.undecided())
 	}
 	return c, nil
@@ -341,7 +349,7 @@ func roundRows(specs []spec, ra, rb []*runData) []Row {
 			e := welchDiff(xa, xb, Level)
 			r.Method, r.P, r.Lo, r.Hi = MethodRounds, e.P, e.Lo, e.Hi
 			if math.IsNaN(e.Lo) && !math.IsNaN(e.P) {
-				r.Note = "no variation within either side: permutation p-value, no interval"
+				r.Note = "no variation within either side: permutation p-value only"
 			}
 		}
 		r.MinDelta = sp.floor

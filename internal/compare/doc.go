@@ -80,7 +80,10 @@
 // values (iowait 0.00 -> 0.14 %) from being "worse". Otherwise a row is
 // "no significant difference" (rounds) or "inconclusive: one round each"
 // (single runs); rows whose values do not vary at all (no errors on
-// either side) are "no significant difference" without a test.
+// either side) are "no significant difference" without a test, and rows
+// that cannot be tested (no value on a side, too few intervals or
+// rounds: Row.Note) are "n/a". Row.UntestedReason and
+// Row.NoIntervalReason say why a row has no p-value or no interval.
 //
 // # Primary and exploratory rows
 //
@@ -103,13 +106,30 @@
 // `erplab ab` takes them from each remedy's registration, or --primary):
 //
 //   - The primary rows form their own Holm family at Options.Alpha, and
-//     only they decide the comparison's verdict (Comparison.Primary): it
-//     is better (worse) when at least one primary row is better (worse)
-//     and none says the opposite, "mixed" when they disagree,
-//     "inconclusive: foreign load differed" when the noise guard fired,
-//     otherwise no significant difference. Each primary row needs, as
-//     every row, significance after Holm within its family and the whole
-//     95 % interval beyond the minimum effect.
+//     only they decide the comparison's verdict (Comparison.Primary).
+//     Each primary row needs, as every row, significance after Holm
+//     within its family and the whole 95 % interval beyond the minimum
+//     effect. The verdict is, in this order: "inconclusive: foreign load
+//     differed" when the noise guard downgraded a primary row (one that
+//     would have been decided); better, worse, higher or lower when at
+//     least one primary row is decided and every decided primary row
+//     says the same (undecided rows do not count against it); "mixed:
+//     primary rows disagree" when the decided rows say different things
+//     (better and worse, or a neutral row's higher beside another's
+//     better); n/a when every declared row is missing or n/a (no value
+//     on a side, or not testable: Row.Note); otherwise the comparison's
+//     undecided verdict: "no significant difference" with rounds,
+//     "inconclusive: one round each" with one run per side (also when
+//     the primary rows present have equal values on both sides, so
+//     nothing was tested).
+//   - The verdict line (PrimaryVerdict.Line; the same in compare's text
+//     and Markdown, in JSON as primary.line and in ab's VERDICT line)
+//     names the tested primary rows Holm ran over, each primary row that
+//     could not be tested with the reason (PrimaryVerdict.Untested:
+//     too few points or rounds, no samples, nothing varies), or says
+//     that no primary row could be tested; it counts the exploratory rows
+//     listed and tested ("36 rows, 15 tested"): a row without a p-value
+//     (n/a, or equal values on both sides) is listed but not in Holm's m.
 //   - Every other row is exploratory: Holm over the exploratory rows
 //     alone (one family, as without primaries), printed under its own
 //     heading, never the verdict. A chance hit among them does not make
@@ -154,8 +174,9 @@
 // With rounds, a row whose per-round values are the same within each
 // side (the same small count every round) has no variance to test with:
 // it gets the p-value of an exact permutation test for completely
-// separated samples, 2/C(nA+nB, nA) (0.1 for 3 against 3), no interval
-// and no verdict.
+// separated samples, 2/C(nA+nB, nA) (0.1 for 3 against 3) and no
+// interval, so it is never better or worse (it reads "no significant
+// difference"; Row.Note says why there is no interval).
 //
 // # Warnings
 //

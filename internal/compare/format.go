@@ -74,6 +74,65 @@ func fmtCI(r Row) string {
 	return "[" + fmtNum(r.Lo) + ", " + fmtNum(r.Hi) + "]"
 }
 
+// UntestedReason says why r has no p-value, "" when it has one: its Note
+// (e.g. "too few points (3, 4; need 5)"), "no samples in A" (B, on either
+// side) when a side has no value, otherwise "nothing varies: the same
+// value on both sides)".
+func (r Row) UntestedReason() string {
+	switch {
+	case r.Tested():
+		return ""
+	case r.Note != "":
+		return r.Note
+	case math.IsNaN(r.A) && math.IsNaN(r.B):
+		return "no samples on either side"
+	case math.IsNaN(r.A):
+		return "no samples in A"
+	case math.IsNaN(r.B):
+		return "no samples in B"
+	default:
+		return "nothing varies: the same value on both sides"
+	}
+}
+
+// NoIntervalReason says why r has no 95 % interval, "" when it has one:
+// its Note, or UntestedReason.
+func (r Row) NoIntervalReason() string {
+	switch {
+	case !math.IsNaN(r.Lo) && !math.IsNaN(r.Hi):
+		return ""
+	case r.Note != "":
+		return r.Note
+	default:
+		return r.UntestedReason()
+	}
+}
+
+// Brief is the row on one line, rounded as in the tables (APDEX two
+// decimals truncated, fmtNum, fmtP): "temp_churn apdex: A 0.95 -> B 0.59,
+// delta -0.360 [-0.601, -0.119], p 0.0290: worse". A row without an
+// interval says why instead of printing one: "... delta 0.00, not tested
+// (nothing varies: the same value on both sides): no significant
+// difference", or with a p-value "..., p 0.1000, no interval (no
+// variation within either side: permutation p-value only): ...".
+func (r Row) Brief() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s: A %s -> B %s", r.Subject, r.Metric, r.fmtValue(r.A), r.fmtValue(r.B))
+	if !math.IsNaN(r.Delta) {
+		b.WriteString(", delta " + fmtNum(r.Delta))
+	}
+	switch why := r.NoIntervalReason(); {
+	case why == "":
+		fmt.Fprintf(&b, " %s, p %s", fmtCI(r), fmtP(r.P))
+	case !r.Tested():
+		b.WriteString(", not tested (" + why + ")")
+	default:
+		fmt.Fprintf(&b, ", p %s, no interval (%s)", fmtP(r.P), why)
+	}
+	b.WriteString(": " + string(r.Verdict))
+	return b.String()
+}
+
 func (r Row) verdictText() string {
 	if r.Note != "" && r.Verdict == NotApplicable {
 		return string(r.Verdict) + ": " + r.Note
@@ -124,7 +183,16 @@ func (c *Comparison) tail() string {
 	if c.Primary == nil {
 		return c.Summary()
 	}
-	return "exploratory rows: " + summaryOf(c.rowsOf(RoleExploratory)) + "\n" + c.Primary.Line()
+	return "exploratory rows: " + c.exploratorySummary() + "\n" + c.Primary.Line()
+}
+
+// exploratorySummary is the verdict count of the exploratory rows, "none"
+// without any.
+func (c *Comparison) exploratorySummary() string {
+	if s := summaryOf(c.rowsOf(RoleExploratory)); s != "" {
+		return s
+	}
+	return "none"
 }
 
 // MethodNote explains the verdicts in one paragraph.
@@ -137,20 +205,20 @@ func (c *Comparison) MethodNote() string {
 		how = fmt.Sprintf("%d and %d rounds: each row's value per round, B-A of the round means with Welch's t interval and p-value over rounds",
 			c.RoundsA, c.RoundsB)
 	}
-	family := fmt.Sprintf("over all %d tested rows", c.tested())
+	family := fmt.Sprintf("over all %d tested rows (of %d listed)", c.tested(), len(c.Rows))
 	if c.Primary != nil {
-		family = fmt.Sprintf("within its family (the %d tested primary rows, declared before the runs, decide the verdict; "+
-			"the %d exploratory rows form a family of their own)", c.Primary.Family, c.Primary.Exploratory)
+		family = fmt.Sprintf("within its family (the primary rows, declared before the runs, decide the verdict: %d of %d tested; "+
+			"the exploratory rows form a family of their own: %s)", c.Primary.Family, len(c.PrimaryRows()), c.Primary.exploratoryCount())
 	}
 	return fmt.Sprintf("Method: %s. Verdicts: better/worse when the p-value is significant after Holm's correction %s "+
-		"(family-wise alpha %g) and the whole interval lies beyond the minimum effect (max(%g %% of A, the metric's floor)). "+
+		"at family-wise alpha %g and the whole interval lies beyond the minimum effect (max(%g %% of A, the metric's floor)). "+
 		"Host CPU rows are the server's own process tree. See internal/compare/doc.go.", how, family, c.Alpha, 100*c.MinEffect)
 }
 
 func (c *Comparison) tested() int {
 	n := 0
 	for _, r := range c.Rows {
-		if !math.IsNaN(r.P) {
+		if r.Tested() {
 			n++
 		}
 	}
@@ -222,7 +290,7 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 	}
 	c.writeSlower(w, true)
 	if c.Primary != nil {
-		_, err := fmt.Fprintf(w, "\nExploratory rows: %s.\n\n**%s**\n\n%s\n", summaryOf(c.rowsOf(RoleExploratory)), mdCell(c.Primary.Line()), c.MethodNote())
+		_, err := fmt.Fprintf(w, "\nExploratory rows: %s.\n\n**%s**\n\n%s\n", c.exploratorySummary(), mdCell(c.Primary.Line()), c.MethodNote())
 		return err
 	}
 	_, err := fmt.Fprintf(w, "\n%s. %s\n", c.Summary(), c.MethodNote())

@@ -1,8 +1,8 @@
 package compare
 
 import (
+	"encoding/json"
 	"fmt"
-	"math"
 	"strings"
 
 	"gonum.org/v1/gonum/stat/distuv"
@@ -64,16 +64,40 @@ type PrimaryVerdict struct {
 	// Missing are declared rows the comparison does not have (an
 	// operation the workload lacks); they take no part.
 	Missing []Key `json:"missing,omitempty"`
+	// Untested are the primary rows the comparison has but could not
+	// test (no p-value), each with the reason (Row.UntestedReason); they
+	// take no part in Holm's procedure.
+	Untested []UntestedRow `json:"untested,omitempty"`
 	// Family is the number of tested primary rows (Holm's m of the
-	// primary family); Exploratory that of the other rows.
-	Family      int `json:"family"`
-	Exploratory int `json:"exploratory_family"`
+	// primary family); Exploratory that of the tested exploratory rows,
+	// out of ExploratoryRows listed.
+	Family          int `json:"family"`
+	Exploratory     int `json:"exploratory_family"`
+	ExploratoryRows int `json:"exploratory_rows"`
 	// Verdict is better or worse (higher, lower) when every decided
-	// primary row says so and at least one does; Mixed when they
-	// disagree; ForeignLoad when the noise guard fired on a primary row;
-	// otherwise no significant difference (one round each), or n/a
-	// when no declared row exists.
+	// primary row says the same and at least one is decided; Mixed when
+	// the decided rows say different things; ForeignLoad when the noise
+	// guard fired on a primary row; n/a when no declared row has a value
+	// on both sides; otherwise the comparison's undecided verdict: no
+	// significant difference (rounds) or inconclusive: one round each.
 	Verdict Verdict `json:"verdict"`
+}
+
+// MarshalJSON writes the fields and "line": Line(), the verdict line
+// compare's text and Markdown print.
+func (p PrimaryVerdict) MarshalJSON() ([]byte, error) {
+	type plain PrimaryVerdict
+	return json.Marshal(struct {
+		plain
+		Line string `json:"line"`
+	}{plain(p), p.Line()})
+}
+
+// UntestedRow is a primary row without a p-value and why (JSON: subject,
+// metric, reason).
+type UntestedRow struct {
+	Key
+	Reason string `json:"reason"`
 }
 
 // PrimaryRows returns the comparison's primary rows (Role RolePrimary),
@@ -128,8 +152,8 @@ func familySignificance(rows []Row, alpha float64) (sig []bool, primary, explora
 			sig[idx[j]] = s
 		}
 		n := 0
-		for _, p := range ps {
-			if !math.IsNaN(p) {
+		for _, i := range idx {
+			if rows[i].Tested() {
 				n++
 			}
 		}
@@ -175,24 +199,71 @@ func primaryVerdict(rows []Row, undecided Verdict) Verdict {
 	return decided[0]
 }
 
-// Line is the verdict line, e.g. "primary verdict: better (Holm over 2
-// primary rows declared by tmpfs-temp-tablespace; 63 exploratory rows
-// have their own family)".
+// Line is the verdict line, the same in every output (compare's text and
+// Markdown, ab's VERDICT line), e.g. "primary verdict: better (Holm over 2
+// tested primary rows declared by tmpfs-temp-tablespace; exploratory: 63
+// rows, 60 tested, in a Holm family of their own that does not decide
+// it)". When no primary row could be tested it says so and why: "primary
+// verdict: n/a (no primary row could be tested: repost_day:apdex (no
+// value on either side: no samples); ...)".
 func (p *PrimaryVerdict) Line() string {
-	src := ""
-	if p.Source != "" {
-		src = " declared by " + p.Source
+	untested := make([]string, len(p.Untested))
+	for i, u := range p.Untested {
+		untested[i] = u.Key.String() + " (" + u.Reason + ")"
 	}
-	s := fmt.Sprintf("primary verdict: %s (Holm over %d tested primary row(s)%s; the %d exploratory rows have their own family and do not decide it)",
-		p.Verdict, p.Family, src, p.Exploratory)
+	var b strings.Builder
+	fmt.Fprintf(&b, "primary verdict: %s (", p.Verdict)
+	if p.Family == 0 {
+		b.WriteString("no primary row could be tested")
+		if len(untested) > 0 {
+			b.WriteString(": " + strings.Join(untested, ", "))
+		}
+		if p.Source != "" {
+			b.WriteString("; declared by " + p.Source)
+		}
+	} else {
+		fmt.Fprintf(&b, "Holm over %s", plural(p.Family, "tested primary row", "tested primary rows"))
+		if p.Source != "" {
+			b.WriteString(" declared by " + p.Source)
+		}
+		if len(untested) > 0 {
+			b.WriteString("; not tested: " + strings.Join(untested, ", "))
+		}
+	}
 	if len(p.Missing) > 0 {
 		names := make([]string, len(p.Missing))
 		for i, k := range p.Missing {
 			names[i] = k.String()
 		}
-		s += "; declared but not in this comparison: " + strings.Join(names, ", ")
+		b.WriteString("; declared but not in this comparison: " + strings.Join(names, ", "))
 	}
-	return s
+	fmt.Fprintf(&b, "; exploratory: %s, in a Holm family of their own that does not decide it)", p.exploratoryCount())
+	return b.String()
+}
+
+// exploratoryCount is "36 rows, 15 tested": the exploratory rows listed
+// and tested.
+func (p *PrimaryVerdict) exploratoryCount() string {
+	return fmt.Sprintf("%s, %d tested", plural(p.ExploratoryRows, "row", "rows"), p.Exploratory)
+}
+
+// plural is "1 row" or "n rows".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// untestedRows lists the primary rows without a p-value and why.
+func untestedRows(rows []Row) []UntestedRow {
+	var out []UntestedRow
+	for _, r := range rows {
+		if r.Role == RolePrimary && !r.Tested() {
+			out = append(out, UntestedRow{Key: Key{r.Subject, r.Metric}, Reason: r.UntestedReason()})
+		}
+	}
+	return out
 }
 
 // BinomialCI is the Clopper-Pearson interval of a binomial proportion

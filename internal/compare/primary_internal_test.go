@@ -18,6 +18,12 @@ func TestPrimaryVerdictCombination(t *testing.T) {
 		{[]Row{row(RolePrimary, Better), row(RolePrimary, ForeignLoad)}, ForeignLoad},
 		{[]Row{row(RolePrimary, NotApplicable), row(RoleExploratory, Better)}, NotApplicable},
 		{[]Row{row(RolePrimary, NotApplicable), row(RolePrimary, OneRoundEach)}, OneRoundEach},
+		// as internal/compare/doc.go documents: a neutral row's higher
+		// beside a better row is mixed; an n/a row does not count
+		// against a decided one; equal values alone are undecided.
+		{[]Row{row(RolePrimary, Better), row(RolePrimary, Higher)}, Mixed},
+		{[]Row{row(RolePrimary, NotApplicable), row(RolePrimary, Worse)}, Worse},
+		{[]Row{row(RolePrimary, NoDifference), row(RolePrimary, NotApplicable)}, OneRoundEach},
 	} {
 		undecided := NoDifference
 		if c.want == OneRoundEach {

@@ -96,23 +96,30 @@ func RunAA(ctx context.Context, cfg Config, n int, out io.Writer) (*AAOutcome, e
 		}
 		aa.Rounds = oc.Rounds
 		cp := oc.Comparisons[0]
-		aa.Comparisons = append(aa.Comparisons, cp)
-		if d := cp.Decided(); d > 0 {
-			aa.FalseComparisons++
-			aa.FalseRows += d
-		}
-		if cp.Noise.Differed {
-			aa.Inconclusive++
-		}
-		if cp.Primary != nil && (cp.Primary.Verdict.Decided() || cp.Primary.Verdict == compare.Mixed) {
-			aa.FalsePrimary++
-		}
-		for _, r := range cp.Rows {
-			if r.Method != "" {
-				aa.TestedRows++
-			}
-		}
+		aa.add(cp)
 		fmt.Fprintf(out, "A/A %d: %s; %s\n", i, cp.Summary(), cp.Noise.Line())
 	}
 	return aa, nil
+}
+
+// add counts A/A comparison cp: its decided rows, the noise guard, a
+// false primary verdict and its tested rows (compare.Row.Tested, the rows
+// Holm counts).
+func (a *AAOutcome) add(cp *compare.Comparison) {
+	a.Comparisons = append(a.Comparisons, cp)
+	if d := cp.Decided(); d > 0 {
+		a.FalseComparisons++
+		a.FalseRows += d
+	}
+	if cp.Noise.Differed {
+		a.Inconclusive++
+	}
+	if cp.Primary != nil && (cp.Primary.Verdict.Decided() || cp.Primary.Verdict == compare.Mixed) {
+		a.FalsePrimary++
+	}
+	for _, r := range cp.Rows {
+		if r.Tested() {
+			a.TestedRows++
+		}
+	}
 }

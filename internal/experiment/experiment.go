@@ -348,9 +348,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Outcome, error) {
 	pa, da := oc.side(BaselineName)
 	for _, v := range cfg.Variants {
 		pb, db := oc.side(v.Name)
-		opts := cfg.Compare
-		var err error
-		if opts.Primary, opts.PrimarySource, err = Primaries(v); err != nil {
+		opts, err := compareOptions(cfg, v)
+		if err != nil {
 			return oc, err
 		}
 		c, err := compare.CompareRounds(pa, da, pb, db, opts)
@@ -360,6 +359,16 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Outcome, error) {
 		oc.Comparisons = append(oc.Comparisons, c)
 	}
 	return oc, nil
+}
+
+// compareOptions are the options of variant v's comparison with the
+// baseline: cfg.Compare with v's primary rows (Primaries). Errors: those
+// of Primaries.
+func compareOptions(cfg Config, v Variant) (compare.Options, error) {
+	opts := cfg.Compare
+	var err error
+	opts.Primary, opts.PrimarySource, err = Primaries(v)
+	return opts, err
 }
 
 // side returns the paths and documents of configuration name's runs by
@@ -510,7 +519,18 @@ func runOne(ctx context.Context, cfg Config, v Variant, round int, out io.Writer
 	if len(recs) == 0 {
 		rr.Remedies = nil
 	}
-	if werr := writeRemedies(res.Doc, res.Path, v, round, prep.Database, cfg.Template, prep.Target.Flags[TempStyleFlag], prep.Cache, recs); werr != nil {
+	exp := Experiment{Variant: v.Name, Round: round, Database: prep.Database, Template: "CREATE DATABASE " + prep.Database + " TEMPLATE " + cfg.Template,
+		TempStyle: prep.Target.Flags[TempStyleFlag], Cache: prep.Cache}
+	copts := cfg.Compare
+	if v.Name != BaselineName {
+		var perr error
+		if copts, perr = compareOptions(cfg, v); perr != nil {
+			return rr, errors.Join(runErr, perr)
+		}
+	}
+	recipe := compare.RecipeOf(copts)
+	exp.Compare = &recipe
+	if werr := writeRemedies(res.Doc, res.Path, exp, rr.Remedies); werr != nil {
 		runErr = errors.Join(runErr, werr)
 	}
 	return rr, runErr
@@ -528,11 +548,15 @@ type Experiment struct {
 	Template  string `json:"template_copy"`
 	TempStyle string `json:"temp_style"`
 	Cache     string `json:"cache"`
+	// Compare is what this run's comparison with the baseline is
+	// computed with (primary rows: the variant's, none for the
+	// baseline), so that erplab report repeats ab's verdict.
+	Compare *compare.Recipe `json:"compare,omitempty"`
 }
 
 // writeRemedies adds extra.remedies and extra.experiment to the results
 // document and rewrites the file.
-func writeRemedies(doc *results.Document, path string, v Variant, round int, db, template, tempStyle, cache string, recs []remedy.Record) error {
+func writeRemedies(doc *results.Document, path string, exp Experiment, recs []remedy.Record) error {
 	if recs == nil {
 		recs = []remedy.Record{}
 	}
@@ -544,8 +568,7 @@ func writeRemedies(doc *results.Document, path string, v Variant, round int, db,
 		return fmt.Errorf("remedies: %w", err)
 	}
 	doc.Extra["remedies"] = b
-	b, err = json.Marshal(Experiment{Variant: v.Name, Round: round, Database: db, Template: "CREATE DATABASE " + db + " TEMPLATE " + template,
-		TempStyle: tempStyle, Cache: cache})
+	b, err = json.Marshal(exp)
 	if err != nil {
 		return fmt.Errorf("remedies: %w", err)
 	}

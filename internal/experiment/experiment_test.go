@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -229,6 +230,23 @@ func TestABRun(t *testing.T) {
 	}
 	if oc.Comparisons[1].Variant != filepath.Join(outDir, "ls-1.json") {
 		t.Fatalf("second comparison is against %s", oc.Comparisons[1].Variant)
+	}
+	// Every run records what its comparison is computed with
+	// (extra.experiment.compare), so erplab report repeats the verdict:
+	// the variant's primary rows, none for the baseline.
+	for name, want := range map[string]string{"baseline": " by ", "tuned": "integral:apdex or_subquery_report:apdex by settings, rewrite-proxy",
+		"ls": "integral:apdex by temp-style"} {
+		d, err := results.Read(filepath.Join(outDir, name+"-1.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e Experiment
+		if err := json.Unmarshal(d.Extra["experiment"], &e); err != nil || e.Compare == nil {
+			t.Fatalf("%s: extra.experiment %s: %v", name, d.Extra["experiment"], err)
+		}
+		if got := strings.Join(e.Compare.Primary, " ") + " by " + e.Compare.PrimarySource; got != want {
+			t.Fatalf("%s: recorded primary %q, want %q", name, got, want)
+		}
 	}
 
 	// Remedies as read back from the files.

@@ -45,6 +45,11 @@ details { margin: .5em 0; } code { background: #f6f6f6; padding: .1em .3em; word
 </div>
 {{else if .Remedies}}<p><strong>Remedies:</strong> {{index .Remedies.Values 0}}</p>
 {{end}}
+{{if .Verdicts}}<h2 id="verdicts">Verdicts of erplab ab</h2>
+<p class="muted">{{verdictsNote}}</p>
+{{range .Verdicts}}<p><strong>VERDICT {{.Variant}}</strong>{{if .Rounds}} ({{.Rounds}}){{end}}: {{if .Note}}not computed: {{.Note}}{{else}}{{.Line}}{{end}}</p>
+{{if .Rows}}<ul>{{range .Rows}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{end}}{{end}}
 <h2 id="summary">Summary</h2>
 <table>
 <tr><th class="l">run</th><th class="l">workload</th><th class="l">status</th><th class="l">started (UTC)</th><th>duration</th><th>VUs</th><th>connections</th><th>integral APDEX</th><th>executions/s</th><th>executions</th><th>errors</th><th>storms</th></tr>

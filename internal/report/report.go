@@ -390,6 +390,9 @@ type page struct {
 	Churn      []churnRow
 	// Profile is the server CPU profile section, nil when no run has one.
 	Profile *profileSection
+	// Verdicts are the primary verdicts of erplab ab experiments among
+	// the runs (verdicts.go).
+	Verdicts []abVerdict
 }
 
 func buildPage(runs []Run, charts []Chart) page {
@@ -431,6 +434,7 @@ func buildPage(runs []Run, charts []Chart) page {
 	pg.Stages = stageRows(runs)
 	pg.Storms = stormRows(runs)
 	pg.OpWaits, pg.Statements, pg.StmtNotes, pg.Churn = operationSections(runs)
+	pg.Verdicts = abVerdicts(runs)
 	return pg
 }
 
@@ -503,7 +507,8 @@ func WriteHTML(w io.Writer, runs []Run) error {
 		return err
 	}
 	t, err := template.New("page").Funcs(template.FuncMap{
-		"svg": func(s string) template.HTML { return template.HTML(s) }, // our own renderer's output
+		"svg":          func(s string) template.HTML { return template.HTML(s) }, // our own renderer's output
+		"verdictsNote": func() string { return verdictsNote },
 		"dict": func(kv ...any) map[string]any {
 			m := make(map[string]any, len(kv)/2)
 			for i := 0; i+1 < len(kv); i += 2 {
@@ -532,6 +537,7 @@ func WriteMarkdown(w io.Writer, runs []Run) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## %s\n\n", pg.Title)
 	writeItemsMarkdown(&b, pg, "What differs between the runs", pg.Differs, true)
+	writeVerdictsMarkdown(&b, pg.Verdicts)
 	b.WriteString("| run | workload | status | started | duration | VUs | connections | integral APDEX | ops/s | executions | errors | storms |\n")
 	b.WriteString("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range pg.Summary {
@@ -645,4 +651,33 @@ func md(s string) string {
 // one).
 func commandLine(args []string) string {
 	return strings.Join(conninfo.RedactArgs(args), " ")
+}
+
+// verdictsNote explains the verdicts section of HTML and Markdown.
+const verdictsNote = "Each variant of an erplab ab experiment against its baseline over the rounds given, with the primary rows " +
+	"and verdict options ab recorded in the runs (extra.experiment.compare): the lines erplab ab ended with for the same files. " +
+	"Every row of the comparison: erplab compare."
+
+// writeVerdictsMarkdown writes the verdicts of erplab ab experiments, if
+// any: the VERDICT line of each variant and its primary rows.
+func writeVerdictsMarkdown(b *strings.Builder, vs []abVerdict) {
+	if len(vs) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "### Verdicts of erplab ab\n\n%s\n\n", verdictsNote)
+	for _, v := range vs {
+		rounds := ""
+		if v.Rounds != "" {
+			rounds = " (" + v.Rounds + ")"
+		}
+		if v.Note != "" {
+			fmt.Fprintf(b, "**VERDICT %s**%s: not computed: %s\n\n", md(v.Variant), rounds, md(v.Note))
+			continue
+		}
+		fmt.Fprintf(b, "**VERDICT %s**%s: %s\n\n", md(v.Variant), rounds, md(v.Line))
+		for _, r := range v.Rows {
+			fmt.Fprintf(b, "- %s\n", md(r))
+		}
+		b.WriteString("\n")
+	}
 }
