@@ -14,6 +14,7 @@ import (
 	"testing"
 	"text/tabwriter"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/procfs"
 	"gonum.org/v1/gonum/stat"
@@ -56,25 +57,7 @@ func TestMeasureOverhead(t *testing.T) {
 	ctx := context.Background()
 	pm := srv.Cluster(t).PID()
 	opm := opmap.New([]string{"select"})
-	vs := overheadVariants(dsn, pm, opm)
-	if names := os.Getenv("ERPLAB_PROFILE_VARIANTS"); names != "" {
-		keep := map[string]bool{"off": true}
-		for _, n := range strings.Split(names, ",") {
-			keep[strings.TrimSpace(n)] = true
-		}
-		var sel []overheadVariant
-		for _, v := range vs {
-			if keep[v.name] {
-				sel = append(sel, v)
-				delete(keep, v.name)
-			}
-		}
-		delete(keep, "off")
-		if len(keep) > 0 {
-			t.Fatalf("ERPLAB_PROFILE_VARIANTS: unknown %v (known: %s)", keep, variantNames(vs))
-		}
-		vs = sel
-	}
+	vs := selectVariants(t, overheadVariants(dsn, pm, opm))
 	load0 := loadavg()
 	// The load's backends exit after their connections close: wait for
 	// the postmaster to reap them (their CPU moves to its cutime); the
@@ -178,6 +161,31 @@ func overheadVariants(dsn string, pm int, opm *opmap.Map) []overheadVariant {
 			return func() (*profile.Summary, error) { stopPoll(); stopTL(); return nil, nil }, nil
 		}},
 	}
+}
+
+// selectVariants keeps the variants ERPLAB_PROFILE_VARIANTS names (a
+// comma list; off always), all when unset.
+func selectVariants(t *testing.T, vs []overheadVariant) []overheadVariant {
+	t.Helper()
+	names := os.Getenv("ERPLAB_PROFILE_VARIANTS")
+	if names == "" {
+		return vs
+	}
+	keep := map[string]bool{"off": true}
+	for _, n := range strings.Split(names, ",") {
+		keep[strings.TrimSpace(n)] = true
+	}
+	var sel []overheadVariant
+	for _, v := range vs {
+		if keep[v.name] {
+			sel = append(sel, v)
+			delete(keep, v.name)
+		}
+	}
+	if len(keep) > 0 {
+		t.Fatalf("ERPLAB_PROFILE_VARIANTS: unknown %v (known: %s)", keep, variantNames(vs))
+	}
+	return sel
 }
 
 func variantNames(vs []overheadVariant) string {
@@ -374,4 +382,172 @@ func loadavg() string {
 		return "unknown"
 	}
 	return fmt.Sprintf("%s %s %s", f[0], f[1], f[2])
+}
+
+// TestMeasureSampleCost prints what one perf sample costs the code it
+// interrupts (ERPLAB_PROFILE_MEASURE=1, same ERPLAB_PROFILE_ROUNDS,
+// ERPLAB_PROFILE_ROUND and ERPLAB_PROFILE_VARIANTS as
+// TestMeasureOverhead), measured so that other load on the host does not
+// blur it: a thread spins reading the monotonic clock at a call depth of
+// gapDepth frames (PostgreSQL's executor stacks are 20-40 deep), and
+// every interruption shows as a gap between two reads. A gap from
+// gapMin to gapMax during which the thread's own CPU clock advanced too
+// is an interrupt (the kernel's tick, perf's hrtimer with its stack
+// walk; this kernel has no IRQ time accounting, so the interrupted task
+// is charged); a gap the CPU clock did not follow is the thread being
+// descheduled and is left out. Per variant, in rotated
+// slots: interrupt time per second the thread ran, its ratio to off's,
+// and the cost per sample, (interrupt time - off's) / frequency. This is
+// the cost of a sample taken in user mode with that stack; samples in
+// the kernel walk the kernel stack too.
+func TestMeasureSampleCost(t *testing.T) {
+	if os.Getenv("ERPLAB_PROFILE_MEASURE") == "" {
+		t.Skip("set ERPLAB_PROFILE_MEASURE=1 to measure the cost of a perf sample")
+	}
+	needPerf(t)
+	rounds := 10
+	if n, err := strconv.Atoi(os.Getenv("ERPLAB_PROFILE_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
+	d := 3 * time.Second
+	if v, err := time.ParseDuration(os.Getenv("ERPLAB_PROFILE_ROUND")); err == nil && v > 0 {
+		d = v
+	}
+	dsn := prepare(t)
+	ctx := context.Background()
+	pm := srv.Cluster(t).PID()
+	vs := selectVariants(t, overheadVariants(dsn, pm, opmap.New([]string{"select"})))
+	res := map[string][]gapStats{}
+	for r := 0; r < rounds; r++ {
+		for k := range vs {
+			v := vs[(r+k)%len(vs)]
+			stop, err := v.start(ctx)
+			if err != nil {
+				t.Fatalf("%s: %v", v.name, err)
+			}
+			g := spinGaps(d)
+			if _, err := stop(); err != nil {
+				t.Fatalf("%s: %v", v.name, err)
+			}
+			res[v.name] = append(res[v.name], g)
+		}
+	}
+	col := func(xs []gapStats, f func(gapStats) float64) []float64 {
+		out := make([]float64, len(xs))
+		for i, x := range xs {
+			out[i] = f(x)
+		}
+		return out
+	}
+	irq := func(g gapStats) float64 { return 1e6 * g.gapS / g.ranS }     // µs per s run
+	rate := func(g gapStats) float64 { return float64(g.gaps) / g.ranS } // per s run
+	off := res["off"]
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "variant\tinterrupts/s\tinterrupt µs per s run\t/off (95% boot)\tcost per sample µs, paired median [min, max]\textra interrupts per sample\tCPU lost %\tthread ran %")
+	for _, v := range vs {
+		xs := res[v.name]
+		r, lo, hi := medianRatio(col(xs, irq), col(off, irq))
+		cost := "-"
+		extra, lost := "-", "-"
+		if f := float64(variantFreq(v.name)); f > 0 {
+			c := make([]float64, len(xs))
+			e := make([]float64, len(xs))
+			for i := range xs {
+				c[i] = (irq(xs[i]) - irq(off[i])) / f
+				e[i] = (rate(xs[i]) - rate(off[i])) / f
+			}
+			cost = fmt.Sprintf("%.2f [%.2f, %.2f]", median(c), slices.Min(c), slices.Max(c))
+			extra = fmt.Sprintf("%.2f", median(e))
+			lost = fmt.Sprintf("%.2f", median(c)*f/1e4)
+		}
+		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.3f [%.3f, %.3f]\t%s\t%s\t%s\t%.0f\n", v.name, median(col(xs, rate)), median(col(xs, irq)), r, lo, hi,
+			cost, extra, lost, median(col(xs, func(g gapStats) float64 { return 100 * g.ranS / d.Seconds() })))
+	}
+	w.Flush()
+	t.Logf("a thread spinning at call depth %d, gaps of %s-%s counted as interrupts, %d rounds of %s per variant:\n%s", gapDepth, gapMin, gapMax, rounds, d, b.String())
+	t.Logf("load average: %s, %d CPUs", loadavg(), runtime.NumCPU())
+	if len(off) != rounds || off[0].ranS <= 0 {
+		t.Errorf("the spinning thread did not run: %+v", off)
+	}
+}
+
+// gapMin and gapMax bound the gaps spinGaps counts as interrupts; gapDepth
+// is the call depth it spins at.
+const (
+	gapMin   = time.Microsecond
+	gapMax   = 200 * time.Microsecond
+	gapDepth = 32
+)
+
+// gapStats is one spinGaps run: seconds the thread ran (its CPU clock),
+// the interrupt gaps and their seconds in all.
+type gapStats struct {
+	ranS, gapS float64
+	gaps       int
+}
+
+// spinGaps spins on a locked thread for d at call depth gapDepth,
+// reading the monotonic clock, and sums the gaps between reads.
+func spinGaps(d time.Duration) gapStats {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return spinAt(gapDepth, d)
+}
+
+//go:noinline
+func spinAt(depth int, d time.Duration) gapStats {
+	if depth > 1 {
+		g := spinAt(depth-1, d)
+		g.gaps += depth & 0 // keeps the frame (no tail call)
+		return g
+	}
+	var g gapStats
+	start, cpu0 := time.Now(), threadCPU()
+	lastW, lastC := start, cpu0
+	prev := time.Now()
+	for {
+		now := time.Now()
+		gap := now.Sub(prev)
+		prev = now
+		if gap >= gapMin {
+			// An interrupt's time is this thread's (no IRQ time
+			// accounting here): its CPU clock followed the wall clock
+			// over the gap. Otherwise the thread was descheduled. The
+			// CPU clock is a system call (about 1 µs here), so it is
+			// read only after a gap, and the gap detection restarts
+			// after it.
+			c := threadCPU()
+			if gap < gapMax && c-lastC >= now.Sub(lastW)-gap/2 {
+				g.gaps++
+				g.gapS += gap.Seconds()
+			}
+			lastC = c
+			lastW = time.Now()
+			prev = lastW
+		}
+		if now.Sub(start) >= d {
+			g.ranS = (threadCPU() - cpu0).Seconds()
+			return g
+		}
+	}
+}
+
+// threadCPU is this thread's CPU time (CLOCK_THREAD_CPUTIME_ID; a raw
+// system call, no scheduler hand-off).
+func threadCPU() time.Duration {
+	var ts syscall.Timespec
+	syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, 3 /* CLOCK_THREAD_CPUTIME_ID */, uintptr(unsafe.Pointer(&ts)), 0)
+	return time.Duration(ts.Nano())
+}
+
+// variantFreq is the sampling frequency of a perf variant's name
+// ("perf-499-g": 499), 0 for the others.
+func variantFreq(name string) int {
+	f := strings.Split(name, "-")
+	if len(f) < 2 || f[0] != "perf" {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
 }
