@@ -71,7 +71,10 @@ type Parsed struct {
 // recording starts, and records the real ones after), so backends started
 // during the recording are followed and a pid reused by an unrelated
 // process after an exit is not. Threads other than a process's main
-// thread count as their process. Lines that are neither a sample header,
+// thread count as their process. A recording without call graphs
+// (Sampling.NoCallGraph) has the leaf on the header line ("comm pid/tid
+// time: ip sym (dso)", comm padded with spaces): it is the sample's one
+// frame. Lines that are neither a sample header,
 // a task event nor a frame are errors naming their line number.
 func Parse(r io.Reader, roots []int) (*Parsed, error) {
 	p := &Parsed{PIDs: map[int]bool{}}
