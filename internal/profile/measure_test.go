@@ -6,32 +6,46 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"text/tabwriter"
 	"time"
+	"unsafe"
 
+	"github.com/prometheus/procfs"
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/erplab/erplab/internal/hostfacts"
+	"github.com/erplab/erplab/internal/opmap"
 	"github.com/erplab/erplab/internal/profile"
 )
 
-// TestMeasureOverhead prints the overhead figure of the README
-// (ERPLAB_PROFILE_MEASURE=1; ERPLAB_PROFILE_ROUNDS rounds per side,
-// default 12, of ERPLAB_PROFILE_ROUND each, default 3s): select-only throughput of the server with profiling
-// off and on at 499 Hz, in alternating rounds A B A B ..., as the ratio
-// of the tps medians with a 95 % bootstrap interval and the range of the
-// ratios of consecutive round pairs; perf's own CPU while sampling; the
-// cost of the session's /proc scan; the load average before and after.
+// TestMeasureOverhead prints the overhead figures of the README
+// (ERPLAB_PROFILE_MEASURE=1; ERPLAB_PROFILE_ROUNDS rounds, default 10, of
+// ERPLAB_PROFILE_ROUND each per variant, default 3s; ERPLAB_PROFILE_VARIANTS
+// a comma list of variant names, default all; off is always run): a
+// select-only load (3 connections) on the server under each variant of
+// overheadVariants in turn, the order rotated each round so that each
+// variant takes each place equally often, after one warm-up pass not
+// counted. Per variant: the median tps and its ratio to off (ratio of
+// medians, 95 % bootstrap interval), the median and range of the ratios
+// to the off slot of the same round, the server's and this process's
+// (the client's) CPU per transaction as ratios to off, perf's own CPU
+// while sampling, the host's busy share and the server samples per
+// second; then the subsystem shares each perf variant saw, the cost of
+// the /proc scan and the load average before and after. Run it with
+// -timeout 0 (each slot takes the round plus about 2 s of start-up,
+// settling and perf script).
 func TestMeasureOverhead(t *testing.T) {
 	if os.Getenv("ERPLAB_PROFILE_MEASURE") == "" {
 		t.Skip("set ERPLAB_PROFILE_MEASURE=1 to measure profiling overhead")
 	}
 	needPerf(t)
-	rounds := 12
+	rounds := 10
 	if n, err := strconv.Atoi(os.Getenv("ERPLAB_PROFILE_ROUNDS")); err == nil && n > 0 {
 		rounds = n
 	}
@@ -42,82 +56,264 @@ func TestMeasureOverhead(t *testing.T) {
 	dsn := prepare(t)
 	ctx := context.Background()
 	pm := srv.Cluster(t).PID()
+	opm := opmap.New([]string{"select"})
+	vs := selectVariants(t, overheadVariants(dsn, pm, opm))
 	load0 := loadavg()
 	// The load's backends exit after their connections close: wait for
-	// the postmaster to reap them (their CPU moves to its cutime).
-	settle := func() float64 { time.Sleep(time.Second); return treeCPU(t, pm) }
-	// warm-up round, not counted (caches, the table in shared buffers)
-	wctx, cancel := context.WithTimeout(ctx, d)
-	load(wctx, t, dsn, 3, "", selectLoop)
-	cancel()
-	var off, on, offCPU, onCPU, offAll, onAll, perfPct []float64
-	for i := 0; i < rounds; i++ {
+	// the postmaster to reap them (their CPU moves to its cutime); the
+	// previous slot's garbage (perf script's parse) is collected first.
+	settle := func() float64 { runtime.GC(); time.Sleep(time.Second); return treeCPU(t, pm) }
+	slot := func(v overheadVariant) overheadSlot {
 		c0 := settle()
-		s0 := selfCPU(t)
+		stop, err := v.start(ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", v.name, err)
+		}
+		s0, b0 := selfCPU(t), hostCPU(t)
 		lctx, cancel := context.WithTimeout(ctx, d)
-		n := load(lctx, t, dsn, 3, "", selectLoop)
+		n := loadOps(lctx, t, dsn, 3, "", selectLoop, opm)
 		cancel()
-		s1 := selfCPU(t)
+		s1, b1 := selfCPU(t), hostCPU(t) // before stop: perf script's parsing is not the recording's cost
+		sum, err := stop()
+		if err != nil {
+			t.Fatalf("%s: %v", v.name, err)
+		}
 		c1 := settle()
-		off = append(off, float64(n)/d.Seconds())
-		offCPU = append(offCPU, 1e6*(c1-c0)/float64(n))
-		offAll = append(offAll, 1e6*(c1-c0+s1-s0)/float64(n))
-		// on: the recording runs; the load's connections open after it
-		// started (their backends followed through FORK records).
-		sess, err := profile.Begin(ctx, dsn, profile.Options{})
-		if err != nil {
-			t.Fatal(err)
+		o := overheadSlot{tps: float64(n) / d.Seconds(), srvUS: 1e6 * (c1 - c0) / float64(n), cliUS: 1e6 * (s1 - s0) / float64(n),
+			busyPct: 100 * b1.busy(b0), sum: sum}
+		if sum != nil {
+			o.perfPct = 100 * sum.PerfSamplingCPUS / (sum.DurationS * float64(runtime.NumCPU()))
 		}
-		s2 := selfCPU(t)
-		lctx, cancel = context.WithTimeout(ctx, d)
-		m := load(lctx, t, dsn, 3, "", selectLoop)
-		cancel()
-		s3 := selfCPU(t) // before End: perf script's parsing is not the recording's cost
-		sum, _, err := sess.End(ctx)
-		if err != nil {
-			t.Fatal(err)
+		return o
+	}
+	for _, v := range vs { // warm-up pass: caches, the table in shared buffers, perf's first start
+		slot(v)
+	}
+	res := map[string][]overheadSlot{}
+	for r := 0; r < rounds; r++ {
+		line := fmt.Sprintf("round %d (load %s):", r+1, loadavg())
+		for k := range vs {
+			v := vs[(r+k)%len(vs)]
+			o := slot(v)
+			res[v.name] = append(res[v.name], o)
+			line += fmt.Sprintf(" %s %.0f tps %.0f+%.0f µs/tx;", v.name, o.tps, o.srvUS, o.cliUS)
 		}
-		c2 := settle()
-		on = append(on, float64(m)/d.Seconds())
-		onCPU = append(onCPU, 1e6*(c2-c1)/float64(m))
-		onAll = append(onAll, 1e6*(c2-c1+s3-s2+sum.PerfSamplingCPUS)/float64(m))
-		perfPct = append(perfPct, 100*sum.PerfSamplingCPUS/(sum.DurationS*float64(runtime.NumCPU())))
-		t.Logf("round %d: off %.0f tps %.1f µs server CPU/tx (%.1f with the client); on %.0f tps %.1f µs/tx (%.1f with the client and perf), %d samples; perf while sampling %.2f s CPU (%.2f %% of all CPUs; %.2f s in all)",
-			i+1, off[i], offCPU[i], offAll[i], on[i], onCPU[i], onAll[i], sum.Samples, sum.PerfSamplingCPUS, perfPct[i], sum.PerfCPUS)
+		t.Log(line)
 	}
-	pairs := make([]float64, rounds)
-	for i := range pairs {
-		pairs[i] = on[i] / off[i]
+	t.Log("\n" + overheadTable(vs, res))
+	for _, v := range vs {
+		if sh := pooledShares(res[v.name]); sh != "" {
+			t.Logf("%s attribution: %s", v.name, sh)
+		}
 	}
-	r, lo, hi := medianRatio(on, off)
-	pm1, plo, phi := medianRatio(pairs, []float64{1})
-	t.Logf("throughput on/off: ratio of medians %.3f, 95 %% bootstrap [%.3f, %.3f]; median of round-pair ratios %.3f, 95 %% bootstrap [%.3f, %.3f]; pairs %s",
-		r, lo, hi, pm1, plo, phi, spread(pairs))
-	t.Logf("  tps off %s", spread(off))
-	t.Logf("  tps on  %s", spread(on))
-	cr, clo, chi := medianRatio(onCPU, offCPU)
-	t.Logf("server CPU per transaction on/off: ratio of medians %.3f, 95 %% bootstrap [%.3f, %.3f]", cr, clo, chi)
-	ar, alo, ahi := medianRatio(onAll, offAll)
-	t.Logf("CPU per transaction of server + client (+ perf while sampling) on/off: ratio of medians %.3f, 95 %% bootstrap [%.3f, %.3f] (the throughput cost on a host where these are all that runs)", ar, alo, ahi)
-	t.Logf("perf's own CPU while sampling, %% of all CPUs: %s", spread(perfPct))
 	all, tree := scanCPU(t, pm)
 	t.Logf("/proc scan every 200 ms: every process %.3f ms CPU per scan (%.2f %% of one CPU), the postmaster's tree %.3f ms (%.2f %%)",
 		1e3*all, 100*all/0.2, 1e3*tree, 100*tree/0.2)
-	t.Logf("load average: before %s; after %s; %d rounds of %s per side", load0, loadavg(), rounds, d)
-	if len(on) != rounds || r <= 0 {
-		t.Errorf("no throughput measured: on %v off %v", on, off)
+	t.Logf("load average: before %s; after %s; %d rounds of %s per variant, %d CPUs", load0, loadavg(), rounds, d, runtime.NumCPU())
+	for _, v := range vs {
+		if len(res[v.name]) != rounds || res[v.name][0].tps <= 0 {
+			t.Errorf("%s: no throughput measured", v.name)
+		}
 	}
+}
+
+// overheadVariant is one way of running a measured slot: start begins
+// what the variant adds to the load (nothing for off) and returns stop,
+// which ends it and returns the profile (nil without perf).
+type overheadVariant struct {
+	name, what string
+	start      func(ctx context.Context) (stop func() (*profile.Summary, error), err error)
+}
+
+// overheadVariants are the variants TestMeasureOverhead compares: off;
+// perf as erplab runs it (499 Hz, call graphs); 499 Hz without call
+// graphs; 99 Hz with; the session without perf (the /proc poll and the
+// opmap timeline run --profile keeps). Every perf variant also keeps the
+// timeline, as run --profile does.
+func overheadVariants(dsn string, pm int, opm *opmap.Map) []overheadVariant {
+	timeline := func() func() {
+		tl := opm.StartTimeline(time.Now(), 1<<20)
+		return func() { opm.StopTimeline(tl) }
+	}
+	perfV := func(name, what string, o profile.Options) overheadVariant {
+		return overheadVariant{name, what, func(ctx context.Context) (func() (*profile.Summary, error), error) {
+			sess, err := profile.Begin(ctx, dsn, o)
+			if err != nil {
+				return nil, err
+			}
+			stopTL := timeline()
+			return func() (*profile.Summary, error) {
+				stopTL()
+				sum, _, err := sess.End(ctx)
+				return sum, err
+			}, nil
+		}}
+	}
+	return []overheadVariant{
+		{"off", "no profiling", func(context.Context) (func() (*profile.Summary, error), error) {
+			return func() (*profile.Summary, error) { return nil, nil }, nil
+		}},
+		perfV("perf-499-g", "erplab's recording: perf -F 499 -g, /proc poll, timeline", profile.Options{}),
+		perfV("perf-499-flat", "perf -F 499 without -g (leaf only)", profile.Options{NoCallGraph: true}),
+		perfV("perf-99-g", "perf -F 99 -g", profile.Options{Frequency: 99}),
+		{"session-only", "the /proc poll every 200 ms and the timeline, no perf", func(context.Context) (func() (*profile.Summary, error), error) {
+			stopTL, stopPoll := timeline(), profile.StartPoll("/proc", []int{pm})
+			return func() (*profile.Summary, error) { stopPoll(); stopTL(); return nil, nil }, nil
+		}},
+	}
+}
+
+// selectVariants keeps the variants ERPLAB_PROFILE_VARIANTS names (a
+// comma list; off always), all when unset.
+func selectVariants(t *testing.T, vs []overheadVariant) []overheadVariant {
+	t.Helper()
+	names := os.Getenv("ERPLAB_PROFILE_VARIANTS")
+	if names == "" {
+		return vs
+	}
+	keep := map[string]bool{"off": true}
+	for _, n := range strings.Split(names, ",") {
+		keep[strings.TrimSpace(n)] = true
+	}
+	var sel []overheadVariant
+	for _, v := range vs {
+		if keep[v.name] {
+			sel = append(sel, v)
+			delete(keep, v.name)
+		}
+	}
+	if len(keep) > 0 {
+		t.Fatalf("ERPLAB_PROFILE_VARIANTS: unknown %v (known: %s)", keep, variantNames(vs))
+	}
+	return sel
+}
+
+func variantNames(vs []overheadVariant) string {
+	var n []string
+	for _, v := range vs {
+		n = append(n, v.name)
+	}
+	return strings.Join(n, ",")
+}
+
+// overheadSlot is one measured slot: throughput (transactions/s), the
+// server's and the client's CPU per transaction (µs), perf's CPU while
+// sampling (% of all CPUs), the host's busy share (%) and the profile.
+type overheadSlot struct {
+	tps, srvUS, cliUS, perfPct, busyPct float64
+	sum                                 *profile.Summary
+}
+
+// overheadTable is the table of TestMeasureOverhead, one row per
+// variant; ratios are to off.
+func overheadTable(vs []overheadVariant, res map[string][]overheadSlot) string {
+	col := func(xs []overheadSlot, f func(overheadSlot) float64) []float64 {
+		out := make([]float64, len(xs))
+		for i, x := range xs {
+			out[i] = f(x)
+		}
+		return out
+	}
+	tps := func(o overheadSlot) float64 { return o.tps }
+	srv := func(o overheadSlot) float64 { return o.srvUS }
+	cli := func(o overheadSlot) float64 { return o.cliUS }
+	off := res["off"]
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "variant\ttps\ttps/off (95% boot)\tpaired tps/off median [min, max]\tserver µs/tx\tserver/off (95% boot)\tclient µs/tx\tclient/off (95% boot)\tperf CPU %\thost busy %\tserver samples/s")
+	for _, v := range vs {
+		xs := res[v.name]
+		pairs := make([]float64, len(xs))
+		for i := range xs {
+			pairs[i] = xs[i].tps / off[i].tps
+		}
+		r, lo, hi := medianRatio(col(xs, tps), col(off, tps))
+		pm, pmin, pmax := median(pairs), slices.Min(pairs), slices.Max(pairs)
+		sr, slo, shi := medianRatio(col(xs, srv), col(off, srv))
+		cr, clo, chi := medianRatio(col(xs, cli), col(off, cli))
+		rate := 0.0
+		for _, x := range xs {
+			if x.sum != nil && x.sum.DurationS > 0 {
+				rate += float64(x.sum.Samples) / x.sum.DurationS / float64(len(xs))
+			}
+		}
+		fmt.Fprintf(w, "%s\t%.0f\t%.3f [%.3f, %.3f]\t%.3f [%.3f, %.3f]\t%.1f\t%.3f [%.3f, %.3f]\t%.1f\t%.3f [%.3f, %.3f]\t%.2f\t%.0f\t%.0f\n",
+			v.name, median(col(xs, tps)), r, lo, hi, pm, pmin, pmax, median(col(xs, srv)), sr, slo, shi, median(col(xs, cli)), cr, clo, chi,
+			median(col(xs, func(o overheadSlot) float64 { return o.perfPct })), median(col(xs, func(o overheadSlot) float64 { return o.busyPct })), rate)
+	}
+	w.Flush()
+	for _, v := range vs {
+		fmt.Fprintf(&b, "  %s: %s\n", v.name, v.what)
+	}
+	return b.String()
+}
+
+// pooledShares is the subsystem shares of the slots' profiles pooled
+// (their samples added), the top eight, "" without profiles.
+func pooledShares(xs []overheadSlot) string {
+	n := map[string]int{}
+	total := 0
+	var order []string
+	for _, x := range xs {
+		if x.sum == nil {
+			continue
+		}
+		for _, s := range x.sum.Subsystems {
+			if _, ok := n[s.Name]; !ok {
+				order = append(order, s.Name)
+			}
+			n[s.Name] += s.Samples
+			total += s.Samples
+		}
+	}
+	if total == 0 {
+		return ""
+	}
+	sort.SliceStable(order, func(i, j int) bool { return n[order[i]] > n[order[j]] })
+	var parts []string
+	for _, s := range order[:min(8, len(order))] {
+		parts = append(parts, fmt.Sprintf("%s %.1f", s, 100*float64(n[s])/float64(total)))
+	}
+	return fmt.Sprintf("%d samples: %s", total, strings.Join(parts, ", "))
+}
+
+func median(xs []float64) float64 {
+	y := append([]float64(nil), xs...)
+	sort.Float64s(y)
+	return stat.Quantile(0.5, stat.LinInterp, y, nil)
+}
+
+// hostTimes are the host's CPU seconds, busy and in all (/proc/stat).
+type hostTimes struct{ busySec, allSec float64 }
+
+// busy is the busy fraction of the host's CPU time from before to h.
+func (h hostTimes) busy(before hostTimes) float64 {
+	if h.allSec <= before.allSec {
+		return 0
+	}
+	return (h.busySec - before.busySec) / (h.allSec - before.allSec)
+}
+
+func hostCPU(t *testing.T) hostTimes {
+	t.Helper()
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := fs.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := st.CPUTotal
+	idle := c.Idle + c.Iowait
+	all := idle + c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ + c.Steal
+	return hostTimes{busySec: all - idle, allSec: all}
 }
 
 // medianRatio is median(a)/median(b) with a 95 % percentile bootstrap
 // interval (each side resampled with replacement, 4,000 times).
 func medianRatio(a, b []float64) (r, lo, hi float64) {
-	med := func(x []float64) float64 {
-		y := append([]float64(nil), x...)
-		sort.Float64s(y)
-		return stat.Quantile(0.5, stat.LinInterp, y, nil)
-	}
-	r = med(a) / med(b)
+	r = median(a) / median(b)
 	rng := rand.New(rand.NewPCG(21, 499))
 	const n = 4000
 	rs := make([]float64, n)
@@ -129,7 +325,7 @@ func medianRatio(a, b []float64) (r, lo, hi float64) {
 		for k := range rb {
 			rb[k] = b[rng.IntN(len(b))]
 		}
-		rs[i] = med(ra) / med(rb)
+		rs[i] = median(ra) / median(rb)
 	}
 	sort.Float64s(rs)
 	return r, stat.Quantile(0.025, stat.Empirical, rs, nil), stat.Quantile(0.975, stat.Empirical, rs, nil)
@@ -186,4 +382,172 @@ func loadavg() string {
 		return "unknown"
 	}
 	return fmt.Sprintf("%s %s %s", f[0], f[1], f[2])
+}
+
+// TestMeasureSampleCost prints what one perf sample costs the code it
+// interrupts (ERPLAB_PROFILE_MEASURE=1, same ERPLAB_PROFILE_ROUNDS,
+// ERPLAB_PROFILE_ROUND and ERPLAB_PROFILE_VARIANTS as
+// TestMeasureOverhead), measured so that other load on the host does not
+// blur it: a thread spins reading the monotonic clock at a call depth of
+// gapDepth frames (PostgreSQL's executor stacks are 20-40 deep), and
+// every interruption shows as a gap between two reads. A gap from
+// gapMin to gapMax during which the thread's own CPU clock advanced too
+// is an interrupt (the kernel's tick, perf's hrtimer with its stack
+// walk; this kernel has no IRQ time accounting, so the interrupted task
+// is charged); a gap the CPU clock did not follow is the thread being
+// descheduled and is left out. Per variant, in rotated
+// slots: interrupt time per second the thread ran, its ratio to off's,
+// and the cost per sample, (interrupt time - off's) / frequency. This is
+// the cost of a sample taken in user mode with that stack; samples in
+// the kernel walk the kernel stack too.
+func TestMeasureSampleCost(t *testing.T) {
+	if os.Getenv("ERPLAB_PROFILE_MEASURE") == "" {
+		t.Skip("set ERPLAB_PROFILE_MEASURE=1 to measure the cost of a perf sample")
+	}
+	needPerf(t)
+	rounds := 10
+	if n, err := strconv.Atoi(os.Getenv("ERPLAB_PROFILE_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
+	d := 3 * time.Second
+	if v, err := time.ParseDuration(os.Getenv("ERPLAB_PROFILE_ROUND")); err == nil && v > 0 {
+		d = v
+	}
+	dsn := prepare(t)
+	ctx := context.Background()
+	pm := srv.Cluster(t).PID()
+	vs := selectVariants(t, overheadVariants(dsn, pm, opmap.New([]string{"select"})))
+	res := map[string][]gapStats{}
+	for r := 0; r < rounds; r++ {
+		for k := range vs {
+			v := vs[(r+k)%len(vs)]
+			stop, err := v.start(ctx)
+			if err != nil {
+				t.Fatalf("%s: %v", v.name, err)
+			}
+			g := spinGaps(d)
+			if _, err := stop(); err != nil {
+				t.Fatalf("%s: %v", v.name, err)
+			}
+			res[v.name] = append(res[v.name], g)
+		}
+	}
+	col := func(xs []gapStats, f func(gapStats) float64) []float64 {
+		out := make([]float64, len(xs))
+		for i, x := range xs {
+			out[i] = f(x)
+		}
+		return out
+	}
+	irq := func(g gapStats) float64 { return 1e6 * g.gapS / g.ranS }     // µs per s run
+	rate := func(g gapStats) float64 { return float64(g.gaps) / g.ranS } // per s run
+	off := res["off"]
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "variant\tinterrupts/s\tinterrupt µs per s run\t/off (95% boot)\tcost per sample µs, paired median [min, max]\textra interrupts per sample\tCPU lost %\tthread ran %")
+	for _, v := range vs {
+		xs := res[v.name]
+		r, lo, hi := medianRatio(col(xs, irq), col(off, irq))
+		cost := "-"
+		extra, lost := "-", "-"
+		if f := float64(variantFreq(v.name)); f > 0 {
+			c := make([]float64, len(xs))
+			e := make([]float64, len(xs))
+			for i := range xs {
+				c[i] = (irq(xs[i]) - irq(off[i])) / f
+				e[i] = (rate(xs[i]) - rate(off[i])) / f
+			}
+			cost = fmt.Sprintf("%.2f [%.2f, %.2f]", median(c), slices.Min(c), slices.Max(c))
+			extra = fmt.Sprintf("%.2f", median(e))
+			lost = fmt.Sprintf("%.2f", median(c)*f/1e4)
+		}
+		fmt.Fprintf(w, "%s\t%.0f\t%.0f\t%.3f [%.3f, %.3f]\t%s\t%s\t%s\t%.0f\n", v.name, median(col(xs, rate)), median(col(xs, irq)), r, lo, hi,
+			cost, extra, lost, median(col(xs, func(g gapStats) float64 { return 100 * g.ranS / d.Seconds() })))
+	}
+	w.Flush()
+	t.Logf("a thread spinning at call depth %d, gaps of %s-%s counted as interrupts, %d rounds of %s per variant:\n%s", gapDepth, gapMin, gapMax, rounds, d, b.String())
+	t.Logf("load average: %s, %d CPUs", loadavg(), runtime.NumCPU())
+	if len(off) != rounds || off[0].ranS <= 0 {
+		t.Errorf("the spinning thread did not run: %+v", off)
+	}
+}
+
+// gapMin and gapMax bound the gaps spinGaps counts as interrupts; gapDepth
+// is the call depth it spins at.
+const (
+	gapMin   = time.Microsecond
+	gapMax   = 200 * time.Microsecond
+	gapDepth = 32
+)
+
+// gapStats is one spinGaps run: seconds the thread ran (its CPU clock),
+// the interrupt gaps and their seconds in all.
+type gapStats struct {
+	ranS, gapS float64
+	gaps       int
+}
+
+// spinGaps spins on a locked thread for d at call depth gapDepth,
+// reading the monotonic clock, and sums the gaps between reads.
+func spinGaps(d time.Duration) gapStats {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	return spinAt(gapDepth, d)
+}
+
+//go:noinline
+func spinAt(depth int, d time.Duration) gapStats {
+	if depth > 1 {
+		g := spinAt(depth-1, d)
+		g.gaps += depth & 0 // keeps the frame (no tail call)
+		return g
+	}
+	var g gapStats
+	start, cpu0 := time.Now(), threadCPU()
+	lastW, lastC := start, cpu0
+	prev := time.Now()
+	for {
+		now := time.Now()
+		gap := now.Sub(prev)
+		prev = now
+		if gap >= gapMin {
+			// An interrupt's time is this thread's (no IRQ time
+			// accounting here): its CPU clock followed the wall clock
+			// over the gap. Otherwise the thread was descheduled. The
+			// CPU clock is a system call (about 1 µs here), so it is
+			// read only after a gap, and the gap detection restarts
+			// after it.
+			c := threadCPU()
+			if gap < gapMax && c-lastC >= now.Sub(lastW)-gap/2 {
+				g.gaps++
+				g.gapS += gap.Seconds()
+			}
+			lastC = c
+			lastW = time.Now()
+			prev = lastW
+		}
+		if now.Sub(start) >= d {
+			g.ranS = (threadCPU() - cpu0).Seconds()
+			return g
+		}
+	}
+}
+
+// threadCPU is this thread's CPU time (CLOCK_THREAD_CPUTIME_ID; a raw
+// system call, no scheduler hand-off).
+func threadCPU() time.Duration {
+	var ts syscall.Timespec
+	syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, 3 /* CLOCK_THREAD_CPUTIME_ID */, uintptr(unsafe.Pointer(&ts)), 0)
+	return time.Duration(ts.Nano())
+}
+
+// variantFreq is the sampling frequency of a perf variant's name
+// ("perf-499-g": 499), 0 for the others.
+func variantFreq(name string) int {
+	f := strings.Split(name, "-")
+	if len(f) < 2 || f[0] != "perf" {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
 }

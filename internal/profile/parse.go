@@ -71,7 +71,10 @@ type Parsed struct {
 // recording starts, and records the real ones after), so backends started
 // during the recording are followed and a pid reused by an unrelated
 // process after an exit is not. Threads other than a process's main
-// thread count as their process. Lines that are neither a sample header,
+// thread count as their process. A recording without call graphs
+// (Sampling.NoCallGraph) has the leaf on the header line ("comm pid/tid
+// time: ip sym (dso)", comm padded with spaces): it is the sample's one
+// frame. Lines that are neither a sample header,
 // a task event nor a frame are errors naming their line number.
 func Parse(r io.Reader, roots []int) (*Parsed, error) {
 	p := &Parsed{PIDs: map[int]bool{}}
@@ -104,7 +107,9 @@ func Parse(r io.Reader, roots []int) (*Parsed, error) {
 			flush()
 			continue
 		}
-		if text[0] == ' ' || text[0] == '\t' {
+		// Frames are indented (perf: a tab); without call graphs perf
+		// pads the header's comm with spaces instead.
+		if text[0] == '\t' || text[0] == ' ' && !isHeader(text) {
 			if !inSample {
 				return nil, fmt.Errorf("perf script line %d: a frame outside a sample", line)
 			}
@@ -115,12 +120,7 @@ func Parse(r io.Reader, roots []int) (*Parsed, error) {
 			if err != nil {
 				return nil, fmt.Errorf("perf script line %d: %w", line, err)
 			}
-			if f.Kernel {
-				p.KernelFrames++
-				if strings.HasPrefix(f.Func, "[") {
-					p.KernelUnknown++
-				}
-			}
+			p.countKernel(f)
 			if n := len(cur.Stack); n > 0 && strings.HasPrefix(f.Func, "[") && cur.Stack[n-1] == f {
 				continue // consecutive unresolved frames of one object: one frame
 			}
@@ -138,13 +138,22 @@ func Parse(r io.Reader, roots []int) (*Parsed, error) {
 			}
 			continue
 		}
+		// A recording without call graphs (Sampling.NoCallGraph) has
+		// its one frame, the leaf, on the header line.
+		var leaf Frame
 		if rest != "" {
-			return nil, fmt.Errorf("perf script line %d: unexpected %q after the sample header (perf script -F must be %s)", line, rest, scriptFields)
+			if leaf, err = parseFrame(rest); err != nil || !strings.Contains(rest, " (") {
+				return nil, fmt.Errorf("perf script line %d: unexpected %q after the sample header (perf script -F must be %s)", line, rest, scriptFields)
+			}
 		}
 		p.HostSamples++
 		inSample = true
 		if follow[pid] {
 			cur = &Sample{PID: pid, Comm: comm, TimeNs: ts}
+			if rest != "" {
+				p.countKernel(leaf)
+				cur.Stack = []Frame{leaf}
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -152,6 +161,22 @@ func Parse(r io.Reader, roots []int) (*Parsed, error) {
 	}
 	flush()
 	return p, nil
+}
+
+// isHeader tells whether s reads as a sample or task-event header.
+func isHeader(s string) bool {
+	_, _, _, _, err := parseHeader(s)
+	return err == nil
+}
+
+// countKernel counts f in KernelFrames and KernelUnknown.
+func (p *Parsed) countKernel(f Frame) {
+	if f.Kernel {
+		p.KernelFrames++
+		if strings.HasPrefix(f.Func, "[") {
+			p.KernelUnknown++
+		}
+	}
 }
 
 // parseHeader splits "comm pid/tid time: rest"; comm may hold spaces and

@@ -221,3 +221,29 @@ func TestFlameGraphAndRead(t *testing.T) {
 		t.Errorf("folded stacks hold %d samples, want %d", n, len(p.Samples))
 	}
 }
+
+// A recording without call graphs (perf record without -g) has the leaf
+// on the sample's header line (lines as perf 6.1 prints them).
+func TestParseNoCallGraph(t *testing.T) {
+	in := `        postgres   965/965   31760.100000000: PERF_RECORD_FORK(28747:28747):(965:965)
+        postgres 28747/28747 31760.567718438:      55fab987180d SysCacheGetAttr (/usr/lib/postgresql/15/bin/postgres)
+      proxy.test 28679/28681 31760.577818960:            5fca8b [unknown] (/tmp/go-build855487268/b001/proxy.test)
+        postgres 28747/28747 31760.587920915:  ffffffff81369742 handle_softirqs ([kernel.kallsyms])
+        postgres   965/965   31760.595855793:      5627308f2a68 ExecHashTableInsert (/usr/lib/postgresql/15/bin/postgres)
+`
+	p, err := Parse(strings.NewReader(in), []int{965})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{}
+	for _, s := range p.Samples {
+		got = append(got, fmt.Sprintf("%d %s %d", s.PID, s.Stack[len(s.Stack)-1].Name(), len(s.Stack)))
+	}
+	want := "28747 SysCacheGetAttr 1,28747 handle_softirqs_[k] 1,965 ExecHashTableInsert 1"
+	if strings.Join(got, ",") != want || p.HostSamples != 4 || p.KernelFrames != 1 {
+		t.Errorf("samples %q (want %q), host %d kernel frames %d", strings.Join(got, ","), want, p.HostSamples, p.KernelFrames)
+	}
+	if _, err := Parse(strings.NewReader("        postgres 965/965 31760.5: garbage\n"), []int{965}); err == nil {
+		t.Error("a header with a stray word parsed")
+	}
+}

@@ -129,12 +129,24 @@ func procCPU(pid int) float64 {
 	return st.CPUTime()
 }
 
+// Sampling is how a Recording samples.
+type Sampling struct {
+	// Frequency is the sampling frequency in Hz; 0 = DefaultFrequency.
+	Frequency int
+	// NoCallGraph records the leaf only (no -g): no total shares, no
+	// folded stacks, and a sample is classified by its leaf function
+	// alone. For measuring what the call graphs cost (package doc,
+	// Overhead).
+	NoCallGraph bool
+}
+
 // Start runs `perf record -a -g -B -e cpu-clock -F freq` (started
 // disabled, enabled through its control fifo once it runs) into a new
 // temporary directory until Stop: every CPU, since perf record -p does
 // not follow the backends a postmaster forks later (measured; package
-// doc). perf is the path Check returned; freq 0 means DefaultFrequency.
-func Start(ctx context.Context, perf string, freq int) (*Recording, error) {
+// doc). perf is the path Check returned.
+func Start(ctx context.Context, perf string, smp Sampling) (*Recording, error) {
+	freq := smp.Frequency
 	if freq <= 0 {
 		freq = DefaultFrequency
 	}
@@ -157,8 +169,12 @@ func Start(ctx context.Context, perf string, freq int) (*Recording, error) {
 	// running, so the caller's window is really recorded.
 	// -k CLOCK_MONOTONIC: sample times on the clock Go's monotonic time
 	// runs on, for attributing samples to key operations (ops.go).
-	r.cmd = exec.Command(perf, "record", "-a", "-g", "-B", "-k", "CLOCK_MONOTONIC", "-e", Event, "-F", strconv.Itoa(freq), "-o", r.data, "--quiet",
-		"-D", "-1", "--control", "fifo:"+ctl+","+ack)
+	args := []string{"record", "-a", "-g", "-B", "-k", "CLOCK_MONOTONIC", "-e", Event, "-F", strconv.Itoa(freq), "-o", r.data, "--quiet",
+		"-D", "-1", "--control", "fifo:" + ctl + "," + ack}
+	if smp.NoCallGraph {
+		args = append(args[:2], args[3:]...)
+	}
+	r.cmd = exec.Command(perf, args...)
 	r.cmd.Stderr = &r.stderr
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := r.cmd.Start(); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/procfs"
 
+	"github.com/erplab/erplab/internal/opmap"
 	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/profile"
 )
@@ -94,6 +95,13 @@ func TestCheckReasons(t *testing.T) {
 // returns the loops done.
 func load(ctx context.Context, t *testing.T, dsn string, n int, setup string, loop []string) int64 {
 	t.Helper()
+	return loadOps(ctx, t, dsn, n, setup, loop, nil)
+}
+
+// loadOps is load marking each loop on its backend in opm (operation 0;
+// nil: none), as the engine marks its key operations.
+func loadOps(ctx context.Context, t *testing.T, dsn string, n int, setup string, loop []string, opm *opmap.Map) int64 {
+	t.Helper()
 	var done atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -113,7 +121,9 @@ func load(ctx context.Context, t *testing.T, dsn string, n int, setup string, lo
 					return
 				}
 			}
+			pid := conn.PgConn().PID()
 			for k := 0; ctx.Err() == nil; k++ {
+				opm.Begin(pid, 0)
 				for _, q := range loop {
 					var err error
 					if strings.Contains(q, "$1") {
@@ -128,6 +138,7 @@ func load(ctx context.Context, t *testing.T, dsn string, n int, setup string, lo
 						return
 					}
 				}
+				opm.End(pid)
 				done.Add(1)
 			}
 		}(i)

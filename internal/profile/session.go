@@ -18,6 +18,8 @@ type Options struct {
 	PIDs []int
 	// Frequency is the sampling frequency in Hz; 0 = DefaultFrequency.
 	Frequency int
+	// NoCallGraph records leaf functions only (Sampling.NoCallGraph).
+	NoCallGraph bool
 	// Host is where perf and /proc are (zero value: this host).
 	Host Host
 }
@@ -89,7 +91,7 @@ func Begin(ctx context.Context, dsn string, opts Options) (*Session, error) {
 		}
 		roots = []int{srv.Postmaster}
 	}
-	rec, err := Start(ctx, perf, opts.Frequency)
+	rec, err := Start(ctx, perf, Sampling{Frequency: opts.Frequency, NoCallGraph: opts.NoCallGraph})
 	if err != nil {
 		return nil, err
 	}
