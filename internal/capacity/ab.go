@@ -2,7 +2,6 @@ package capacity
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -252,15 +251,7 @@ func RunAB(ctx context.Context, cfg ABConfig, out io.Writer) (*ABDocument, error
 			fmt.Fprintf(out, "warning: %v\n", werr)
 		}
 	}
-	doc.EndedAt = time.Now()
-	switch {
-	case errors.Is(runErr, ErrInterrupted):
-		doc.Status = "interrupted"
-	case runErr != nil:
-		doc.Status = "failed: " + runErr.Error()
-	default:
-		doc.Status = "completed"
-	}
+	doc.EndedAt, doc.Status = time.Now(), statusOf(runErr)
 	doc.Conclude(cfg.Alpha)
 	if err := doc.Write(path); err != nil {
 		return doc, errors.Join(runErr, err)
@@ -601,19 +592,9 @@ func (d *ABDocument) Write(path string) error { return results.WriteJSON(path, d
 // ReadAB reads a capacity A/B document. Errors: unreadable, not JSON,
 // not a capacity A/B document of a schema this erplab reads.
 func ReadAB(path string) (*ABDocument, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("capacity A/B: %w", err)
-	}
 	var d ABDocument
-	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, fmt.Errorf("capacity A/B: %s: %w", path, err)
-	}
-	if d.Format != ABFormat {
-		return nil, fmt.Errorf("capacity A/B: %s: format %q is not %q", path, d.Format, ABFormat)
-	}
-	if d.Schema < 1 || d.Schema > ABSchemaVersion {
-		return nil, fmt.Errorf("capacity A/B: %s: schema %d not supported (this erplab reads 1 to %d)", path, d.Schema, ABSchemaVersion)
+	if err := readDocument(path, "capacity A/B", ABFormat, ABSchemaVersion, &d, func() (string, int) { return d.Format, d.Schema }); err != nil {
+		return nil, err
 	}
 	return &d, nil
 }

@@ -297,15 +297,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 		}
 	}
 	lg, fb, st := search.Capacity()
-	doc.EndedAt = time.Now()
-	switch {
-	case errors.Is(runErr, ErrInterrupted):
-		doc.Status = "interrupted"
-	case runErr != nil:
-		doc.Status = "failed: " + runErr.Error()
-	default:
-		doc.Status = "completed"
-	}
+	doc.EndedAt, doc.Status = time.Now(), statusOf(runErr)
 	doc.Conclude(lg, fb, st)
 	if err := doc.Write(path); err != nil {
 		return doc, errors.Join(runErr, err)
@@ -325,6 +317,18 @@ func freshPath(dir, suffix string) string {
 		p = fmt.Sprintf("%s-%d.json", stem, i)
 	}
 	return p
+}
+
+// statusOf is a document's final status after err: "completed",
+// "interrupted" (err wraps ErrInterrupted) or "failed: <err>".
+func statusOf(err error) string {
+	switch {
+	case errors.Is(err, ErrInterrupted):
+		return "interrupted"
+	case err != nil:
+		return "failed: " + err.Error()
+	}
+	return "completed"
 }
 
 // refusedMessage tells a step that could not open its connections

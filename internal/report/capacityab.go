@@ -42,7 +42,8 @@ func SidesOfAB(d *capacity.ABDocument) []CapacitySide {
 
 // CapacityOverlay draws the integral APDEX against the load of every
 // search of every side on one chart (a side's colour for its searches,
-// dashed from its second round on), the target, and each side's
+// dashed from its second round on; a point per attempt, the line through
+// the mean of a repeated load's attempts), the target, and each side's
 // capacity as a vertical line of its colour. unit names the load; the
 // legend sits at the bottom left, where APDEX curves (high at low load)
 // leave the chart empty. Errors come from drawing.
@@ -57,13 +58,23 @@ func CapacityOverlay(unit string, target float64, sides []CapacitySide) (Chart, 
 	var err error
 	for i, s := range sides {
 		for r, d := range s.Searches {
-			var pts plotter.XYs
+			// every attempt a point; the line through each load's mean
+			// over its attempts (what decided a repeated step)
+			var pts, line plotter.XYs
 			for _, st := range byLoad(d) {
 				pts = append(pts, plotter.XY{X: st.Load, Y: st.Apdex.Value})
 				maxX = math.Max(maxX, st.Load)
 			}
 			if len(pts) == 0 {
 				continue
+			}
+			for k := 0; k < len(pts); {
+				j, sum := k, 0.0
+				for ; j < len(pts) && pts[j].X == pts[k].X; j++ {
+					sum += pts[j].Y
+				}
+				line = append(line, plotter.XY{X: pts[k].X, Y: sum / float64(j-k)})
+				k = j
 			}
 			name := s.Name
 			if len(s.Searches) > 1 {
@@ -73,7 +84,7 @@ func CapacityOverlay(unit string, target float64, sides []CapacitySide) (Chart, 
 			if r > 0 {
 				dashes = []vg.Length{vg.Points(4), vg.Points(2)}
 			}
-			if err = addLine(p, name, pts, palette(i), dashes); err != nil {
+			if err = addLine(p, name, line, palette(i), dashes); err != nil {
 				break
 			}
 			sc, serr := plotter.NewScatter(pts)
@@ -133,9 +144,19 @@ func abSideRows(d *capacity.ABDocument) []abSideRow {
 			}
 		}
 		for _, x := range s.Searches {
-			if x.Doc != nil {
-				r.Rounds = append(r.Rounds, fmt.Sprintf("round %d: %s", x.Round, x.Doc.Result.Line))
+			if x.Doc == nil {
+				continue
 			}
+			res := x.Doc.Result
+			t := fmt.Sprintf("round %d: capacity %s", x.Round, fmtLoadR(res.Capacity))
+			if res.Apdex != nil {
+				t += " at APDEX " + res.Apdex.String()
+			}
+			if res.FirstBad > 0 {
+				t += fmt.Sprintf("; at %s: %s", fmtLoadR(res.FirstBad), strings.Join(res.Reasons, ", "))
+			}
+			t += fmt.Sprintf(" (%d steps, %s)", len(x.Doc.Steps), res.Stop.Kind)
+			r.Rounds = append(r.Rounds, t)
 		}
 		rows = append(rows, r)
 	}
