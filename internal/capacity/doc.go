@@ -10,9 +10,11 @@
 // between the last good and the first bad load (the midpoint, rounded for
 // users) until they are within Plan.Resolution of the last good load, or
 // 1 user apart. A load bad from the start bisects down towards 1 user.
-// A load whose APDEX interval straddles the target (and APDEX is the only
-// criterion that decides it) is run Plan.Repeats (1) more times and
-// decided by the mean APDEX of its attempts. The capacity is the highest
+// A load whose APDEX interval straddles the target, or an operation's p95
+// interval its --p95 limit (and only such interval criteria decide it: no
+// error rate over its limit, no refused connections), is run
+// Plan.Repeats (1) more times and decided by the means of its attempts
+// (APDEX against the target, each limited p95 against its limit). The capacity is the highest
 // good load.
 //
 // # One step

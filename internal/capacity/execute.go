@@ -79,6 +79,18 @@ func PoolFor(conns, users int) int {
 	return conns
 }
 
+// poolRule names the pool of a step of users VUs by rule conns, as the
+// user gave it: "--connections 0: one per VU, 15 VUs".
+func poolRule(conns, users int) string {
+	switch {
+	case conns < 0:
+		return fmt.Sprintf("--connections %d: min(VUs, 100), %d VUs", conns, users)
+	case conns == 0:
+		return fmt.Sprintf("--connections 0: one per VU, %d VUs", users)
+	}
+	return fmt.Sprintf("with --connections %d", conns)
+}
+
 // validate checks the search's plan, target and step shape; errors are
 // one line.
 func (cfg Config) validate() error {
@@ -111,7 +123,9 @@ func (cfg Config) validate() error {
 // results. The document is rewritten after every step. It returns the
 // document with nil, or with an error wrapping ErrInterrupted or
 // ErrServerFailed (finished steps kept), or nil and an error when the
-// search could not start (bad plan, results file exists, no server).
+// search could not start (bad plan, results file exists, no server, the
+// first step's set-up failed: then neither the document nor the steps
+// directory is left behind).
 func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -187,6 +201,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 	hf, _ := hostfacts.New("", "")
 	search := NewSearch(cfg.Plan)
 	var runErr error
+	// made are the files the steps may have written; neverStarted says
+	// the first step could not run at all (no server, a set-up error):
+	// then nothing of the search is left behind.
+	var made []string
+	neverStarted := false
 	attempts := map[float64]int{}
 	for {
 		load, ok := search.Next()
@@ -210,8 +229,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 		}
 		opts.Stages, _ = engine.SimpleStages(users, cfg.Ramp, cfg.Hold)
 		opts.Connections = PoolFor(cfg.Connections, users)
+		opts.PoolRule = poolRule(cfg.Connections, users)
 		stem := filepath.Join(stepDir, fmt.Sprintf("step-%02d-%s", idx, strings.ReplaceAll(fmtLoad(load), ".", "_")))
 		opts.Out = stem + ".json"
+		made = append(made, stem+".log", opts.Out, strings.TrimSuffix(opts.Out, ".json")+".jsonl")
 		logf, err := os.Create(stem + ".log")
 		if err != nil {
 			runErr = fmt.Errorf("capacity: step log: %w", err)
@@ -258,6 +279,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 				runErr = fmt.Errorf("%w: %s", ErrServerFailed, detail)
 				if len(doc.Steps) == 0 && err != nil {
 					runErr = err // the search never started: the step's own error (set-up, a foreign database, no server)
+					neverStarted = true
 				}
 			}
 			break
@@ -295,6 +317,14 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 		if j.Outcome == OutcomeServer {
 			runErr = fmt.Errorf("%w at %s %s: %s", ErrServerFailed, fmtLoad(load), unit, j.Detail)
 		}
+	}
+	if neverStarted {
+		for _, f := range made {
+			os.Remove(f) // absent ones fail: nothing to remove
+		}
+		os.Remove(stepDir) // only when empty
+		os.Remove(path)
+		return nil, runErr
 	}
 	lg, fb, st := search.Capacity()
 	doc.EndedAt, doc.Status = time.Now(), statusOf(runErr)
