@@ -599,6 +599,27 @@ func ReadAB(path string) (*ABDocument, error) {
 	return &d, nil
 }
 
+// Separate is the A/B view of separate searches (e.g. `erplab report
+// a.json b.json`): one side per document, named by names, without
+// verdicts (separate searches are not a controlled experiment: their
+// servers, data and times may differ), Order "" and Status "separate
+// searches". The target and unit are the first document's.
+func Separate(names []string, docs []*Document) *ABDocument {
+	d := &ABDocument{Format: ABFormat, Schema: ABSchemaVersion, Status: "separate searches", Rounds: 1}
+	for i, doc := range docs {
+		if i == 0 {
+			d.Workload = doc.Workload
+		} else if doc.Workload != d.Workload {
+			d.Workload += ", " + doc.Workload
+		}
+		d.Sides = append(d.Sides, ABSide{Name: names[i]}) // Remedies nil: not known
+		d.add(i, ABSearch{Round: 1, Seq: i + 1, Path: names[i], Doc: doc})
+	}
+	d.Conclude(0)
+	d.Verdicts = nil
+	return d
+}
+
 // IsABDocument reports whether the file at path looks like a capacity
 // A/B document (its "format" field), reading only its start.
 func IsABDocument(path string) bool { return hasFormat(path, ABFormat) }

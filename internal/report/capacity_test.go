@@ -102,3 +102,29 @@ func TestCapacityABPage(t *testing.T) {
 		t.Errorf("markdown:\n%s", md)
 	}
 }
+
+// TestSeparateCapacities draws two capacity documents (report a.json
+// b.json) on one chart: both curves and both capacities marked, no
+// verdict.
+func TestSeparateCapacities(t *testing.T) {
+	a, b := capacityDoc(t), capacityDoc(t)
+	a.Status, b.Status = "completed", "completed"
+	b.Result.Capacity = 9 // as if another search had found less
+	d := capacity.Separate([]string{"monday", "tuesday"}, []*capacity.Document{a, b})
+	if len(d.Sides) != 2 || len(d.Verdicts) != 0 || len(d.Common) != 2 || d.Unit != "users" {
+		t.Fatalf("sides %d, verdicts %d, common %d, unit %q", len(d.Sides), len(d.Verdicts), len(d.Common), d.Unit)
+	}
+	var buf bytes.Buffer
+	if err := WriteCapacityABHTML(&buf, d); err != nil {
+		t.Fatal(err)
+	}
+	page := html.UnescapeString(buf.String())
+	for _, want := range []string{"monday capacity 18", "tuesday capacity 9", "Separate searches: not an A/B experiment", "<td>18</td>", "<td>19</td>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "rank-sum") || strings.Contains(page, "A/B:") {
+		t.Errorf("separate searches carry A/B wording")
+	}
+}
