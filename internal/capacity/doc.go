@@ -30,6 +30,10 @@
 // Judge (judge.go) decides a step, in this order:
 //   - a status other than "completed" (aborted, stalled): the server
 //     failed: the search ends, every finished step kept;
+//   - a disk full (the step's results or log could not be written:
+//     ENOSPC; or the server's disk_full, SQLSTATE 53100): the search
+//     ends as "disk full", every finished step kept, never as "server
+//     failed";
 //   - the load generator saturated: erplab's own CPU (from the
 //     observations' process-tree split, else /proc/self over the step)
 //     at 90 % of its cores (GOMAXPROCS), or the host's CPUs busy >= 95 %

@@ -199,7 +199,7 @@ func (d *Document) Conclude(lastGood, firstBad float64, stop Stop) {
 	switch stop.Kind {
 	case StopMaxReached:
 		fmt.Fprintf(&line, "; at least that: the maximum %s %s was good", fmtLoad(d.Search.Max), d.Unit)
-	case StopGenerator, StopServer:
+	case StopGenerator, StopServer, StopDiskFull:
 		line.WriteString("; search ended: " + stop.Detail)
 	case StopCancelled:
 		line.WriteString("; search interrupted")

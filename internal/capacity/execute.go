@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/erplab/erplab/internal/compare"
@@ -53,6 +54,9 @@ type Config struct {
 var (
 	ErrInterrupted  = errors.New("capacity search interrupted")
 	ErrServerFailed = errors.New("the server failed during the capacity search")
+	// ErrDiskFull: a step could not write (its results, its log, or the
+	// server its files) because a disk is full; not the server's capacity.
+	ErrDiskFull = errors.New("a disk is full during the capacity search")
 )
 
 // ThinkForPace is the think time that gives a user the pace of n key
@@ -236,6 +240,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 		logf, err := os.Create(stem + ".log")
 		if err != nil {
 			runErr = fmt.Errorf("capacity: step log: %w", err)
+			if DiskFull(err) {
+				search.finish(Stop{StopDiskFull, runErr.Error()})
+				runErr = fmt.Errorf("%w: %w", ErrDiskFull, runErr)
+				break
+			}
 			search.finish(Stop{StopServer, runErr.Error()})
 			break
 		}
@@ -277,6 +286,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 				}
 				search.finish(Stop{StopServer, detail})
 				runErr = fmt.Errorf("%w: %s", ErrServerFailed, detail)
+				if DiskFull(err) {
+					search.finish(Stop{StopDiskFull, detail})
+					runErr = fmt.Errorf("%w: %s", ErrDiskFull, detail)
+				}
 				if len(doc.Steps) == 0 && err != nil {
 					runErr = err // the search never started: the step's own error (set-up, a foreign database, no server)
 					neverStarted = true
@@ -305,6 +318,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 		if err != nil && j.Outcome != OutcomeServer {
 			j.Outcome, j.Detail, j.Reasons = OutcomeServer, err.Error(), []string{err.Error()}
 		}
+		if DiskFull(err) || j.Outcome == OutcomeServer && diskFullText(j.Detail) {
+			j.Outcome = OutcomeDiskFull
+		}
 		step := NewStep(idx, load, attempts[load], d, res.Path, est, resr, j)
 		doc.Steps = append(doc.Steps, step)
 		fmt.Fprintln(out, stepLine(step, unit))
@@ -314,8 +330,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 		if werr := doc.Write(path); werr != nil {
 			fmt.Fprintf(out, "warning: %v\n", werr)
 		}
-		if j.Outcome == OutcomeServer {
+		switch j.Outcome {
+		case OutcomeServer:
 			runErr = fmt.Errorf("%w at %s %s: %s", ErrServerFailed, fmtLoad(load), unit, j.Detail)
+		case OutcomeDiskFull:
+			runErr = fmt.Errorf("%w at %s %s: %s", ErrDiskFull, fmtLoad(load), unit, j.Detail)
 		}
 	}
 	if neverStarted {
@@ -347,6 +366,18 @@ func freshPath(dir, suffix string) string {
 		p = fmt.Sprintf("%s-%d.json", stem, i)
 	}
 	return p
+}
+
+// DiskFull reports whether err says a disk is full: ENOSPC (the
+// step's results or log), or the server's SQLSTATE 53100 disk_full
+// (errcodes-appendix.html) or its "No space left on device" in the text.
+func DiskFull(err error) bool {
+	return err != nil && (errors.Is(err, syscall.ENOSPC) || diskFullText(err.Error()))
+}
+
+func diskFullText(s string) bool {
+	l := strings.ToLower(s)
+	return strings.Contains(l, "no space left on device") || strings.Contains(s, "53100")
 }
 
 // statusOf is a document's final status after err: "completed",

@@ -1,9 +1,12 @@
 package capacity
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -92,5 +95,38 @@ func TestFreshPath(t *testing.T) {
 		if filepath.Dir(p) != dir || !strings.HasSuffix(p, ".json") || !strings.Contains(p, "-capacity-smoke") {
 			t.Fatalf("path %s", p)
 		}
+	}
+}
+
+// TestDiskFullIsNotServerFailed: ENOSPC from a step's files, and the
+// server's disk_full, end the search as "disk full", never as "server
+// failed"; other errors are not disk full.
+func TestDiskFullIsNotServerFailed(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("results: %w", &os.PathError{Op: "write", Path: "step-03-16.json", Err: syscall.ENOSPC}), true},
+		{errors.New(`ERROR: could not extend file "base/16384/16390": No space left on device (SQLSTATE 53100)`), true},
+		{errors.New("connect: dial unix /tmp/.s.PGSQL.5432: connect: connection refused"), false},
+		{nil, false},
+	} {
+		if got := DiskFull(c.err); got != c.want {
+			t.Errorf("DiskFull(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+	s := NewSearch(Plan{Start: 4, Max: 64, Step: Growth{Factor: 2}, Resolution: 0.05, Integer: true})
+	s.Next()
+	s.Record(judged(OutcomeGood, 0.95, 0.93, 0.97))
+	s.Next()
+	s.Record(Judgement{Outcome: OutcomeDiskFull, Detail: "results: write step-02-8.json: no space left on device"})
+	lg, fb, st := s.Capacity()
+	if _, more := s.Next(); more || st.Kind != StopDiskFull || lg != 4 || fb != 0 {
+		t.Fatalf("after a full disk: more %v, stop %+v, last good %g, first bad %g", more, st, lg, fb)
+	}
+	d := &Document{Unit: "users", Steps: []Step{{Index: 1, Load: 4, Outcome: OutcomeGood}}}
+	d.Conclude(lg, fb, st)
+	if !strings.Contains(d.Result.Line, "search ended: results: write step-02-8.json: no space left on device") {
+		t.Fatalf("line %q", d.Result.Line)
 	}
 }

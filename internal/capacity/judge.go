@@ -47,13 +47,14 @@ func (t Target) Validate() error {
 // Outcome is the judgement of one step.
 type Outcome string
 
-// Outcomes. Generator and Server are hard stops: the step says nothing
-// about the server's capacity.
+// Outcomes. Generator, Server and DiskFull are hard stops: the step says
+// nothing about the server's capacity.
 const (
 	OutcomeGood      Outcome = "good"
 	OutcomeBad       Outcome = "bad"
 	OutcomeGenerator Outcome = "load generator saturated"
 	OutcomeServer    Outcome = "server failed"
+	OutcomeDiskFull  Outcome = "disk full"
 )
 
 // Generator is what the executor measured of erplab itself during a

@@ -124,6 +124,7 @@ const (
 	StopMaxReached = "max reached"         // --max-users was good: the capacity is at least that
 	StopGenerator  = "generator saturated" // erplab itself saturated: not the server's capacity
 	StopServer     = "server failed"       // the server failed during the search
+	StopDiskFull   = "disk full"           // a step could not write: a disk is full
 	StopNoGood     = "none good"           // even the lowest load was bad
 	StopCancelled  = "interrupted"         // Ctrl-C
 )
@@ -159,6 +160,9 @@ func (s *Search) Record(j Judgement) {
 		return
 	case OutcomeServer:
 		s.finish(Stop{StopServer, j.Detail})
+		return
+	case OutcomeDiskFull:
+		s.finish(Stop{StopDiskFull, j.Detail})
 		return
 	}
 	if j.Straddles && len(s.attempts) <= s.plan.Repeats {
