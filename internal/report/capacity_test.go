@@ -128,3 +128,24 @@ func TestSeparateCapacities(t *testing.T) {
 		t.Errorf("separate searches carry A/B wording")
 	}
 }
+
+// TestCapacityChartsLimitsAndNoWaits: a --p95 limit is drawn on the p95
+// chart, the waits chart is left out when no step observed a wait (not
+// an empty chart with its own range), and the waits' axis is 0-100 %.
+func TestCapacityChartsLimitsAndNoWaits(t *testing.T) {
+	doc := capacityDoc(t)
+	doc.Target.P95Ms = map[string]float64{"serve": 250}
+	charts, err := CapacityCharts(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(charts) != 4 || !strings.Contains(charts[2].SVG, "serve limit 250ms") || !strings.Contains(charts[3].SVG, ">100<") {
+		t.Fatalf("%d charts; p95 chart has the limit: %v; waits axis to 100: %v", len(charts), strings.Contains(charts[2].SVG, "serve limit"), strings.Contains(charts[3].SVG, ">100<"))
+	}
+	for i := range doc.Steps {
+		doc.Steps[i].Resources.Waits = nil
+	}
+	if charts, err = CapacityCharts(doc); err != nil || len(charts) != 3 || charts[2].ID != "capacity-p95" {
+		t.Fatalf("without waits: %d charts, err %v", len(charts), err)
+	}
+}
