@@ -558,7 +558,11 @@ func (d *ABDocument) WriteText(w io.Writer) {
 				caps = append(caps, fmt.Sprintf("round %d: %s", x.Round, c))
 			}
 		}
-		fmt.Fprintf(w, "  %s (%s): capacity %s; %s\n", s.Name, remedyText(s.Remedies), s.Capacity.text(d.Unit), strings.Join(caps, "; "))
+		line := fmt.Sprintf("  %s (%s): capacity %s", s.Name, remedyText(s.Remedies), s.Capacity.text(d.Unit))
+		if len(caps) > 0 {
+			line += "; " + strings.Join(caps, "; ")
+		}
+		fmt.Fprintln(w, line)
 		for _, l := range s.Limits {
 			fmt.Fprintf(w, "    %s\n", l)
 		}
