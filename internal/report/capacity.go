@@ -51,7 +51,11 @@ func markKnee(p *plot.Plot, d *capacity.Document) error {
 		p.Y.Max = p.Y.Min + 1 // no data
 	}
 	if math.IsInf(p.X.Max, 0) || p.X.Max <= p.X.Min {
-		p.X.Max = math.Max(p.X.Min+1, d.Search.Max)
+		// no data: the loads the steps ran, as on the other charts
+		p.X.Max = p.X.Min + 1
+		for _, st := range byLoad(d) {
+			p.X.Max = math.Max(p.X.Max, st.Load)
+		}
 	}
 	if p.Y.Max != 1 && p.Y.Max != 100 && !isLog(p) {
 		headroom(p) // room for the legend; APDEX and shares keep their scales
@@ -243,7 +247,7 @@ func CapacityCharts(d *capacity.Document) ([]Chart, error) {
 		}
 	}
 	if len(events) == 0 {
-		return out, nil // no observations of waits: no empty chart
+		p.Title.Text += ": none observed"
 	}
 	p.Y.Max = 100 // shares of active time, %
 	if err == nil {
