@@ -55,7 +55,8 @@ up to --max-users), each step a load test of --hold after --ramp from 0 (the ram
 are not scored), until a step misses the target; then bisect between the last good and the
 first bad step down to --resolution. A step is bad when its integral APDEX is below --apdex,
 its errors exceed --error-rate, a --p95 limit is breached or the server refuses connections; a
-step whose APDEX confidence interval holds the target is run once more and decided by the mean.
+step whose APDEX confidence interval holds the target (or a p95 interval its --p95 limit) is run
+once more and decided by the means.
 A step where erplab itself saturates (its CPU) ends the search as "load generator saturated":
 it is not the server's capacity.
 
@@ -277,6 +278,9 @@ func (f *capacityFlags) config(cmd, runCmd *cobra.Command, rf *runFlags) (capaci
 		}
 		if target.P95 == nil {
 			target.P95 = map[string]time.Duration{}
+		}
+		if prev, dup := target.P95[op]; dup {
+			return cfg, fmt.Errorf("--p95 %q: operation %s already has the limit %s (give each operation once)", p, op, prev)
 		}
 		target.P95[op] = dur
 	}

@@ -39,6 +39,7 @@ func TestCapacityUsageErrors(t *testing.T) {
 		{[]string{"--resolution", "0%"}, "--resolution"},
 		{[]string{"--p95", "nosuchop=1s"}, "has no operation"},
 		{[]string{"--p95", "item_lookup"}, "OP=DURATION"},
+		{[]string{"--p95", "item_lookup=1s", "--p95", "item_lookup=2s"}, "already has the limit 1s"},
 		{[]string{"--user-ops-per-hour", "0"}, "--user-ops-per-hour must be > 0"},
 		{[]string{"--user-ops-per-hour", "60", "--think", "1s"}, "drop --think"},
 		{[]string{"--start", "2.5"}, "whole numbers"},
@@ -107,5 +108,25 @@ func TestCapacityRequireAndReport(t *testing.T) {
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("report lacks %q", want)
 		}
+	}
+}
+
+// TestCapacityUnreachableLeavesNothing: a search whose server cannot be
+// reached fails with the connection's error and leaves neither its
+// document nor its steps directory behind.
+func TestCapacityUnreachableLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "cap.json")
+	_, err := runCapacity(t, "--workload", "smoke", "--dsn", "host="+filepath.Join(dir, "nosocket")+" port=1 connect_timeout=2", "--start", "1", "--max-users", "2", "--hold", "2s", "--out", out)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	left, _ := os.ReadDir(dir)
+	if len(left) != 0 {
+		names := []string{}
+		for _, e := range left {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("left behind: %v (error %v)", names, err)
 	}
 }

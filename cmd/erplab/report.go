@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -28,7 +30,8 @@ the time axis, and the environment and parameters. --format markdown writes the 
 for tickets. A capacity document of erplab capacity gets its own page: the verdict, the steps,
 and APDEX, throughput, p95 and top wait events against the load with the knee marked; an A/B
 document of erplab capacity --variant gets the verdicts, the sides and every search's APDEX
-curve on one chart with each side's capacity marked.
+curve on one chart with each side's capacity marked; several capacity documents are drawn on
+one such chart (separate searches: no verdict).
 
 Exit codes: 0 written; 1 an input could not be read or the output not written; 2 bad usage.`,
 		Args: cobra.MinimumNArgs(1),
@@ -44,6 +47,29 @@ Exit codes: 0 written; 1 an input could not be read or the output not written; 2
 					err = report.WriteCapacityABMarkdown(&buf, doc)
 				} else if err == nil {
 					err = report.WriteCapacityABHTML(&buf, doc)
+				}
+				if err != nil {
+					return withCode(exitError, err)
+				}
+				return writeReport(cmd, out, buf.Bytes())
+			}
+			if len(args) > 1 && allCapacity(args) {
+				// several capacity documents: their APDEX curves on one chart
+				var docs []*capacity.Document
+				var names []string
+				for _, a := range args {
+					d, err := capacity.Read(a)
+					if err != nil {
+						return withCode(exitError, err)
+					}
+					docs, names = append(docs, d), append(names, strings.TrimSuffix(filepath.Base(a), ".json"))
+				}
+				ab := capacity.Separate(names, docs)
+				var err error
+				if format == "markdown" {
+					err = report.WriteCapacityABMarkdown(&buf, ab)
+				} else {
+					err = report.WriteCapacityABHTML(&buf, ab)
 				}
 				if err != nil {
 					return withCode(exitError, err)
@@ -81,6 +107,16 @@ Exit codes: 0 written; 1 an input could not be read or the output not written; 2
 	cmd.Flags().StringVarP(&out, "output", "o", "", "output file (default: standard output)")
 	cmd.Flags().StringVar(&format, "format", "html", "html or markdown")
 	return cmd
+}
+
+// allCapacity reports whether every path is a capacity document.
+func allCapacity(paths []string) bool {
+	for _, p := range paths {
+		if !capacity.IsDocument(p) {
+			return false
+		}
+	}
+	return true
 }
 
 // writeReport writes a rendered page to out ("" or "-": standard output)

@@ -2,7 +2,6 @@ package capacity
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -252,15 +251,7 @@ func RunAB(ctx context.Context, cfg ABConfig, out io.Writer) (*ABDocument, error
 			fmt.Fprintf(out, "warning: %v\n", werr)
 		}
 	}
-	doc.EndedAt = time.Now()
-	switch {
-	case errors.Is(runErr, ErrInterrupted):
-		doc.Status = "interrupted"
-	case runErr != nil:
-		doc.Status = "failed: " + runErr.Error()
-	default:
-		doc.Status = "completed"
-	}
+	doc.EndedAt, doc.Status = time.Now(), statusOf(runErr)
 	doc.Conclude(cfg.Alpha)
 	if err := doc.Write(path); err != nil {
 		return doc, errors.Join(runErr, err)
@@ -567,7 +558,11 @@ func (d *ABDocument) WriteText(w io.Writer) {
 				caps = append(caps, fmt.Sprintf("round %d: %s", x.Round, c))
 			}
 		}
-		fmt.Fprintf(w, "  %s (%s): capacity %s; %s\n", s.Name, remedyText(s.Remedies), s.Capacity.text(d.Unit), strings.Join(caps, "; "))
+		line := fmt.Sprintf("  %s (%s): capacity %s", s.Name, remedyText(s.Remedies), s.Capacity.text(d.Unit))
+		if len(caps) > 0 {
+			line += "; " + strings.Join(caps, "; ")
+		}
+		fmt.Fprintln(w, line)
 		for _, l := range s.Limits {
 			fmt.Fprintf(w, "    %s\n", l)
 		}
@@ -601,21 +596,32 @@ func (d *ABDocument) Write(path string) error { return results.WriteJSON(path, d
 // ReadAB reads a capacity A/B document. Errors: unreadable, not JSON,
 // not a capacity A/B document of a schema this erplab reads.
 func ReadAB(path string) (*ABDocument, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("capacity A/B: %w", err)
-	}
 	var d ABDocument
-	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, fmt.Errorf("capacity A/B: %s: %w", path, err)
-	}
-	if d.Format != ABFormat {
-		return nil, fmt.Errorf("capacity A/B: %s: format %q is not %q", path, d.Format, ABFormat)
-	}
-	if d.Schema < 1 || d.Schema > ABSchemaVersion {
-		return nil, fmt.Errorf("capacity A/B: %s: schema %d not supported (this erplab reads 1 to %d)", path, d.Schema, ABSchemaVersion)
+	if err := readDocument(path, "capacity A/B", ABFormat, ABSchemaVersion, &d, func() (string, int) { return d.Format, d.Schema }); err != nil {
+		return nil, err
 	}
 	return &d, nil
+}
+
+// Separate is the A/B view of separate searches (e.g. `erplab report
+// a.json b.json`): one side per document, named by names, without
+// verdicts (separate searches are not a controlled experiment: their
+// servers, data and times may differ), Order "" and Status "separate
+// searches". The target and unit are the first document's.
+func Separate(names []string, docs []*Document) *ABDocument {
+	d := &ABDocument{Format: ABFormat, Schema: ABSchemaVersion, Status: "separate searches", Rounds: 1}
+	for i, doc := range docs {
+		if i == 0 {
+			d.Workload = doc.Workload
+		} else if doc.Workload != d.Workload {
+			d.Workload += ", " + doc.Workload
+		}
+		d.Sides = append(d.Sides, ABSide{Name: names[i]}) // Remedies nil: not known
+		d.add(i, ABSearch{Round: 1, Seq: i + 1, Path: names[i], Doc: doc})
+	}
+	d.Conclude(0)
+	d.Verdicts = nil
+	return d
 }
 
 // IsABDocument reports whether the file at path looks like a capacity

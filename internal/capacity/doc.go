@@ -10,9 +10,11 @@
 // between the last good and the first bad load (the midpoint, rounded for
 // users) until they are within Plan.Resolution of the last good load, or
 // 1 user apart. A load bad from the start bisects down towards 1 user.
-// A load whose APDEX interval straddles the target (and APDEX is the only
-// criterion that decides it) is run Plan.Repeats (1) more times and
-// decided by the mean APDEX of its attempts. The capacity is the highest
+// A load whose APDEX interval straddles the target, or an operation's p95
+// interval its --p95 limit (and only such interval criteria decide it: no
+// error rate over its limit, no refused connections), is run
+// Plan.Repeats (1) more times and decided by the means of its attempts
+// (APDEX against the target, each limited p95 against its limit). The capacity is the highest
 // good load.
 //
 // # One step
@@ -28,6 +30,10 @@
 // Judge (judge.go) decides a step, in this order:
 //   - a status other than "completed" (aborted, stalled): the server
 //     failed: the search ends, every finished step kept;
+//   - a disk full (the step's results or log could not be written:
+//     ENOSPC; or the server's disk_full, SQLSTATE 53100): the search
+//     ends as "disk full", every finished step kept, never as "server
+//     failed";
 //   - the load generator saturated: erplab's own CPU (from the
 //     observations' process-tree split, else /proc/self over the step)
 //     at 90 % of its cores (GOMAXPROCS), or the host's CPUs busy >= 95 %

@@ -199,7 +199,7 @@ func (d *Document) Conclude(lastGood, firstBad float64, stop Stop) {
 	switch stop.Kind {
 	case StopMaxReached:
 		fmt.Fprintf(&line, "; at least that: the maximum %s %s was good", fmtLoad(d.Search.Max), d.Unit)
-	case StopGenerator, StopServer:
+	case StopGenerator, StopServer, StopDiskFull:
 		line.WriteString("; search ended: " + stop.Detail)
 	case StopCancelled:
 		line.WriteString("; search interrupted")
@@ -233,19 +233,9 @@ func (d *Document) Write(path string) error { return results.WriteJSON(path, d) 
 // Read reads a capacity document. Errors: the file cannot be read, is
 // not JSON, or is not a capacity document of a schema this erplab reads.
 func Read(path string) (*Document, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("capacity: %w", err)
-	}
 	var d Document
-	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, fmt.Errorf("capacity: %s: %w", path, err)
-	}
-	if d.Format != Format {
-		return nil, fmt.Errorf("capacity: %s: format %q is not %q", path, d.Format, Format)
-	}
-	if d.Schema < 1 || d.Schema > SchemaVersion {
-		return nil, fmt.Errorf("capacity: %s: schema %d not supported (this erplab reads 1 to %d)", path, d.Schema, SchemaVersion)
+	if err := readDocument(path, "capacity", Format, SchemaVersion, &d, func() (string, int) { return d.Format, d.Schema }); err != nil {
+		return nil, err
 	}
 	for i, s := range d.Steps {
 		if s.Run != nil {
@@ -255,6 +245,27 @@ func Read(path string) (*Document, error) {
 		}
 	}
 	return &d, nil
+}
+
+// readDocument reads the JSON file at path into v and checks its format
+// and schema (got returns them from v): format want, schema 1 to max.
+// Errors are prefixed with what.
+func readDocument(path, what, want string, max int, v any, got func() (string, int)) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %s: %w", what, path, err)
+	}
+	format, schema := got()
+	if format != want {
+		return fmt.Errorf("%s: %s: format %q is not %q", what, path, format, want)
+	}
+	if schema < 1 || schema > max {
+		return fmt.Errorf("%s: %s: schema %d not supported (this erplab reads 1 to %d)", what, path, schema, max)
+	}
+	return nil
 }
 
 // IsDocument reports whether the file at path looks like a capacity

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/erplab/erplab/internal/compare"
@@ -53,6 +54,9 @@ type Config struct {
 var (
 	ErrInterrupted  = errors.New("capacity search interrupted")
 	ErrServerFailed = errors.New("the server failed during the capacity search")
+	// ErrDiskFull: a step could not write (its results, its log, or the
+	// server its files) because a disk is full; not the server's capacity.
+	ErrDiskFull = errors.New("a disk is full during the capacity search")
 )
 
 // ThinkForPace is the think time that gives a user the pace of n key
@@ -77,6 +81,18 @@ func PoolFor(conns, users int) int {
 		return users
 	}
 	return conns
+}
+
+// poolRule names the pool of a step of users VUs by rule conns, as the
+// user gave it: "--connections 0: one per VU, 15 VUs".
+func poolRule(conns, users int) string {
+	switch {
+	case conns < 0:
+		return fmt.Sprintf("--connections %d: min(VUs, 100), %d VUs", conns, users)
+	case conns == 0:
+		return fmt.Sprintf("--connections 0: one per VU, %d VUs", users)
+	}
+	return fmt.Sprintf("with --connections %d", conns)
 }
 
 // validate checks the search's plan, target and step shape; errors are
@@ -111,7 +127,9 @@ func (cfg Config) validate() error {
 // results. The document is rewritten after every step. It returns the
 // document with nil, or with an error wrapping ErrInterrupted or
 // ErrServerFailed (finished steps kept), or nil and an error when the
-// search could not start (bad plan, results file exists, no server).
+// search could not start (bad plan, results file exists, no server, the
+// first step's set-up failed: then neither the document nor the steps
+// directory is left behind).
 func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -187,6 +205,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 	hf, _ := hostfacts.New("", "")
 	search := NewSearch(cfg.Plan)
 	var runErr error
+	// made are the files the steps may have written; neverStarted says
+	// the first step could not run at all (no server, a set-up error):
+	// then nothing of the search is left behind.
+	var made []string
+	neverStarted := false
 	attempts := map[float64]int{}
 	for {
 		load, ok := search.Next()
@@ -210,11 +233,18 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 		}
 		opts.Stages, _ = engine.SimpleStages(users, cfg.Ramp, cfg.Hold)
 		opts.Connections = PoolFor(cfg.Connections, users)
+		opts.PoolRule = poolRule(cfg.Connections, users)
 		stem := filepath.Join(stepDir, fmt.Sprintf("step-%02d-%s", idx, strings.ReplaceAll(fmtLoad(load), ".", "_")))
 		opts.Out = stem + ".json"
+		made = append(made, stem+".log", opts.Out, strings.TrimSuffix(opts.Out, ".json")+".jsonl")
 		logf, err := os.Create(stem + ".log")
 		if err != nil {
 			runErr = fmt.Errorf("capacity: step log: %w", err)
+			if DiskFull(err) {
+				search.finish(Stop{StopDiskFull, runErr.Error()})
+				runErr = fmt.Errorf("%w: %w", ErrDiskFull, runErr)
+				break
+			}
 			search.finish(Stop{StopServer, runErr.Error()})
 			break
 		}
@@ -256,8 +286,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 				}
 				search.finish(Stop{StopServer, detail})
 				runErr = fmt.Errorf("%w: %s", ErrServerFailed, detail)
+				if DiskFull(err) {
+					search.finish(Stop{StopDiskFull, detail})
+					runErr = fmt.Errorf("%w: %s", ErrDiskFull, detail)
+				}
 				if len(doc.Steps) == 0 && err != nil {
 					runErr = err // the search never started: the step's own error (set-up, a foreign database, no server)
+					neverStarted = true
 				}
 			}
 			break
@@ -283,6 +318,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 		if err != nil && j.Outcome != OutcomeServer {
 			j.Outcome, j.Detail, j.Reasons = OutcomeServer, err.Error(), []string{err.Error()}
 		}
+		if DiskFull(err) || j.Outcome == OutcomeServer && diskFullText(j.Detail) {
+			j.Outcome = OutcomeDiskFull
+		}
 		step := NewStep(idx, load, attempts[load], d, res.Path, est, resr, j)
 		doc.Steps = append(doc.Steps, step)
 		fmt.Fprintln(out, stepLine(step, unit))
@@ -292,20 +330,23 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 		if werr := doc.Write(path); werr != nil {
 			fmt.Fprintf(out, "warning: %v\n", werr)
 		}
-		if j.Outcome == OutcomeServer {
+		switch j.Outcome {
+		case OutcomeServer:
 			runErr = fmt.Errorf("%w at %s %s: %s", ErrServerFailed, fmtLoad(load), unit, j.Detail)
+		case OutcomeDiskFull:
+			runErr = fmt.Errorf("%w at %s %s: %s", ErrDiskFull, fmtLoad(load), unit, j.Detail)
 		}
 	}
-	lg, fb, st := search.Capacity()
-	doc.EndedAt = time.Now()
-	switch {
-	case errors.Is(runErr, ErrInterrupted):
-		doc.Status = "interrupted"
-	case runErr != nil:
-		doc.Status = "failed: " + runErr.Error()
-	default:
-		doc.Status = "completed"
+	if neverStarted {
+		for _, f := range made {
+			os.Remove(f) // absent ones fail: nothing to remove
+		}
+		os.Remove(stepDir) // only when empty
+		os.Remove(path)
+		return nil, runErr
 	}
+	lg, fb, st := search.Capacity()
+	doc.EndedAt, doc.Status = time.Now(), statusOf(runErr)
 	doc.Conclude(lg, fb, st)
 	if err := doc.Write(path); err != nil {
 		return doc, errors.Join(runErr, err)
@@ -325,6 +366,30 @@ func freshPath(dir, suffix string) string {
 		p = fmt.Sprintf("%s-%d.json", stem, i)
 	}
 	return p
+}
+
+// DiskFull reports whether err says a disk is full: ENOSPC (the
+// step's results or log), or the server's SQLSTATE 53100 disk_full
+// (errcodes-appendix.html) or its "No space left on device" in the text.
+func DiskFull(err error) bool {
+	return err != nil && (errors.Is(err, syscall.ENOSPC) || diskFullText(err.Error()))
+}
+
+func diskFullText(s string) bool {
+	l := strings.ToLower(s)
+	return strings.Contains(l, "no space left on device") || strings.Contains(s, "53100")
+}
+
+// statusOf is a document's final status after err: "completed",
+// "interrupted" (err wraps ErrInterrupted) or "failed: <err>".
+func statusOf(err error) string {
+	switch {
+	case errors.Is(err, ErrInterrupted):
+		return "interrupted"
+	case err != nil:
+		return "failed: " + err.Error()
+	}
+	return "completed"
 }
 
 // refusedMessage tells a step that could not open its connections

@@ -51,8 +51,8 @@ func TestJudgeRecordedSteps(t *testing.T) {
 	if j.Outcome != OutcomeBad || len(j.Reasons) != 1 || !strings.HasPrefix(j.Reasons[0], "APDEX 0.7") || !strings.HasSuffix(j.Reasons[0], "< 0.85") {
 		t.Fatalf("19 users: %+v", j)
 	}
-	if !j.apdexOnly || j.Straddles {
-		t.Fatalf("19 users: apdexOnly %v straddles %v (interval %v)", j.apdexOnly, j.Straddles, j.Apdex)
+	if !j.softOnly || j.Straddles {
+		t.Fatalf("19 users: softOnly %v straddles %v (interval %v)", j.softOnly, j.Straddles, j.Apdex)
 	}
 	// The same step against a target inside its interval straddles.
 	mid := Target{Apdex: (j.Apdex.Lo + j.Apdex.Hi) / 2, ErrorRate: 0.01}

@@ -124,6 +124,7 @@ const (
 	StopMaxReached = "max reached"         // --max-users was good: the capacity is at least that
 	StopGenerator  = "generator saturated" // erplab itself saturated: not the server's capacity
 	StopServer     = "server failed"       // the server failed during the search
+	StopDiskFull   = "disk full"           // a step could not write: a disk is full
 	StopNoGood     = "none good"           // even the lowest load was bad
 	StopCancelled  = "interrupted"         // Ctrl-C
 )
@@ -159,6 +160,9 @@ func (s *Search) Record(j Judgement) {
 		return
 	case OutcomeServer:
 		s.finish(Stop{StopServer, j.Detail})
+		return
+	case OutcomeDiskFull:
+		s.finish(Stop{StopDiskFull, j.Detail})
 		return
 	}
 	if j.Straddles && len(s.attempts) <= s.plan.Repeats {
@@ -228,15 +232,26 @@ func (s *Search) Capacity() (lastGood, firstBad float64, stop Stop) {
 }
 
 // pooledGood decides a load from its attempts: good when the mean APDEX
-// of the attempts reaches the target and no attempt has another stop
-// reason (errors, p95, refused connections).
+// of the attempts reaches the target, each limited operation's mean p95
+// is within its limit, and no attempt has a hard reason (errors,
+// refused connections).
 func pooledGood(js []Judgement) bool {
 	var sum float64
+	p95, count := map[string]float64{}, map[string]float64{}
 	for _, j := range js {
-		if j.Outcome == OutcomeBad && !j.apdexOnly {
+		if j.Outcome == OutcomeBad && !j.softOnly {
 			return false
 		}
 		sum += j.Apdex.Value
+		for op, v := range j.p95 {
+			p95[op] += v
+			count[op]++
+		}
+	}
+	for op, v := range p95 {
+		if v/count[op] > js[len(js)-1].p95Limit[op] {
+			return false
+		}
 	}
 	return sum/float64(len(js)) >= js[0].target
 }

@@ -13,7 +13,7 @@ import (
 // 0.85 (straddling when lo < 0.85 < hi).
 func judged(o Outcome, v, lo, hi float64) Judgement {
 	j := Judgement{Outcome: o, Apdex: compare.Interval{Value: v, Lo: lo, Hi: hi}, target: 0.85}
-	j.apdexOnly = o == OutcomeBad
+	j.softOnly = o == OutcomeBad
 	j.Straddles = j.Apdex.Straddles(0.85)
 	return j
 }

@@ -132,6 +132,10 @@ type Options struct {
 	// same server and database set the data up (erplab capacity's steps
 	// after the first).
 	SkipSetup bool
+	// PoolRule says, in the error of a pool that cannot be opened, where
+	// its size came from; "" = "with --connections <Connections>"
+	// (erplab capacity gives its rule and the step's users).
+	PoolRule string
 
 	// Out is the results file; "" = ./erplab-results/<time>-<workload>.json.
 	Out         string
@@ -351,7 +355,11 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	// set-up is not part of any operation, and a server that cannot take
 	// them all is refused now rather than leaving VUs without one.
 	if err := warmPool(ctx, pool, poolSize); err != nil {
-		return nil, fmt.Errorf("open %d connections: %s (with --connections %d)", poolSize, conninfo.Describe(err), opts.Connections)
+		rule := opts.PoolRule
+		if rule == "" {
+			rule = fmt.Sprintf("with --connections %d", opts.Connections)
+		}
+		return nil, fmt.Errorf("open %d connections: %s (%s)", poolSize, conninfo.Describe(err), rule)
 	}
 
 	segInfo := segmentInfo(opts)

@@ -39,6 +39,9 @@ func loadPlot(d *capacity.Document, title, ylabel string) *plot.Plot {
 	p.X.Label.Text = d.Unit
 	p.X.Min = 0
 	p.Y.Min = 0
+	// Throughput, p95 and waits grow with the load: the top left is where
+	// the data is not (the APDEX chart puts its legend bottom left).
+	p.Legend.Top, p.Legend.Left = true, true
 	return p
 }
 
@@ -48,10 +51,14 @@ func markKnee(p *plot.Plot, d *capacity.Document) error {
 		p.Y.Max = p.Y.Min + 1 // no data
 	}
 	if math.IsInf(p.X.Max, 0) || p.X.Max <= p.X.Min {
-		p.X.Max = math.Max(p.X.Min+1, d.Search.Max)
+		// no data: the loads the steps ran, as on the other charts
+		p.X.Max = p.X.Min + 1
+		for _, st := range byLoad(d) {
+			p.X.Max = math.Max(p.X.Max, st.Load)
+		}
 	}
-	if p.Y.Max != 1 {
-		headroom(p) // room for the legend; APDEX keeps its 0-1 scale
+	if p.Y.Max != 1 && p.Y.Max != 100 && !isLog(p) {
+		headroom(p) // room for the legend; APDEX and shares keep their scales
 	}
 	p.X.Max *= 1.08 // the knee off the frame
 	marks := []struct {
@@ -72,6 +79,27 @@ func markKnee(p *plot.Plot, d *capacity.Document) error {
 	}
 	return nil
 }
+
+// logScale puts p's Y axis on a log scale when its data spans more than
+// a factor of 20 (batch operations of seconds beside lookups of
+// milliseconds), vals the values drawn (p95s and limits), from half the
+// lowest; the legend keeps its room by a factor of 3 on top.
+func logScale(p *plot.Plot, vals []float64) {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, v := range vals {
+		if v > 0 {
+			lo, hi = math.Min(lo, v), math.Max(hi, v)
+		}
+	}
+	if math.IsInf(lo, 0) || math.IsInf(hi, 0) || hi/lo <= 20 {
+		return
+	}
+	p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	p.Y.Min, p.Y.Max = lo/2, hi*3
+	p.Y.Label.Text += " (log scale)"
+}
+
+func isLog(p *plot.Plot) bool { _, ok := p.Y.Scale.(plot.LogScale); return ok }
 
 func fmtLoadR(v float64) string { return fmt.Sprintf("%g", v) }
 
@@ -130,6 +158,7 @@ func CapacityCharts(d *capacity.Document) ([]Chart, error) {
 			plotter.XYs{{X: 0, Y: d.Target.Apdex}, {X: steps[len(steps)-1].Load, Y: d.Target.Apdex}}, palette(1), []vg.Length{vg.Points(4), vg.Points(2)})
 	}
 	p.Y.Max = 1
+	p.Legend.Top = false // APDEX is high at low load: the bottom left is free
 	if err == nil {
 		err = markKnee(p, d)
 	}
@@ -160,18 +189,27 @@ func CapacityCharts(d *capacity.Document) ([]Chart, error) {
 		}
 	}
 	names := sortedKeys(ops)
+	var p95vals []float64
 	err = nil
 	for i, op := range names {
 		pts = nil
 		for _, s := range steps {
 			if v, ok := s.P95Ms[op]; ok {
 				pts = append(pts, plotter.XY{X: s.Load, Y: v.Value})
+				p95vals = append(p95vals, v.Value)
 			}
 		}
 		if err = addPoints(p, op, pts, i); err != nil {
 			break
 		}
+		if limit, ok := d.Target.P95Ms[op]; ok && err == nil && len(steps) > 0 {
+			p95vals = append(p95vals, limit)
+			// the --p95 limit, in the operation's colour
+			err = addLine(p, fmt.Sprintf("%s limit %s", op, results.FormatMs(limit)),
+				plotter.XYs{{X: 0, Y: limit}, {X: steps[len(steps)-1].Load, Y: limit}}, palette(i), []vg.Length{vg.Points(1), vg.Points(3)})
+		}
 	}
+	logScale(p, p95vals)
 	if err == nil {
 		err = markKnee(p, d)
 	}
@@ -208,6 +246,10 @@ func CapacityCharts(d *capacity.Document) ([]Chart, error) {
 			break
 		}
 	}
+	if len(events) == 0 {
+		p.Title.Text += ": none observed"
+	}
+	p.Y.Max = 100 // shares of active time, %
 	if err == nil {
 		err = markKnee(p, d)
 	}
@@ -277,6 +319,7 @@ h1 { font-size: 1.5em; } h2 { font-size: 1.2em; border-bottom: 1px solid #ccc; p
 table { border-collapse: collapse; margin: .5em 0; font-size: .85em; }
 th, td { border: 1px solid #ddd; padding: .25em .5em; text-align: right; } th { background: #f3f3f3; } td.l, th.l { text-align: left; }
 .r-good { background: #e1ecf6; } .r-poor { background: #fde0c2; }
+.scroll { overflow-x: auto; } td.l { overflow-wrap: anywhere; min-width: 8em; }
 .verdict { border: 2px solid #0072b2; padding: .6em 1em; font-size: 1.05em; }
 figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
 .charts { display: flex; flex-wrap: wrap; gap: 1em; } .muted { color: #777; font-size: .85em; } code { background: #f6f6f6; padding: .1em .3em; }
@@ -286,9 +329,9 @@ figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; border: 1p
 <p>Status: {{.Doc.Status}}. Target: integral APDEX &ge; {{.Doc.Target.Apdex}}, errors &le; {{.Doc.Target.ErrorRatePct}} %{{range $op, $ms := .Doc.Target.P95Ms}}, p95 {{$op}} &le; {{$ms}} ms{{end}}.
 Search: from {{.Doc.Search.Start}} {{.Doc.Unit}} by {{.Doc.Search.Step}} up to {{.Doc.Search.Max}}, bisection to {{.Doc.Search.ResolutionPct}} %; each step {{.Doc.Search.RampS}} s ramp, {{.Doc.Search.WarmupS}} s warm-up, {{.Doc.Search.HoldS}} s hold{{if .Doc.Search.Think}}, think {{.Doc.Search.Think}}{{end}}{{if .Doc.Search.UserOpsPerHour}} ({{.Doc.Search.UserOpsPerHour}} key operations per user and hour){{end}}. Stop: {{.Doc.Result.Stop.Kind}}{{if .Doc.Result.Stop.Detail}} ({{.Doc.Result.Stop.Detail}}){{end}}.</p>
 <h2>Steps</h2>
-<table><tr><th>step</th><th>{{.Doc.Unit}}</th><th class="l">outcome</th><th>integral APDEX [95 %]</th><th>ops/s</th><th>errors</th><th class="l">p95</th><th class="l">top waits (share of active time)</th><th>server CPU</th><th>pool wait</th><th>connections</th><th>erplab CPU (cores)</th><th class="l">missed</th></tr>
+<div class="scroll"><table><tr><th>step</th><th>{{.Doc.Unit}}</th><th class="l">outcome</th><th>integral APDEX [95 %]</th><th>ops/s</th><th>errors</th><th class="l">p95</th><th class="l">top waits (share of active time)</th><th>server CPU</th><th>pool wait</th><th>connections</th><th>erplab CPU (cores)</th><th class="l">missed</th></tr>
 {{range .Rows}}<tr class="{{.Class}}"><td>{{.Index}}{{if gt .Attempt 1}} (attempt {{.Attempt}}){{end}}</td><td>{{.Load}}</td><td class="l">{{.Outcome}}</td><td>{{.Apdex}}{{if .Straddles}} *{{end}}</td><td>{{.Throughput}}</td><td>{{.Errors}}</td><td class="l">{{.P95}}</td><td class="l">{{.Waits}}</td><td>{{.ServerCPU}}</td><td>{{.PoolWait}}</td><td>{{.Connections}}</td><td>{{.GeneratorCPU}}</td><td class="l">{{.Reasons}}</td></tr>
-{{end}}</table>
+{{end}}</table></div>
 <p class="muted">* the interval holds the target: the step was run again and decided by the mean. Pool wait: share of response time spent waiting for a connection. Each step's own results: {{.Dir}}.</p>
 <h2>Charts</h2>
 <div class="charts">{{range .Charts}}<figure id="chart-{{.ID}}">{{.SVG}}</figure>

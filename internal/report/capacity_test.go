@@ -107,3 +107,50 @@ func TestCapacityABPage(t *testing.T) {
 		t.Errorf("markdown:\n%s", md)
 	}
 }
+
+// TestSeparateCapacities draws two capacity documents (report a.json
+// b.json) on one chart: both curves and both capacities marked, no
+// verdict.
+func TestSeparateCapacities(t *testing.T) {
+	a, b := capacityDoc(t), capacityDoc(t)
+	a.Status, b.Status = "completed", "completed"
+	b.Result.Capacity = 9 // as if another search had found less
+	d := capacity.Separate([]string{"monday", "tuesday"}, []*capacity.Document{a, b})
+	if len(d.Sides) != 2 || len(d.Verdicts) != 0 || len(d.Common) != 2 || d.Unit != "users" {
+		t.Fatalf("sides %d, verdicts %d, common %d, unit %q", len(d.Sides), len(d.Verdicts), len(d.Common), d.Unit)
+	}
+	var buf bytes.Buffer
+	if err := WriteCapacityABHTML(&buf, d); err != nil {
+		t.Fatal(err)
+	}
+	page := html.UnescapeString(buf.String())
+	for _, want := range []string{"monday capacity 18", "tuesday capacity 9", "Separate searches: not an A/B experiment", "<td>18</td>", "<td>19</td>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "rank-sum") || strings.Contains(page, "A/B:") {
+		t.Errorf("separate searches carry A/B wording")
+	}
+}
+
+// TestCapacityChartsLimitsAndNoWaits: a --p95 limit is drawn on the p95
+// chart, the waits' axis is 0-100 %, and without any wait observed the
+// waits chart says so in its title.
+func TestCapacityChartsLimitsAndNoWaits(t *testing.T) {
+	doc := capacityDoc(t)
+	doc.Target.P95Ms = map[string]float64{"serve": 250}
+	charts, err := CapacityCharts(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(charts) != 4 || !strings.Contains(charts[2].SVG, "serve limit 250ms") || !strings.Contains(charts[3].SVG, ">100<") {
+		t.Fatalf("%d charts; p95 chart has the limit: %v; waits axis to 100: %v", len(charts), strings.Contains(charts[2].SVG, "serve limit"), strings.Contains(charts[3].SVG, ">100<"))
+	}
+	for i := range doc.Steps {
+		doc.Steps[i].Resources.Waits = nil
+	}
+	if charts, err = CapacityCharts(doc); err != nil || len(charts) != 4 || !strings.Contains(charts[3].SVG, "none observed") {
+		t.Fatalf("without waits: %d charts, err %v", len(charts), err)
+	}
+}

@@ -42,7 +42,8 @@ func SidesOfAB(d *capacity.ABDocument) []CapacitySide {
 
 // CapacityOverlay draws the integral APDEX against the load of every
 // search of every side on one chart (a side's colour for its searches,
-// dashed from its second round on), the target, and each side's
+// dashed from its second round on; a point per attempt, the line through
+// the mean of a repeated load's attempts), the target, and each side's
 // capacity as a vertical line of its colour. unit names the load; the
 // legend sits at the bottom left, where APDEX curves (high at low load)
 // leave the chart empty. Errors come from drawing.
@@ -57,13 +58,23 @@ func CapacityOverlay(unit string, target float64, sides []CapacitySide) (Chart, 
 	var err error
 	for i, s := range sides {
 		for r, d := range s.Searches {
-			var pts plotter.XYs
+			// every attempt a point; the line through each load's mean
+			// over its attempts (what decided a repeated step)
+			var pts, line plotter.XYs
 			for _, st := range byLoad(d) {
 				pts = append(pts, plotter.XY{X: st.Load, Y: st.Apdex.Value})
 				maxX = math.Max(maxX, st.Load)
 			}
 			if len(pts) == 0 {
 				continue
+			}
+			for k := 0; k < len(pts); {
+				j, sum := k, 0.0
+				for ; j < len(pts) && pts[j].X == pts[k].X; j++ {
+					sum += pts[j].Y
+				}
+				line = append(line, plotter.XY{X: pts[k].X, Y: sum / float64(j-k)})
+				k = j
 			}
 			name := s.Name
 			if len(s.Searches) > 1 {
@@ -73,7 +84,7 @@ func CapacityOverlay(unit string, target float64, sides []CapacitySide) (Chart, 
 			if r > 0 {
 				dashes = []vg.Length{vg.Points(4), vg.Points(2)}
 			}
-			if err = addLine(p, name, pts, palette(i), dashes); err != nil {
+			if err = addLine(p, name, line, palette(i), dashes); err != nil {
 				break
 			}
 			sc, serr := plotter.NewScatter(pts)
@@ -120,7 +131,10 @@ func abSideRows(d *capacity.ABDocument) []abSideRow {
 	var rows []abSideRow
 	for _, s := range d.Sides {
 		r := abSideRow{Name: s.Name, Remedies: strings.Join(s.Remedies, ", "), Capacity: "-", Limits: s.Limits}
-		if r.Remedies == "" {
+		switch {
+		case s.Remedies == nil:
+			r.Remedies = "-" // a separate search (capacity.Separate)
+		case len(s.Remedies) == 0:
 			r.Remedies = "none"
 		}
 		if s.Capacity != nil {
@@ -133,9 +147,19 @@ func abSideRows(d *capacity.ABDocument) []abSideRow {
 			}
 		}
 		for _, x := range s.Searches {
-			if x.Doc != nil {
-				r.Rounds = append(r.Rounds, fmt.Sprintf("round %d: %s", x.Round, x.Doc.Result.Line))
+			if x.Doc == nil {
+				continue
 			}
+			res := x.Doc.Result
+			t := fmt.Sprintf("round %d: capacity %s", x.Round, fmtLoadR(res.Capacity))
+			if res.Apdex != nil {
+				t += " at APDEX " + res.Apdex.String()
+			}
+			if res.FirstBad > 0 {
+				t += fmt.Sprintf("; at %s: %s", fmtLoadR(res.FirstBad), strings.Join(res.Reasons, ", "))
+			}
+			t += fmt.Sprintf(" (%d steps, %s)", len(x.Doc.Steps), res.Stop.Kind)
+			r.Rounds = append(r.Rounds, t)
 		}
 		rows = append(rows, r)
 	}
@@ -160,7 +184,7 @@ func abCommonRows(d *capacity.ABDocument) []abCommonRow {
 
 const capacityABPage = `<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">
-<title>erplab capacity A/B: {{.Doc.Workload}}</title>
+<title>erplab capacity{{if .Doc.Order}} A/B{{end}}: {{.Doc.Workload}}</title>
 <style>
 body { font-family: sans-serif; margin: 1.5em auto; max-width: 1200px; color: #222; padding: 0 1em; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 2em; }
@@ -170,11 +194,12 @@ th, td { border: 1px solid #ddd; padding: .25em .5em; text-align: right; overflo
 figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; border: 1px solid #eee; }
 .muted { color: #777; font-size: .85em; } code { background: #f6f6f6; padding: .1em .3em; } ul { margin: 0; padding-left: 1.2em; }
 </style></head><body>
-<h1>erplab capacity A/B: {{.Doc.Workload}} ({{.Doc.Model}} model)</h1>
+<h1>erplab capacity{{if .Doc.Order}} A/B{{end}}: {{.Doc.Workload}} ({{.Doc.Model}} model)</h1>
 {{range .Doc.Verdicts}}<p class="verdict">{{.Variant}}: {{.Line}}</p>
-{{end}}<p>Status: {{.Doc.Status}}. {{.Doc.Rounds}} round(s) per side, {{.Doc.Order}} order. Target: integral APDEX &ge; {{.Doc.Target.Apdex}}, errors &le; {{.Doc.Target.ErrorRatePct}} %{{range $op, $ms := .Doc.Target.P95Ms}}, p95 {{$op}} &le; {{$ms}} ms{{end}}.
-Search: from {{.Doc.Search.Start}} {{.Doc.Unit}} by {{.Doc.Search.Step}} up to {{.Doc.Search.Max}}, bisection to {{.Doc.Search.ResolutionPct}} %; each step {{.Doc.Search.RampS}} s ramp, {{.Doc.Search.HoldS}} s hold.
-A verdict is better or worse only when the exact rank-sum test over the rounds' capacities reaches its level (4 rounds each at 0.05).</p>
+{{end}}{{if not .Doc.Order}}<p class="verdict">Separate searches: not an A/B experiment (their servers, data and times may differ), so no verdict; <code>erplab capacity --variant</code> runs one.</p>
+{{end}}<p>Status: {{.Doc.Status}}.{{if .Doc.Order}} {{.Doc.Rounds}} round(s) per side, {{.Doc.Order}} order.{{end}} Target: integral APDEX &ge; {{.Doc.Target.Apdex}}, errors &le; {{.Doc.Target.ErrorRatePct}} %{{range $op, $ms := .Doc.Target.P95Ms}}, p95 {{$op}} &le; {{$ms}} ms{{end}}.
+Search{{if not .Doc.Order}} (of {{(index .Doc.Sides 0).Name}}){{end}}: from {{.Doc.Search.Start}} {{.Doc.Unit}} by {{.Doc.Search.Step}} up to {{.Doc.Search.Max}}, bisection to {{.Doc.Search.ResolutionPct}} %; each step {{.Doc.Search.RampS}} s ramp, {{.Doc.Search.HoldS}} s hold.
+{{if .Doc.Order}}A verdict is better or worse only when the exact rank-sum test over the rounds' capacities reaches its level (4 rounds each at 0.05).{{end}}</p>
 <h2>Sides</h2>
 <table><tr><th class="l" style="width:10%">side</th><th class="l" style="width:20%">remedies</th><th style="width:12%">capacity ({{.Doc.Unit}})</th><th class="l">searches</th><th class="l" style="width:25%">limiting resource</th></tr>
 {{range .Sides}}<tr><td class="l">{{.Name}}</td><td class="l">{{.Remedies}}</td><td>{{.Capacity}}</td><td class="l"><ul>{{range .Rounds}}<li>{{.}}</li>{{end}}</ul></td><td class="l"><ul>{{range .Limits}}<li>{{.}}</li>{{end}}</ul></td></tr>

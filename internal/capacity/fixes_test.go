@@ -1,0 +1,132 @@
+package capacity
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestP95StraddleRepeats: the recorded 18-user step, good on APDEX,
+// against a p95 limit inside the p95's interval straddles and is run
+// again; its attempts are decided by the mean p95 against the limit. A
+// limit outside the interval decides at once, and a hard reason (an
+// error rate over its limit) is never repeated.
+func TestP95StraddleRepeats(t *testing.T) {
+	d, est, res := recorded(t, "good-18.json")
+	p := est.P95["serve"]
+	if !(p.Lo < p.Value && p.Value < p.Hi) {
+		t.Fatalf("serve p95 %+v has no interval", p)
+	}
+	at := func(ms float64) Target {
+		return Target{Apdex: 0.5, ErrorRate: 0.01, P95: map[string]time.Duration{"serve": time.Duration(ms * float64(time.Millisecond))}}
+	}
+	inside := (p.Value + p.Hi) / 2 // above the value: good, but the interval holds it
+	j := Judge(d, est, res, at(inside), idle())
+	if j.Outcome != OutcomeGood || !j.Straddles {
+		t.Fatalf("limit %.1f ms in [%.1f, %.1f]: %+v", inside, p.Lo, p.Hi, j)
+	}
+	s := NewSearch(Plan{Start: 18, Max: 36, Step: Growth{Factor: 2}, Resolution: 0.05, Integer: true})
+	if l, _ := s.Next(); l != 18 {
+		t.Fatalf("first load %g", l)
+	}
+	s.Record(j)
+	if l, _ := s.Next(); l != 18 {
+		t.Fatalf("a straddling p95 is not repeated: next %g", l)
+	}
+	// The second attempt has a p95 far above the limit: the mean is over
+	// it, the load is bad although both APDEX attempts reached the target.
+	j2 := j
+	j2.p95 = map[string]float64{"serve": 3 * inside}
+	j2.Outcome, j2.Straddles = OutcomeBad, false
+	s.Record(j2)
+	if _, fb, _ := s.Capacity(); fb != 18 {
+		t.Fatalf("pooled p95 above the limit: first bad %g, want 18", fb)
+	}
+	if j := Judge(d, est, res, at(p.Hi*2), idle()); j.Straddles || j.Outcome != OutcomeGood {
+		t.Fatalf("limit outside the interval: %+v", j)
+	}
+	hard := at(inside)
+	hard.ErrorRate = 0
+	d2 := *d
+	d2.Totals.Errors = 1
+	if j := Judge(&d2, est, res, hard, idle()); j.Straddles || j.Outcome != OutcomeBad {
+		t.Fatalf("an error-rate miss straddles: %+v", j)
+	}
+}
+
+// TestPoolRule: the error of a pool that cannot open quotes the user's
+// --connections, not the step's derived pool size.
+func TestPoolRule(t *testing.T) {
+	for _, c := range []struct {
+		conns, users int
+		want         string
+	}{
+		{0, 15, "--connections 0: one per VU, 15 VUs"},
+		{-1, 15, "--connections -1: min(VUs, 100), 15 VUs"},
+		{4, 15, "with --connections 4"},
+	} {
+		if got := poolRule(c.conns, c.users); got != c.want {
+			t.Errorf("poolRule(%d, %d) = %q, want %q", c.conns, c.users, got, c.want)
+		}
+	}
+}
+
+// TestFreshPath: the default document of a second search started in the
+// same second gets its own name.
+func TestFreshPath(t *testing.T) {
+	dir := t.TempDir()
+	var made []string
+	for i := 0; i < 3; i++ {
+		p := freshPath(dir, "-capacity-smoke")
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		made = append(made, p)
+	}
+	if made[0] == made[1] || made[1] == made[2] || made[0] == made[2] {
+		t.Fatalf("paths %v", made)
+	}
+	for _, p := range made {
+		if filepath.Dir(p) != dir || !strings.HasSuffix(p, ".json") || !strings.Contains(p, "-capacity-smoke") {
+			t.Fatalf("path %s", p)
+		}
+	}
+}
+
+// TestDiskFullIsNotServerFailed: ENOSPC from a step's files, and the
+// server's disk_full, end the search as "disk full", never as "server
+// failed"; other errors are not disk full.
+func TestDiskFullIsNotServerFailed(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{fmt.Errorf("results: %w", &os.PathError{Op: "write", Path: "step-03-16.json", Err: syscall.ENOSPC}), true},
+		{errors.New(`ERROR: could not extend file "base/16384/16390": No space left on device (SQLSTATE 53100)`), true},
+		{errors.New("connect: dial unix /tmp/.s.PGSQL.5432: connect: connection refused"), false},
+		{nil, false},
+	} {
+		if got := DiskFull(c.err); got != c.want {
+			t.Errorf("DiskFull(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+	s := NewSearch(Plan{Start: 4, Max: 64, Step: Growth{Factor: 2}, Resolution: 0.05, Integer: true})
+	s.Next()
+	s.Record(judged(OutcomeGood, 0.95, 0.93, 0.97))
+	s.Next()
+	s.Record(Judgement{Outcome: OutcomeDiskFull, Detail: "results: write step-02-8.json: no space left on device"})
+	lg, fb, st := s.Capacity()
+	if _, more := s.Next(); more || st.Kind != StopDiskFull || lg != 4 || fb != 0 {
+		t.Fatalf("after a full disk: more %v, stop %+v, last good %g, first bad %g", more, st, lg, fb)
+	}
+	d := &Document{Unit: "users", Steps: []Step{{Index: 1, Load: 4, Outcome: OutcomeGood}}}
+	d.Conclude(lg, fb, st)
+	if !strings.Contains(d.Result.Line, "search ended: results: write step-02-8.json: no space left on device") {
+		t.Fatalf("line %q", d.Result.Line)
+	}
+}
