@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -195,6 +196,19 @@ func (f *capacityFlags) runAB(cmd *cobra.Command, cfg capacity.Config, rf *runFl
 	if err != nil {
 		return withCode(exitUsage, err)
 	}
+	acfg := capacity.ABConfig{
+		Search: cfg, Out: f.out, Alpha: f.alpha,
+		Experiment: experiment.Config{NewWorkload: newW, Flags: baseFlags, Variants: vs, Rounds: f.rounds,
+			Balanced: f.order == "balanced", Interleave: f.order == "interleaved", Params: remedyParamValues(f.remedyParams)},
+	}
+	// Everything the runs could refuse is checked before the server
+	// starts: a remedy this process cannot apply, a bad remedy parameter,
+	// an existing --out.
+	path, _, _, err := acfg.Check(os.Geteuid() == 0)
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	acfg.Out = path
 	out, ctx := cmd.OutOrStdout(), cmd.Context()
 	pool := capacity.PoolFor(cfg.Connections, int(cfg.Plan.Max))
 	if cfg.Open {
@@ -205,11 +219,8 @@ func (f *capacityFlags) runAB(cmd *cobra.Command, cfg capacity.Config, rf *runFl
 		return err
 	}
 	defer stopEmbedded(c, out)
-	_, err = capacity.RunAB(ctx, capacity.ABConfig{
-		Search: cfg, Out: f.out, Alpha: f.alpha,
-		Experiment: experiment.Config{Cluster: c, NewWorkload: newW, Flags: baseFlags, Variants: vs, Rounds: f.rounds,
-			Balanced: f.order == "balanced", Interleave: f.order == "interleaved", Params: remedyParamValues(f.remedyParams)},
-	}, out)
+	acfg.Experiment.Cluster = c
+	_, err = capacity.RunAB(ctx, acfg, out)
 	if errors.Is(err, capacity.ErrInterrupted) || errors.Is(err, loadtest.ErrInterrupted) {
 		return withCode(exitInterrupted, err)
 	}

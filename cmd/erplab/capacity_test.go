@@ -25,6 +25,10 @@ func runCapacity(t *testing.T, args ...string) (string, error) {
 }
 
 func TestCapacityUsageErrors(t *testing.T) {
+	existing := filepath.Join(t.TempDir(), "ab.json")
+	if err := os.WriteFile(existing, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -61,6 +65,9 @@ func TestCapacityUsageErrors(t *testing.T) {
 		{[]string{"--workload", "smoke", "--variant", "x=temp-style:lsfusion"}, "which --workload smoke does not have"},
 		{[]string{"--rounds", "3"}, "--rounds applies to an A/B of capacity (--variant) only"},
 		{[]string{"--tmpfs-size", "1G"}, "--tmpfs-size applies to an A/B"},
+		// remedies the runs could not take, refused before the server starts
+		{[]string{"--variant", "t=tmpfs-temp-tablespace", "--tmpfs-size", "banana"}, `--variant t: --tmpfs-size "banana" (remedy tmpfs-temp-tablespace)`},
+		{[]string{"--variant", "x=rewrite-proxy", "--out", existing}, "capacity A/B file " + existing + " exists"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			_, err := runCapacity(t, c.args...)

@@ -15,6 +15,7 @@ import (
 	"github.com/erplab/erplab/internal/experiment"
 	"github.com/erplab/erplab/internal/remedy"
 	"github.com/erplab/erplab/internal/results"
+	"github.com/erplab/erplab/internal/workload"
 )
 
 // ABFormat and ABSchemaVersion name the capacity A/B document
@@ -157,42 +158,15 @@ type ABVerdict struct {
 // ErrServerFailed (finished searches kept) or a remedy's error; or nil
 // and an error when nothing could start (bad search, document exists).
 func RunAB(ctx context.Context, cfg ABConfig, out io.Writer) (*ABDocument, error) {
-	if err := cfg.Search.validate(); err != nil {
-		return nil, err
+	if cfg.Experiment.Cluster == nil {
+		return nil, errors.New("capacity A/B: no server")
 	}
-	ec := cfg.Experiment
-	if ec.Cluster == nil || ec.NewWorkload == nil {
-		return nil, errors.New("capacity A/B: no server or workload")
-	}
-	if ec.Rounds < 1 {
-		return nil, fmt.Errorf("--rounds must be >= 1, got %d", ec.Rounds)
-	}
-	if len(ec.Variants) == 0 {
-		return nil, errors.New("capacity A/B: no variant")
-	}
-	if err := experiment.CheckVariants("", ec.Variants, func(string) bool { return true }); err != nil {
-		return nil, err
-	}
-	all := append([]experiment.Variant{{Name: experiment.BaselineName}}, ec.Variants...)
-	w, err := ec.NewWorkload(ec.Flags)
+	path, dir, w, err := cfg.Check(os.Geteuid() == 0)
 	if err != nil {
 		return nil, err
 	}
-	path := cfg.Out
-	if path == "" {
-		path = freshPath("erplab-results", "-capacity-ab-"+w.Name())
-	}
-	if _, err := os.Stat(path); err == nil {
-		return nil, fmt.Errorf("capacity A/B file %s exists; choose another --out or remove it", path)
-	}
-	dir := strings.TrimSuffix(path, ".json") + "-searches"
-	for _, v := range all {
-		for r := 1; r <= ec.Rounds; r++ {
-			if p := searchPath(dir, v.Name, r); fileExists(p) {
-				return nil, fmt.Errorf("capacity file %s exists; choose another --out", p)
-			}
-		}
-	}
+	ec := cfg.Experiment
+	all := append([]experiment.Variant{{Name: experiment.BaselineName}}, ec.Variants...)
 	order := "blocked"
 	switch {
 	case ec.Balanced:
@@ -260,6 +234,58 @@ func RunAB(ctx context.Context, cfg ABConfig, out io.Writer) (*ABDocument, error
 	doc.WriteText(out)
 	fmt.Fprintf(out, "capacity A/B results: %s\n", path)
 	return doc, runErr
+}
+
+// Check is everything RunAB checks before it starts anything (the
+// server need not exist yet, Experiment.Cluster may be nil): the search,
+// the rounds, the variants (names, workload options), that this process
+// can apply every remedy (isRoot; each remedy parameter's value, e.g.
+// --tmpfs-size) and that neither the A/B document nor a search's
+// document exists. It returns the document's path, the searches'
+// directory and the baseline's workload; errors are one line (usage
+// errors of `erplab capacity --variant`).
+func (cfg ABConfig) Check(isRoot bool) (path, dir string, w workload.Workload, err error) {
+	if err := cfg.Search.validate(); err != nil {
+		return "", "", nil, err
+	}
+	ec := cfg.Experiment
+	if ec.NewWorkload == nil {
+		return "", "", nil, errors.New("capacity A/B: no workload")
+	}
+	if ec.Rounds < 1 {
+		return "", "", nil, fmt.Errorf("--rounds must be >= 1, got %d", ec.Rounds)
+	}
+	if len(ec.Variants) == 0 {
+		return "", "", nil, errors.New("capacity A/B: no variant")
+	}
+	if err := experiment.CheckVariants("", ec.Variants, func(string) bool { return true }); err != nil {
+		return "", "", nil, err
+	}
+	for _, v := range ec.Variants {
+		if err := remedy.CheckRunnable("capacity", v.Remedies, ec.Params, isRoot); err != nil {
+			return "", "", nil, fmt.Errorf("--variant %s: %w", v.Name, err)
+		}
+	}
+	w, err = ec.NewWorkload(ec.Flags)
+	if err != nil {
+		return "", "", nil, err
+	}
+	path = cfg.Out
+	if path == "" {
+		path = freshPath("erplab-results", "-capacity-ab-"+w.Name())
+	}
+	if _, err := os.Stat(path); err == nil {
+		return "", "", nil, fmt.Errorf("capacity A/B file %s exists; choose another --out or remove it", path)
+	}
+	dir = strings.TrimSuffix(path, ".json") + "-searches"
+	for _, v := range append([]experiment.Variant{{Name: experiment.BaselineName}}, ec.Variants...) {
+		for r := 1; r <= ec.Rounds; r++ {
+			if p := searchPath(dir, v.Name, r); fileExists(p) {
+				return "", "", nil, fmt.Errorf("capacity file %s exists; choose another --out", p)
+			}
+		}
+	}
+	return path, dir, w, nil
 }
 
 func remedyText(rs []string) string {
