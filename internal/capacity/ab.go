@@ -417,19 +417,14 @@ func VerdictOf(name, unit string, a, b []*Document, alpha float64) ABVerdict {
 		}
 	}
 	v.Baseline, v.Capacity = spreadOf(fa), spreadOf(fb)
-	var head string
-	if v.Baseline != nil && v.Capacity != nil {
-		head = fmt.Sprintf("capacity %s -> %s", v.Baseline.text(unit), v.Capacity.text(unit))
-		if v.Baseline.Median > 0 {
-			head += fmt.Sprintf(" (%+.0f %%)", 100*(v.Capacity.Median-v.Baseline.Median)/v.Baseline.Median)
-		}
-	} else {
-		head = fmt.Sprintf("capacity %s -> %s", v.Baseline.text(unit), v.Capacity.text(unit))
-	}
+	head := fmt.Sprintf("capacity %s -> %s", v.Baseline.text(unit), v.Capacity.text(unit)) + change(v.Baseline, v.Capacity)
 	switch {
 	case v.Why != "":
 	case len(fa) == 0 || len(fb) == 0:
 		v.Why = "no finished search on a side"
+	case allCapped(fa) && allCapped(fb):
+		// every round a lower bound at the same maximum: no order known
+		v.Why = fmt.Sprintf("both at least %s %s (every search reached --max-users good): raise --max-users", fmtLoad(v.Baseline.Min), unit)
 	case len(fa) == 1 && len(fb) == 1:
 		v.Why = "one round each"
 	default:
@@ -443,16 +438,20 @@ func VerdictOf(name, unit string, a, b []*Document, alpha float64) ABVerdict {
 		p := compare.ExactRankSum(ca, cb)
 		v.P = &p
 		best := compare.SeparatedP(len(ca), len(cb)) // every round of one side above the other's
+		capped := ""
+		if v.Baseline.AtLeast || v.Capacity.AtLeast {
+			capped = " (capped rounds rank as ties at --max-users)"
+		}
 		switch {
 		case p <= alpha && v.Capacity.Median > v.Baseline.Median:
-			v.Verdict, v.Why = ABBetter, fmt.Sprintf("exact rank-sum p %.3g <= %g over %d and %d rounds", p, alpha, len(ca), len(cb))
+			v.Verdict, v.Why = ABBetter, fmt.Sprintf("exact rank-sum p %.3g <= %g over %d and %d rounds%s", p, alpha, len(ca), len(cb), capped)
 		case p <= alpha && v.Capacity.Median < v.Baseline.Median:
-			v.Verdict, v.Why = ABWorse, fmt.Sprintf("exact rank-sum p %.3g <= %g over %d and %d rounds", p, alpha, len(ca), len(cb))
+			v.Verdict, v.Why = ABWorse, fmt.Sprintf("exact rank-sum p %.3g <= %g over %d and %d rounds%s", p, alpha, len(ca), len(cb), capped)
 		case best > alpha:
-			v.Why = fmt.Sprintf("%d and %d rounds cannot reach p <= %g even with every round of one side above the other's (p %.3g; the exact rank-sum test needs %d rounds each)",
+			v.Why = fmt.Sprintf("%d and %d rounds cannot reach p <= %g even with every round of one side above the other's (smallest possible p %.3g; the exact rank-sum test needs %d rounds each)",
 				len(ca), len(cb), alpha, best, roundsNeeded(alpha))
 		default:
-			v.Verdict, v.Why = ABNoDifference, fmt.Sprintf("exact rank-sum p %.3g > %g over %d and %d rounds", p, alpha, len(ca), len(cb))
+			v.Verdict, v.Why = ABNoDifference, fmt.Sprintf("exact rank-sum p %.3g > %g over %d and %d rounds%s", p, alpha, len(ca), len(cb), capped)
 		}
 	}
 	v.Line = head + "; " + v.Verdict
@@ -460,6 +459,37 @@ func VerdictOf(name, unit string, a, b []*Document, alpha float64) ABVerdict {
 		v.Line += ": " + v.Why
 	}
 	return v
+}
+
+// allCapped reports whether every search of ds reached its maximum good
+// (its capacity a lower bound).
+func allCapped(ds []*Document) bool {
+	for _, d := range ds {
+		if d.Result.Stop.Kind != StopMaxReached {
+			return false
+		}
+	}
+	return len(ds) > 0
+}
+
+// change is the relative change of the medians, " (+35 %)", as far as
+// it is known: a median that is a lower bound (Spread.AtLeast) makes it
+// a bound, " (>= +16 %)" for the variant's, " (<= -10 %)" for the
+// baseline's; both lower bounds leave it unknown ("").
+func change(a, b *Spread) string {
+	if a == nil || b == nil || a.Median <= 0 {
+		return ""
+	}
+	pct := fmt.Sprintf("%+.0f %%", 100*(b.Median-a.Median)/a.Median)
+	switch {
+	case a.AtLeast && b.AtLeast:
+		return ""
+	case b.AtLeast:
+		return " (>= " + pct + ")"
+	case a.AtLeast:
+		return " (<= " + pct + ")"
+	}
+	return " (" + pct + ")"
 }
 
 // roundsNeeded is the fewest rounds per side whose complete separation

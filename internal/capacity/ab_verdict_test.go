@@ -42,15 +42,22 @@ func TestVerdictRules(t *testing.T) {
 		{"worse", searches(100, 31, 30, 31, 29), searches(100, 23, 22, 24, 23), capacity.ABWorse,
 			"capacity 30.5 users (29-31 over 4 rounds) -> 23 users (22-24 over 4 rounds) (-25 %); worse: exact rank-sum p 0.0286 <= 0.05 over 4 and 4 rounds", 2.0 / 70, false},
 		{"3 rounds cannot decide", searches(100, 23, 22, 24), searches(100, 31, 30, 29), capacity.ABInconclusive,
-			"capacity 23 users (22-24 over 3 rounds) -> 30 users (29-31 over 3 rounds) (+30 %); inconclusive: 3 and 3 rounds cannot reach p <= 0.05 even with every round of one side above the other's (p 0.1; the exact rank-sum test needs 4 rounds each)", 0.1, false},
+			"capacity 23 users (22-24 over 3 rounds) -> 30 users (29-31 over 3 rounds) (+30 %); inconclusive: 3 and 3 rounds cannot reach p <= 0.05 even with every round of one side above the other's (smallest possible p 0.1; the exact rank-sum test needs 4 rounds each)", 0.1, false},
 		{"overlap", searches(100, 23, 25, 24, 26), searches(100, 24, 26, 25, 27), capacity.ABNoDifference,
 			"capacity 24.5 users (23-26 over 4 rounds) -> 25.5 users (24-27 over 4 rounds) (+4 %); no significant difference: exact rank-sum p 0.457 > 0.05 over 4 and 4 rounds", 32.0 / 70, false},
 		{"one round each", searches(100, 23), searches(100, 31), capacity.ABInconclusive,
 			"capacity 23 users -> 31 users (+35 %); inconclusive: one round each", math.NaN(), false},
 		{"generator saturated", searches(100, 23, 24), gen, capacity.ABInconclusive,
 			"capacity 23.5 users (23-24 over 2 rounds) -> 23 users (-2 %); inconclusive: v round 2: search ended: generator saturated: erplab CPU 1.9 of 2 cores", math.NaN(), false},
-		{"both at the maximum", searches(32, 32, 32, 32, 32), searches(32, 32, 32, 32, 32), capacity.ABNoDifference,
-			"capacity at least 32 users (32-32 over 4 rounds) -> at least 32 users (32-32 over 4 rounds) (+0 %); no significant difference: exact rank-sum p 1 > 0.05 over 4 and 4 rounds", 1, true},
+		// capped searches: lower bounds, no change computed as if capacities
+		{"both at the maximum", searches(32, 32, 32, 32, 32), searches(32, 32, 32, 32, 32), capacity.ABInconclusive,
+			"capacity at least 32 users (32-32 over 4 rounds) -> at least 32 users (32-32 over 4 rounds); inconclusive: both at least 32 users (every search reached --max-users good): raise --max-users", math.NaN(), true},
+		{"one round each at the maximum", searches(16, 16), searches(16, 16), capacity.ABInconclusive,
+			"capacity at least 16 users -> at least 16 users; inconclusive: both at least 16 users (every search reached --max-users good): raise --max-users", math.NaN(), true},
+		{"baseline partly capped", searches(32, 23, 32), searches(32, 32, 32), capacity.ABInconclusive,
+			"capacity at least 27.5 users (23-32 over 2 rounds) -> at least 32 users (32-32 over 2 rounds); inconclusive: 2 and 2 rounds cannot reach p <= 0.05 even with every round of one side above the other's (smallest possible p 0.333; the exact rank-sum test needs 4 rounds each)", 1, true},
+		{"variant capped: a bound on the change", searches(32, 23, 22, 24, 23), searches(32, 32, 32, 32, 32), capacity.ABBetter,
+			"capacity 23 users (22-24 over 4 rounds) -> at least 32 users (32-32 over 4 rounds) (>= +39 %); better: exact rank-sum p 0.0286 <= 0.05 over 4 and 4 rounds (capped rounds rank as ties at --max-users)", 2.0 / 70, true},
 	} {
 		v := capacity.VerdictOf("v", "users", c.a, c.b, 0.05)
 		if v.Verdict != c.verdict || v.Line != c.line {
