@@ -78,6 +78,10 @@ type ABDocument struct {
 	Common []CommonLoad `json:"common_loads"`
 	// Verdicts compare each variant with the baseline.
 	Verdicts []ABVerdict `json:"verdicts"`
+	// ForeignLoad are the searches, of every side, whose first bad step
+	// was limited by other processes' load (Document.ForeignLimited),
+	// e.g. "baseline round 2 (other processes 98 %)".
+	ForeignLoad []string `json:"foreign_load_rounds,omitempty"`
 }
 
 // ABSide is one configuration: its remedies and its searches by round.
@@ -148,6 +152,12 @@ type ABVerdict struct {
 	Why     string   `json:"why,omitempty"`
 	P       *float64 `json:"p,omitempty"`
 	Line    string   `json:"line"`
+	// ForeignLoad are the finished rounds of the two sides whose first
+	// bad step was limited by other processes' load
+	// (Document.ForeignLimited), e.g. "baseline round 2 (other processes
+	// 98 %)"; a better or worse verdict with any of them reads
+	// "inconclusive: foreign load".
+	ForeignLoad []string `json:"foreign_load_rounds,omitempty"`
 }
 
 // RunAB runs the searches in the experiment's order (experiment.Order),
@@ -409,10 +419,14 @@ func VerdictOf(name, unit string, a, b []*Document, alpha float64) ABVerdict {
 				}
 				continue
 			}
+			sn := experiment.BaselineName
 			if side == 0 {
 				fa = append(fa, d)
 			} else {
-				fb = append(fb, d)
+				fb, sn = append(fb, d), name
+			}
+			if f, ok := d.ForeignLimited(); ok {
+				v.ForeignLoad = append(v.ForeignLoad, foreignText(sn, i+1, f))
 			}
 		}
 	}
@@ -454,11 +468,22 @@ func VerdictOf(name, unit string, a, b []*Document, alpha float64) ABVerdict {
 			v.Verdict, v.Why = ABNoDifference, fmt.Sprintf("exact rank-sum p %.3g > %g over %d and %d rounds%s", p, alpha, len(ca), len(cb), capped)
 		}
 	}
+	if len(v.ForeignLoad) > 0 && (v.Verdict == ABBetter || v.Verdict == ABWorse) {
+		// the noise guard of compare: a decided verdict whose rounds
+		// were limited by a neighbour's load may be the neighbour's
+		v.Verdict, v.Why = ABInconclusive, fmt.Sprintf("foreign load: %s limited by other processes' load (else %s: %s)", strings.Join(v.ForeignLoad, ", "), v.Verdict, v.Why)
+	}
 	v.Line = head + "; " + v.Verdict
 	if v.Why != "" {
 		v.Line += ": " + v.Why
 	}
 	return v
+}
+
+// foreignText names a foreign-loaded round: "baseline round 2 (other
+// processes 98 %)".
+func foreignText(side string, round int, pct float64) string {
+	return fmt.Sprintf("%s round %d (other processes %.0f %%)", side, round, pct)
 }
 
 // allCapped reports whether every search of ds reached its maximum good
@@ -529,6 +554,17 @@ func (d *ABDocument) Conclude(alpha float64) {
 			}
 		}
 		s.Capacity = spreadOf(fin)
+	}
+	d.ForeignLoad = nil
+	for _, s := range d.Sides {
+		for _, x := range s.Searches {
+			if x.Doc == nil {
+				continue
+			}
+			if f, ok := x.Doc.ForeignLimited(); ok {
+				d.ForeignLoad = append(d.ForeignLoad, foreignText(s.Name, x.Round, f))
+			}
+		}
 	}
 	d.Verdicts = nil
 	if len(d.Sides) > 0 {
@@ -641,9 +677,22 @@ func (d *ABDocument) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "    at %s %s: %s\n", fmtLoad(c.Load), d.Unit, strings.Join(parts, "; "))
 	}
+	if len(d.ForeignLoad) > 0 {
+		fmt.Fprintf(w, "warning: %s\n", d.ForeignText())
+	}
 	for _, v := range d.Verdicts {
 		fmt.Fprintf(w, "VERDICT %s: %s\n", v.Variant, v.Line)
 	}
+}
+
+// ForeignText is the warning about ForeignLoad ("" without it):
+// "foreign load: baseline round 2 (other processes 98 %) limited by
+// other processes' load, not the server: ...".
+func (d *ABDocument) ForeignText() string {
+	if len(d.ForeignLoad) == 0 {
+		return ""
+	}
+	return "foreign load: " + strings.Join(d.ForeignLoad, ", ") + " limited by other processes' load, not the server's own: a verdict they decide reads inconclusive; rerun on a quiet host"
 }
 
 // Write writes the document atomically to path.

@@ -2,6 +2,7 @@ package capacity_test
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/erplab/erplab/internal/capacity"
@@ -69,5 +70,53 @@ func TestVerdictRules(t *testing.T) {
 		if v.Capacity != nil && v.Capacity.AtLeast != c.censored {
 			t.Errorf("%s: at least %v", c.name, v.Capacity.AtLeast)
 		}
+	}
+}
+
+// foreignLoaded makes d's first bad step (at d's capacity + 1) limited
+// by a busy host whose other processes used foreign % of all CPUs.
+func foreignLoaded(d *capacity.Document, foreign float64) *capacity.Document {
+	busy, srv := 100.0, 2.0
+	bad := d.Result.Capacity + 1
+	d.Result.FirstBad = bad
+	d.Steps = append(d.Steps, capacity.Step{Load: bad, Outcome: capacity.OutcomeBad, Reasons: []string{"APDEX 0.5 < 0.85"},
+		Resources: capacity.Resources{Samples: 10, HostBusy: &busy, ServerCPU: &srv, ForeignCPU: &foreign}})
+	return d
+}
+
+// TestVerdictForeignLoad: the noise guard of compare for capacity: a
+// better verdict decided with a round limited by other processes' load
+// reads "inconclusive: foreign load", naming the round; a round whose
+// neighbours used less than compare's threshold does not.
+func TestVerdictForeignLoad(t *testing.T) {
+	a, b := searches(100, 23, 22, 24, 23), searches(100, 31, 30, 31, 29)
+	foreignLoaded(a[1], 98)
+	v := capacity.VerdictOf("v", "users", a, b, 0.05)
+	want := "capacity 23 users (22-24 over 4 rounds) -> 30.5 users (29-31 over 4 rounds) (+33 %); inconclusive: foreign load: baseline round 2 (other processes 98 %) limited by other processes' load (else better: exact rank-sum p 0.0286 <= 0.05 over 4 and 4 rounds)"
+	if v.Verdict != capacity.ABInconclusive || v.Line != want || len(v.ForeignLoad) != 1 {
+		t.Fatalf("verdict %q\n line %q\n want %q", v.Verdict, v.Line, want)
+	}
+	a, b = searches(100, 23, 22, 24, 23), searches(100, 31, 30, 31, 29)
+	foreignLoaded(a[1], 5) // the host busy, the neighbours below compare's 10 %
+	if v := capacity.VerdictOf("v", "users", a, b, 0.05); v.Verdict != capacity.ABBetter || len(v.ForeignLoad) != 0 {
+		t.Fatalf("5 %% foreign: verdict %q %v", v.Verdict, v.ForeignLoad)
+	}
+	// the document's warning names the rounds of every side
+	d := &capacity.ABDocument{Unit: "users", Sides: []capacity.ABSide{{Name: "baseline"}, {Name: "v"}}}
+	for i, x := range searches(100, 23, 22, 24, 23) {
+		if i == 2 {
+			foreignLoaded(x, 98)
+		}
+		d.Sides[0].Searches = append(d.Sides[0].Searches, capacity.ABSearch{Round: i + 1, Doc: x})
+	}
+	for i, x := range searches(100, 31, 30, 31, 29) {
+		d.Sides[1].Searches = append(d.Sides[1].Searches, capacity.ABSearch{Round: i + 1, Doc: x})
+	}
+	d.Conclude(0.05)
+	var out strings.Builder
+	d.WriteText(&out)
+	if !strings.Contains(out.String(), "warning: foreign load: baseline round 3 (other processes 98 %) limited by other processes' load") ||
+		!strings.Contains(out.String(), "VERDICT v: capacity 23 users (22-24 over 4 rounds) -> 30.5 users (29-31 over 4 rounds) (+33 %); inconclusive: foreign load") {
+		t.Fatalf("text:\n%s", out.String())
 	}
 }

@@ -138,6 +138,19 @@
 //     lower bound ("(>= +39 %)" for the variant's, "(<= -10 %)" for the
 //     baseline's) and left out when both are.
 //
+// Foreign load (the noise guard of compare, internal/compare/doc.go):
+// a search whose first bad step was limited by other processes' load
+// (Document.ForeignLimited: Limiting named the busy host, and processes
+// neither the server's nor erplab's used at least
+// compare.DefaultMaxForeignDiff, 10 % of all CPUs) found the host's
+// capacity that day, not the server's. Such rounds are named in a
+// warning line ("warning: foreign load: baseline round 2 (other
+// processes 98 %) limited by other processes' load ...",
+// ABDocument.ForeignLoad), and a better or worse verdict with any of
+// them on either side reads "inconclusive: foreign load: ... (else
+// better: ...)", as compare downgrades decided rows. A "no significant
+// difference" keeps its verdict beside the warning.
+//
 // When the rounds cannot reach --alpha at all the reason quotes the
 // smallest possible p (complete separation), not an observed one.
 //

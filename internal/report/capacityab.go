@@ -197,6 +197,7 @@ figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; border: 1p
 <h1>erplab capacity{{if .Doc.Order}} A/B{{end}}: {{.Doc.Workload}} ({{.Doc.Model}} model)</h1>
 {{range .Doc.Verdicts}}<p class="verdict">{{.Variant}}: {{.Line}}</p>
 {{end}}{{if not .Doc.Order}}<p class="verdict">Separate searches: not an A/B experiment (their servers, data and times may differ), so no verdict; <code>erplab capacity --variant</code> runs one.</p>
+{{end}}{{if .Doc.ForeignLoad}}<p class="verdict">Warning: {{.Doc.ForeignText}}.</p>
 {{end}}<p>Status: {{.Doc.Status}}.{{if .Doc.Order}} {{.Doc.Rounds}} round(s) per side, {{.Doc.Order}} order.{{end}} Target: integral APDEX &ge; {{.Doc.Target.Apdex}}, errors &le; {{.Doc.Target.ErrorRatePct}} %{{range $op, $ms := .Doc.Target.P95Ms}}, p95 {{$op}} &le; {{$ms}} ms{{end}}.
 Search{{if not .Doc.Order}} (of {{(index .Doc.Sides 0).Name}}){{end}}: from {{.Doc.Search.Start}} {{.Doc.Unit}} by {{.Doc.Search.Step}} up to {{.Doc.Search.Max}}, bisection to {{.Doc.Search.ResolutionPct}} %; each step {{.Doc.Search.RampS}} s ramp, {{.Doc.Search.HoldS}} s hold.
 {{if .Doc.Order}}A verdict is better or worse only when the exact rank-sum test over the rounds' capacities reaches its level (4 rounds each at 0.05).{{end}}</p>
@@ -247,6 +248,9 @@ func WriteCapacityABMarkdown(w io.Writer, d *capacity.ABDocument) error {
 	fmt.Fprintf(&b, "## erplab capacity A/B: %s (%s model)\n\n", d.Workload, d.Model)
 	for _, v := range d.Verdicts {
 		fmt.Fprintf(&b, "**%s: %s**\n\n", v.Variant, v.Line)
+	}
+	if len(d.ForeignLoad) > 0 {
+		fmt.Fprintf(&b, "Warning: %s.\n\n", d.ForeignText())
 	}
 	fmt.Fprintf(&b, "| side | remedies | capacity (%s) | searches | limiting resource |\n|---|---|---:|---|---|\n", d.Unit)
 	for _, r := range abSideRows(d) {
