@@ -137,3 +137,18 @@ func TestCapacityUnreachableLeavesNothing(t *testing.T) {
 		t.Fatalf("left behind: %v (error %v)", names, err)
 	}
 }
+
+// TestABPointsToCapacity: a user looking for an A/B of capacity in ab
+// finds erplab capacity --variant in its help and in the one-line error
+// of a search flag.
+func TestABPointsToCapacity(t *testing.T) {
+	out, err := runRoot(t, "ab", "--help")
+	if err != nil || !strings.Contains(out, "A/B of capacity") || !strings.Contains(out, "erplab capacity --variant") {
+		t.Fatalf("ab --help (%v):\n%s", err, out)
+	}
+	_, err = runRoot(t, "ab", "--max-users", "16")
+	if err == nil || exitcode.Of(err) != exitcode.Usage || strings.Contains(err.Error(), "\n") ||
+		!strings.Contains(err.Error(), "unknown flag: --max-users; --max-users is a flag of erplab capacity: an A/B of capacity is erplab capacity --variant") {
+		t.Fatalf("err %v (code %d)", err, exitcode.Of(err))
+	}
+}
