@@ -174,7 +174,14 @@ func (f *capacityFlags) runAB(cmd *cobra.Command, cfg capacity.Config, rf *runFl
 	fl := cmd.Flags()
 	switch {
 	case fl.Changed("dsn") || fl.Changed("dsn-file") || cfg.Base.EnvGiven || cfg.Base.DSN != "":
-		return withCode(exitUsage, errors.New("--variant needs the embedded server (remedies change its configuration): drop --dsn"))
+		given := "--dsn"
+		switch {
+		case fl.Changed("dsn-file"):
+			given = "--dsn-file"
+		case !fl.Changed("dsn"):
+			given = "the PG* environment (PGHOST, PGPORT ...)"
+		}
+		return withCode(exitUsage, fmt.Errorf("--variant needs the embedded server (remedies change its configuration): drop %s", given))
 	case fl.Changed("require"):
 		return withCode(exitUsage, errors.New("--require applies to a single search: drop it with --variant"))
 	case f.rounds < 1:
@@ -318,6 +325,11 @@ func (f *capacityFlags) config(cmd, runCmd *cobra.Command, rf *runFlags) (capaci
 	}
 	if f.open && f.workers < 1 {
 		return cfg, fmt.Errorf("--workers must be >= 1, got %d", f.workers)
+	}
+	if f.open && cmd.Flags().Changed("user-ops-per-hour") {
+		// arrivals per second set the pace of the open model: a user's
+		// think time has no meaning there
+		return cfg, errors.New("--user-ops-per-hour sets a user's think time, which the open model (--rate: arrivals per second) has none of: drop one")
 	}
 	if !f.open && cmd.Flags().Changed("workers") {
 		return cfg, errors.New("--workers applies to the open model (--rate) only")

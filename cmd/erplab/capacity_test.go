@@ -24,7 +24,21 @@ func runCapacity(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// TestCapacityVariantWithEnvironment: --variant with a PG* environment
+// names the environment, not a --dsn the user did not give.
+func TestCapacityVariantWithEnvironment(t *testing.T) {
+	t.Setenv("PGHOST", "/nowhere")
+	_, err := runCapacity(t, "--variant", "x=rewrite-proxy")
+	if err == nil || exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), "drop the PG* environment (PGHOST, PGPORT ...)") {
+		t.Fatalf("err %v (code %d)", err, exitcode.Of(err))
+	}
+}
+
 func TestCapacityUsageErrors(t *testing.T) {
+	dsnFile := filepath.Join(t.TempDir(), "dsn")
+	if err := os.WriteFile(dsnFile, []byte("host=/nowhere\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	existing := filepath.Join(t.TempDir(), "ab.json")
 	if err := os.WriteFile(existing, []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)
@@ -65,6 +79,12 @@ func TestCapacityUsageErrors(t *testing.T) {
 		{[]string{"--workload", "smoke", "--variant", "x=temp-style:lsfusion"}, "which --workload smoke does not have"},
 		{[]string{"--rounds", "3"}, "--rounds applies to an A/B of capacity (--variant) only"},
 		{[]string{"--tmpfs-size", "1G"}, "--tmpfs-size applies to an A/B"},
+		// messages that say what the flag takes
+		{[]string{"--connections", "-5"}, "--connections must be -1 (min(max VUs, 100)), 0 (one per VU) or a count > 0, got -5"},
+		{[]string{"--resolution", "150%"}, "--resolution must be in (0 %, 100 %), got 150 %"},
+		{[]string{"--step", "x"}, "xF needs a factor F > 1, e.g. x2"},
+		{[]string{"--rate", "--user-ops-per-hour", "60"}, "open model (--rate: arrivals per second) has none of"},
+		{[]string{"--variant", "x=rewrite-proxy", "--dsn-file", dsnFile}, "drop --dsn-file"},
 		// remedies the runs could not take, refused before the server starts
 		{[]string{"--variant", "t=tmpfs-temp-tablespace", "--tmpfs-size", "banana"}, `--variant t: --tmpfs-size "banana" (remedy tmpfs-temp-tablespace)`},
 		{[]string{"--variant", "x=rewrite-proxy", "--out", existing}, "capacity A/B file " + existing + " exists"},
