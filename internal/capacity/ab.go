@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/erplab/erplab/internal/compare"
@@ -62,8 +63,11 @@ type ABDocument struct {
 	StartedAt   time.Time `json:"started_at"`
 	EndedAt     time.Time `json:"ended_at,omitzero"`
 	// Status is "running", then "completed", "interrupted" or
-	// "failed: <why>".
+	// "failed: <why>"; PID and Host are the writing process's (a
+	// "running" document whose process is gone was killed: StatusText).
 	Status string `json:"status"`
+	PID    int    `json:"pid,omitempty"`
+	Host   string `json:"host,omitempty"`
 	// Order is "balanced", "interleaved" or "blocked"; Rounds the
 	// searches per side.
 	Order  string     `json:"order"`
@@ -124,13 +128,35 @@ type CommonLoad struct {
 }
 
 // SideApdex is a side's integral APDEX at one load: the last attempt of
-// each search that ran it (with its compare.Estimate interval), and the
-// median over them.
+// each search that ran it (with its compare.Estimate interval), every
+// attempt of each (Attempts, parallel to Rounds, in run order: a step
+// repeated because its interval held the target has two), and the
+// median over the last attempts.
 type SideApdex struct {
-	Name   string  `json:"name"`
-	Rounds []int   `json:"rounds"`
-	Apdex  []Score `json:"apdex"`
-	Median float64 `json:"median"`
+	Name     string    `json:"name"`
+	Rounds   []int     `json:"rounds"`
+	Apdex    []Score   `json:"apdex"`
+	Attempts [][]Score `json:"attempts,omitempty"`
+	Median   float64   `json:"median"`
+}
+
+// Text is the side's APDEX per round with its label, every attempt:
+// "r1 0.91 [0.90-0.93], r2 0.84 [0.80-0.88] then 0.86 [0.84-0.88]"
+// (a round that did not run the load is absent, its label with it).
+func (s SideApdex) Text() string {
+	var parts []string
+	for k, r := range s.Rounds {
+		var vals []string
+		if k < len(s.Attempts) {
+			for _, a := range s.Attempts[k] {
+				vals = append(vals, a.String())
+			}
+		} else {
+			vals = append(vals, s.Apdex[k].String())
+		}
+		parts = append(parts, fmt.Sprintf("r%d %s", r, strings.Join(vals, " then ")))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Verdicts of a capacity comparison.
@@ -186,7 +212,8 @@ func RunAB(ctx context.Context, cfg ABConfig, out io.Writer) (*ABDocument, error
 	}
 	base := cfg.Search.Base
 	doc := &ABDocument{Format: ABFormat, Schema: ABSchemaVersion, Version: base.Version, CommandLine: base.CommandLine,
-		Workload: w.Name(), StartedAt: time.Now(), Status: "running", Order: order, Rounds: ec.Rounds}
+		Workload: w.Name(), StartedAt: time.Now(), Status: "running", Order: order, Rounds: ec.Rounds, PID: os.Getpid()}
+	doc.Host, _ = os.Hostname()
 	for _, v := range all {
 		s := ABSide{Name: v.Name, Remedies: []string{}}
 		for _, r := range v.Remedies {
@@ -586,17 +613,18 @@ func commonLoads(sides []ABSide) []CommonLoad {
 			if x.Doc == nil {
 				continue
 			}
-			last := map[float64]Step{}
+			attempts := map[float64][]Score{}
 			for _, st := range x.Doc.Steps {
 				if st.Outcome == OutcomeGood || st.Outcome == OutcomeBad {
-					last[st.Load] = st
+					attempts[st.Load] = append(attempts[st.Load], st.Apdex)
 				}
 			}
-			for load, st := range last {
+			for load, as := range attempts {
 				sa := per[i][load]
 				sa.Name = s.Name
 				sa.Rounds = append(sa.Rounds, x.Round)
-				sa.Apdex = append(sa.Apdex, st.Apdex)
+				sa.Apdex = append(sa.Apdex, as[len(as)-1])
+				sa.Attempts = append(sa.Attempts, as)
 				per[i][load] = sa
 			}
 		}
@@ -636,13 +664,18 @@ func commonLoads(sides []ABSide) []CommonLoad {
 // resource, the APDEX of the sides at the loads all ran, and a line
 // "VERDICT NAME: capacity ..." per variant.
 func (d *ABDocument) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "=== erplab capacity A/B: %d round(s) per side (%s order), status %s\n", d.Rounds, d.Order, d.Status)
+	fmt.Fprintf(w, "=== erplab capacity A/B: %d round(s) per side (%s order), status %s\n", d.Rounds, d.Order, d.StatusText())
 	for _, s := range d.Sides {
 		var caps []string
 		for _, x := range s.Searches {
 			if x.Doc != nil {
 				c := fmtLoad(x.Doc.Result.Capacity)
 				if ok, why := finished(x.Doc); !ok {
+					if x.Doc.Result.Capacity == 0 {
+						c = "not known"
+					} else {
+						c += " so far"
+					}
 					c += " (" + why + ")"
 				} else if x.Doc.Result.Stop.Kind == StopMaxReached {
 					c = ">= " + c
@@ -665,12 +698,8 @@ func (d *ABDocument) WriteText(w io.Writer) {
 	for _, c := range d.Common {
 		var parts []string
 		for _, s := range c.Sides {
-			var vals []string
-			for _, a := range s.Apdex {
-				vals = append(vals, a.String())
-			}
-			p := s.Name + " " + strings.Join(vals, ", ")
-			if len(vals) > 1 {
+			p := s.Name + " " + s.Text()
+			if len(s.Apdex) > 1 {
 				p += " (median " + fmtApdex(s.Median) + ")"
 			}
 			parts = append(parts, p)
@@ -693,6 +722,33 @@ func (d *ABDocument) ForeignText() string {
 		return ""
 	}
 	return "foreign load: " + strings.Join(d.ForeignLoad, ", ") + " limited by other processes' load, not the server's own: a verdict they decide reads inconclusive; rerun on a quiet host"
+}
+
+// StatusText is Status as a reader should see it: a "running" document
+// whose writing process (PID on this Host) no longer exists is
+// "incomplete (the writing process is gone)"; one written on another
+// host, or without a PID, is "running or killed (pid N on host H)".
+func (d *ABDocument) StatusText() string {
+	if d.Status != "running" {
+		return d.Status
+	}
+	host, _ := os.Hostname()
+	switch {
+	case d.PID <= 0:
+		return "running or killed (no writing process recorded)"
+	case d.Host != host:
+		return fmt.Sprintf("running or killed (pid %d on host %s)", d.PID, d.Host)
+	case !processAlive(d.PID):
+		return fmt.Sprintf("incomplete (the writing process, pid %d, is gone)", d.PID)
+	}
+	return fmt.Sprintf("running (pid %d)", d.PID)
+}
+
+// processAlive reports whether process pid exists on this host (signal
+// 0: EPERM means it exists under another user).
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // Write writes the document atomically to path.

@@ -1,7 +1,10 @@
 package capacity_test
 
 import (
+	"fmt"
 	"math"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -118,5 +121,47 @@ func TestVerdictForeignLoad(t *testing.T) {
 	if !strings.Contains(out.String(), "warning: foreign load: baseline round 3 (other processes 98 %) limited by other processes' load") ||
 		!strings.Contains(out.String(), "VERDICT v: capacity 23 users (22-24 over 4 rounds) -> 30.5 users (29-31 over 4 rounds) (+33 %); inconclusive: foreign load") {
 		t.Fatalf("text:\n%s", out.String())
+	}
+}
+
+// TestABTextStatusRoundsAttempts: a "running" document whose writer is
+// gone reads "incomplete"; an interrupted round with no capacity is "not
+// known", not 0; the common loads name each round and every attempt.
+func TestABTextStatusRoundsAttempts(t *testing.T) {
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	d := &capacity.ABDocument{Unit: "users", Status: "running", PID: gone.Process.Pid, Host: host, Rounds: 2,
+		Sides: []capacity.ABSide{{Name: "baseline"}, {Name: "v"}}}
+	if got, want := d.StatusText(), fmt.Sprintf("incomplete (the writing process, pid %d, is gone)", gone.Process.Pid); got != want {
+		t.Errorf("status %q, want %q", got, want)
+	}
+	d.PID = os.Getpid()
+	if got := d.StatusText(); got != fmt.Sprintf("running (pid %d)", os.Getpid()) {
+		t.Errorf("own pid: %q", got)
+	}
+	d.Host = "elsewhere"
+	if got := d.StatusText(); got != fmt.Sprintf("running or killed (pid %d on host elsewhere)", os.Getpid()) {
+		t.Errorf("other host: %q", got)
+	}
+	step := func(load, apdex float64) capacity.Step {
+		return capacity.Step{Load: load, Outcome: capacity.OutcomeGood, Apdex: capacity.Score{Value: apdex}}
+	}
+	b1 := searches(100, 8)[0]
+	b1.Steps = []capacity.Step{step(8, 0.91), step(16, 0.84), step(16, 0.86)}
+	b2 := &capacity.Document{Status: "interrupted", Result: capacity.Result{Stop: capacity.Stop{Kind: capacity.StopCancelled}}}
+	v1 := searches(100, 16)[0]
+	v1.Steps = []capacity.Step{step(8, 0.95), step(16, 0.9)}
+	d.Sides[0].Searches = []capacity.ABSearch{{Round: 1, Doc: b1}, {Round: 2, Doc: b2}}
+	d.Sides[1].Searches = []capacity.ABSearch{{Round: 1, Doc: v1}}
+	d.Conclude(0.05)
+	var out strings.Builder
+	d.WriteText(&out)
+	for _, want := range []string{"round 2: not known (interrupted)", "at 16 users: baseline r1 0.84 then 0.86; v r1 0.9", "at 8 users: baseline r1 0.91; v r1 0.95"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, out.String())
+		}
 	}
 }
