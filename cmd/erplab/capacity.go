@@ -112,7 +112,7 @@ interrupted (finished steps kept, capacity so far printed).`,
 				return err
 			}
 			if cmd.Flags().Changed("require") && doc.Result.Capacity < f.require {
-				return withCode(exitThreshold, fmt.Errorf("%w: capacity %g %s is below --require %g", capacity.ErrBelowRequired, doc.Result.Capacity, doc.Unit, f.require))
+				return withCode(exitThreshold, fmt.Errorf("%w: capacity %s is below --require %g", capacity.ErrBelowRequired, doc.Result.CapacityText(doc.Unit), f.require))
 			}
 			return nil
 		},

@@ -110,10 +110,10 @@ func TestCapacityRequireAndReport(t *testing.T) {
 	// such a search could only say "at least --max-users").
 	text, err := runCapacity(t, "--dsn", dsn, "--workload", "smoke", "--start", "2", "--max-users", "2", "--hold", "4s", "--ramp", "0s",
 		"--think", "200ms", "--apdex", "0.1", "--p95", "item_lookup=1us", "--require", "2", "--out", out)
-	if exitcode.Of(err) != exitcode.Threshold || !strings.Contains(err.Error(), "capacity 0 users is below --require 2") {
+	if exitcode.Of(err) != exitcode.Threshold || !strings.Contains(err.Error(), "capacity below 1 user is below --require 2") {
 		t.Fatalf("err %v (code %d), want exit 99; output:\n%s", err, exitcode.Of(err), text)
 	}
-	if !strings.Contains(text, "capacity below 1 users; at 1 users p95 item_lookup") {
+	if !strings.Contains(text, "capacity below 1 user; at 1 user p95 item_lookup") || !strings.Contains(text, "limited by the --p95 target (missed even at 1 user)") {
 		t.Fatalf("no verdict line:\n%s", text)
 	}
 	doc, rerr := capacity.Read(out)
@@ -131,7 +131,7 @@ func TestCapacityRequireAndReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"capacity below 1 users", `id="chart-capacity-apdex"`, `id="chart-capacity-waits"`, "<svg"} {
+	for _, want := range []string{"capacity below 1 user", `id="chart-capacity-apdex"`, `id="chart-capacity-waits"`, "<svg"} {
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("report lacks %q", want)
 		}
