@@ -1,25 +1,30 @@
 package report
 
 import (
+	"errors"
 	"fmt"
 	"html/template"
 	"io"
 	"math"
 	"strings"
 
+	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/erplab/erplab/internal/capacity"
 )
 
 // CapacitySide is one curve group of an overlay chart: a side's name,
-// its searches (one curve each, the side's colour) and the capacity to
-// mark (the median over its searches; 0: none).
+// its searches (one curve each, the side's colour), the capacity to
+// mark (the median over its searches; 0: none) and whether it is a lower
+// bound (a search reached its maximum good).
 type CapacitySide struct {
 	Name     string
 	Searches []*capacity.Document
 	Capacity float64
+	AtLeast  bool
 }
 
 // SidesOfAB are the sides of a capacity A/B document.
@@ -33,34 +38,68 @@ func SidesOfAB(d *capacity.ABDocument) []CapacitySide {
 			}
 		}
 		if s.Capacity != nil {
-			cs.Capacity = s.Capacity.Median
+			cs.Capacity, cs.AtLeast = s.Capacity.Median, s.Capacity.AtLeast
 		}
 		out = append(out, cs)
 	}
 	return out
 }
 
+// Sizes of the overlay chart: wider than the other charts (a 1200 px
+// page), its legend in a column right of the plot, never over a curve.
+const (
+	overlayW       = 12 * vg.Inch
+	overlayH       = 5 * vg.Inch
+	overlayLegendW = 3 * vg.Inch
+)
+
+// roundStyles are the line dashes and point glyphs of rounds 1, 2, ...
+// (cycling): each round of a side its own, so four rounds stay apart.
+var roundStyles = []struct {
+	dashes []vg.Length
+	glyph  draw.GlyphDrawer
+}{
+	{nil, draw.CircleGlyph{}},
+	{[]vg.Length{vg.Points(7), vg.Points(3)}, draw.BoxGlyph{}},
+	{[]vg.Length{vg.Points(1.5), vg.Points(2.5)}, draw.TriangleGlyph{}},
+	{[]vg.Length{vg.Points(8), vg.Points(2.5), vg.Points(1.5), vg.Points(2.5)}, draw.CrossGlyph{}},
+	{[]vg.Length{vg.Points(3), vg.Points(3)}, draw.RingGlyph{}},
+	{[]vg.Length{vg.Points(12), vg.Points(4)}, draw.PlusGlyph{}},
+}
+
+// meanByLoad is one point per load of pts (sorted by load): the mean
+// of its attempts, what decided a repeated step, so a line through it
+// has no vertical spike where a load ran twice.
+func meanByLoad(pts plotter.XYs) plotter.XYs {
+	var line plotter.XYs
+	for k := 0; k < len(pts); {
+		j, sum := k, 0.0
+		for ; j < len(pts) && pts[j].X == pts[k].X; j++ {
+			sum += pts[j].Y
+		}
+		line = append(line, plotter.XY{X: pts[k].X, Y: sum / float64(j-k)})
+		k = j
+	}
+	return line
+}
+
 // CapacityOverlay draws the integral APDEX against the load of every
-// search of every side on one chart (a side's colour for its searches,
-// dashed from its second round on; a point per attempt, the line through
-// the mean of a repeated load's attempts), the target, and each side's
-// capacity as a vertical line of its colour. unit names the load; the
-// legend sits at the bottom left, where APDEX curves (high at low load)
-// leave the chart empty. Errors come from drawing.
+// search of every side on one chart: a side's colour for its searches,
+// each round its own dash and point glyph (a point per attempt, the
+// line through the mean of a repeated load's attempts), the target, and
+// each side's capacity as a large downward triangle of its colour on the
+// target line, labelled with its value ("≥ 16 →" for a lower bound: a
+// search reached its maximum good). unit names the load; the legend is
+// a column right of the plot. Errors come from drawing.
 func CapacityOverlay(unit string, target float64, sides []CapacitySide) (Chart, error) {
-	var out []Chart
-	add := chartAdder(&out)
 	p := newPlot("Integral APDEX against load, by side", "APDEX")
 	p.X.Label.Text = unit
 	p.X.Min, p.Y.Min, p.Y.Max = 0, 0, 1
-	p.Legend.Top, p.Legend.Left = false, true
 	maxX := 0.0
 	var err error
 	for i, s := range sides {
 		for r, d := range s.Searches {
-			// every attempt a point; the line through each load's mean
-			// over its attempts (what decided a repeated step)
-			var pts, line plotter.XYs
+			var pts plotter.XYs
 			for _, st := range byLoad(d) {
 				pts = append(pts, plotter.XY{X: st.Load, Y: st.Apdex.Value})
 				maxX = math.Max(maxX, st.Load)
@@ -68,32 +107,21 @@ func CapacityOverlay(unit string, target float64, sides []CapacitySide) (Chart, 
 			if len(pts) == 0 {
 				continue
 			}
-			for k := 0; k < len(pts); {
-				j, sum := k, 0.0
-				for ; j < len(pts) && pts[j].X == pts[k].X; j++ {
-					sum += pts[j].Y
-				}
-				line = append(line, plotter.XY{X: pts[k].X, Y: sum / float64(j-k)})
-				k = j
-			}
 			name := s.Name
 			if len(s.Searches) > 1 {
 				name = fmt.Sprintf("%s round %d", s.Name, r+1)
 			}
-			var dashes []vg.Length
-			if r > 0 {
-				dashes = []vg.Length{vg.Points(4), vg.Points(2)}
-			}
-			if err = addLine(p, name, line, palette(i), dashes); err != nil {
-				break
-			}
+			style := roundStyles[r%len(roundStyles)]
+			l, lerr := plotter.NewLine(meanByLoad(pts))
 			sc, serr := plotter.NewScatter(pts)
-			if serr != nil {
-				err = fmt.Errorf("report: %s: %w", name, serr)
+			if err = errors.Join(lerr, serr); err != nil {
+				err = fmt.Errorf("report: %s: %w", name, err)
 				break
 			}
-			sc.Color = palette(i)
-			p.Add(sc)
+			l.Color, l.Width, l.Dashes = palette(i), vg.Points(1.4), style.dashes
+			sc.Color, sc.Shape, sc.Radius = palette(i), style.glyph, vg.Points(3)
+			p.Add(l, sc)
+			p.Legend.Add(name, l, sc)
 		}
 	}
 	if maxX == 0 {
@@ -107,12 +135,61 @@ func CapacityOverlay(unit string, target float64, sides []CapacitySide) (Chart, 
 		if err != nil || s.Capacity <= 0 {
 			continue
 		}
-		err = addLine(p, fmt.Sprintf("%s capacity %s", s.Name, fmtLoadR(s.Capacity)), plotter.XYs{{X: s.Capacity, Y: 0}, {X: s.Capacity, Y: 1}}, palette(i), []vg.Length{vg.Points(6), vg.Points(3)})
+		label := fmtLoadR(s.Capacity)
+		if s.AtLeast {
+			label = "≥ " + label + " →" // a lower bound: the capacity is there or beyond
+		}
+		mark, merr := plotter.NewScatter(plotter.XYs{{X: s.Capacity, Y: target}})
+		lab, lerr := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: s.Capacity, Y: target}}, Labels: []string{label}})
+		if err = errors.Join(merr, lerr); err != nil {
+			err = fmt.Errorf("report: %s capacity: %w", s.Name, err)
+			break
+		}
+		mark.Color, mark.Shape, mark.Radius = palette(i), downTriangle{}, vg.Points(7)
+		for k := range lab.TextStyle {
+			lab.TextStyle[k].Color = palette(i)
+			lab.TextStyle[k].XAlign = draw.XCenter
+		}
+		// the sides' labels stacked above the target line
+		lab.Offset = vg.Point{Y: vg.Points(10 + 12*float64(i))}
+		p.Add(mark, lab)
+		name := fmt.Sprintf("%s capacity %s", s.Name, fmtLoadR(s.Capacity))
+		if s.AtLeast {
+			name = fmt.Sprintf("%s capacity %s or more (lower bound)", s.Name, fmtLoadR(s.Capacity))
+		}
+		p.Legend.Add(name, mark)
 	}
-	if err := add("capacity-ab-apdex", p, err); err != nil {
+	if err != nil {
 		return Chart{}, err
 	}
-	return out[0], nil
+	// The legend beside the plot: moved off p, drawn in its own column.
+	leg := p.Legend
+	leg.Top, leg.Left = true, true
+	p.Legend = plot.NewLegend()
+	svg, err := renderWith(p.Title.Text, overlayW, overlayH, func(c draw.Canvas) {
+		p.Draw(draw.Crop(c, 0, -overlayLegendW, 0, 0))
+		leg.Draw(draw.Crop(c, overlayW-overlayLegendW+vg.Points(10), 0, 0, -vg.Points(30)))
+	})
+	if err != nil {
+		return Chart{}, err
+	}
+	return Chart{ID: "capacity-ab-apdex", Title: p.Title.Text, SVG: svg}, nil
+}
+
+// downTriangle is a filled triangle pointing down at its point: a
+// side's capacity on the target line.
+type downTriangle struct{}
+
+// DrawGlyph implements draw.GlyphDrawer.
+func (downTriangle) DrawGlyph(c *draw.Canvas, sty draw.GlyphStyle, pt vg.Point) {
+	c.SetColor(sty.Color)
+	r := sty.Radius
+	var path vg.Path
+	path.Move(vg.Point{X: pt.X - r, Y: pt.Y + 1.6*r})
+	path.Line(vg.Point{X: pt.X + r, Y: pt.Y + 1.6*r})
+	path.Line(pt)
+	path.Close()
+	c.Fill(path)
 }
 
 // abSideRow is one side of the page's table.
