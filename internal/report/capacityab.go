@@ -228,14 +228,21 @@ func abSideRows(d *capacity.ABDocument) []abSideRow {
 				continue
 			}
 			res := x.Doc.Result
-			t := fmt.Sprintf("round %d: capacity %s", x.Round, fmtLoadR(res.Capacity))
+			t := fmt.Sprintf("round %d: capacity %s", x.Round, res.CapacityText(d.Unit))
 			if res.Apdex != nil {
 				t += " at APDEX " + res.Apdex.String()
 			}
 			if res.FirstBad > 0 {
 				t += fmt.Sprintf("; at %s: %s", fmtLoadR(res.FirstBad), strings.Join(res.Reasons, ", "))
 			}
-			t += fmt.Sprintf(" (%d steps, %s)", len(x.Doc.Steps), res.Stop.Kind)
+			stop := res.Stop.Kind
+			if res.Stop.Detail != "" && res.Stop.Kind != capacity.StopConverged {
+				stop += ": " + res.Stop.Detail // why it ended: the failure's reason
+			}
+			if res.Stop.Kind == "" {
+				stop = x.Doc.Status
+			}
+			t += fmt.Sprintf(" (%d steps, %s)", len(x.Doc.Steps), stop)
 			r.Rounds = append(r.Rounds, t)
 		}
 		rows = append(rows, r)
@@ -248,11 +255,7 @@ func abCommonRows(d *capacity.ABDocument) []abCommonRow {
 	for _, c := range d.Common {
 		r := abCommonRow{Load: fmtLoadR(c.Load)}
 		for _, s := range c.Sides {
-			var vals []string
-			for _, a := range s.Apdex {
-				vals = append(vals, a.String())
-			}
-			r.Cells = append(r.Cells, strings.Join(vals, ", "))
+			r.Cells = append(r.Cells, s.Text()) // "r1 0.91 [...], r2 0.84 [...] then 0.86 [...]"
 		}
 		rows = append(rows, r)
 	}
@@ -275,7 +278,7 @@ figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; border: 1p
 {{range .Doc.Verdicts}}<p class="verdict">{{.Variant}}: {{.Line}}</p>
 {{end}}{{if not .Doc.Order}}<p class="verdict">Separate searches: not an A/B experiment (their servers, data and times may differ), so no verdict; <code>erplab capacity --variant</code> runs one.</p>
 {{end}}{{if .Doc.ForeignLoad}}<p class="verdict">Warning: {{.Doc.ForeignText}}.</p>
-{{end}}<p>Status: {{.Doc.Status}}.{{if .Doc.Order}} {{.Doc.Rounds}} round(s) per side, {{.Doc.Order}} order.{{end}} Target: integral APDEX &ge; {{.Doc.Target.Apdex}}, errors &le; {{.Doc.Target.ErrorRatePct}} %{{range $op, $ms := .Doc.Target.P95Ms}}, p95 {{$op}} &le; {{$ms}} ms{{end}}.
+{{end}}<p>Status: {{.Doc.StatusText}}.{{if .Doc.Order}} {{.Doc.Rounds}} round(s) per side, {{.Doc.Order}} order.{{end}} Target: integral APDEX &ge; {{.Doc.Target.Apdex}}, errors &le; {{.Doc.Target.ErrorRatePct}} %{{range $op, $ms := .Doc.Target.P95Ms}}, p95 {{$op}} &le; {{$ms}} ms{{end}}.
 Search{{if not .Doc.Order}} (of {{(index .Doc.Sides 0).Name}}){{end}}: from {{.Doc.Search.Start}} {{.Doc.Unit}} by {{.Doc.Search.Step}} up to {{.Doc.Search.Max}}, bisection to {{.Doc.Search.ResolutionPct}} %; each step {{.Doc.Search.RampS}} s ramp, {{.Doc.Search.HoldS}} s hold.
 {{if .Doc.Order}}A verdict is better or worse only when the exact rank-sum test over the rounds' capacities reaches its level (4 rounds each at 0.05).{{end}}</p>
 <h2>Sides</h2>
@@ -319,10 +322,12 @@ func WriteCapacityABHTML(w io.Writer, d *capacity.ABDocument) error {
 	return nil
 }
 
-// WriteCapacityABMarkdown writes the verdicts and the sides' table.
+// WriteCapacityABMarkdown writes the verdicts, the status, the sides'
+// table (each search's capacity and, for one that did not finish, why)
+// and the APDEX at the loads every side ran.
 func WriteCapacityABMarkdown(w io.Writer, d *capacity.ABDocument) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "## erplab capacity A/B: %s (%s model)\n\n", d.Workload, d.Model)
+	fmt.Fprintf(&b, "## erplab capacity A/B: %s (%s model)\n\nStatus: %s.\n\n", d.Workload, d.Model, d.StatusText())
 	for _, v := range d.Verdicts {
 		fmt.Fprintf(&b, "**%s: %s**\n\n", v.Variant, v.Line)
 	}
@@ -332,6 +337,20 @@ func WriteCapacityABMarkdown(w io.Writer, d *capacity.ABDocument) error {
 	fmt.Fprintf(&b, "| side | remedies | capacity (%s) | searches | limiting resource |\n|---|---|---:|---|---|\n", d.Unit)
 	for _, r := range abSideRows(d) {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", mdEscape(r.Name), mdEscape(r.Remedies), r.Capacity, mdEscape(strings.Join(r.Rounds, "; ")), mdEscape(strings.Join(r.Limits, "; ")))
+	}
+	if rows := abCommonRows(d); len(rows) > 0 {
+		fmt.Fprintf(&b, "\nAPDEX at the loads every side ran (95 %% interval of each search's step):\n\n| %s |", d.Unit)
+		for _, s := range d.Sides {
+			fmt.Fprintf(&b, " %s |", mdEscape(s.Name))
+		}
+		b.WriteString("\n|---:|" + strings.Repeat("---|", len(d.Sides)) + "\n")
+		for _, r := range rows {
+			cells := make([]string, len(r.Cells))
+			for i, c := range r.Cells {
+				cells[i] = mdEscape(c)
+			}
+			fmt.Fprintf(&b, "| %s | %s |\n", r.Load, strings.Join(cells, " | "))
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
