@@ -409,7 +409,7 @@ func (s *Spread) text(unit string) string {
 	if s == nil {
 		return "not known"
 	}
-	t := fmtLoad(s.Median) + " " + unit
+	t := LoadText(s.Median, unit)
 	if s.N > 1 {
 		t = fmt.Sprintf("%s (%s-%s over %d rounds)", t, fmtLoad(s.Min), fmtLoad(s.Max), s.N)
 	}
@@ -465,7 +465,7 @@ func VerdictOf(name, unit string, a, b []*Document, alpha float64) ABVerdict {
 		v.Why = "no finished search on a side"
 	case allCapped(fa) && allCapped(fb):
 		// every round a lower bound at the same maximum: no order known
-		v.Why = fmt.Sprintf("both at least %s %s (every search reached --max-users good): raise --max-users", fmtLoad(v.Baseline.Min), unit)
+		v.Why = fmt.Sprintf("both at least %s (every search reached --max-users good): raise --max-users", LoadText(v.Baseline.Min, unit))
 	case len(fa) == 1 && len(fb) == 1:
 		v.Why = "one round each"
 	default:
