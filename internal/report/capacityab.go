@@ -50,7 +50,7 @@ func SidesOfAB(d *capacity.ABDocument) []CapacitySide {
 const (
 	overlayW       = 12 * vg.Inch
 	overlayH       = 5 * vg.Inch
-	overlayLegendW = 3 * vg.Inch
+	overlayLegendW = 3.5 * vg.Inch
 )
 
 // roundStyles are the line dashes and point glyphs of rounds 1, 2, ...
@@ -135,9 +135,9 @@ func CapacityOverlay(unit string, target float64, sides []CapacitySide) (Chart, 
 		if err != nil || s.Capacity <= 0 {
 			continue
 		}
-		label := fmtLoadR(s.Capacity)
+		label := "capacity " + fmtLoadR(s.Capacity)
 		if s.AtLeast {
-			label = "≥ " + label + " →" // a lower bound: the capacity is there or beyond
+			label = "capacity ≥ " + fmtLoadR(s.Capacity) + " →" // a lower bound: the capacity is there or beyond
 		}
 		mark, merr := plotter.NewScatter(plotter.XYs{{X: s.Capacity, Y: target}})
 		lab, lerr := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: s.Capacity, Y: target}}, Labels: []string{label}})
@@ -145,17 +145,18 @@ func CapacityOverlay(unit string, target float64, sides []CapacitySide) (Chart, 
 			err = fmt.Errorf("report: %s capacity: %w", s.Name, err)
 			break
 		}
-		mark.Color, mark.Shape, mark.Radius = palette(i), downTriangle{}, vg.Points(7)
+		mark.Color, mark.Shape, mark.Radius = palette(i), downTriangle{}, vg.Points(5)
 		for k := range lab.TextStyle {
 			lab.TextStyle[k].Color = palette(i)
-			lab.TextStyle[k].XAlign = draw.XCenter
+			lab.TextStyle[k].XAlign = draw.XRight
 		}
-		// the sides' labels stacked above the target line
-		lab.Offset = vg.Point{Y: vg.Points(10 + 12*float64(i))}
+		// left of the triangle, under the target line (APDEX curves fall
+		// to the right of their knee), the sides' labels stacked
+		lab.Offset = vg.Point{X: -vg.Points(8), Y: -vg.Points(14 + 12*float64(i))}
 		p.Add(mark, lab)
 		name := fmt.Sprintf("%s capacity %s", s.Name, fmtLoadR(s.Capacity))
 		if s.AtLeast {
-			name = fmt.Sprintf("%s capacity %s or more (lower bound)", s.Name, fmtLoadR(s.Capacity))
+			name = fmt.Sprintf("%s capacity %s or more (≥)", s.Name, fmtLoadR(s.Capacity))
 		}
 		p.Legend.Add(name, mark)
 	}
