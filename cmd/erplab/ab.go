@@ -56,6 +56,9 @@ load profile and data: each run starts from CREATE DATABASE run_x TEMPLATE ` + e
 not restarted between runs (warm cache after the first run) unless --cold: then the server is
 restarted before every run and, as root, the OS page cache is dropped.
 
+A/B of capacity (does a remedy move the knee: how many users each variant carries at
+APDEX >= target) is erplab capacity --variant NAME=remedy: ab compares one load profile.
+
 Rounds: every configuration runs --rounds times (default: as many as fit --budget, at least 3),
 in the order A B B A A B ... (--order balanced), so a drift of the machine meets every
 configuration alike. The verdicts come from the per-round values (APDEX, percentiles, throughput,
@@ -290,6 +293,15 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	fl.DurationVar(&f.observeInterval, "observe-interval", 0, "sampling period of the observations (default: --interval)")
 	fl.StringVar(&f.osUser, "os-user", "", "OS user to run the embedded PostgreSQL as when erplab runs as root (default postgres)")
 	fl.Bool("profile", false, "sample the server's CPU with perf in every run (see erplab profile); compare puts the subsystem shares side by side")
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		hint := ""
+		for _, name := range capacitySearchFlags {
+			if strings.Contains(err.Error(), "unknown flag: --"+name) {
+				hint = fmt.Sprintf("; --%s is a flag of erplab capacity: an A/B of capacity is erplab capacity --variant", name)
+			}
+		}
+		return withCode(exitUsage, fmt.Errorf("%w%s (see '%s --help')", err, hint, c.CommandPath()))
+	})
 	return cmd
 }
 
@@ -372,6 +384,10 @@ func checkPrimaryAPDEX(specs []string, w workload.Workload) error {
 	}
 	return nil
 }
+
+// capacitySearchFlags are erplab capacity's own search flags: given to
+// ab, its error points to erplab capacity --variant.
+var capacitySearchFlags = []string{"max-users", "start", "step", "resolution", "hold", "apdex", "p95", "error-rate", "require", "user-ops-per-hour", "workers"}
 
 // addRemedyParamFlags adds each registered remedy's parameters as flags
 // of fl (e.g. --tmpfs-size) and returns their values by name.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -111,7 +112,7 @@ interrupted (finished steps kept, capacity so far printed).`,
 				return err
 			}
 			if cmd.Flags().Changed("require") && doc.Result.Capacity < f.require {
-				return withCode(exitThreshold, fmt.Errorf("%w: capacity %g %s is below --require %g", capacity.ErrBelowRequired, doc.Result.Capacity, doc.Unit, f.require))
+				return withCode(exitThreshold, fmt.Errorf("%w: capacity %s is below --require %g", capacity.ErrBelowRequired, doc.Result.CapacityText(doc.Unit), f.require))
 			}
 			return nil
 		},
@@ -173,7 +174,14 @@ func (f *capacityFlags) runAB(cmd *cobra.Command, cfg capacity.Config, rf *runFl
 	fl := cmd.Flags()
 	switch {
 	case fl.Changed("dsn") || fl.Changed("dsn-file") || cfg.Base.EnvGiven || cfg.Base.DSN != "":
-		return withCode(exitUsage, errors.New("--variant needs the embedded server (remedies change its configuration): drop --dsn"))
+		given := "--dsn"
+		switch {
+		case fl.Changed("dsn-file"):
+			given = "--dsn-file"
+		case !fl.Changed("dsn"):
+			given = "the PG* environment (PGHOST, PGPORT ...)"
+		}
+		return withCode(exitUsage, fmt.Errorf("--variant needs the embedded server (remedies change its configuration): drop %s", given))
 	case fl.Changed("require"):
 		return withCode(exitUsage, errors.New("--require applies to a single search: drop it with --variant"))
 	case f.rounds < 1:
@@ -195,6 +203,19 @@ func (f *capacityFlags) runAB(cmd *cobra.Command, cfg capacity.Config, rf *runFl
 	if err != nil {
 		return withCode(exitUsage, err)
 	}
+	acfg := capacity.ABConfig{
+		Search: cfg, Out: f.out, Alpha: f.alpha,
+		Experiment: experiment.Config{NewWorkload: newW, Flags: baseFlags, Variants: vs, Rounds: f.rounds,
+			Balanced: f.order == "balanced", Interleave: f.order == "interleaved", Params: remedyParamValues(f.remedyParams)},
+	}
+	// Everything the runs could refuse is checked before the server
+	// starts: a remedy this process cannot apply, a bad remedy parameter,
+	// an existing --out.
+	path, _, _, err := acfg.Check(os.Geteuid() == 0)
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	acfg.Out = path
 	out, ctx := cmd.OutOrStdout(), cmd.Context()
 	pool := capacity.PoolFor(cfg.Connections, int(cfg.Plan.Max))
 	if cfg.Open {
@@ -205,11 +226,8 @@ func (f *capacityFlags) runAB(cmd *cobra.Command, cfg capacity.Config, rf *runFl
 		return err
 	}
 	defer stopEmbedded(c, out)
-	_, err = capacity.RunAB(ctx, capacity.ABConfig{
-		Search: cfg, Out: f.out, Alpha: f.alpha,
-		Experiment: experiment.Config{Cluster: c, NewWorkload: newW, Flags: baseFlags, Variants: vs, Rounds: f.rounds,
-			Balanced: f.order == "balanced", Interleave: f.order == "interleaved", Params: remedyParamValues(f.remedyParams)},
-	}, out)
+	acfg.Experiment.Cluster = c
+	_, err = capacity.RunAB(ctx, acfg, out)
 	if errors.Is(err, capacity.ErrInterrupted) || errors.Is(err, loadtest.ErrInterrupted) {
 		return withCode(exitInterrupted, err)
 	}
@@ -307,6 +325,11 @@ func (f *capacityFlags) config(cmd, runCmd *cobra.Command, rf *runFlags) (capaci
 	}
 	if f.open && f.workers < 1 {
 		return cfg, fmt.Errorf("--workers must be >= 1, got %d", f.workers)
+	}
+	if f.open && cmd.Flags().Changed("user-ops-per-hour") {
+		// arrivals per second set the pace of the open model: a user's
+		// think time has no meaning there
+		return cfg, errors.New("--user-ops-per-hour sets a user's think time, which the open model (--rate: arrivals per second) has none of: drop one")
 	}
 	if !f.open && cmd.Flags().Changed("workers") {
 		return cfg, errors.New("--workers applies to the open model (--rate) only")

@@ -24,7 +24,25 @@ func runCapacity(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// TestCapacityVariantWithEnvironment: --variant with a PG* environment
+// names the environment, not a --dsn the user did not give.
+func TestCapacityVariantWithEnvironment(t *testing.T) {
+	t.Setenv("PGHOST", "/nowhere")
+	_, err := runCapacity(t, "--variant", "x=rewrite-proxy")
+	if err == nil || exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), "drop the PG* environment (PGHOST, PGPORT ...)") {
+		t.Fatalf("err %v (code %d)", err, exitcode.Of(err))
+	}
+}
+
 func TestCapacityUsageErrors(t *testing.T) {
+	dsnFile := filepath.Join(t.TempDir(), "dsn")
+	if err := os.WriteFile(dsnFile, []byte("host=/nowhere\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	existing := filepath.Join(t.TempDir(), "ab.json")
+	if err := os.WriteFile(existing, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -61,6 +79,15 @@ func TestCapacityUsageErrors(t *testing.T) {
 		{[]string{"--workload", "smoke", "--variant", "x=temp-style:lsfusion"}, "which --workload smoke does not have"},
 		{[]string{"--rounds", "3"}, "--rounds applies to an A/B of capacity (--variant) only"},
 		{[]string{"--tmpfs-size", "1G"}, "--tmpfs-size applies to an A/B"},
+		// messages that say what the flag takes
+		{[]string{"--connections", "-5"}, "--connections must be -1 (min(max VUs, 100)), 0 (one per VU) or a count > 0, got -5"},
+		{[]string{"--resolution", "150%"}, "--resolution must be in (0 %, 100 %), got 150 %"},
+		{[]string{"--step", "x"}, "xF needs a factor F > 1, e.g. x2"},
+		{[]string{"--rate", "--user-ops-per-hour", "60"}, "open model (--rate: arrivals per second) has none of"},
+		{[]string{"--variant", "x=rewrite-proxy", "--dsn-file", dsnFile}, "drop --dsn-file"},
+		// remedies the runs could not take, refused before the server starts
+		{[]string{"--variant", "t=tmpfs-temp-tablespace", "--tmpfs-size", "banana"}, `--variant t: --tmpfs-size "banana" (remedy tmpfs-temp-tablespace)`},
+		{[]string{"--variant", "x=rewrite-proxy", "--out", existing}, "capacity A/B file " + existing + " exists"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			_, err := runCapacity(t, c.args...)
@@ -83,10 +110,10 @@ func TestCapacityRequireAndReport(t *testing.T) {
 	// such a search could only say "at least --max-users").
 	text, err := runCapacity(t, "--dsn", dsn, "--workload", "smoke", "--start", "2", "--max-users", "2", "--hold", "4s", "--ramp", "0s",
 		"--think", "200ms", "--apdex", "0.1", "--p95", "item_lookup=1us", "--require", "2", "--out", out)
-	if exitcode.Of(err) != exitcode.Threshold || !strings.Contains(err.Error(), "capacity 0 users is below --require 2") {
+	if exitcode.Of(err) != exitcode.Threshold || !strings.Contains(err.Error(), "capacity below 1 user is below --require 2") {
 		t.Fatalf("err %v (code %d), want exit 99; output:\n%s", err, exitcode.Of(err), text)
 	}
-	if !strings.Contains(text, "capacity below 1 users; at 1 users p95 item_lookup") {
+	if !strings.Contains(text, "capacity below 1 user; at 1 user p95 item_lookup") || !strings.Contains(text, "limited by the --p95 target (missed even at 1 user)") {
 		t.Fatalf("no verdict line:\n%s", text)
 	}
 	doc, rerr := capacity.Read(out)
@@ -104,7 +131,7 @@ func TestCapacityRequireAndReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"capacity below 1 users", `id="chart-capacity-apdex"`, `id="chart-capacity-waits"`, "<svg"} {
+	for _, want := range []string{"capacity below 1 user", `id="chart-capacity-apdex"`, `id="chart-capacity-waits"`, "<svg"} {
 		if !bytes.Contains(b, []byte(want)) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -128,5 +155,20 @@ func TestCapacityUnreachableLeavesNothing(t *testing.T) {
 			names = append(names, e.Name())
 		}
 		t.Fatalf("left behind: %v (error %v)", names, err)
+	}
+}
+
+// TestABPointsToCapacity: a user looking for an A/B of capacity in ab
+// finds erplab capacity --variant in its help and in the one-line error
+// of a search flag.
+func TestABPointsToCapacity(t *testing.T) {
+	out, err := runRoot(t, "ab", "--help")
+	if err != nil || !strings.Contains(out, "A/B of capacity") || !strings.Contains(out, "erplab capacity --variant") {
+		t.Fatalf("ab --help (%v):\n%s", err, out)
+	}
+	_, err = runRoot(t, "ab", "--max-users", "16")
+	if err == nil || exitcode.Of(err) != exitcode.Usage || strings.Contains(err.Error(), "\n") ||
+		!strings.Contains(err.Error(), "unknown flag: --max-users; --max-users is a flag of erplab capacity: an A/B of capacity is erplab capacity --variant") {
+		t.Fatalf("err %v (code %d)", err, exitcode.Of(err))
 	}
 }

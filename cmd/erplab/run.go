@@ -316,7 +316,7 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 	conns := f.connections
 	switch {
 	case conns < -1:
-		return loadtest.Options{}, fmt.Errorf("--connections must be >= 0, got %d", conns)
+		return loadtest.Options{}, fmt.Errorf("--connections must be -1 (min(max VUs, 100)), 0 (one per VU) or a count > 0, got %d", conns)
 	case conns == -1:
 		conns = min(maxVUs, 100)
 	}

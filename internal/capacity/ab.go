@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/erplab/erplab/internal/compare"
 	"github.com/erplab/erplab/internal/experiment"
 	"github.com/erplab/erplab/internal/remedy"
 	"github.com/erplab/erplab/internal/results"
+	"github.com/erplab/erplab/internal/workload"
 )
 
 // ABFormat and ABSchemaVersion name the capacity A/B document
@@ -61,8 +63,11 @@ type ABDocument struct {
 	StartedAt   time.Time `json:"started_at"`
 	EndedAt     time.Time `json:"ended_at,omitzero"`
 	// Status is "running", then "completed", "interrupted" or
-	// "failed: <why>".
+	// "failed: <why>"; PID and Host are the writing process's (a
+	// "running" document whose process is gone was killed: StatusText).
 	Status string `json:"status"`
+	PID    int    `json:"pid,omitempty"`
+	Host   string `json:"host,omitempty"`
 	// Order is "balanced", "interleaved" or "blocked"; Rounds the
 	// searches per side.
 	Order  string     `json:"order"`
@@ -77,6 +82,10 @@ type ABDocument struct {
 	Common []CommonLoad `json:"common_loads"`
 	// Verdicts compare each variant with the baseline.
 	Verdicts []ABVerdict `json:"verdicts"`
+	// ForeignLoad are the searches, of every side, whose first bad step
+	// was limited by other processes' load (Document.ForeignLimited),
+	// e.g. "baseline round 2 (other processes 98 %)".
+	ForeignLoad []string `json:"foreign_load_rounds,omitempty"`
 }
 
 // ABSide is one configuration: its remedies and its searches by round.
@@ -119,13 +128,35 @@ type CommonLoad struct {
 }
 
 // SideApdex is a side's integral APDEX at one load: the last attempt of
-// each search that ran it (with its compare.Estimate interval), and the
-// median over them.
+// each search that ran it (with its compare.Estimate interval), every
+// attempt of each (Attempts, parallel to Rounds, in run order: a step
+// repeated because its interval held the target has two), and the
+// median over the last attempts.
 type SideApdex struct {
-	Name   string  `json:"name"`
-	Rounds []int   `json:"rounds"`
-	Apdex  []Score `json:"apdex"`
-	Median float64 `json:"median"`
+	Name     string    `json:"name"`
+	Rounds   []int     `json:"rounds"`
+	Apdex    []Score   `json:"apdex"`
+	Attempts [][]Score `json:"attempts,omitempty"`
+	Median   float64   `json:"median"`
+}
+
+// Text is the side's APDEX per round with its label, every attempt:
+// "r1 0.91 [0.90-0.93], r2 0.84 [0.80-0.88] then 0.86 [0.84-0.88]"
+// (a round that did not run the load is absent, its label with it).
+func (s SideApdex) Text() string {
+	var parts []string
+	for k, r := range s.Rounds {
+		var vals []string
+		if k < len(s.Attempts) {
+			for _, a := range s.Attempts[k] {
+				vals = append(vals, a.String())
+			}
+		} else {
+			vals = append(vals, s.Apdex[k].String())
+		}
+		parts = append(parts, fmt.Sprintf("r%d %s", r, strings.Join(vals, " then ")))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Verdicts of a capacity comparison.
@@ -147,6 +178,12 @@ type ABVerdict struct {
 	Why     string   `json:"why,omitempty"`
 	P       *float64 `json:"p,omitempty"`
 	Line    string   `json:"line"`
+	// ForeignLoad are the finished rounds of the two sides whose first
+	// bad step was limited by other processes' load
+	// (Document.ForeignLimited), e.g. "baseline round 2 (other processes
+	// 98 %)"; a better or worse verdict with any of them reads
+	// "inconclusive: foreign load".
+	ForeignLoad []string `json:"foreign_load_rounds,omitempty"`
 }
 
 // RunAB runs the searches in the experiment's order (experiment.Order),
@@ -157,42 +194,15 @@ type ABVerdict struct {
 // ErrServerFailed (finished searches kept) or a remedy's error; or nil
 // and an error when nothing could start (bad search, document exists).
 func RunAB(ctx context.Context, cfg ABConfig, out io.Writer) (*ABDocument, error) {
-	if err := cfg.Search.validate(); err != nil {
-		return nil, err
+	if cfg.Experiment.Cluster == nil {
+		return nil, errors.New("capacity A/B: no server")
 	}
-	ec := cfg.Experiment
-	if ec.Cluster == nil || ec.NewWorkload == nil {
-		return nil, errors.New("capacity A/B: no server or workload")
-	}
-	if ec.Rounds < 1 {
-		return nil, fmt.Errorf("--rounds must be >= 1, got %d", ec.Rounds)
-	}
-	if len(ec.Variants) == 0 {
-		return nil, errors.New("capacity A/B: no variant")
-	}
-	if err := experiment.CheckVariants("", ec.Variants, func(string) bool { return true }); err != nil {
-		return nil, err
-	}
-	all := append([]experiment.Variant{{Name: experiment.BaselineName}}, ec.Variants...)
-	w, err := ec.NewWorkload(ec.Flags)
+	path, dir, w, err := cfg.Check(os.Geteuid() == 0)
 	if err != nil {
 		return nil, err
 	}
-	path := cfg.Out
-	if path == "" {
-		path = freshPath("erplab-results", "-capacity-ab-"+w.Name())
-	}
-	if _, err := os.Stat(path); err == nil {
-		return nil, fmt.Errorf("capacity A/B file %s exists; choose another --out or remove it", path)
-	}
-	dir := strings.TrimSuffix(path, ".json") + "-searches"
-	for _, v := range all {
-		for r := 1; r <= ec.Rounds; r++ {
-			if p := searchPath(dir, v.Name, r); fileExists(p) {
-				return nil, fmt.Errorf("capacity file %s exists; choose another --out", p)
-			}
-		}
-	}
+	ec := cfg.Experiment
+	all := append([]experiment.Variant{{Name: experiment.BaselineName}}, ec.Variants...)
 	order := "blocked"
 	switch {
 	case ec.Balanced:
@@ -202,7 +212,8 @@ func RunAB(ctx context.Context, cfg ABConfig, out io.Writer) (*ABDocument, error
 	}
 	base := cfg.Search.Base
 	doc := &ABDocument{Format: ABFormat, Schema: ABSchemaVersion, Version: base.Version, CommandLine: base.CommandLine,
-		Workload: w.Name(), StartedAt: time.Now(), Status: "running", Order: order, Rounds: ec.Rounds}
+		Workload: w.Name(), StartedAt: time.Now(), Status: "running", Order: order, Rounds: ec.Rounds, PID: os.Getpid()}
+	doc.Host, _ = os.Hostname()
 	for _, v := range all {
 		s := ABSide{Name: v.Name, Remedies: []string{}}
 		for _, r := range v.Remedies {
@@ -260,6 +271,58 @@ func RunAB(ctx context.Context, cfg ABConfig, out io.Writer) (*ABDocument, error
 	doc.WriteText(out)
 	fmt.Fprintf(out, "capacity A/B results: %s\n", path)
 	return doc, runErr
+}
+
+// Check is everything RunAB checks before it starts anything (the
+// server need not exist yet, Experiment.Cluster may be nil): the search,
+// the rounds, the variants (names, workload options), that this process
+// can apply every remedy (isRoot; each remedy parameter's value, e.g.
+// --tmpfs-size) and that neither the A/B document nor a search's
+// document exists. It returns the document's path, the searches'
+// directory and the baseline's workload; errors are one line (usage
+// errors of `erplab capacity --variant`).
+func (cfg ABConfig) Check(isRoot bool) (path, dir string, w workload.Workload, err error) {
+	if err := cfg.Search.validate(); err != nil {
+		return "", "", nil, err
+	}
+	ec := cfg.Experiment
+	if ec.NewWorkload == nil {
+		return "", "", nil, errors.New("capacity A/B: no workload")
+	}
+	if ec.Rounds < 1 {
+		return "", "", nil, fmt.Errorf("--rounds must be >= 1, got %d", ec.Rounds)
+	}
+	if len(ec.Variants) == 0 {
+		return "", "", nil, errors.New("capacity A/B: no variant")
+	}
+	if err := experiment.CheckVariants("", ec.Variants, func(string) bool { return true }); err != nil {
+		return "", "", nil, err
+	}
+	for _, v := range ec.Variants {
+		if err := remedy.CheckRunnable("capacity", v.Remedies, ec.Params, isRoot); err != nil {
+			return "", "", nil, fmt.Errorf("--variant %s: %w", v.Name, err)
+		}
+	}
+	w, err = ec.NewWorkload(ec.Flags)
+	if err != nil {
+		return "", "", nil, err
+	}
+	path = cfg.Out
+	if path == "" {
+		path = freshPath("erplab-results", "-capacity-ab-"+w.Name())
+	}
+	if _, err := os.Stat(path); err == nil {
+		return "", "", nil, fmt.Errorf("capacity A/B file %s exists; choose another --out or remove it", path)
+	}
+	dir = strings.TrimSuffix(path, ".json") + "-searches"
+	for _, v := range append([]experiment.Variant{{Name: experiment.BaselineName}}, ec.Variants...) {
+		for r := 1; r <= ec.Rounds; r++ {
+			if p := searchPath(dir, v.Name, r); fileExists(p) {
+				return "", "", nil, fmt.Errorf("capacity file %s exists; choose another --out", p)
+			}
+		}
+	}
+	return path, dir, w, nil
 }
 
 func remedyText(rs []string) string {
@@ -346,7 +409,7 @@ func (s *Spread) text(unit string) string {
 	if s == nil {
 		return "not known"
 	}
-	t := fmtLoad(s.Median) + " " + unit
+	t := LoadText(s.Median, unit)
 	if s.N > 1 {
 		t = fmt.Sprintf("%s (%s-%s over %d rounds)", t, fmtLoad(s.Min), fmtLoad(s.Max), s.N)
 	}
@@ -383,27 +446,26 @@ func VerdictOf(name, unit string, a, b []*Document, alpha float64) ABVerdict {
 				}
 				continue
 			}
+			sn := experiment.BaselineName
 			if side == 0 {
 				fa = append(fa, d)
 			} else {
-				fb = append(fb, d)
+				fb, sn = append(fb, d), name
+			}
+			if f, ok := d.ForeignLimited(); ok {
+				v.ForeignLoad = append(v.ForeignLoad, foreignText(sn, i+1, f))
 			}
 		}
 	}
 	v.Baseline, v.Capacity = spreadOf(fa), spreadOf(fb)
-	var head string
-	if v.Baseline != nil && v.Capacity != nil {
-		head = fmt.Sprintf("capacity %s -> %s", v.Baseline.text(unit), v.Capacity.text(unit))
-		if v.Baseline.Median > 0 {
-			head += fmt.Sprintf(" (%+.0f %%)", 100*(v.Capacity.Median-v.Baseline.Median)/v.Baseline.Median)
-		}
-	} else {
-		head = fmt.Sprintf("capacity %s -> %s", v.Baseline.text(unit), v.Capacity.text(unit))
-	}
+	head := fmt.Sprintf("capacity %s -> %s", v.Baseline.text(unit), v.Capacity.text(unit)) + change(v.Baseline, v.Capacity)
 	switch {
 	case v.Why != "":
 	case len(fa) == 0 || len(fb) == 0:
 		v.Why = "no finished search on a side"
+	case allCapped(fa) && allCapped(fb):
+		// every round a lower bound at the same maximum: no order known
+		v.Why = fmt.Sprintf("both at least %s (every search reached --max-users good): raise --max-users", LoadText(v.Baseline.Min, unit))
 	case len(fa) == 1 && len(fb) == 1:
 		v.Why = "one round each"
 	default:
@@ -417,23 +479,69 @@ func VerdictOf(name, unit string, a, b []*Document, alpha float64) ABVerdict {
 		p := compare.ExactRankSum(ca, cb)
 		v.P = &p
 		best := compare.SeparatedP(len(ca), len(cb)) // every round of one side above the other's
+		capped := ""
+		if v.Baseline.AtLeast || v.Capacity.AtLeast {
+			capped = " (capped rounds rank as ties at --max-users)"
+		}
 		switch {
 		case p <= alpha && v.Capacity.Median > v.Baseline.Median:
-			v.Verdict, v.Why = ABBetter, fmt.Sprintf("exact rank-sum p %.3g <= %g over %d and %d rounds", p, alpha, len(ca), len(cb))
+			v.Verdict, v.Why = ABBetter, fmt.Sprintf("exact rank-sum p %.3g <= %g over %d and %d rounds%s", p, alpha, len(ca), len(cb), capped)
 		case p <= alpha && v.Capacity.Median < v.Baseline.Median:
-			v.Verdict, v.Why = ABWorse, fmt.Sprintf("exact rank-sum p %.3g <= %g over %d and %d rounds", p, alpha, len(ca), len(cb))
+			v.Verdict, v.Why = ABWorse, fmt.Sprintf("exact rank-sum p %.3g <= %g over %d and %d rounds%s", p, alpha, len(ca), len(cb), capped)
 		case best > alpha:
-			v.Why = fmt.Sprintf("%d and %d rounds cannot reach p <= %g even with every round of one side above the other's (p %.3g; the exact rank-sum test needs %d rounds each)",
+			v.Why = fmt.Sprintf("%d and %d rounds cannot reach p <= %g even with every round of one side above the other's (smallest possible p %.3g; the exact rank-sum test needs %d rounds each)",
 				len(ca), len(cb), alpha, best, roundsNeeded(alpha))
 		default:
-			v.Verdict, v.Why = ABNoDifference, fmt.Sprintf("exact rank-sum p %.3g > %g over %d and %d rounds", p, alpha, len(ca), len(cb))
+			v.Verdict, v.Why = ABNoDifference, fmt.Sprintf("exact rank-sum p %.3g > %g over %d and %d rounds%s", p, alpha, len(ca), len(cb), capped)
 		}
+	}
+	if len(v.ForeignLoad) > 0 && (v.Verdict == ABBetter || v.Verdict == ABWorse) {
+		// the noise guard of compare: a decided verdict whose rounds
+		// were limited by a neighbour's load may be the neighbour's
+		v.Verdict, v.Why = ABInconclusive, fmt.Sprintf("foreign load: %s limited by other processes' load (else %s: %s)", strings.Join(v.ForeignLoad, ", "), v.Verdict, v.Why)
 	}
 	v.Line = head + "; " + v.Verdict
 	if v.Why != "" {
 		v.Line += ": " + v.Why
 	}
 	return v
+}
+
+// foreignText names a foreign-loaded round: "baseline round 2 (other
+// processes 98 %)".
+func foreignText(side string, round int, pct float64) string {
+	return fmt.Sprintf("%s round %d (other processes %.0f %%)", side, round, pct)
+}
+
+// allCapped reports whether every search of ds reached its maximum good
+// (its capacity a lower bound).
+func allCapped(ds []*Document) bool {
+	for _, d := range ds {
+		if d.Result.Stop.Kind != StopMaxReached {
+			return false
+		}
+	}
+	return len(ds) > 0
+}
+
+// change is the relative change of the medians, " (+35 %)", as far as
+// it is known: a median that is a lower bound (Spread.AtLeast) makes it
+// a bound, " (>= +16 %)" for the variant's, " (<= -10 %)" for the
+// baseline's; both lower bounds leave it unknown ("").
+func change(a, b *Spread) string {
+	if a == nil || b == nil || a.Median <= 0 {
+		return ""
+	}
+	pct := fmt.Sprintf("%+.0f %%", 100*(b.Median-a.Median)/a.Median)
+	switch {
+	case a.AtLeast && b.AtLeast:
+		return ""
+	case b.AtLeast:
+		return " (>= " + pct + ")"
+	case a.AtLeast:
+		return " (<= " + pct + ")"
+	}
+	return " (" + pct + ")"
 }
 
 // roundsNeeded is the fewest rounds per side whose complete separation
@@ -474,6 +582,17 @@ func (d *ABDocument) Conclude(alpha float64) {
 		}
 		s.Capacity = spreadOf(fin)
 	}
+	d.ForeignLoad = nil
+	for _, s := range d.Sides {
+		for _, x := range s.Searches {
+			if x.Doc == nil {
+				continue
+			}
+			if f, ok := x.Doc.ForeignLimited(); ok {
+				d.ForeignLoad = append(d.ForeignLoad, foreignText(s.Name, x.Round, f))
+			}
+		}
+	}
 	d.Verdicts = nil
 	if len(d.Sides) > 0 {
 		a := docsOf(d.Sides[0])
@@ -494,17 +613,18 @@ func commonLoads(sides []ABSide) []CommonLoad {
 			if x.Doc == nil {
 				continue
 			}
-			last := map[float64]Step{}
+			attempts := map[float64][]Score{}
 			for _, st := range x.Doc.Steps {
 				if st.Outcome == OutcomeGood || st.Outcome == OutcomeBad {
-					last[st.Load] = st
+					attempts[st.Load] = append(attempts[st.Load], st.Apdex)
 				}
 			}
-			for load, st := range last {
+			for load, as := range attempts {
 				sa := per[i][load]
 				sa.Name = s.Name
 				sa.Rounds = append(sa.Rounds, x.Round)
-				sa.Apdex = append(sa.Apdex, st.Apdex)
+				sa.Apdex = append(sa.Apdex, as[len(as)-1])
+				sa.Attempts = append(sa.Attempts, as)
 				per[i][load] = sa
 			}
 		}
@@ -544,13 +664,18 @@ func commonLoads(sides []ABSide) []CommonLoad {
 // resource, the APDEX of the sides at the loads all ran, and a line
 // "VERDICT NAME: capacity ..." per variant.
 func (d *ABDocument) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "=== erplab capacity A/B: %d round(s) per side (%s order), status %s\n", d.Rounds, d.Order, d.Status)
+	fmt.Fprintf(w, "=== erplab capacity A/B: %d round(s) per side (%s order), status %s\n", d.Rounds, d.Order, d.StatusText())
 	for _, s := range d.Sides {
 		var caps []string
 		for _, x := range s.Searches {
 			if x.Doc != nil {
 				c := fmtLoad(x.Doc.Result.Capacity)
 				if ok, why := finished(x.Doc); !ok {
+					if x.Doc.Result.Capacity == 0 {
+						c = "not known"
+					} else {
+						c += " so far"
+					}
 					c += " (" + why + ")"
 				} else if x.Doc.Result.Stop.Kind == StopMaxReached {
 					c = ">= " + c
@@ -573,21 +698,57 @@ func (d *ABDocument) WriteText(w io.Writer) {
 	for _, c := range d.Common {
 		var parts []string
 		for _, s := range c.Sides {
-			var vals []string
-			for _, a := range s.Apdex {
-				vals = append(vals, a.String())
-			}
-			p := s.Name + " " + strings.Join(vals, ", ")
-			if len(vals) > 1 {
+			p := s.Name + " " + s.Text()
+			if len(s.Apdex) > 1 {
 				p += " (median " + fmtApdex(s.Median) + ")"
 			}
 			parts = append(parts, p)
 		}
 		fmt.Fprintf(w, "    at %s %s: %s\n", fmtLoad(c.Load), d.Unit, strings.Join(parts, "; "))
 	}
+	if len(d.ForeignLoad) > 0 {
+		fmt.Fprintf(w, "warning: %s\n", d.ForeignText())
+	}
 	for _, v := range d.Verdicts {
 		fmt.Fprintf(w, "VERDICT %s: %s\n", v.Variant, v.Line)
 	}
+}
+
+// ForeignText is the warning about ForeignLoad ("" without it):
+// "foreign load: baseline round 2 (other processes 98 %) limited by
+// other processes' load, not the server: ...".
+func (d *ABDocument) ForeignText() string {
+	if len(d.ForeignLoad) == 0 {
+		return ""
+	}
+	return "foreign load: " + strings.Join(d.ForeignLoad, ", ") + " limited by other processes' load, not the server's own: a verdict they decide reads inconclusive; rerun on a quiet host"
+}
+
+// StatusText is Status as a reader should see it: a "running" document
+// whose writing process (PID on this Host) no longer exists is
+// "incomplete (the writing process is gone)"; one written on another
+// host, or without a PID, is "running or killed (pid N on host H)".
+func (d *ABDocument) StatusText() string {
+	if d.Status != "running" {
+		return d.Status
+	}
+	host, _ := os.Hostname()
+	switch {
+	case d.PID <= 0:
+		return "running or killed (no writing process recorded)"
+	case d.Host != host:
+		return fmt.Sprintf("running or killed (pid %d on host %s)", d.PID, d.Host)
+	case !processAlive(d.PID):
+		return fmt.Sprintf("incomplete (the writing process, pid %d, is gone)", d.PID)
+	}
+	return fmt.Sprintf("running (pid %d)", d.PID)
+}
+
+// processAlive reports whether process pid exists on this host (signal
+// 0: EPERM means it exists under another user).
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // Write writes the document atomically to path.

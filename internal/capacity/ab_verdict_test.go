@@ -1,7 +1,11 @@
 package capacity_test
 
 import (
+	"fmt"
 	"math"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/erplab/erplab/internal/capacity"
@@ -42,15 +46,22 @@ func TestVerdictRules(t *testing.T) {
 		{"worse", searches(100, 31, 30, 31, 29), searches(100, 23, 22, 24, 23), capacity.ABWorse,
 			"capacity 30.5 users (29-31 over 4 rounds) -> 23 users (22-24 over 4 rounds) (-25 %); worse: exact rank-sum p 0.0286 <= 0.05 over 4 and 4 rounds", 2.0 / 70, false},
 		{"3 rounds cannot decide", searches(100, 23, 22, 24), searches(100, 31, 30, 29), capacity.ABInconclusive,
-			"capacity 23 users (22-24 over 3 rounds) -> 30 users (29-31 over 3 rounds) (+30 %); inconclusive: 3 and 3 rounds cannot reach p <= 0.05 even with every round of one side above the other's (p 0.1; the exact rank-sum test needs 4 rounds each)", 0.1, false},
+			"capacity 23 users (22-24 over 3 rounds) -> 30 users (29-31 over 3 rounds) (+30 %); inconclusive: 3 and 3 rounds cannot reach p <= 0.05 even with every round of one side above the other's (smallest possible p 0.1; the exact rank-sum test needs 4 rounds each)", 0.1, false},
 		{"overlap", searches(100, 23, 25, 24, 26), searches(100, 24, 26, 25, 27), capacity.ABNoDifference,
 			"capacity 24.5 users (23-26 over 4 rounds) -> 25.5 users (24-27 over 4 rounds) (+4 %); no significant difference: exact rank-sum p 0.457 > 0.05 over 4 and 4 rounds", 32.0 / 70, false},
 		{"one round each", searches(100, 23), searches(100, 31), capacity.ABInconclusive,
 			"capacity 23 users -> 31 users (+35 %); inconclusive: one round each", math.NaN(), false},
 		{"generator saturated", searches(100, 23, 24), gen, capacity.ABInconclusive,
 			"capacity 23.5 users (23-24 over 2 rounds) -> 23 users (-2 %); inconclusive: v round 2: search ended: generator saturated: erplab CPU 1.9 of 2 cores", math.NaN(), false},
-		{"both at the maximum", searches(32, 32, 32, 32, 32), searches(32, 32, 32, 32, 32), capacity.ABNoDifference,
-			"capacity at least 32 users (32-32 over 4 rounds) -> at least 32 users (32-32 over 4 rounds) (+0 %); no significant difference: exact rank-sum p 1 > 0.05 over 4 and 4 rounds", 1, true},
+		// capped searches: lower bounds, no change computed as if capacities
+		{"both at the maximum", searches(32, 32, 32, 32, 32), searches(32, 32, 32, 32, 32), capacity.ABInconclusive,
+			"capacity at least 32 users (32-32 over 4 rounds) -> at least 32 users (32-32 over 4 rounds); inconclusive: both at least 32 users (every search reached --max-users good): raise --max-users", math.NaN(), true},
+		{"one round each at the maximum", searches(16, 16), searches(16, 16), capacity.ABInconclusive,
+			"capacity at least 16 users -> at least 16 users; inconclusive: both at least 16 users (every search reached --max-users good): raise --max-users", math.NaN(), true},
+		{"baseline partly capped", searches(32, 23, 32), searches(32, 32, 32), capacity.ABInconclusive,
+			"capacity at least 27.5 users (23-32 over 2 rounds) -> at least 32 users (32-32 over 2 rounds); inconclusive: 2 and 2 rounds cannot reach p <= 0.05 even with every round of one side above the other's (smallest possible p 0.333; the exact rank-sum test needs 4 rounds each)", 1, true},
+		{"variant capped: a bound on the change", searches(32, 23, 22, 24, 23), searches(32, 32, 32, 32, 32), capacity.ABBetter,
+			"capacity 23 users (22-24 over 4 rounds) -> at least 32 users (32-32 over 4 rounds) (>= +39 %); better: exact rank-sum p 0.0286 <= 0.05 over 4 and 4 rounds (capped rounds rank as ties at --max-users)", 2.0 / 70, true},
 	} {
 		v := capacity.VerdictOf("v", "users", c.a, c.b, 0.05)
 		if v.Verdict != c.verdict || v.Line != c.line {
@@ -61,6 +72,96 @@ func TestVerdictRules(t *testing.T) {
 		}
 		if v.Capacity != nil && v.Capacity.AtLeast != c.censored {
 			t.Errorf("%s: at least %v", c.name, v.Capacity.AtLeast)
+		}
+	}
+}
+
+// foreignLoaded makes d's first bad step (at d's capacity + 1) limited
+// by a busy host whose other processes used foreign % of all CPUs.
+func foreignLoaded(d *capacity.Document, foreign float64) *capacity.Document {
+	busy, srv := 100.0, 2.0
+	bad := d.Result.Capacity + 1
+	d.Result.FirstBad = bad
+	d.Steps = append(d.Steps, capacity.Step{Load: bad, Outcome: capacity.OutcomeBad, Reasons: []string{"APDEX 0.5 < 0.85"},
+		Resources: capacity.Resources{Samples: 10, HostBusy: &busy, ServerCPU: &srv, ForeignCPU: &foreign}})
+	return d
+}
+
+// TestVerdictForeignLoad: the noise guard of compare for capacity: a
+// better verdict decided with a round limited by other processes' load
+// reads "inconclusive: foreign load", naming the round; a round whose
+// neighbours used less than compare's threshold does not.
+func TestVerdictForeignLoad(t *testing.T) {
+	a, b := searches(100, 23, 22, 24, 23), searches(100, 31, 30, 31, 29)
+	foreignLoaded(a[1], 98)
+	v := capacity.VerdictOf("v", "users", a, b, 0.05)
+	want := "capacity 23 users (22-24 over 4 rounds) -> 30.5 users (29-31 over 4 rounds) (+33 %); inconclusive: foreign load: baseline round 2 (other processes 98 %) limited by other processes' load (else better: exact rank-sum p 0.0286 <= 0.05 over 4 and 4 rounds)"
+	if v.Verdict != capacity.ABInconclusive || v.Line != want || len(v.ForeignLoad) != 1 {
+		t.Fatalf("verdict %q\n line %q\n want %q", v.Verdict, v.Line, want)
+	}
+	a, b = searches(100, 23, 22, 24, 23), searches(100, 31, 30, 31, 29)
+	foreignLoaded(a[1], 5) // the host busy, the neighbours below compare's 10 %
+	if v := capacity.VerdictOf("v", "users", a, b, 0.05); v.Verdict != capacity.ABBetter || len(v.ForeignLoad) != 0 {
+		t.Fatalf("5 %% foreign: verdict %q %v", v.Verdict, v.ForeignLoad)
+	}
+	// the document's warning names the rounds of every side
+	d := &capacity.ABDocument{Unit: "users", Sides: []capacity.ABSide{{Name: "baseline"}, {Name: "v"}}}
+	for i, x := range searches(100, 23, 22, 24, 23) {
+		if i == 2 {
+			foreignLoaded(x, 98)
+		}
+		d.Sides[0].Searches = append(d.Sides[0].Searches, capacity.ABSearch{Round: i + 1, Doc: x})
+	}
+	for i, x := range searches(100, 31, 30, 31, 29) {
+		d.Sides[1].Searches = append(d.Sides[1].Searches, capacity.ABSearch{Round: i + 1, Doc: x})
+	}
+	d.Conclude(0.05)
+	var out strings.Builder
+	d.WriteText(&out)
+	if !strings.Contains(out.String(), "warning: foreign load: baseline round 3 (other processes 98 %) limited by other processes' load") ||
+		!strings.Contains(out.String(), "VERDICT v: capacity 23 users (22-24 over 4 rounds) -> 30.5 users (29-31 over 4 rounds) (+33 %); inconclusive: foreign load") {
+		t.Fatalf("text:\n%s", out.String())
+	}
+}
+
+// TestABTextStatusRoundsAttempts: a "running" document whose writer is
+// gone reads "incomplete"; an interrupted round with no capacity is "not
+// known", not 0; the common loads name each round and every attempt.
+func TestABTextStatusRoundsAttempts(t *testing.T) {
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	d := &capacity.ABDocument{Unit: "users", Status: "running", PID: gone.Process.Pid, Host: host, Rounds: 2,
+		Sides: []capacity.ABSide{{Name: "baseline"}, {Name: "v"}}}
+	if got, want := d.StatusText(), fmt.Sprintf("incomplete (the writing process, pid %d, is gone)", gone.Process.Pid); got != want {
+		t.Errorf("status %q, want %q", got, want)
+	}
+	d.PID = os.Getpid()
+	if got := d.StatusText(); got != fmt.Sprintf("running (pid %d)", os.Getpid()) {
+		t.Errorf("own pid: %q", got)
+	}
+	d.Host = "elsewhere"
+	if got := d.StatusText(); got != fmt.Sprintf("running or killed (pid %d on host elsewhere)", os.Getpid()) {
+		t.Errorf("other host: %q", got)
+	}
+	step := func(load, apdex float64) capacity.Step {
+		return capacity.Step{Load: load, Outcome: capacity.OutcomeGood, Apdex: capacity.Score{Value: apdex}}
+	}
+	b1 := searches(100, 8)[0]
+	b1.Steps = []capacity.Step{step(8, 0.91), step(16, 0.84), step(16, 0.86)}
+	b2 := &capacity.Document{Status: "interrupted", Result: capacity.Result{Stop: capacity.Stop{Kind: capacity.StopCancelled}}}
+	v1 := searches(100, 16)[0]
+	v1.Steps = []capacity.Step{step(8, 0.95), step(16, 0.9)}
+	d.Sides[0].Searches = []capacity.ABSearch{{Round: 1, Doc: b1}, {Round: 2, Doc: b2}}
+	d.Sides[1].Searches = []capacity.ABSearch{{Round: 1, Doc: v1}}
+	d.Conclude(0.05)
+	var out strings.Builder
+	d.WriteText(&out)
+	for _, want := range []string{"round 2: not known (interrupted)", "at 16 users: baseline r1 0.84 then 0.86; v r1 0.9", "at 8 users: baseline r1 0.91; v r1 0.95"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, out.String())
 		}
 	}
 }

@@ -267,7 +267,7 @@ func TestServerFailsDuringSearch(t *testing.T) {
 		back.Result.Stop.Kind != capacity.StopServer || doc.Result.Capacity != 1 {
 		t.Fatalf("status %q, steps %d, capacity %g, stop %+v", back.Status, len(back.Steps), back.Result.Capacity, back.Result.Stop)
 	}
-	if !strings.Contains(log.String(), "capacity 1 users at APDEX") {
+	if !strings.Contains(log.String(), "capacity 1 user at APDEX") {
 		t.Fatalf("the capacity known so far is not printed:\n%s", log.String())
 	}
 }

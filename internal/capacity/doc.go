@@ -124,9 +124,37 @@
 //     2/C(n+m, n) (compare.SeparatedP): 0.1 for 3 rounds against 3, so
 //     3 rounds each are "inconclusive" with the number needed (4 at 0.05).
 //
-// A capacity of "at least --max-users" (the maximum was good) ranks as
-// that value: a lower bound at the top of the pool, so the test stays
-// conservative. The line reads "capacity 23 users (22-24 over 4 rounds)
+// A capacity of "at least --max-users" (the search reached its maximum
+// good: a lower bound, "capped") is not a capacity:
+//   - when every round of both sides is capped the order is unknowable:
+//     "inconclusive: both at least 16 users (every search reached
+//     --max-users good): raise --max-users";
+//   - otherwise the rank-sum test ranks a capped round as the maximum:
+//     above every uncapped round (a found capacity is below the maximum,
+//     so that order is known) and tied with the other capped rounds
+//     (their order is not), which only lowers the test's power; the
+//     reason then adds "(capped rounds rank as ties at --max-users)";
+//   - the relative change of the medians is a bound when one median is a
+//     lower bound ("(>= +39 %)" for the variant's, "(<= -10 %)" for the
+//     baseline's) and left out when both are.
+//
+// Foreign load (the noise guard of compare, internal/compare/doc.go):
+// a search whose first bad step was limited by other processes' load
+// (Document.ForeignLimited: Limiting named the busy host, and processes
+// neither the server's nor erplab's used at least
+// compare.DefaultMaxForeignDiff, 10 % of all CPUs) found the host's
+// capacity that day, not the server's. Such rounds are named in a
+// warning line ("warning: foreign load: baseline round 2 (other
+// processes 98 %) limited by other processes' load ...",
+// ABDocument.ForeignLoad), and a better or worse verdict with any of
+// them on either side reads "inconclusive: foreign load: ... (else
+// better: ...)", as compare downgrades decided rows. A "no significant
+// difference" keeps its verdict beside the warning.
+//
+// When the rounds cannot reach --alpha at all the reason quotes the
+// smallest possible p (complete separation), not an observed one.
+//
+// The line reads "capacity 23 users (22-24 over 4 rounds)
 // -> 30.5 users (29-31 over 4 rounds) (+33 %); better: exact rank-sum p
 // 0.0286 <= 0.05 over 4 and 4 rounds". Beside it, each side's limiting
 // resource per search and the integral APDEX of the sides at every load

@@ -183,22 +183,29 @@ func (d *Document) Conclude(lastGood, firstBad float64, stop Stop) {
 	var line strings.Builder
 	switch {
 	case good != nil:
-		r.Apdex = &good.Apdex
-		fmt.Fprintf(&line, "capacity %s %s at APDEX %s", fmtLoad(lastGood), d.Unit, good.Apdex)
+		a, text := d.decidingApdex(lastGood)
+		r.Apdex = &a
+		fmt.Fprintf(&line, "capacity %s at APDEX %s", LoadText(lastGood, d.Unit), text)
 	case bad != nil:
-		fmt.Fprintf(&line, "capacity below %s %s", fmtLoad(firstBad), d.Unit)
+		fmt.Fprintf(&line, "capacity below %s", LoadText(firstBad, d.Unit))
 	default:
 		line.WriteString("capacity not known")
 	}
 	if bad != nil {
-		r.FirstBadApdex, r.Reasons = &bad.Apdex, bad.Reasons
-		fmt.Fprintf(&line, "; at %s %s %s", fmtLoad(firstBad), d.Unit, strings.Join(bad.Reasons, ", "))
+		a, _ := d.decidingApdex(firstBad)
+		r.FirstBadApdex, r.Reasons = &a, bad.Reasons
+		fmt.Fprintf(&line, "; at %s %s", LoadText(firstBad, d.Unit), strings.Join(bad.Reasons, ", "))
 		r.Limit = Limiting(good, *bad, d.Unit)
+		if good == nil && p95Only(bad.Reasons) {
+			// missed at the lowest load tried: the --p95 target, not a
+			// saturated resource, is what no load meets
+			r.Limit = "limited by the --p95 target (missed even at " + LoadText(firstBad, d.Unit) + "); resources there: " + strings.TrimPrefix(r.Limit, "limited by ")
+		}
 		line.WriteString("; " + r.Limit)
 	}
 	switch stop.Kind {
 	case StopMaxReached:
-		fmt.Fprintf(&line, "; at least that: the maximum %s %s was good", fmtLoad(d.Search.Max), d.Unit)
+		fmt.Fprintf(&line, "; at least that: the maximum %s was good", LoadText(d.Search.Max, d.Unit))
 	case StopGenerator, StopServer, StopDiskFull:
 		line.WriteString("; search ended: " + stop.Detail)
 	case StopCancelled:
@@ -206,6 +213,64 @@ func (d *Document) Conclude(lastGood, firstBad float64, stop Stop) {
 	}
 	r.Line = line.String()
 	d.Result = r
+}
+
+// decidingApdex is the integral APDEX that decided load: its step's
+// score, or with repeated attempts their mean (what the search decides
+// a repeated step by; no interval), with the text "0.86 (mean of 2
+// attempts: 0.84 [0.81-0.87], 0.88 [0.85-0.90])".
+func (d *Document) decidingApdex(load float64) (Score, string) {
+	var as []Score
+	for _, s := range d.Steps {
+		if s.Load == load && (s.Outcome == OutcomeGood || s.Outcome == OutcomeBad) {
+			as = append(as, s.Apdex)
+		}
+	}
+	switch len(as) {
+	case 0:
+		return Score{}, "not known"
+	case 1:
+		return as[0], as[0].String()
+	}
+	sum := 0.0
+	var each []string
+	for _, a := range as {
+		sum += a.Value
+		each = append(each, a.String())
+	}
+	m := Score{Value: sum / float64(len(as))}
+	return m, fmt.Sprintf("%s (mean of %d attempts: %s)", m, len(as), strings.Join(each, ", "))
+}
+
+// p95Only reports whether every reason is a missed --p95 limit.
+func p95Only(reasons []string) bool {
+	for _, r := range reasons {
+		if !strings.HasPrefix(r, "p95 ") {
+			return false
+		}
+	}
+	return len(reasons) > 0
+}
+
+// LoadText is a load with its unit, singular for one user: "1 user",
+// "46 users", "2.5 arrivals/s".
+func LoadText(v float64, unit string) string {
+	if v == 1 && unit == "users" {
+		return "1 user"
+	}
+	return fmtLoad(v) + " " + unit
+}
+
+// CapacityText is the capacity as the verdict line states it: "46
+// users", "below 1 user" (no load was good), "not known".
+func (r Result) CapacityText(unit string) string {
+	switch {
+	case r.Capacity > 0:
+		return LoadText(r.Capacity, unit)
+	case r.FirstBad > 0:
+		return "below " + LoadText(r.FirstBad, unit)
+	}
+	return "not known"
 }
 
 // latest is the last step at load with the outcome, nil when none.

@@ -406,7 +406,7 @@ func refusedMessage(err error) bool {
 // stepLine is the progress line of a step, e.g. "step 3: 16 users:
 // APDEX 0.91 [0.89-0.93], 78.2 ops/s, errors 0.0 %: good".
 func stepLine(s Step, unit string) string {
-	line := fmt.Sprintf("step %d: %s %s: APDEX %s, %.1f ops/s, errors %.1f %%", s.Index, fmtLoad(s.Load), unit, s.Apdex, s.Throughput, s.ErrorPct)
+	line := fmt.Sprintf("step %d: %s: APDEX %s, %.1f ops/s, errors %.1f %%", s.Index, LoadText(s.Load, unit), s.Apdex, s.Throughput, s.ErrorPct)
 	if s.Attempt > 1 {
 		line += fmt.Sprintf(" (attempt %d)", s.Attempt)
 	}

@@ -130,3 +130,31 @@ func TestDiskFullIsNotServerFailed(t *testing.T) {
 		t.Fatalf("line %q", d.Result.Line)
 	}
 }
+
+// TestConcludeLine: the verdict line quotes the mean APDEX of a
+// repeated step (what decided it), says "1 user", and a --p95 target
+// missed at the lowest load is named as the limit, not the resources.
+func TestConcludeLine(t *testing.T) {
+	lo, hi, lo2, hi2 := 0.81, 0.87, 0.85, 0.90
+	busy := 100.0
+	d := &Document{Unit: "users", Search: SearchJSON{Max: 64}, Steps: []Step{
+		{Load: 8, Outcome: OutcomeGood, Apdex: Score{Value: 0.95}},
+		{Load: 16, Outcome: OutcomeGood, Apdex: Score{Value: 0.84, Lo: &lo, Hi: &hi}, Straddles: true},
+		{Load: 16, Outcome: OutcomeGood, Apdex: Score{Value: 0.88, Lo: &lo2, Hi: &hi2}},
+		{Load: 32, Outcome: OutcomeBad, Apdex: Score{Value: 0.5}, Reasons: []string{"APDEX 0.50 < 0.85"}},
+	}}
+	d.Conclude(16, 32, Stop{Kind: StopConverged})
+	if want := "capacity 16 users at APDEX 0.86 (mean of 2 attempts: 0.84 [0.81-0.87], 0.88 [0.85-0.90]); at 32 users APDEX 0.50 < 0.85"; !strings.HasPrefix(d.Result.Line, want) || d.Result.Apdex.Value != 0.86 {
+		t.Errorf("line %q\n want %q...", d.Result.Line, want)
+	}
+	d = &Document{Unit: "users", Search: SearchJSON{Max: 2}, Steps: []Step{
+		{Load: 1, Outcome: OutcomeBad, Apdex: Score{Value: 0.9}, Reasons: []string{"p95 post_order 5ms > 1ms"}, Resources: Resources{Samples: 4, HostBusy: &busy}},
+	}}
+	d.Conclude(0, 1, Stop{Kind: StopNoGood})
+	if want := "capacity below 1 user; at 1 user p95 post_order 5ms > 1ms; limited by the --p95 target (missed even at 1 user); resources there: host CPU busy 100 %"; d.Result.Line != want {
+		t.Errorf("line %q\n want %q", d.Result.Line, want)
+	}
+	if got := d.Result.CapacityText("users"); got != "below 1 user" {
+		t.Errorf("capacity text %q", got)
+	}
+}

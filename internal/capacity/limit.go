@@ -169,40 +169,35 @@ func Limiting(good *Step, bad Step, unit string) string {
 	r := bad.Resources
 	var parts []string
 	w, hasWait := r.TopWait()
-	refused := ""
-	for _, reason := range bad.Reasons {
-		if strings.HasPrefix(reason, "connections refused") {
-			refused = reason
-		}
-	}
-	switch {
-	case refused != "":
+	refused := refusedReason(bad)
+	switch limitCaseOf(bad) {
+	case limitByRefused:
 		s := "the server's connection limit: " + refused
 		if mc := maxConnections(bad.Run); mc != "" {
 			s += ", max_connections " + mc
 		}
 		parts = append(parts, s)
-	case r.PoolWaitShare >= limitPoolShare:
+	case limitByPool:
 		pool := "the pool"
 		if r.PoolSize > 0 {
-			pool = fmt.Sprintf("the pool of %d connections", r.PoolSize)
+			pool = fmt.Sprintf("the pool of %d %s", r.PoolSize, plural(r.PoolSize, "connection", "connections"))
 		}
 		parts = append(parts, fmt.Sprintf("%s (pool wait %.0f %% of response time)", pool, r.PoolWaitShare))
-	case hasWait && w.Pct >= limitWaitShare:
+	case limitByWait:
 		s := fmt.Sprintf("%s (%.0f %% of active time", w.Event, w.Pct)
 		if good != nil {
 			s += fmt.Sprintf(", %.0f %% at %s %s", good.Resources.waitPct(w.Event), fmtLoad(good.Load), unit)
 		}
 		parts = append(parts, s+")")
-	case r.ServerCPU != nil && *r.ServerCPU >= limitServerCPU:
+	case limitByServerCPU:
 		parts = append(parts, fmt.Sprintf("server CPU %.0f %%", *r.ServerCPU))
-	case r.HostBusy != nil && *r.HostBusy >= limitHostBusy:
+	case limitByHost:
 		s := fmt.Sprintf("host CPU busy %.0f %%", *r.HostBusy)
 		if r.ForeignCPU != nil {
 			s += fmt.Sprintf(" (other processes %.0f %%)", *r.ForeignCPU)
 		}
 		parts = append(parts, s)
-	case r.Iowait != nil && *r.Iowait >= limitIowait:
+	case limitByIowait:
 		parts = append(parts, fmt.Sprintf("iowait %.0f %%", *r.Iowait))
 	}
 	limited := len(parts) > 0
@@ -223,6 +218,74 @@ func Limiting(good *Step, bad Step, unit string) string {
 		return strings.TrimSuffix("no saturated resource seen ("+detail+")", " ()")
 	}
 	return "limited by " + strings.Join(parts, ", ")
+}
+
+// The cases of Limiting, in its order of precedence.
+type limitCase int
+
+const (
+	limitByNone limitCase = iota
+	limitByRefused
+	limitByPool
+	limitByWait
+	limitByServerCPU
+	limitByHost
+	limitByIowait
+)
+
+// limitCaseOf is the case of Limiting that names bad's limit.
+func limitCaseOf(bad Step) limitCase {
+	r := bad.Resources
+	w, hasWait := r.TopWait()
+	switch {
+	case refusedReason(bad) != "":
+		return limitByRefused
+	case r.PoolWaitShare >= limitPoolShare:
+		return limitByPool
+	case hasWait && w.Pct >= limitWaitShare:
+		return limitByWait
+	case r.ServerCPU != nil && *r.ServerCPU >= limitServerCPU:
+		return limitByServerCPU
+	case r.HostBusy != nil && *r.HostBusy >= limitHostBusy:
+		return limitByHost
+	case r.Iowait != nil && *r.Iowait >= limitIowait:
+		return limitByIowait
+	}
+	return limitByNone
+}
+
+// refusedReason is bad's "connections refused ..." reason, "" if none.
+func refusedReason(bad Step) string {
+	refused := ""
+	for _, reason := range bad.Reasons {
+		if strings.HasPrefix(reason, "connections refused") {
+			refused = reason
+		}
+	}
+	return refused
+}
+
+// ForeignLimited reports whether the search's first bad step was limited
+// by other processes' load: Limiting named the busy host (no refused
+// connections, pool wait, dominant wait event or saturated server CPU
+// before it) and processes neither the server's nor erplab's used at
+// least compare.DefaultMaxForeignDiff (10) % of all CPUs, the noise
+// guard's threshold of compare. It returns their share, %.
+func (d *Document) ForeignLimited() (float64, bool) {
+	bad := d.latest(d.Result.FirstBad, OutcomeBad)
+	if bad == nil || limitCaseOf(*bad) != limitByHost || bad.Resources.ForeignCPU == nil {
+		return 0, false
+	}
+	f := *bad.Resources.ForeignCPU
+	return f, f >= compare.DefaultMaxForeignDiff
+}
+
+// plural is one when n is 1, else many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // maxConnections is the server's max_connections recorded in a step's

@@ -34,7 +34,7 @@ func ParseGrowth(s string) (Growth, error) {
 	}
 	f, err := strconv.ParseFloat(rest, 64)
 	if err != nil || !(f > 1) || math.IsInf(f, 0) {
-		return Growth{}, fmt.Errorf("--step %q: xF needs F > 1 (the step must grow the load)", s)
+		return Growth{}, fmt.Errorf("--step %q: xF needs a factor F > 1, e.g. x2 or x1.5 (the step must grow the load)", s)
 	}
 	return Growth{Factor: f}, nil
 }
@@ -87,7 +87,7 @@ func (p Plan) Validate() error {
 	case !(p.Step.Factor > 1) && !(p.Step.Add > 0):
 		return fmt.Errorf("--step %s does not grow the load", p.Step)
 	case !(p.Resolution > 0 && p.Resolution < 1):
-		return fmt.Errorf("--resolution must be in (0, 100 %%), got %g", p.Resolution)
+		return fmt.Errorf("--resolution must be in (0 %%, 100 %%), got %g %%", 100*p.Resolution)
 	case p.Repeats < 0:
 		return fmt.Errorf("repeats must be >= 0, got %d", p.Repeats)
 	}

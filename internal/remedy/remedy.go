@@ -71,6 +71,10 @@ type Param struct {
 	Default string
 	// Usage is the flag's help text.
 	Usage string
+	// Check, when not nil, checks a value before anything starts
+	// (CheckRunnable) and returns a one-line error without the flag's
+	// name.
+	Check func(value string) error
 }
 
 // Effect is what one applied remedy changed.
@@ -211,6 +215,36 @@ func Parse(s string) (Remedy, error) {
 		return Remedy{}, fmt.Errorf("remedy %q: %w", s, err)
 	}
 	return Remedy{Kind: name, Arg: arg}, nil
+}
+
+// CheckRunnable checks, before anything starts, that this process can
+// apply every remedy of rs: root (isRoot) for a kind with NeedsRoot, and
+// every parameter of their kinds (Param.Check) with its value in params
+// (the Param's Default when absent). command names the erplab command
+// the user ran, for the message ("run erplab capacity as root"). Errors
+// are one line; unknown kinds are Parse's to report and pass here.
+func CheckRunnable(command string, rs []Remedy, params map[string]string, isRoot bool) error {
+	for _, r := range rs {
+		k, ok := Lookup(r.Kind)
+		if !ok {
+			continue
+		}
+		if k.NeedsRoot != "" && !isRoot {
+			return fmt.Errorf("remedy %s needs root (%s); run erplab %s as root or drop the remedy", k.Name, k.NeedsRoot, command)
+		}
+		for _, p := range k.Params {
+			v, given := params[p.Name]
+			if !given {
+				v = p.Default
+			}
+			if p.Check != nil {
+				if err := p.Check(v); err != nil {
+					return fmt.Errorf("--%s %q (remedy %s): %w", p.Name, v, k.Name, err)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // Applied is a remedy in effect on a target (see Apply).

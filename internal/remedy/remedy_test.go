@@ -130,3 +130,27 @@ func TestNeedsRootRefused(t *testing.T) {
 		t.Fatalf("got %v, want %s", err, want)
 	}
 }
+
+// TestCheckRunnable: a remedy the process cannot apply (not root, a bad
+// parameter value) is refused before anything starts, naming the command.
+func TestCheckRunnable(t *testing.T) {
+	r, err := remedy.Parse("tmpfs-temp-tablespace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := []remedy.Remedy{r}
+	err = remedy.CheckRunnable("capacity", rs, nil, false)
+	if want := "remedy tmpfs-temp-tablespace needs root (it mounts a tmpfs); run erplab capacity as root or drop the remedy"; err == nil || err.Error() != want {
+		t.Fatalf("not root: got %v, want %s", err, want)
+	}
+	err = remedy.CheckRunnable("capacity", rs, map[string]string{"tmpfs-size": "banana"}, true)
+	if err == nil || !strings.Contains(err.Error(), `--tmpfs-size "banana" (remedy tmpfs-temp-tablespace): size "banana"`) {
+		t.Fatalf("bad size: got %v", err)
+	}
+	if err := remedy.CheckRunnable("capacity", rs, map[string]string{"tmpfs-size": "64M"}, true); err != nil {
+		t.Fatalf("good size refused: %v", err)
+	}
+	if err := remedy.CheckRunnable("capacity", rs, nil, true); err != nil {
+		t.Fatalf("default size refused: %v", err)
+	}
+}

@@ -66,7 +66,7 @@ func markKnee(p *plot.Plot, d *capacity.Document) error {
 		name   string
 		dashes []vg.Length
 	}{
-		{d.Result.Capacity, fmt.Sprintf("capacity %s", fmtLoadR(d.Result.Capacity)), []vg.Length{vg.Points(6), vg.Points(3)}},
+		{d.Result.Capacity, capacityLabel(d), []vg.Length{vg.Points(6), vg.Points(3)}},
 		{d.Result.FirstBad, fmt.Sprintf("first bad %s", fmtLoadR(d.Result.FirstBad)), []vg.Length{vg.Points(2), vg.Points(2)}},
 	}
 	for _, m := range marks {
@@ -78,6 +78,16 @@ func markKnee(p *plot.Plot, d *capacity.Document) error {
 		}
 	}
 	return nil
+}
+
+// capacityLabel is the legend of the capacity line: "capacity 46", or
+// "capacity ≥ 64 (--max-users good)" when the search reached its maximum
+// good (a lower bound).
+func capacityLabel(d *capacity.Document) string {
+	if d.Result.Stop.Kind == capacity.StopMaxReached {
+		return fmt.Sprintf("capacity ≥ %s (--max-users good)", fmtLoadR(d.Result.Capacity))
+	}
+	return fmt.Sprintf("capacity %s", fmtLoadR(d.Result.Capacity))
 }
 
 // logScale puts p's Y axis on a log scale when its data spans more than
@@ -103,12 +113,13 @@ func isLog(p *plot.Plot) bool { _, ok := p.Y.Scale.(plot.LogScale); return ok }
 
 func fmtLoadR(v float64) string { return fmt.Sprintf("%g", v) }
 
-// addPoints adds the line through pts and its points.
+// addPoints adds pts (sorted by load) as points and the line through
+// each load's mean of them (meanByLoad).
 func addPoints(p *plot.Plot, name string, pts plotter.XYs, i int) error {
 	if len(pts) == 0 {
 		return nil
 	}
-	if err := addLine(p, name, pts, palette(i), nil); err != nil {
+	if err := addLine(p, name, meanByLoad(pts), palette(i), nil); err != nil {
 		return err
 	}
 	s, err := plotter.NewScatter(pts)
@@ -129,28 +140,29 @@ func CapacityCharts(d *capacity.Document) ([]Chart, error) {
 	var out []Chart
 	add := chartAdder(&out)
 
-	// APDEX.
+	// APDEX: a point per attempt with its 95 % interval as an error
+	// bar, the line through each load's mean.
 	p := loadPlot(d, "Integral APDEX against load", "APDEX")
-	var pts, lo, hi plotter.XYs
+	var pts plotter.XYs
+	var bars struct {
+		plotter.XYs
+		plotter.YErrors
+	}
 	for _, s := range steps {
 		pts = append(pts, plotter.XY{X: s.Load, Y: s.Apdex.Value})
 		if s.Apdex.Lo != nil && s.Apdex.Hi != nil {
-			lo = append(lo, plotter.XY{X: s.Load, Y: *s.Apdex.Lo})
-			hi = append(hi, plotter.XY{X: s.Load, Y: *s.Apdex.Hi})
+			bars.XYs = append(bars.XYs, plotter.XY{X: s.Load, Y: s.Apdex.Value})
+			bars.YErrors = append(bars.YErrors, struct{ Low, High float64 }{s.Apdex.Value - *s.Apdex.Lo, *s.Apdex.Hi - s.Apdex.Value})
 		}
 	}
 	err := addPoints(p, "integral APDEX", pts, 0)
-	if err == nil {
-		err = addLine(p, "95 % interval", lo, palette(4), []vg.Length{vg.Points(2), vg.Points(2)})
-	}
-	if err == nil {
-		// hi without a second legend entry
-		if len(hi) > 0 {
-			var l *plotter.Line
-			if l, err = plotter.NewLine(hi); err == nil {
-				l.Color, l.Width, l.Dashes = palette(4), vg.Points(1.2), []vg.Length{vg.Points(2), vg.Points(2)}
-				p.Add(l)
-			}
+	if err == nil && len(bars.XYs) > 0 {
+		var eb *plotter.YErrorBars
+		if eb, err = plotter.NewYErrorBars(bars); err == nil {
+			eb.Color, eb.Width, eb.CapWidth = palette(4), vg.Points(1.2), vg.Points(6)
+			p.Add(eb)
+			// the legend's thumbnail: a line of the bars' style
+			p.Legend.Add("95 % interval", &plotter.Line{LineStyle: eb.LineStyle})
 		}
 	}
 	if err == nil && len(steps) > 0 {
@@ -329,7 +341,7 @@ figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; border: 1p
 <p>Status: {{.Doc.Status}}. Target: integral APDEX &ge; {{.Doc.Target.Apdex}}, errors &le; {{.Doc.Target.ErrorRatePct}} %{{range $op, $ms := .Doc.Target.P95Ms}}, p95 {{$op}} &le; {{$ms}} ms{{end}}.
 Search: from {{.Doc.Search.Start}} {{.Doc.Unit}} by {{.Doc.Search.Step}} up to {{.Doc.Search.Max}}, bisection to {{.Doc.Search.ResolutionPct}} %; each step {{.Doc.Search.RampS}} s ramp, {{.Doc.Search.WarmupS}} s warm-up, {{.Doc.Search.HoldS}} s hold{{if .Doc.Search.Think}}, think {{.Doc.Search.Think}}{{end}}{{if .Doc.Search.UserOpsPerHour}} ({{.Doc.Search.UserOpsPerHour}} key operations per user and hour){{end}}. Stop: {{.Doc.Result.Stop.Kind}}{{if .Doc.Result.Stop.Detail}} ({{.Doc.Result.Stop.Detail}}){{end}}.</p>
 <h2>Steps</h2>
-<div class="scroll"><table><tr><th>step</th><th>{{.Doc.Unit}}</th><th class="l">outcome</th><th>integral APDEX [95 %]</th><th>ops/s</th><th>errors</th><th class="l">p95</th><th class="l">top waits (share of active time)</th><th>server CPU</th><th>pool wait</th><th>connections</th><th>erplab CPU (cores)</th><th class="l">missed</th></tr>
+<div class="scroll"><table><tr><th>step</th><th>{{.Doc.Unit}}</th><th class="l">outcome</th><th>integral APDEX [95 %]</th><th>ops/s</th><th>errors</th><th class="l">p95</th><th class="l">top waits (share of active time)</th><th>server CPU</th><th>pool wait</th><th title="mean client sessions on the server, erplab's observer session included">client sessions (incl. observer)</th><th>erplab CPU (cores)</th><th class="l">missed</th></tr>
 {{range .Rows}}<tr class="{{.Class}}"><td>{{.Index}}{{if gt .Attempt 1}} (attempt {{.Attempt}}){{end}}</td><td>{{.Load}}</td><td class="l">{{.Outcome}}</td><td>{{.Apdex}}{{if .Straddles}} *{{end}}</td><td>{{.Throughput}}</td><td>{{.Errors}}</td><td class="l">{{.P95}}</td><td class="l">{{.Waits}}</td><td>{{.ServerCPU}}</td><td>{{.PoolWait}}</td><td>{{.Connections}}</td><td>{{.GeneratorCPU}}</td><td class="l">{{.Reasons}}</td></tr>
 {{end}}</table></div>
 <p class="muted">* the interval holds the target: the step was run again and decided by the mean. Pool wait: share of response time spent waiting for a connection. Each step's own results: {{.Dir}}.</p>

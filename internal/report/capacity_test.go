@@ -154,3 +154,31 @@ func TestCapacityChartsLimitsAndNoWaits(t *testing.T) {
 		t.Fatalf("without waits: %d charts, err %v", len(charts), err)
 	}
 }
+
+// TestCapacityABMarkdownComplete: the markdown report carries the
+// status, the common loads with round labels and, for a killed run, says
+// its writer is gone.
+func TestCapacityABMarkdownComplete(t *testing.T) {
+	d, err := capacity.ReadAB(filepath.Join("testdata", "capacity-ab.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteCapacityABMarkdown(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	for _, want := range []string{"Status: completed.", "APDEX at the loads every side ran", "| users | baseline | nojit |", "| 8 | r1 0.90 | r1 0.99 |", "(2 steps, max reached"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	d.Status, d.PID, d.Host = "running", 0, ""
+	b.Reset()
+	if err := WriteCapacityABHTML(&b, d); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "Status: running or killed (no writing process recorded).") {
+		t.Errorf("a running document without its writer reads as running")
+	}
+}

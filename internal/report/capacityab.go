@@ -1,25 +1,30 @@
 package report
 
 import (
+	"errors"
 	"fmt"
 	"html/template"
 	"io"
 	"math"
 	"strings"
 
+	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/erplab/erplab/internal/capacity"
 )
 
 // CapacitySide is one curve group of an overlay chart: a side's name,
-// its searches (one curve each, the side's colour) and the capacity to
-// mark (the median over its searches; 0: none).
+// its searches (one curve each, the side's colour), the capacity to
+// mark (the median over its searches; 0: none) and whether it is a lower
+// bound (a search reached its maximum good).
 type CapacitySide struct {
 	Name     string
 	Searches []*capacity.Document
 	Capacity float64
+	AtLeast  bool
 }
 
 // SidesOfAB are the sides of a capacity A/B document.
@@ -33,34 +38,68 @@ func SidesOfAB(d *capacity.ABDocument) []CapacitySide {
 			}
 		}
 		if s.Capacity != nil {
-			cs.Capacity = s.Capacity.Median
+			cs.Capacity, cs.AtLeast = s.Capacity.Median, s.Capacity.AtLeast
 		}
 		out = append(out, cs)
 	}
 	return out
 }
 
+// Sizes of the overlay chart: wider than the other charts (a 1200 px
+// page), its legend in a column right of the plot, never over a curve.
+const (
+	overlayW       = 12 * vg.Inch
+	overlayH       = 5 * vg.Inch
+	overlayLegendW = 3.5 * vg.Inch
+)
+
+// roundStyles are the line dashes and point glyphs of rounds 1, 2, ...
+// (cycling): each round of a side its own, so four rounds stay apart.
+var roundStyles = []struct {
+	dashes []vg.Length
+	glyph  draw.GlyphDrawer
+}{
+	{nil, draw.CircleGlyph{}},
+	{[]vg.Length{vg.Points(7), vg.Points(3)}, draw.BoxGlyph{}},
+	{[]vg.Length{vg.Points(1.5), vg.Points(2.5)}, draw.TriangleGlyph{}},
+	{[]vg.Length{vg.Points(8), vg.Points(2.5), vg.Points(1.5), vg.Points(2.5)}, draw.CrossGlyph{}},
+	{[]vg.Length{vg.Points(3), vg.Points(3)}, draw.RingGlyph{}},
+	{[]vg.Length{vg.Points(12), vg.Points(4)}, draw.PlusGlyph{}},
+}
+
+// meanByLoad is one point per load of pts (sorted by load): the mean
+// of its attempts, what decided a repeated step, so a line through it
+// has no vertical spike where a load ran twice.
+func meanByLoad(pts plotter.XYs) plotter.XYs {
+	var line plotter.XYs
+	for k := 0; k < len(pts); {
+		j, sum := k, 0.0
+		for ; j < len(pts) && pts[j].X == pts[k].X; j++ {
+			sum += pts[j].Y
+		}
+		line = append(line, plotter.XY{X: pts[k].X, Y: sum / float64(j-k)})
+		k = j
+	}
+	return line
+}
+
 // CapacityOverlay draws the integral APDEX against the load of every
-// search of every side on one chart (a side's colour for its searches,
-// dashed from its second round on; a point per attempt, the line through
-// the mean of a repeated load's attempts), the target, and each side's
-// capacity as a vertical line of its colour. unit names the load; the
-// legend sits at the bottom left, where APDEX curves (high at low load)
-// leave the chart empty. Errors come from drawing.
+// search of every side on one chart: a side's colour for its searches,
+// each round its own dash and point glyph (a point per attempt, the
+// line through the mean of a repeated load's attempts), the target, and
+// each side's capacity as a large downward triangle of its colour on the
+// target line, labelled with its value ("≥ 16 →" for a lower bound: a
+// search reached its maximum good). unit names the load; the legend is
+// a column right of the plot. Errors come from drawing.
 func CapacityOverlay(unit string, target float64, sides []CapacitySide) (Chart, error) {
-	var out []Chart
-	add := chartAdder(&out)
 	p := newPlot("Integral APDEX against load, by side", "APDEX")
 	p.X.Label.Text = unit
 	p.X.Min, p.Y.Min, p.Y.Max = 0, 0, 1
-	p.Legend.Top, p.Legend.Left = false, true
 	maxX := 0.0
 	var err error
 	for i, s := range sides {
 		for r, d := range s.Searches {
-			// every attempt a point; the line through each load's mean
-			// over its attempts (what decided a repeated step)
-			var pts, line plotter.XYs
+			var pts plotter.XYs
 			for _, st := range byLoad(d) {
 				pts = append(pts, plotter.XY{X: st.Load, Y: st.Apdex.Value})
 				maxX = math.Max(maxX, st.Load)
@@ -68,32 +107,21 @@ func CapacityOverlay(unit string, target float64, sides []CapacitySide) (Chart, 
 			if len(pts) == 0 {
 				continue
 			}
-			for k := 0; k < len(pts); {
-				j, sum := k, 0.0
-				for ; j < len(pts) && pts[j].X == pts[k].X; j++ {
-					sum += pts[j].Y
-				}
-				line = append(line, plotter.XY{X: pts[k].X, Y: sum / float64(j-k)})
-				k = j
-			}
 			name := s.Name
 			if len(s.Searches) > 1 {
 				name = fmt.Sprintf("%s round %d", s.Name, r+1)
 			}
-			var dashes []vg.Length
-			if r > 0 {
-				dashes = []vg.Length{vg.Points(4), vg.Points(2)}
-			}
-			if err = addLine(p, name, line, palette(i), dashes); err != nil {
-				break
-			}
+			style := roundStyles[r%len(roundStyles)]
+			l, lerr := plotter.NewLine(meanByLoad(pts))
 			sc, serr := plotter.NewScatter(pts)
-			if serr != nil {
-				err = fmt.Errorf("report: %s: %w", name, serr)
+			if err = errors.Join(lerr, serr); err != nil {
+				err = fmt.Errorf("report: %s: %w", name, err)
 				break
 			}
-			sc.Color = palette(i)
-			p.Add(sc)
+			l.Color, l.Width, l.Dashes = palette(i), vg.Points(1.4), style.dashes
+			sc.Color, sc.Shape, sc.Radius = palette(i), style.glyph, vg.Points(3)
+			p.Add(l, sc)
+			p.Legend.Add(name, l, sc)
 		}
 	}
 	if maxX == 0 {
@@ -107,12 +135,62 @@ func CapacityOverlay(unit string, target float64, sides []CapacitySide) (Chart, 
 		if err != nil || s.Capacity <= 0 {
 			continue
 		}
-		err = addLine(p, fmt.Sprintf("%s capacity %s", s.Name, fmtLoadR(s.Capacity)), plotter.XYs{{X: s.Capacity, Y: 0}, {X: s.Capacity, Y: 1}}, palette(i), []vg.Length{vg.Points(6), vg.Points(3)})
+		label := "capacity " + fmtLoadR(s.Capacity)
+		if s.AtLeast {
+			label = "capacity ≥ " + fmtLoadR(s.Capacity) + " →" // a lower bound: the capacity is there or beyond
+		}
+		mark, merr := plotter.NewScatter(plotter.XYs{{X: s.Capacity, Y: target}})
+		lab, lerr := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: s.Capacity, Y: target}}, Labels: []string{label}})
+		if err = errors.Join(merr, lerr); err != nil {
+			err = fmt.Errorf("report: %s capacity: %w", s.Name, err)
+			break
+		}
+		mark.Color, mark.Shape, mark.Radius = palette(i), downTriangle{}, vg.Points(5)
+		for k := range lab.TextStyle {
+			lab.TextStyle[k].Color = palette(i)
+			lab.TextStyle[k].XAlign = draw.XRight
+		}
+		// left of the triangle, under the target line (APDEX curves fall
+		// to the right of their knee), the sides' labels stacked
+		lab.Offset = vg.Point{X: -vg.Points(8), Y: -vg.Points(14 + 12*float64(i))}
+		p.Add(mark, lab)
+		name := fmt.Sprintf("%s capacity %s", s.Name, fmtLoadR(s.Capacity))
+		if s.AtLeast {
+			name = fmt.Sprintf("%s capacity %s or more (≥)", s.Name, fmtLoadR(s.Capacity))
+		}
+		p.Legend.Add(name, mark)
 	}
-	if err := add("capacity-ab-apdex", p, err); err != nil {
+	if err != nil {
 		return Chart{}, err
 	}
-	return out[0], nil
+	// The legend beside the plot: moved off p, drawn in its own column.
+	leg := p.Legend
+	leg.Top, leg.Left = true, true
+	p.Legend = plot.NewLegend()
+	svg, err := renderWith(p.Title.Text, overlayW, overlayH, func(c draw.Canvas) {
+		p.Draw(draw.Crop(c, 0, -overlayLegendW, 0, 0))
+		leg.Draw(draw.Crop(c, overlayW-overlayLegendW+vg.Points(10), 0, 0, -vg.Points(30)))
+	})
+	if err != nil {
+		return Chart{}, err
+	}
+	return Chart{ID: "capacity-ab-apdex", Title: p.Title.Text, SVG: svg}, nil
+}
+
+// downTriangle is a filled triangle pointing down at its point: a
+// side's capacity on the target line.
+type downTriangle struct{}
+
+// DrawGlyph implements draw.GlyphDrawer.
+func (downTriangle) DrawGlyph(c *draw.Canvas, sty draw.GlyphStyle, pt vg.Point) {
+	c.SetColor(sty.Color)
+	r := sty.Radius
+	var path vg.Path
+	path.Move(vg.Point{X: pt.X - r, Y: pt.Y + 1.6*r})
+	path.Line(vg.Point{X: pt.X + r, Y: pt.Y + 1.6*r})
+	path.Line(pt)
+	path.Close()
+	c.Fill(path)
 }
 
 // abSideRow is one side of the page's table.
@@ -151,14 +229,21 @@ func abSideRows(d *capacity.ABDocument) []abSideRow {
 				continue
 			}
 			res := x.Doc.Result
-			t := fmt.Sprintf("round %d: capacity %s", x.Round, fmtLoadR(res.Capacity))
+			t := fmt.Sprintf("round %d: capacity %s", x.Round, res.CapacityText(d.Unit))
 			if res.Apdex != nil {
 				t += " at APDEX " + res.Apdex.String()
 			}
 			if res.FirstBad > 0 {
 				t += fmt.Sprintf("; at %s: %s", fmtLoadR(res.FirstBad), strings.Join(res.Reasons, ", "))
 			}
-			t += fmt.Sprintf(" (%d steps, %s)", len(x.Doc.Steps), res.Stop.Kind)
+			stop := res.Stop.Kind
+			if res.Stop.Detail != "" && res.Stop.Kind != capacity.StopConverged {
+				stop += ": " + res.Stop.Detail // why it ended: the failure's reason
+			}
+			if res.Stop.Kind == "" {
+				stop = x.Doc.Status
+			}
+			t += fmt.Sprintf(" (%d steps, %s)", len(x.Doc.Steps), stop)
 			r.Rounds = append(r.Rounds, t)
 		}
 		rows = append(rows, r)
@@ -171,11 +256,7 @@ func abCommonRows(d *capacity.ABDocument) []abCommonRow {
 	for _, c := range d.Common {
 		r := abCommonRow{Load: fmtLoadR(c.Load)}
 		for _, s := range c.Sides {
-			var vals []string
-			for _, a := range s.Apdex {
-				vals = append(vals, a.String())
-			}
-			r.Cells = append(r.Cells, strings.Join(vals, ", "))
+			r.Cells = append(r.Cells, s.Text()) // "r1 0.91 [...], r2 0.84 [...] then 0.86 [...]"
 		}
 		rows = append(rows, r)
 	}
@@ -197,7 +278,8 @@ figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; border: 1p
 <h1>erplab capacity{{if .Doc.Order}} A/B{{end}}: {{.Doc.Workload}} ({{.Doc.Model}} model)</h1>
 {{range .Doc.Verdicts}}<p class="verdict">{{.Variant}}: {{.Line}}</p>
 {{end}}{{if not .Doc.Order}}<p class="verdict">Separate searches: not an A/B experiment (their servers, data and times may differ), so no verdict; <code>erplab capacity --variant</code> runs one.</p>
-{{end}}<p>Status: {{.Doc.Status}}.{{if .Doc.Order}} {{.Doc.Rounds}} round(s) per side, {{.Doc.Order}} order.{{end}} Target: integral APDEX &ge; {{.Doc.Target.Apdex}}, errors &le; {{.Doc.Target.ErrorRatePct}} %{{range $op, $ms := .Doc.Target.P95Ms}}, p95 {{$op}} &le; {{$ms}} ms{{end}}.
+{{end}}{{if .Doc.ForeignLoad}}<p class="verdict">Warning: {{.Doc.ForeignText}}.</p>
+{{end}}<p>Status: {{.Doc.StatusText}}.{{if .Doc.Order}} {{.Doc.Rounds}} round(s) per side, {{.Doc.Order}} order.{{end}} Target: integral APDEX &ge; {{.Doc.Target.Apdex}}, errors &le; {{.Doc.Target.ErrorRatePct}} %{{range $op, $ms := .Doc.Target.P95Ms}}, p95 {{$op}} &le; {{$ms}} ms{{end}}.
 Search{{if not .Doc.Order}} (of {{(index .Doc.Sides 0).Name}}){{end}}: from {{.Doc.Search.Start}} {{.Doc.Unit}} by {{.Doc.Search.Step}} up to {{.Doc.Search.Max}}, bisection to {{.Doc.Search.ResolutionPct}} %; each step {{.Doc.Search.RampS}} s ramp, {{.Doc.Search.HoldS}} s hold.
 {{if .Doc.Order}}A verdict is better or worse only when the exact rank-sum test over the rounds' capacities reaches its level (4 rounds each at 0.05).{{end}}</p>
 <h2>Sides</h2>
@@ -241,16 +323,35 @@ func WriteCapacityABHTML(w io.Writer, d *capacity.ABDocument) error {
 	return nil
 }
 
-// WriteCapacityABMarkdown writes the verdicts and the sides' table.
+// WriteCapacityABMarkdown writes the verdicts, the status, the sides'
+// table (each search's capacity and, for one that did not finish, why)
+// and the APDEX at the loads every side ran.
 func WriteCapacityABMarkdown(w io.Writer, d *capacity.ABDocument) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "## erplab capacity A/B: %s (%s model)\n\n", d.Workload, d.Model)
+	fmt.Fprintf(&b, "## erplab capacity A/B: %s (%s model)\n\nStatus: %s.\n\n", d.Workload, d.Model, d.StatusText())
 	for _, v := range d.Verdicts {
 		fmt.Fprintf(&b, "**%s: %s**\n\n", v.Variant, v.Line)
+	}
+	if len(d.ForeignLoad) > 0 {
+		fmt.Fprintf(&b, "Warning: %s.\n\n", d.ForeignText())
 	}
 	fmt.Fprintf(&b, "| side | remedies | capacity (%s) | searches | limiting resource |\n|---|---|---:|---|---|\n", d.Unit)
 	for _, r := range abSideRows(d) {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", mdEscape(r.Name), mdEscape(r.Remedies), r.Capacity, mdEscape(strings.Join(r.Rounds, "; ")), mdEscape(strings.Join(r.Limits, "; ")))
+	}
+	if rows := abCommonRows(d); len(rows) > 0 {
+		fmt.Fprintf(&b, "\nAPDEX at the loads every side ran (95 %% interval of each search's step):\n\n| %s |", d.Unit)
+		for _, s := range d.Sides {
+			fmt.Fprintf(&b, " %s |", mdEscape(s.Name))
+		}
+		b.WriteString("\n|---:|" + strings.Repeat("---|", len(d.Sides)) + "\n")
+		for _, r := range rows {
+			cells := make([]string, len(r.Cells))
+			for i, c := range r.Cells {
+				cells[i] = mdEscape(c)
+			}
+			fmt.Fprintf(&b, "| %s | %s |\n", r.Load, strings.Join(cells, " | "))
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

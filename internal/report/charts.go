@@ -68,16 +68,22 @@ func hexColor(c color.Color) string {
 
 // render draws p into an SVG element.
 func render(p *plot.Plot, w, h vg.Length) (string, error) {
+	return renderWith(p.Title.Text, w, h, p.Draw)
+}
+
+// renderWith draws on a w x h canvas with drawFn and returns the SVG
+// element; title names the chart in errors.
+func renderWith(title string, w, h vg.Length, drawFn func(draw.Canvas)) (string, error) {
 	c := vgsvg.New(w, h)
-	p.Draw(draw.New(c))
+	drawFn(draw.New(c))
 	var buf bytes.Buffer
 	if _, err := c.WriteTo(&buf); err != nil {
-		return "", fmt.Errorf("report: render chart %q: %w", p.Title.Text, err)
+		return "", fmt.Errorf("report: render chart %q: %w", title, err)
 	}
 	s := buf.String()
 	i := bytes.Index(buf.Bytes(), []byte("<svg"))
 	if i < 0 {
-		return "", fmt.Errorf("report: render chart %q: no <svg> element", p.Title.Text)
+		return "", fmt.Errorf("report: render chart %q: no <svg> element", title)
 	}
 	return s[i:], nil
 }

@@ -24,7 +24,7 @@ func init() {
 		Name:      Name,
 		Doc:       "temp tables on a tmpfs tablespace (erplab doctor's fix), undone after",
 		NeedsRoot: "it mounts a tmpfs",
-		Params:    []remedy.Param{{Name: SizeParam, Default: DefaultSize, Usage: "size of the tmpfs (k, m, g or %)"}},
+		Params:    []remedy.Param{{Name: SizeParam, Default: DefaultSize, Usage: "size of the tmpfs (k, m, g or %)", Check: ValidSize}},
 		// Temp tables on tmpfs: the temp-table storm is the operation it
 		// targets, the integral says whether the rest paid for it.
 		Primary: []string{"integral:apdex", "temp_table_storm:apdex"},
