@@ -175,6 +175,11 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 					}
 				}
 			}
+			for _, v := range vs {
+				if err := remedy.CheckRunnable("ab", v.Remedies, remedyParamValues(remedyParams), os.Geteuid() == 0); err != nil {
+					return withCode(exitUsage, fmt.Errorf("--variant %s: %w", v.Name, err))
+				}
+			}
 			baseFlags, newW, err := variantWorkload(cmd, f.workload, vs)
 			if err != nil {
 				return withCode(exitUsage, err)

@@ -27,6 +27,8 @@ func TestABUsageErrors(t *testing.T) {
 		// an APDEX row of no key operation: refused before the first run
 		{"ab", "--workload", "smoke", "--aa", "1", "--primary", "nosuch_op"},
 		{"ab", "--workload", "smoke", "--variant", "x=temp-style:1c", "--primary", "x=nosuch_op:apdex"},
+		// a remedy parameter the remedy cannot take: refused before the server starts
+		{"ab", "--workload", "erp", "--variant", "x=tmpfs-temp-tablespace", "--tmpfs-size", "banana"},
 	} {
 		checkUsageError(t, args)
 	}
