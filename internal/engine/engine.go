@@ -114,8 +114,12 @@ type Config struct {
 	// executions whose response time exceeds it are counted as late; in
 	// the open model an arrival whose lag already exceeds it when a VU
 	// takes it is skipped, not run, and counted as skipped for the
-	// operation the VU picked for it. A skipped arrival is a user who got
-	// no service: it counts in that operation's APDEX as frustrated, like
+	// operation the VU picked for it. A VU catches up as pgbench does:
+	// it reads the clock once and skips every arrival later than the
+	// limit by that reading, taking them from the schedule skipBatch (64)
+	// at a time under one lock and counting them in the recorder per
+	// batch, then takes the next arrival. A skipped arrival is a user who
+	// got no service: it counts in that operation's APDEX as frustrated, like
 	// a failed execution, but not in its Count or latency histograms
 	// (record.Recorder.RecordSkipped). Arrivals left in the backlog at the
 	// end (Outcome.BacklogLeft) had no operation picked yet and are in no
@@ -143,9 +147,10 @@ type Config struct {
 	// for concurrent use and cheap.
 	OnSample func(record.Sample)
 	// OnSkip, when set, receives every arrival skipped under
-	// LatencyLimit (open model), warm-up included, from the worker's
-	// goroutine right after the recorder counted it, e.g. for pgbench's
-	// "skipped" log lines and the skipped count of its progress lines.
+	// LatencyLimit (open model), warm-up included, in each worker's
+	// schedule order, from the worker's goroutine right after the recorder
+	// counted its batch (see LatencyLimit), e.g. for pgbench's "skipped"
+	// log lines and the skipped count of its progress lines.
 	// It must be safe for concurrent use and cheap (a Skip is passed by
 	// value: the skip path allocates nothing).
 	OnSkip func(Skip)
@@ -754,21 +759,27 @@ func (e *run) openLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan
 		}
 	}()
 	limit := e.cfg.LatencyLimit
-	var skipNow time.Time // the clock of a run of skips (pgbench reads it once)
-	skips := 0            // length of the current run of skips
+	var cu *catchUp
+	if limit > 0 {
+		cu = newCatchUp(len(e.cfg.Workload.Operations()), e.rec.WarmupEnd())
+	}
 	for e.cfg.TxPerVU == 0 || done < e.cfg.TxPerVU {
-		// Within a run of skips (finite: it ends at the arrivals due by
-		// skipNow) the stop is looked at every skipCheck arrivals only,
-		// so that a worker catching up spends its time on the arrivals.
-		if (skipNow.IsZero() || skips%skipCheck == 0) && stopped(ctx, stop) {
+		if stopped(ctx, stop) {
 			return done, endStopped
 		}
-		op := m.pick(vu.Rand)
-		now := skipNow
-		if now.IsZero() {
-			now = time.Now()
+		now := time.Now()
+		if cu != nil {
+			// Skip every arrival already later than the limit, judged by
+			// this one reading of the clock (pgbench's catch-up).
+			var more bool
+			if done, more = e.catchUp(ctx, vu, m, stop, cu, now, done); !more {
+				return done, endStopped
+			}
+			if e.cfg.TxPerVU > 0 && done >= e.cfg.TxPerVU {
+				break
+			}
 		}
-		skipNow = time.Time{}
+		op := m.pick(vu.Rand)
 		a, ok := e.sched.take(now)
 		if !ok {
 			// No arrival is left before the end of the run.
@@ -784,15 +795,12 @@ func (e *run) openLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan
 				return done, endStopped
 			}
 		} else if limit > 0 && now.Sub(a.at) > limit {
-			// Too late to meet the limit even if it ran at once
-			// (pgbench --latency-limit with --rate).
+			// Handed back late since the catch-up (a stopped worker's):
+			// too late to meet the limit even if it ran at once.
 			e.skip(vu, op, a.at, now)
 			done++
-			skips++
-			skipNow = now // judge the next arrival against the same clock: the skips catch up
 			continue
 		}
-		skips = 0
 		var pause time.Duration
 		var next step
 		own, pause, next = e.operation(ctx, vu, op, own, a.at)
@@ -810,6 +818,73 @@ func (e *run) openLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan
 	return done, endDone
 }
 
+// catchUp is a worker's state for skipping arrivals in batches: the
+// batch's scheduled times and operations, and its skip counts per
+// operation (scored, warm-up) until they are handed to the recorder.
+type catchUp struct {
+	at      [skipBatch]time.Time
+	op      [skipBatch]int
+	counts  []int64 // 2*op: scored, 2*op+1: warm-up
+	touched []int   // operations with counts
+	warmEnd time.Time
+}
+
+func newCatchUp(ops int, warmEnd time.Time) *catchUp {
+	return &catchUp{counts: make([]int64, 2*ops), touched: make([]int, 0, ops), warmEnd: warmEnd}
+}
+
+// catchUp skips, as vu, every arrival later than the latency limit at
+// now (those due by now - limit), skipBatch at a time: a batch is taken
+// from the schedule under one lock, counted in the recorder under one
+// lock per operation, and then handed to Config.OnSkip one arrival at a
+// time. Each skipped arrival gets its operation from the mix, as a run
+// one would. done counts the worker's operations so far (TxPerVU caps
+// the skips); it returns the new count and false when the worker must
+// stop (looked at between batches).
+func (e *run) catchUp(ctx context.Context, vu *workload.VU, m *mix, stop <-chan struct{}, cu *catchUp, now time.Time, done int) (int, bool) {
+	var skipped int64 // in this catch-up
+	for {
+		n := skipBatch
+		if e.cfg.TxPerVU > 0 {
+			n = min(n, e.cfg.TxPerVU-done)
+		}
+		if n <= 0 {
+			return done, true
+		}
+		k := e.sched.takeLate(now, e.cfg.LatencyLimit, cu.at[:n], skipped)
+		for i := range k {
+			op := m.pick(vu.Rand)
+			cu.op[i] = op
+			c := 2 * op
+			if cu.at[i].Before(cu.warmEnd) {
+				c++
+			}
+			if cu.counts[2*op] == 0 && cu.counts[2*op+1] == 0 {
+				cu.touched = append(cu.touched, op)
+			}
+			cu.counts[c]++
+		}
+		for _, op := range cu.touched {
+			e.rec.RecordSkips(op, cu.counts[2*op], cu.counts[2*op+1])
+			cu.counts[2*op], cu.counts[2*op+1] = 0, 0
+		}
+		cu.touched = cu.touched[:0]
+		if e.cfg.OnSkip != nil {
+			for i := range k {
+				e.cfg.OnSkip(Skip{VU: vu.ID, Op: cu.op[i], Scheduled: cu.at[i], At: now})
+			}
+		}
+		done += k
+		skipped += int64(k)
+		if k < n {
+			return done, true
+		}
+		if stopped(ctx, stop) {
+			return done, false
+		}
+	}
+}
+
 // skip records an arrival scheduled at sched that vu skipped at now, as
 // op, and hands it to Config.OnSkip.
 func (e *run) skip(vu *workload.VU, op int, sched, now time.Time) {
@@ -819,9 +894,9 @@ func (e *run) skip(vu *workload.VU, op int, sched, now time.Time) {
 	}
 }
 
-// skipCheck is how many arrivals a worker skips in a row between two
-// looks at its stop channel.
-const skipCheck = 64
+// skipBatch is how many arrivals a worker skips in a row (one batch of
+// its catch-up) between two looks at its stop channel.
+const skipBatch = 64
 
 // stopped reports, without waiting, whether the VU must stop.
 func stopped(ctx context.Context, stop <-chan struct{}) bool {

@@ -203,8 +203,10 @@ type arrival struct {
 // Memory is constant: arrivals are generated when taken, and the backlog
 // (arrivals due, not yet taken) is counted by a second copy of the
 // generator that runs ahead to the present (each arrival is stepped over
-// once more, amortised). Arrivals that a stopped worker held are handed
-// back (at most one per worker) and handed out again first.
+// once more, amortised; a worker's catch-up, takeLate, hands out the late
+// arrivals first and moves the due cursor by a copy, so that they are drawn
+// once). Arrivals that a stopped worker held are handed back (at most one
+// per worker) and handed out again first.
 type schedule struct {
 	start time.Time
 	end   float64 // run length, s: no arrival is scheduled at or after it
@@ -296,6 +298,57 @@ func (s *schedule) take(now time.Time) (arrival, bool) {
 	}
 	s.mu.Unlock()
 	return arrival{off: off, at: s.start.Add(time.Duration(off * float64(time.Second)))}, true
+}
+
+// takeLate hands out, under one lock, the next arrivals that are already
+// later than limit at now (now - scheduled > limit: skipped, whoever took
+// them), in order and at most len(out), into out; it returns how many.
+// Fewer than len(out) means the catch-up judged by now is over: the next
+// arrival is within the limit or ahead (or none is left), and the backlog
+// peak is updated with the backlog the catch-up started from, before
+// arrivals the caller took earlier in it by the same now. The arrivals are
+// drawn once: the due cursor follows the hand-out by a copy instead of
+// stepping over them again.
+func (s *schedule) takeLate(now time.Time, limit time.Duration, out []time.Time, before int64) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.begin(now)
+	k := 0
+next:
+	for k < len(out) {
+		var off float64
+		back := len(s.back) > 0
+		switch {
+		case back:
+			off = s.back[0]
+		case !math.IsInf(s.next.at, 1):
+			off = s.next.at
+		default:
+			break next // none left: the catch-up is over
+		}
+		at := s.start.Add(time.Duration(off * float64(time.Second)))
+		if now.Sub(at) <= limit {
+			break
+		}
+		if back {
+			s.back = s.back[:copy(s.back, s.back[1:])]
+		} else {
+			s.taken++
+			s.next.advance()
+		}
+		out[k] = at
+		k++
+	}
+	if s.dueN <= s.taken {
+		s.due, s.dueN = s.next, s.taken
+	}
+	if k < len(out) {
+		if b := s.backlogLocked(s.offset(now)); before+int64(k) > 0 && b+before+int64(k)-1 > s.peak {
+			// take's peak: the backlog after the catch-up's first take
+			s.peak = b + before + int64(k) - 1
+		}
+	}
+	return k
 }
 
 // giveBack returns an arrival a stopped worker held without starting it.

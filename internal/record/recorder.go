@@ -298,19 +298,33 @@ func (r *Recorder) RecordCutShort(op int, start, scheduled, end time.Time) {
 // latencies); read OpResult.Skipped next to them. Arrivals scheduled in
 // the warm-up are counted apart (OpResult.WarmupSkipped) and not scored.
 func (r *Recorder) RecordSkipped(op int, scheduled time.Time) {
+	if scheduled.Sub(r.start) < r.warmup {
+		r.RecordSkips(op, 0, 1)
+		return
+	}
+	r.RecordSkips(op, 1, 0)
+}
+
+// RecordSkips is RecordSkipped for a batch of skipped arrivals of
+// operation op, counted by the caller: scored of them scheduled at or
+// after WarmupEnd, warm before it. One lock for the batch (the open
+// model's catch-up skips arrivals in runs).
+func (r *Recorder) RecordSkips(op int, scored, warm int64) {
 	o := r.ops[op]
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if scheduled.Sub(r.start) < r.warmup {
-		o.warmSkip++
-		return
-	}
-	o.skipped++
-	o.ivSkip++
-	o.apdex.Add(0, o.info.Target, true)
-	o.ivApdex.Add(0, o.info.Target, true)
-	o.winApdex.Add(0, o.info.Target, true)
+	o.warmSkip += warm
+	o.skipped += scored
+	o.ivSkip += scored
+	// a skipped arrival is failed: frustrated whatever its time (apdex.Counts.Add)
+	o.apdex.Frustrated += scored
+	o.ivApdex.Frustrated += scored
+	o.winApdex.Frustrated += scored
 }
+
+// WarmupEnd is the end of the warm-up: arrivals and operations scheduled
+// (started) before it are counted apart and not scored.
+func (r *Recorder) WarmupEnd() time.Time { return r.start.Add(r.warmup) }
 
 // SetGauges stores the current number of active virtual users, of those
 // waiting for a connection, and of those inside an operation (waiting or

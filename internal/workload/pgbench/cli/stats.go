@@ -3,6 +3,7 @@ package cli
 import (
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/erplab/erplab/internal/engine"
@@ -75,10 +76,26 @@ type collector struct {
 	scripts []statsData
 	first   time.Time     // earliest start seen
 	started chan struct{} // closed at the first sample
+	begun   atomic.Bool   // first is set
+	// skips counts each script's skipped arrivals without the lock (a
+	// worker catching up skips arrivals at millions per second); total and
+	// script add them to statsData.skipped.
+	skips []atomic.Int64
 }
 
 func newCollector(scripts int, limit time.Duration, continueOnError bool) *collector {
-	return &collector{limit: limit, continueOnError: continueOnError, scripts: make([]statsData, scripts), started: make(chan struct{})}
+	return &collector{limit: limit, continueOnError: continueOnError, scripts: make([]statsData, scripts), started: make(chan struct{}),
+		skips: make([]atomic.Int64, scripts)}
+}
+
+// begin sets first to at and closes started at the first sample or skip;
+// c.mu is held.
+func (c *collector) begin(at time.Time) {
+	if c.first.IsZero() {
+		c.first = at
+		close(c.started)
+		c.begun.Store(true)
+	}
 }
 
 // sample is the engine's OnSample. Aborted transactions (errors other
@@ -91,10 +108,7 @@ func (c *collector) sample(s record.Sample) {
 	if !s.Scheduled.IsZero() && s.Scheduled.Before(at) {
 		at = s.Scheduled
 	}
-	if c.first.IsZero() {
-		c.first = at
-		close(c.started)
-	}
+	c.begin(at)
 	d := &c.scripts[s.Op]
 	counted := true
 	switch s.SQLState {
@@ -128,13 +142,12 @@ func (c *collector) sample(s record.Sample) {
 // counts in its script's skipped transactions (pgbench's accumStats), for
 // the progress lines and the report.
 func (c *collector) skip(s engine.Skip) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.first.IsZero() {
-		c.first = s.Scheduled
-		close(c.started)
+	if !c.begun.Load() {
+		c.mu.Lock()
+		c.begin(s.Scheduled)
+		c.mu.Unlock()
 	}
-	c.scripts[s.Op].skipped++
+	c.skips[s.Op].Add(1)
 }
 
 // total is the statistics summed over the scripts.
@@ -142,7 +155,8 @@ func (c *collector) total() statsData {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var t statsData
-	for _, d := range c.scripts {
+	for i, d := range c.scripts {
+		d.skipped += c.skips[i].Load()
 		t.merge(d)
 	}
 	return t
@@ -152,5 +166,7 @@ func (c *collector) total() statsData {
 func (c *collector) script(i int) statsData {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.scripts[i]
+	d := c.scripts[i]
+	d.skipped += c.skips[i].Load()
+	return d
 }
