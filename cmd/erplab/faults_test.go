@@ -189,7 +189,12 @@ func TestFrozenServerCLI(t *testing.T) {
 		t.Fatalf("exit %d, want %d\n%s", code, exitNotAnswering, buf.String())
 	}
 	s := buf.String()
-	for _, want := range []string{"[server not answering for 5 s: ", "run stalled: the server answered nothing from t=", "the server stopped answering at t="} {
+	// The first mark says 5 or 6 s depending on where the 1 s ticks fall
+	// (later on a loaded machine); the threshold is engine's TestJudgeSpans.
+	if !strings.Contains(s, "[server not answering for ") || strings.Contains(s, "[server not answering for 4 s: ") {
+		t.Fatalf("output lacks \"[server not answering for N s: \" with N >= 5:\n%s", s)
+	}
+	for _, want := range []string{"run stalled: the server answered nothing from t=", "the server stopped answering at t="} {
 		if !strings.Contains(s, want) {
 			t.Fatalf("output lacks %q:\n%s", want, s)
 		}
