@@ -24,6 +24,20 @@ import (
 	"github.com/erplab/erplab/internal/profile"
 )
 
+// measureRounds returns the measurements' rounds (ERPLAB_PROFILE_ROUNDS,
+// default 10) and the length of one slot (ERPLAB_PROFILE_ROUND, default
+// 3 s).
+func measureRounds() (rounds int, slot time.Duration) {
+	rounds, slot = 10, 3*time.Second
+	if n, err := strconv.Atoi(os.Getenv("ERPLAB_PROFILE_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
+	if v, err := time.ParseDuration(os.Getenv("ERPLAB_PROFILE_ROUND")); err == nil && v > 0 {
+		slot = v
+	}
+	return rounds, slot
+}
+
 // TestMeasureOverhead prints the overhead figures of the README
 // (ERPLAB_PROFILE_MEASURE=1; ERPLAB_PROFILE_ROUNDS rounds, default 10, of
 // ERPLAB_PROFILE_ROUND each per variant, default 3s; ERPLAB_PROFILE_VARIANTS
@@ -45,14 +59,7 @@ func TestMeasureOverhead(t *testing.T) {
 		t.Skip("set ERPLAB_PROFILE_MEASURE=1 to measure profiling overhead")
 	}
 	needPerf(t)
-	rounds := 10
-	if n, err := strconv.Atoi(os.Getenv("ERPLAB_PROFILE_ROUNDS")); err == nil && n > 0 {
-		rounds = n
-	}
-	d := 3 * time.Second
-	if v, err := time.ParseDuration(os.Getenv("ERPLAB_PROFILE_ROUND")); err == nil && v > 0 {
-		d = v
-	}
+	rounds, d := measureRounds()
 	dsn := prepare(t)
 	ctx := context.Background()
 	pm := srv.Cluster(t).PID()
@@ -405,14 +412,7 @@ func TestMeasureSampleCost(t *testing.T) {
 		t.Skip("set ERPLAB_PROFILE_MEASURE=1 to measure the cost of a perf sample")
 	}
 	needPerf(t)
-	rounds := 10
-	if n, err := strconv.Atoi(os.Getenv("ERPLAB_PROFILE_ROUNDS")); err == nil && n > 0 {
-		rounds = n
-	}
-	d := 3 * time.Second
-	if v, err := time.ParseDuration(os.Getenv("ERPLAB_PROFILE_ROUND")); err == nil && v > 0 {
-		d = v
-	}
+	rounds, d := measureRounds()
 	dsn := prepare(t)
 	ctx := context.Background()
 	pm := srv.Cluster(t).PID()
