@@ -321,6 +321,10 @@ type mix struct {
 }
 
 func (m *mix) pick(r *rand.Rand) int {
+	if len(m.ops) == 1 {
+		// one operation: no draw (pgbench's chooseScript with one script)
+		return m.ops[0]
+	}
 	x := r.Float64() * m.cum[len(m.cum)-1]
 	for i, c := range m.cum {
 		if x < c {
@@ -822,7 +826,7 @@ func (e *run) openLoop(ctx context.Context, vu *workload.VU, m *mix, stop <-chan
 // batch's scheduled times and operations, and its skip counts per
 // operation (scored, warm-up) until they are handed to the recorder.
 type catchUp struct {
-	at      [skipBatch]time.Time
+	off     [skipBatch]float64 // scheduled, s since the schedule's start
 	op      [skipBatch]int
 	counts  []int64 // 2*op: scored, 2*op+1: warm-up
 	touched []int   // operations with counts
@@ -851,12 +855,13 @@ func (e *run) catchUp(ctx context.Context, vu *workload.VU, m *mix, stop <-chan 
 		if n <= 0 {
 			return done, true
 		}
-		k := e.sched.takeLate(now, e.cfg.LatencyLimit, cu.at[:n], skipped)
+		k, start := e.sched.takeLate(now, e.cfg.LatencyLimit, cu.off[:n], skipped)
+		warmOff := cu.warmEnd.Sub(start).Seconds()
 		for i := range k {
 			op := m.pick(vu.Rand)
 			cu.op[i] = op
 			c := 2 * op
-			if cu.at[i].Before(cu.warmEnd) {
+			if cu.off[i] < warmOff {
 				c++
 			}
 			if cu.counts[2*op] == 0 && cu.counts[2*op+1] == 0 {
@@ -871,7 +876,8 @@ func (e *run) catchUp(ctx context.Context, vu *workload.VU, m *mix, stop <-chan 
 		cu.touched = cu.touched[:0]
 		if e.cfg.OnSkip != nil {
 			for i := range k {
-				e.cfg.OnSkip(Skip{VU: vu.ID, Op: cu.op[i], Scheduled: cu.at[i], At: now})
+				at := start.Add(time.Duration(cu.off[i] * float64(time.Second)))
+				e.cfg.OnSkip(Skip{VU: vu.ID, Op: cu.op[i], Scheduled: at, At: now})
 			}
 		}
 		done += k
