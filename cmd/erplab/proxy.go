@@ -256,7 +256,7 @@ creates them).`,
 	cmd.Flags().IntSliceVar(&clients, "clients", []int{1, 8}, "pgbench -c values, comma-separated")
 	cmd.Flags().DurationVar(&duration, "duration", 10*time.Second, "length of each pgbench run (whole seconds)")
 	cmd.Flags().IntVar(&initScale, "init", 0, "first run 'pgbench -i -s N' on the upstream (0 = tables exist)")
-	cmd.Flags().IntVar(&rounds, "rounds", 1, "repeat every cell, rotating the targets' order; report medians (use 3+ on a shared machine)")
+	cmd.Flags().IntVar(&rounds, "rounds", 1, "repeat every cell, rotating the targets' order; report medians, and from 6 rounds the 95 % interval of erplab / PgBouncer per cell (use 3+ on a shared machine, 10 to decide)")
 	cmd.Flags().IntVar(&procs, "procs", 0, procsHelp+" (as for 'erplab proxy')")
 	cmd.Flags().BoolVar(&noBouncer, "no-pgbouncer", false, "skip the PgBouncer column")
 	cmd.Flags().StringVar(&osUser, "os-user", "postgres", "OS user to run pgbouncer as when erplab runs as root")

@@ -302,3 +302,41 @@ func TestExactRankSum(t *testing.T) {
 		}
 	}
 }
+
+// MedianCI's order statistics and coverages, computed by hand from the
+// binomial distribution: 10 values at 0.95 -> [x(2), x(9)], coverage
+// 1 - 2·11/1024 = 0.97852; 6 values -> [x(1), x(6)], 1 - 2/64 = 0.96875;
+// 5 values have none (1 - 2/32 = 0.9375 < 0.95); 20 values ->
+// [x(6), x(15)], 1 - 2·P(Bin(20, 1/2) <= 5) = 1 - 2·21700/1048576 = 0.95861.
+func TestMedianCI(t *testing.T) {
+	seq := func(n int) []float64 {
+		v := make([]float64, n)
+		for i := range v {
+			v[i] = float64(n - i) // descending: MedianCI sorts a copy
+		}
+		return v
+	}
+	for _, c := range []struct {
+		n              int
+		med, lo, hi, c float64
+	}{
+		{10, 5.5, 2, 9, 1 - 2*11.0/1024},
+		{6, 3.5, 1, 6, 1 - 2/64.0},
+		{20, 10.5, 6, 15, 1 - 2*21700.0/1048576},
+	} {
+		x := seq(c.n)
+		med, lo, hi, cov := compare.MedianCI(x, 0.95)
+		if med != c.med || lo != c.lo || hi != c.hi || math.Abs(cov-c.c) > 1e-12 {
+			t.Errorf("n %d: median %v [%v, %v] coverage %v; want %v [%v, %v] %v", c.n, med, lo, hi, cov, c.med, c.lo, c.hi, c.c)
+		}
+		if x[0] != float64(c.n) {
+			t.Errorf("n %d: x was sorted in place", c.n)
+		}
+	}
+	if med, lo, hi, cov := compare.MedianCI(seq(5), 0.95); med != 3 || !math.IsNaN(lo) || !math.IsNaN(hi) || cov != 0 {
+		t.Errorf("n 5: %v [%v, %v] %v; want 3 and no interval", med, lo, hi, cov)
+	}
+	if med, _, _, _ := compare.MedianCI(nil, 0.95); !math.IsNaN(med) {
+		t.Errorf("empty: median %v", med)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -30,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/erplab/erplab/internal/compare"
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/proxy"
 )
@@ -398,17 +400,13 @@ pidfile = %s
 // added latencies and tps ratios are medians of per-round differences
 // and ratios (each round's runs are neighbours in time).
 func Table(rs []Result) string {
-	type key struct {
-		mode    string
-		clients int
-	}
-	var order []key
-	byKey := map[key]map[string][]Result{}
+	var order []cellKey
+	byKey := map[cellKey]map[string][]Result{}
 	var targets []string
 	seenT := map[string]bool{}
 	rounds := 0
 	for _, r := range rs {
-		k := key{r.Mode, r.Clients}
+		k := cellKey{r.Mode, r.Clients}
 		if byKey[k] == nil {
 			byKey[k] = map[string][]Result{}
 			order = append(order, k)
@@ -462,7 +460,59 @@ func Table(rs []Result) string {
 		}
 		b.WriteString(" | " + strings.Join(parts, ", ") + "\n")
 	}
+	if seenT["erplab proxy"] && seenT["pgbouncer"] {
+		b.WriteString(headToHead(order, byKey))
+	}
 	return b.String()
+}
+
+// headToHead is the erplab proxy against PgBouncer per (mode, clients):
+// the ratios erplab / PgBouncer of tps and of p99 in each round (the two
+// runs of a round are neighbours in time, so a load drift cancels), their
+// median and the distribution-free 95 % interval of the median
+// (compare.MedianCI, sign-test order statistics: from 6 rounds on), and
+// the range of the per-round ratios.
+func headToHead(order []cellKey, byKey map[cellKey]map[string][]Result) string {
+	var b strings.Builder
+	for _, k := range order {
+		bouncer := map[int]Result{}
+		for _, r := range byKey[k]["pgbouncer"] {
+			bouncer[r.Round] = r
+		}
+		var tps, p99 []float64
+		for _, r := range byKey[k]["erplab proxy"] {
+			if q, ok := bouncer[r.Round]; ok && q.TPS > 0 && q.P99 > 0 {
+				tps = append(tps, r.TPS/q.TPS)
+				p99 = append(p99, float64(r.P99)/float64(q.P99))
+			}
+		}
+		if len(tps) < 2 {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("erplab proxy / pgbouncer per round: median [95 % interval of the median] (min-max)\n")
+		}
+		fmt.Fprintf(&b, "%-9s %3d | tps %s | p99 %s\n", k.mode, k.clients, ratioSummary(tps), ratioSummary(p99))
+	}
+	return b.String()
+}
+
+// cellKey is one row of Table: a pgbench -M mode and -c.
+type cellKey struct {
+	mode    string
+	clients int
+}
+
+// ratioSummary is "1.02 [0.95, 1.08] (0.91-1.12) over 10 rounds"; without
+// enough rounds for an interval, "1.02 [too few rounds for an interval: 6
+// needed] (0.91-1.12)".
+func ratioSummary(x []float64) string {
+	med, lo, hi, _ := compare.MedianCI(x, 0.95)
+	mn, mx := slices.Min(x), slices.Max(x)
+	if math.IsNaN(lo) {
+		return fmt.Sprintf("%.2f [no interval: 6 rounds needed] (%.2f-%.2f) over %d rounds", med, mn, mx, len(x))
+	}
+	return fmt.Sprintf("%.2f [%.2f, %.2f] (%.2f-%.2f) over %d rounds", med, lo, hi, mn, mx, len(x))
 }
 
 // median returns the median of f over rs (the mean of the middle two

@@ -96,3 +96,39 @@ func TestTableMedians(t *testing.T) {
 		}
 	}
 }
+
+// Table puts erplab's proxy against PgBouncer per round: the median of
+// the per-round tps and p99 ratios with the order-statistic interval of
+// the median (6 rounds: [min, max], coverage 1 - 2/64) and the range;
+// with fewer rounds, no interval.
+func TestTableHeadToHead(t *testing.T) {
+	us := func(n int) time.Duration { return time.Duration(n) * time.Microsecond }
+	build := func(rounds int) []Result {
+		var rs []Result
+		for round := range rounds {
+			// erplab tps 900..1400 against 1000: ratios 0.90, 1.00, ..., p99 200 against 100..
+			e := 900 + 100*float64(round)
+			rs = append(rs,
+				Result{Target: "erplab proxy", Mode: "prepared", Clients: 8, TPS: e, P50: us(100), P99: us(200), Round: round},
+				Result{Target: "pgbouncer", Mode: "prepared", Clients: 8, TPS: 1000, P50: us(100), P99: us(100 * (round + 1)), Round: round})
+		}
+		return rs
+	}
+	got := Table(build(6))
+	// tps ratios 0.9 1.0 1.1 1.2 1.3 1.4: median 1.15, interval [0.90, 1.40];
+	// p99 ratios 2, 1, 0.67, 0.5, 0.4, 0.33: median 0.58
+	for _, want := range []string{
+		"erplab proxy / pgbouncer per round",
+		"prepared    8 | tps 1.15 [0.90, 1.40] (0.90-1.40) over 6 rounds | p99 0.58 [0.33, 2.00] (0.33-2.00) over 6 rounds",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+	if got := Table(build(3)); !strings.Contains(got, "tps 1.00 [no interval: 6 rounds needed] (0.90-1.10) over 3 rounds") {
+		t.Errorf("3 rounds:\n%s", got)
+	}
+	if got := Table(build(1)); strings.Contains(got, "per round") {
+		t.Errorf("1 round has no head-to-head:\n%s", got)
+	}
+}
