@@ -788,8 +788,9 @@ func (c *Cluster) CreateDatabase(ctx context.Context, name string) error {
 // Stop shuts the server down and removes the whole temporary directory. It
 // sends SIGINT (fast shutdown: abort sessions, checkpoint, exit;
 // server-shutdown.html) and waits up to 30 s, then SIGQUIT (immediate
-// shutdown) for 5 s, then SIGKILL to the postmaster and its children. It is
-// idempotent (later calls return the first result) and does nothing after
+// shutdown) for 5 s, then SIGKILL to the postmaster and its children; a
+// postmaster stopped by a signal (SIGSTOP: a frozen server) gets SIGKILL at
+// once, with an error saying so. It is idempotent (later calls return the first result) and does nothing after
 // Keep.
 func (c *Cluster) Stop() error {
 	c.mu.Lock()
@@ -823,6 +824,19 @@ func (c *Cluster) stopServer() error {
 	if c.hasExited() {
 		return nil
 	}
+	if stopped(pid) {
+		// A stopped (SIGSTOP, SIGTSTP) postmaster handles no signal but
+		// SIGKILL until it is continued: waiting 30 + 5 s for it to shut
+		// down would be waiting for nothing. The directory is removed
+		// next, so there is nothing to shut down cleanly.
+		children := childPIDs(pid)
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		for _, p := range children {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+		<-c.exited
+		return fmt.Errorf("pgcluster: postgres (pid %d) was stopped (SIGSTOP): killed", pid)
+	}
 	_ = syscall.Kill(pid, syscall.SIGINT)
 	select {
 	case <-c.exited:
@@ -844,6 +858,24 @@ func (c *Cluster) stopServer() error {
 		_ = syscall.Kill(p, syscall.SIGKILL)
 	}
 	return fmt.Errorf("pgcluster: postgres (pid %d) did not stop within %s of SIGINT; killed", pid, fastShutdownTimeout)
+}
+
+// stopped reports whether process pid is stopped by a signal (state T
+// in /proc/PID/stat; t is a tracing stop, which SIGKILL also ends).
+func stopped(pid int) bool {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return false
+	}
+	p, err := fs.Proc(pid)
+	if err != nil {
+		return false
+	}
+	st, err := p.Stat()
+	if err != nil {
+		return false
+	}
+	return st.State == "T" || st.State == "t"
 }
 
 // childPIDs lists the processes whose parent is pid.

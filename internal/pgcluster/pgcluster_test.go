@@ -672,3 +672,64 @@ func skipShort(t *testing.T) {
 		t.Skip("needs PostgreSQL server binaries (skipped under -short)")
 	}
 }
+
+// A frozen (SIGSTOP) server is killed at once by Stop, which says so,
+// instead of waiting for a fast and then an immediate shutdown that a
+// stopped postmaster cannot perform: the directory and every server
+// process are gone, backends included (each is a session leader of its
+// own, out of the postmaster's process group).
+func TestStopFrozenServer(t *testing.T) {
+	skipShort(t)
+	c := start(t, Options{})
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var backend int
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		t.Fatal(err)
+	}
+	pid, dir := c.PID(), c.Dir()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; !stopped(pid); i++ { // the signal is delivered asynchronously
+		if i == 10000 {
+			t.Fatalf("postmaster %d not stopped 10 s after SIGSTOP", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	err = c.Stop()
+	if err == nil || !strings.Contains(err.Error(), "was stopped (SIGSTOP): killed") {
+		t.Fatalf("Stop of a frozen server: %v", err)
+	}
+	if _, serr := os.Stat(dir); !errors.Is(serr, os.ErrNotExist) {
+		t.Errorf("cluster dir %s still exists (stat: %v)", dir, serr)
+	}
+	for _, p := range []int{pid, backend} {
+		// a killed child may linger as a zombie until its parent (gone)
+		// is replaced by init: wait for the reaper, not for a time
+		for i := 0; i < 200 && !processGone(p) && !zombie(p); i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if !processGone(p) && !zombie(p) {
+			t.Errorf("server process %d still runs", p)
+		}
+	}
+}
+
+// zombie reports whether pid has exited but is not yet reaped.
+func zombie(pid int) bool {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return false
+	}
+	p, err := fs.Proc(pid)
+	if err != nil {
+		return false
+	}
+	st, err := p.Stat()
+	return err == nil && st.State == "Z"
+}
