@@ -183,6 +183,7 @@ type RunError struct {
 	Line    int    // 1-based line of the command
 	Command int    // 0-based command index, as in pgbench's messages
 	Err     error  // cause; *pgconn.PgError for SQL errors
+	Query   string // the SQL text of an SQL error, for its cursor display ("" for none)
 }
 
 func (e *RunError) Error() string { return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err) }

@@ -32,6 +32,7 @@ type failure struct {
 	cmd       int
 	err       error
 	sqlState  string
+	query     string // the SQL text libpq would keep for the error ("" for none)
 	retryable bool
 	// incomplete: the script ended inside a transaction block
 	incomplete bool
@@ -83,7 +84,7 @@ func (c *Client) Run(ctx context.Context, conn *pgconn.PgConn, script int) Resul
 		if v := c.opt.VerboseErrors; v != nil && f.retryable {
 			var pgErr *pgconn.PgError
 			if errors.As(f.err, &pgErr) {
-				fmt.Fprintf(v, "pgbench: client %d got an error in command %d (SQL) of script %d; %s\n", c.opt.ClientID, f.cmd, script, LibpqMessage(pgErr))
+				fmt.Fprintf(v, "pgbench: client %d got an error in command %d (SQL) of script %d; %s\n", c.opt.ClientID, f.cmd, script, LibpqMessageFor(pgErr, f.query))
 			}
 			what := "ends the failed transaction"
 			if c.maxTries < 0 || res.Tries < c.maxTries {
@@ -103,7 +104,7 @@ func (c *Client) Run(ctx context.Context, conn *pgconn.PgConn, script int) Resul
 		if f.incomplete {
 			// pgbench counts the transaction, then aborts the client
 			res.Incomplete, res.Aborted, res.ConnBroken = true, true, !ok
-			res.Err = &RunError{File: cs.s.Name, Line: cs.s.Commands[f.cmd].Line, Command: f.cmd, Err: f.err}
+			res.Err = &RunError{File: cs.s.Name, Line: cs.s.Commands[f.cmd].Line, Command: f.cmd, Err: f.err, Query: f.query}
 			return res
 		}
 		if f.retryable && ok && (c.maxTries < 0 || res.Tries < c.maxTries) {
@@ -117,7 +118,7 @@ func (c *Client) Run(ctx context.Context, conn *pgconn.PgConn, script int) Resul
 		res.SQLState = f.sqlState
 		res.Aborted = !f.retryable
 		res.ConnBroken = !ok
-		res.Err = &RunError{File: cs.s.Name, Line: cs.s.Commands[f.cmd].Line, Command: f.cmd, Err: f.err}
+		res.Err = &RunError{File: cs.s.Name, Line: cs.s.Commands[f.cmd].Line, Command: f.cmd, Err: f.err, Query: f.query}
 		return res
 	}
 }
@@ -582,6 +583,23 @@ func (c *Client) prepare(conn *pgconn.PgConn, cs *clientScript, i int) (*pgconn.
 // execSQL sends SQL command i and reads its results (sendCommand and
 // readCommandResponse); in a pipeline it only queues it.
 func (c *Client) execSQL(conn *pgconn.PgConn, cs *clientScript, i int) *failure {
+	f := c.execSQLText(conn, cs, i)
+	if f != nil && f.query == "" && c.pipe == nil {
+		// libpq's text for the error's cursor display (LibpqMessageFor):
+		// what the simple protocol sent, or the statement of extended mode
+		// (a prepared statement's execution keeps none)
+		switch c.opt.Mode {
+		case Simple:
+			f.query = c.simpleSQL(cs, &cs.s.Commands[i])
+		case Extended:
+			f.query = cs.s.Commands[i].paramSQL
+		}
+	}
+	return f
+}
+
+// execSQLText is execSQL without the error's query text.
+func (c *Client) execSQLText(conn *pgconn.PgConn, cs *clientScript, i int) *failure {
 	cmd := &cs.s.Commands[i]
 	ctx := context.Background() // cancellation: see watch
 	if cmd.copyStdio {
@@ -625,7 +643,8 @@ func (c *Client) execSQL(conn *pgconn.PgConn, cs *clientScript, i int) *failure 
 	default:
 		sd, err := c.prepare(conn, cs, i)
 		if err != nil {
-			if f := c.prepareFailed(err); f != nil {
+			if f := c.prepareFailed(err, cmd.paramSQL); f != nil {
+				f.query = cmd.paramSQL // the Parse's text
 				return f
 			}
 		}
@@ -644,10 +663,10 @@ func (c *Client) execSQL(conn *pgconn.PgConn, cs *clientScript, i int) *failure 
 // and executes anyway (the server then says the statement does not exist),
 // so the result is nil; otherwise the failure. Apart from execSQL so that
 // the errors.As target escapes only on this path.
-func (c *Client) prepareFailed(err error) *failure {
+func (c *Client) prepareFailed(err error, query string) *failure {
 	var pgErr *pgconn.PgError
 	if c.opt.Log != nil && errors.As(err, &pgErr) {
-		fmt.Fprintf(c.opt.Log, "pgbench: error: %s\n", LibpqMessage(pgErr))
+		fmt.Fprintf(c.opt.Log, "pgbench: error: %s\n", LibpqMessageFor(pgErr, query))
 		return nil
 	}
 	return sqlFailure(err)

@@ -1,0 +1,1 @@
+SELECT '日本語日本語日本語' || nosuchcol;

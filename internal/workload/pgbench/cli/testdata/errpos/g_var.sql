@@ -1,0 +1,2 @@
+\set x 12345
+SELECT :x + nosuchcol;

@@ -1,0 +1,1 @@
+DO $$ BEGIN EXECUTE $q$SELEC 1$q$; END $$;
