@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"io"
 	"net"
@@ -39,28 +38,22 @@ func TestProxyMetricsAddress(t *testing.T) {
 	}
 
 	cmd := erplab(t, t.TempDir(), "proxy", "--listen", "127.0.0.1:0", "--upstream", upstream, "--metrics", "127.0.0.1:0")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	var stdout strings.Builder
+	_, _, sc, before := startListening(t, cmd, &stdout)
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	var url string
-	sc := bufio.NewScanner(stderr)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "metrics on "); ok {
-			url = rest
+	go func() {
+		for sc.Scan() { // keep the proxy's stderr drained
 		}
-		if strings.Contains(sc.Text(), "listening on ") {
-			break
+	}()
+	var url string
+	for _, l := range before {
+		if rest, ok := strings.CutPrefix(l, "metrics on "); ok {
+			url = rest
 		}
 	}
 	if url == "" {
-		t.Fatal("proxy did not say where its metrics are")
+		t.Fatalf("proxy did not say where its metrics are: %q", before)
 	}
-	go func() { _, _ = io.Copy(io.Discard, stderr) }()
 	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
