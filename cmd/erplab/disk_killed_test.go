@@ -55,13 +55,6 @@ func TestKilledDiskLeavesNothing(t *testing.T) {
 	cmd := erplab(t, dir, "disk", "--tmpfs", "128M", "--no-macro", "--quick", "--file-size", "16M", "--churn-files", "2000",
 		"--duration", "20s", cand)
 	cmd.Env = append(cmd.Env, env...)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
 	var mount string
 	ready := func() bool {
 		ms := tmpfsUnder(t, tmp)
@@ -77,22 +70,7 @@ func TestKilledDiskLeavesNothing(t *testing.T) {
 		fi, err := os.Stat(b[0])
 		return err == nil && fi.Size() == 16<<20 // the tmpfs holds the full data file
 	}
-	deadline := time.After(60 * time.Second)
-	for !ready() {
-		select {
-		case <-exited:
-			t.Fatalf("erplab disk ended before its files existed:\n%s", out.String())
-		case <-deadline:
-			cmd.Process.Kill()
-			<-exited
-			t.Fatalf("no tmpfs and files after 60 s:\n%s", out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-exited
+	killWhen(t, cmd, "tmpfs and files", 60*time.Second, 50*time.Millisecond, ready)
 	if len(tmpfsUnder(t, tmp)) != 1 {
 		t.Fatal("the tmpfs went away with the killed process: nothing to test")
 	}

@@ -75,3 +75,14 @@ func checkListenAddr(flag, v string) error {
 	}
 	return nil
 }
+
+// listenCause is the reason a listen failed without the address the
+// caller already names: a *net.OpError's own error ("bind: address
+// already in use"), else err.
+func listenCause(err error) error {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return oe.Err
+	}
+	return err
+}

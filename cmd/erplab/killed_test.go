@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -46,30 +47,8 @@ func TestKilledRunStaysReadable(t *testing.T) {
 		"--observe=false", "--out", filepath.Join(dir, "x.json"))
 	state := filepath.Join(tmp, "state")
 	cmd.Env = append(cmd.Env, "TMPDIR="+tmp, "ERPLAB_STATE_DIR="+state)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
 	stream := filepath.Join(dir, "x.jsonl")
-	deadline := time.After(90 * time.Second)
-	for intervalLines(stream) < 8 {
-		select {
-		case <-exited:
-			t.Fatalf("erplab ended before 8 intervals:\n%s", out.String())
-		case <-deadline:
-			cmd.Process.Kill()
-			<-exited
-			t.Fatalf("no 8 intervals in %s after 90 s:\n%s", stream, out.String())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-exited
+	killWhen(t, cmd, "8 intervals in "+stream, 90*time.Second, 200*time.Millisecond, func() bool { return intervalLines(stream) >= 8 })
 	t.Cleanup(func() { reapKilled(t, tmp) })
 
 	if _, err := os.Stat(filepath.Join(dir, "x.json")); !os.IsNotExist(err) {
@@ -112,6 +91,37 @@ func TestKilledRunStaysReadable(t *testing.T) {
 	if b, err := erplab(t, dir, "compare", stream, stream).CombinedOutput(); err != nil || !strings.Contains(string(b), "item_lookup") {
 		t.Fatalf("compare: %v\n%s", err, b)
 	}
+}
+
+// killWhen starts cmd, polls ready every poll until it holds, then kills
+// cmd with SIGKILL and waits for it. It fails the test, with cmd's
+// output, when cmd ends before (or limit passes: what names what it
+// waited for).
+func killWhen(t *testing.T, cmd *exec.Cmd, what string, limit, poll time.Duration, ready func() bool) {
+	t.Helper()
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	deadline := time.After(limit)
+	for !ready() {
+		select {
+		case <-exited:
+			t.Fatalf("%q ended before %s:\n%s", cmd.Args[1:], what, out.String())
+		case <-deadline:
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Fatalf("no %s after %s:\n%s", what, limit, out.String())
+		case <-time.After(poll):
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
 }
 
 // intervalLines counts the complete interval lines of a stream so far.

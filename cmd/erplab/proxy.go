@@ -86,6 +86,19 @@ rewritten and sends the original. Counters go to /metrics (with --metrics) and t
 			if maxClients == 0 {
 				maxClients = proxy.DefaultMaxClients()
 			}
+			// --metrics is bound before anything starts: a malformed
+			// address, a port out of range or one in use is a usage error.
+			if err := checkListenAddr("--metrics", metricsAddr); err != nil {
+				return err
+			}
+			reg := prometheus.NewRegistry()
+			var ms *metrics.Server
+			if metricsAddr != "" {
+				if ms, err = metrics.Serve(ctx, metricsAddr, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})); err != nil {
+					return withCode(exitUsage, fmt.Errorf("--metrics %q: cannot listen there: %w", metricsAddr, listenCause(err)))
+				}
+				defer ms.Close()
+			}
 			level := slog.LevelWarn
 			if verbose || shadow {
 				level = slog.LevelInfo
@@ -113,15 +126,8 @@ rewritten and sends the original. Counters go to /metrics (with --metrics) and t
 			if err != nil {
 				return fmt.Errorf("proxy: listen on %s: %w", listen, err)
 			}
-			if metricsAddr != "" {
-				reg := prometheus.NewRegistry()
-				reg.MustRegister(p.Collector())
-				ms, err := metrics.Serve(ctx, metricsAddr, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-				if err != nil {
-					_ = ln.Close()
-					return err
-				}
-				defer ms.Close()
+			reg.MustRegister(p.Collector())
+			if ms != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "metrics on http://%s/metrics\n", ms.Addr())
 			}
 			mode := "rewriting"

@@ -28,7 +28,7 @@ func TestProxyAcceptErrorsRetried(t *testing.T) {
 	cmd := exec.Command("sh", append([]string{"-c", `ulimit -n 48 && exec "$0" "$@"`}, base.Args...)...)
 	cmd.Dir, cmd.Env = base.Dir, base.Env
 	stdout := new(strings.Builder)
-	addr, line, sc := startListening(t, cmd, stdout)
+	addr, line, sc, _ := startListening(t, cmd, stdout)
 	defer func() { _ = cmd.Process.Kill() }()
 	if !strings.Contains(line, "open files limit 48") {
 		t.Fatalf("limit not lowered: %s", line)
@@ -88,8 +88,9 @@ func TestProxyAcceptErrorsRetried(t *testing.T) {
 // startListening starts cmd, an erplab proxy, with its standard output
 // going to stdout, and reads its standard error until the line saying
 // where it listens: it returns that address, the line, and the scanner
-// of the rest of standard error (which the caller must keep reading).
-func startListening(t *testing.T, cmd *exec.Cmd, stdout *strings.Builder) (addr, line string, sc *bufio.Scanner) {
+// of the rest of standard error (which the caller must keep reading),
+// and the lines of standard error before that line.
+func startListening(t *testing.T, cmd *exec.Cmd, stdout *strings.Builder) (addr, line string, sc *bufio.Scanner, before []string) {
 	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -103,10 +104,11 @@ func startListening(t *testing.T, cmd *exec.Cmd, stdout *strings.Builder) (addr,
 	for sc.Scan() {
 		if _, rest, ok := strings.Cut(sc.Text(), "listening on "); ok {
 			addr, _, _ = strings.Cut(rest, ",")
-			return addr, sc.Text(), sc
+			return addr, sc.Text(), sc, before
 		}
+		before = append(before, sc.Text())
 	}
 	_ = cmd.Process.Kill()
 	t.Fatal("proxy did not say where it listens")
-	return "", "", nil
+	return "", "", nil, nil
 }

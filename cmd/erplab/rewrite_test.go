@@ -69,7 +69,7 @@ INSERT INTO t SELECT generate_series(1, 100); INSERT INTO u VALUES (5), (7), (NU
 	}
 	cmd := erplab(t, t.TempDir(), "proxy", "--listen", "127.0.0.1:0", "--upstream", dsn)
 	var stdout strings.Builder
-	addr, _, sc := startListening(t, cmd, &stdout)
+	addr, _, sc, _ := startListening(t, cmd, &stdout)
 	defer func() { _ = cmd.Process.Kill() }()
 	go func() {
 		for sc.Scan() {

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/erplab/erplab/internal/compare"
@@ -63,11 +62,10 @@ type ABDocument struct {
 	StartedAt   time.Time `json:"started_at"`
 	EndedAt     time.Time `json:"ended_at,omitzero"`
 	// Status is "running", then "completed", "interrupted" or
-	// "failed: <why>"; PID and Host are the writing process's (a
-	// "running" document whose process is gone was killed: StatusText).
+	// "failed: <why>"; Writer is the writing process (a "running"
+	// document whose process is gone was killed: StatusText).
 	Status string `json:"status"`
-	PID    int    `json:"pid,omitempty"`
-	Host   string `json:"host,omitempty"`
+	Writer
 	// Order is "balanced", "interleaved" or "blocked"; Rounds the
 	// searches per side.
 	Order  string     `json:"order"`
@@ -212,8 +210,7 @@ func RunAB(ctx context.Context, cfg ABConfig, out io.Writer) (*ABDocument, error
 	}
 	base := cfg.Search.Base
 	doc := &ABDocument{Format: ABFormat, Schema: ABSchemaVersion, Version: base.Version, CommandLine: base.CommandLine,
-		Workload: w.Name(), StartedAt: time.Now(), Status: "running", Order: order, Rounds: ec.Rounds, PID: os.Getpid()}
-	doc.Host, _ = os.Hostname()
+		Workload: w.Name(), StartedAt: time.Now(), Status: "running", Writer: thisWriter(), Order: order, Rounds: ec.Rounds}
 	for _, v := range all {
 		s := ABSide{Name: v.Name, Remedies: []string{}}
 		for _, r := range v.Remedies {
@@ -377,7 +374,7 @@ func finished(d *Document) (bool, string) {
 		why += ": " + d.Result.Stop.Detail
 	}
 	if why == "" {
-		why = d.Status
+		why = d.StatusText()
 	}
 	return false, why
 }
@@ -724,32 +721,10 @@ func (d *ABDocument) ForeignText() string {
 	return "foreign load: " + strings.Join(d.ForeignLoad, ", ") + " limited by other processes' load, not the server's own: a verdict they decide reads inconclusive; rerun on a quiet host"
 }
 
-// StatusText is Status as a reader should see it: a "running" document
-// whose writing process (PID on this Host) no longer exists is
-// "incomplete (the writing process is gone)"; one written on another
-// host, or without a PID, is "running or killed (pid N on host H)".
-func (d *ABDocument) StatusText() string {
-	if d.Status != "running" {
-		return d.Status
-	}
-	host, _ := os.Hostname()
-	switch {
-	case d.PID <= 0:
-		return "running or killed (no writing process recorded)"
-	case d.Host != host:
-		return fmt.Sprintf("running or killed (pid %d on host %s)", d.PID, d.Host)
-	case !processAlive(d.PID):
-		return fmt.Sprintf("incomplete (the writing process, pid %d, is gone)", d.PID)
-	}
-	return fmt.Sprintf("running (pid %d)", d.PID)
-}
-
-// processAlive reports whether process pid exists on this host (signal
-// 0: EPERM means it exists under another user).
-func processAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
-}
+// StatusText is Status as a reader should see it (Writer.Describe):
+// "incomplete (the writing process, pid N, is gone)" for a killed
+// experiment.
+func (d *ABDocument) StatusText() string { return d.Writer.Describe(d.Status) }
 
 // Write writes the document atomically to path.
 func (d *ABDocument) Write(path string) error { return results.WriteJSON(path, d) }

@@ -133,7 +133,7 @@ func TestABTextStatusRoundsAttempts(t *testing.T) {
 		t.Fatal(err)
 	}
 	host, _ := os.Hostname()
-	d := &capacity.ABDocument{Unit: "users", Status: "running", PID: gone.Process.Pid, Host: host, Rounds: 2,
+	d := &capacity.ABDocument{Unit: "users", Status: "running", Writer: capacity.Writer{PID: gone.Process.Pid, Host: host}, Rounds: 2,
 		Sides: []capacity.ABSide{{Name: "baseline"}, {Name: "v"}}}
 	if got, want := d.StatusText(), fmt.Sprintf("incomplete (the writing process, pid %d, is gone)", gone.Process.Pid); got != want {
 		t.Errorf("status %q, want %q", got, want)

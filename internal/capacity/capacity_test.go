@@ -85,6 +85,9 @@ func TestRunKeepsEveryStep(t *testing.T) {
 	if back.Status != "completed" || len(back.Steps) != 2 || doc.Result.Capacity != 2 || back.Result.Stop.Kind != capacity.StopMaxReached {
 		t.Fatalf("status %q, %d steps, capacity %g, stop %+v", back.Status, len(back.Steps), back.Result.Capacity, back.Result.Stop)
 	}
+	if host, _ := os.Hostname(); back.PID != os.Getpid() || back.Host != host {
+		t.Fatalf("writer %+v, want pid %d on %s", back.Writer, os.Getpid(), host)
+	}
 	for i, s := range back.Steps {
 		if s.Run == nil || len(s.Run.Operations) != 1 || s.Run.Operations[0].Count == 0 || s.Outcome != capacity.OutcomeGood {
 			t.Fatalf("step %d: %+v", i+1, s)

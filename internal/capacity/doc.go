@@ -172,4 +172,13 @@
 // resources and its own results document) and the Result; Run rewrites
 // it atomically after every step, so a killed or interrupted search
 // keeps its finished steps and the capacity known so far.
+//
+// Both documents record their Writer (PID and host). A killed search or
+// experiment never writes its final status, so its file keeps "running";
+// StatusText (Writer.Describe, one function for both documents) reads
+// such a file as "incomplete (the writing process, pid N, is gone)" when
+// that process no longer exists on this host, "running (pid N)" while it
+// does, and "running or killed (...)" when written on another host or by
+// an erplab that recorded no writer. Every reader that shows a status
+// (erplab report, ABDocument.WriteText, the verdict's reasons) uses it.
 package capacity

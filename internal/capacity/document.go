@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/erplab/erplab/internal/compare"
@@ -35,8 +36,10 @@ type Document struct {
 	StartedAt   time.Time `json:"started_at"`
 	EndedAt     time.Time `json:"ended_at,omitzero"`
 	// Status is "running" while the search goes on, then "completed",
-	// "interrupted" or "failed: <why>".
+	// "interrupted" or "failed: <why>"; Writer is the writing process (a
+	// "running" document whose process is gone was killed: StatusText).
 	Status string `json:"status"`
+	Writer
 	// Model is "closed" (the load is users: VUs with think time) or
 	// "open" (arrivals per second); Unit names the load ("users",
 	// "arrivals/s").
@@ -47,6 +50,54 @@ type Document struct {
 	Steps  []Step     `json:"steps"`
 	// Result is the capacity known when the document was written.
 	Result Result `json:"result"`
+}
+
+// StatusText is Status as a reader should see it (Writer.Describe):
+// "incomplete (the writing process, pid N, is gone)" for a killed
+// search.
+func (d *Document) StatusText() string { return d.Writer.Describe(d.Status) }
+
+// Writer is the process that writes a document rewritten as it goes
+// (the capacity document, the A/B document): its PID and host name.
+// Both are absent in documents written before they were recorded.
+type Writer struct {
+	PID  int    `json:"pid,omitempty"`
+	Host string `json:"host,omitempty"`
+}
+
+// thisWriter is the calling process on this host.
+func thisWriter() Writer {
+	host, _ := os.Hostname()
+	return Writer{PID: os.Getpid(), Host: host}
+}
+
+// Describe is a document's status as a reader should see it: any status
+// but "running" as it is; a "running" one is "running (pid N)" while its
+// writer (PID on this Host) exists, "incomplete (the writing process,
+// pid N, is gone)" once it does not (it was killed: kill -9, OOM, power
+// cut), and "running or killed (pid N on host H)" or "running or killed
+// (no writing process recorded)" when this host cannot tell.
+func (w Writer) Describe(status string) string {
+	if status != "running" {
+		return status
+	}
+	host, _ := os.Hostname()
+	switch {
+	case w.PID <= 0:
+		return "running or killed (no writing process recorded)"
+	case w.Host != host:
+		return fmt.Sprintf("running or killed (pid %d on host %s)", w.PID, w.Host)
+	case !processAlive(w.PID):
+		return fmt.Sprintf("incomplete (the writing process, pid %d, is gone)", w.PID)
+	}
+	return fmt.Sprintf("running (pid %d)", w.PID)
+}
+
+// processAlive reports whether process pid exists on this host (signal
+// 0: EPERM means it exists under another user).
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // TargetJSON is the Target as recorded.

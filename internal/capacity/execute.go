@@ -154,7 +154,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 	}
 	doc := &Document{
 		Format: Format, Schema: SchemaVersion, Version: base.Version, CommandLine: base.CommandLine, Workload: wname,
-		StartedAt: time.Now(), Status: "running", Model: model, Unit: unit,
+		StartedAt: time.Now(), Status: "running", Writer: thisWriter(), Model: model, Unit: unit,
 		Target: TargetJSON{Apdex: cfg.Target.Apdex, ErrorRatePct: 100 * cfg.Target.ErrorRate},
 		Search: SearchJSON{
 			Start: cfg.Plan.Start, Max: cfg.Plan.Max, Step: cfg.Plan.Step.String(), ResolutionPct: 100 * cfg.Plan.Resolution,

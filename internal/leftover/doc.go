@@ -13,6 +13,12 @@
 // add, change or read entries (tokens are secrets). Entries are files
 // <state>/leftover/<id>.json, one per created thing.
 //
+// <state>/leftover/left-alone.noticed (no entry: not *.json) holds the
+// paths already reported as left alone that no entry names, each with
+// the device and inode it had (Record.FirstNotice): such a thing is
+// named once, not by every command, and named again only when it was
+// replaced. It decides only what is said, never what is touched.
+//
 // # Protocol for a command that creates something
 //
 //  1. e, err := rec.Add(kind, path, data) BEFORE creating it. Add writes
@@ -50,7 +56,8 @@
 //
 // Things on disk that look like erplab's but that no entry names (forged
 // by another user, or left by an older erplab) are never touched: a kind's
-// package may list them in Report.LeftAlone (pgcluster.ReapOrphans does).
+// package may list them in Report.LeftAlone, once each through
+// Record.FirstNotice (pgcluster.ReapOrphans does, with the rm command).
 //
 // Entries are undone newest first, so a thing made inside or on top of an
 // older one (files in a mounted tmpfs, a mount inside a throwaway server's

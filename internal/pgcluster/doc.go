@@ -78,7 +78,10 @@
 // touched. Finally it removes the directory.
 //
 // Directories named erplab-pg-* that no entry names but whose marker holds
-// a dead PID (an older erplab's, or a forgery) are only reported.
+// a dead PID (an older erplab's, or a forgery) are only reported: once
+// each (leftover.Record.FirstNotice remembers them by path, device and
+// inode), with the command that removes them ("rm -rf DIR", for the user
+// to run if the directory is theirs and no postgres runs from it).
 //
 // Sources: PostgreSQL docs "initdb" (app-initdb.html), "Resource
 // Consumption" (runtime-config-resource.html), "Shutting Down the Server"

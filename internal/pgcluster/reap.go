@@ -108,7 +108,8 @@ func (c *Cluster) forget() error {
 // are registered), then names the os.TempDir()/erplab-pg-* directories it
 // leaves alone because no entry names them although their marker says
 // they belong to a dead process (forged by another user, or left by an
-// older erplab). It writes one line on out when it did or refused
+// older erplab), each once (leftover.Record.FirstNotice) with the command
+// that removes it. It writes one line on out when it did or refused
 // anything and returns the report. See the package doc for what proves a
 // directory is erplab's and which processes may be signalled.
 func ReapOrphans(ctx context.Context, out io.Writer) (leftover.Report, error) {
@@ -118,30 +119,35 @@ func ReapOrphans(ctx context.Context, out io.Writer) (leftover.Report, error) {
 	}
 	entries, _ := rec.Entries()
 	rep := rec.Sweep(ctx)
-	rep.LeftAlone = append(rep.LeftAlone, strays(entries)...)
+	// On an error FirstNotice returns every stray: they are named again
+	// next time, which is all that error costs.
+	dirs, _ := rec.FirstNotice(strays(entries))
+	for _, d := range dirs {
+		rep.LeftAlone = append(rep.LeftAlone, d+" (not in erplab's record: not touched; if it is yours and no postgres runs from it, remove it: rm -rf "+d+"; not mentioned again)")
+	}
 	if l := rep.Line(); l != "" && out != nil {
 		fmt.Fprintln(out, l)
 	}
 	return rep, nil
 }
 
-// strays lists erplab-pg-* directories in os.TempDir() that no entry
-// names and whose marker holds the PID of a dead process, each as
-// "<dir> (<reason>)".
+// strays lists the erplab-pg-* directories in os.TempDir() (absolute
+// paths) that no entry names and whose marker holds the PID of a dead
+// process.
 func strays(recorded []leftover.Entry) []string {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "erplab-pg-*"))
 	var out []string
 	for _, dir := range dirs {
-		abs, _ := filepath.Abs(dir)
-		if slices.ContainsFunc(recorded, func(e leftover.Entry) bool { return e.Path == abs }) {
+		abs, err := filepath.Abs(dir)
+		if err != nil || slices.ContainsFunc(recorded, func(e leftover.Entry) bool { return e.Path == abs }) {
 			continue
 		}
-		b, err := readSmall(filepath.Join(dir, ownerFile))
+		b, err := readSmall(filepath.Join(abs, ownerFile))
 		if err != nil {
 			continue
 		}
 		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && !alive(pid) {
-			out = append(out, dir+" (not in erplab's record: not touched; remove it by hand if it is yours)")
+			out = append(out, abs)
 		}
 	}
 	return out

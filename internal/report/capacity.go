@@ -338,7 +338,7 @@ figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; border: 1p
 </style></head><body>
 <h1>erplab capacity: {{.Doc.Workload}} ({{.Doc.Model}} model)</h1>
 <p class="verdict">{{.Doc.Result.Line}}</p>
-<p>Status: {{.Doc.Status}}. Target: integral APDEX &ge; {{.Doc.Target.Apdex}}, errors &le; {{.Doc.Target.ErrorRatePct}} %{{range $op, $ms := .Doc.Target.P95Ms}}, p95 {{$op}} &le; {{$ms}} ms{{end}}.
+<p>Status: {{.Doc.StatusText}}. Target: integral APDEX &ge; {{.Doc.Target.Apdex}}, errors &le; {{.Doc.Target.ErrorRatePct}} %{{range $op, $ms := .Doc.Target.P95Ms}}, p95 {{$op}} &le; {{$ms}} ms{{end}}.
 Search: from {{.Doc.Search.Start}} {{.Doc.Unit}} by {{.Doc.Search.Step}} up to {{.Doc.Search.Max}}, bisection to {{.Doc.Search.ResolutionPct}} %; each step {{.Doc.Search.RampS}} s ramp, {{.Doc.Search.WarmupS}} s warm-up, {{.Doc.Search.HoldS}} s hold{{if .Doc.Search.Think}}, think {{.Doc.Search.Think}}{{end}}{{if .Doc.Search.UserOpsPerHour}} ({{.Doc.Search.UserOpsPerHour}} key operations per user and hour){{end}}. Stop: {{.Doc.Result.Stop.Kind}}{{if .Doc.Result.Stop.Detail}} ({{.Doc.Result.Stop.Detail}}){{end}}.</p>
 <h2>Steps</h2>
 <div class="scroll"><table><tr><th>step</th><th>{{.Doc.Unit}}</th><th class="l">outcome</th><th>integral APDEX [95 %]</th><th>ops/s</th><th>errors</th><th class="l">p95</th><th class="l">top waits (share of active time)</th><th>server CPU</th><th>pool wait</th><th title="mean client sessions on the server, erplab's observer session included">client sessions (incl. observer)</th><th>erplab CPU (cores)</th><th class="l">missed</th></tr>
@@ -389,7 +389,7 @@ func WriteCapacityHTML(w io.Writer, d *capacity.Document) error {
 // WriteCapacityMarkdown writes the verdict line and the steps table.
 func WriteCapacityMarkdown(w io.Writer, d *capacity.Document) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "## erplab capacity: %s (%s model)\n\n**%s**\n\n", d.Workload, d.Model, d.Result.Line)
+	fmt.Fprintf(&b, "## erplab capacity: %s (%s model)\n\n**%s**\n\nStatus: %s.\n\n", d.Workload, d.Model, d.Result.Line, d.StatusText())
 	fmt.Fprintf(&b, "| step | %s | outcome | integral APDEX [95 %%] | ops/s | errors | p95 | top waits | server CPU | pool wait | missed |\n", d.Unit)
 	b.WriteString("|---:|---:|---|---:|---:|---:|---|---|---:|---:|---|\n")
 	for _, r := range capacityRows(d) {

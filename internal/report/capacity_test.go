@@ -2,7 +2,10 @@ package report
 
 import (
 	"bytes"
+	"fmt"
 	"html"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -180,5 +183,41 @@ func TestCapacityABMarkdownComplete(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "Status: running or killed (no writing process recorded).") {
 		t.Errorf("a running document without its writer reads as running")
+	}
+}
+
+// TestCapacityPageKilledSearch: the page and the Markdown of a search
+// whose document still says "running" but whose writing process is gone
+// say it is incomplete, naming the pid; a finished one says its status.
+func TestCapacityPageKilledSearch(t *testing.T) {
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	doc := capacityDoc(t)
+	host, _ := os.Hostname()
+	doc.Status, doc.Writer = "running", capacity.Writer{PID: gone.Process.Pid, Host: host}
+	want := fmt.Sprintf("Status: incomplete (the writing process, pid %d, is gone).", gone.Process.Pid)
+	var b bytes.Buffer
+	if err := WriteCapacityHTML(&b, doc); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "<p>"+want) {
+		t.Errorf("page lacks %q", want)
+	}
+	b.Reset()
+	if err := WriteCapacityMarkdown(&b, doc); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "**\n\n"+want+"\n") {
+		t.Errorf("markdown lacks %q:\n%s", want, b.String())
+	}
+	doc.Status = "completed"
+	b.Reset()
+	if err := WriteCapacityMarkdown(&b, doc); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "\nStatus: completed.\n") {
+		t.Errorf("markdown lacks the status:\n%s", b.String())
 	}
 }

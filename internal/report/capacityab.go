@@ -241,7 +241,7 @@ func abSideRows(d *capacity.ABDocument) []abSideRow {
 				stop += ": " + res.Stop.Detail // why it ended: the failure's reason
 			}
 			if res.Stop.Kind == "" {
-				stop = x.Doc.Status
+				stop = x.Doc.StatusText()
 			}
 			t += fmt.Sprintf(" (%d steps, %s)", len(x.Doc.Steps), stop)
 			r.Rounds = append(r.Rounds, t)
