@@ -65,6 +65,9 @@
 // recorded it in MergedSegment.Extra (merged.segments[].extra). No
 // section is summed: none of those written today counts something that
 // adds up across agents without counting one server several times.
+// Environment is the first segment's; when the segments' environment.host
+// (each agent's machine) are not all equal, each is kept in
+// MergedSegment.HostFacts.
 //
 // # Schema version
 //

@@ -200,9 +200,14 @@ func Merge(docs []*Document, opts MergeOptions) (*Document, error) {
 	}
 	out.Extra = extra
 	mi := &MergeInfo{Count: first.Segment.Count, Missing: missing, Partial: len(missing) > 0 || len(incomplete) > 0, Notes: append(notes, extraNotes...)}
+	hosts := hostFacts(sorted)
 	for k, i := range used {
 		d := sorted[k]
-		mi.Segments = append(mi.Segments, MergedSegment{SegmentInfo: *d.Segment, File: fileOf(opts.Files, i), Status: d.Status, Agent: d.Agent, Extra: perSegment[k]})
+		s := MergedSegment{SegmentInfo: *d.Segment, File: fileOf(opts.Files, i), Status: d.Status, Agent: d.Agent, Extra: perSegment[k]}
+		if hosts != nil {
+			s.HostFacts = hosts[k]
+		}
+		mi.Segments = append(mi.Segments, s)
 	}
 	out.Merged = mi
 	out.Status = "completed"

@@ -348,6 +348,37 @@ func TestMergeKeepsEverySegmentsExtra(t *testing.T) {
 	if len(m.Merged.Notes) != 0 {
 		t.Errorf("notes %q, want none (every section known)", m.Merged.Notes)
 	}
+	for k, s := range m.Merged.Segments {
+		if s.HostFacts != nil {
+			t.Errorf("merged.segments[%d].host_facts %s, want none (one machine)", k, s.HostFacts)
+		}
+	}
+
+	// Agents on other machines: each segment keeps its machine's facts.
+	var env map[string]any
+	if err := json.Unmarshal(docs[1].Environment, &env); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := env["host"].(map[string]any)
+	if host["hostname"] != "vm" {
+		t.Fatalf("testdata: environment.host %v", env["host"])
+	}
+	host["hostname"] = "agent2"
+	if docs[1].Environment, err = json.Marshal(env); err != nil {
+		t.Fatal(err)
+	}
+	if m, err = Merge(docs, MergeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for k, s := range m.Merged.Segments {
+		var h struct {
+			Hostname string `json:"hostname"`
+			CPUs     int    `json:"cpus"`
+		}
+		if err := json.Unmarshal(s.HostFacts, &h); err != nil || h.Hostname != []string{"vm", "agent2", "vm"}[k] || h.CPUs == 0 {
+			t.Errorf("merged.segments[%d].host_facts %s: %v", k, s.HostFacts, err)
+		}
+	}
 }
 
 // Sections that must be the same on every agent (experiment, remedies)

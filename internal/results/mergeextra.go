@@ -167,3 +167,29 @@ func catalogSpan(docs []*Document, key string) (json.RawMessage, error) {
 	}
 	return b, nil
 }
+
+// hostFacts returns each segment's environment.host (the agent's
+// machine: host name, kernel, CPUs, memory, THP) when they are not all
+// equal, else nil: the merged environment is the first segment's.
+func hostFacts(docs []*Document) []json.RawMessage {
+	hosts := make([]json.RawMessage, len(docs))
+	vals := make([]any, len(docs))
+	same := true
+	for i, d := range docs {
+		var env struct {
+			Host json.RawMessage `json:"host"`
+		}
+		if len(d.Environment) > 0 {
+			_ = json.Unmarshal(d.Environment, &env) // an unreadable environment records no host
+		}
+		hosts[i] = env.Host
+		if len(env.Host) > 0 {
+			_ = json.Unmarshal(env.Host, &vals[i])
+		}
+		same = same && reflect.DeepEqual(vals[i], vals[0])
+	}
+	if same {
+		return nil
+	}
+	return hosts
+}

@@ -254,6 +254,10 @@ type MergedSegment struct {
 	// the server's observations, profile and catalog, a section the
 	// merge does not know); see the "Merge" section of the package doc.
 	Extra map[string]json.RawMessage `json:"extra,omitempty"`
+	// HostFacts is the segment's environment.host (its machine: host
+	// name, kernel, CPUs, memory, THP) when the segments' are not all
+	// equal (the merged environment is the first segment's).
+	HostFacts json.RawMessage `json:"host_facts,omitempty"`
 }
 
 // Unresponsive is one span of a run during which the server answered
