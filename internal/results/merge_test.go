@@ -413,6 +413,13 @@ func TestMergeExtraRules(t *testing.T) {
 		t.Errorf("remedies in two segments of three: %v, want %s", err, want)
 	}
 
+	// A killed agent's stream, rebuilt, has no extra at all: not refused.
+	d := withExtra("experiment", exp, exp, "")
+	d[2].Extra = nil
+	if m, err = Merge(d, files); err != nil || !jsonEqual(t, m.Extra["experiment"], json.RawMessage(exp)) {
+		t.Errorf("experiment with a segment without extra: %v", err)
+	}
+
 	m, err = Merge(withExtra("proxy_x", `{"n":1}`, `{"n":2}`, ""), files)
 	if err != nil {
 		t.Fatal(err)
@@ -420,7 +427,7 @@ func TestMergeExtraRules(t *testing.T) {
 	if _, ok := m.Extra["proxy_x"]; ok || string(m.Merged.Segments[1].Extra["proxy_x"]) != `{"n":2}` || m.Merged.Segments[2].Extra != nil {
 		t.Errorf("unknown section differing: extra %s, segments' %v", m.Extra["proxy_x"], m.Merged.Segments)
 	}
-	if want := []string{"extra.proxy_x differs between the segments: kept per segment (merged.segments[].extra.proxy_x)"}; !slices.Equal(m.Merged.Notes, want) {
+	if want := []string{"extra.proxy_x is not the same in every segment: kept per segment (merged.segments[].extra.proxy_x)"}; !slices.Equal(m.Merged.Notes, want) {
 		t.Errorf("notes %q, want %q", m.Merged.Notes, want)
 	}
 	m, err = Merge(withExtra("proxy_x", `{"n":1}`, `{ "n": 1 }`, `{"n":1}`), files)
@@ -432,7 +439,7 @@ func TestMergeExtraRules(t *testing.T) {
 	cat := func(before, after int) string {
 		return fmt.Sprintf(`{"before_bytes":{"pg_class":%d},"after_bytes":{"pg_class":%d}}`, before, after)
 	}
-	d := withExtra("catalog", cat(200, 300), cat(210, 320), cat(190, 290))
+	d = withExtra("catalog", cat(200, 300), cat(210, 320), cat(190, 290))
 	if !d[2].StartedAt.Before(d[0].StartedAt) || !d[2].StartedAt.Before(d[1].StartedAt) || !d[1].EndedAt.After(d[0].EndedAt) || !d[1].EndedAt.After(d[2].EndedAt) {
 		t.Fatal("testdata: r1's segment 3/3 no longer starts first or 2/3 ends last")
 	}

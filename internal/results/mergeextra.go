@@ -19,8 +19,9 @@ const (
 	// merged.segments[].extra only.
 	extraPerSegment extraKind = iota
 	// extraSame: what must be the same on every agent (experiment,
-	// remedies): kept once; a segment without it or with another value
-	// is refused.
+	// remedies): kept once; a segment with another value, or without it
+	// in an extra it wrote (not a killed agent's stream, which has no
+	// extra), is refused.
 	extraSame
 	// extraServerView: the server as each agent saw it over the same
 	// run (observations, profile): every segment's in
@@ -105,12 +106,17 @@ func mergeExtra(docs []*Document, names []string) (top map[string]json.RawMessag
 		if kind == extraSame {
 			for i, d := range docs {
 				if _, ok := d.Extra[key]; !ok {
+					if d.Extra == nil {
+						continue // rebuilt from a killed agent's stream: recorded no extra
+					}
 					return nil, nil, nil, fmt.Errorf("%s has no extra.%s, %s has one: the agents must run the same experiment", label(i), key, label(first))
 				}
 				if !reflect.DeepEqual(vals[i], vals[first]) {
 					return nil, nil, nil, fmt.Errorf("%s has another extra.%s than %s: the agents must run the same experiment", label(i), key, label(first))
 				}
 			}
+			put(key, docs[first].Extra[key])
+			continue
 		}
 		for i, d := range docs {
 			if _, ok := d.Extra[key]; ok {
@@ -128,7 +134,7 @@ func mergeExtra(docs []*Document, names []string) (top map[string]json.RawMessag
 			put(key, v)
 		case extraPerSegment:
 			if _, known := extraKinds[key]; !known {
-				notes = append(notes, fmt.Sprintf("extra.%s differs between the segments: kept per segment (merged.segments[].extra.%s)", key, key))
+				notes = append(notes, fmt.Sprintf("extra.%s is not the same in every segment: kept per segment (merged.segments[].extra.%s)", key, key))
 			}
 		}
 	}
