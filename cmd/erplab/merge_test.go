@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,6 +64,43 @@ func TestMergeCommand(t *testing.T) {
 	// compare reads the merged run like any other.
 	if b, err := erplab(t, dir, "compare", out, filepath.Join(dir, "r1-1of3.json")).CombinedOutput(); err != nil && exitOf(err) != exitThreshold {
 		t.Errorf("compare merged vs segment: %v\n%s", err, b)
+	}
+}
+
+// The merged run keeps what every segment recorded beside its figures:
+// report shows segment 3/3's server profile (the only one) and the
+// observations, compare reads the profile, and the document keeps
+// segment 2/3's stress in merged.segments[1].extra.
+func TestMergeKeepsSegmentsExtra(t *testing.T) {
+	dir := t.TempDir()
+	for i := 1; i <= 3; i++ {
+		n := fmt.Sprintf("r2-%dof3.json", i)
+		b, err := os.ReadFile(filepath.Join("..", "..", "internal", "results", "testdata", "segments-extra", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, n), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(dir, "run.json")
+	if b, err := erplab(t, dir, "merge", dir, "-o", out).CombinedOutput(); err != nil {
+		t.Fatalf("merge: %v\n%s", err, b)
+	}
+	m, err := results.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Extra["profile"] == nil || m.Extra["observations"] == nil || m.Merged.Segments[1].Extra["stress"] == nil || m.Extra["stress"] != nil {
+		t.Errorf("merged extra %d sections, segment 2/3's %d: want profile and observations in extra, stress in segment 2/3's only", len(m.Extra), len(m.Merged.Segments[1].Extra))
+	}
+	b, err := erplab(t, dir, "report", out).CombinedOutput()
+	if err != nil || !strings.Contains(string(b), `<h2 id="profile">Server CPU profile (perf)</h2>`) || !strings.Contains(string(b), `<h2 id="observations">`) {
+		t.Errorf("report of the merged run: %v, %d bytes, want the profile and observations sections", err, len(b))
+	}
+	b, err = erplab(t, dir, "compare", out, filepath.Join(dir, "r2-3of3.json")).CombinedOutput()
+	if (err != nil && exitOf(err) != exitThreshold) || !strings.Contains(string(b), "cpu catalog access") {
+		t.Errorf("compare merged vs segment 3/3: %v, want the profile's rows\n%s", err, b)
 	}
 }
 

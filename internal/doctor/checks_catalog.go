@@ -555,7 +555,7 @@ func topWaits(w map[string]int) []string {
 	return top
 }
 
-func checkLWLockWaits(_ context.Context, e *env) result {
+func checkLWLockWaits(ctx context.Context, e *env) result {
 	ws := e.smp.windows
 	tot := sumWindows(ws)
 	all := countWaits(tot)
@@ -586,7 +586,7 @@ func checkLWLockWaits(_ context.Context, e *env) result {
 			ev = append(ev, Evidence{Text: "wait events (mean sessions, pg_wait_sampling): " + strings.Join(top, ", "), From: "pg_wait_sampling_profile"})
 		}
 	} else if e.rec == nil {
-		ev = append(ev, Evidence{Text: "pg_wait_sampling is not created in this database (or not preloaded): waits are pg_stat_activity's at each sample", From: "pg_extension, pg_wait_sampling.profile_period"})
+		ev = append(ev, waitSamplingMissing(ctx, e))
 	}
 	if top := topWaits(tot.Waits); len(top) > 0 {
 		ev = append(ev, Evidence{Text: "wait events (session-samples): " + strings.Join(top, ", "), From: "pg_stat_activity"})
@@ -619,4 +619,24 @@ func checkLWLockWaits(_ context.Context, e *env) result {
 	}
 	return result{sev: OK, summary: fmt.Sprintf("no lock-manager or invalidation waits of note: LockManager+LockFastPath %.1f %% mean, %.1f %% worst of %d windows; SInval %.1f %% mean, %.1f %% worst; %.1f active on average",
 		100*all.lmShare(), 100*lmW.lmShare(), len(ws), 100*all.siShare(), 100*siW.siShare(), all.avg()), evidence: ev, metrics: m}
+}
+
+// waitSamplingMissing is the evidence of a sample without pg_wait_sampling's
+// profile: what the extension lacks in this database (not created, its
+// library not loaded, or both) and exactly what it needs.
+func waitSamplingMissing(ctx context.Context, e *env) Evidence {
+	const from = "pg_extension, shared_preload_libraries, pg_wait_sampling.profile_period"
+	const src = "waits are pg_stat_activity's at each sample"
+	created, err := e.extensionCreated(ctx, "pg_wait_sampling")
+	if err != nil {
+		return Evidence{Text: "pg_wait_sampling's profile not read (" + oneLine(err) + "): " + src, From: from}
+	}
+	needs := e.extensionNeeds("pg_wait_sampling", created)
+	switch {
+	case needs == "":
+		return Evidence{Text: "pg_wait_sampling's profile not read in every window: " + src, From: from}
+	case created:
+		return Evidence{Text: "pg_wait_sampling is created in this database but its library is not loaded: " + src + "; its profile needs " + needs, From: from}
+	}
+	return Evidence{Text: "pg_wait_sampling is not created in this database: " + src + "; its profile needs " + needs, From: from}
 }

@@ -149,7 +149,9 @@ type Finding struct {
 	// files, kernel documentation.
 	Sources []string `json:"sources"`
 	// Needs says what is missing when Severity is NotChecked, e.g.
-	// "pg_stat_statements (shared_preload_libraries and CREATE EXTENSION)".
+	// "pg_stat_statements: CREATE EXTENSION pg_stat_statements; in
+	// database erp (its library is already loaded by
+	// shared_preload_libraries: no restart)".
 	Needs string `json:"needs,omitempty"`
 	// Metrics are the key numbers by name, for scripts and tests (units
 	// in the names: _bytes, _ms, _per_s, _pct).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -611,7 +612,66 @@ func (r pgssRow) meanExecMs() float64 {
 	return r.TotalExecMs / float64(r.Calls)
 }
 
-const pgssNeeds = "pg_stat_statements: shared_preload_libraries = 'pg_stat_statements' (restart), then CREATE EXTENSION pg_stat_statements in database %s"
+// preloaded reports whether the server loads the library lib: its
+// shared_preload_libraries names it, or settings "lib.*" exist (a
+// preloaded library defines them in every backend, and pg_settings shows
+// them to any role, while shared_preload_libraries itself needs
+// pg_read_all_settings).
+func (e *env) preloaded(lib string) bool {
+	if slices.Contains(e.preloadList(), lib) {
+		return true
+	}
+	for name := range e.set {
+		if strings.HasPrefix(name, lib+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// preloadList is shared_preload_libraries as a list (nil when empty or
+// not shown to this role).
+func (e *env) preloadList() []string {
+	var libs []string
+	for _, l := range strings.Split(e.show("shared_preload_libraries"), ",") {
+		if l = strings.Trim(strings.TrimSpace(l), `"`); l != "" {
+			libs = append(libs, l)
+		}
+	}
+	return libs
+}
+
+// extensionNeeds says exactly what the extension ext (whose library has
+// its name) lacks in the database checked, given whether it is created
+// there: "" when nothing; CREATE EXTENSION alone when the library is
+// loaded (no restart); the library in shared_preload_libraries and a
+// restart when the extension is created; else both. The
+// shared_preload_libraries value given keeps the libraries already
+// there.
+func (e *env) extensionNeeds(ext string, created bool) string {
+	db := e.srv.Database
+	loaded := e.preloaded(ext)
+	spl := strings.Join(append(e.preloadList(), ext), ", ")
+	switch {
+	case loaded && created:
+		return ""
+	case loaded:
+		return fmt.Sprintf("CREATE EXTENSION %s; in database %s (its library is already loaded by shared_preload_libraries: no restart)", ext, db)
+	case created:
+		return fmt.Sprintf("shared_preload_libraries = '%s' and a restart (the extension is already created in database %s)", spl, db)
+	}
+	return fmt.Sprintf("shared_preload_libraries = '%s' (restart), then CREATE EXTENSION %s; in database %s", spl, ext, db)
+}
+
+// extensionCreated reports whether the extension is created in the
+// database checked.
+func (e *env) extensionCreated(ctx context.Context, ext string) (bool, error) {
+	var ok bool
+	if err := e.conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = $1)`, ext).Scan(&ok); err != nil {
+		return false, fmt.Errorf("doctor: pg_extension: %w", err)
+	}
+	return ok, nil
+}
 
 // statements loads pg_stat_statements once.
 func (e *env) statements(ctx context.Context) *pgssState {
@@ -630,16 +690,12 @@ func (e *env) statements(ctx context.Context) *pgssState {
 	var schema string
 	err := e.conn.QueryRow(ctx, `SELECT n.nspname::text, x.extversion FROM pg_catalog.pg_extension x
 JOIN pg_catalog.pg_namespace n ON n.oid = x.extnamespace WHERE x.extname = 'pg_stat_statements'`).Scan(&schema, &st.version)
-	if errors.Is(err, pgx.ErrNoRows) {
-		st.needs = fmt.Sprintf(pgssNeeds, e.srv.Database)
-		return st
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		st.needs = "pg_stat_statements readable: " + oneLine(err)
 		return st
 	}
-	if !strings.Contains(e.show("shared_preload_libraries"), "pg_stat_statements") && e.has("shared_preload_libraries") {
-		st.needs = fmt.Sprintf(pgssNeeds, e.srv.Database)
+	if needs := e.extensionNeeds("pg_stat_statements", err == nil); needs != "" {
+		st.needs = "pg_stat_statements: " + needs
 		return st
 	}
 	st.hasPlan = versionAtLeast(st.version, 1, 8)

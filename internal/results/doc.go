@@ -51,6 +51,24 @@
 // one of the union of the segments' samples. docs/results-format.md
 // lists the rules field by field.
 //
+// Extra loses no segment's section. A section equal (as a JSON value) in
+// every merged segment is kept once in extra. Otherwise, by name:
+// experiment and remedies must be the same on every agent, and a segment
+// with another value or none is refused; catalog (sizes each agent
+// measured at its start and end) becomes the run's span, before_bytes of
+// the segment that started first and after_bytes of the one that ended
+// last; observations and profile (the server as each agent saw it over
+// the same run) are the first piece's that has one; stress (the load
+// machine's own CPU and vmstat) and any section this package does not
+// know are not in extra (an unknown one is named in MergeInfo.Notes).
+// Every section that was not equal everywhere is kept as each segment
+// recorded it in MergedSegment.Extra (merged.segments[].extra). No
+// section is summed: none of those written today counts something that
+// adds up across agents without counting one server several times.
+// Environment is the first segment's; when the segments' environment.host
+// (each agent's machine) are not all equal, each is kept in
+// MergedSegment.HostFacts.
+//
 // # Schema version
 //
 // Format names the document ("erplab-run/1"); SchemaVersion counts

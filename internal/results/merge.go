@@ -35,7 +35,9 @@ type MergeOptions struct {
 // another run id, configuration hash or segment sequence than the first
 // (a foreign segment); a piece given twice; pieces that overlap or leave
 // a gap; a missing or incomplete piece (wrapping ErrIncomplete) unless
-// opts.AllowPartial; a histogram that does not decode.
+// opts.AllowPartial; a histogram that does not decode; a section of extra
+// that must be the same in every segment (experiment, remedies) and is
+// not, or one that is not JSON.
 func Merge(docs []*Document, opts MergeOptions) (*Document, error) {
 	if len(docs) == 0 {
 		return nil, errors.New("merge: no segment documents")
@@ -188,10 +190,24 @@ func Merge(docs []*Document, opts MergeOptions) (*Document, error) {
 		return nil, fmt.Errorf("merge: %w", err)
 	}
 	out.RunID, out.ConfigHash = first.RunID, first.ConfigHash
-	mi := &MergeInfo{Count: first.Segment.Count, Missing: missing, Partial: len(missing) > 0 || len(incomplete) > 0, Notes: notes}
+	usedNames := make([]string, len(used))
+	for k, i := range used {
+		usedNames[k] = name(i)
+	}
+	extra, perSegment, extraNotes, err := mergeExtra(sorted, usedNames)
+	if err != nil {
+		return nil, fmt.Errorf("merge: %w", err)
+	}
+	out.Extra = extra
+	mi := &MergeInfo{Count: first.Segment.Count, Missing: missing, Partial: len(missing) > 0 || len(incomplete) > 0, Notes: append(notes, extraNotes...)}
+	hosts := hostFacts(sorted)
 	for k, i := range used {
 		d := sorted[k]
-		mi.Segments = append(mi.Segments, MergedSegment{SegmentInfo: *d.Segment, File: fileOf(opts.Files, i), Status: d.Status, Agent: d.Agent})
+		s := MergedSegment{SegmentInfo: *d.Segment, File: fileOf(opts.Files, i), Status: d.Status, Agent: d.Agent, Extra: perSegment[k]}
+		if hosts != nil {
+			s.HostFacts = hosts[k]
+		}
+		mi.Segments = append(mi.Segments, s)
 	}
 	out.Merged = mi
 	out.Status = "completed"
@@ -357,7 +373,7 @@ func mergeDocs(docs []*Document) (*Document, error) {
 	out := &Document{
 		Format: Format, Schema: SchemaVersion, Version: first.Version, CommandLine: first.CommandLine,
 		Workload: first.Workload, StartedAt: first.StartedAt, EndedAt: first.EndedAt,
-		Environment: first.Environment, Parameters: first.Parameters, Extra: first.Extra,
+		Environment: first.Environment, Parameters: first.Parameters,
 	}
 	type opAcc struct {
 		res                   OpResult

@@ -1,8 +1,11 @@
 package results
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -13,13 +16,18 @@ import (
 // readSegments reads the three recorded segment documents of run r1
 // (erplab run --segment I/3 --run-id r1 on one server, smoke workload,
 // --stage 2s:10 --stage 3s:10).
-func readSegments(t *testing.T) []*Document {
-	t.Helper()
+func readSegments(t testing.TB) []*Document {
+	return readDocs(t, "segments", "r1-1of3.json", "r1-2of3.json", "r1-3of3.json")
+}
+
+// readDocs reads the documents named under testdata/dir.
+func readDocs(tb testing.TB, dir string, names ...string) []*Document {
+	tb.Helper()
 	var docs []*Document
-	for _, n := range []string{"r1-1of3.json", "r1-2of3.json", "r1-3of3.json"} {
-		d, err := Read(filepath.Join("testdata", "segments", n))
+	for _, n := range names {
+		d, err := Read(filepath.Join("testdata", dir, n))
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 		docs = append(docs, d)
 	}
@@ -161,14 +169,7 @@ func TestMergeRefusals(t *testing.T) {
 }
 
 func BenchmarkMerge(b *testing.B) {
-	var docs []*Document
-	for _, n := range []string{"r1-1of3.json", "r1-2of3.json", "r1-3of3.json"} {
-		d, err := Read(filepath.Join("testdata", "segments", n))
-		if err != nil {
-			b.Fatal(err)
-		}
-		docs = append(docs, d)
-	}
+	docs := readSegments(b)
 	b.ResetTimer()
 	for range b.N {
 		if _, err := Merge(docs, MergeOptions{}); err != nil {
@@ -263,5 +264,192 @@ func TestMergeRestartedSegment(t *testing.T) {
 	m, err = Merge(d[:2], MergeOptions{AllowPartial: true})
 	if want := "partial (--allow-partial): segment 3/3 missing; segment 1/3 late start: began 3s after --start-at"; err != nil || m.Status != want {
 		t.Errorf("late and missing: %v, status %q, want %q", err, m.Status, want)
+	}
+}
+
+// readExtraSegments reads the three recorded segment documents of run r2
+// (erplab run --segment I/3 --run-id r2 on one server, smoke workload,
+// --stage 2s:10 --stage 3s:10 --interval 1s, observations on; segment 2
+// with --stress cpu=1, segment 3 with --profile): every segment has
+// extra.catalog (equal: the catalogs did not grow) and
+// extra.observations, segment 2 extra.stress, segment 3 extra.profile.
+func readExtraSegments(t *testing.T) []*Document {
+	return readDocs(t, "segments-extra", "r2-1of3.json", "r2-2of3.json", "r2-3of3.json")
+}
+
+// jsonEqual reports whether two JSON texts hold the same value.
+func jsonEqual(t *testing.T, a, b json.RawMessage) bool {
+	t.Helper()
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var va, vb any
+	if err := json.Unmarshal(a, &va); err != nil {
+		t.Fatalf("%.60s: %v", a, err)
+	}
+	if err := json.Unmarshal(b, &vb); err != nil {
+		t.Fatalf("%.60s: %v", b, err)
+	}
+	return reflect.DeepEqual(va, vb)
+}
+
+// The merge loses no segment's extra: a section equal in every segment
+// (catalog) is kept once; the server as each agent saw it (observations,
+// profile) is kept per segment, extra holding the first piece's that has
+// one; a load machine's stress only per segment; all of it survives a
+// write and a read.
+func TestMergeKeepsEverySegmentsExtra(t *testing.T) {
+	docs := readExtraSegments(t)
+	m, err := Merge(docs, MergeOptions{Files: []string{"a", "b", "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "merged.json")
+	if err := m.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if m, err = Read(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate(m); err != nil {
+		t.Fatalf("merged document: %v", err)
+	}
+	var keys []string
+	for k := range m.Extra {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if want := []string{"catalog", "observations", "profile"}; !slices.Equal(keys, want) {
+		t.Errorf("merged extra has %q, want %q", keys, want)
+	}
+	if !jsonEqual(t, m.Extra["catalog"], docs[0].Extra["catalog"]) {
+		t.Errorf("extra.catalog %s, want the segments' (equal) %s", m.Extra["catalog"], docs[0].Extra["catalog"])
+	}
+	if !jsonEqual(t, m.Extra["observations"], docs[0].Extra["observations"]) {
+		t.Errorf("extra.observations is not segment 1/3's")
+	}
+	if !jsonEqual(t, m.Extra["profile"], docs[2].Extra["profile"]) {
+		t.Errorf("extra.profile is not segment 3/3's (the only one)")
+	}
+	want := [][]string{{"observations"}, {"observations", "stress"}, {"observations", "profile"}}
+	for k, s := range m.Merged.Segments {
+		var got []string
+		for key, v := range s.Extra {
+			got = append(got, key)
+			if !jsonEqual(t, v, docs[k].Extra[key]) {
+				t.Errorf("merged.segments[%d].extra.%s is not segment %s's", k, key, docs[k].Segment.Label())
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want[k]) {
+			t.Errorf("merged.segments[%d].extra has %q, want %q", k, got, want[k])
+		}
+	}
+	if len(m.Merged.Notes) != 0 {
+		t.Errorf("notes %q, want none (every section known)", m.Merged.Notes)
+	}
+	for k, s := range m.Merged.Segments {
+		if s.HostFacts != nil {
+			t.Errorf("merged.segments[%d].host_facts %s, want none (one machine)", k, s.HostFacts)
+		}
+	}
+
+	// Agents on other machines: each segment keeps its machine's facts.
+	var env map[string]any
+	if err := json.Unmarshal(docs[1].Environment, &env); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := env["host"].(map[string]any)
+	if host["hostname"] != "vm" {
+		t.Fatalf("testdata: environment.host %v", env["host"])
+	}
+	host["hostname"] = "agent2"
+	if docs[1].Environment, err = json.Marshal(env); err != nil {
+		t.Fatal(err)
+	}
+	if m, err = Merge(docs, MergeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for k, s := range m.Merged.Segments {
+		var h struct {
+			Hostname string `json:"hostname"`
+			CPUs     int    `json:"cpus"`
+		}
+		if err := json.Unmarshal(s.HostFacts, &h); err != nil || h.Hostname != []string{"vm", "agent2", "vm"}[k] || h.CPUs == 0 {
+			t.Errorf("merged.segments[%d].host_facts %s: %v", k, s.HostFacts, err)
+		}
+	}
+}
+
+// Sections that must be the same on every agent (experiment, remedies)
+// stay once when they are, and are refused in one line when a segment
+// has another value or none; an unknown section that differs is kept
+// per segment with a note, once when equal; catalog growth is the run's
+// span: before of the segment that started first, after of the one that
+// ended last.
+func TestMergeExtraRules(t *testing.T) {
+	files := MergeOptions{Files: []string{"a", "b", "c"}}
+	withExtra := func(key string, vals ...string) []*Document {
+		d := readSegments(t)
+		for i, v := range vals {
+			if v != "" {
+				d[i].Extra[key] = json.RawMessage(v)
+			}
+		}
+		return d
+	}
+	exp := `{"variant":"v1","round":1,"database":"seg","template_copy":"","temp_style":"","cache":"warm"}`
+	m, err := Merge(withExtra("experiment", exp, exp, exp), files)
+	if err != nil || !jsonEqual(t, m.Extra["experiment"], json.RawMessage(exp)) || m.Merged.Segments[1].Extra != nil {
+		t.Errorf("the same experiment: %v, extra.experiment %s, segment 2/3 extra %v", err, m.Extra["experiment"], m.Merged.Segments[1].Extra)
+	}
+	other := strings.Replace(exp, `"round":1`, `"round":2`, 1)
+	_, err = Merge(withExtra("experiment", exp, other, exp), files)
+	if want := "merge: b (segment 2/3) has another extra.experiment than a (segment 1/3): the agents must run the same experiment"; err == nil || err.Error() != want {
+		t.Errorf("another experiment: %v, want %s", err, want)
+	}
+	_, err = Merge(withExtra("remedies", `[]`, `[]`, ""), files)
+	if want := "merge: c (segment 3/3) has no extra.remedies, a (segment 1/3) has one: the agents must run the same experiment"; err == nil || err.Error() != want {
+		t.Errorf("remedies in two segments of three: %v, want %s", err, want)
+	}
+
+	// A killed agent's stream, rebuilt, has no extra at all: not refused.
+	d := withExtra("experiment", exp, exp, "")
+	d[2].Extra = nil
+	if m, err = Merge(d, files); err != nil || !jsonEqual(t, m.Extra["experiment"], json.RawMessage(exp)) {
+		t.Errorf("experiment with a segment without extra: %v", err)
+	}
+
+	m, err = Merge(withExtra("proxy_x", `{"n":1}`, `{"n":2}`, ""), files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Extra["proxy_x"]; ok || string(m.Merged.Segments[1].Extra["proxy_x"]) != `{"n":2}` || m.Merged.Segments[2].Extra != nil {
+		t.Errorf("unknown section differing: extra %s, segments' %v", m.Extra["proxy_x"], m.Merged.Segments)
+	}
+	if want := []string{"extra.proxy_x is not the same in every segment: kept per segment (merged.segments[].extra.proxy_x)"}; !slices.Equal(m.Merged.Notes, want) {
+		t.Errorf("notes %q, want %q", m.Merged.Notes, want)
+	}
+	m, err = Merge(withExtra("proxy_x", `{"n":1}`, `{ "n": 1 }`, `{"n":1}`), files)
+	if err != nil || string(m.Extra["proxy_x"]) != `{"n":1}` || m.Merged.Segments[1].Extra != nil || len(m.Merged.Notes) != 0 {
+		t.Errorf("unknown section equal: %v, extra %s, notes %q", err, m.Extra["proxy_x"], m.Merged.Notes)
+	}
+
+	// r1: segment 3/3 started first, 2/3 ended last.
+	cat := func(before, after int) string {
+		return fmt.Sprintf(`{"before_bytes":{"pg_class":%d},"after_bytes":{"pg_class":%d}}`, before, after)
+	}
+	d = withExtra("catalog", cat(200, 300), cat(210, 320), cat(190, 290))
+	if !d[2].StartedAt.Before(d[0].StartedAt) || !d[2].StartedAt.Before(d[1].StartedAt) || !d[1].EndedAt.After(d[0].EndedAt) || !d[1].EndedAt.After(d[2].EndedAt) {
+		t.Fatal("testdata: r1's segment 3/3 no longer starts first or 2/3 ends last")
+	}
+	m, err = Merge(d, files)
+	if err != nil || !jsonEqual(t, m.Extra["catalog"], json.RawMessage(cat(190, 320))) {
+		t.Errorf("catalog span: %v, extra.catalog %s, want %s", err, m.Extra["catalog"], cat(190, 320))
+	}
+	for k, s := range m.Merged.Segments {
+		if !jsonEqual(t, s.Extra["catalog"], d[k].Extra["catalog"]) {
+			t.Errorf("merged.segments[%d].extra.catalog %s, want %s", k, s.Extra["catalog"], d[k].Extra["catalog"])
+		}
 	}
 }

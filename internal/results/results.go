@@ -249,6 +249,15 @@ type MergedSegment struct {
 	File   string    `json:"file,omitempty"`
 	Status string    `json:"status"`
 	Agent  *AgentCPU `json:"agent,omitempty"`
+	// Extra holds the segment's own sections of extra, those that were
+	// not the same in every segment (its machine's stress, its view of
+	// the server's observations, profile and catalog, a section the
+	// merge does not know); see the "Merge" section of the package doc.
+	Extra map[string]json.RawMessage `json:"extra,omitempty"`
+	// HostFacts is the segment's environment.host (its machine: host
+	// name, kernel, CPUs, memory, THP) when the segments' are not all
+	// equal (the merged environment is the first segment's).
+	HostFacts json.RawMessage `json:"host_facts,omitempty"`
 }
 
 // Unresponsive is one span of a run during which the server answered
