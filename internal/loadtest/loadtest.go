@@ -137,6 +137,12 @@ type Options struct {
 	// (erplab capacity gives its rule and the step's users).
 	PoolRule string
 
+	// AbortedBy, when set, is asked at the end of a run that would be
+	// "completed" whether it was aborted after all (e.g. "2 of 8 clients
+	// aborted": pgbench counts a run whose clients aborted as aborted);
+	// a non-empty answer makes the results' Status "aborted: <answer>".
+	AbortedBy func() string
+
 	// Out is the results file; "" = ./erplab-results/<time>-<workload>.json.
 	Out         string
 	CommandLine []string
@@ -565,6 +571,11 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	if outcome.NotAnsweringAtEnd() && outcome.Status == "completed" {
 		sp := outcome.Unresponsive[len(outcome.Unresponsive)-1]
 		doc.Status = fmt.Sprintf("stalled: the server answered nothing from t=%s s to the end (%d operations waiting)", fmtSeconds(sp.FromS), sp.MaxWaiting)
+	}
+	if opts.AbortedBy != nil && doc.Status == "completed" {
+		if why := opts.AbortedBy(); why != "" {
+			doc.Status = "aborted: " + why
+		}
 	}
 	scored := end.Sub(start) - opts.Warmup
 	if scored < 0 {

@@ -199,6 +199,18 @@ func printAdditions(out io.Writer, in reportInput, path string) {
 	fmt.Fprintf(out, "erplab: results: %s\n", path)
 }
 
+// printSilences warns of each span in which the server answered nothing
+// but after which it answered again (a span lasting until the end is the
+// run's error, printed by the caller), e.g. "erplab: warning: the server
+// did not answer for 6.0 s (from t=1.2 s)".
+func printSilences(w io.Writer, doc *resultsDoc) {
+	for _, sp := range doc.ServerUnresponsive {
+		if !sp.UntilEnd {
+			fmt.Fprintf(w, "erplab: warning: the server did not answer for %.1f s (from t=%.1f s)\n", sp.ToS-sp.FromS, sp.FromS)
+		}
+	}
+}
+
 // progress prints pgbench's -P lines on stderr.
 type progress struct {
 	done chan struct{}
