@@ -18,7 +18,9 @@ func newPgbenchCmd() *cobra.Command {
 		Long: `Run a pgbench 15-17 command line unchanged (plus pgbench 18's --continue-on-error):
 initialization (-i) and benchmark runs, with pgbench's output line for line, then erplab's
 additions (percentiles, APDEX per script, the results document), each line starting
-with "erplab:". Exit codes are pgbench's: 0, 1 for option, script and connection errors,
+with "erplab:". ERPLAB_PGBENCH_OUT places the document: unset, ./erplab-results/<time>-pgbench.json;
+"none", no document; a directory (or a value ending in /), time-stamped files in it; a file,
+replaced by every run. A document that cannot be written is one warning line, never a failure. Exit codes are pgbench's: 0, 1 for option, script and connection errors,
 2 when a client aborted; a run or -i stopped by SIGINT, SIGTERM or SIGHUP exits as the shell
 reports pgbench killed by it, 128 + the signal (130, 143, 129), after the partial report.
 'erplab pgbench --help' lists pgbench's options.`,

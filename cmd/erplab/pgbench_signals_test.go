@@ -148,3 +148,101 @@ func TestPgbenchAbortedStatus(t *testing.T) {
 		t.Fatalf("status %q", doc.Status)
 	}
 }
+
+// The results document never breaks the drop-in: ERPLAB_PGBENCH_OUT=none
+// (and /dev/null) writes nothing, a directory takes time-stamped files, a
+// fixed file is replaced on every run, and a default directory that
+// cannot be made or written is one warning line, the run exiting 0.
+func TestPgbenchResultsPlace(t *testing.T) {
+	dir := t.TempDir()
+	dsn := pgbenchDB(t, dir)
+	run := func(cwd, out string) (int, string) {
+		t.Helper()
+		cmd := pgbenchCmd(t, cwd, dsn, []string{"ERPLAB_PGBENCH_OUT=" + out}, "-c", "1", "-t", "2", "-S")
+		return exitCode(t, cmd)
+	}
+	entries := func(d string) []string {
+		t.Helper()
+		es, err := os.ReadDir(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range es {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+
+	// Off.
+	for _, v := range []string{"none", os.DevNull} {
+		cwd := t.TempDir()
+		code, text := run(cwd, v)
+		if code != 0 || strings.Contains(text, "erplab: results:") || strings.Contains(text, "warning") || len(entries(cwd)) != 0 {
+			t.Fatalf("%s: exit %d, files %v:\n%s", v, code, entries(cwd), text)
+		}
+	}
+	if st, err := os.Stat(os.DevNull); err != nil || st.Mode().IsRegular() {
+		t.Fatalf("%s: %v %v", os.DevNull, st, err)
+	}
+	for _, p := range []string{os.DevNull + ".json", os.DevNull + ".jsonl"} {
+		if _, err := os.Stat(p); err == nil {
+			os.Remove(p)
+			t.Fatalf("%s written", p)
+		}
+	}
+
+	// A directory: time-stamped files in it, two runs two documents.
+	outDir := t.TempDir()
+	for range 2 {
+		if code, text := run(dir, outDir); code != 0 || !strings.Contains(text, "erplab: results: "+outDir+"/") {
+			t.Fatalf("directory: exit %d:\n%s", code, text)
+		}
+	}
+	docs, _ := filepath.Glob(filepath.Join(outDir, "*-pgbench*.json"))
+	if len(docs) != 2 || len(entries(outDir)) != 4 {
+		t.Fatalf("directory: %v", entries(outDir))
+	}
+
+	// A fixed file: replaced by the second run.
+	file := filepath.Join(t.TempDir(), "r.json")
+	var started []string
+	for range 2 {
+		if code, text := run(dir, file); code != 0 || !strings.Contains(text, "erplab: results: "+file) {
+			t.Fatalf("file: exit %d:\n%s", code, text)
+		}
+		doc, err := results.Read(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stream, err := results.Read(strings.TrimSuffix(file, ".json") + ".jsonl")
+		if err != nil || !stream.StartedAt.Equal(doc.StartedAt) {
+			t.Fatalf("stream %v: started %v, document %v", err, stream, doc.StartedAt)
+		}
+		started = append(started, doc.StartedAt.String())
+	}
+	if started[0] == started[1] {
+		t.Fatalf("file not replaced: both runs started %s", started[0])
+	}
+
+	// The default directory cannot be made (a file of its name; as root
+	// no permission stops the test's process): one warning, exit 0.
+	cwd := t.TempDir()
+	if err := os.WriteFile(filepath.Join(cwd, "erplab-results"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, text := run(cwd, "")
+	if code != 0 || strings.Count(text, "warning") != 1 || !strings.Contains(text, "erplab: warning: no results document: results directory: ") ||
+		!strings.Contains(text, "number of transactions actually processed: 2/2") || strings.Contains(text, "erplab: results:") {
+		t.Fatalf("default directory unusable: exit %d:\n%s", code, text)
+	}
+	if os.Getuid() != 0 {
+		ro := t.TempDir()
+		if err := os.Chmod(ro, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		if code, text := run(ro, ""); code != 0 || !strings.Contains(text, "erplab: warning: no results document: ") {
+			t.Fatalf("unwritable directory: exit %d:\n%s", code, text)
+		}
+	}
+}

@@ -196,7 +196,9 @@ func printAdditions(out io.Writer, in reportInput, path string) {
 		line += fmt.Sprintf(" APDEX %s (%s) at T = %s", op.Apdex.String(), rating, time.Duration(op.TargetMs*float64(time.Millisecond)))
 		fmt.Fprintln(out, line)
 	}
-	fmt.Fprintf(out, "erplab: results: %s\n", path)
+	if path != "" { // "" = not written (ERPLAB_PGBENCH_OUT=none, or the warning said why)
+		fmt.Fprintf(out, "erplab: results: %s\n", path)
+	}
 }
 
 // printSilences warns of each span in which the server answered nothing

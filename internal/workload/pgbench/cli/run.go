@@ -32,8 +32,10 @@ type Streams struct {
 }
 
 // Program says what runs: erplab's version (for -V and the header line)
-// and where the results document goes ("" = loadtest's default,
-// ./erplab-results/<time>-pgbench.json).
+// and where the results document goes: ERPLAB_PGBENCH_OUT's value ("" =
+// ./erplab-results/<time>-pgbench.json, "none", a directory or a file; see
+// placeOf). Results that cannot be written never fail the run: one
+// warning line on stderr, and the exit status is pgbench's.
 type Program struct {
 	Version string
 	Out     string
@@ -358,6 +360,7 @@ func (r *runner) bench(ctx context.Context) int {
 			txl.add(wpgbench.Transaction{Client: s.VU - 1, Script: s.Op, Start: s.At, End: s.At, Scheduled: s.Scheduled, Skipped: true})
 		}
 	}
+	place := placeOf(r.prog.Out)
 	prog := r.startProgress(col)
 	res, runErr := loadtest.Run(runCtx, loadtest.Options{
 		DSN: r.dsn(), EnvGiven: true, Workload: w, Scale: float64(scale), Seed: c.RandomSeed,
@@ -370,7 +373,11 @@ func (r *runner) bench(ctx context.Context) int {
 			}
 			return ""
 		},
-		Out: r.prog.Out, CommandLine: conninfo.RedactArgs(append([]string{"erplab", "pgbench"}, r.args...)), Version: r.prog.Version,
+		Out: place.File, OutDir: place.Dir, ReplaceOut: true, NoResults: place.Off,
+		OnNoResults: func(err error) {
+			fmt.Fprintf(r.st.Stderr, "erplab: warning: no results document: %s; the run goes on\n", oneLine(err))
+		},
+		CommandLine: conninfo.RedactArgs(append([]string{"erplab", "pgbench"}, r.args...)), Version: r.prog.Version,
 	}, io.Discard)
 	prog.stop()
 	if txl != nil {
