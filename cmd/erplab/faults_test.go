@@ -266,3 +266,45 @@ func TestDuplicateSignalIsOne(t *testing.T) {
 		t.Fatalf("two SIGTERMs at once: exit %d (want %d, cleaned up)\n%s", code, exitInterrupted, buf.String())
 	}
 }
+
+// A server frozen for 6 s in the middle of `erplab pgbench -T 3`, then
+// continued: the transactions in flight complete, the run ends 0 as
+// pgbench's, and erplab warns of the silence instead of saying that the
+// server had not answered by the end.
+func TestPgbenchFrozenThenContinued(t *testing.T) {
+	c, freeze, thaw := freezableCluster(t)
+	dsn := newDatabase(t, c, "pf")
+	dir := t.TempDir()
+	if code, text := exitCode(t, pgbenchCmd(t, dir, dsn, nil, "-i", "-q")); code != 0 {
+		t.Fatalf("-i: exit %d\n%s", code, text)
+	}
+	out := filepath.Join(dir, "r.json")
+	cmd := pgbenchCmd(t, dir, dsn, []string{"ERPLAB_PGBENCH_OUT=" + out}, "-c", "2", "-T", "3", "-P", "1", "-S")
+	buf := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = buf, buf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	waitFor(t, buf, exited, "progress: 1.0 s")
+	freeze()
+	time.Sleep(6 * time.Second)
+	thaw()
+	<-exited
+	s := buf.String()
+	if code := cmd.ProcessState.ExitCode(); code != 0 || strings.Contains(s, "error:") ||
+		!strings.Contains(s, "erplab: warning: the server did not answer for ") {
+		t.Fatalf("exit %d, want 0 with a warning and no error line:\n%s", code, s)
+	}
+	doc, err := results.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.ServerUnresponsive) != 1 || doc.ServerUnresponsive[0].UntilEnd || doc.Status != "completed" {
+		t.Fatalf("status %q, spans %+v\n%s", doc.Status, doc.ServerUnresponsive, s)
+	}
+	sp := doc.ServerUnresponsive[0]
+	t.Logf("silence %.1f s from t=%.1f s; max latency %.0f ms", sp.ToS-sp.FromS, sp.FromS, doc.Operations[0].Response.Max)
+}

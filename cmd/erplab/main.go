@@ -115,23 +115,37 @@ func main() {
 // presses Ctrl-C twice within it.
 const duplicateSignal = 50 * time.Millisecond
 
-// interruptContext is cancelled by the first SIGINT, SIGTERM or SIGHUP:
-// the command stops, writes what it has and cleans up. Signals within
+// interruptContext is cancelled by the first SIGINT, SIGTERM or SIGHUP,
+// with an *exitcode.Interruption naming it as the cause: the command
+// stops, writes what it has and cleans up. Signals within
 // duplicateSignal of the first count as that one. A later one exits
 // at once with exitInterrupted, whatever the clean-up is waiting for (a
 // throwaway server dies with erplab and the next command removes its
 // directory; the results stream holds every completed interval).
+//
+// A signal the process started with ignored stays ignored (nohup
+// ignores SIGHUP; a non-interactive shell starts background jobs with
+// SIGINT ignored): signal.Notify would install a handler for it.
 func interruptContext() (context.Context, func()) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	var watched []os.Signal
+	for _, s := range []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP} {
+		if !signal.Ignored(s) {
+			watched = append(watched, s)
+		}
+	}
+	if len(watched) > 0 { // Notify of no signal would relay every signal
+		signal.Notify(sigs, watched...)
+	}
 	done := make(chan struct{})
 	go func() {
 		var first time.Time
 		select {
-		case <-sigs:
+		case s := <-sigs:
 			first = time.Now()
-			cancel()
+			sig, _ := s.(syscall.Signal)
+			cancel(&exitcode.Interruption{Signal: sig})
 		case <-done:
 			return
 		}
@@ -148,7 +162,7 @@ func interruptContext() (context.Context, func()) {
 			}
 		}
 	}()
-	return ctx, func() { signal.Stop(sigs); close(done); cancel() }
+	return ctx, func() { signal.Stop(sigs); close(done); cancel(nil) }
 }
 
 // execute runs the command line args and returns the process exit code,

@@ -18,13 +18,22 @@ func newPgbenchCmd() *cobra.Command {
 		Long: `Run a pgbench 15-17 command line unchanged (plus pgbench 18's --continue-on-error):
 initialization (-i) and benchmark runs, with pgbench's output line for line, then erplab's
 additions (percentiles, APDEX per script, the results document), each line starting
-with "erplab:". Exit codes are pgbench's: 0, 1 for option, script and connection errors,
-2 when a client aborted. 'erplab pgbench --help' lists pgbench's options.`,
+with "erplab:". ERPLAB_PGBENCH_OUT places the document: unset, ./erplab-results/<time>-pgbench.json;
+"none", no document; a directory (or a value ending in /), time-stamped files in it; a file,
+replaced by every run. A document that cannot be written is one warning line, never a failure. Exit codes are pgbench's: 0, 1 for option, script and connection errors,
+2 when a client aborted; a run or -i stopped by SIGINT, SIGTERM or SIGHUP exits as the shell
+reports pgbench killed by it, 128 + the signal (130, 143, 129), after the partial report.
+'erplab pgbench --help' lists pgbench's options.`,
 		DisableFlagParsing: true,
 		SilenceUsage:       true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			code := cli.Main(cmd.Context(), args, cli.Streams{Stdin: os.Stdin, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr()},
 				os.Getenv, cli.Program{Version: version, Out: os.Getenv("ERPLAB_PGBENCH_OUT")})
+			if i := exitcode.InterruptionOf(cmd.Context()); i != nil && code == 1 {
+				// A failure while connecting or setting up is the
+				// signal's consequence: exit as pgbench killed by it.
+				code = int(i.ExitCode())
+			}
 			if code != 0 {
 				return exitcode.With(exitcode.Code(code), errSilent)
 			}

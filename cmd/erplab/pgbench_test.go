@@ -3,11 +3,8 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // `erplab pgbench` through the binary: pgbench's own messages and exit
@@ -24,19 +21,11 @@ func TestPgbenchCommand(t *testing.T) {
 		t.Fatalf("--help: exit %d:\n%s", code, text)
 	}
 	dsn := srv.NewDatabase(t)
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := filepath.Join(dir, "r.json")
-	cmd := erplab(t, dir, "pgbench", "-i", "-q", "-h", cfg.Host, "-U", cfg.User, cfg.Database, "-p", strconv.Itoa(int(cfg.Port)))
-	cmd.Env = append(cmd.Env, "PGPASSFILE="+passfileOf(dsn))
-	if code, text := exitCode(t, cmd); code != 0 || !strings.Contains(text, "done in ") {
+	if code, text := exitCode(t, pgbenchCmd(t, dir, dsn, nil, "-i", "-q")); code != 0 || !strings.Contains(text, "done in ") {
 		t.Fatalf("-i: exit %d:\n%s", code, text)
 	}
-	cmd = erplab(t, dir, "pgbench", "-c2", "-t", "3", "-S", "-h", cfg.Host, "-p", strconv.Itoa(int(cfg.Port)), "-U", cfg.User, cfg.Database)
-	cmd.Env = append(cmd.Env, "PGPASSFILE="+passfileOf(dsn), "ERPLAB_PGBENCH_OUT="+out)
-	code, text = exitCode(t, cmd)
+	code, text = exitCode(t, pgbenchCmd(t, dir, dsn, []string{"ERPLAB_PGBENCH_OUT=" + out}, "-c2", "-t", "3", "-S"))
 	if code != 0 || !strings.Contains(text, "number of transactions actually processed: 6/6") ||
 		!strings.Contains(text, "erplab: results: "+out) || strings.Contains(text, "erplab: error") {
 		t.Fatalf("run: exit %d:\n%s", code, text)

@@ -197,18 +197,9 @@ func (w *watch) judge(now, start time.Time, inflight int64, lastOK time.Time, un
 		st = ServerState{Condition: ServerUnreachable, Since: lastOK}
 	}
 	from := round3(last.Sub(start).Seconds())
-	if w.open {
+	if w.open && !w.answered(from) && st.Condition == ServerNotAnswering {
 		sp := &w.spans[len(w.spans)-1]
-		switch {
-		case from > sp.FromS:
-			// An answer came in since the span began. (Operations
-			// that merely ended cut short, at the end of the run, are
-			// no answer: the span stays open.)
-			sp.ToS = from
-			w.open = false
-		case st.Condition == ServerNotAnswering:
-			sp.MaxWaiting = max(sp.MaxWaiting, inflight)
-		}
+		sp.MaxWaiting = max(sp.MaxWaiting, inflight)
 	}
 	if !w.open && st.Condition == ServerNotAnswering {
 		w.spans = append(w.spans, results.Unresponsive{FromS: from, MaxWaiting: inflight})
@@ -217,8 +208,31 @@ func (w *watch) judge(now, start time.Time, inflight int64, lastOK time.Time, un
 	return st
 }
 
-// finish closes an open span at the end of the run and returns the spans.
+// answered closes the open span, if any, when the last answer (at from,
+// seconds since the start) came after it began, and reports whether it
+// did. Operations that merely ended cut short, at the end of the run,
+// are no answer: the span stays open.
+func (w *watch) answered(from float64) bool {
+	if !w.open {
+		return false
+	}
+	sp := &w.spans[len(w.spans)-1]
+	if from <= sp.FromS {
+		return false
+	}
+	sp.ToS = from
+	w.open = false
+	return true
+}
+
+// finish closes the spans at the end of the run and returns them: an
+// open span ends at the last answer when one came after it began (the
+// answers that ended the run's last operations come after the last
+// judgement), else it lasts until the end (UntilEnd).
 func (w *watch) finish(end, start time.Time) []results.Unresponsive {
+	if w.answered(round3(time.Unix(0, w.lastEvent.Load()).Sub(start).Seconds())) {
+		return w.spans
+	}
 	if w.open {
 		sp := &w.spans[len(w.spans)-1]
 		sp.ToS, sp.UntilEnd = round3(end.Sub(start).Seconds()), true

@@ -70,6 +70,17 @@ func TestJudgeSpans(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("spans %+v, want %+v", got, want)
 	}
+	// The answers that end a run come after the last judgement: finish
+	// closes the span at the last answer, not at the end.
+	var w2 watch
+	w2.event(at(1))
+	w2.judge(at(6.5), start, 2, at(1), false)
+	w2.event(at(7.2)) // the frozen server continued; the last operations complete
+	got = w2.finish(at(7.3), start)
+	want = []results.Unresponsive{{FromS: 1, ToS: 7.2, MaxWaiting: 2}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("answered after the last judgement: spans %+v, want %+v", got, want)
+	}
 	if d := (ServerState{Condition: ServerNotAnswering, Since: at(0), Waiting: 1}).Describe(at(9)); d != "server not answering for 9 s: 1 operation waiting" {
 		t.Fatalf("describe %q", d)
 	}

@@ -35,7 +35,9 @@
 //	99  Threshold    a threshold failed (--apdex-min, --fail-on-regression;
 //	                 k6 exits 99 when a threshold fails)
 //	130 Interrupted  stopped by SIGINT/SIGTERM/SIGHUP (the shell's 128+2);
-//	                 results so far are written
+//	                 results so far are written. erplab pgbench exits
+//	                 128 + the signal (130, 143, 129; [Interruption]),
+//	                 as pgbench killed by it.
 //
 // The README's "Exit codes" section repeats this table; [Table] returns it
 // for tests and help text.

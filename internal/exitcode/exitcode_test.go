@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"syscall"
 	"testing"
 )
 
@@ -63,5 +64,25 @@ func TestTable(t *testing.T) {
 	}
 	if len(seen) != 11 || ScriptRun != Usage {
 		t.Errorf("table has %d rows (want 11), ScriptRun %d Usage %d", len(seen), ScriptRun, Usage)
+	}
+}
+
+func TestInterruption(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	if InterruptionOf(ctx) != nil {
+		t.Fatal("an uncancelled context has an interruption")
+	}
+	cancel(&Interruption{Signal: syscall.SIGTERM})
+	i := InterruptionOf(ctx)
+	if i == nil || i.Error() != "interrupted (SIGTERM)" || i.ExitCode() != 143 || Of(i) != 143 {
+		t.Fatalf("%v", i)
+	}
+	if h := (&Interruption{Signal: syscall.SIGHUP}); h.ExitCode() != 129 || h.Error() != "interrupted (SIGHUP)" {
+		t.Fatalf("%v %d", h, h.ExitCode())
+	}
+	other, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	if InterruptionOf(other) != nil {
+		t.Fatal("a plain cancel is an interruption")
 	}
 }

@@ -137,8 +137,29 @@ type Options struct {
 	// (erplab capacity gives its rule and the step's users).
 	PoolRule string
 
-	// Out is the results file; "" = ./erplab-results/<time>-<workload>.json.
-	Out         string
+	// AbortedBy, when set, is asked at the end of a run that would be
+	// "completed" whether it was aborted after all (e.g. "2 of 8 clients
+	// aborted": pgbench counts a run whose clients aborted as aborted);
+	// a non-empty answer makes the results' Status "aborted: <answer>".
+	AbortedBy func() string
+
+	// Out is the results file; "" = <OutDir>/<time>-<workload>.json.
+	Out string
+	// OutDir is the directory of the default, time-stamped results file
+	// ("" = ./erplab-results); it is made when missing.
+	OutDir string
+	// ReplaceOut replaces Out's files (X.json, X.jsonl) when they exist
+	// as regular files, instead of refusing to start (erplab pgbench, as
+	// pgbench's -l logs are overwritten).
+	ReplaceOut bool
+	// NoResults keeps the results in memory only: no document, no
+	// stream; Result.Path and StreamPath are "".
+	NoResults bool
+	// OnNoResults, when set, makes results files that cannot be reserved
+	// (an unwritable directory) no failure: it is called once with the
+	// reason and the run goes on as with NoResults (erplab pgbench must
+	// run where pgbench runs). Not for segmented runs.
+	OnNoResults func(error)
 	CommandLine []string
 	Version     string
 }
@@ -264,31 +285,38 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	}
 
 	// The results files, checked and reserved before anything starts.
-	if opts.Out != "" {
-		// A typo in --out must not create directories: only the default
-		// ./erplab-results is made on demand.
-		if dir := filepath.Dir(opts.Out); dir != "." {
-			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-				return nil, fmt.Errorf("--out %s: directory %s does not exist", opts.Out, dir)
-			}
-		}
-	}
 	var (
 		path, streamPath, restarted string
 		attempt                     int
 		err                         error
 	)
-	if segmented {
+	if opts.Out != "" && !opts.NoResults {
+		// A typo in --out must not create directories: only the default
+		// ./erplab-results (or OutDir) is made on demand.
+		if dir := filepath.Dir(opts.Out); dir != "." {
+			if st, serr := os.Stat(dir); serr != nil || !st.IsDir() {
+				err = fmt.Errorf("--out %s: directory %s does not exist", opts.Out, dir)
+			}
+		}
+	}
+	noResults := opts.NoResults
+	switch {
+	case noResults || err != nil:
+	case segmented:
 		path, streamPath, restarted, attempt, err = segmentPath(opts.Out, opts.RunID, opts.Segment)
-	} else {
-		path, streamPath, err = reserveResults(opts.Out, opts.Workload.Name(), time.Now())
+	default:
+		path, streamPath, err = reserveResults(opts.Out, opts.OutDir, opts.Workload.Name(), time.Now(), opts.ReplaceOut)
+	}
+	if err != nil && opts.OnNoResults != nil && !segmented {
+		opts.OnNoResults(err)
+		noResults, err = true, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	streaming := false
 	defer func() {
-		if !streaming {
+		if !streaming && streamPath != "" {
 			// The run ended before its stream began: give the name back.
 			os.Remove(streamPath)
 		}
@@ -381,9 +409,11 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		}
 	}
 
-	stream, err := results.CreateStream(streamPath)
-	if err != nil {
-		return nil, err
+	stream := results.DiscardStream()
+	if !noResults {
+		if stream, err = results.CreateStream(streamPath); err != nil {
+			return nil, err
+		}
 	}
 	streaming = true
 	defer stream.Close()
@@ -426,7 +456,9 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	late, err := waitStart(ctx, opts.StartAt, func(f string, a ...any) { fmt.Fprintf(out, f+"\n", a...) })
 	if err != nil {
 		stream.Close()
-		os.Remove(streamPath) // nothing ran: no attempt to report
+		if streamPath != "" {
+			os.Remove(streamPath) // nothing ran: no attempt to report
+		}
 		return nil, err
 	}
 	if late > StartGrace {
@@ -500,7 +532,9 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		fmt.Fprintf(out, "run %s, segment %s (%s:%s of %s): this agent runs %d of the %d VUs max on %s, %.4g of the arrival rate\n",
 			opts.RunID, opts.Segment, segInfo.From, segInfo.To, segInfo.Sequence, opts.Segment.Scale(maxVUs), maxVUs, poolDesc(opts.Segment.Scale(opts.Connections)), opts.Segment.Length())
 	}
-	fmt.Fprintf(out, "streaming results to %s\n", streamPath)
+	if !noResults {
+		fmt.Fprintf(out, "streaming results to %s\n", streamPath)
+	}
 
 	health := &engine.Health{}
 	cfg := engine.Config{
@@ -566,6 +600,11 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		sp := outcome.Unresponsive[len(outcome.Unresponsive)-1]
 		doc.Status = fmt.Sprintf("stalled: the server answered nothing from t=%s s to the end (%d operations waiting)", fmtSeconds(sp.FromS), sp.MaxWaiting)
 	}
+	if opts.AbortedBy != nil && doc.Status == "completed" {
+		if why := opts.AbortedBy(); why != "" {
+			doc.Status = "aborted: " + why
+		}
+	}
 	scored := end.Sub(start) - opts.Warmup
 	if scored < 0 {
 		scored = 0
@@ -624,8 +663,10 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	}
 	printProfile(out, profSum)
 	res := &Result{Doc: doc, Path: path, StreamPath: streamPath}
-	writeErr := writeResults(out, doc, stream, path)
-	if writeErr != nil {
+	var writeErr error
+	if noResults {
+		stream.Close()
+	} else if writeErr = writeResults(out, doc, stream, path); writeErr != nil {
 		res.Path = ""
 	}
 	switch {
@@ -634,8 +675,12 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	case runErr != nil:
 		return res, runErr
 	case outcome.NotAnsweringAtEnd() && outcome.Status == "completed":
-		return res, fmt.Errorf("%w at t=%s s and had not answered by the end of the run (results: %s)",
-			engine.ErrNotAnswering, fmtSeconds(outcome.Unresponsive[len(outcome.Unresponsive)-1].FromS), path)
+		where := ""
+		if path != "" {
+			where = " (results: " + path + ")"
+		}
+		return res, fmt.Errorf("%w at t=%s s and had not answered by the end of the run%s",
+			engine.ErrNotAnswering, fmtSeconds(outcome.Unresponsive[len(outcome.Unresponsive)-1].FromS), where)
 	}
 	return res, nil
 }
@@ -827,21 +872,29 @@ func shortVersion(v string) string {
 // the same name (the stream then opens the reserved file). It fails when
 // out names existing results or a directory that takes no files. The
 // caller removes streamPath if the run ends before streaming.
-func reserveResults(out, workload string, now time.Time) (path, streamPath string, err error) {
+func reserveResults(out, dir, workload string, now time.Time, replace bool) (path, streamPath string, err error) {
 	stem := strings.TrimSuffix(out, ".json")
 	if out == "" {
-		stem = filepath.Join("erplab-results", now.Format("20060102-150405")+"-"+workload)
+		if dir == "" {
+			dir = "erplab-results"
+		}
+		stem = filepath.Join(dir, now.Format("20060102-150405")+"-"+workload)
 	}
+	replace = replace && out != ""
 	for i := 1; ; i++ {
 		path = stem + ".json"
 		if i > 1 {
 			path = fmt.Sprintf("%s-%d.json", stem, i)
 		}
 		streamPath = strings.TrimSuffix(path, ".json") + ".jsonl"
-		err := checkWritable(path, streamPath)
+		err := checkWritable(replace, path, streamPath)
 		if err == nil {
 			var f *os.File
-			if f, err = os.OpenFile(streamPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644); err == nil {
+			flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+			if replace {
+				flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+			}
+			if f, err = os.OpenFile(streamPath, flags, 0o644); err == nil {
 				return path, streamPath, f.Close()
 			}
 			if !errors.Is(err, fs.ErrExist) {
@@ -863,11 +916,12 @@ func (e resultsExistError) Error() string {
 	return fmt.Sprintf("results file %s exists; choose another --out or remove it", e.path)
 }
 
-// checkWritable refuses to overwrite earlier results and makes sure the
-// directory exists and takes files, before any server is started.
-func checkWritable(paths ...string) error {
+// checkWritable refuses to overwrite earlier results (with replace:
+// anything but a regular file) and makes sure the directory exists and
+// takes files, before any server is started.
+func checkWritable(replace bool, paths ...string) error {
 	for _, p := range paths {
-		if _, err := os.Stat(p); err == nil {
+		if st, err := os.Stat(p); err == nil && (!replace || !st.Mode().IsRegular()) {
 			return resultsExistError{p}
 		}
 		dir := filepath.Dir(p)

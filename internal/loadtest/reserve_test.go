@@ -24,7 +24,7 @@ func TestReserveResultsConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			paths[i], _, errs[i] = reserveResults("", "smoke", now)
+			paths[i], _, errs[i] = reserveResults("", "", "smoke", now, false)
 		}()
 	}
 	wg.Wait()
@@ -55,17 +55,17 @@ func TestReserveResultsConcurrent(t *testing.T) {
 func TestReserveResultsOutTaken(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "x.json")
-	if _, _, err := reserveResults(out, "smoke", time.Now()); err != nil {
+	if _, _, err := reserveResults(out, "", "smoke", time.Now(), false); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := reserveResults(out, "smoke", time.Now())
+	_, _, err := reserveResults(out, "", "smoke", time.Now(), false)
 	if err == nil || !strings.Contains(err.Error(), "x.jsonl exists") {
 		t.Fatalf("second reservation of %s: %v", out, err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "y.json"), []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := reserveResults(filepath.Join(dir, "y.json"), "smoke", time.Now()); err == nil || !strings.Contains(err.Error(), "y.json exists") {
+	if _, _, err := reserveResults(filepath.Join(dir, "y.json"), "", "smoke", time.Now(), false); err == nil || !strings.Contains(err.Error(), "y.json exists") {
 		t.Fatalf("existing y.json: %v", err)
 	}
 }

@@ -37,7 +37,14 @@ type Stream struct {
 	// interval written (for "the stream has everything up to t=...").
 	lines int
 	lastT float64
+	// discard: a stream of no file (DiscardStream).
+	discard bool
 }
+
+// DiscardStream returns a stream that keeps no file: Write counts the
+// lines and drops them, Path is "" and Close returns nil (a run whose
+// results are not kept, erplab pgbench with ERPLAB_PGBENCH_OUT=none).
+func DiscardStream() *Stream { return &Stream{discard: true} }
 
 // CreateStream creates (truncates) the stream file at path.
 func CreateStream(path string) (*Stream, error) {
@@ -66,6 +73,10 @@ func (s *Stream) Write(l StreamLine) error {
 	if err != nil {
 		return fmt.Errorf("results stream: encode: %w", err)
 	}
+	if s.discard {
+		s.count(l)
+		return nil
+	}
 	n, err := s.f.Write(append(b, '\n'))
 	if err != nil {
 		s.err = fmt.Errorf("results stream: %w", err) // err names the file
@@ -75,11 +86,16 @@ func (s *Stream) Write(l StreamLine) error {
 		return s.err
 	}
 	s.size += int64(n)
+	s.count(l)
+	return nil
+}
+
+// count notes a whole line written.
+func (s *Stream) count(l StreamLine) {
 	s.lines++
 	if l.Interval != nil {
 		s.lastT = l.Interval.T
 	}
-	return nil
 }
 
 // Err is the write failure that stopped the stream, nil while it works.

@@ -196,7 +196,21 @@ func printAdditions(out io.Writer, in reportInput, path string) {
 		line += fmt.Sprintf(" APDEX %s (%s) at T = %s", op.Apdex.String(), rating, time.Duration(op.TargetMs*float64(time.Millisecond)))
 		fmt.Fprintln(out, line)
 	}
-	fmt.Fprintf(out, "erplab: results: %s\n", path)
+	if path != "" { // "" = not written (ERPLAB_PGBENCH_OUT=none, or the warning said why)
+		fmt.Fprintf(out, "erplab: results: %s\n", path)
+	}
+}
+
+// printSilences warns of each span in which the server answered nothing
+// but after which it answered again (a span lasting until the end is the
+// run's error, printed by the caller), e.g. "erplab: warning: the server
+// did not answer for 6.0 s (from t=1.2 s)".
+func printSilences(w io.Writer, doc *resultsDoc) {
+	for _, sp := range doc.ServerUnresponsive {
+		if !sp.UntilEnd {
+			fmt.Fprintf(w, "erplab: warning: the server did not answer for %.1f s (from t=%.1f s)\n", sp.ToS-sp.FromS, sp.FromS)
+		}
+	}
 }
 
 // progress prints pgbench's -P lines on stderr.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/exitcode"
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/results"
 	wpgbench "github.com/erplab/erplab/internal/workload/pgbench"
@@ -31,8 +32,10 @@ type Streams struct {
 }
 
 // Program says what runs: erplab's version (for -V and the header line)
-// and where the results document goes ("" = loadtest's default,
-// ./erplab-results/<time>-pgbench.json).
+// and where the results document goes: ERPLAB_PGBENCH_OUT's value ("" =
+// ./erplab-results/<time>-pgbench.json, "none", a directory or a file; see
+// placeOf). Results that cannot be written never fail the run: one
+// warning line on stderr, and the exit status is pgbench's.
 type Program struct {
 	Version string
 	Out     string
@@ -43,6 +46,9 @@ const (
 	exitOK      = 0
 	exitUsage   = 1 // option, script, connection or set-up error
 	exitAborted = 2 // a client aborted during the run
+	// exitInterrupted: a run (or -i) cancelled without a signal named
+	// (exitcode.Interruption); with one, 128 plus its number.
+	exitInterrupted = int(exitcode.Interrupted)
 )
 
 // Main runs a pgbench command line (args without the program name) and
@@ -163,6 +169,7 @@ func (r *runner) init(ctx context.Context) int {
 		FillFactor: c.FillFactor, Unlogged: c.Unlogged, ForeignKeys: c.ForeignKeys, NoVacuum: c.NoVacuum,
 		Steps: c.InitSteps, Tablespace: c.Tablespace, IndexTablespace: c.IndexTablespace, Force: true}
 	var last time.Time
+	step := "connecting"
 	o.Progress = func(format string, a ...any) {
 		line := fmt.Sprintf(format, a...)
 		if strings.Contains(line, " tuples (") {
@@ -175,19 +182,39 @@ func (r *runner) init(ctx context.Context) int {
 			side, _, _ := strings.Cut(rest, ",")
 			line = "generating data (" + strings.TrimSuffix(side, ")...") + ")..."
 		}
+		if !strings.Contains(line, " tuples (") && strings.HasSuffix(line, "...") {
+			step = strings.TrimSuffix(line, "...") // "creating tables", "vacuuming", ...
+		}
 		fmt.Fprintln(r.st.Stderr, line)
 	}
 	pool, err := conninfo.OpenPool(ctx, r.dsn(), runtime.GOMAXPROCS(0)+1, noticePool(r.notice))
-	if err != nil {
-		fmt.Fprintf(r.st.Stderr, "pgbench: error: %v\n", err)
-		return exitUsage
+	if err == nil {
+		defer pool.Close()
+		_, err = tables.Init(ctx, pool, o)
 	}
-	defer pool.Close()
-	if _, err := tables.Init(ctx, pool, o); err != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// The error is the interruption's consequence (a cancelled
+		// query, a closed socket): say what was interrupted.
+		code, why := interruption(ctx)
+		fmt.Fprintf(r.st.Stderr, "pgbench: error: %s during init: %s; the pgbench tables are incomplete\n", why, step)
+		return code
+	case err != nil:
 		fmt.Fprintf(r.st.Stderr, "pgbench: error: %s\n", oneLine(err))
 		return exitUsage
 	}
 	return exitOK
+}
+
+// interruption is the exit status and the words for a command whose ctx
+// was cancelled: 128 plus the number of the signal that cancelled it (as
+// the shell reports a pgbench the signal killed), "interrupted (SIGINT)";
+// exitInterrupted and "interrupted" when no signal is named.
+func interruption(ctx context.Context) (int, string) {
+	if i := exitcode.InterruptionOf(ctx); i != nil {
+		return int(i.ExitCode()), i.Error()
+	}
+	return exitInterrupted, "interrupted"
 }
 
 // bench is a benchmark run.
@@ -333,13 +360,24 @@ func (r *runner) bench(ctx context.Context) int {
 			txl.add(wpgbench.Transaction{Client: s.VU - 1, Script: s.Op, Start: s.At, End: s.At, Scheduled: s.Scheduled, Skipped: true})
 		}
 	}
+	place := placeOf(r.prog.Out)
 	prog := r.startProgress(col)
 	res, runErr := loadtest.Run(runCtx, loadtest.Options{
 		DSN: r.dsn(), EnvGiven: true, Workload: w, Scale: float64(scale), Seed: c.RandomSeed,
 		Stages: stages, Rate: rate, LatencyLimit: msDuration(c.LatencyLimitMs), TxPerVU: txPerVU,
 		Think: think, Connections: 0, GracefulStop: 0, Interval: time.Second,
 		RateFromFirstArrival: true, OnSample: col.sample, OnSkip: onSkip, PoolOptions: []conninfo.PoolOption{noticePool(r.notice)},
-		Out: r.prog.Out, CommandLine: conninfo.RedactArgs(append([]string{"erplab", "pgbench"}, r.args...)), Version: r.prog.Version,
+		AbortedBy: func() string {
+			if n := w.AbortedClients(); n > 0 {
+				return fmt.Sprintf("%d of %d clients aborted", n, c.Clients)
+			}
+			return ""
+		},
+		Out: place.File, OutDir: place.Dir, ReplaceOut: true, NoResults: place.Off,
+		OnNoResults: func(err error) {
+			fmt.Fprintf(r.st.Stderr, "erplab: warning: no results document: %s; the run goes on\n", oneLine(err))
+		},
+		CommandLine: conninfo.RedactArgs(append([]string{"erplab", "pgbench"}, r.args...)), Version: r.prog.Version,
 	}, io.Discard)
 	prog.stop()
 	if txl != nil {
@@ -357,10 +395,18 @@ func (r *runner) bench(ctx context.Context) int {
 	in := reportInput{cfg: c, w: w, col: col, doc: res.Doc, scale: scale, layout: layout, connTime: connTime}
 	printResults(r.st.Stdout, in)
 	printAdditions(r.st.Stdout, in, res.Path)
-	if runErr != nil && !errors.Is(runErr, engine.ErrAborted) && ctx.Err() == nil && !c.ExitOnAbort {
+	printSilences(r.st.Stderr, res.Doc)
+	if ctx.Err() != nil {
+		// pgbench dies of the signal; erplab reports what ran and exits
+		// as the shell reports a process the signal killed.
+		code, why := interruption(ctx)
+		fmt.Fprintf(r.st.Stderr, "erplab: %s: the above results are incomplete.\n", why)
+		return code
+	}
+	if runErr != nil && !errors.Is(runErr, engine.ErrAborted) && !c.ExitOnAbort {
 		fmt.Fprintf(r.st.Stderr, "pgbench: error: %s\n", oneLine(runErr))
 	}
-	if w.AbortedClients() > 0 || ctx.Err() != nil {
+	if w.AbortedClients() > 0 {
 		if c.ExitOnAbort && w.AbortedClients() > 0 {
 			// pgbench 17: every thread stops at the first abort
 			fmt.Fprintln(r.st.Stderr, "pgbench: error: Run was aborted due to an error in thread 0")
