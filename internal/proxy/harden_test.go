@@ -78,16 +78,132 @@ func TestDeepStatementPassesThrough(t *testing.T) {
 // pgconn: its backend's PID and its connection.
 func hijacked(t *testing.T, dsn string) (uint32, net.Conn) {
 	t.Helper()
-	pc, err := pgconn.Connect(context.Background(), dsn)
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hijackedConfig(t, cfg)
+}
+
+// hijackedConfig is hijacked for a parsed configuration. SyncConn comes
+// first: when a write of the login took over 15 ms (a loaded machine),
+// pgconn's slow-write timer started its background reader, and Stop
+// lets the read in progress finish, so without SyncConn that goroutine
+// would take the next bytes the server sends (the FATAL of
+// pg_terminate_backend) away from the hijacked connection
+// (TestUpstreamCloseRelayedAtOnce/tcp read "" then EOF in 1 of 200 runs
+// beside two busy loops).
+func hijackedConfig(t *testing.T, cfg *pgconn.Config) (uint32, net.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	pc, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pid := pc.PID()
+	if err := pc.SyncConn(ctx); err != nil {
+		t.Fatal(err)
+	}
 	hj, err := pc.Hijack()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return pid, hj.Conn
+}
+
+// bgReaderConn holds its first Write until pgconn's background reader
+// has read the whole login reply (up to ReadyForQuery) and waits in a
+// further Read: the state a Connect leaves when the write of its startup
+// message took over pgconn's 15 ms slow-write timer. It needs a login
+// without password (the startup message the only write): at an
+// authentication request it lets the write go and sets asked.
+type bgReaderConn struct {
+	net.Conn
+	mu      sync.Mutex
+	writes  int
+	read    []byte        // the bytes read during the first write
+	done    bool          // read ends with ReadyForQuery, or asked
+	asked   bool          // the server asked for a password
+	waiting chan struct{} // closed when a Read begins once done
+}
+
+func (c *bgReaderConn) Read(b []byte) (int, error) {
+	c.mu.Lock()
+	if c.done && c.writes == 1 {
+		select {
+		case <-c.waiting:
+		default:
+			close(c.waiting)
+		}
+	}
+	c.mu.Unlock()
+	n, err := c.Conn.Read(b)
+	c.mu.Lock()
+	if c.writes == 1 && !c.done {
+		c.read = append(c.read, b[:n]...)
+		for m := c.read; len(m) >= 5; {
+			size := 1 + int(binary.BigEndian.Uint32(m[1:5]))
+			if size < 5 || len(m) < size {
+				break
+			}
+			if m[0] == 'R' && size >= 9 && binary.BigEndian.Uint32(m[5:9]) != 0 {
+				c.asked = true
+			}
+			c.done = c.asked || size == len(m) && m[0] == 'Z'
+			m = m[size:]
+		}
+	}
+	c.mu.Unlock()
+	return n, err
+}
+
+func (c *bgReaderConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.mu.Lock()
+	c.writes++
+	first := c.writes == 1
+	c.mu.Unlock()
+	if first && err == nil {
+		<-c.waiting // pgconn's timer starts the background reader after 15 ms
+	}
+	return n, err
+}
+
+// hijacked hands over every byte the server sends after the login, even
+// when pgconn's background reader was left in a Read by Connect (see
+// hijackedConfig): without SyncConn this read "" then EOF every time.
+func TestHijackedAfterBackgroundRead(t *testing.T) {
+	ctx := context.Background()
+	dsn, direct := setup(t)
+	_, addr := startProxyConfig(t, Config{Upstream: dsn}, false) // the private socket: no password
+	cfg, err := pgconn.ParseConfig(viaProxy(t, dsn, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.TLSConfig, cfg.Fallbacks = nil, nil // the startup message is the first write
+	var d net.Dialer
+	var bc *bgReaderConn
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		bc = &bgReaderConn{Conn: c, waiting: make(chan struct{})}
+		return bc, nil
+	}
+	pid, conn := hijackedConfig(t, cfg)
+	defer conn.Close()
+	if bc.asked {
+		t.Fatal("the login asked for a password: the startup message was not the only write")
+	}
+	if _, err := direct.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, err := io.ReadAll(conn)
+	if err != nil || len(got) == 0 || got[0] != 'E' || !bytes.Contains(got, []byte("57P01")) {
+		t.Fatalf("read %d bytes %q, %v; want the server's FATAL 57P01 then EOF", len(got), got, err)
+	}
 }
 
 // tcpUpstream is dsn's database on the test cluster over 127.0.0.1.
@@ -131,11 +247,11 @@ func TestUpstreamCloseRelayedAtOnce(t *testing.T) {
 				lat = append(lat, time.Since(t0))
 				conn.Close()
 				if err != nil {
-					t.Errorf("try %d: no EOF after the server's FATAL (%d bytes read): %v", i, len(got), err)
+					t.Errorf("try %d: no EOF after the server's FATAL (read %d bytes %q in %v): %v", i, len(got), got, lat[i], err)
 					continue
 				}
 				if len(got) == 0 || got[0] != 'E' || !bytes.Contains(got, []byte("57P01")) {
-					t.Fatalf("try %d: read %q, want the server's FATAL 57P01", i, got)
+					t.Fatalf("try %d: read %d bytes %q then EOF in %v, want the server's FATAL 57P01", i, len(got), got, lat[i])
 				}
 			}
 			slices.Sort(lat)
