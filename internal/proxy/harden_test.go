@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -256,6 +257,125 @@ func TestUpstreamCloseRelayedAtOnce(t *testing.T) {
 			}
 			slices.Sort(lat)
 			t.Logf("%s upstream: FATAL then EOF in median %v, max %v over %d tries", network, lat[len(lat)/2], lat[len(lat)-1], len(lat))
+		})
+	}
+}
+
+// heldConn is an accepted client connection whose next Write, once hold
+// is set, closes entered and waits until release is closed. Close closes
+// closed once the connection is closed. It has no file descriptor (as
+// plainConn), so the session writes the client with Write.
+type heldConn struct {
+	net.Conn
+	hold                     atomic.Bool
+	entered, release, closed chan struct{}
+	closeOnce                sync.Once
+}
+
+func (c *heldConn) Write(b []byte) (int, error) {
+	if c.hold.Swap(false) {
+		close(c.entered)
+		<-c.release
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *heldConn) Close() error {
+	err := c.Conn.Close()
+	c.closeOnce.Do(func() { close(c.closed) })
+	return err
+}
+
+// heldListener sends each connection it accepts, a heldConn, on conns.
+type heldListener struct {
+	net.Listener
+	conns chan *heldConn
+}
+
+func (l heldListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	hc := &heldConn{Conn: c, entered: make(chan struct{}), release: make(chan struct{}), closed: make(chan struct{})}
+	select {
+	case l.conns <- hc:
+	default:
+	}
+	return hc, nil
+}
+
+// The hang-up watcher does not close a session whose upstream hung up
+// while the relay still holds the upstream's last bytes: here the FATAL
+// of pg_terminate_backend, read and being written to the client (held
+// there, as when the client's socket is full), when the watcher finds
+// the upstream's FIN with nothing left in its socket. Closing the
+// session lost the FATAL; the client read "" then EOF.
+func TestHangupAfterUnrelayedBytes(t *testing.T) {
+	ctx := context.Background()
+	dsn, direct := setup(t)
+	for _, network := range []string{"unix", "tcp"} {
+		t.Run(network, func(t *testing.T) {
+			up := dsn
+			if network == "tcp" {
+				up = tcpUpstream(t, dsn)
+			}
+			p, err := New(Config{Upstream: up})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tcp, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln := heldListener{tcp, make(chan *heldConn, 1)}
+			serveProxy(t, p, ln)
+			cfg, err := pgconn.ParseConfig(viaProxy(t, dsn, tcp.Addr().String()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.TLSConfig, cfg.Fallbacks = nil, nil // one connection
+			pid, conn := hijackedConfig(t, cfg)
+			defer conn.Close()
+			hc := <-ln.conns
+			var s *session
+			p.mu.Lock()
+			for k := range p.sessions {
+				s = k
+			}
+			n := len(p.sessions)
+			p.mu.Unlock()
+			if n != 1 {
+				t.Fatalf("%d sessions, want 1", n)
+			}
+			hc.hold.Store(true)
+			if _, err := direct.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+				t.Fatal(err)
+			}
+			<-hc.entered // the relay read the FATAL and writes it
+			for !hungUp(s.up) {
+				time.Sleep(time.Millisecond) // the backend exits after sending it
+			}
+			hangups := p.Stats().Hangups
+			checked := make(chan struct{})
+			go func() {
+				defer close(checked)
+				p.checkHangups(nil)
+			}()
+			select {
+			case <-checked:
+			case <-hc.closed: // closing the upstream waits for the relay's read callback
+			}
+			close(hc.release)
+			<-checked
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			got, err := io.ReadAll(conn)
+			if err != nil || len(got) == 0 || got[0] != 'E' || !bytes.Contains(got, []byte("57P01")) {
+				t.Fatalf("read %d bytes %q, %v; want the server's FATAL 57P01 then EOF", len(got), got, err)
+			}
+			if h := p.Stats().Hangups - hangups; h != 1 {
+				t.Errorf("%d hang-ups counted, want 1", h)
+			}
 		})
 	}
 }
