@@ -86,6 +86,18 @@ func hijacked(t *testing.T, dsn string) (uint32, net.Conn) {
 	return hijackedConfig(t, cfg)
 }
 
+// plainConfig is the configuration of viaProxy(dsn, addr) without TLS:
+// one connection, whose first write is the startup message.
+func plainConfig(t *testing.T, dsn, addr string) *pgconn.Config {
+	t.Helper()
+	cfg, err := pgconn.ParseConfig(viaProxy(t, dsn, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.TLSConfig, cfg.Fallbacks = nil, nil
+	return cfg
+}
+
 // hijackedConfig is hijacked for a parsed configuration. SyncConn comes
 // first: when a write of the login took over 15 ms (a loaded machine),
 // pgconn's slow-write timer started its background reader, and Stop
@@ -177,11 +189,7 @@ func TestHijackedAfterBackgroundRead(t *testing.T) {
 	ctx := context.Background()
 	dsn, direct := setup(t)
 	_, addr := startProxyConfig(t, Config{Upstream: dsn}, false) // the private socket: no password
-	cfg, err := pgconn.ParseConfig(viaProxy(t, dsn, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.TLSConfig, cfg.Fallbacks = nil, nil // the startup message is the first write
+	cfg := plainConfig(t, dsn, addr)
 	var d net.Dialer
 	var bc *bgReaderConn
 	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -202,7 +210,7 @@ func TestHijackedAfterBackgroundRead(t *testing.T) {
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 	got, err := io.ReadAll(conn)
-	if err != nil || len(got) == 0 || got[0] != 'E' || !bytes.Contains(got, []byte("57P01")) {
+	if err != nil || !terminated(got) {
 		t.Fatalf("read %d bytes %q, %v; want the server's FATAL 57P01 then EOF", len(got), got, err)
 	}
 }
@@ -221,6 +229,22 @@ func tcpUpstream(t *testing.T, dsn string) string {
 	return c.DSNAt("127.0.0.1", c.Port(), cfg.Database)
 }
 
+// upstreamVia is dsn's database on the test cluster over network:
+// "unix" (dsn itself, the private socket) or "tcp" (tcpUpstream).
+func upstreamVia(t *testing.T, dsn, network string) string {
+	t.Helper()
+	if network == "tcp" {
+		return tcpUpstream(t, dsn)
+	}
+	return dsn
+}
+
+// terminated reports whether b, all a client read until EOF, starts with
+// the FATAL 57P01 of pg_terminate_backend.
+func terminated(b []byte) bool {
+	return len(b) > 0 && b[0] == 'E' && bytes.Contains(b, []byte("57P01"))
+}
+
 // The server's close reaches the client at once: after
 // pg_terminate_backend the client reads the FATAL and then EOF, without
 // sending anything (5 of 20 tries waited about 75 s: the FIN came in
@@ -231,10 +255,7 @@ func TestUpstreamCloseRelayedAtOnce(t *testing.T) {
 	dsn, direct := setup(t)
 	for _, network := range []string{"unix", "tcp"} {
 		t.Run(network, func(t *testing.T) {
-			up := dsn
-			if network == "tcp" {
-				up = tcpUpstream(t, dsn)
-			}
+			up := upstreamVia(t, dsn, network)
 			_, addr := startProxyConfig(t, Config{Upstream: up}, false)
 			var lat []time.Duration
 			for i := 0; i < 20; i++ {
@@ -251,7 +272,7 @@ func TestUpstreamCloseRelayedAtOnce(t *testing.T) {
 					t.Errorf("try %d: no EOF after the server's FATAL (read %d bytes %q in %v): %v", i, len(got), got, lat[i], err)
 					continue
 				}
-				if len(got) == 0 || got[0] != 'E' || !bytes.Contains(got, []byte("57P01")) {
+				if !terminated(got) {
 					t.Fatalf("try %d: read %d bytes %q then EOF in %v, want the server's FATAL 57P01", i, len(got), got, lat[i])
 				}
 			}
@@ -316,10 +337,7 @@ func TestHangupAfterUnrelayedBytes(t *testing.T) {
 	dsn, direct := setup(t)
 	for _, network := range []string{"unix", "tcp"} {
 		t.Run(network, func(t *testing.T) {
-			up := dsn
-			if network == "tcp" {
-				up = tcpUpstream(t, dsn)
-			}
+			up := upstreamVia(t, dsn, network)
 			p, err := New(Config{Upstream: up})
 			if err != nil {
 				t.Fatal(err)
@@ -330,11 +348,7 @@ func TestHangupAfterUnrelayedBytes(t *testing.T) {
 			}
 			ln := heldListener{tcp, make(chan *heldConn, 1)}
 			serveProxy(t, p, ln)
-			cfg, err := pgconn.ParseConfig(viaProxy(t, dsn, tcp.Addr().String()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg.TLSConfig, cfg.Fallbacks = nil, nil // one connection
+			cfg := plainConfig(t, dsn, tcp.Addr().String())
 			pid, conn := hijackedConfig(t, cfg)
 			defer conn.Close()
 			hc := <-ln.conns
@@ -370,7 +384,7 @@ func TestHangupAfterUnrelayedBytes(t *testing.T) {
 			<-checked
 			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
 			got, err := io.ReadAll(conn)
-			if err != nil || len(got) == 0 || got[0] != 'E' || !bytes.Contains(got, []byte("57P01")) {
+			if err != nil || !terminated(got) {
 				t.Fatalf("read %d bytes %q, %v; want the server's FATAL 57P01 then EOF", len(got), got, err)
 			}
 			if h := p.Stats().Hangups - hangups; h != 1 {
