@@ -13,15 +13,13 @@ import (
 // hangupPeriod is how often watchHangups looks at every session.
 const hangupPeriod = 2 * time.Second
 
-// watchHangups closes, every hangupPeriod until ctx is done, the
-// sessions whose client or upstream has closed its side while the
-// session waited for data. inbound.run waits for the poller after a
-// short read; when the peer's FIN came in the same readiness event as
-// its last bytes, no further event comes and the session would wait for
-// TCP keepalive, or forever for a peer that half-closed and still reads
-// (an upstream's FATAL is handled at once, see inbound.more). The look
-// is one recv(MSG_PEEK|MSG_DONTWAIT) per connection, which consumes
-// nothing.
+// watchHangups ends, every hangupPeriod until ctx is done, the sessions
+// whose client or upstream has closed its side while the session waited
+// for data. inbound.run waits for the poller after a short read; when
+// the peer's FIN came in the same readiness event as its last bytes, no
+// further event comes and the session would wait for TCP keepalive, or
+// forever for a peer that half-closed and still reads (an upstream's
+// FATAL is handled at once, see inbound.more). See checkHangups.
 func (p *Proxy) watchHangups(ctx context.Context) {
 	t := time.NewTicker(hangupPeriod)
 	defer t.Stop()
@@ -32,19 +30,42 @@ func (p *Proxy) watchHangups(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		ss = ss[:0]
-		p.mu.Lock()
-		for s := range p.sessions {
-			ss = append(ss, s)
-		}
-		p.mu.Unlock()
-		for _, s := range ss {
-			if hungUp(s.client) || hungUp(s.up) {
-				p.stats.hangups.Add(1)
-				s.close()
+		ss = p.checkHangups(ss[:0])
+	}
+}
+
+// checkHangups is one look of watchHangups at every session; it appends
+// them to ss and returns it (a buffer reused between looks). The look is
+// one recv(MSG_PEEK|MSG_DONTWAIT) per connection, which consumes nothing.
+//
+// A hung-up connection's read deadline is set in the past, which wakes
+// the loop reading it, instead of closing the session: that loop ends
+// the session itself once it has relayed what it read (a waiting
+// RawConn.Read returns the deadline error; a read in progress finishes,
+// and the handler's write with it). "Nothing left to read" is about the
+// kernel's queue only: the loop may hold the peer's last bytes, read but
+// not yet written, e.g. while the other side's socket is full, and
+// closing the session then lost them (the upstream's last data, a
+// FATAL). Each session's hang-up is counted once.
+func (p *Proxy) checkHangups(ss []*session) []*session {
+	p.mu.Lock()
+	for s := range p.sessions {
+		ss = append(ss, s)
+	}
+	p.mu.Unlock()
+	for _, s := range ss {
+		found := false
+		for _, c := range [2]net.Conn{s.client, s.up} {
+			if hungUp(c) {
+				found = true
+				_ = c.SetReadDeadline(time.Unix(1, 0))
 			}
 		}
+		if found && !s.hungUp.Swap(true) {
+			p.stats.hangups.Add(1)
+		}
 	}
+	return ss
 }
 
 // hungUp reports whether c's peer has closed its side and nothing is

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -78,16 +79,140 @@ func TestDeepStatementPassesThrough(t *testing.T) {
 // pgconn: its backend's PID and its connection.
 func hijacked(t *testing.T, dsn string) (uint32, net.Conn) {
 	t.Helper()
-	pc, err := pgconn.Connect(context.Background(), dsn)
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hijackedConfig(t, cfg)
+}
+
+// plainConfig is the configuration of viaProxy(dsn, addr) without TLS:
+// one connection, whose first write is the startup message.
+func plainConfig(t *testing.T, dsn, addr string) *pgconn.Config {
+	t.Helper()
+	cfg, err := pgconn.ParseConfig(viaProxy(t, dsn, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.TLSConfig, cfg.Fallbacks = nil, nil
+	return cfg
+}
+
+// hijackedConfig is hijacked for a parsed configuration. SyncConn comes
+// first: when a write of the login took over 15 ms (a loaded machine),
+// pgconn's slow-write timer started its background reader, and Stop
+// lets the read in progress finish, so without SyncConn that goroutine
+// would take the next bytes the server sends (the FATAL of
+// pg_terminate_backend) away from the hijacked connection
+// (TestUpstreamCloseRelayedAtOnce/tcp read "" then EOF in 1 of 200 runs
+// beside two busy loops).
+func hijackedConfig(t *testing.T, cfg *pgconn.Config) (uint32, net.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	pc, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pid := pc.PID()
+	if err := pc.SyncConn(ctx); err != nil {
+		t.Fatal(err)
+	}
 	hj, err := pc.Hijack()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return pid, hj.Conn
+}
+
+// bgReaderConn holds its first Write until pgconn's background reader
+// has read the whole login reply (up to ReadyForQuery) and waits in a
+// further Read: the state a Connect leaves when the write of its startup
+// message took over pgconn's 15 ms slow-write timer. It needs a login
+// without password (the startup message the only write): at an
+// authentication request it lets the write go and sets asked.
+type bgReaderConn struct {
+	net.Conn
+	mu      sync.Mutex
+	writes  int
+	read    []byte        // the bytes read during the first write
+	done    bool          // read ends with ReadyForQuery, or asked
+	asked   bool          // the server asked for a password
+	waiting chan struct{} // closed when a Read begins once done
+}
+
+func (c *bgReaderConn) Read(b []byte) (int, error) {
+	c.mu.Lock()
+	if c.done && c.writes == 1 {
+		select {
+		case <-c.waiting:
+		default:
+			close(c.waiting)
+		}
+	}
+	c.mu.Unlock()
+	n, err := c.Conn.Read(b)
+	c.mu.Lock()
+	if c.writes == 1 && !c.done {
+		c.read = append(c.read, b[:n]...)
+		for m := c.read; len(m) >= 5; {
+			size := 1 + int(binary.BigEndian.Uint32(m[1:5]))
+			if size < 5 || len(m) < size {
+				break
+			}
+			if m[0] == 'R' && size >= 9 && binary.BigEndian.Uint32(m[5:9]) != 0 {
+				c.asked = true
+			}
+			c.done = c.asked || size == len(m) && m[0] == 'Z'
+			m = m[size:]
+		}
+	}
+	c.mu.Unlock()
+	return n, err
+}
+
+func (c *bgReaderConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.mu.Lock()
+	c.writes++
+	first := c.writes == 1
+	c.mu.Unlock()
+	if first && err == nil {
+		<-c.waiting // pgconn's timer starts the background reader after 15 ms
+	}
+	return n, err
+}
+
+// hijacked hands over every byte the server sends after the login, even
+// when pgconn's background reader was left in a Read by Connect (see
+// hijackedConfig): without SyncConn this read "" then EOF every time.
+func TestHijackedAfterBackgroundRead(t *testing.T) {
+	ctx := context.Background()
+	dsn, direct := setup(t)
+	_, addr := startProxyConfig(t, Config{Upstream: dsn}, false) // the private socket: no password
+	cfg := plainConfig(t, dsn, addr)
+	var d net.Dialer
+	var bc *bgReaderConn
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		bc = &bgReaderConn{Conn: c, waiting: make(chan struct{})}
+		return bc, nil
+	}
+	pid, conn := hijackedConfig(t, cfg)
+	defer conn.Close()
+	if bc.asked {
+		t.Fatal("the login asked for a password: the startup message was not the only write")
+	}
+	if _, err := direct.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, err := io.ReadAll(conn)
+	if err != nil || !terminated(got) {
+		t.Fatalf("read %d bytes %q, %v; want the server's FATAL 57P01 then EOF", len(got), got, err)
+	}
 }
 
 // tcpUpstream is dsn's database on the test cluster over 127.0.0.1.
@@ -104,6 +229,22 @@ func tcpUpstream(t *testing.T, dsn string) string {
 	return c.DSNAt("127.0.0.1", c.Port(), cfg.Database)
 }
 
+// upstreamVia is dsn's database on the test cluster over network:
+// "unix" (dsn itself, the private socket) or "tcp" (tcpUpstream).
+func upstreamVia(t *testing.T, dsn, network string) string {
+	t.Helper()
+	if network == "tcp" {
+		return tcpUpstream(t, dsn)
+	}
+	return dsn
+}
+
+// terminated reports whether b, all a client read until EOF, starts with
+// the FATAL 57P01 of pg_terminate_backend.
+func terminated(b []byte) bool {
+	return len(b) > 0 && b[0] == 'E' && bytes.Contains(b, []byte("57P01"))
+}
+
 // The server's close reaches the client at once: after
 // pg_terminate_backend the client reads the FATAL and then EOF, without
 // sending anything (5 of 20 tries waited about 75 s: the FIN came in
@@ -114,10 +255,7 @@ func TestUpstreamCloseRelayedAtOnce(t *testing.T) {
 	dsn, direct := setup(t)
 	for _, network := range []string{"unix", "tcp"} {
 		t.Run(network, func(t *testing.T) {
-			up := dsn
-			if network == "tcp" {
-				up = tcpUpstream(t, dsn)
-			}
+			up := upstreamVia(t, dsn, network)
 			_, addr := startProxyConfig(t, Config{Upstream: up}, false)
 			var lat []time.Duration
 			for i := 0; i < 20; i++ {
@@ -131,15 +269,127 @@ func TestUpstreamCloseRelayedAtOnce(t *testing.T) {
 				lat = append(lat, time.Since(t0))
 				conn.Close()
 				if err != nil {
-					t.Errorf("try %d: no EOF after the server's FATAL (%d bytes read): %v", i, len(got), err)
+					t.Errorf("try %d: no EOF after the server's FATAL (read %d bytes %q in %v): %v", i, len(got), got, lat[i], err)
 					continue
 				}
-				if len(got) == 0 || got[0] != 'E' || !bytes.Contains(got, []byte("57P01")) {
-					t.Fatalf("try %d: read %q, want the server's FATAL 57P01", i, got)
+				if !terminated(got) {
+					t.Fatalf("try %d: read %d bytes %q then EOF in %v, want the server's FATAL 57P01", i, len(got), got, lat[i])
 				}
 			}
 			slices.Sort(lat)
 			t.Logf("%s upstream: FATAL then EOF in median %v, max %v over %d tries", network, lat[len(lat)/2], lat[len(lat)-1], len(lat))
+		})
+	}
+}
+
+// heldConn is an accepted client connection whose next Write, once hold
+// is set, closes entered and waits until release is closed. Close closes
+// closed once the connection is closed. It has no file descriptor (as
+// plainConn), so the session writes the client with Write.
+type heldConn struct {
+	net.Conn
+	hold                     atomic.Bool
+	entered, release, closed chan struct{}
+	closeOnce                sync.Once
+}
+
+func (c *heldConn) Write(b []byte) (int, error) {
+	if c.hold.Swap(false) {
+		close(c.entered)
+		<-c.release
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *heldConn) Close() error {
+	err := c.Conn.Close()
+	c.closeOnce.Do(func() { close(c.closed) })
+	return err
+}
+
+// heldListener sends each connection it accepts, a heldConn, on conns.
+type heldListener struct {
+	net.Listener
+	conns chan *heldConn
+}
+
+func (l heldListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	hc := &heldConn{Conn: c, entered: make(chan struct{}), release: make(chan struct{}), closed: make(chan struct{})}
+	select {
+	case l.conns <- hc:
+	default:
+	}
+	return hc, nil
+}
+
+// The hang-up watcher does not close a session whose upstream hung up
+// while the relay still holds the upstream's last bytes: here the FATAL
+// of pg_terminate_backend, read and being written to the client (held
+// there, as when the client's socket is full), when the watcher finds
+// the upstream's FIN with nothing left in its socket. Closing the
+// session lost the FATAL; the client read "" then EOF.
+func TestHangupAfterUnrelayedBytes(t *testing.T) {
+	ctx := context.Background()
+	dsn, direct := setup(t)
+	for _, network := range []string{"unix", "tcp"} {
+		t.Run(network, func(t *testing.T) {
+			up := upstreamVia(t, dsn, network)
+			p, err := New(Config{Upstream: up})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tcp, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln := heldListener{tcp, make(chan *heldConn, 1)}
+			serveProxy(t, p, ln)
+			cfg := plainConfig(t, dsn, tcp.Addr().String())
+			pid, conn := hijackedConfig(t, cfg)
+			defer conn.Close()
+			hc := <-ln.conns
+			var s *session
+			p.mu.Lock()
+			for k := range p.sessions {
+				s = k
+			}
+			n := len(p.sessions)
+			p.mu.Unlock()
+			if n != 1 {
+				t.Fatalf("%d sessions, want 1", n)
+			}
+			hc.hold.Store(true)
+			if _, err := direct.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+				t.Fatal(err)
+			}
+			<-hc.entered // the relay read the FATAL and writes it
+			for !hungUp(s.up) {
+				time.Sleep(time.Millisecond) // the backend exits after sending it
+			}
+			hangups := p.Stats().Hangups
+			checked := make(chan struct{})
+			go func() {
+				defer close(checked)
+				p.checkHangups(nil)
+			}()
+			select {
+			case <-checked:
+			case <-hc.closed: // closing the upstream waits for the relay's read callback
+			}
+			close(hc.release)
+			<-checked
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			got, err := io.ReadAll(conn)
+			if err != nil || !terminated(got) {
+				t.Fatalf("read %d bytes %q, %v; want the server's FATAL 57P01 then EOF", len(got), got, err)
+			}
+			if h := p.Stats().Hangups - hangups; h != 1 {
+				t.Errorf("%d hang-ups counted, want 1", h)
+			}
 		})
 	}
 }

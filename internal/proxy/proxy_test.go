@@ -67,6 +67,13 @@ func startProxyConfig(t testing.TB, cfg Config, plain bool) (*Proxy, string) {
 		ln = plainListener{ln}
 		p.wrapUp = func(c net.Conn) net.Conn { return plainConn{c} }
 	}
+	serveProxy(t, p, ln)
+	return p, ln.Addr().String()
+}
+
+// serveProxy warms p up and serves ln until the test ends.
+func serveProxy(t testing.TB, p *Proxy, ln net.Listener) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	// As erplab proxy does: the side connection is ready before clients
 	// come (and its warm-up does not run beside a measurement).
@@ -81,7 +88,6 @@ func startProxyConfig(t testing.TB, cfg Config, plain bool) (*Proxy, string) {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return p, ln.Addr().String()
 }
 
 // viaProxy is dsn (the test cluster's, a key=value DSN) redirected to the

@@ -49,6 +49,7 @@ type session struct {
 	namesPending    atomic.Bool   // namesInFlight is not empty
 	rfqs            atomic.Int64  // ReadyForQuery messages relayed (upstreamLoop writes)
 	txStatus        atomic.Uint32 // the last ReadyForQuery's status byte
+	hungUp          atomic.Bool   // checkHangups found a peer closed (counted)
 }
 
 // pending is a statement sent rewritten for the first time, with what to

@@ -72,7 +72,7 @@ type Stats struct {
 	// (before authentication PostgreSQL's, after it
 	// Config.MaxMessageSize); TooManyClients: connections over
 	// Config.MaxClients, refused with 53300; AcceptErrors: failed
-	// accepts (retried); Hangups: sessions closed because a peer had
+	// accepts (retried); Hangups: sessions ended because a peer had
 	// closed while the session waited for data (see watchHangups).
 	RefusedStartups, Oversized, TooManyClients, AcceptErrors, Hangups uint64
 	// Fired and Vetoed count, per rule, decisions it fired in or vetoed.
