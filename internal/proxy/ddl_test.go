@@ -57,17 +57,25 @@ func TestSchemaChangeByFunction(t *testing.T) {
 		{"SELECT F_Toggle() in an expression", "SELECT 1 FROM (SELECT public.F_Toggle()) x", pgx.QueryExecModeSimpleProtocol},
 		{"a DO block", "DO $$ BEGIN PERFORM f_toggle(); END $$", pgx.QueryExecModeSimpleProtocol},
 		{"CALL", "CALL p_toggle()", pgx.QueryExecModeSimpleProtocol},
-		// Prepared once, then each execution is a Bind only.
-		{"a prepared SELECT f_toggle() (Parse)", "SELECT f_toggle()", pgx.QueryExecModeCacheStatement},
-		{"a prepared SELECT f_toggle() (Bind only)", "SELECT f_toggle()", pgx.QueryExecModeCacheStatement},
-		{"a prepared SELECT f_toggle() (Bind only, again)", "SELECT f_toggle()", pgx.QueryExecModeCacheStatement},
+		// Prepared once (prepared: no sql), then each execution is a
+		// Bind only.
+		{"a prepared SELECT f_toggle()", "", 0},
+		{"a prepared SELECT f_toggle() again", "", 0},
+		{"a prepared SELECT f_toggle() a third time", "", 0},
+	}
+	if _, err := conn.PgConn().Prepare(ctx, "toggle", "SELECT f_toggle()", nil); err != nil {
+		t.Fatal(err)
 	}
 	run("int column")
 	if p.Stats().Rewrites == 0 {
 		t.Fatal("the query was not rewritten: nothing to test")
 	}
 	for _, tg := range toggles {
-		if _, err := conn.Exec(ctx, tg.sql, tg.mode); err != nil {
+		if tg.sql == "" {
+			if err := conn.PgConn().ExecPrepared(ctx, "toggle", nil, nil, nil).Read().Err; err != nil {
+				t.Fatalf("%s: %v", tg.what, err)
+			}
+		} else if _, err := conn.Exec(ctx, tg.sql, tg.mode); err != nil {
 			t.Fatalf("%s: %v", tg.what, err)
 		}
 		run("after " + tg.what)
