@@ -98,6 +98,10 @@ func TestSchemaChangeByFunction(t *testing.T) {
 	}
 	run("after SELECT f_new()")
 	noRejections(t, p)
+	var sides int
+	if err := direct.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", SideApplicationName).Scan(&sides); err != nil || sides == 0 {
+		t.Errorf("side connections named %q in pg_stat_activity: %d (%v), want some", SideApplicationName, sides, err)
+	}
 }
 
 // The window the README documents: a schema change made around the proxy
