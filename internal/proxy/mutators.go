@@ -65,6 +65,9 @@ func has[T string | []byte](m *mutators, word T) bool {
 // calledIn reports whether text calls (a word followed by an opening
 // parenthesis, see scanWords) a function that may be in m.
 func (m *mutators) calledIn(text []byte) bool {
+	if m == nil || (!m.all && len(m.names) == 0) {
+		return false // no scan: the common case of a database without such functions
+	}
 	return eachCall(text, func(w []byte) bool { return has(m, w) })
 }
 

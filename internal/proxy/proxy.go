@@ -27,8 +27,10 @@
 // never executed) with the original's parameter and result types. A text
 // whose validation fails is never rewritten again (by fingerprint) in
 // that context. Decisions are cached per context and text for
-// decisionTTL; a schema change a session sends (CREATE, ALTER, DROP,
-// DISCARD, a DO block, ...) drops its database's decisions. A session
+// Config.DecisionTTL; a schema change a session sends (CREATE, ALTER,
+// DROP, DISCARD, a DO block, CALL, a call of a function that may change
+// the schema: see mutators; a prepared one at each Bind) drops its
+// database's decisions, Flush every database's. A session
 // that changes search_path or its role in a way the proxy does not follow
 // (SET LOCAL, SET inside a transaction, set_config, SET ROLE) is not
 // rewritten until DISCARD ALL or RESET ALL (see classifyContext).
