@@ -48,7 +48,7 @@ func resolveSource(cmd *cobra.Command, src conninfo.Source) (string, bool, error
 	if dsn != "" {
 		var pce *pgconn.ParseConfigError
 		if _, err := pgconn.ParseConfig(dsn); errors.As(err, &pce) {
-			return "", false, withCode(exitUsage, errors.New(conninfo.Describe(err)))
+			return "", false, withCode(exitUsage, errors.New(conninfo.DescribeFlag(err, src.Flag)))
 		}
 	}
 	if warning != "" {

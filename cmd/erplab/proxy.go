@@ -6,8 +6,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,7 +47,8 @@ volatility, the types of compared columns and subquery outputs; a rewritten text
 prepared there (never executed) and used only if it describes like the original, else that
 statement is never rewritten. If a session's server still rejects a rewritten statement at
 the start of an idle batch, the original is sent instead. --shadow logs what would be
-rewritten and sends the original. Counters go to /metrics (with --metrics) and to a summary on exit.`,
+rewritten and sends the original. Counters go to /metrics (with --metrics) and to a summary on exit.
+SIGUSR1 drops every cached decision (send it after DDL made around the proxy; see the README).`,
 		Example: `  erplab proxy --listen 127.0.0.1:6433 --upstream 'host=/var/run/postgresql dbname=erp user=postgres'
   psql -h 127.0.0.1 -p 6433 -U app erp`,
 		Args: cobra.NoArgs,
@@ -83,6 +86,12 @@ rewritten and sends the original. Counters go to /metrics (with --metrics) and t
 			if maxParseTokens < -1 {
 				return withCode(exitUsage, fmt.Errorf("--max-parse-tokens: %d is below -1 (-1: no bound)", maxParseTokens))
 			}
+			if cacheSize < 0 {
+				return withCode(exitUsage, fmt.Errorf("--cache: %d is negative (0 picks the default, 10000)", cacheSize))
+			}
+			if err := checkListenAddr("--listen", listen); err != nil {
+				return err
+			}
 			if maxClients == 0 {
 				maxClients = proxy.DefaultMaxClients()
 			}
@@ -113,13 +122,13 @@ rewritten and sends the original. Counters go to /metrics (with --metrics) and t
 			p, err := proxy.New(proxy.Config{Upstream: up, Shadow: shadow, Disabled: dis, CacheSize: cacheSize, Logger: log,
 				MaxClients: maxClients, MaxMessageSize: maxMsg, MaxParseTokens: maxParseTokens})
 			if err != nil {
-				return withCode(exitUsage, fmt.Errorf("--upstream: %s", conninfo.Describe(err)))
+				return withCode(exitUsage, errors.New(conninfo.DescribeFlag(err, "--upstream")))
 			}
 			// The parser was warmed by New; the side connection of the
 			// upstream's database logs in and runs one decision before the
 			// first client can connect.
 			if err := p.Warm(ctx); err != nil {
-				log.Warn("side connection failed; statements stay unchanged until it works", "err", conninfo.Describe(err))
+				log.Warn("side connection failed; statements stay unchanged until it works", "err", conninfo.DescribeFlag(err, "--upstream"))
 			}
 			var lc net.ListenConfig
 			ln, err := lc.Listen(ctx, "tcp", listen)
@@ -130,6 +139,22 @@ rewritten and sends the original. Counters go to /metrics (with --metrics) and t
 			if ms != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "metrics on http://%s/metrics\n", ms.Addr())
 			}
+			// SIGUSR1: forget every cached decision (after DDL made
+			// around the proxy, see the README).
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGUSR1)
+			defer signal.Stop(hup)
+			go func() {
+				for {
+					select {
+					case <-hup:
+						p.Flush()
+						log.Warn("SIGUSR1: cached decisions dropped")
+					case <-ctx.Done():
+						return
+					}
+				}
+			}()
 			mode := "rewriting"
 			if shadow {
 				mode = "shadow (logging would-be rewrites, sending originals)"
@@ -227,6 +252,12 @@ creates them).`,
 				if c < 1 {
 					return withCode(exitUsage, fmt.Errorf("--clients: %d is not a positive client count", c))
 				}
+			}
+			if initScale < 0 {
+				return withCode(exitUsage, fmt.Errorf("--init: %d is negative (0: the tables exist)", initScale))
+			}
+			if duration < time.Second || duration%time.Second != 0 {
+				return withCode(exitUsage, fmt.Errorf("--duration: %s is not a whole number of seconds, at least 1s (pgbench -T)", duration))
 			}
 			if initScale > 0 {
 				if err := pgbouncer.Init(ctx, "", up, initScale); err != nil {

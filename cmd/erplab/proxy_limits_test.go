@@ -112,3 +112,35 @@ func startListening(t *testing.T, cmd *exec.Cmd, stdout *strings.Builder) (addr,
 	t.Fatal("proxy did not say where it listens")
 	return "", "", nil, nil
 }
+
+// The user's reports: proxy flags say what is wrong in one line and exit 2,
+// and connection errors name --upstream, not --dsn.
+func TestProxyFlagValidation(t *testing.T) {
+	for _, args := range [][]string{
+		{"proxy", "--upstream", "port=abc"},
+		{"proxy", "--upstream", "host=/tmp", "--listen", "nonsense"},
+		{"proxy", "--upstream", "host=/tmp", "--cache", "-1"},
+		{"proxy", "bench", "--upstream", "host=/tmp", "--init", "-1"},
+		{"proxy", "bench", "--upstream", "host=/tmp", "--duration", "0s"},
+		{"proxy", "bench", "--upstream", "host=/tmp", "--duration", "500ms"},
+	} {
+		checkUsageError(t, args)
+	}
+	cmd := erplab(t, t.TempDir(), "proxy", "--upstream", "port=abc")
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "invalid --upstream: invalid port") || strings.Contains(string(out), "--dsn") {
+		t.Errorf("--upstream port=abc: %q, want it to say invalid --upstream: invalid port", out)
+	}
+	// A database that does not exist: the side connection's warning
+	// names --upstream (the listen address is taken: the proxy exits).
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cmd = erplab(t, t.TempDir(), "proxy", "--listen", ln.Addr().String(), "--upstream", srv.NewDatabase(t)+" dbname=no_such_db")
+	out, _ = cmd.CombinedOutput()
+	if !strings.Contains(string(out), "pass another dbname in --upstream") || strings.Contains(string(out), "--dsn") {
+		t.Errorf("missing database: %q, want it to name --upstream", out)
+	}
+}

@@ -81,7 +81,12 @@ const (
 // The line never contains the password of the connection string or config
 // involved (it is masked even where the underlying error quotes it). A nil
 // error gives "".
-func Describe(err error) string {
+func Describe(err error) string { return DescribeFlag(err, "--dsn") }
+
+// DescribeFlag is Describe for a command whose connection string comes
+// from flag (e.g. "--upstream"): the line names flag where Describe says
+// --dsn.
+func DescribeFlag(err error, flag string) string {
 	if err == nil {
 		return ""
 	}
@@ -89,7 +94,7 @@ func Describe(err error) string {
 	var pce *pgconn.ParseConfigError
 	if errors.As(err, &pce) {
 		_, secrets = redact(pce.ConnString)
-		return scrub("invalid --dsn: "+parseDetail(pce), secrets)
+		return scrub("invalid "+flag+": "+parseDetail(pce), secrets)
 	}
 	var ce *pgconn.ConnectError
 	where := ""
@@ -97,14 +102,14 @@ func Describe(err error) string {
 		secrets = append(secrets, ce.Config.Password)
 		where = serverAddress(ce.Config)
 	}
-	return scrub(describeCause(err, where), secrets)
+	return scrub(describeCause(err, where, flag), secrets)
 }
 
 // describeCause explains err; where is the server address, "" if unknown.
-func describeCause(err error, where string) string {
+func describeCause(err error, where, flag string) string {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		return describePgError(pgErr, where)
+		return describePgError(pgErr, where, flag)
 	}
 
 	var opErr *net.OpError
@@ -115,30 +120,30 @@ func describeCause(err error, where string) string {
 	if where != "" {
 		at = " at " + where
 	}
-	const hint = "; is PostgreSQL running? pass --dsn"
+	hint := "; is PostgreSQL running? pass " + flag
 	var dnsErr *net.DNSError
 	var certErr *tls.CertificateVerificationError
 	var unknownAuth x509.UnknownAuthorityError
 	var hostnameErr x509.HostnameError
 	switch {
 	case errors.As(err, &dnsErr):
-		return fmt.Sprintf("cannot resolve host %q: %s; check host in --dsn", dnsErr.Name, dnsErr.Err)
+		return fmt.Sprintf("cannot resolve host %q: %s; check host in %s", dnsErr.Name, dnsErr.Err, flag)
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "cannot reach server" + at + ": connection refused" + hint
 	case errors.Is(err, syscall.ENOENT) && opErr != nil:
 		return "cannot reach server" + at + ": no such socket" + hint
 	case errors.Is(err, syscall.EACCES) && opErr != nil:
-		return "cannot reach server" + at + ": permission denied on the socket; run as a user that may use it or pass --dsn"
+		return "cannot reach server" + at + ": permission denied on the socket; run as a user that may use it or pass " + flag
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return "cannot reach server" + at + ": no route to host; check host in --dsn"
+		return "cannot reach server" + at + ": no route to host; check host in " + flag
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, syscall.ETIMEDOUT), isTimeout(err):
-		return "cannot reach server" + at + ": timed out; check host/port in --dsn and firewalls (connect_timeout sets the limit)"
+		return "cannot reach server" + at + ": timed out; check host/port in " + flag + " and firewalls (connect_timeout sets the limit)"
 	case errors.Is(err, context.Canceled):
 		return "connection attempt" + at + " cancelled"
 	case errors.As(err, &certErr), errors.As(err, &unknownAuth), errors.As(err, &hostnameErr):
-		return "TLS certificate of the server" + at + " not accepted: " + innermost(err) + "; set sslrootcert or sslmode in --dsn"
+		return "TLS certificate of the server" + at + " not accepted: " + innermost(err) + "; set sslrootcert or sslmode in " + flag
 	case strings.Contains(err.Error(), "server refused TLS connection"):
-		return "server" + at + " does not accept TLS (SSL); use sslmode=disable or sslmode=prefer in --dsn"
+		return "server" + at + " does not accept TLS (SSL); use sslmode=disable or sslmode=prefer in " + flag
 	case opErr != nil:
 		return "cannot reach server" + at + ": " + innermost(err) + hint
 	}
@@ -151,20 +156,20 @@ func isTimeout(err error) bool {
 }
 
 // describePgError explains an error the server sent during connection.
-func describePgError(e *pgconn.PgError, where string) string {
+func describePgError(e *pgconn.PgError, where, flag string) string {
 	msg := oneLine(e.Message)
 	switch e.Code {
 	case codeInvalidCatalogName:
 		// Message: database "x" does not exist (src/backend/utils/init/postinit.c).
-		return msg + "; create it or pass another dbname in --dsn"
+		return msg + "; create it or pass another dbname in " + flag
 	case codeInvalidAuthorization, codeInvalidPassword:
-		return "authentication failed: " + msg + "; check user and password in --dsn (or PGUSER/PGPASSWORD, ~/.pgpass) and the server's pg_hba.conf"
+		return "authentication failed: " + msg + "; check user and password in " + flag + " (or PGUSER/PGPASSWORD, ~/.pgpass) and the server's pg_hba.conf"
 	case codeInsufficientPriv:
-		return "not allowed to connect: " + msg + "; GRANT CONNECT on the database or pass another user in --dsn"
+		return "not allowed to connect: " + msg + "; GRANT CONNECT on the database or pass another user in " + flag
 	case codeTooManyConnections:
 		return "server refused the connection: " + msg + "; lower the number of connections (virtual users, pool size) or raise max_connections"
 	case codeCannotConnectNow:
-		return "server not accepting connections now: " + msg + "; wait until it has started or pass another server in --dsn"
+		return "server not accepting connections now: " + msg + "; wait until it has started or pass another server in " + flag
 	}
 	at := ""
 	if where != "" {

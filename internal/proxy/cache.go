@@ -60,10 +60,10 @@ func neverKey(k decisionKey, fp string) decisionKey {
 	return decisionKey{db: k.db, user: k.user, path: k.path, text: "\x00" + fp}
 }
 
-// decisionTTL is how long a decision is used before the rules and the
-// server's validation run again (DDL run outside the proxy is seen
-// within it).
-const decisionTTL = time.Minute
+// DefaultDecisionTTL is Config.DecisionTTL's default: how long a
+// decision is used before the rules and the server's validation run
+// again (a schema change the proxy did not see is seen within it).
+const DefaultDecisionTTL = time.Minute
 
 // decision is what the rules decided for one statement text.
 type decision struct {
@@ -85,9 +85,10 @@ type decision struct {
 	failed bool
 }
 
-// current reports whether d may still be used at generation gen.
-func (d decision) current(gen uint64) bool {
-	return d.gen == gen && (d.failed || time.Since(d.at) < decisionTTL)
+// current reports whether d may still be used at generation gen, when
+// decisions live for ttl.
+func (d decision) current(gen uint64, ttl time.Duration) bool {
+	return d.gen == gen && (d.failed || time.Since(d.at) < ttl)
 }
 
 // decisionCache is a bounded LRU from statement text to decision, safe for
@@ -95,6 +96,7 @@ func (d decision) current(gen uint64) bool {
 type decisionCache struct {
 	mu    sync.Mutex
 	max   int
+	ttl   time.Duration // how long a decision lives (Config.DecisionTTL)
 	ll    *list.List
 	items map[string]*list.Element // by decisionKey.mapKey
 }
@@ -104,8 +106,8 @@ type cacheEntry struct {
 	d   decision
 }
 
-func newDecisionCache(max int) *decisionCache {
-	return &decisionCache{max: max, ll: list.New(), items: map[string]*list.Element{}}
+func newDecisionCache(max int, ttl time.Duration) *decisionCache {
+	return &decisionCache{max: max, ttl: ttl, ll: list.New(), items: map[string]*list.Element{}}
 }
 
 func (c *decisionCache) get(k decisionKey) (decision, bool) {
@@ -138,7 +140,7 @@ func (c *decisionCache) put(k decisionKey, d decision) {
 	if e, ok := c.items[mk]; ok {
 		c.ll.MoveToFront(e)
 		ce := e.Value.(*cacheEntry)
-		if !ce.d.current(d.gen) { // stale: replace
+		if !ce.d.current(d.gen, c.ttl) { // stale: replace
 			ce.d = d
 		} // else another session decided first; its entry may carry a verdict
 		return
@@ -199,12 +201,12 @@ func (c *decisionCache) dropNamed(db string, names []string) {
 	}
 }
 
-// clear drops every decision of database db.
-func (c *decisionCache) clear(db string) {
+// clear drops the decisions of database db, or every decision when all.
+func (c *decisionCache) clear(db string, all bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for mk, e := range c.items {
-		if e.Value.(*cacheEntry).key.db == db {
+		if all || e.Value.(*cacheEntry).key.db == db {
 			c.ll.Remove(e)
 			delete(c.items, mk)
 		}

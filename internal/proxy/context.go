@@ -21,20 +21,41 @@ type words struct {
 	match bool
 	// context: the text holds a word of a statement that may change how
 	// the session resolves names (SET/RESET search_path or role,
-	// DISCARD, set_config, DDL: CREATE/ALTER/DROP, TEMP tables).
+	// DISCARD, set_config, DDL: CREATE/ALTER/DROP, TEMP tables, a DO
+	// block, CALL).
 	context bool
+	// calls: an identifier-like word is followed by an opening
+	// parenthesis (after white space and a closing double quote): the
+	// text may call a function (see mutators).
+	calls bool
 }
 
 // scanWords is the cheap pre-filter: one pass over the identifier-like
 // words of s (any case, also inside literals and comments, so it errs
 // towards parsing), without allocating. Only texts it flags are parsed.
+//
+// DO is flagged where it may start a statement (DO is never inside one,
+// ON CONFLICT DO of an upsert is not flagged): at the start of the
+// text, after a semicolon, or after a comment's start or end (or the
+// end of a line after "--"), wherever these are (in a literal too).
 func scanWords[T string | []byte](s T) words {
 	var or, sub bool
 	var w words
 	n := len(s)
+	start, lineComment := true, false // a statement may start here; "--" seen on this line
 	for i := 0; i < n; {
 		c := s[i]
 		if !isIdentStart(c) {
+			switch {
+			case c == ';':
+				start = true
+			case c == '\n' && lineComment:
+				start, lineComment = true, false
+			case i+1 < n && c == '-' && s[i+1] == '-':
+				start, lineComment = true, true
+			case i+1 < n && ((c == '/' && s[i+1] == '*') || (c == '*' && s[i+1] == '/')):
+				start = true
+			}
 			i++
 			continue
 		}
@@ -42,9 +63,12 @@ func scanWords[T string | []byte](s T) words {
 		for j < n && isIdentChar(s[j]) {
 			j++
 		}
+		w.calls = w.calls || callAfter(s, j)
 		switch v := s[i:j]; len(v) {
 		case 2:
-			if eqFold(v, "or") {
+			if start && eqFold(v, "do") {
+				w.context = true
+			} else if eqFold(v, "or") {
 				or = true
 			} else if eqFold(v, "in") {
 				sub = sub || subqueryAfter(s, j)
@@ -56,7 +80,7 @@ func scanWords[T string | []byte](s T) words {
 		case 4:
 			if eqFold(v, "some") {
 				sub = sub || subqueryAfter(s, j)
-			} else if eqFold(v, "drop") || eqFold(v, "temp") || eqFold(v, "role") {
+			} else if eqFold(v, "drop") || eqFold(v, "temp") || eqFold(v, "role") || eqFold(v, "call") {
 				w.context = true
 			}
 		case 5:
@@ -88,10 +112,45 @@ func scanWords[T string | []byte](s T) words {
 				w.context = true
 			}
 		}
-		i = j
+		i, start = j, false
 	}
 	w.match = or && sub
 	return w
+}
+
+// callAfter reports whether s[j:], after the word that ends at j, is an
+// opening parenthesis, after an optional closing double quote and white
+// space: the word may name a called function.
+func callAfter[T string | []byte](s T, j int) bool {
+	n := len(s)
+	if j < n && s[j] == '"' {
+		j++
+	}
+	for j < n && (s[j] == ' ' || s[j] == '\t' || s[j] == '\n' || s[j] == '\r' || s[j] == '\f' || s[j] == '\v') {
+		j++
+	}
+	return j < n && s[j] == '('
+}
+
+// eachCall calls fn with every word of s that callAfter says may name a
+// called function, until fn returns true; it reports whether one did.
+func eachCall[T string | []byte](s T, fn func(T) bool) bool {
+	n := len(s)
+	for i := 0; i < n; {
+		if !isIdentStart(s[i]) {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < n && isIdentChar(s[j]) {
+			j++
+		}
+		if callAfter(s, j) && fn(s[i:j]) {
+			return true
+		}
+		i = j
+	}
+	return false
 }
 
 // subqueryAfter reports whether s[i:] (after an IN, ANY or SOME) starts,
@@ -160,14 +219,15 @@ type contextChange struct {
 }
 
 // classifyContext parses text (the pre-filter flagged it) and says what
-// it does to the session's context. alone is true when the session has
+// it does to the session's context. A call of a function of m (nil: none)
+// is a schema change (ddl), as are DO and CALL. alone is true when the session has
 // no other request under way and is idle (not in a transaction), and the
 // text came as a simple Query: only then is a SET search_path followed
 // rather than making the context unknown. Text that does not parse
 // changes nothing (the server rejects it too); text too large or deep
 // to parse (rewrite.CheckLimits) may change anything: a schema change and
 // an unknown context.
-func classifyContext(text string, alone bool) contextChange {
+func classifyContext(text string, alone bool, m *mutators) contextChange {
 	var c contextChange
 	tree, err := rewrite.Parse(text)
 	if errors.Is(err, rewrite.ErrLimit) {
@@ -238,8 +298,12 @@ func classifyContext(text string, alone bool) contextChange {
 		default:
 			c.ddl = true
 		}
-		if callsSetConfig(raw) {
+		setConfig, mutator := funcCalls(raw, m)
+		if setConfig {
 			c.unknown = true
+		}
+		if mutator {
+			c.ddl = true
 		}
 	}
 	return c
@@ -282,19 +346,19 @@ func dropsNames(d *pg_query.DropStmt, names *[]string) bool {
 	return false
 }
 
-// callsSetConfig reports whether the statement calls set_config (which
-// may change search_path or role in ways the proxy does not follow).
-func callsSetConfig(raw *pg_query.RawStmt) bool {
-	found := false
-	rewrite.Walk(raw, func(m proto.Message) bool {
-		if fc, ok := m.(*pg_query.FuncCall); ok {
-			if name := fc.Funcname; len(name) > 0 && strings.EqualFold(name[len(name)-1].GetString_().GetSval(), "set_config") {
-				found = true
-			}
+// funcCalls reports whether the statement calls set_config (which may
+// change search_path or role in ways the proxy does not follow), and
+// whether it calls a function of m (which may change the schema).
+func funcCalls(raw *pg_query.RawStmt, m *mutators) (setConfig, mutator bool) {
+	rewrite.Walk(raw, func(msg proto.Message) bool {
+		if fc, ok := msg.(*pg_query.FuncCall); ok && len(fc.Funcname) > 0 {
+			name := fc.Funcname[len(fc.Funcname)-1].GetString_().GetSval()
+			setConfig = setConfig || strings.EqualFold(name, "set_config")
+			mutator = mutator || has(m, name)
 		}
-		return !found
+		return !(setConfig && mutator)
 	})
-	return found
+	return setConfig, mutator
 }
 
 // startupPath returns the session's search_path from its startup

@@ -28,10 +28,45 @@ func TestScanWordsAndContext(t *testing.T) {
 		"SELECT a FROM t WHERE a IN ( -- c\n SELECT 1) OR b = 1": {match: true},
 		// No OR: no candidate.
 		"SELECT a FROM t WHERE a IN (SELECT 1)": {},
+		// DO where a statement may start, CALL anywhere; not the DO of
+		// an upsert.
+		"DO $$ BEGIN PERFORM f(); END $$": {context: true},
+		"select 1; do $x$ begin end $x$":  {context: true},
+		"/* a */ DO 'begin end'":          {context: true},
+		"-- a comment\n do 'begin end'":   {context: true},
+		"CALL p(1)":                       {context: true},
+		"INSERT INTO t VALUES (1) ON CONFLICT (a) DO UPDATE SET b = 2": {},
 	} {
-		if got := scanWords(s); got != want {
+		if got := scanWords(s); got.match != want.match || got.context != want.context {
 			t.Errorf("scanWords(%q) = %+v, want %+v", s, got, want)
 		}
+	}
+	// calls: a word before an opening parenthesis.
+	for s, want := range map[string]bool{
+		"select f_alter()":                      true,
+		"SELECT s.\"F_Alter\" ( 1 )":            true,
+		"SELECT abalance FROM a WHERE aid = $1": false,
+		"SELECT 1 FROM t WHERE a IN (1, 2)":     true, // IN ( errs towards a call
+		"SELECT '(' || x FROM t":                false,
+	} {
+		if got := scanWords(s).calls; got != want {
+			t.Errorf("scanWords(%q).calls = %v, want %v", s, got, want)
+		}
+	}
+	m := &mutators{names: map[string]struct{}{"f_alter": {}}}
+	for s, want := range map[string]bool{
+		"select f_alter()":                   true,
+		"SELECT public.F_ALTER ()":           true,
+		`SELECT "f_alter"(1)`:                true,
+		"SELECT f_alter2(), count(*) FROM t": false,
+		"SELECT f_alter FROM t":              false,
+	} {
+		if got := m.calledIn([]byte(s)); got != want {
+			t.Errorf("calledIn(%q) = %v, want %v", s, got, want)
+		}
+	}
+	if !(&mutators{all: true}).calledIn([]byte("SELECT count(*) FROM t")) {
+		t.Error("an unknown list: a call is not taken as a schema change")
 	}
 	cases := []struct {
 		text  string
@@ -61,10 +96,22 @@ func TestScanWordsAndContext(t *testing.T) {
 		{"UPDATE t SET a = 1 WHERE role = 2", true, contextChange{}},
 		{"SET statement_timeout = 1", true, contextChange{}},
 		{"SELEC nonsense", true, contextChange{}},
+		{"DO $$ BEGIN PERFORM f_alter(); END $$", true, contextChange{ddl: true}},
+		{"CALL p(1)", true, contextChange{ddl: true}},
 	}
 	for _, c := range cases {
-		if got := classifyContext(c.text, c.alone); !reflect.DeepEqual(got, c.want) {
+		if got := classifyContext(c.text, c.alone, nil); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("classifyContext(%q, %v) = %+v, want %+v", c.text, c.alone, got, c.want)
+		}
+	}
+	for text, want := range map[string]contextChange{
+		"SELECT f_alter()": {ddl: true},
+		"SELECT count(*) FROM t WHERE a = F_Alter(b)":        {ddl: true},
+		"SELECT count(*), f_safe() FROM t":                   {},
+		"SELECT set_config('search_path', f_alter(), false)": {ddl: true, unknown: true},
+	} {
+		if got := classifyContext(text, true, m); !reflect.DeepEqual(got, want) {
+			t.Errorf("classifyContext(%q, true, f_alter) = %+v, want %+v", text, got, want)
 		}
 	}
 	for _, c := range []struct {

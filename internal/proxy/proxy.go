@@ -27,8 +27,10 @@
 // never executed) with the original's parameter and result types. A text
 // whose validation fails is never rewritten again (by fingerprint) in
 // that context. Decisions are cached per context and text for
-// decisionTTL; a schema change a session sends (CREATE, ALTER, DROP,
-// DISCARD, a DO block, ...) drops its database's decisions. A session
+// Config.DecisionTTL; a schema change a session sends (CREATE, ALTER,
+// DROP, DISCARD, a DO block, CALL, a call of a function that may change
+// the schema: see mutators; a prepared one at each Bind) drops its
+// database's decisions, Flush every database's. A session
 // that changes search_path or its role in a way the proxy does not follow
 // (SET LOCAL, SET inside a transaction, set_config, SET ROLE) is not
 // rewritten until DISCARD ALL or RESET ALL (see classifyContext).
@@ -123,6 +125,12 @@ type Config struct {
 	// parsed (Stats.NotParsedTokens; logged once). 0 means
 	// DefaultMaxParseTokens, -1 no bound.
 	MaxParseTokens int
+	// DecisionTTL is how long a decision, and the list of functions
+	// whose call may change the schema (see classifyContext), are used
+	// before they are made again: the longest a schema change the
+	// proxy does not see (another connection's DDL, a trigger's)
+	// goes unnoticed. 0 means DefaultDecisionTTL.
+	DecisionTTL time.Duration
 }
 
 // DefaultMaxParseTokens is Config.MaxParseTokens' default: 20,000 tokens
@@ -144,7 +152,9 @@ type Proxy struct {
 	mu         sync.Mutex // guards sessions, keys and gens
 	catMu      sync.Mutex // guards sides (held while connecting)
 	sides      map[sideKey]*sideEntry
-	gens       map[string]uint64 // per database: DDL generations seen
+	gens       map[string]uint64    // per database: DDL generations seen
+	epoch      uint64               // Flush calls, added to every generation
+	muts       map[string]*mutators // per database: functions whose call may change the schema
 	sessions   map[*session]struct{}
 	keys       map[string]*session // BackendKeyData -> session
 	wg         sync.WaitGroup
@@ -183,8 +193,15 @@ func New(cfg Config) (*Proxy, error) {
 	// connection fails one decision instead (its statement goes unchanged,
 	// nothing is cached) and the pool replaces it.
 	catCfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	if _, ok := catCfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		// A DBA tells the side connections apart in pg_stat_activity.
+		catCfg.ConnConfig.RuntimeParams["application_name"] = SideApplicationName
+	}
 	if cfg.CacheSize <= 0 {
 		cfg.CacheSize = 10000
+	}
+	if cfg.DecisionTTL <= 0 {
+		cfg.DecisionTTL = DefaultDecisionTTL
 	}
 	if cfg.MaxClients <= 0 {
 		cfg.MaxClients = DefaultMaxClients()
@@ -202,7 +219,7 @@ func New(cfg Config) (*Proxy, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	p := &Proxy{cfg: cfg, catCfg: catCfg, cache: newDecisionCache(cfg.CacheSize), log: log,
+	p := &Proxy{cfg: cfg, catCfg: catCfg, cache: newDecisionCache(cfg.CacheSize, cfg.DecisionTTL), log: log, muts: map[string]*mutators{},
 		sides: map[sideKey]*sideEntry{}, gens: map[string]uint64{}, sessions: map[*session]struct{}{}, keys: map[string]*session{},
 		ruleFired: map[string]*atomic.Uint64{}, ruleVetoed: map[string]*atomic.Uint64{}, epfd: -1}
 	for _, r := range rewrite.Rules() {
@@ -236,7 +253,7 @@ func (p *Proxy) Warm(ctx context.Context) error {
 func (p *Proxy) generation(db string) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.gens[db]
+	return p.gens[db] + p.epoch
 }
 
 // invalidate starts a new generation for db and drops its decisions.
@@ -244,8 +261,22 @@ func (p *Proxy) invalidate(db string) {
 	p.mu.Lock()
 	p.gens[db]++
 	p.mu.Unlock()
-	p.cache.clear(db)
-	p.forget(db)
+	p.cache.clear(db, false)
+	p.forget(db, false)
+	p.stats.invalidations.Add(1)
+}
+
+// Flush starts a new generation for every database, as a schema change
+// sent through the proxy does for its own: every cached decision, and
+// every list of functions whose call may change the schema, is made
+// again on next use. It is what to do after a schema change made around
+// the proxy ('erplab proxy' calls it on SIGHUP). Safe for concurrent use.
+func (p *Proxy) Flush() {
+	p.mu.Lock()
+	p.epoch++
+	p.mu.Unlock()
+	p.cache.clear("", true)
+	p.forget("", true)
 	p.stats.invalidations.Add(1)
 }
 

@@ -378,7 +378,7 @@ func TestLargeMessages(t *testing.T) {
 // objects differ from what the side connection validated, in a way the
 // proxy cannot see. Here a function the session calls creates temporary
 // tables that hide the public ones the decisions were made with (the
-// proxy sees "SELECT mk()", no DDL), so the cached rewrite reaches a
+// proxy sees "INSERT INTO mk_on", whose trigger runs mk(): no DDL, no call), so the cached rewrite reaches a
 // server that rejects it.
 func TestFallback(t *testing.T) {
 	ctx := context.Background()
@@ -388,7 +388,9 @@ CREATE FUNCTION mk() RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
   CREATE TEMP TABLE t (a int[]); INSERT INTO t VALUES ('{1}'), ('{3}'), ('{5}'), (NULL);
   CREATE TEMP TABLE arrs (v int[], w int[]); INSERT INTO arrs VALUES ('{3}', '{1}'), ('{3}', NULL), (NULL, NULL);
-END $$`); err != nil {
+END $$;
+CREATE FUNCTION mk_trg() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM mk(); RETURN NEW; END $$;
+CREATE TABLE mk_on (x int); CREATE TRIGGER mk_on_ins BEFORE INSERT ON mk_on FOR EACH ROW EXECUTE FUNCTION mk_trg()`); err != nil {
 		t.Fatal(err)
 	}
 	p, addr := startProxy(t, false)
@@ -416,7 +418,7 @@ END $$`); err != nil {
 			t.Fatalf("%s: not rewritten (%+v)", q, p.Stats())
 		}
 	}
-	if _, err := conn.Exec(ctx, "SELECT mk()"); err != nil {
+	if _, err := conn.Exec(ctx, "INSERT INTO mk_on VALUES (1)"); err != nil {
 		t.Fatal(err)
 	}
 	for _, mode := range modes {

@@ -40,16 +40,20 @@ type session struct {
 	// startPath the one of its startup packet.
 	path, startPath string
 	keyBuf          []byte // decision-cache key of the statement at hand (clientLoop only)
-	startUnknown    bool
-	ctxUnknown      atomic.Bool // a change the proxy does not follow: no rewriting
-	setInFlight     atomic.Bool // a followed SET is under way: an error makes the context unknown
-	ddlInFlight     atomic.Bool // a schema change is under way: invalidate again when it ends
-	namesMu         sync.Mutex
-	namesInFlight   []string      // relations created (temporary) or dropped by statements under way
-	namesPending    atomic.Bool   // namesInFlight is not empty
-	rfqs            atomic.Int64  // ReadyForQuery messages relayed (upstreamLoop writes)
-	txStatus        atomic.Uint32 // the last ReadyForQuery's status byte
-	hungUp          atomic.Bool   // checkHangups found a peer closed (counted)
+	// ddlStmts: names of the prepared statements that may change the
+	// schema, each Bind of them invalidates (clientLoop only; nil when
+	// none).
+	ddlStmts      map[string]bool
+	startUnknown  bool
+	ctxUnknown    atomic.Bool // a change the proxy does not follow: no rewriting
+	setInFlight   atomic.Bool // a followed SET is under way: an error makes the context unknown
+	ddlInFlight   atomic.Bool // a schema change is under way: invalidate again when it ends
+	namesMu       sync.Mutex
+	namesInFlight []string      // relations created (temporary) or dropped by statements under way
+	namesPending  atomic.Bool   // namesInFlight is not empty
+	rfqs          atomic.Int64  // ReadyForQuery messages relayed (upstreamLoop writes)
+	txStatus      atomic.Uint32 // the last ReadyForQuery's status byte
+	hungUp        atomic.Bool   // checkHangups found a peer closed (counted)
 }
 
 // pending is a statement sent rewritten for the first time, with what to
@@ -139,7 +143,10 @@ func (s *session) fromClient(ctx context.Context, frame []byte, atBatchStart *bo
 	switch typ {
 	case 'Q':
 		out, started = s.onStatement(ctx, frame, true, building == nil, *atBatchStart)
+	case 'B':
+		s.onBind(frame)
 	case 'P':
+		s.onParse(frame)
 		out, started = s.onStatement(ctx, frame, false, building == nil, *atBatchStart)
 		if started != nil {
 			started.retryable = *atBatchStart
@@ -205,12 +212,27 @@ func (s *session) onStatement(ctx context.Context, frame []byte, simple, canPend
 	// are never decoded (no allocation per relayed statement).
 	if raw, ok := statementText(frame[5:], simple); ok {
 		w := scanWords(raw)
-		if w.context && s.onContext(string(raw), simple && atBatchStart) {
-			// The text changes the schema or the session's context
-			// itself: its own statements would be validated against
-			// the state before it.
-			s.p.stats.statements.Add(1)
-			return frame, nil
+		var m *mutators
+		if w.context || w.calls {
+			m = s.p.mutatorsFor(ctx, s.db)
+		}
+		if w.context || (w.calls && m.calledIn(raw)) {
+			changes, ddl := s.onContext(string(raw), simple && atBatchStart, m)
+			if !simple && ddl {
+				// Each execution of the prepared statement may
+				// change the schema again (see onBind).
+				if s.ddlStmts == nil {
+					s.ddlStmts = map[string]bool{}
+				}
+				s.ddlStmts[string(stmtName(frame[5:]))] = true
+			}
+			if changes {
+				// The text changes the schema or the session's context
+				// itself: its own statements would be validated against
+				// the state before it.
+				s.p.stats.statements.Add(1)
+				return frame, nil
+			}
 		}
 		if !w.match {
 			s.p.stats.statements.Add(1)
@@ -301,7 +323,7 @@ func (s *session) keptCached(frame, raw []byte, simple bool) bool {
 	}
 	s.keyBuf = appendKey(s.keyBuf[:0], s.db, s.user, s.path, params, raw)
 	d, ok := s.p.cache.getKey(s.keyBuf)
-	if !ok || (d.changed && !d.failed) || !d.current(s.p.generation(s.db)) {
+	if !ok || (d.changed && !d.failed) || !d.current(s.p.generation(s.db), s.p.cfg.DecisionTTL) {
 		return false
 	}
 	s.p.stats.statements.Add(1)
@@ -495,9 +517,11 @@ func (s *session) resolve(pd *pending) {
 // resolution (the pre-filter flagged it; see classifyContext). first is
 // true for a simple Query that starts a batch. It reports whether the
 // text changes anything (then it is not rewritten itself).
-func (s *session) onContext(text string, first bool) bool {
+//
+// It reports too whether the text may change the schema (ddl).
+func (s *session) onContext(text string, first bool, m *mutators) (changes, ddl bool) {
 	alone := first && int64(s.requests) == s.rfqs.Load() && byte(s.txStatus.Load()) == 'I'
-	c := classifyContext(text, alone)
+	c := classifyContext(text, alone, m)
 	if c.ddl {
 		s.p.invalidate(s.db)
 		s.ddlInFlight.Store(true)
@@ -523,7 +547,46 @@ func (s *session) onContext(text string, first bool) bool {
 		s.path = "sql:" + c.setPath
 		s.setInFlight.Store(true)
 	}
-	return c.ddl || c.unknown || c.reset || c.toDefault || c.setPath != "" || len(c.names) > 0
+	return c.ddl || c.unknown || c.reset || c.toDefault || c.setPath != "" || len(c.names) > 0, c.ddl
+}
+
+// stmtName returns the statement name of a Parse body, or the portal's
+// then the statement's of a Bind body (NUL-terminated; nil when
+// malformed).
+func stmtName(body []byte) []byte {
+	i := bytes.IndexByte(body, 0)
+	if i < 0 {
+		return nil
+	}
+	return body[:i]
+}
+
+// onBind invalidates the database's decisions when the Bind (frame)
+// executes a prepared statement that may change the schema (a Parse
+// onStatement classified so); a Parse of another text under that name
+// forgets it (onParse). It costs nothing while the session prepared no
+// such statement.
+func (s *session) onBind(frame []byte) {
+	if len(s.ddlStmts) == 0 {
+		return
+	}
+	body := frame[5:]
+	i := bytes.IndexByte(body, 0)
+	if i < 0 {
+		return
+	}
+	if s.ddlStmts[string(stmtName(body[i+1:]))] {
+		s.p.invalidate(s.db)
+		s.ddlInFlight.Store(true)
+	}
+}
+
+// onParse forgets that the statement a Parse (frame) replaces may
+// change the schema.
+func (s *session) onParse(frame []byte) {
+	if len(s.ddlStmts) > 0 {
+		delete(s.ddlStmts, string(stmtName(frame[5:])))
+	}
 }
 
 // neverAgain marks statement k (fingerprint fp) as never to be rewritten
@@ -556,7 +619,7 @@ func (p *Proxy) decide(ctx context.Context, s *session, text string, paramOIDs [
 	}
 	gen := p.generation(s.db)
 	s.keyBuf = appendKey(s.keyBuf[:0], key.db, key.user, key.path, key.params, key.text)
-	if d, ok := p.cache.getKey(s.keyBuf); ok && d.current(gen) {
+	if d, ok := p.cache.getKey(s.keyBuf); ok && d.current(gen, p.cfg.DecisionTTL) {
 		p.stats.cacheHits.Add(1)
 		return key, d, false
 	}

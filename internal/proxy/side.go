@@ -198,14 +198,14 @@ func (e *sideEntry) setPath(ctx context.Context, c *pgx.Conn, db, user, path str
 	return true, nil
 }
 
-// forget makes the next setPath of every connection of database db set
-// its path again (a schema change may have changed a role's or the
-// database's default).
-func (p *Proxy) forget(db string) {
+// forget makes the next setPath of every connection of database db (of
+// every database when all) set its path again (a schema change may have
+// changed a role's or the database's default).
+func (p *Proxy) forget(db string, all bool) {
 	p.catMu.Lock()
 	defer p.catMu.Unlock()
 	for k, e := range p.sides {
-		if k.db == db {
+		if all || k.db == db {
 			e.mu.Lock()
 			clear(e.set)
 			e.mu.Unlock()

@@ -1,0 +1,131 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// SideApplicationName is the application_name of the proxy's side
+// connections (unless the upstream DSN sets one), so that a DBA tells
+// them apart from the clients' sessions in pg_stat_activity.
+const SideApplicationName = "erplab proxy (side)"
+
+// mutatorsSQL lists the functions whose call may change the schema: the
+// volatile ones not built in (OIDs from FirstNormalObjectId, 16384, are
+// the database's own and its extensions') in a language that runs SQL.
+// A stable or immutable function cannot (PL/pgSQL and SQL functions
+// refuse "ALTER TABLE is not allowed in a non-volatile function"); C and
+// internal functions are left out, so that extension functions an ERP
+// calls all the time (uuid_generate_v4()) cost nothing. dblink_exec is
+// one of those left out: its DDL comes from another connection.
+const mutatorsSQL = `
+SELECT p.proname FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+WHERE p.provolatile = 'v' AND p.oid >= 16384 AND l.lanname NOT IN ('c', 'internal')`
+
+// mutators is the set of functions of one database whose call may change
+// the schema (mutatorsSQL), by name whatever the schema or argument types
+// (a call is matched by its name only, which errs towards a match).
+type mutators struct {
+	names map[string]struct{} // names, ASCII letters in lower case
+	// all: every call may change the schema (the list is unknown, or a
+	// name the word scan cannot match: one with a character that is
+	// not an identifier's).
+	all bool
+	gen uint64    // the database's generation when listed
+	at  time.Time // when listed
+}
+
+// has reports whether word, a function name as written (ASCII case
+// folded, truncated to PostgreSQL's 63 bytes as the server does), may
+// name a function of m. A nil m has none.
+func has[T string | []byte](m *mutators, word T) bool {
+	if m == nil {
+		return false
+	}
+	if m.all {
+		return true
+	}
+	if len(m.names) == 0 {
+		return false
+	}
+	var buf [63]byte
+	n := min(len(word), len(buf))
+	for i := 0; i < n; i++ {
+		c := word[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf[i] = c
+	}
+	_, ok := m.names[string(buf[:n])] // no allocation for the lookup
+	return ok
+}
+
+// calledIn reports whether text calls (a word followed by an opening
+// parenthesis, see scanWords) a function that may be in m.
+func (m *mutators) calledIn(text []byte) bool {
+	if m == nil || (!m.all && len(m.names) == 0) {
+		return false // no scan: the common case of a database without such functions
+	}
+	return eachCall(text, func(w []byte) bool { return has(m, w) })
+}
+
+// mutatorsFor returns database db's mutators, listing them on its side
+// connection (the upstream DSN's user) when the list is older than the
+// database's generation or Config.DecisionTTL; when the
+// side connection fails, a set where every call counts as a schema change.
+func (p *Proxy) mutatorsFor(ctx context.Context, db string) *mutators {
+	p.mu.Lock()
+	m, gen := p.muts[db], p.gens[db]+p.epoch
+	p.mu.Unlock()
+	if m != nil && m.gen == gen && time.Since(m.at) < p.cfg.DecisionTTL {
+		return m
+	}
+	m, err := p.listMutators(ctx, db, gen)
+	if err != nil {
+		p.log.Info("functions that may change the schema not listed: every function call counts as one", "database", db, "err", err)
+		return &mutators{all: true}
+	}
+	p.mu.Lock()
+	if p.gens[db]+p.epoch == gen {
+		p.muts[db] = m
+	}
+	p.mu.Unlock()
+	return m
+}
+
+func (p *Proxy) listMutators(ctx context.Context, db string, gen uint64) (*mutators, error) {
+	e, err := p.side(ctx, db, "")
+	if err != nil {
+		return nil, err
+	}
+	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rows, err := e.pool.Query(qctx, mutatorsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("list functions: %w", err)
+	}
+	defer rows.Close()
+	m := &mutators{names: map[string]struct{}{}, gen: gen, at: time.Now()}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("list functions: %w", err)
+		}
+		b := []byte(name)
+		for i, c := range b {
+			switch {
+			case c >= 'A' && c <= 'Z':
+				b[i] = c + 'a' - 'A'
+			case !isIdentChar(c) || (i == 0 && !isIdentStart(c)):
+				m.all = true
+			}
+		}
+		m.names[string(b)] = struct{}{}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list functions: %w", err)
+	}
+	return m, nil
+}
