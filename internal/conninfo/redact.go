@@ -245,9 +245,9 @@ func redactKV(s string, hide func(string) string) string {
 
 // RedactArgs returns a copy of a command line with every password hidden
 // as Redact does: in any argument that is a DSN (the value after a
-// separate --dsn or -d, a positional connection string such as pgbench's
-// DBNAME) and in a DSN glued to its option: --dsn=DSN, --dbname=DSN,
-// -dDSN, -nSdDSN (getopt's clusters). Results documents and reports keep
+// separate --dsn, a positional connection string such as pgbench's
+// DBNAME) and in a DSN glued to an option: --dsn=DSN, --upstream=DSN,
+// -xDSN, -abxDSN (getopt's clusters). Results documents and reports keep
 // command lines only through it.
 func RedactArgs(args []string) []string {
 	if args == nil {
@@ -265,7 +265,7 @@ func redactArg(a string) string {
 	if !strings.HasPrefix(a, "-") {
 		return Redact(a)
 	}
-	// A libpq URI glued to its option (-dpostgres://u:pw@h, --dbname=...).
+	// A libpq URI glued to its option (-xpostgres://u:pw@h, --dsn=...).
 	for _, scheme := range []string{"postgresql://", "postgres://"} {
 		if i := strings.Index(a, scheme); i > 0 {
 			return a[:i] + Redact(a[i:])
@@ -274,7 +274,7 @@ func redactArg(a string) string {
 	if opt, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(a, "--") {
 		return opt + "=" + Redact(v)
 	}
-	// -dhost=h password=x, -dpassword=x: the option letters glue to the
+	// -xhost=h password=x, -xpassword=x: the option letters glue to the
 	// first key, which isSecretKey reads by its ending.
 	return Redact(a)
 }

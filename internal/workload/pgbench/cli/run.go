@@ -107,7 +107,7 @@ type runner struct {
 
 // dsn is the connection string of -h/-p/-U/DBNAME as pgbench's doConnect
 // hands them to libpq (PQconnectdbParams with expand_dbname): a DBNAME
-// (operand, -d or PGDATABASE) that is a connection string or URI is
+// (operand or PGDATABASE) that is a connection string or URI is
 // expanded and its parameters override -h/-p/-U. What is not given comes
 // from libpq's environment and defaults (pgx reads PGHOST, PGPORT,
 // PGUSER, PGDATABASE, PGPASSWORD, PGSERVICE, PGAPPNAME...); the password
