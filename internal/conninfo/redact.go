@@ -6,6 +6,13 @@
 // environment of a child process, ArgvWarning warns about one given in argv)
 // and turning connection errors into one actionable line (Describe).
 //
+// Where pgx and libpq differ, libpq wins, since erplab stands in for libpq
+// programs: WithDBName expands a database name that is itself a connection
+// string (PQconnectdbParams's expand_dbname, used by erplab pgbench), and
+// WithPassfile, applied to every DSN Source.Resolve returns, takes from the
+// password file what libpq would (the socket directory as host field for
+// a Unix socket, "localhost" only for DefaultSocketDir).
+//
 // Both DSN forms of libpq are understood (libpq-connect.html, section
 // "Connection Strings"): keyword/value ("host=h password='a b'") and URI
 // ("postgres://user:password@host:port/db?password=..."). The masking never
