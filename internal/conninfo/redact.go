@@ -6,6 +6,13 @@
 // environment of a child process, ArgvWarning warns about one given in argv)
 // and turning connection errors into one actionable line (Describe).
 //
+// Where pgx and libpq differ, libpq wins, since erplab stands in for libpq
+// programs: WithDBName expands a database name that is itself a connection
+// string (PQconnectdbParams's expand_dbname, used by erplab pgbench), and
+// WithPassfile, applied to every DSN Source.Resolve returns, takes from the
+// password file what libpq would (the socket directory as host field for
+// a Unix socket, "localhost" only for DefaultSocketDir).
+//
 // Both DSN forms of libpq are understood (libpq-connect.html, section
 // "Connection Strings"): keyword/value ("host=h password='a b'") and URI
 // ("postgres://user:password@host:port/db?password=..."). The masking never
@@ -21,10 +28,10 @@ import (
 const Mask = "xxxxx"
 
 // isSecretKey reports whether a connection parameter's value is masked:
-// password, and sslpassword (the client key's passphrase), in any case.
+// password, and sslpassword (the client key's passphrase), in any case,
+// and any key ending so (a short option glued to it: -dpassword=x).
 func isSecretKey(key string) bool {
-	k := strings.ToLower(strings.TrimSpace(key))
-	return k == "password" || k == "sslpassword"
+	return strings.HasSuffix(strings.ToLower(strings.TrimSpace(key)), "password")
 }
 
 // Redact returns dsn with passwords replaced by Mask:
@@ -244,20 +251,37 @@ func redactKV(s string, hide func(string) string) string {
 }
 
 // RedactArgs returns a copy of a command line with every password hidden
-// as Redact does: the value of --dsn=..., and any argument that is a DSN
-// (the value after a separate --dsn, a positional connection string).
-// Results documents and reports keep command lines only through it.
+// as Redact does: in any argument that is a DSN (the value after a
+// separate --dsn, a positional connection string such as pgbench's
+// DBNAME) and in a DSN glued to an option: --dsn=DSN, --upstream=DSN,
+// -xDSN, -abxDSN (getopt's clusters). Results documents and reports keep
+// command lines only through it.
 func RedactArgs(args []string) []string {
 	if args == nil {
 		return nil
 	}
 	out := make([]string, len(args))
 	for i, a := range args {
-		if v, ok := strings.CutPrefix(a, "--dsn="); ok {
-			out[i] = "--dsn=" + Redact(v)
-			continue
-		}
-		out[i] = Redact(a)
+		out[i] = redactArg(a)
 	}
 	return out
+}
+
+// redactArg is RedactArgs for one argument.
+func redactArg(a string) string {
+	if !strings.HasPrefix(a, "-") {
+		return Redact(a)
+	}
+	// A libpq URI glued to its option (-xpostgres://u:pw@h, --dsn=...).
+	for _, scheme := range []string{"postgresql://", "postgres://"} {
+		if i := strings.Index(a, scheme); i > 0 {
+			return a[:i] + Redact(a[i:])
+		}
+	}
+	if opt, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(a, "--") {
+		return opt + "=" + Redact(v)
+	}
+	// -xhost=h password=x, -xpassword=x: the option letters glue to the
+	// first key, which isSecretKey reads by its ending.
+	return Redact(a)
 }

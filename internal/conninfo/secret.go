@@ -135,9 +135,18 @@ type Source struct {
 // Resolve returns the DSN of s and whether a server was named at all (as
 // FromEnvOrFlag: ("", true) means "the PG* environment"; ("", false) means
 // none). warning is ArgvWarning's line for a password in the flag's value,
-// or "". Errors: both the flag and the file flag given, or the file
-// refused by ReadFile.
+// or "". A DSN named by any source goes through WithPassfile, so that
+// every command takes from the password file what libpq would. Errors:
+// both the flag and the file flag given, or the file refused by ReadFile.
 func (s Source) Resolve() (dsn string, given bool, warning string, err error) {
+	dsn, given, warning, err = s.resolve()
+	if err == nil && given {
+		dsn = WithPassfile(dsn)
+	}
+	return dsn, given, warning, err
+}
+
+func (s Source) resolve() (dsn string, given bool, warning string, err error) {
 	switch {
 	case s.FlagValue != "" && s.File != "":
 		return "", false, "", fmt.Errorf("%s and %s both name a server: give one", s.Flag, s.FileFlag)

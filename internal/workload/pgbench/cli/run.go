@@ -111,24 +111,20 @@ type runner struct {
 	args []string
 }
 
-// dsn is the connection string of -h/-p/-U/DBNAME; what is not given
-// comes from libpq's environment and defaults (pgx reads PGHOST, PGPORT,
-// PGUSER, PGDATABASE, PGPASSWORD, PGPASSFILE/.pgpass, PGAPPNAME...).
+// dsn is the connection string of -h/-p/-U/DBNAME as pgbench's doConnect
+// hands them to libpq (PQconnectdbParams with expand_dbname): a DBNAME
+// (operand or PGDATABASE) that is a connection string or URI is
+// expanded and its parameters override -h/-p/-U. What is not given comes
+// from libpq's environment and defaults (pgx reads PGHOST, PGPORT,
+// PGUSER, PGDATABASE, PGPASSWORD, PGSERVICE, PGAPPNAME...); the password
+// file is read by libpq's rules (conninfo.WithPassfile).
 func (r *runner) dsn() string {
-	var parts []string
-	add := func(k, v string) {
-		if v != "" {
-			parts = append(parts, k+"='"+strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v)+"'")
-		}
-	}
-	add("host", r.cfg.Host)
-	add("port", r.cfg.Port)
-	add("user", r.cfg.User)
-	add("dbname", r.cfg.DBName)
+	params := []conninfo.Param{{Key: "host", Value: r.cfg.Host}, {Key: "port", Value: r.cfg.Port}, {Key: "user", Value: r.cfg.User}}
 	if r.env("PGAPPNAME") == "" {
-		add("application_name", "pgbench")
+		// libpq's fallback_application_name: the DBNAME string may set it.
+		params = append(params, conninfo.Param{Key: "application_name", Value: "pgbench"})
 	}
-	return strings.Join(parts, " ")
+	return conninfo.WithPassfile(conninfo.WithDBName(params, r.cfg.DBName))
 }
 
 // connect opens the set-up connection, printing pgbench's messages when it
