@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // SideApplicationName is the application_name of the proxy's side
@@ -34,6 +36,9 @@ type mutators struct {
 	all bool
 	gen uint64    // the database's generation when listed
 	at  time.Time // when listed
+	// refreshing: a background listing to replace this one (older than
+	// Config.DecisionTTL) is under way (Proxy.mu)
+	refreshing bool
 }
 
 // has reports whether word, a function name as written (ASCII case
@@ -72,16 +77,35 @@ func (m *mutators) calledIn(text []byte) bool {
 }
 
 // mutatorsFor returns database db's mutators, listing them on its side
-// connection (the upstream DSN's user) when the list is older than the
-// database's generation or Config.DecisionTTL; when the
-// side connection fails, a set where every call counts as a schema change.
+// connection (the upstream DSN's user) when there is no list or it is
+// older than the database's generation (a schema change through the proxy
+// may have created such a function: listed before the next call is
+// judged); a list older than Config.DecisionTTL is used once more while a
+// background listing replaces it, so that no client statement waits for
+// the periodic refresh. When the side connection fails, a set where every
+// call counts as a schema change.
 func (p *Proxy) mutatorsFor(ctx context.Context, db string) *mutators {
 	p.mu.Lock()
 	m, gen := p.muts[db], p.gens[db]+p.epoch
-	p.mu.Unlock()
-	if m != nil && m.gen == gen && time.Since(m.at) < p.cfg.DecisionTTL {
+	if m != nil && m.gen == gen {
+		if time.Since(m.at) >= p.cfg.DecisionTTL && !m.refreshing {
+			m.refreshing = true
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				p.listMutatorsInto(context.WithoutCancel(ctx), db, gen)
+			}()
+		}
+		p.mu.Unlock()
 		return m
 	}
+	p.mu.Unlock()
+	return p.listMutatorsInto(ctx, db, gen)
+}
+
+// listMutatorsInto lists db's mutators for generation gen and keeps them
+// unless the generation moved meanwhile; see mutatorsFor.
+func (p *Proxy) listMutatorsInto(ctx context.Context, db string, gen uint64) *mutators {
 	m, err := p.listMutators(ctx, db, gen)
 	if err != nil {
 		p.log.Info("functions that may change the schema not listed: every function call counts as one", "database", db, "err", err)
@@ -100,9 +124,19 @@ func (p *Proxy) listMutators(ctx context.Context, db string, gen uint64) (*mutat
 	if err != nil {
 		return nil, err
 	}
+	return listMutatorsOn(ctx, e.pool, gen)
+}
+
+// querier is a pgx pool or connection.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// listMutatorsOn runs mutatorsSQL on q for generation gen.
+func listMutatorsOn(ctx context.Context, q querier, gen uint64) (*mutators, error) {
 	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rows, err := e.pool.Query(qctx, mutatorsSQL)
+	rows, err := q.Query(qctx, mutatorsSQL)
 	if err != nil {
 		return nil, fmt.Errorf("list functions: %w", err)
 	}

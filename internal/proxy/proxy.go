@@ -243,8 +243,14 @@ func New(cfg Config) (*Proxy, error) {
 // proxy still serves: statements of that database and user stay
 // unchanged until a retry succeeds).
 func (p *Proxy) Warm(ctx context.Context) error {
-	_, err := p.side(ctx, p.catCfg.ConnConfig.Database, p.catCfg.ConnConfig.User)
-	return err
+	db := p.catCfg.ConnConfig.Database
+	if _, err := p.side(ctx, db, p.catCfg.ConnConfig.User); err != nil {
+		return err
+	}
+	// the functions that may change the schema: listed now, not by the
+	// first statement that calls a function
+	p.mutatorsFor(ctx, db)
+	return nil
 }
 
 // generation is database db's DDL generation: it grows whenever a session
@@ -462,7 +468,9 @@ func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 	p.wg.Add(1)
 	go func() { // the side connection logs in while the session starts
 		defer p.wg.Done()
-		_, _ = p.side(ctx, db, user)
+		if _, err := p.side(ctx, db, user); err == nil {
+			p.mutatorsFor(ctx, db) // listed before the first call is judged
+		}
 	}()
 	if k := cr.Buffered(); k > 0 { // sent by the client before the session started
 		b, _ := cr.Peek(k)
