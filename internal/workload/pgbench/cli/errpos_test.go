@@ -12,7 +12,7 @@ import (
 // (LINE n: ... and the caret line), as pgbench prints PQerrorMessage:
 // the stderr of `-n -t 1 -M mode -f testdata/errpos/X.sql` is compared
 // line for line with what pgbench 15.18 printed for the same script
-// (testdata/errpos/X.mode.out, recorded; its last line "Run was
+// (testdata/errpos/X.mode.stderr, recorded; its last line "Run was
 // aborted..." is left out, it is checked elsewhere), and with the
 // installed pgbench when there is one. The cases: a syntax error, a
 // second line, lines cut left, right and on both sides at 60 columns,
@@ -35,7 +35,7 @@ func TestErrorPositionLikeLibpq(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, mode := range []string{"simple", "extended", "prepared"} {
-			rec, err := os.ReadFile(strings.TrimSuffix(sc, ".sql") + "." + mode + ".out")
+			rec, err := os.ReadFile(strings.TrimSuffix(sc, ".sql") + "." + mode + ".stderr")
 			if err != nil {
 				t.Fatal(err)
 			}
