@@ -132,21 +132,7 @@ func startRun(t *testing.T, dsn string, d string, extra ...string) (*exec.Cmd, *
 	args := append([]string{"run", "--dsn", dsn, "--workload", "smoke", "--scale", "0.1", "--users", "4", "--duration", d, "--think", "10ms",
 		"--progress", "1s", "--graceful-stop", "1s", "--observe=false", "--out", filepath.Join(dir, "r.json")}, extra...)
 	cmd := erplab(t, dir, args...)
-	buf := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = buf, buf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		select {
-		case <-exited:
-		default:
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
+	buf, exited := startCmd(t, cmd)
 	return cmd, buf, exited
 }
 
@@ -280,14 +266,7 @@ func TestPgbenchFrozenThenContinued(t *testing.T) {
 	}
 	out := filepath.Join(dir, "r.json")
 	cmd := pgbenchCmd(t, dir, dsn, []string{"ERPLAB_PGBENCH_OUT=" + out}, "-c", "2", "-T", "3", "-P", "1", "-S")
-	buf := &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = buf, buf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	buf, exited := startCmd(t, cmd)
 	waitFor(t, buf, exited, "progress: 1.0 s")
 	freeze()
 	time.Sleep(6 * time.Second)

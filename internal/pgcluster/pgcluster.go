@@ -863,19 +863,26 @@ func (c *Cluster) stopServer() error {
 // stopped reports whether process pid is stopped by a signal (state T
 // in /proc/PID/stat; t is a tracing stop, which SIGKILL also ends).
 func stopped(pid int) bool {
+	st := procState(pid)
+	return st == "T" || st == "t"
+}
+
+// procState is process pid's state letter from /proc/PID/stat (R, S, T,
+// Z, ...), "" when it cannot be read (no such process).
+func procState(pid int) string {
 	fs, err := procfs.NewDefaultFS()
 	if err != nil {
-		return false
+		return ""
 	}
 	p, err := fs.Proc(pid)
 	if err != nil {
-		return false
+		return ""
 	}
 	st, err := p.Stat()
 	if err != nil {
-		return false
+		return ""
 	}
-	return st.State == "T" || st.State == "t"
+	return st.State
 }
 
 // childPIDs lists the processes whose parent is pid.

@@ -721,15 +721,4 @@ func TestStopFrozenServer(t *testing.T) {
 }
 
 // zombie reports whether pid has exited but is not yet reaped.
-func zombie(pid int) bool {
-	fs, err := procfs.NewDefaultFS()
-	if err != nil {
-		return false
-	}
-	p, err := fs.Proc(pid)
-	if err != nil {
-		return false
-	}
-	st, err := p.Stat()
-	return err == nil && st.State == "Z"
-}
+func zombie(pid int) bool { return procState(pid) == "Z" }
