@@ -32,7 +32,7 @@ func TestProxyColdStart(t *testing.T) {
 	pool := srv.Pool(t, dsn)
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, `CREATE TABLE t (a int, b int); CREATE INDEX ON t (a); CREATE TABLE u (x int);
-INSERT INTO t SELECT g, g FROM generate_series(1, 20000) g; INSERT INTO u VALUES (5), (7), (NULL); ANALYZE t; ANALYZE u`); err != nil {
+INSERT INTO t SELECT g, g FROM generate_series(1, 2000) g; INSERT INTO u VALUES (5), (7), (NULL); ANALYZE t; ANALYZE u`); err != nil {
 		t.Fatal(err)
 	}
 	rounds := 5
