@@ -625,7 +625,8 @@ func (p *Proxy) decide(ctx context.Context, s *session, text string, paramOIDs [
 	}
 	p.stats.cacheMisses.Add(1)
 	now := time.Now()
-	if err := rewrite.CheckWork(text, p.cfg.MaxParseTokens); err != nil {
+	checked, err := rewrite.Check(text, p.cfg.MaxParseTokens)
+	if err != nil {
 		// Never given to the parser: its C code would overflow the
 		// stack and take every session down, or (too many tokens) the
 		// decision would cost far more than the server's own parse.
@@ -656,7 +657,7 @@ func (p *Proxy) decide(ctx context.Context, s *session, text string, paramOIDs [
 		p.cache.put(key, d)
 		return key, d, true
 	}
-	d, err = p.decideOnSide(ctx, s, key, text, paramOIDs)
+	d, err = p.decideOnSide(ctx, s, key, checked, text, paramOIDs)
 	if err != nil {
 		// Not cached: the side connection is retried later.
 		p.stats.sideErrors.Add(1)
@@ -673,7 +674,7 @@ func (p *Proxy) decide(ctx context.Context, s *session, text string, paramOIDs [
 
 // decideOnSide runs the rules on a side connection set up like session
 // s. d.failed is set when validation failed.
-func (p *Proxy) decideOnSide(ctx context.Context, s *session, key decisionKey, text string, paramOIDs []uint32) (decision, error) {
+func (p *Proxy) decideOnSide(ctx context.Context, s *session, key decisionKey, checked *rewrite.Checked, text string, paramOIDs []uint32) (decision, error) {
 	e, err := p.side(ctx, s.db, s.user)
 	if err != nil {
 		return decision{}, err
@@ -692,7 +693,7 @@ func (p *Proxy) decideOnSide(ctx context.Context, s *session, key decisionKey, t
 	}
 	cat := rewrite.NewPGCatalogConn(conn.Conn()).ShareTypes(e.types)
 	t0 := time.Now()
-	res, err := rewrite.Rewrite(ctx, text, rewrite.Options{Catalog: cat, Types: cat, ParamOIDs: paramOIDs, Disabled: p.cfg.Disabled, MaxTokens: p.cfg.MaxParseTokens})
+	res, err := rewrite.Rewrite(ctx, text, rewrite.Options{Catalog: cat, Types: cat, ParamOIDs: paramOIDs, Disabled: p.cfg.Disabled, MaxTokens: p.cfg.MaxParseTokens, Checked: checked})
 	p.stats.parseNanos.Add(uint64(time.Since(t0).Nanoseconds()))
 	p.stats.parses.Add(1)
 	if err != nil {

@@ -106,6 +106,26 @@ func CheckWork(sql string, maxTokens int) error {
 	return err
 }
 
+// Checked is a text that passed CheckWork, with the tokens its scan
+// produced: given to Rewrite (Options.Checked) for the same text and
+// token bound, Rewrite does not scan it again (the scan of a short
+// statement costs 70-150 µs of a first decision in the proxy).
+type Checked struct {
+	sql       string
+	maxTokens int
+	tokens    []*pg_query.ScanToken
+}
+
+// Check is CheckWork returning the scan for Options.Checked; the error
+// is CheckWork's.
+func Check(sql string, maxTokens int) (*Checked, error) {
+	toks, err := checkLimits(sql, maxTokens)
+	if err != nil {
+		return nil, err
+	}
+	return &Checked{sql: sql, maxTokens: maxTokens, tokens: toks}, nil
+}
+
 // checkLimits is CheckWork, returning the tokens it scanned.
 func checkLimits(sql string, maxTokens int) ([]*pg_query.ScanToken, error) {
 	if len(sql) > MaxBytes {

@@ -152,3 +152,49 @@ func TestCheckWorkBoundsTokens(t *testing.T) {
 		t.Errorf("Rewrite with MaxTokens 1000: %v, changed %v", err, res.Changed)
 	}
 }
+
+// TestCheckedStandsForTheScan: Rewrite given Check's result answers as
+// Rewrite alone, uses the scan only for its own text and token bound,
+// and Check refuses what CheckWork refuses.
+func TestCheckedStandsForTheScan(t *testing.T) {
+	ctx := context.Background()
+	for _, sql := range []string{
+		"SELECT t.a FROM t WHERE t.a = 1 OR t.a IN (SELECT u.x FROM u)",
+		"SELECT t.a FROM t WHERE t.a = $1 OR t.a IN (SELECT u.x FROM u WHERE u.y = 'w'); SELECT 1",
+		"SELECT 1 WHERE 1 = 2 OR 3 IN (SELECT 4)",
+		"SELECT * FROM",
+	} {
+		want, werr := Rewrite(ctx, sql, Options{})
+		c, err := Check(sql, 1000)
+		if err != nil {
+			t.Fatalf("%q: %v", sql, err)
+		}
+		got, gerr := Rewrite(ctx, sql, Options{Checked: c, MaxTokens: 1000})
+		if got.SQL != want.SQL || got.Explain() != want.Explain() || (gerr == nil) != (werr == nil) {
+			t.Errorf("%q: with Checked %q / %s / %v, alone %q / %s / %v", sql, got.SQL, got.Explain(), gerr, want.SQL, want.Explain(), werr)
+		}
+	}
+	// Another text's scan is not used: the statement is rewritten from
+	// its own tokens (a wrong scan would splice at wrong offsets).
+	other, err := Check("SELECT 1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sql := "SELECT t.a FROM t WHERE t.a = 1 OR t.a IN (SELECT u.x FROM u)"
+	got, err := Rewrite(ctx, sql, Options{Checked: other})
+	want, _ := Rewrite(ctx, sql, Options{})
+	if err != nil || got.SQL != want.SQL {
+		t.Errorf("another text's Checked: %q, %v; want %q", got.SQL, err, want.SQL)
+	}
+	// A different token bound is checked again.
+	c, err := Check(sql, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Rewrite(ctx, sql, Options{Checked: c, MaxTokens: 5}); err == nil {
+		t.Error("MaxTokens 5 with a Checked of no bound: want the token limit's error")
+	}
+	if _, err := Check(sql, 5); err == nil {
+		t.Error("Check with 5 tokens: want an error")
+	}
+}

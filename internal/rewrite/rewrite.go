@@ -94,6 +94,9 @@ type Options struct {
 	// MaxTokens, when above 0, refuses a text of more tokens unparsed
 	// (CheckWork).
 	MaxTokens int
+	// Checked, when it is Check's result for the same text and
+	// MaxTokens, stands for the check Rewrite would run itself.
+	Checked *Checked
 }
 
 // Firing says that a rule changed the statement at byte offset Location.
@@ -230,9 +233,14 @@ func allRules() []rule { return []rule{orAnyArray{}} }
 // errors are returned wrapped.
 func Rewrite(ctx context.Context, sql string, opts Options) (Result, error) {
 	res := Result{SQL: sql}
-	toks, err := checkLimits(sql, opts.MaxTokens)
-	if err != nil {
-		return res, fmt.Errorf("rewrite: %w", err)
+	var toks []*pg_query.ScanToken
+	if c := opts.Checked; c != nil && c.sql == sql && c.maxTokens == opts.MaxTokens {
+		toks = c.tokens
+	} else {
+		var err error
+		if toks, err = checkLimits(sql, opts.MaxTokens); err != nil {
+			return res, fmt.Errorf("rewrite: %w", err)
+		}
 	}
 	// toks is nil after a scanner error: the parser reports it.
 	tree, err := pg_query.Parse(sql)
