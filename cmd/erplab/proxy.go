@@ -217,7 +217,7 @@ func newProxyBenchCmd() *cobra.Command {
 		duration                time.Duration
 		initScale, rounds       int
 		procs                   int
-		noBouncer               bool
+		noBouncer, aa           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -272,7 +272,10 @@ creates them).`,
 			}
 			setProxyProcs(procs) // the in-process proxy runs as 'erplab proxy' would
 			opts := pgbouncer.Options{Upstream: up, Duration: duration, Clients: clients, Modes: ms, OSUser: osUser,
-				Rounds: rounds, Progress: cmd.ErrOrStderr()}
+				Rounds: rounds, Progress: cmd.ErrOrStderr(), AA: aa}
+			if aa && noBouncer {
+				return withCode(exitUsage, errors.New("--aa compares two PgBouncers: it cannot go with --no-pgbouncer"))
+			}
 			if !noBouncer {
 				b, err := pgbouncer.FindPgBouncer()
 				if err != nil {
@@ -296,6 +299,7 @@ creates them).`,
 	cmd.Flags().IntVar(&rounds, "rounds", 1, "repeat every cell, rotating the targets' order; report medians, and from 6 rounds the 95 % interval of erplab / PgBouncer per cell (use 3+ on a shared machine, 10 to decide)")
 	cmd.Flags().IntVar(&procs, "procs", 0, procsHelp+" (as for 'erplab proxy')")
 	cmd.Flags().BoolVar(&noBouncer, "no-pgbouncer", false, "skip the PgBouncer column")
+	cmd.Flags().BoolVar(&aa, "aa", false, "also run a second, identical PgBouncer and report its per-round ratios to the first (A/A): how far two equal proxies differ on this machine, the scale for reading erplab / PgBouncer")
 	cmd.Flags().StringVar(&osUser, "os-user", "postgres", "OS user to run pgbouncer as when erplab runs as root")
 	return cmd
 }

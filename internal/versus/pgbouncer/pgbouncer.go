@@ -62,7 +62,16 @@ type Options struct {
 	Rounds int
 	// Progress, if set, receives one line per pgbench run.
 	Progress io.Writer
+	// AA adds a second PgBouncer, target AATarget, configured as the
+	// first: the per-round ratio of the two (an A/A comparison) shows
+	// how far two identical proxies differ on this machine, the scale
+	// against which the erplab / PgBouncer ratios are read. Needs
+	// PgBouncer.
+	AA bool
 }
+
+// AATarget is the Result.Target of the A/A PgBouncer (Options.AA).
+const AATarget = "pgbouncer A/A"
 
 // Result is one pgbench run.
 type Result struct {
@@ -96,6 +105,9 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 	if opts.PgBench == "" {
 		opts.PgBench = "pgbench"
 	}
+	if opts.AA && opts.PgBouncer == "" {
+		return nil, errors.New("proxybench: an A/A comparison needs pgbouncer")
+	}
 	cfg, err := pgconn.ParseConfig(opts.Upstream)
 	if err != nil {
 		return nil, fmt.Errorf("proxybench: upstream: %w", err)
@@ -128,12 +140,28 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 		{"erplab proxy", redirect(opts.Upstream, ln.Addr().(*net.TCPAddr).Port)},
 	}
 	if opts.PgBouncer != "" {
-		port, stop, err := startPgBouncer(ctx, opts, cfg, dir)
-		if err != nil {
-			return nil, err
+		if os.Geteuid() == 0 {
+			// pgbouncer runs as opts.OSUser in its own subdirectory.
+			if err := os.Chmod(dir, 0o711); err != nil {
+				return nil, fmt.Errorf("proxybench: %w", err)
+			}
 		}
-		defer stop()
-		targets = append(targets, struct{ name, dsn string }{"pgbouncer", redirect(opts.Upstream, port)})
+		names := []string{"pgbouncer"}
+		if opts.AA {
+			names = append(names, AATarget)
+		}
+		for i, name := range names {
+			sub := filepath.Join(dir, "pgbouncer"+strconv.Itoa(i))
+			if err := os.Mkdir(sub, 0o700); err != nil {
+				return nil, fmt.Errorf("proxybench: %w", err)
+			}
+			port, stop, err := startPgBouncer(ctx, opts, cfg, sub)
+			if err != nil {
+				return nil, err
+			}
+			defer stop()
+			targets = append(targets, struct{ name, dsn string }{name, redirect(opts.Upstream, port)})
+		}
 	}
 	rounds := max(opts.Rounds, 1)
 	var out []Result
@@ -471,28 +499,33 @@ func Table(rs []Result) string {
 // runs of a round are neighbours in time, so a load drift cancels), their
 // median and the distribution-free 95 % interval of the median
 // (compare.MedianCI, sign-test order statistics: from 6 rounds on), and
-// the range of the per-round ratios.
+// the range of the per-round ratios. With an A/A PgBouncer (Options.AA)
+// the same ratios of the two PgBouncers follow on their own lines.
 func headToHead(order []cellKey, byKey map[cellKey]map[string][]Result) string {
 	var b strings.Builder
-	for _, k := range order {
-		bouncer := map[int]Result{}
-		for _, r := range byKey[k]["pgbouncer"] {
-			bouncer[r.Round] = r
-		}
-		var tps, p99 []float64
-		for _, r := range byKey[k]["erplab proxy"] {
-			if q, ok := bouncer[r.Round]; ok && q.TPS > 0 && q.P99 > 0 {
-				tps = append(tps, r.TPS/q.TPS)
-				p99 = append(p99, float64(r.P99)/float64(q.P99))
+	for _, pair := range [][2]string{{"erplab proxy", "pgbouncer"}, {AATarget, "pgbouncer"}} {
+		head := false
+		for _, k := range order {
+			bouncer := map[int]Result{}
+			for _, r := range byKey[k][pair[1]] {
+				bouncer[r.Round] = r
 			}
+			var tps, p99 []float64
+			for _, r := range byKey[k][pair[0]] {
+				if q, ok := bouncer[r.Round]; ok && q.TPS > 0 && q.P99 > 0 {
+					tps = append(tps, r.TPS/q.TPS)
+					p99 = append(p99, float64(r.P99)/float64(q.P99))
+				}
+			}
+			if len(tps) < 2 {
+				continue
+			}
+			if !head {
+				head = true
+				fmt.Fprintf(&b, "%s / %s per round: median [95 %% interval of the median] (min-max)\n", pair[0], pair[1])
+			}
+			fmt.Fprintf(&b, "%-9s %3d | tps %s | p99 %s\n", k.mode, k.clients, ratioSummary(tps), ratioSummary(p99))
 		}
-		if len(tps) < 2 {
-			continue
-		}
-		if b.Len() == 0 {
-			b.WriteString("erplab proxy / pgbouncer per round: median [95 % interval of the median] (min-max)\n")
-		}
-		fmt.Fprintf(&b, "%-9s %3d | tps %s | p99 %s\n", k.mode, k.clients, ratioSummary(tps), ratioSummary(p99))
 	}
 	return b.String()
 }

@@ -24,7 +24,7 @@ func pgbench(t testing.TB) string {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-func bench(t *testing.T, bouncer string, rounds int, modes ...string) []Result {
+func bench(t *testing.T, bouncer string, aa bool, rounds int, modes ...string) []Result {
 	t.Helper()
 	ctx := context.Background()
 	dsn := srv.NewDatabase(t)
@@ -35,7 +35,7 @@ func bench(t *testing.T, bouncer string, rounds int, modes ...string) []Result {
 		t.Fatal(err)
 	}
 	rs, err := Run(ctx, Options{Upstream: dsn, Duration: time.Second, Clients: []int{2}, Modes: modes,
-		PgBench: pgbench(t), PgBouncer: bouncer, Rounds: rounds})
+		PgBench: pgbench(t), PgBouncer: bouncer, Rounds: rounds, AA: aa})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,19 +59,29 @@ func checkResults(t *testing.T, rs []Result, targets ...string) {
 }
 
 func TestBenchDirectAndProxy(t *testing.T) {
-	checkResults(t, bench(t, "", 1, "simple", "prepared"), "direct", "erplab proxy")
+	checkResults(t, bench(t, "", false, 1, "simple", "prepared"), "direct", "erplab proxy")
 }
 
-// Two rounds of one cell: the second runs the targets in a rotated order.
+// Two rounds of one cell: the second runs the targets in a rotated order;
+// with the A/A PgBouncer, a second PgBouncer is a target of its own and
+// the table has its head-to-head lines.
 func TestBenchPgBouncer(t *testing.T) {
 	b, err := FindPgBouncer()
 	if err != nil {
 		t.Skipf("skipping the PgBouncer comparison: %v", err)
 	}
-	rs := bench(t, b, 2, "extended")
+	rs := bench(t, b, false, 2, "extended")
 	checkResults(t, rs, "direct", "erplab proxy", "pgbouncer")
 	if rs[3].Round != 1 || rs[3].Target != "erplab proxy" {
 		t.Errorf("round 2 starts with %+v, want erplab proxy", rs[3])
+	}
+	rs = bench(t, b, true, 2, "prepared")
+	checkResults(t, rs, "direct", "erplab proxy", "pgbouncer", AATarget)
+	if got := Table(rs); !strings.Contains(got, AATarget+" / pgbouncer per round") {
+		t.Errorf("A/A table:\n%s", got)
+	}
+	if _, err := Run(context.Background(), Options{Upstream: srv.DSN(t, "postgres"), AA: true}); err == nil || !strings.Contains(err.Error(), "needs pgbouncer") {
+		t.Errorf("A/A without pgbouncer: %v", err)
 	}
 }
 
@@ -130,5 +140,21 @@ func TestTableHeadToHead(t *testing.T) {
 	}
 	if got := Table(build(1)); strings.Contains(got, "per round") {
 		t.Errorf("1 round has no head-to-head:\n%s", got)
+	}
+	// The A/A PgBouncer's own lines: tps 960..1160 against 1000 (ratios
+	// 0.96..1.16: median 1.06), p99 100 against 100..600 (1 .. 0.17: 0.29).
+	rs := build(6)
+	for round := range 6 {
+		rs = append(rs, Result{Target: AATarget, Mode: "prepared", Clients: 8, TPS: 960 + 40*float64(round), P50: us(100), P99: us(100), Round: round})
+	}
+	got = Table(rs)
+	for _, want := range []string{
+		"erplab proxy / pgbouncer per round",
+		"pgbouncer A/A / pgbouncer per round",
+		"prepared    8 | tps 1.06 [0.96, 1.16] (0.96-1.16) over 6 rounds | p99 0.29 [0.17, 1.00] (0.17-1.00) over 6 rounds",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("A/A table lacks %q:\n%s", want, got)
+		}
 	}
 }
