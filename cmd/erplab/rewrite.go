@@ -47,7 +47,7 @@ untyped literals).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			src, name, skipped, err := readSQL(cmd, args)
+			src, name, raw, start, err := readSQL(cmd, args)
 			if err != nil {
 				return err
 			}
@@ -87,12 +87,13 @@ untyped literals).`,
 			}
 			res, err := rewrite.Rewrite(ctx, src, opts)
 			if le := (*rewrite.LimitError)(nil); errors.As(err, &le) {
-				line := 1 + strings.Count(src[:min(le.Offset, len(src))], "\n") + skipped
+				line, _ := rewrite.LineColumn(raw, start+le.Offset)
 				return withCode(exitUsage, fmt.Errorf("%s:%d: %w", name, line, le))
 			}
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
+			res.Relocate(raw, start) // lines and columns of the file, not of its trimmed text
 			out := cmd.OutOrStdout()
 			fmt.Fprintln(cmd.ErrOrStderr(), "-- "+res.Explain())
 			fmt.Fprintln(out, res.SQL)
@@ -114,8 +115,9 @@ untyped literals).`,
 
 // readSQL returns the SQL of the file or standard input args name,
 // trimmed of surrounding white space; name is the file name ("stdin" for
-// standard input) and skipped the number of lines trimmed at its start.
-func readSQL(cmd *cobra.Command, args []string) (sql, name string, skipped int, err error) {
+// standard input), raw the whole text read and start the byte offset of
+// sql in raw.
+func readSQL(cmd *cobra.Command, args []string) (sql, name, raw string, start int, err error) {
 	var b []byte
 	if len(args) == 0 || args[0] == "-" {
 		name = "stdin"
@@ -125,15 +127,14 @@ func readSQL(cmd *cobra.Command, args []string) (sql, name string, skipped int, 
 		b, err = os.ReadFile(args[0])
 	}
 	if err != nil {
-		return "", "", 0, fmt.Errorf("read SQL: %w", err)
+		return "", "", "", 0, fmt.Errorf("read SQL: %w", err)
 	}
-	raw := string(b)
+	raw = string(b)
 	s := strings.TrimSpace(raw)
 	if s == "" {
-		return "", "", 0, withCode(exitUsage, errors.New("no SQL given"))
+		return "", "", "", 0, withCode(exitUsage, errors.New("no SQL given"))
 	}
-	skipped = strings.Count(raw[:strings.Index(raw, s)], "\n")
-	return s, name, skipped, nil
+	return s, name, raw, strings.Index(raw, s), nil
 }
 
 // planSummary is what explainBoth prints for one statement.

@@ -112,3 +112,24 @@ func TestRewriteCommandDeepStatement(t *testing.T) {
 		t.Errorf("output %q, want one line naming deep.sql:3", got)
 	}
 }
+
+// Positions are the file's lines and columns in characters (its leading
+// blank lines and indentation count, as in psql), not byte offsets.
+func TestRewriteCommandPositions(t *testing.T) {
+	dir := t.TempDir()
+	sql := "\n\n-- отчёт «Остатки»\n  SELECT т.наименование FROM справочник т\n  WHERE т.вид = 'Товар' OR т.вид = SOME (SELECT в.код FROM виды в)\n"
+	if err := os.WriteFile(filepath.Join(dir, "q.sql"), []byte(sql), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := erplab(t, dir, "rewrite", "--assume-types", "q.sql")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s%s", err, out, stderr.String())
+	}
+	want := "-- or_any_array fired at line 5, column 34 (т.вид = SOME (subquery) -> т.вид = SOME (ARRAY(subquery)))\n"
+	if stderr.String() != want || !strings.Contains(string(out), "т.вид = SOME (ARRAY(SELECT в.код FROM виды в))") {
+		t.Errorf("stderr %q, want %q; stdout %q", stderr.String(), want, out)
+	}
+}

@@ -251,10 +251,14 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 		}
 	}
 	var fired []Firing
-	for _, sl := range subs {
+	for i, sl := range subs {
 		c := strings.Join(strs(unwrap(sl.Testexpr).(*pg_query.ColumnRef).Fields), ".")
+		to := "= ANY"
+		if f := subTexts[i].form; f != "IN" {
+			to = f // "= SOME" stays SOME
+		}
 		fired = append(fired, Firing{Rule: r.name(), Location: int(sl.Location),
-			Detail: fmt.Sprintf("%s IN (subquery) -> %s = ANY (ARRAY(subquery))", c, c)})
+			Detail: fmt.Sprintf("%s %s (subquery) -> %s %s (ARRAY(subquery))", c, subTexts[i].form, c, to)})
 	}
 	return edits, fired, nil, nil
 }
@@ -643,12 +647,12 @@ func sublinkEdits(st *statement, toks []*pg_query.ScanToken, subs []*pg_query.Su
 	var edits []edit
 	var texts []subquery
 	for _, sl := range subs {
-		e, inner, err := spliceSublink(toks, sl)
+		e, inner, form, err := spliceSublink(toks, sl)
 		if err != nil {
 			return nil, nil, err
 		}
 		edits = append(edits, e...)
-		texts = append(texts, subquery{text: st.sql[inner[0]:inner[1]], params: hasParam(toks, inner)})
+		texts = append(texts, subquery{text: st.sql[inner[0]:inner[1]], params: hasParam(toks, inner), form: form})
 	}
 	return edits, texts, nil
 }
@@ -664,9 +668,12 @@ func hasParam(toks []*pg_query.ScanToken, span [2]int) bool {
 }
 
 // spliceSublink returns the edits that turn the sublink at sl.Location
-// into "= ANY (ARRAY(S))", and the byte span of S (inside its
-// parentheses).
-func spliceSublink(toks []*pg_query.ScanToken, sl *pg_query.SubLink) ([]edit, [2]int, error) {
+// into "= ANY (ARRAY(S))" ("= SOME (ARRAY(S))" for = SOME), the byte span
+// of S (inside its parentheses) and the form the user wrote: "IN", "= ANY"
+// or "= SOME". The parse tree tells IN (no operator name) from "= ANY";
+// ANY and SOME are one keyword to the grammar, told apart by the
+// scanner's token (Token_ANY, Token_SOME).
+func spliceSublink(toks []*pg_query.ScanToken, sl *pg_query.SubLink) ([]edit, [2]int, string, error) {
 	var inner [2]int
 	i := -1
 	for k, t := range toks {
@@ -676,7 +683,7 @@ func spliceSublink(toks []*pg_query.ScanToken, sl *pg_query.SubLink) ([]edit, [2
 		}
 	}
 	if i < 0 {
-		return nil, inner, fmt.Errorf("no token at the sublink's location %d", sl.Location)
+		return nil, inner, "", fmt.Errorf("no token at the sublink's location %d", sl.Location)
 	}
 	next := func(k int) int {
 		for k++; k < len(toks); k++ {
@@ -687,24 +694,29 @@ func spliceSublink(toks []*pg_query.ScanToken, sl *pg_query.SubLink) ([]edit, [2
 		return -1
 	}
 	var open int
+	form := "IN"
 	inForm := len(sl.OperName) == 0
 	if inForm {
 		if toks[i].Token != pg_query.Token_IN_P {
-			return nil, inner, fmt.Errorf("unexpected token layout at %d (want IN)", sl.Location)
+			return nil, inner, "", fmt.Errorf("unexpected token layout at %d (want IN)", sl.Location)
 		}
 		open = next(i)
 	} else {
 		if toks[i].Token != pg_query.Token_ASCII_61 {
-			return nil, inner, fmt.Errorf("unexpected token layout at %d (want =)", sl.Location)
+			return nil, inner, "", fmt.Errorf("unexpected token layout at %d (want =)", sl.Location)
 		}
 		a := next(i)
 		if a < 0 || (toks[a].Token != pg_query.Token_ANY && toks[a].Token != pg_query.Token_SOME) {
-			return nil, inner, fmt.Errorf("unexpected token layout at %d (want ANY)", sl.Location)
+			return nil, inner, "", fmt.Errorf("unexpected token layout at %d (want ANY)", sl.Location)
+		}
+		form = "= ANY"
+		if toks[a].Token == pg_query.Token_SOME {
+			form = "= SOME"
 		}
 		open = next(a)
 	}
 	if open < 0 || toks[open].Token != pg_query.Token_ASCII_40 {
-		return nil, inner, fmt.Errorf("unexpected token layout at %d (want a parenthesis)", sl.Location)
+		return nil, inner, "", fmt.Errorf("unexpected token layout at %d (want a parenthesis)", sl.Location)
 	}
 	depth, closeTok := 0, -1
 	for k := open; k < len(toks) && closeTok < 0; k++ {
@@ -719,7 +731,7 @@ func spliceSublink(toks []*pg_query.ScanToken, sl *pg_query.SubLink) ([]edit, [2
 		}
 	}
 	if closeTok < 0 {
-		return nil, inner, fmt.Errorf("unbalanced parentheses after offset %d", sl.Location)
+		return nil, inner, "", fmt.Errorf("unbalanced parentheses after offset %d", sl.Location)
 	}
 	end := int(toks[closeTok].End)
 	inner = [2]int{int(toks[open].End), int(toks[closeTok].Start)}
@@ -727,8 +739,8 @@ func spliceSublink(toks []*pg_query.ScanToken, sl *pg_query.SubLink) ([]edit, [2
 		return []edit{
 			{start: int(toks[i].Start), end: int(toks[i].End), text: "= ANY (ARRAY"},
 			{start: end, end: end, text: ")"},
-		}, inner, nil
+		}, inner, form, nil
 	}
 	st := int(toks[open].Start)
-	return []edit{{start: st, end: st, text: "(ARRAY"}, {start: end, end: end, text: ")"}}, inner, nil
+	return []edit{{start: st, end: st, text: "(ARRAY"}, {start: end, end: end, text: ")"}}, inner, form, nil
 }

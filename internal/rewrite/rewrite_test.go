@@ -229,3 +229,64 @@ func FuzzRewrite(f *testing.F) {
 		checkRewritten(t, s, r.SQL)
 	})
 }
+
+// Positions: Location stays a byte offset, Line and Column count lines
+// and characters as PostgreSQL does (Cyrillic letters are two bytes in
+// UTF-8, one column).
+func TestPositions(t *testing.T) {
+	for _, c := range []struct {
+		text      string
+		off       int
+		line, col int
+	}{
+		{"SELECT 1", 0, 1, 1},
+		{"SELECT 1", 7, 1, 8},
+		{"a\nbc", 2, 2, 1},
+		{"a\nbc", 3, 2, 2},
+		{"а\nбв", 3, 2, 1},  // "а" is 2 bytes, "\n" 1
+		{"а\nбв", 5, 2, 2},  // after "б"
+		{"а\nбв", 4, 2, 1},  // inside "б": its own position
+		{"ёж", 99, 1, 3},    // past the end: the end
+		{"x", -1, 1, 1},     // below 0: the start
+		{"a\r\nb", 3, 2, 1}, // CR is a character of line 1
+	} {
+		if l, col := LineColumn(c.text, c.off); l != c.line || col != c.col {
+			t.Errorf("LineColumn(%q, %d) = %d:%d, want %d:%d", c.text, c.off, l, col, c.line, c.col)
+		}
+	}
+
+	in := "-- отчёт\nSELECT т.наименование FROM справочник т\nWHERE т.вид = 'Товар' OR т.вид IN (SELECT в.код FROM виды в)\n  OR т.вид = ANY (SELECT в.код FROM виды в)"
+	r, err := Rewrite(context.Background(), in, Options{})
+	if err != nil || len(r.Fired) != 2 {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	for i, want := range []struct {
+		at        string
+		line, col int
+		detail    string
+	}{
+		{"IN (SELECT", 3, 32, "т.вид IN (subquery) -> т.вид = ANY (ARRAY(subquery))"},
+		{"= ANY (SELECT", 4, 12, "т.вид = ANY (subquery) -> т.вид = ANY (ARRAY(subquery))"},
+	} {
+		f := r.Fired[i]
+		if f.Location != strings.Index(in, want.at) || f.Line != want.line || f.Column != want.col || f.Detail != want.detail {
+			t.Errorf("firing %d: %+v, want byte %d, %d:%d, %q", i, f, strings.Index(in, want.at), want.line, want.col, want.detail)
+		}
+	}
+
+	// A veto names the OR's line and column; Relocate moves both into a
+	// larger text (erplab rewrite trims a file's leading blank lines).
+	in = "SELECT 1 FROM t\nWHERE t.a = 'ж' OR t.a NOT IN (SELECT u.x FROM u)"
+	r, err = Rewrite(context.Background(), in, Options{})
+	if err != nil || len(r.Vetoes) != 1 {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	if v := r.Vetoes[0]; v.Location != strings.Index(in, "OR") || v.Line != 2 || v.Column != 17 ||
+		!strings.Contains(r.Explain(), "vetoed at line 2, column 17: ") {
+		t.Errorf("veto %+v (%s), want byte %d at 2:17", v, r.Explain(), strings.Index(in, "OR"))
+	}
+	r.Relocate("\n\n  "+in, 4)
+	if v := r.Vetoes[0]; v.Location != strings.Index(in, "OR") || v.Line != 4 || v.Column != 17 {
+		t.Errorf("relocated veto %+v, want byte %d at 4:17", v, strings.Index(in, "OR"))
+	}
+}
