@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	pg_query "github.com/pganalyze/pg_query_go/v6"
 
@@ -125,19 +126,9 @@ INSERT INTO t SELECT g, g FROM generate_series(1, 20000) g; INSERT INTO u VALUES
 		if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
 			t.Fatal(err)
 		}
-		var lines []string
-		rows, err := tx.Query(ctx, "EXPLAIN SELECT t.b FROM "+from+" WHERE t.a = 1 OR t.a = ANY (ARRAY(SELECT u.x FROM u))")
+		rows, _ := tx.Query(ctx, "EXPLAIN SELECT t.b FROM "+from+" WHERE t.a = 1 OR t.a = ANY (ARRAY(SELECT u.x FROM u))")
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var l string
-			if err := rows.Scan(&l); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, l)
-		}
-		if err := rows.Err(); err != nil {
 			t.Fatal(err)
 		}
 		return strings.Join(lines, "\n")
