@@ -33,10 +33,11 @@ const RuleORAnyArray = "or_any_array"
 // drawn once per scan node (the seed is fixed at the node's start, or by
 // REPEATABLE), and the subquery is evaluated once either way. Names in
 // FROM resolve as PostgreSQL resolves them: an unqualified name of a
-// visible WITH query is that WITH query, not a table of its name. With Types, the compared columns and the
-// subqueries' outputs must be scalar types (see TypeInfo.Scalar): for an
-// array-valued S, ARRAY(S) is a multi-dimensional array and "= ANY" would
-// compare with its elements, not with S's rows.
+// visible WITH query is that WITH query, not a table of its name. With
+// Types, the compared columns and the subqueries' outputs must be scalar
+// types (see TypeInfo.Scalar): for an array-valued S, ARRAY(S) is a
+// multi-dimensional array and "= ANY" would compare with its elements,
+// not with S's rows.
 type orAnyArray struct{}
 
 func (orAnyArray) name() string { return RuleORAnyArray }
@@ -416,7 +417,7 @@ func lockingBlock(root proto.Message) string {
 		return !found
 	})
 	if found {
-		return "a subquery locks rows (FOR UPDATE/SHARE): IN may stop reading it at the first match, ARRAY(subquery) reads and locks all of its rows"
+		return "a subquery of the statement locks rows (FOR UPDATE/SHARE): the rule leaves locking statements alone (an IN subquery may stop reading and locking at its first match, ARRAY(subquery) reads and locks all of its rows)"
 	}
 	return ""
 }
@@ -675,6 +676,19 @@ func fromItems(from []*pg_query.Node, sc scope) []rangeItem {
 					if fc, ok := unwrap(l.Items[0]).(*pg_query.FuncCall); ok {
 						f := strs(fc.Funcname)
 						it.name = f[len(f)-1]
+					}
+				}
+			}
+			out = append(out, it)
+		case *pg_query.RangeTableFunc: // XMLTABLE
+			it := rangeItem{name: "xmltable", kind: "function"}
+			if v.Alias != nil {
+				it.name, it.cols = v.Alias.Aliasname, colnames(v.Alias)
+			}
+			if it.cols == nil {
+				for _, c := range v.Columns {
+					if tc, ok := unwrap(c).(*pg_query.RangeTableFuncCol); ok {
+						it.cols = append(it.cols, tc.Colname)
 					}
 				}
 			}
