@@ -28,8 +28,9 @@ func newRewriteCmd() *cobra.Command {
 		Use:   "rewrite [file|-]",
 		Short: "Rewrite OR-over-subquery filters to = ANY (ARRAY(subquery)) and show the effect",
 		Long: `Read SQL (a file, or standard input with - or no argument), apply erplab's rewrite rules
-with PostgreSQL's own parser, and print the rewritten SQL, or say it is unchanged and why.
-Rules: ` + strings.Join(rewrite.Rules(), ", ") + ` (field notes, section 1, cause 3).
+with PostgreSQL's own parser, and print the rewritten SQL, or say it is unchanged and why
+(on standard error: each firing or veto at its line and column in the file, 1-based, the
+column in characters as psql counts them). Rules: ` + strings.Join(rewrite.Rules(), ", ") + ` (field notes, section 1, cause 3).
 
 With --dsn the rules also consult the server: unqualified names, function volatility, an
 index leading with each compared column, and the types of the compared columns and of the
