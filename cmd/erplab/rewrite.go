@@ -28,8 +28,9 @@ func newRewriteCmd() *cobra.Command {
 		Use:   "rewrite [file|-]",
 		Short: "Rewrite OR-over-subquery filters to = ANY (ARRAY(subquery)) and show the effect",
 		Long: `Read SQL (a file, or standard input with - or no argument), apply erplab's rewrite rules
-with PostgreSQL's own parser, and print the rewritten SQL, or say it is unchanged and why.
-Rules: ` + strings.Join(rewrite.Rules(), ", ") + ` (field notes, section 1, cause 3).
+with PostgreSQL's own parser, and print the rewritten SQL, or say it is unchanged and why
+(on standard error: each firing or veto at its line and column in the file, 1-based, the
+column in characters as psql counts them). Rules: ` + strings.Join(rewrite.Rules(), ", ") + ` (field notes, section 1, cause 3).
 
 With --dsn the rules also consult the server: unqualified names, function volatility, an
 index leading with each compared column, and the types of the compared columns and of the
@@ -47,7 +48,7 @@ untyped literals).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			src, name, skipped, err := readSQL(cmd, args)
+			src, name, raw, start, err := readSQL(cmd, args)
 			if err != nil {
 				return err
 			}
@@ -87,12 +88,13 @@ untyped literals).`,
 			}
 			res, err := rewrite.Rewrite(ctx, src, opts)
 			if le := (*rewrite.LimitError)(nil); errors.As(err, &le) {
-				line := 1 + strings.Count(src[:min(le.Offset, len(src))], "\n") + skipped
+				line, _ := rewrite.LineColumn(raw, start+le.Offset)
 				return withCode(exitUsage, fmt.Errorf("%s:%d: %w", name, line, le))
 			}
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
+			res.Relocate(raw, start) // lines and columns of the file, not of its trimmed text
 			out := cmd.OutOrStdout()
 			fmt.Fprintln(cmd.ErrOrStderr(), "-- "+res.Explain())
 			fmt.Fprintln(out, res.SQL)
@@ -114,8 +116,9 @@ untyped literals).`,
 
 // readSQL returns the SQL of the file or standard input args name,
 // trimmed of surrounding white space; name is the file name ("stdin" for
-// standard input) and skipped the number of lines trimmed at its start.
-func readSQL(cmd *cobra.Command, args []string) (sql, name string, skipped int, err error) {
+// standard input), raw the whole text read and start the byte offset of
+// sql in raw.
+func readSQL(cmd *cobra.Command, args []string) (sql, name, raw string, start int, err error) {
 	var b []byte
 	if len(args) == 0 || args[0] == "-" {
 		name = "stdin"
@@ -125,15 +128,14 @@ func readSQL(cmd *cobra.Command, args []string) (sql, name string, skipped int, 
 		b, err = os.ReadFile(args[0])
 	}
 	if err != nil {
-		return "", "", 0, fmt.Errorf("read SQL: %w", err)
+		return "", "", "", 0, fmt.Errorf("read SQL: %w", err)
 	}
-	raw := string(b)
+	raw = string(b)
 	s := strings.TrimSpace(raw)
 	if s == "" {
-		return "", "", 0, withCode(exitUsage, errors.New("no SQL given"))
+		return "", "", "", 0, withCode(exitUsage, errors.New("no SQL given"))
 	}
-	skipped = strings.Count(raw[:strings.Index(raw, s)], "\n")
-	return s, name, skipped, nil
+	return s, name, raw, strings.Index(raw, s), nil
 }
 
 // planSummary is what explainBoth prints for one statement.

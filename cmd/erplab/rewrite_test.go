@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -94,6 +95,94 @@ INSERT INTO t SELECT generate_series(1, 100); INSERT INTO u VALUES (5), (7), (NU
 	}
 }
 
+// The server sees only the rewritten text: current_query() and another
+// session's pg_stat_activity.query show "= ANY (ARRAY (...))" for a
+// statement the proxy rewrote, and the proxy's --verbose log and exit
+// summary name no statement text (README, "What a client can observe").
+func TestProxyServerSeesRewrittenText(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	pool := srv.Pool(t, dsn)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `CREATE TABLE t (a int); CREATE INDEX ON t (a); CREATE TABLE u (x int);
+INSERT INTO t SELECT generate_series(1, 100); INSERT INTO u VALUES (5)`); err != nil {
+		t.Fatal(err)
+	}
+	cmd := erplab(t, t.TempDir(), "proxy", "--listen", "127.0.0.1:0", "--upstream", dsn, "--verbose")
+	var stdout strings.Builder
+	addr, _, sc, _ := startListening(t, cmd, &stdout)
+	defer func() { _ = cmd.Process.Kill() }()
+	var logs strings.Builder
+	logged := make(chan struct{})
+	go func() {
+		defer close(logged)
+		for sc.Scan() {
+			logs.WriteString(sc.Text() + "\n")
+		}
+	}()
+	host, port, _ := strings.Cut(addr, ":")
+	conn, err := pgx.Connect(ctx, dsn+" host="+host+" port="+port+" sslmode=prefer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	const rewritten = "t.a = ANY (ARRAY (SELECT u.x FROM u))"
+	var q string
+	if err := conn.QueryRow(ctx, "SELECT current_query() FROM t WHERE t.a = 1 OR t.a IN (SELECT u.x FROM u) LIMIT 1").Scan(&q); err != nil || !strings.Contains(q, rewritten) {
+		t.Fatalf("current_query() = %q, %v; want the rewritten text", q, err)
+	}
+
+	// A second session sees the running statement's rewritten text: the
+	// statement waits for an advisory lock this test holds.
+	lock, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Release()
+	if _, err := lock.Exec(ctx, "SELECT pg_advisory_lock(4242)"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := conn.Exec(ctx, "SELECT pg_advisory_lock_shared(4242) FROM t WHERE t.a = 1 OR t.a IN (SELECT u.x FROM u)")
+		done <- err
+	}()
+	var seen string
+	for seen == "" {
+		err := pool.QueryRow(ctx, `SELECT query FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' AND query LIKE '%pg_advisory_lock_shared%'`).Scan(&seen)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the statement ended before it was seen waiting: %v", err)
+		case <-time.After(10 * time.Millisecond): // poll again
+		}
+	}
+	if _, err := lock.Exec(ctx, "SELECT pg_advisory_unlock(4242)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(seen, rewritten) {
+		t.Errorf("pg_stat_activity.query = %q, want the rewritten text", seen)
+	}
+	conn.Close(ctx)
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("proxy exit: %v", err)
+	}
+	<-logged
+	if !strings.Contains(stdout.String(), "rewritten 2,") {
+		t.Errorf("summary: %s", stdout.String())
+	}
+	for _, out := range []string{stdout.String(), logs.String()} {
+		if strings.Contains(out, "IN (SELECT u.x FROM u)") || strings.Contains(out, rewritten) {
+			t.Errorf("the proxy's output names a statement:\n%s", out)
+		}
+	}
+}
+
 // A statement too deep for the C parser's stack is refused with its
 // position and the usage exit code (it crashed erplab before).
 func TestRewriteCommandDeepStatement(t *testing.T) {
@@ -110,5 +199,26 @@ func TestRewriteCommandDeepStatement(t *testing.T) {
 	}
 	if got := strings.TrimSpace(string(out)); strings.Count(got, "\n") != 0 || !strings.Contains(got, "deep.sql:3: statement not parsed: too deep") {
 		t.Errorf("output %q, want one line naming deep.sql:3", got)
+	}
+}
+
+// Positions are the file's lines and columns in characters (its leading
+// blank lines and indentation count, as in psql), not byte offsets.
+func TestRewriteCommandPositions(t *testing.T) {
+	dir := t.TempDir()
+	sql := "\n\n-- отчёт «Остатки»\n  SELECT т.наименование FROM справочник т\n  WHERE т.вид = 'Товар' OR т.вид = SOME (SELECT в.код FROM виды в)\n"
+	if err := os.WriteFile(filepath.Join(dir, "q.sql"), []byte(sql), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := erplab(t, dir, "rewrite", "--assume-types", "q.sql")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s%s", err, out, stderr.String())
+	}
+	want := "-- or_any_array fired at line 5, column 34 (т.вид = SOME (subquery) -> т.вид = SOME (ARRAY(subquery)))\n"
+	if stderr.String() != want || !strings.Contains(string(out), "т.вид = SOME (ARRAY(SELECT в.код FROM виды в))") {
+		t.Errorf("stderr %q, want %q; stdout %q", stderr.String(), want, out)
 	}
 }

@@ -13,12 +13,14 @@ import (
 
 // update rewrites the golden files of testdata/cases from what Rewrite
 // does now: go test ./internal/rewrite -run TestGoldenCases -update.
-var update = flag.Bool("update", false, "rewrite testdata/cases/*/{expected.sql,unchanged.txt,rules.txt} from the current rules")
+var update = flag.Bool("update", false, "rewrite testdata/cases/*/{expected.sql,rules.txt,explain.txt,unchanged.txt} from the current rules")
 
 // The golden rewrite cases: every directory of testdata/cases holds
 // input.sql (one or more statements) and either expected.sql, the exact
 // rewritten text, with rules.txt, the rule of each firing (one line per
-// firing, in order), or unchanged.txt, why the text stays as it is: a part of
+// firing, in order) and, if present, explain.txt, the exact Result.Explain
+// (positions as line and column, each arm's operator as written), or
+// unchanged.txt, why the text stays as it is: a part of
 // Result.Explain (a veto's reason, or "no rule matched"). One trailing
 // newline of each file is not part of its content. Rewrite runs without a
 // catalog; cases that need catalog facts are in TestCatalogPreconditions.
@@ -52,6 +54,9 @@ func TestGoldenCases(t *testing.T) {
 				}
 				if wantRules := strings.Fields(readCase(t, dir, "rules.txt")); !slices.Equal(rules, wantRules) {
 					t.Errorf("fired %v, want %v (rules.txt)", rules, wantRules)
+				}
+				if explain, ok := optionalCase(t, dir, "explain.txt"); ok && r.Explain() != explain {
+					t.Errorf("explain %q, want %q (explain.txt)", r.Explain(), explain)
 				}
 				checkRewritten(t, in, r.SQL)
 			default:
@@ -89,10 +94,11 @@ func updateCase(t *testing.T, dir string, r Result, rules []string) {
 	if r.Changed {
 		write("expected.sql", r.SQL)
 		write("rules.txt", strings.Join(rules, "\n"))
+		write("explain.txt", r.Explain())
 		remove("unchanged.txt")
 		return
 	}
-	remove("expected.sql", "rules.txt")
+	remove("expected.sql", "rules.txt", "explain.txt")
 	if old, ok := optionalCase(t, dir, "unchanged.txt"); ok && strings.Contains(r.Explain(), old) {
 		return
 	}

@@ -22,14 +22,22 @@ const RuleORAnyArray = "or_any_array"
 // https://www.postgresql.org/docs/current/functions-subquery.html and
 // functions-comparisons.html. Preconditions keep the rewrite to cases where
 // it also pays and cannot change side effects: S uncorrelated (evaluated
-// once as an InitPlan), no volatile functions, no FOR UPDATE/SHARE, no
-// data-modifying CTE, not under NOT, and with a Catalog every compared
-// column has an index leading with it (then arms on different columns are
-// fine: the planner BitmapOrs their indexes; without a Catalog all arms
-// must test one column). With Types, the compared columns and the
-// subqueries' outputs must be scalar types (see TypeInfo.Scalar): for an
-// array-valued S, ARRAY(S) is a multi-dimensional array and "= ANY" would
-// compare with its elements, not with S's rows.
+// once as an InitPlan), no volatile functions, no FOR UPDATE/SHARE (see
+// lockingBlock), no data-modifying CTE, not under NOT, no compared column
+// of a table read with TABLESAMPLE (safe, but a sampled table has no
+// index path: see sampledReason), and with a Catalog every compared
+// column is a table's (not a WITH query's or a FROM subquery's) with an
+// index leading with it (then arms on different columns are fine: the
+// planner BitmapOrs their indexes; without a Catalog all arms must test
+// one column). A TABLESAMPLE inside a subquery is fine: its sample is
+// drawn once per scan node (the seed is fixed at the node's start, or by
+// REPEATABLE), and the subquery is evaluated once either way. Names in
+// FROM resolve as PostgreSQL resolves them: an unqualified name of a
+// visible WITH query is that WITH query, not a table of its name. With
+// Types, the compared columns and the subqueries' outputs must be scalar
+// types (see TypeInfo.Scalar): for an array-valued S, ARRAY(S) is a
+// multi-dimensional array and "= ANY" would compare with its elements,
+// not with S's rows.
 type orAnyArray struct{}
 
 func (orAnyArray) name() string { return RuleORAnyArray }
@@ -73,8 +81,8 @@ func (r orAnyArray) apply(ctx context.Context, st *statement) ([]edit, []Firing,
 		stmtBlock := ""
 		if hasDataModifyingCTE(root) {
 			stmtBlock = "the statement has a data-modifying CTE"
-		} else if hasLocking(root) {
-			stmtBlock = "the statement has FOR UPDATE/SHARE"
+		} else if why := lockingBlock(root); why != "" {
+			stmtBlock = why
 		}
 		walk(root, nil, func(m proto.Message, stack []proto.Message) bool {
 			if ferr != nil {
@@ -130,6 +138,7 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 	if why := underNot(stack); why != "" {
 		return veto("the OR is under %s", why)
 	}
+	sc := scopeAt(stack)
 	var cols [][]string // distinct compared columns, in order
 	var subs []*pg_query.SubLink
 	for _, am := range arms {
@@ -151,6 +160,12 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 			subs = append(subs, am.sublink)
 		}
 	}
+	level := levelItems(stack, sc)
+	for _, col := range cols {
+		if why := sampledBlock(col, level, st.catalog != nil); why != "" {
+			return veto("%s", why)
+		}
+	}
 	if len(cols) > 1 && st.catalog == nil {
 		return veto("an arm tests another column (%s, not %s): without a catalog (--dsn) the rule cannot tell that each column leads an index, which the planner needs to BitmapOr the arms",
 			strings.Join(cols[1], "."), strings.Join(cols[0], "."))
@@ -165,10 +180,10 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 			var q catalogQuestions
 			rec := questionRecorder{&q}
 			for _, sl := range subs {
-				_, _ = subqueryBlock(ctx, rec, sl)
+				_, _ = subqueryBlock(ctx, rec, sl, sc)
 			}
 			for _, col := range cols {
-				_, _, _ = leftColumnBlock(ctx, rec, col, stack)
+				_, _, _ = leftColumnBlock(ctx, rec, col, level)
 			}
 			var edits []edit
 			var subTexts []subquery
@@ -182,7 +197,7 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 		}
 	}
 	for _, sl := range subs {
-		if why, err := subqueryBlock(ctx, cat, sl); err != nil {
+		if why, err := subqueryBlock(ctx, cat, sl, sc); err != nil {
 			return nil, nil, nil, err
 		} else if why != "" {
 			return veto("%s", why)
@@ -191,7 +206,7 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 	colTypes := make([]uint32, len(cols))
 	if cat != nil {
 		for i, col := range cols {
-			ci, why, err := leftColumnBlock(ctx, cat, col, stack)
+			ci, why, err := leftColumnBlock(ctx, cat, col, level)
 			if err != nil {
 				return nil, nil, nil, err
 			} else if why != "" {
@@ -239,7 +254,10 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 		if origWhy != "" {
 			params = st.paramOIDs
 		}
-		for _, sub := range subTexts {
+		for i, sub := range subTexts {
+			if c := outerCTE(subs[i], sc); c != "" {
+				return veto("the subquery reads WITH query %s of the statement: the server cannot describe the subquery alone, so its output type is unknown", c)
+			}
 			if why, err := subqueryTypeBlock(ctx, st, params, sub); err != nil {
 				return nil, nil, nil, err
 			} else if why != "" {
@@ -251,10 +269,14 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 		}
 	}
 	var fired []Firing
-	for _, sl := range subs {
+	for i, sl := range subs {
 		c := strings.Join(strs(unwrap(sl.Testexpr).(*pg_query.ColumnRef).Fields), ".")
+		to := "= ANY"
+		if f := subTexts[i].form; f != "IN" {
+			to = f // "= SOME" stays SOME
+		}
 		fired = append(fired, Firing{Rule: r.name(), Location: int(sl.Location),
-			Detail: fmt.Sprintf("%s IN (subquery) -> %s = ANY (ARRAY(subquery))", c, c)})
+			Detail: fmt.Sprintf("%s %s (subquery) -> %s %s (ARRAY(subquery))", c, subTexts[i].form, c, to)})
 	}
 	return edits, fired, nil, nil
 }
@@ -375,7 +397,18 @@ func hasDataModifyingCTE(root proto.Message) bool {
 	return found
 }
 
-func hasLocking(root proto.Message) bool {
+// lockingBlock reports why a FOR UPDATE/SHARE clause of the statement
+// blocks the rewrite, or "". Locking changes what the two forms do
+// beyond their result: a subquery's IN, as a SubPlan, may stop reading
+// (and locking) the subquery's rows at the first match, where
+// ARRAY(subquery) reads and locks them all; and under a locking clause of
+// the outer query PostgreSQL rechecks the WHERE on a concurrently updated
+// row's new version (EvalPlanQual), where the rule does not prove that
+// both forms agree.
+func lockingBlock(root proto.Message) string {
+	if s, ok := root.(*pg_query.SelectStmt); ok && len(s.LockingClause) > 0 {
+		return "the statement locks rows (FOR UPDATE/SHARE): the rule does not prove that the rechecks of concurrently updated rows (EvalPlanQual) see both forms alike"
+	}
 	found := false
 	walk(root, nil, func(m proto.Message, _ []proto.Message) bool {
 		if s, ok := m.(*pg_query.SelectStmt); ok && len(s.LockingClause) > 0 {
@@ -383,7 +416,10 @@ func hasLocking(root proto.Message) bool {
 		}
 		return !found
 	})
-	return found
+	if found {
+		return "a subquery of the statement locks rows (FOR UPDATE/SHARE): the rule leaves locking statements alone (an IN subquery may stop reading and locking at its first match, ARRAY(subquery) reads and locks all of its rows)"
+	}
+	return ""
 }
 
 // oneColumn reports why sel does not return exactly one named expression
@@ -419,8 +455,9 @@ func oneColumn(sel *pg_query.SelectStmt) string {
 	return ""
 }
 
-// subqueryBlock reports why the sublink's subquery blocks the rewrite.
-func subqueryBlock(ctx context.Context, cat Catalog, sl *pg_query.SubLink) (string, error) {
+// subqueryBlock reports why the sublink's subquery blocks the rewrite; sc
+// is the WITH queries visible at the OR.
+func subqueryBlock(ctx context.Context, cat Catalog, sl *pg_query.SubLink, sc scope) (string, error) {
 	sel, ok := unwrap(sl.Subselect).(*pg_query.SelectStmt)
 	if !ok {
 		return "the subquery is not a SELECT", nil
@@ -459,7 +496,7 @@ func subqueryBlock(ctx context.Context, cat Catalog, sl *pg_query.SubLink) (stri
 				why = fmt.Sprintf("the subquery calls volatile function %s()", fn)
 			}
 		case *pg_query.ColumnRef:
-			w, err := resolveInside(ctx, cat, strs(v.Fields), append(stack, m))
+			w, err := resolveInside(ctx, cat, strs(v.Fields), append(stack, m), sc)
 			if err != nil {
 				ferr = err
 				return false
@@ -473,77 +510,215 @@ func subqueryBlock(ctx context.Context, cat Catalog, sl *pg_query.SubLink) (stri
 
 // rangeItem is one FROM item visible in a query level.
 type rangeItem struct {
-	name        string   // alias, or relation/function name
+	name        string   // alias, or relation/WITH query/function name
 	schema, rel string   // for a plain relation
-	cols        []string // output names of a subselect, if known
+	cols        []string // output names of a subselect or WITH query, if known
 	relation    bool
+	kind        string // for the others: "WITH query", "subquery", "function", "join"
+	sampled     bool   // a relation read with TABLESAMPLE
+}
+
+// scope is the WITH queries visible at a point of a statement, by name.
+type scope map[string]*pg_query.CommonTableExpr
+
+// withClause returns the WITH clause of a statement node, or nil.
+func withClause(m proto.Message) *pg_query.WithClause {
+	switch v := m.(type) {
+	case *pg_query.SelectStmt:
+		return v.WithClause
+	case *pg_query.UpdateStmt:
+		return v.WithClause
+	case *pg_query.DeleteStmt:
+		return v.WithClause
+	case *pg_query.InsertStmt:
+		return v.WithClause
+	case *pg_query.MergeStmt:
+		return v.WithClause
+	}
+	return nil
+}
+
+// with returns sc with the WITH queries of m's WITH clause (if any)
+// added, shadowing outer ones of their names; sc itself is not changed.
+func (sc scope) with(m proto.Message) scope {
+	w := withClause(m)
+	if w == nil || len(w.Ctes) == 0 {
+		return sc
+	}
+	out := make(scope, len(sc)+len(w.Ctes))
+	for k, v := range sc {
+		out[k] = v
+	}
+	for _, n := range w.Ctes {
+		if c, ok := unwrap(n).(*pg_query.CommonTableExpr); ok {
+			out[c.Ctename] = c
+		}
+	}
+	return out
+}
+
+// scopeAt is the WITH queries visible below the ancestors stack
+// (outermost first).
+func scopeAt(stack []proto.Message) scope {
+	var sc scope
+	for _, m := range stack {
+		sc = sc.with(m)
+	}
+	return sc
+}
+
+// outputNames is the column names of a SELECT's output where the text
+// tells them (a name given with AS, or a column reference's last name),
+// nil when it does not.
+func outputNames(n *pg_query.Node) []string {
+	s, ok := unwrap(n).(*pg_query.SelectStmt)
+	if !ok {
+		return nil
+	}
+	if s.Op != pg_query.SetOperation_SETOP_NONE {
+		if s.Larg == nil {
+			return nil
+		}
+		return outputNames(&pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: s.Larg}})
+	}
+	var out []string
+	for _, t := range s.TargetList {
+		rt, _ := unwrap(t).(*pg_query.ResTarget)
+		switch {
+		case rt == nil:
+		case rt.Name != "":
+			out = append(out, rt.Name)
+		default:
+			if cr, ok := unwrap(rt.Val).(*pg_query.ColumnRef); ok {
+				f := strs(cr.Fields)
+				out = append(out, f[len(f)-1])
+			}
+		}
+	}
+	return out
+}
+
+// outerCTE returns the name of a WITH query of sc (visible at the OR)
+// that sl's subquery reads, or "" (a WITH query of the subquery's own
+// of the same name shadows it).
+func outerCTE(sl *pg_query.SubLink, sc scope) string {
+	found := ""
+	walk(sl.Subselect, nil, func(m proto.Message, stack []proto.Message) bool {
+		if rv, ok := m.(*pg_query.RangeVar); ok && rv.Schemaname == "" && found == "" {
+			inner := sc
+			for _, a := range stack {
+				inner = inner.with(a)
+			}
+			if c := sc[rv.Relname]; c != nil && inner[rv.Relname] == c {
+				found = rv.Relname
+			}
+		}
+		return found == ""
+	})
+	return found
+}
+
+// colnames is an alias's column names, nil when it gives none.
+func colnames(a *pg_query.Alias) []string {
+	if a == nil || len(a.Colnames) == 0 {
+		return nil
+	}
+	return strs(a.Colnames)
 }
 
 // fromItems lists the FROM items of one query level, looking through
-// joins (not into subselects).
-func fromItems(from []*pg_query.Node) []rangeItem {
+// joins (not into subselects); sc is the WITH queries visible there: an
+// unqualified name of one is that WITH query, not a relation.
+func fromItems(from []*pg_query.Node, sc scope) []rangeItem {
 	var out []rangeItem
-	var add func(n *pg_query.Node)
-	add = func(n *pg_query.Node) {
+	var add func(n *pg_query.Node, sampled bool)
+	add = func(n *pg_query.Node, sampled bool) {
 		switch v := unwrap(n).(type) {
 		case *pg_query.RangeVar:
 			name := v.Relname
 			if v.Alias != nil {
 				name = v.Alias.Aliasname
 			}
-			out = append(out, rangeItem{name: name, schema: v.Schemaname, rel: v.Relname, relation: true})
+			if c := sc[v.Relname]; c != nil && v.Schemaname == "" {
+				var cols []string
+				if len(c.Aliascolnames) > 0 {
+					cols = strs(c.Aliascolnames)
+				} else {
+					cols = outputNames(c.Ctequery)
+				}
+				if ac := colnames(v.Alias); ac != nil {
+					cols = ac
+				}
+				out = append(out, rangeItem{name: name, cols: cols, kind: "WITH query"})
+				return
+			}
+			out = append(out, rangeItem{name: name, schema: v.Schemaname, rel: v.Relname, relation: true, sampled: sampled})
+		case *pg_query.RangeTableSample:
+			add(v.Relation, true)
 		case *pg_query.RangeSubselect:
-			it := rangeItem{}
+			it := rangeItem{kind: "subquery"}
 			if v.Alias != nil {
 				it.name = v.Alias.Aliasname
-				it.cols = strs(v.Alias.Colnames)
+				it.cols = colnames(v.Alias)
 			}
-			if s, ok := unwrap(v.Subquery).(*pg_query.SelectStmt); ok && it.cols == nil {
-				for _, t := range s.TargetList {
-					rt, _ := unwrap(t).(*pg_query.ResTarget)
-					switch {
-					case rt == nil:
-					case rt.Name != "":
-						it.cols = append(it.cols, rt.Name)
-					default:
-						if cr, ok := unwrap(rt.Val).(*pg_query.ColumnRef); ok {
-							f := strs(cr.Fields)
-							it.cols = append(it.cols, f[len(f)-1])
-						}
+			if it.cols == nil {
+				it.cols = outputNames(v.Subquery)
+			}
+			out = append(out, it)
+		case *pg_query.RangeFunction:
+			it := rangeItem{kind: "function"}
+			if v.Alias != nil {
+				it.name = v.Alias.Aliasname
+				it.cols = colnames(v.Alias)
+			} else if len(v.Functions) > 0 {
+				// Unaliased, the item is named after its (first) function.
+				if l, ok := unwrap(v.Functions[0]).(*pg_query.List); ok && len(l.Items) > 0 {
+					if fc, ok := unwrap(l.Items[0]).(*pg_query.FuncCall); ok {
+						f := strs(fc.Funcname)
+						it.name = f[len(f)-1]
 					}
 				}
 			}
 			out = append(out, it)
-		case *pg_query.RangeFunction:
-			name := "?"
+		case *pg_query.RangeTableFunc: // XMLTABLE
+			it := rangeItem{name: "xmltable", kind: "function"}
 			if v.Alias != nil {
-				name = v.Alias.Aliasname
+				it.name, it.cols = v.Alias.Aliasname, colnames(v.Alias)
 			}
-			out = append(out, rangeItem{name: name})
+			if it.cols == nil {
+				for _, c := range v.Columns {
+					if tc, ok := unwrap(c).(*pg_query.RangeTableFuncCol); ok {
+						it.cols = append(it.cols, tc.Colname)
+					}
+				}
+			}
+			out = append(out, it)
 		case *pg_query.JoinExpr:
-			add(v.Larg)
-			add(v.Rarg)
+			add(v.Larg, false)
+			add(v.Rarg, false)
 			if v.Alias != nil {
-				out = append(out, rangeItem{name: v.Alias.Aliasname})
+				out = append(out, rangeItem{name: v.Alias.Aliasname, kind: "join"})
 			}
 		}
 	}
 	for _, n := range from {
-		add(n)
+		add(n, false)
 	}
 	return out
 }
 
 // resolveInside reports why column reference f (its stack starts at the
-// subquery's SELECT) may refer outside the subquery, or "".
-func resolveInside(ctx context.Context, cat Catalog, f []string, stack []proto.Message) (string, error) {
+// subquery's SELECT) may refer outside the subquery, or ""; sc is the
+// WITH queries visible at the subquery.
+func resolveInside(ctx context.Context, cat Catalog, f []string, stack []proto.Message, sc scope) (string, error) {
 	if len(f) == 1 && f[0] == "*" {
 		return "", nil
 	}
-	var levels [][]rangeItem
-	for i := len(stack) - 1; i >= 0; i-- {
-		if s, ok := stack[i].(*pg_query.SelectStmt); ok {
-			levels = append(levels, fromItems(s.FromClause))
+	var levels [][]rangeItem // innermost first
+	for _, m := range stack {
+		sc = sc.with(m)
+		if s, ok := m.(*pg_query.SelectStmt); ok {
+			levels = append([][]rangeItem{fromItems(s.FromClause, sc)}, levels...)
 		}
 	}
 	if len(f) >= 2 {
@@ -582,39 +757,83 @@ func resolveInside(ctx context.Context, cat Catalog, f []string, stack []proto.M
 					}
 				}
 			default:
-				return fmt.Sprintf("unqualified column %s: cannot tell the columns of FROM item %s", c, it.name), nil
+				return fmt.Sprintf("unqualified column %s: cannot tell the columns of %s %s in FROM (qualify the column)", c, it.kind, it.name), nil
 			}
 		}
 	}
 	return fmt.Sprintf("the subquery is correlated: unqualified column %s is not a column of its FROM items", c), nil
 }
 
-// leftColumnBlock checks, with the catalog, that the compared column
-// belongs to a table of the OR's query level and leads an index.
-func leftColumnBlock(ctx context.Context, cat Catalog, col []string, stack []proto.Message) (ColumnInfo, string, error) {
+// levelItems is the FROM items of the OR's query level: the innermost
+// SELECT, UPDATE or DELETE of its ancestors stack with any (a SELECT
+// without FROM passes to the level around it); sc is the WITH queries
+// visible at the OR.
+func levelItems(stack []proto.Message, sc scope) []rangeItem {
 	var items []rangeItem
 	for i := len(stack) - 1; i >= 0 && items == nil; i-- {
 		switch s := stack[i].(type) {
 		case *pg_query.SelectStmt:
-			items = fromItems(s.FromClause)
+			items = fromItems(s.FromClause, sc)
 		case *pg_query.UpdateStmt:
-			items = append(fromItems(s.FromClause), fromItems([]*pg_query.Node{{Node: &pg_query.Node_RangeVar{RangeVar: s.Relation}}})...)
+			items = append(fromItems(s.FromClause, sc), fromItems([]*pg_query.Node{{Node: &pg_query.Node_RangeVar{RangeVar: s.Relation}}}, nil)...)
 		case *pg_query.DeleteStmt:
-			items = append(fromItems(s.UsingClause), fromItems([]*pg_query.Node{{Node: &pg_query.Node_RangeVar{RangeVar: s.Relation}}})...)
+			items = append(fromItems(s.UsingClause, sc), fromItems([]*pg_query.Node{{Node: &pg_query.Node_RangeVar{RangeVar: s.Relation}}}, nil)...)
 		}
 	}
-	c := col[len(col)-1]
-	var cands []rangeItem
-	for _, it := range items {
-		if !it.relation {
+	return items
+}
+
+// sampledReason is the veto of a compared column of a table read with
+// TABLESAMPLE. The rewrite would be safe there (the sample is drawn from
+// the table's blocks or rows whatever the WHERE, and the filter runs on
+// the sampled rows either way), but a sampled table is read only by a
+// Sample Scan (the planner builds no index path for it), so
+// "= ANY (ARRAY(S))" cannot become an index condition; it would only
+// replace a hashed SubPlan's lookup with a scan of the array per row.
+func sampledReason(col, item string) string {
+	return fmt.Sprintf("%s is a column of %s, read with TABLESAMPLE: PostgreSQL reads a sampled table only by a Sample Scan, never through an index, so the rewrite cannot pay (the rows sampled would be the same)", col, item)
+}
+
+// sampledBlock reports, from the text, why compared column col of a
+// sampled table blocks the rewrite: a qualified column of a sampled
+// item, or (withCatalog false: the catalog cannot tell which table has
+// it) an unqualified one where some table of the level is sampled.
+func sampledBlock(col []string, level []rangeItem, withCatalog bool) string {
+	name := strings.Join(col, ".")
+	for _, it := range level {
+		if !it.sampled {
 			continue
 		}
+		if len(col) >= 2 && it.name == col[len(col)-2] {
+			return sampledReason(name, it.name)
+		}
+		if len(col) == 1 && !withCatalog {
+			return fmt.Sprintf("%s may be a column of %s, read with TABLESAMPLE (qualify it, or give a catalog): PostgreSQL reads a sampled table only by a Sample Scan, never through an index, so the rewrite cannot pay", name, it.name)
+		}
+	}
+	return ""
+}
+
+// leftColumnBlock checks, with the catalog, that the compared column
+// belongs to a table among the OR's query level's FROM items (level) and
+// leads an index.
+func leftColumnBlock(ctx context.Context, cat Catalog, col []string, level []rangeItem) (ColumnInfo, string, error) {
+	c := col[len(col)-1]
+	name := strings.Join(col, ".")
+	var cands, others []rangeItem
+	for _, it := range level {
 		if len(col) >= 2 && it.name != col[len(col)-2] {
 			continue
 		}
-		cands = append(cands, it)
+		if it.relation {
+			cands = append(cands, it)
+		} else if it.kind != "join" {
+			others = append(others, it)
+		}
 	}
-	name := strings.Join(col, ".")
+	if len(col) >= 2 && len(cands) == 0 && len(others) > 0 {
+		return ColumnInfo{}, fmt.Sprintf("%s is a column of %s %s, not of a table: the rule cannot tell whether an index serves it", name, others[0].kind, others[0].name), nil
+	}
 	for _, it := range cands {
 		ci, err := cat.Column(ctx, it.schema, it.rel, c)
 		if err != nil {
@@ -629,10 +848,16 @@ func leftColumnBlock(ctx context.Context, cat Catalog, col []string, stack []pro
 		if ci.IsArray {
 			return ci, fmt.Sprintf("%s is an array column (ARRAY(subquery) would nest arrays)", name), nil
 		}
+		if it.sampled {
+			return ci, sampledReason(name, it.name), nil
+		}
 		if !ci.LeadingIndex {
 			return ci, fmt.Sprintf("no index of %s has %s as its leading column", it.rel, c), nil
 		}
 		return ci, "", nil
+	}
+	if len(others) > 0 {
+		return ColumnInfo{}, fmt.Sprintf("%s is not a column of a table in the FROM clause (it may be one of %s %s, where the rule cannot tell whether an index serves it)", name, others[0].kind, others[0].name), nil
 	}
 	return ColumnInfo{}, fmt.Sprintf("cannot find the table of %s in the FROM clause", name), nil
 }
@@ -643,12 +868,12 @@ func sublinkEdits(st *statement, toks []*pg_query.ScanToken, subs []*pg_query.Su
 	var edits []edit
 	var texts []subquery
 	for _, sl := range subs {
-		e, inner, err := spliceSublink(toks, sl)
+		e, inner, form, err := spliceSublink(toks, sl)
 		if err != nil {
 			return nil, nil, err
 		}
 		edits = append(edits, e...)
-		texts = append(texts, subquery{text: st.sql[inner[0]:inner[1]], params: hasParam(toks, inner)})
+		texts = append(texts, subquery{text: st.sql[inner[0]:inner[1]], params: hasParam(toks, inner), form: form})
 	}
 	return edits, texts, nil
 }
@@ -664,9 +889,12 @@ func hasParam(toks []*pg_query.ScanToken, span [2]int) bool {
 }
 
 // spliceSublink returns the edits that turn the sublink at sl.Location
-// into "= ANY (ARRAY(S))", and the byte span of S (inside its
-// parentheses).
-func spliceSublink(toks []*pg_query.ScanToken, sl *pg_query.SubLink) ([]edit, [2]int, error) {
+// into "= ANY (ARRAY(S))" ("= SOME (ARRAY(S))" for = SOME), the byte span
+// of S (inside its parentheses) and the form the user wrote: "IN", "= ANY"
+// or "= SOME". The parse tree tells IN (no operator name) from "= ANY";
+// ANY and SOME are one keyword to the grammar, told apart by the
+// scanner's token (Token_ANY, Token_SOME).
+func spliceSublink(toks []*pg_query.ScanToken, sl *pg_query.SubLink) ([]edit, [2]int, string, error) {
 	var inner [2]int
 	i := -1
 	for k, t := range toks {
@@ -676,7 +904,7 @@ func spliceSublink(toks []*pg_query.ScanToken, sl *pg_query.SubLink) ([]edit, [2
 		}
 	}
 	if i < 0 {
-		return nil, inner, fmt.Errorf("no token at the sublink's location %d", sl.Location)
+		return nil, inner, "", fmt.Errorf("no token at the sublink's location %d", sl.Location)
 	}
 	next := func(k int) int {
 		for k++; k < len(toks); k++ {
@@ -687,24 +915,29 @@ func spliceSublink(toks []*pg_query.ScanToken, sl *pg_query.SubLink) ([]edit, [2
 		return -1
 	}
 	var open int
+	form := "IN"
 	inForm := len(sl.OperName) == 0
 	if inForm {
 		if toks[i].Token != pg_query.Token_IN_P {
-			return nil, inner, fmt.Errorf("unexpected token layout at %d (want IN)", sl.Location)
+			return nil, inner, "", fmt.Errorf("unexpected token layout at %d (want IN)", sl.Location)
 		}
 		open = next(i)
 	} else {
 		if toks[i].Token != pg_query.Token_ASCII_61 {
-			return nil, inner, fmt.Errorf("unexpected token layout at %d (want =)", sl.Location)
+			return nil, inner, "", fmt.Errorf("unexpected token layout at %d (want =)", sl.Location)
 		}
 		a := next(i)
 		if a < 0 || (toks[a].Token != pg_query.Token_ANY && toks[a].Token != pg_query.Token_SOME) {
-			return nil, inner, fmt.Errorf("unexpected token layout at %d (want ANY)", sl.Location)
+			return nil, inner, "", fmt.Errorf("unexpected token layout at %d (want ANY)", sl.Location)
+		}
+		form = "= ANY"
+		if toks[a].Token == pg_query.Token_SOME {
+			form = "= SOME"
 		}
 		open = next(a)
 	}
 	if open < 0 || toks[open].Token != pg_query.Token_ASCII_40 {
-		return nil, inner, fmt.Errorf("unexpected token layout at %d (want a parenthesis)", sl.Location)
+		return nil, inner, "", fmt.Errorf("unexpected token layout at %d (want a parenthesis)", sl.Location)
 	}
 	depth, closeTok := 0, -1
 	for k := open; k < len(toks) && closeTok < 0; k++ {
@@ -719,7 +952,7 @@ func spliceSublink(toks []*pg_query.ScanToken, sl *pg_query.SubLink) ([]edit, [2
 		}
 	}
 	if closeTok < 0 {
-		return nil, inner, fmt.Errorf("unbalanced parentheses after offset %d", sl.Location)
+		return nil, inner, "", fmt.Errorf("unbalanced parentheses after offset %d", sl.Location)
 	}
 	end := int(toks[closeTok].End)
 	inner = [2]int{int(toks[open].End), int(toks[closeTok].Start)}
@@ -727,8 +960,8 @@ func spliceSublink(toks []*pg_query.ScanToken, sl *pg_query.SubLink) ([]edit, [2
 		return []edit{
 			{start: int(toks[i].Start), end: int(toks[i].End), text: "= ANY (ARRAY"},
 			{start: end, end: end, text: ")"},
-		}, inner, nil
+		}, inner, form, nil
 	}
 	st := int(toks[open].Start)
-	return []edit{{start: st, end: st, text: "(ARRAY"}, {start: end, end: end, text: ")"}}, inner, nil
+	return []edit{{start: st, end: st, text: "(ARRAY"}, {start: end, end: end, text: ")"}}, inner, form, nil
 }

@@ -99,19 +99,26 @@ type Options struct {
 	Checked *Checked
 }
 
-// Firing says that a rule changed the statement at byte offset Location.
+// Firing says that a rule changed the statement at byte offset Location
+// of Rewrite's input, which is at Line and Column (1-based, the column in
+// characters: see LineColumn).
 type Firing struct {
-	Rule     string
-	Location int
-	Detail   string
+	Rule         string
+	Location     int
+	Line, Column int
+	// Detail names the change, with the arm's operator as written:
+	// "t.a IN (subquery) -> t.a = ANY (ARRAY(subquery))".
+	Detail string
 }
 
-// Veto says that a rule matched at byte offset Location but a
-// precondition did not hold, so the text there was left unchanged.
+// Veto says that a rule matched at byte offset Location (at Line and
+// Column, as in Firing) but a precondition did not hold, so the text
+// there was left unchanged.
 type Veto struct {
-	Rule     string
-	Location int
-	Reason   string
+	Rule         string
+	Location     int
+	Line, Column int
+	Reason       string
 }
 
 // Result is the outcome of Rewrite.
@@ -153,14 +160,14 @@ func Warm() {
 }
 
 // Explain is a one-line human summary of r: which rules fired and why
-// the others did not.
+// the others did not, each at its line and column.
 func (r Result) Explain() string {
 	var parts []string
 	for _, f := range r.Fired {
-		parts = append(parts, fmt.Sprintf("%s fired at offset %d (%s)", f.Rule, f.Location, f.Detail))
+		parts = append(parts, fmt.Sprintf("%s fired at line %d, column %d (%s)", f.Rule, f.Line, f.Column, f.Detail))
 	}
 	for _, v := range r.Vetoes {
-		parts = append(parts, fmt.Sprintf("%s vetoed at offset %d: %s", v.Rule, v.Location, v.Reason))
+		parts = append(parts, fmt.Sprintf("%s vetoed at line %d, column %d: %s", v.Rule, v.Line, v.Column, v.Reason))
 	}
 	if len(parts) == 0 {
 		return "unchanged: no rule matched (no OR with an IN/= ANY subquery arm)"
@@ -270,6 +277,7 @@ func Rewrite(ctx context.Context, sql string, opts Options) (Result, error) {
 		res.Validated = len(edits) > 0
 		res.Relations = st.relations
 	}
+	res.locate(sql)
 	if len(edits) == 0 {
 		return res, nil
 	}

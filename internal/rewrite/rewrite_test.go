@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	pg_query "github.com/pganalyze/pg_query_go/v6"
 
@@ -45,10 +46,14 @@ CREATE TABLE t (a int, b int, arr int[]);
 CREATE INDEX t_a ON t (a);
 CREATE INDEX t_arr ON t (arr);
 CREATE TABLE u (x int, y int);
+CREATE TABLE c (a int, b int);
+CREATE INDEX c_a ON c (a);
+CREATE TABLE w (b int);
 CREATE FUNCTION stable_f(int) RETURNS int LANGUAGE sql STABLE AS 'SELECT $1';
 CREATE FUNCTION vol_f(int) RETURNS int LANGUAGE sql VOLATILE AS 'SELECT $1';
 INSERT INTO t SELECT g, g % 10, ARRAY[g] FROM generate_series(1, 1000) g;
 INSERT INTO u VALUES (1, 1), (2, NULL), (NULL, 3), (2, 2);
+INSERT INTO w VALUES (1);
 ANALYZE t; ANALYZE u;`); err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +70,24 @@ ANALYZE t; ANALYZE u;`); err != nil {
 		{"volatile function", "SELECT t.b FROM t WHERE t.a = 5 OR t.a IN (SELECT vol_f(u.x) FROM u)", false, "volatile"},
 		{"array column", "SELECT t.b FROM t WHERE t.arr = '{1}' OR t.arr IN (SELECT ARRAY[u.x] FROM u)", false, "array"},
 		{"unqualified left column", "SELECT b FROM t WHERE a = 5 OR a IN (SELECT u.x FROM u)", true, ""},
+		// A sampled table is read by a Sample Scan only: no index serves
+		// the rewritten arm (TestSampledTableHasNoIndexPath).
+		{"compared table sampled", "SELECT t.b FROM t TABLESAMPLE SYSTEM (50) WHERE t.a = 5 OR t.a IN (SELECT u.x FROM u)", false, "t.a is a column of t, read with TABLESAMPLE"},
+		{"unqualified column of a sampled table", "SELECT b FROM t TABLESAMPLE BERNOULLI (50) REPEATABLE (1), u WHERE a = 5 OR a IN (SELECT u.x FROM u)", false, "a is a column of t, read with TABLESAMPLE"},
+		// The subquery is evaluated once either way, on one sample (the
+		// REPEATABLE seed makes the sample, and so the rows, comparable).
+		{"sampled subquery", "SELECT t.b FROM t WHERE t.a = 5 OR t.a IN (SELECT x FROM u TABLESAMPLE BERNOULLI (50) REPEATABLE (3))", true, ""},
+		// A WITH query shadows a table of its name: w's x is the outer t's... b.
+		{"WITH query shadows a table", "WITH w AS (SELECT 1 AS z) SELECT t.b FROM t WHERE t.a = 5 OR t.a IN (SELECT b FROM w)", false, "correlated: unqualified column b is not a column of its FROM items"},
+		{"column of a WITH query", "WITH w AS (SELECT u.x AS k FROM u) SELECT t.b FROM t WHERE t.a = 5 OR t.a IN (SELECT k FROM w)", true, ""},
+		{"WITH query column names", "WITH w(k) AS (SELECT u.x FROM u) SELECT t.b FROM t WHERE t.a = 5 OR t.a IN (SELECT k FROM w)", true, ""},
+		{"compared column of a WITH query", "WITH c AS (SELECT t.a, t.b FROM t) SELECT c.b FROM c WHERE c.a = 5 OR c.a IN (SELECT u.x FROM u)", false, "c.a is a column of WITH query c, not of a table"},
+		{"compared column of a subquery in FROM", "SELECT s.b FROM (SELECT t.a, t.b FROM t) s WHERE s.a = 5 OR s.a IN (SELECT u.x FROM u)", false, "s.a is a column of subquery s, not of a table"},
+		{"subquery in FROM without column names", "SELECT t.b FROM t WHERE t.a = 5 OR t.a IN (SELECT x FROM (SELECT u.x FROM u) s)", true, ""},
+		{"function with column names", "SELECT t.b FROM t WHERE t.a = 5 OR t.a IN (SELECT x FROM unnest(ARRAY[1, 2]) AS f(x))", true, ""},
+		{"function without column names", "SELECT t.b FROM t WHERE t.a = 5 OR t.a IN (SELECT g FROM generate_series(1, 3) g)", false, "cannot tell the columns of function g in FROM"},
+		{"LATERAL in the subquery", "SELECT t.b FROM t WHERE t.a = 5 OR t.a IN (SELECT l.x FROM u, LATERAL (SELECT u.x) l)", true, ""},
+		{"LATERAL item of the outer query", "SELECT t.b FROM t, LATERAL (SELECT t.b AS lb) l WHERE t.a = 5 OR t.a IN (SELECT l.lb FROM u)", false, "correlated: l.lb refers to an outer relation"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -81,6 +104,42 @@ ANALYZE t; ANALYZE u;`); err != nil {
 			// Same rows both ways (as multisets), and the array form is indexable.
 			same(t, pool, c.in, r.SQL)
 		})
+	}
+}
+
+// The reason of the TABLESAMPLE veto: the rewritten arm of a sampled
+// table is no index condition (a Sample Scan filters), while the same
+// arm of the table itself is (a BitmapOr of index scans).
+func TestSampledTableHasNoIndexPath(t *testing.T) {
+	ctx := context.Background()
+	pool := srv.Pool(t, srv.NewDatabase(t))
+	if _, err := pool.Exec(ctx, `CREATE TABLE t (a int, b int); CREATE INDEX t_a ON t (a); CREATE TABLE u (x int);
+INSERT INTO t SELECT g, g FROM generate_series(1, 20000) g; INSERT INTO u VALUES (5), (7); ANALYZE t; ANALYZE u;`); err != nil {
+		t.Fatal(err)
+	}
+	plan := func(from string) string {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
+			t.Fatal(err)
+		}
+		rows, _ := tx.Query(ctx, "EXPLAIN SELECT t.b FROM "+from+" WHERE t.a = 1 OR t.a = ANY (ARRAY(SELECT u.x FROM u))")
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(lines, "\n")
+	}
+	if p := plan("t"); !strings.Contains(p, "Bitmap Index Scan on t_a") {
+		t.Errorf("unsampled: want a bitmap index scan of t_a:\n%s", p)
+	}
+	for _, from := range []string{"t TABLESAMPLE SYSTEM (50)", "t TABLESAMPLE BERNOULLI (50) REPEATABLE (1)"} {
+		if p := plan(from); !strings.Contains(p, "Sample Scan on t") || strings.Contains(p, "Index") {
+			t.Errorf("%s: want a Sample Scan and no index:\n%s", from, p)
+		}
 	}
 }
 
@@ -228,4 +287,65 @@ func FuzzRewrite(f *testing.F) {
 		}
 		checkRewritten(t, s, r.SQL)
 	})
+}
+
+// Positions: Location stays a byte offset, Line and Column count lines
+// and characters as PostgreSQL does (Cyrillic letters are two bytes in
+// UTF-8, one column).
+func TestPositions(t *testing.T) {
+	for _, c := range []struct {
+		text      string
+		off       int
+		line, col int
+	}{
+		{"SELECT 1", 0, 1, 1},
+		{"SELECT 1", 7, 1, 8},
+		{"a\nbc", 2, 2, 1},
+		{"a\nbc", 3, 2, 2},
+		{"а\nбв", 3, 2, 1},  // "а" is 2 bytes, "\n" 1
+		{"а\nбв", 5, 2, 2},  // after "б"
+		{"а\nбв", 4, 2, 1},  // inside "б": its own position
+		{"ёж", 99, 1, 3},    // past the end: the end
+		{"x", -1, 1, 1},     // below 0: the start
+		{"a\r\nb", 3, 2, 1}, // CR is a character of line 1
+	} {
+		if l, col := LineColumn(c.text, c.off); l != c.line || col != c.col {
+			t.Errorf("LineColumn(%q, %d) = %d:%d, want %d:%d", c.text, c.off, l, col, c.line, c.col)
+		}
+	}
+
+	in := "-- отчёт\nSELECT т.наименование FROM справочник т\nWHERE т.вид = 'Товар' OR т.вид IN (SELECT в.код FROM виды в)\n  OR т.вид = ANY (SELECT в.код FROM виды в)"
+	r, err := Rewrite(context.Background(), in, Options{})
+	if err != nil || len(r.Fired) != 2 {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	for i, want := range []struct {
+		at        string
+		line, col int
+		detail    string
+	}{
+		{"IN (SELECT", 3, 32, "т.вид IN (subquery) -> т.вид = ANY (ARRAY(subquery))"},
+		{"= ANY (SELECT", 4, 12, "т.вид = ANY (subquery) -> т.вид = ANY (ARRAY(subquery))"},
+	} {
+		f := r.Fired[i]
+		if f.Location != strings.Index(in, want.at) || f.Line != want.line || f.Column != want.col || f.Detail != want.detail {
+			t.Errorf("firing %d: %+v, want byte %d, %d:%d, %q", i, f, strings.Index(in, want.at), want.line, want.col, want.detail)
+		}
+	}
+
+	// A veto names the OR's line and column; Relocate moves both into a
+	// larger text (erplab rewrite trims a file's leading blank lines).
+	in = "SELECT 1 FROM t\nWHERE t.a = 'ж' OR t.a NOT IN (SELECT u.x FROM u)"
+	r, err = Rewrite(context.Background(), in, Options{})
+	if err != nil || len(r.Vetoes) != 1 {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	if v := r.Vetoes[0]; v.Location != strings.Index(in, "OR") || v.Line != 2 || v.Column != 17 ||
+		!strings.Contains(r.Explain(), "vetoed at line 2, column 17: ") {
+		t.Errorf("veto %+v (%s), want byte %d at 2:17", v, r.Explain(), strings.Index(in, "OR"))
+	}
+	r.Relocate("\n\n  "+in, 4)
+	if v := r.Vetoes[0]; v.Location != strings.Index(in, "OR") || v.Line != 4 || v.Column != 17 {
+		t.Errorf("relocated veto %+v, want byte %d at 4:17", v, strings.Index(in, "OR"))
+	}
 }

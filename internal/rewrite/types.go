@@ -264,6 +264,7 @@ func relationNames(raw *pg_query.RawStmt) (all, hideable []string) {
 type subquery struct {
 	text   string
 	params bool
+	form   string // the arm's operator as written: "IN", "= ANY" or "= SOME"
 }
 
 // prefetch asks a Batcher (if Types is one) in one round trip what the

@@ -344,3 +344,36 @@ func TestDecisionIsOneRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestOuterWithQueryTypes: with the server's types, a subquery reading a
+// WITH query of the statement cannot be described alone (and a table of
+// the WITH query's name must not be described instead).
+func TestOuterWithQueryTypes(t *testing.T) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, srv.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	if _, err := conn.Exec(ctx, `CREATE TABLE t (a int, b int); CREATE INDEX t_a ON t (a); CREATE TABLE w (x int)`); err != nil {
+		t.Fatal(err)
+	}
+	cat := NewPGCatalogConn(conn)
+	for _, c := range []struct{ in, want string }{
+		{"WITH w AS (SELECT ARRAY[1] AS x) SELECT t.b FROM t WHERE t.a = 5 OR t.a IN (SELECT w.x FROM w)", "reads WITH query w of the statement"},
+		{"WITH v(x) AS (SELECT 1) SELECT t.b FROM t WHERE t.a = 5 OR t.a IN (SELECT v.x FROM v)", "reads WITH query v of the statement"},
+	} {
+		r, err := Rewrite(ctx, c.in, Options{Catalog: cat, Types: cat})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Changed || !strings.Contains(r.Explain(), c.want) {
+			t.Errorf("%s: changed=%v, %s; want a veto: %s", c.in, r.Changed, r.Explain(), c.want)
+		}
+	}
+	// A WITH query of the subquery's own is described with it.
+	in := "SELECT t.b FROM t WHERE t.a = 5 OR t.a IN (WITH v(x) AS (SELECT 1) SELECT v.x FROM v)"
+	if r, err := Rewrite(ctx, in, Options{Catalog: cat, Types: cat}); err != nil || !r.Changed {
+		t.Errorf("%s: %+v, %v; want it rewritten", in, r, err)
+	}
+}

@@ -1,0 +1,1 @@
+SELECT t.b FROM t WHERE t.a = 1 OR t.a IN (SELECT u.x FROM u) FOR UPDATE OF t
