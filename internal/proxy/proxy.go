@@ -14,11 +14,20 @@
 //
 // No client can take it down: statements too large or deep for the C
 // parser are relayed unparsed (rewrite.CheckLimits); a message over its
-// limit (Config.MaxMessageSize after authentication) disconnects the
-// client before it is read, and buffers grow only as bytes arrive;
-// Config.MaxClients bounds the connections served (53300 above); accept
-// errors are retried with back-off; a peer's close ends its session at
-// once (inbound.more, watchHangups).
+// limit (Config.MaxMessageSize after authentication) is not read: the
+// client gets FATAL 54000 naming the limit and is disconnected (before
+// authentication: PostgreSQL's limits, a silent close as PostgreSQL's),
+// and buffers grow only as bytes arrive; Config.MaxClients bounds the
+// connections served (53300 above); accept errors are retried with
+// back-off; a peer's close ends its session at once (inbound.more,
+// watchHangups).
+//
+// Shutdown (shutdown.go) is PgBouncer's safe shutdown: StartShutdown
+// closes the listeners and ends each session at its next transaction
+// boundary (Terminate upstream, FATAL 57P01 to the client after all the
+// server sent); Shutdown waits for that until its context is done, then
+// ends the rest at once. Cancelling Serve's context closes everything
+// at once, without a FATAL, as before.
 //
 // What it rewrites is decided on a side connection of the session's
 // database and user (SET ROLE), with the session's search_path: the rule
