@@ -191,7 +191,7 @@ statement cancelled, an open transaction rolled back). The summary is printed ei
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every fallback and catalog problem (info level)")
 	cmd.Flags().IntVar(&procs, "procs", 0, procsHelp)
 	cmd.Flags().IntVar(&maxClients, "max-clients", 0, "client connections served at once; more get PostgreSQL's 'too many clients' (53300); 0 = a quarter of the open files limit less 128, at most 5000")
-	cmd.Flags().StringVar(&maxMessage, "max-message-size", "1G", "largest client message after authentication (bytes, or with K, M, G: powers of 1024), 1K to 1G; a client announcing a longer one is disconnected")
+	cmd.Flags().StringVar(&maxMessage, "max-message-size", "1G", "largest client message after authentication (bytes, or with K, M, G: powers of 1024), 1K to 1G; a client announcing a longer one gets FATAL 54000 and is disconnected")
 	cmd.Flags().IntVar(&maxParseTokens, "max-parse-tokens", proxy.DefaultMaxParseTokens, "statements of more tokens are relayed unchanged without being parsed (counted in the summary, logged once); -1 = no bound")
 	cmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", 30*time.Second, "after SIGINT/SIGTERM, how long sessions may finish their transaction before they are ended at once (0 = at once)")
 	cmd.AddCommand(newProxyBenchCmd())

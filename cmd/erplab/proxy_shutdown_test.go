@@ -231,3 +231,7 @@ func TestProxySIGTERMShutdownTimeout(t *testing.T) {
 		t.Errorf("summary:\n%s", out)
 	}
 }
+
+func TestProxyShutdownTimeoutFlag(t *testing.T) {
+	checkUsageError(t, []string{"proxy", "--upstream", "host=/tmp", "--shutdown-timeout", "-1s"})
+}

@@ -160,8 +160,8 @@ func (s *session) endNow() bool {
 	if prev == endForced {
 		return false
 	}
-	s.end.fatal.Store(fatal(codeAdminShutdown, msgEndNow, ""))
-	if prev == endNone {
+	if prev == endNone { // else it keeps the FATAL it was ending with
+		s.end.fatal.Store(fatal(codeAdminShutdown, msgEndNow, ""))
 		s.p.stats.shutdownCut.Add(1)
 	}
 	if !s.idle() {
@@ -291,8 +291,9 @@ func (p *Proxy) StartShutdown() Draining {
 // yet) and waits until every client connection has ended, or until ctx
 // is done: then it ends the rest at once (a running statement is
 // cancelled, the upstream connection closed, the client gets FATAL
-// 57P01; a connection still logging in is closed) and waits for them.
-// It returns how many connections it ended without waiting. Serve
+// 57P01; a connection still logging in gets FATAL 57P01 "the proxy is
+// shutting down" and is closed) and waits for them. It returns how many
+// sessions it ended without waiting for their transaction. Serve
 // returns nil once Shutdown has returned.
 func (p *Proxy) Shutdown(ctx context.Context) int {
 	defer p.shutOnce.Do(func() { close(p.shutDone) })
@@ -316,31 +317,41 @@ func (p *Proxy) Shutdown(ctx context.Context) int {
 	return 0
 }
 
-// endAll ends every connection at once (see Shutdown) and waits until
-// they are gone; it returns how many there were.
+// endAll ends every connection at once (see Shutdown), also those that
+// become sessions meanwhile, and waits until they are gone; it returns
+// how many sessions were not ending already (connections logging in are
+// not counted).
 func (p *Proxy) endAll() int {
-	ss := p.sessionList(nil)
-	p.mu.Lock()
+	n := 0
+	closed := map[net.Conn]bool{}
+	var ss []*session
 	var starting []net.Conn
-	for c := range p.starting {
-		starting = append(starting, c)
-	}
-	p.mu.Unlock()
-	n := len(starting)
-	for _, s := range ss {
-		if s.endNow() {
-			n++
+	for {
+		ss = p.sessionList(ss[:0])
+		for _, s := range ss {
+			if s.endNow() {
+				n++
+			}
 		}
-	}
-	for _, c := range starting {
-		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-		writeFatal(c, codeAdminShutdown, msgRefuseShutdown)
-		_ = c.Close()
-	}
-	for p.live.Load() > 0 {
+		starting = starting[:0]
+		p.mu.Lock()
+		for c := range p.starting {
+			if !closed[c] {
+				starting = append(starting, c)
+			}
+		}
+		p.mu.Unlock()
+		for _, c := range starting {
+			closed[c] = true
+			_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+			writeFatal(c, codeAdminShutdown, msgRefuseShutdown)
+			_ = c.Close()
+		}
+		if p.live.Load() == 0 {
+			return n
+		}
 		time.Sleep(drainPoll)
 	}
-	return n
 }
 
 func (p *Proxy) sessionList(ss []*session) []*session {

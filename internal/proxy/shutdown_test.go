@@ -270,3 +270,40 @@ func TestShutdownBetweenStatements(t *testing.T) {
 		t.Errorf("%d statements answered, %d rows (max %d) in the table", answered, n, maxN)
 	}
 }
+
+// A connection accepted before the shutdown that sends its startup
+// packet after it gets FATAL 57P01 "the proxy is shutting down".
+func TestShutdownRefusesLogins(t *testing.T) {
+	ctx := context.Background()
+	dsn, _ := setup(t)
+	p, addr := startProxyConfig(t, Config{Upstream: srv.DSN(t, "postgres")}, false)
+	pre, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pre.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		p.mu.Lock()
+		n := len(p.starting)
+		p.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the connection was not accepted")
+		}
+	}
+	if d := p.StartShutdown(); d.LoggingIn != 1 || d.Ended+d.Waiting != 0 {
+		t.Errorf("at the start: %+v, want 1 logging in", d)
+	}
+	cfg, err := pgconn.ParseConfig(strings.Replace(viaProxy(t, dsn, addr), "sslmode=prefer", "sslmode=disable", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DialFunc = func(context.Context, string, string) (net.Conn, error) { return pre, nil }
+	_, err = pgconn.ConnectConfig(ctx, cfg)
+	wantFatal(t, "a login after the shutdown started", err, "57P01", "the proxy is shutting down")
+	if cut := p.Shutdown(ctx); cut != 0 {
+		t.Errorf("cut %d", cut)
+	}
+}
