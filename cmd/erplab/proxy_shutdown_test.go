@@ -235,3 +235,26 @@ func TestProxySIGTERMShutdownTimeout(t *testing.T) {
 func TestProxyShutdownTimeoutFlag(t *testing.T) {
 	checkUsageError(t, []string{"proxy", "--upstream", "host=/tmp", "--shutdown-timeout", "-1s"})
 }
+
+// SIGQUIT is PgBouncer's immediate shutdown: the sessions are ended at
+// once (FATAL 57P01), the summary is printed, the exit is clean.
+func TestProxySIGQUITEndsAtOnce(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	p := startProxyProcess(t, dsn)
+	inTx := connectVia(t, p.dsn)
+	if _, err := sql(inTx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	if l := p.waitLine(t, "without waiting"); !strings.Contains(l, "SIGQUIT: ended 1 session(s) without waiting") {
+		t.Errorf("SIGQUIT line: %s", l)
+	}
+	_, err := sql(inTx, "SELECT 1")
+	wantAdminShutdown(t, "the session in a transaction", err, "without waiting")
+	if code := p.exit(t); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	if out := p.stdout.String(); !strings.Contains(out, "without waiting 1") {
+		t.Errorf("summary:\n%s", out)
+	}
+}
