@@ -260,7 +260,8 @@ type Draining struct {
 // and no request is outstanding; a new request then is not forwarded):
 // Terminate goes upstream and the client gets FATAL 57P01 after
 // everything the server sent before. It returns at once with what it
-// found; Shutdown waits. A second call only counts.
+// found; Shutdown waits (Serve returns once Shutdown has, or when its
+// own context is done). A second call only counts.
 func (p *Proxy) StartShutdown() Draining {
 	first := !p.draining.Swap(true)
 	p.mu.Lock()
