@@ -56,8 +56,8 @@ const drainPoll = 10 * time.Millisecond
 // endGrace bounds the wait for the server to close after a Terminate.
 const endGrace = 5 * time.Second
 
-// lingerLimit bounds the time and bytes a refused client's rest of a
-// message is read and discarded for, so that it reads the FATAL instead
+// lingerTime and lingerBytes bound the time and bytes a refused
+// client's rest of a message is read and discarded for, so that it reads the FATAL instead
 // of a connection reset while it is still writing.
 const (
 	lingerTime  = 10 * time.Second
@@ -73,7 +73,9 @@ type sessionEnd struct {
 	// while an extended batch is under way (messages since the last Sync).
 	sent  atomic.Int64
 	state atomic.Int32
-	// fatal is the ErrorResponse for the client (set before state).
+	// fatal is the ErrorResponse for the client: stored after state
+	// changed and before the upstream is told, read by sayEnd once
+	// upstreamLoop has returned.
 	fatal  atomic.Pointer[pgproto3.ErrorResponse]
 	linger atomic.Bool // read the client's input before closing (endRefused)
 }
