@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -126,8 +127,13 @@ const duplicateSignal = 50 * time.Millisecond
 // A signal the process started with ignored stays ignored (nohup
 // ignores SIGHUP; a non-interactive shell starts background jobs with
 // SIGINT ignored): signal.Notify would install a handler for it.
+//
+// A command may take the second signal instead (onSecondSignal): it is
+// then handed to the command, and only a third exits at once.
 func interruptContext() (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
+	second := &secondSignal{}
+	ctx = context.WithValue(ctx, secondSignalKey{}, second)
 	sigs := make(chan os.Signal, 2)
 	var watched []os.Signal
 	for _, s := range []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP} {
@@ -155,6 +161,10 @@ func interruptContext() (context.Context, func()) {
 				if time.Since(first) < duplicateSignal {
 					continue // the same signal delivered twice (timeout(1): to the child, then to its group)
 				}
+				if fn := second.take(); fn != nil {
+					fn(s)
+					continue
+				}
 				fmt.Fprintf(os.Stderr, "\nerplab: second %v: exiting at once, without cleaning up\n", s)
 				os.Exit(exitInterrupted)
 			case <-done:
@@ -163,6 +173,43 @@ func interruptContext() (context.Context, func()) {
 		}
 	}()
 	return ctx, func() { signal.Stop(sigs); close(done); cancel(nil) }
+}
+
+// secondSignal holds the handler a command gave for the second
+// interrupting signal (onSecondSignal).
+type secondSignal struct {
+	mu sync.Mutex
+	fn func(os.Signal)
+}
+
+type secondSignalKey struct{}
+
+// take returns the handler and forgets it (a further signal exits).
+func (h *secondSignal) take() func(os.Signal) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fn := h.fn
+	h.fn = nil
+	return fn
+}
+
+// onSecondSignal makes main hand the second SIGINT, SIGTERM or SIGHUP to
+// fn (called on main's signal goroutine: it must not block) instead of
+// exiting at once; a third still exits at once. stop withdraws fn. It
+// does nothing when ctx is not interruptContext's.
+func onSecondSignal(ctx context.Context, fn func(os.Signal)) (stop func()) {
+	h, _ := ctx.Value(secondSignalKey{}).(*secondSignal)
+	if h == nil {
+		return func() {}
+	}
+	h.mu.Lock()
+	h.fn = fn
+	h.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		h.fn = nil
+		h.mu.Unlock()
+	}
 }
 
 // execute runs the command line args and returns the process exit code,

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -15,8 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/exitcode"
 	"github.com/erplab/erplab/internal/metrics"
 	"github.com/erplab/erplab/internal/proxy"
 	"github.com/erplab/erplab/internal/rewrite"
@@ -33,6 +37,7 @@ func newProxyCmd() *cobra.Command {
 		cacheSize, procs              int
 		maxClients, maxParseTokens    int
 		maxMessage                    string
+		shutdownTimeout               time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "proxy",
@@ -48,7 +53,13 @@ prepared there (never executed) and used only if it describes like the original,
 statement is never rewritten. If a session's server still rejects a rewritten statement at
 the start of an idle batch, the original is sent instead. --shadow logs what would be
 rewritten and sends the original. Counters go to /metrics (with --metrics) and to a summary on exit.
-SIGUSR1 drops every cached decision (send it after DDL made around the proxy; see the README).`,
+SIGUSR1 drops every cached decision (send it after DDL made around the proxy; see the README).
+
+Shutdown (PgBouncer's safe shutdown): the first SIGINT, SIGTERM or SIGHUP closes the listener
+and lets every session finish its transaction: an idle session (no transaction, no request
+outstanding) gets FATAL 57P01 at once, the others when their transaction ends. A second
+signal, SIGQUIT, or --shutdown-timeout ends the rest at once (FATAL 57P01 to each, a running
+statement cancelled, an open transaction rolled back). The summary is printed either way.`,
 		Example: `  erplab proxy --listen 127.0.0.1:6433 --upstream 'host=/var/run/postgresql dbname=erp user=postgres'
   psql -h 127.0.0.1 -p 6433 -U app erp`,
 		Args: cobra.NoArgs,
@@ -85,6 +96,9 @@ SIGUSR1 drops every cached decision (send it after DDL made around the proxy; se
 			}
 			if maxParseTokens < -1 {
 				return withCode(exitUsage, fmt.Errorf("--max-parse-tokens: %d is below -1 (-1: no bound)", maxParseTokens))
+			}
+			if shutdownTimeout < 0 {
+				return withCode(exitUsage, fmt.Errorf("--shutdown-timeout: %s is negative (0 ends the sessions at once)", shutdownTimeout))
 			}
 			if cacheSize < 0 {
 				return withCode(exitUsage, fmt.Errorf("--cache: %d is negative (0 picks the default, 10000)", cacheSize))
@@ -160,9 +174,9 @@ SIGUSR1 drops every cached decision (send it after DDL made around the proxy; se
 				mode = "shadow (logging would-be rewrites, sending originals)"
 			}
 			n := setProxyProcs(procs)
-			fmt.Fprintf(cmd.ErrOrStderr(), "erplab proxy listening on %s, %s, %d Go scheduler thread(s) (--procs), at most %d clients (open files limit %d), messages up to %d bytes; Ctrl-C to stop\n",
+			fmt.Fprintf(cmd.ErrOrStderr(), "erplab proxy listening on %s, %s, %d Go scheduler thread(s) (--procs), at most %d clients (open files limit %d), messages up to %d bytes; Ctrl-C to stop after each session's transaction\n",
 				ln.Addr(), mode, n, maxClients, nofile, maxMsg)
-			err = p.Serve(ctx, ln)
+			err = serveUntilShutdown(ctx, cmd.ErrOrStderr(), p, ln, shutdownTimeout)
 			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", p.Stats())
 			return err
 		},
@@ -177,10 +191,99 @@ SIGUSR1 drops every cached decision (send it after DDL made around the proxy; se
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log every fallback and catalog problem (info level)")
 	cmd.Flags().IntVar(&procs, "procs", 0, procsHelp)
 	cmd.Flags().IntVar(&maxClients, "max-clients", 0, "client connections served at once; more get PostgreSQL's 'too many clients' (53300); 0 = a quarter of the open files limit less 128, at most 5000")
-	cmd.Flags().StringVar(&maxMessage, "max-message-size", "1G", "largest client message after authentication (bytes, or with K, M, G: powers of 1024), 1K to 1G; a client announcing a longer one is disconnected")
+	cmd.Flags().StringVar(&maxMessage, "max-message-size", "1G", "largest client message after authentication (bytes, or with K, M, G: powers of 1024), 1K to 1G; a client announcing a longer one gets FATAL 54000 and is disconnected")
 	cmd.Flags().IntVar(&maxParseTokens, "max-parse-tokens", proxy.DefaultMaxParseTokens, "statements of more tokens are relayed unchanged without being parsed (counted in the summary, logged once); -1 = no bound")
+	cmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", 30*time.Second, "after SIGINT/SIGTERM, how long sessions may finish their transaction before they are ended at once (0 = at once)")
 	cmd.AddCommand(newProxyBenchCmd())
 	return cmd
+}
+
+// serveUntilShutdown serves ln with p until the first SIGINT, SIGTERM or
+// SIGHUP (ctx is done: a safe shutdown, see proxy.Proxy.Shutdown, with
+// one line on w saying how many sessions it waits for) or SIGQUIT (the
+// sessions are ended at once). A second signal, SIGQUIT or timeout ends
+// the sessions still there at once, and one line says how many. It
+// returns Serve's error; after a second signal an error of exit code
+// 130 (a second Ctrl-C exits 130 in every erplab command).
+func serveUntilShutdown(ctx context.Context, w io.Writer, p *proxy.Proxy, ln net.Listener, timeout time.Duration) error {
+	served := make(chan error, 1)
+	go func() { served <- p.Serve(context.WithoutCancel(ctx), ln) }()
+	again := make(chan os.Signal, 1) // the second signal, or SIGQUIT
+	stop := onSecondSignal(ctx, func(s os.Signal) {
+		select {
+		case again <- s:
+		default:
+		}
+	})
+	defer stop()
+	if !signal.Ignored(syscall.SIGQUIT) {
+		signal.Notify(again, syscall.SIGQUIT)
+		defer signal.Stop(again)
+	}
+	var first os.Signal
+	select {
+	case err := <-served: // the listener failed
+		return err
+	case <-ctx.Done():
+		if i := exitcode.InterruptionOf(ctx); i != nil {
+			first = i.Signal
+		}
+	case s := <-again:
+		first = s
+	}
+	name := signalName(first)
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if first == syscall.SIGQUIT {
+		cancel()
+	}
+	d := p.StartShutdown()
+	if first != syscall.SIGQUIT {
+		fmt.Fprintf(w, "erplab proxy: %s: shutting down: no new connections, %d idle session(s) closed, waiting for %d session(s) to finish their transaction (at most --shutdown-timeout %s; %s again or SIGQUIT ends them now)\n",
+			name, d.Ended, d.Waiting+d.LoggingIn, timeout, name)
+	}
+	why := make(chan os.Signal, 1)
+	go func() {
+		select {
+		case s := <-again:
+			why <- s
+			cancel()
+		case <-sctx.Done():
+			why <- nil
+		}
+	}()
+	cut := p.Shutdown(sctx)
+	cancel()
+	forcedBy := <-why
+	err := <-served
+	if first == syscall.SIGQUIT {
+		forcedBy = first
+	}
+	switch {
+	case cut == 0:
+		fmt.Fprintf(w, "erplab proxy: every session ended at a transaction boundary\n")
+	case forcedBy == nil:
+		fmt.Fprintf(w, "erplab proxy: --shutdown-timeout %s reached: ended %d session(s) without waiting for their transaction\n", timeout, cut)
+	default:
+		fmt.Fprintf(w, "erplab proxy: %s: ended %d session(s) without waiting for their transaction\n", signalName(forcedBy), cut)
+	}
+	if err == nil && forcedBy != nil && forcedBy != syscall.SIGQUIT && cut > 0 {
+		return withCode(exitInterrupted, fmt.Errorf("proxy: second %s: %d session(s) ended without waiting: %w", signalName(forcedBy), cut, errSilent))
+	}
+	return err
+}
+
+// signalName is SIGINT for os.Interrupt and so on ("signal" when nil).
+func signalName(s os.Signal) string {
+	if sig, ok := s.(syscall.Signal); ok {
+		if n := unix.SignalName(sig); n != "" {
+			return n
+		}
+	}
+	if s == nil {
+		return "signal"
+	}
+	return s.String()
 }
 
 const procsHelp = "Go scheduler threads running the proxy (GOMAXPROCS); 0 = the GOMAXPROCS environment variable if set, else a quarter of the CPUs, at least 1"

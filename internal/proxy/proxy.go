@@ -14,11 +14,20 @@
 //
 // No client can take it down: statements too large or deep for the C
 // parser are relayed unparsed (rewrite.CheckLimits); a message over its
-// limit (Config.MaxMessageSize after authentication) disconnects the
-// client before it is read, and buffers grow only as bytes arrive;
-// Config.MaxClients bounds the connections served (53300 above); accept
-// errors are retried with back-off; a peer's close ends its session at
-// once (inbound.more, watchHangups).
+// limit (Config.MaxMessageSize after authentication) is not read: the
+// client gets FATAL 54000 naming the limit and is disconnected (before
+// authentication: PostgreSQL's limits, a silent close as PostgreSQL's),
+// and buffers grow only as bytes arrive; Config.MaxClients bounds the
+// connections served (53300 above); accept errors are retried with
+// back-off; a peer's close ends its session at once (inbound.more,
+// watchHangups).
+//
+// Shutdown (shutdown.go) is PgBouncer's safe shutdown: StartShutdown
+// closes the listeners and ends each session at its next transaction
+// boundary (Terminate upstream, FATAL 57P01 to the client after all the
+// server sent); Shutdown waits for that until its context is done, then
+// ends the rest at once. Cancelling Serve's context closes everything
+// at once, without a FATAL, as before.
 //
 // What it rewrites is decided on a side connection of the session's
 // database and user (SET ROLE), with the session's search_path: the rule
@@ -162,6 +171,17 @@ type Proxy struct {
 	active     atomic.Int64 // client connections being served
 	ruleFired  map[string]*atomic.Uint64
 	ruleVetoed map[string]*atomic.Uint64
+	// Shutdown (shutdown.go): draining is set by StartShutdown;
+	// listeners are Serve's (guarded by mu), starting the client
+	// connections not yet sessions (guarded by mu); live counts the
+	// client connections being handled (sessions, logins, refusals);
+	// shutDone is closed when Shutdown returns.
+	draining  atomic.Bool
+	listeners map[net.Listener]struct{}
+	starting  map[net.Conn]struct{}
+	live      atomic.Int64
+	shutDone  chan struct{}
+	shutOnce  sync.Once
 	// tokensLogged: a statement over MaxParseTokens was logged.
 	tokensLogged atomic.Bool
 	// wrapUp, if set (tests), wraps each upstream connection.
@@ -221,6 +241,7 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	p := &Proxy{cfg: cfg, catCfg: catCfg, cache: newDecisionCache(cfg.CacheSize, cfg.DecisionTTL), log: log, muts: map[string]*mutators{},
 		sides: map[sideKey]*sideEntry{}, gens: map[string]uint64{}, sessions: map[*session]struct{}{}, keys: map[string]*session{},
+		listeners: map[net.Listener]struct{}{}, starting: map[net.Conn]struct{}{}, shutDone: make(chan struct{}),
 		ruleFired: map[string]*atomic.Uint64{}, ruleVetoed: map[string]*atomic.Uint64{}, epfd: -1}
 	for _, r := range rewrite.Rules() {
 		p.ruleFired[r], p.ruleVetoed[r] = new(atomic.Uint64), new(atomic.Uint64)
@@ -287,11 +308,22 @@ func (p *Proxy) Flush() {
 }
 
 // Serve accepts clients on ln until ctx is done, then closes ln and every
-// session and waits for them. It returns nil after a shutdown by ctx. It
-// opens the side connection of the upstream DSN's database and user in
-// the background at once (each session's at its startup), so a first
+// session at once and waits for them; or until Shutdown closes ln, then
+// waits for Shutdown to return. It returns nil after either. It opens
+// the side connection of the upstream DSN's database and user in the
+// background at once (each session's at its startup), so a first
 // statement does not wait for a login.
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx) // ends the background work
+	defer cancel()
+	p.mu.Lock()
+	if p.draining.Load() {
+		p.mu.Unlock()
+		_ = ln.Close()
+		return nil
+	}
+	p.listeners[ln] = struct{}{}
+	p.mu.Unlock()
 	p.wg.Add(2)
 	go func() {
 		defer p.wg.Done()
@@ -303,21 +335,28 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	}()
 	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
 	defer stop()
+	end := func(err error) error {
+		if err == nil && ctx.Err() == nil && p.draining.Load() {
+			select { // a safe shutdown: the sessions end at their pace
+			case <-p.shutDone:
+			case <-ctx.Done():
+			}
+		}
+		cancel()
+		p.closeAll()
+		p.wg.Wait()
+		p.closeSides()
+		return err
+	}
 	var delay time.Duration // accept back-off, as net/http's Server
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			if ctx.Err() != nil {
-				p.closeAll()
-				p.wg.Wait()
-				p.closeSides()
-				return nil
+			if ctx.Err() != nil || p.draining.Load() {
+				return end(nil)
 			}
 			if errors.Is(err, net.ErrClosed) {
-				p.closeAll()
-				p.wg.Wait()
-				p.closeSides()
-				return fmt.Errorf("proxy: accept: %w", err)
+				return end(fmt.Errorf("proxy: accept: %w", err))
 			}
 			// EMFILE, ENFILE, ECONNABORTED, ENOBUFS...: never fatal.
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
@@ -330,41 +369,46 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 			continue
 		}
 		delay = 0
+		p.live.Add(1)
 		if p.active.Add(1) > int64(p.cfg.MaxClients) {
 			p.active.Add(-1)
 			p.stats.tooManyClients.Add(1)
 			p.wg.Add(1)
 			go func() {
 				defer p.wg.Done()
-				p.tooMany(ctx, c)
+				defer p.live.Add(-1)
+				p.turnAway(ctx, c, codeTooMany, "sorry, too many clients already",
+					fmt.Sprintf("erplab proxy serves at most %d clients at once (--max-clients).", p.cfg.MaxClients))
 			}()
 			continue
 		}
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
+			defer p.live.Add(-1)
 			defer p.active.Add(-1)
 			p.handle(ctx, c)
 		}()
 	}
 }
 
-// tooMany answers a client over Config.MaxClients as PostgreSQL does
-// (src/backend/postmaster/postmaster.c: the startup packet is read first,
-// an SSLRequest or GSSENCRequest answered "no" and a CancelRequest
-// forwarded, then FATAL 53300) and closes it: libpq shows the FATAL
-// whatever its sslmode. The exchange is bounded by tooManyTimeout.
-func (p *Proxy) tooMany(ctx context.Context, c net.Conn) {
+// turnAway answers a client the proxy does not serve (over
+// Config.MaxClients: 53300; during a shutdown: 57P01) as PostgreSQL does
+// (src/backend/postmaster/postmaster.c: the startup packet is read
+// first, an SSLRequest or GSSENCRequest answered "no" and a
+// CancelRequest forwarded, then the FATAL with detail) and closes it:
+// libpq shows the FATAL whatever its sslmode. The exchange is bounded by
+// tooManyTimeout.
+func (p *Proxy) turnAway(ctx context.Context, c net.Conn, code, msg, detail string) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(tooManyTimeout))
 	if _, _, ok := p.startupPhase(ctx, c, bufio.NewReaderSize(c, 512)); !ok {
 		return // a cancel request (forwarded), or the client went away
 	}
-	writeFatal(c, "53300", "sorry, too many clients already")
+	writeError(c, &pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code, Message: msg, Detail: detail})
 }
 
-// tooManyTimeout bounds the startup exchange with a client refused for
-// Config.MaxClients.
+// tooManyTimeout bounds the startup exchange with a client turned away.
 const tooManyTimeout = 5 * time.Second
 
 // DefaultMaxClients is the default of Config.MaxClients: a quarter of
@@ -419,8 +463,16 @@ func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 	_ = client.SetReadDeadline(time.Now().Add(authTimeout))
 	stopClient := context.AfterFunc(ctx, func() { _ = client.Close() })
 	defer stopClient()
+	p.mu.Lock()
+	p.starting[client] = struct{}{}
+	p.mu.Unlock()
+	defer p.started(client)
 	startup, params, ok := p.startupPhase(ctx, client, cr)
 	if !ok {
+		return
+	}
+	if p.draining.Load() {
+		writeFatal(client, codeAdminShutdown, msgRefuseShutdown)
 		return
 	}
 	up, err := p.dialer.DialContext(ctx, p.upNet, p.upAddr)
@@ -464,6 +516,7 @@ func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 		db: db, user: user, path: startPath, startPath: startPath, startUnknown: startUnknown,
 		closed: make(chan struct{}), requests: 1}
 	s.ctxUnknown.Store(startUnknown)
+	s.end.sent.Store(2) // the startup packet: one request, awaiting its ReadyForQuery
 	s.muteWrites()
 	p.wg.Add(1)
 	go func() { // the side connection logs in while the session starts
@@ -479,6 +532,7 @@ func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 	s.uin.n = copy(s.uin.buf, upRest) // ParameterStatus, BackendKeyData, ReadyForQuery...
 	p.mu.Lock()
 	p.sessions[s] = struct{}{}
+	delete(p.starting, client)
 	p.mu.Unlock()
 	p.stats.sessions.Add(1)
 	defer func() {
@@ -493,11 +547,21 @@ func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 	go func() {
 		defer close(done)
 		s.upstreamLoop(ctx)
+		s.sayEnd() // the FATAL of a session the proxy ended, after all the server sent
 		s.close()
 	}()
 	s.clientLoop(ctx)
-	s.close()
+	if s.end.state.Load() == endNone {
+		s.close()
+	} // else the upstream closes (Terminate sent, or closed by endNow)
 	<-done
+}
+
+// started forgets client as a connection logging in.
+func (p *Proxy) started(client net.Conn) {
+	p.mu.Lock()
+	delete(p.starting, client)
+	p.mu.Unlock()
 }
 
 // cancel forwards a CancelRequest for a key of one of our sessions.
@@ -510,6 +574,12 @@ func (p *Proxy) cancel(ctx context.Context, m *pgproto3.CancelRequest, pkt []byt
 		p.stats.cancelsUnknown.Add(1)
 		return
 	}
+	p.sendCancel(ctx, pkt)
+}
+
+// sendCancel sends the CancelRequest pkt to the upstream server and waits
+// (at most 5 s) for it to close the connection.
+func (p *Proxy) sendCancel(ctx context.Context, pkt []byte) {
 	c, err := p.dialer.DialContext(ctx, p.upNet, p.upAddr)
 	if err != nil {
 		p.log.Warn("cancel: cannot reach upstream", "err", err)
@@ -530,7 +600,11 @@ func cancelKey(pid uint32, secret []byte) string {
 
 // writeFatal sends an ErrorResponse with severity FATAL.
 func writeFatal(w io.Writer, code, msg string) {
-	e := &pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code, Message: msg}
+	writeError(w, fatal(code, msg, ""))
+}
+
+// writeError sends ErrorResponse e.
+func writeError(w io.Writer, e *pgproto3.ErrorResponse) {
 	if b, err := e.Encode(nil); err == nil {
 		_, _ = w.Write(b)
 	}

@@ -54,6 +54,7 @@ type session struct {
 	rfqs          atomic.Int64  // ReadyForQuery messages relayed (upstreamLoop writes)
 	txStatus      atomic.Uint32 // the last ReadyForQuery's status byte
 	hungUp        atomic.Bool   // checkHangups found a peer closed (counted)
+	end           sessionEnd    // how the proxy ends the session itself (shutdown.go)
 }
 
 // pending is a statement sent rewritten for the first time, with what to
@@ -110,12 +111,17 @@ func (s *session) clientLoop(ctx context.Context) {
 			}
 			if err != nil {
 				_ = s.flushUp() // what came before it
-				return used, err
+				s.refuseMessage(data[used:], limit)
+				return used, errStop
 			}
 			if n == 0 {
 				break
 			}
 			frame := data[used : used+n]
+			if s.drainBeforeRequest(frame[0], atBatchStart) {
+				_ = s.flushUp()
+				return used, errStop
+			}
 			used += n
 			if err := s.fromClient(ctx, frame, &atBatchStart); err != nil {
 				return used, err
@@ -174,6 +180,7 @@ func (s *session) fromClient(ctx context.Context, frame []byte, atBatchStart *bo
 	default:
 		*atBatchStart = false
 	}
+	s.publishSent(*atBatchStart)
 	wait := started
 	if wait == nil && typ == 'S' && building != nil {
 		wait = building

@@ -26,6 +26,7 @@ type counters struct {
 	validated, validationFailures   atomic.Uint64
 	contextUnknown, sideErrors      atomic.Uint64
 	invalidations                   atomic.Uint64
+	shutdownIdle, shutdownCut       atomic.Uint64
 }
 
 // Stats is a snapshot of the proxy's counters.
@@ -75,6 +76,10 @@ type Stats struct {
 	// accepts (retried); Hangups: sessions ended because a peer had
 	// closed while the session waited for data (see watchHangups).
 	RefusedStartups, Oversized, TooManyClients, AcceptErrors, Hangups uint64
+	// ShutdownIdle: sessions a shutdown ended at a transaction boundary
+	// (FATAL 57P01 after Terminate upstream); ShutdownCut: sessions it
+	// ended without waiting (Shutdown's context done).
+	ShutdownIdle, ShutdownCut uint64
 	// Fired and Vetoed count, per rule, decisions it fired in or vetoed.
 	Fired, Vetoed map[string]uint64
 	// Cached decisions.
@@ -92,6 +97,7 @@ func (p *Proxy) Stats() Stats {
 		NotParsed: c.notParsed.Load(), NotParsedTokens: c.notParsedTokens.Load(),
 		RefusedStartups: c.refusedStartups.Load(), Oversized: c.oversized.Load(),
 		TooManyClients: c.tooManyClients.Load(), AcceptErrors: c.acceptErrors.Load(), Hangups: c.hangups.Load(),
+		ShutdownIdle: c.shutdownIdle.Load(), ShutdownCut: c.shutdownCut.Load(),
 		Rewrites: c.rewrites.Load(), Shadow: c.shadow.Load(), Vetoes: c.vetoes.Load(),
 		Fallbacks: c.fallbacks.Load(), FallbackErrors: c.fallbackErrors.Load(),
 		Cancels: c.cancels.Load(), CancelsUnknown: c.cancelsUnknown.Load(),
@@ -132,6 +138,9 @@ func (s Stats) String() string {
 	fmt.Fprintf(&b, "cancels forwarded %d, unknown keys %d\n", s.Cancels, s.CancelsUnknown)
 	fmt.Fprintf(&b, "refused: startups %d, oversized messages %d, too many clients %d; accept errors %d; hang-ups found %d",
 		s.RefusedStartups, s.Oversized, s.TooManyClients, s.AcceptErrors, s.Hangups)
+	if s.ShutdownIdle+s.ShutdownCut > 0 {
+		fmt.Fprintf(&b, "\nshutdown: sessions ended between transactions %d, without waiting %d", s.ShutdownIdle, s.ShutdownCut)
+	}
 	return b.String()
 }
 
