@@ -403,22 +403,21 @@ func TestUpstreamRestartRelayedAtOnce(t *testing.T) {
 	_, addr := startProxyConfig(t, Config{Upstream: tcpUpstream(t, dsn)}, false)
 	const clients = 10
 	type result struct {
-		after time.Duration
-		data  []byte
-		err   error
+		at   time.Time // when the client saw EOF
+		data []byte
+		err  error
 	}
 	results := make(chan result, clients)
-	t0 := time.Now()
 	for i := 0; i < clients; i++ {
 		_, conn := hijacked(t, viaProxy(t, dsn, addr))
 		go func() {
 			defer conn.Close()
 			_ = conn.SetReadDeadline(time.Now().Add(60 * time.Second))
 			b, err := io.ReadAll(conn)
-			results <- result{time.Since(t0), b, err}
+			results <- result{time.Now(), b, err}
 		}()
 	}
-	t0 = time.Now()
+	t0 := time.Now()
 	if err := srv.Cluster(t).Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +428,7 @@ func TestUpstreamRestartRelayedAtOnce(t *testing.T) {
 		if r.err != nil || !bytes.Contains(r.data, []byte("57P01")) {
 			t.Errorf("client %d: read %q, %v; want the FATAL 57P01 then EOF", i, r.data, r.err)
 		}
-		worst = max(worst, r.after)
+		worst = max(worst, r.at.Sub(t0))
 	}
 	t.Logf("restart took %v; the last of %d clients saw EOF %v after it began", restarted, clients, worst)
 	if worst > restarted+10*time.Second {
