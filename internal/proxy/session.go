@@ -6,7 +6,9 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,6 +56,7 @@ type session struct {
 	rfqs          atomic.Int64  // ReadyForQuery messages relayed (upstreamLoop writes)
 	txStatus      atomic.Uint32 // the last ReadyForQuery's status byte
 	hungUp        atomic.Bool   // checkHangups found a peer closed (counted)
+	clientDone    atomic.Bool   // clientLoop read the client's EOF (see clientEOF)
 }
 
 // pending is a statement sent rewritten for the first time, with what to
@@ -101,7 +104,7 @@ func (s *session) flushUp() error {
 func (s *session) clientLoop(ctx context.Context) {
 	atBatchStart := true
 	limit := s.p.cfg.MaxMessageSize
-	_ = s.cin.run(func(data []byte) (int, error) {
+	err := s.cin.run(func(data []byte) (int, error) {
 		used := 0
 		for {
 			n, err := frameSize(data[used:], limit)
@@ -127,9 +130,61 @@ func (s *session) clientLoop(ctx context.Context) {
 	s.uwMu.Lock()
 	s.uw.pending, s.uw.inUse = nil, false
 	s.uwMu.Unlock()
+	if err == errTerminate || peerClosed(err, s.client) {
+		s.clientEOF(ctx)
+	}
 }
 
-// fromClient relays one client message; errStop ends the session.
+// errTerminate ends clientLoop after the client's Terminate was relayed:
+// the session ends when the server closes (see clientEOF).
+var errTerminate = errors.New("terminate")
+
+// peerClosed reports whether err, the end of inbound.run on c, is the
+// peer's close: EOF, or the deadline checkHangups set once it found c
+// hung up (nothing left to read).
+func peerClosed(err error, c net.Conn) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded) && hungUp(c)
+}
+
+// clientEOF passes the client's close (EOF without Terminate) on as a
+// direct connection would: the bytes of a message the client did not
+// finish go upstream as they are (the server then sees a truncated
+// message, as it would), then the upstream's write side is shut down
+// (CloseWrite: shutdown(SHUT_WR) on TCP and Unix sockets), and the
+// session goes on relaying the server's answers until the server
+// closes (it answers what it received, then sees EOF and ends the
+// backend). A client that half-closed after its last request so gets
+// its answer; one that closed gets none either way. The same follows a
+// Terminate (the server ends the backend when it reads it): the answers
+// to the requests sent before it reach a client still reading, as on a
+// direct connection. It returns once the
+// session is closed, or at once (the session then ends) when the
+// upstream cannot be half-closed or the write fails.
+func (s *session) clientEOF(ctx context.Context) {
+	s.clientDone.Store(true)
+	hc, ok := s.up.(interface{ CloseWrite() error })
+	s.uwMu.Lock()
+	var err error
+	if s.cin.n > 0 {
+		s.uw.add(s.cin.buf[:s.cin.n])
+		err = s.uw.flush()
+		s.cin.n = 0
+	}
+	if err == nil && ok {
+		err = hc.CloseWrite()
+	}
+	s.uwMu.Unlock()
+	if err != nil || !ok {
+		return
+	}
+	select {
+	case <-s.closed:
+	case <-ctx.Done():
+	}
+}
+
+// fromClient relays one client message; errStop ends the session,
+// errTerminate (after a Terminate) ends the client's side of it.
 func (s *session) fromClient(ctx context.Context, frame []byte, atBatchStart *bool) error {
 	typ := frame[0]
 	out := frame
@@ -195,8 +250,10 @@ func (s *session) fromClient(ctx context.Context, frame []byte, atBatchStart *bo
 		}
 	}
 	if typ == 'X' {
-		_ = s.flushUp()
-		return errStop
+		if err := s.flushUp(); err != nil {
+			return err
+		}
+		return errTerminate
 	}
 	return nil
 }
@@ -354,7 +411,12 @@ func statementText(body []byte, simple bool) ([]byte, bool) {
 // the client in one write, without copying unless a verdict changed them.
 func (s *session) upstreamLoop(ctx context.Context) {
 	rfqSeen := 0
-	_ = s.uin.run(func(data []byte) (int, error) {
+	err := s.uin.run(func(data []byte) (int, error) {
+		if s.clientDone.Load() {
+			// The server closes once it has answered: read until
+			// its FIN, which may come with its last bytes.
+			s.uin.more = true
+		}
 		s.mu.Lock()
 		pd := s.pending
 		s.mu.Unlock()
@@ -427,6 +489,12 @@ func (s *session) upstreamLoop(ctx context.Context) {
 		s.cw.add(data[run:used])
 		return used, s.cw.flush()
 	})
+	if s.uin.n > 0 && peerClosed(err, s.up) {
+		// The server closed in the middle of a message: the client
+		// gets its bytes then EOF, as on a direct connection.
+		s.cw.add(s.uin.buf[:s.uin.n])
+		_ = s.cw.flush()
+	}
 }
 
 // verdict handles frame, a response to the pending statement's request.
