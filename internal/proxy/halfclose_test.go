@@ -269,6 +269,7 @@ func TestPartialMessageAtEOF(t *testing.T) {
 				if len(logs[0]) == 0 {
 					t.Fatal("the server logged nothing for the direct connection")
 				}
+				t.Logf("server log, both ways: %q", logs[0])
 				if strings.Join(logs[0], "\n") != strings.Join(logs[1], "\n") {
 					t.Errorf("server log: direct %q, through the proxy %q", logs[0], logs[1])
 				}

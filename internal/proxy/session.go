@@ -56,7 +56,8 @@ type session struct {
 	rfqs          atomic.Int64  // ReadyForQuery messages relayed (upstreamLoop writes)
 	txStatus      atomic.Uint32 // the last ReadyForQuery's status byte
 	hungUp        atomic.Bool   // checkHangups found a peer closed (counted)
-	clientDone    atomic.Bool   // clientLoop read the client's EOF (see clientEOF)
+	st            *dbState      // the database's state (clientLoop only: see state)
+	clientDone    atomic.Bool   // the client sent Terminate or EOF: relay until the server closes (see clientEOF)
 }
 
 // pending is a statement sent rewritten for the first time, with what to
@@ -81,6 +82,15 @@ func (s *session) close() {
 		_ = s.client.Close()
 		_ = s.up.Close()
 	})
+}
+
+// state returns the session's database's state (Proxy.dbState, looked
+// up once); clientLoop only.
+func (s *session) state() *dbState {
+	if s.st == nil {
+		s.st = s.p.dbState(s.db)
+	}
+	return s.st
 }
 
 // writeUp queues frames for the upstream; they may reference the client
@@ -250,6 +260,9 @@ func (s *session) fromClient(ctx context.Context, frame []byte, atBatchStart *bo
 		}
 	}
 	if typ == 'X' {
+		// Before the server can read it: its answers and FIN may come
+		// in one read, which must then read again (upstreamLoop).
+		s.clientDone.Store(true)
 		if err := s.flushUp(); err != nil {
 			return err
 		}
@@ -271,7 +284,7 @@ func (s *session) onStatement(ctx context.Context, frame []byte, simple, canPend
 		w := scanWords(raw)
 		var m *mutators
 		if w.context || w.calls {
-			m = s.p.mutatorsFor(ctx, s.db)
+			m = s.p.mutatorsIn(ctx, s.db, s.state())
 		}
 		if w.context || (w.calls && m.calledIn(raw)) {
 			changes, ddl := s.onContext(string(raw), simple && atBatchStart, m)
@@ -380,7 +393,7 @@ func (s *session) keptCached(frame, raw []byte, simple bool) bool {
 	}
 	s.keyBuf = appendKey(s.keyBuf[:0], s.db, s.user, s.path, params, raw)
 	d, ok := s.p.cache.getKey(s.keyBuf)
-	if !ok || (d.changed && !d.failed) || !d.current(s.p.generation(s.db), s.p.cfg.DecisionTTL) {
+	if !ok || (d.changed && !d.failed) || !d.current(s.p.genOf(s.state()), s.p.cfg.DecisionTTL) {
 		return false
 	}
 	s.p.stats.statements.Add(1)
@@ -685,7 +698,7 @@ func (p *Proxy) decide(ctx context.Context, s *session, text string, paramOIDs [
 		p.stats.contextUnknown.Add(1)
 		return key, decision{explain: "the session changed its search_path or role in a way the proxy does not follow"}, false
 	}
-	gen := p.generation(s.db)
+	gen := p.genOf(s.state())
 	s.keyBuf = appendKey(s.keyBuf[:0], key.db, key.user, key.path, key.params, key.text)
 	if d, ok := p.cache.getKey(s.keyBuf); ok && d.current(gen, p.cfg.DecisionTTL) {
 		p.stats.cacheHits.Add(1)
