@@ -19,7 +19,9 @@ const hangupPeriod = 2 * time.Second
 // the peer's FIN came in the same readiness event as its last bytes, no
 // further event comes and the session would wait for TCP keepalive, or
 // forever for a peer that half-closed and still reads (an upstream's
-// FATAL is handled at once, see inbound.more). See checkHangups.
+// FATAL is handled at once, see inbound.more). A client's close found so
+// is handled as one its loop read (session.clientEOF: the session goes
+// on until the server closes). See checkHangups.
 func (p *Proxy) watchHangups(ctx context.Context) {
 	t := time.NewTicker(hangupPeriod)
 	defer t.Stop()
@@ -46,7 +48,9 @@ func (p *Proxy) watchHangups(ctx context.Context) {
 // kernel's queue only: the loop may hold the peer's last bytes, read but
 // not yet written, e.g. while the other side's socket is full, and
 // closing the session then lost them (the upstream's last data, a
-// FATAL). Each session's hang-up is counted once.
+// FATAL). Each session's hang-up is counted once. A client whose EOF the
+// session already handles (session.clientDone: it waits for the server's
+// close) is not looked at.
 func (p *Proxy) checkHangups(ss []*session) []*session {
 	p.mu.Lock()
 	for s := range p.sessions {
@@ -55,7 +59,10 @@ func (p *Proxy) checkHangups(ss []*session) []*session {
 	p.mu.Unlock()
 	for _, s := range ss {
 		found := false
-		for _, c := range [2]net.Conn{s.client, s.up} {
+		for i, c := range [2]net.Conn{s.client, s.up} {
+			if i == 0 && s.clientDone.Load() {
+				continue
+			}
 			if hungUp(c) {
 				found = true
 				_ = c.SetReadDeadline(time.Unix(1, 0))

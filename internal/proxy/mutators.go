@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,8 +38,31 @@ type mutators struct {
 	gen uint64    // the database's generation when listed
 	at  time.Time // when listed
 	// refreshing: a background listing to replace this one (older than
-	// Config.DecisionTTL) is under way (Proxy.mu)
-	refreshing bool
+	// Config.DecisionTTL) is under way
+	refreshing atomic.Bool
+}
+
+// dbState is what the proxy keeps per database, read without a lock on
+// every statement that calls a function or passes the pre-filter (the
+// writers, invalidate, Flush and the listings' stores, hold Proxy.mu,
+// so that a list is kept only if no schema change came while it was
+// made).
+type dbState struct {
+	gen  atomic.Uint64            // DDL generations seen (see Proxy.generation)
+	muts atomic.Pointer[mutators] // functions whose call may change the schema; nil: not listed
+}
+
+// genOf is the generation of the database whose state is st (see
+// Proxy.generation).
+func (p *Proxy) genOf(st *dbState) uint64 { return st.gen.Load() + p.epoch.Load() }
+
+// dbState returns database db's state, created on first use.
+func (p *Proxy) dbState(db string) *dbState {
+	if st, ok := p.dbs.Load(db); ok {
+		return st.(*dbState)
+	}
+	st, _ := p.dbs.LoadOrStore(db, new(dbState))
+	return st.(*dbState)
 }
 
 // has reports whether word, a function name as written (ASCII case
@@ -84,22 +108,30 @@ func (m *mutators) calledIn(text []byte) bool {
 // background listing replaces it, so that no client statement waits for
 // the periodic refresh. When the side connection fails, a set where every
 // call counts as a schema change.
+//
+// It takes no lock (atomic loads: it runs for every statement that calls
+// a function, count(*) included). The list is loaded before the
+// generation, so a schema change between the two makes the list look
+// older than it is (listed again), never newer.
 func (p *Proxy) mutatorsFor(ctx context.Context, db string) *mutators {
-	p.mu.Lock()
-	m, gen := p.muts[db], p.gens[db]+p.epoch
+	return p.mutatorsIn(ctx, db, p.dbState(db))
+}
+
+// mutatorsIn is mutatorsFor with db's state at hand (a session keeps its
+// database's: session.state), so that not even the sync.Map lookup runs.
+func (p *Proxy) mutatorsIn(ctx context.Context, db string, st *dbState) *mutators {
+	m := st.muts.Load()
+	gen := p.genOf(st)
 	if m != nil && m.gen == gen {
-		if time.Since(m.at) >= p.cfg.DecisionTTL && !m.refreshing {
-			m.refreshing = true
+		if time.Since(m.at) >= p.cfg.DecisionTTL && m.refreshing.CompareAndSwap(false, true) {
 			p.wg.Add(1)
 			go func() {
 				defer p.wg.Done()
 				p.listMutatorsInto(context.WithoutCancel(ctx), db, gen)
 			}()
 		}
-		p.mu.Unlock()
 		return m
 	}
-	p.mu.Unlock()
 	return p.listMutatorsInto(ctx, db, gen)
 }
 
@@ -111,12 +143,25 @@ func (p *Proxy) listMutatorsInto(ctx context.Context, db string, gen uint64) *mu
 		p.log.Info("functions that may change the schema not listed: every function call counts as one", "database", db, "err", err)
 		return &mutators{all: true}
 	}
-	p.mu.Lock()
-	if p.gens[db]+p.epoch == gen {
-		p.muts[db] = m
-	}
-	p.mu.Unlock()
+	p.keepMutators(db, gen, m, false)
 	return m
+}
+
+// keepMutators stores m, listed for generation gen, as db's list if the
+// generation did not move meanwhile (and, with ifNone, if db has no list
+// yet).
+func (p *Proxy) keepMutators(db string, gen uint64, m *mutators, ifNone bool) {
+	st := p.dbState(db)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.genOf(st) != gen {
+		return
+	}
+	if ifNone {
+		st.muts.CompareAndSwap(nil, m)
+	} else {
+		st.muts.Store(m)
+	}
 }
 
 func (p *Proxy) listMutators(ctx context.Context, db string, gen uint64) (*mutators, error) {

@@ -158,12 +158,11 @@ type Proxy struct {
 	cache      *decisionCache
 	stats      counters
 	log        *slog.Logger
-	mu         sync.Mutex // guards sessions, keys and gens
+	mu         sync.Mutex // guards sessions and keys; held by the writers of dbs and epoch
 	catMu      sync.Mutex // guards sides (held while connecting)
 	sides      map[sideKey]*sideEntry
-	gens       map[string]uint64    // per database: DDL generations seen
-	epoch      uint64               // Flush calls, added to every generation
-	muts       map[string]*mutators // per database: functions whose call may change the schema
+	dbs        sync.Map      // database -> *dbState: DDL generation, functions whose call may change the schema
+	epoch      atomic.Uint64 // Flush calls, added to every generation
 	sessions   map[*session]struct{}
 	keys       map[string]*session // BackendKeyData -> session
 	wg         sync.WaitGroup
@@ -239,8 +238,8 @@ func New(cfg Config) (*Proxy, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	p := &Proxy{cfg: cfg, catCfg: catCfg, cache: newDecisionCache(cfg.CacheSize, cfg.DecisionTTL), log: log, muts: map[string]*mutators{},
-		sides: map[sideKey]*sideEntry{}, gens: map[string]uint64{}, sessions: map[*session]struct{}{}, keys: map[string]*session{},
+	p := &Proxy{cfg: cfg, catCfg: catCfg, cache: newDecisionCache(cfg.CacheSize, cfg.DecisionTTL), log: log,
+		sides: map[sideKey]*sideEntry{}, sessions: map[*session]struct{}{}, keys: map[string]*session{},
 		listeners: map[net.Listener]struct{}{}, starting: map[net.Conn]struct{}{}, shutDone: make(chan struct{}),
 		ruleFired: map[string]*atomic.Uint64{}, ruleVetoed: map[string]*atomic.Uint64{}, epfd: -1}
 	for _, r := range rewrite.Rules() {
@@ -277,16 +276,16 @@ func (p *Proxy) Warm(ctx context.Context) error {
 // generation is database db's DDL generation: it grows whenever a session
 // sends (and again when it completes) a statement that may change the
 // schema, and decisions of an older generation are not used.
+// It takes no lock.
 func (p *Proxy) generation(db string) uint64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.gens[db] + p.epoch
+	return p.genOf(p.dbState(db))
 }
 
 // invalidate starts a new generation for db and drops its decisions.
 func (p *Proxy) invalidate(db string) {
+	st := p.dbState(db)
 	p.mu.Lock()
-	p.gens[db]++
+	st.gen.Add(1)
 	p.mu.Unlock()
 	p.cache.clear(db, false)
 	p.forget(db, false)
@@ -300,7 +299,7 @@ func (p *Proxy) invalidate(db string) {
 // the proxy ('erplab proxy' calls it on SIGHUP). Safe for concurrent use.
 func (p *Proxy) Flush() {
 	p.mu.Lock()
-	p.epoch++
+	p.epoch.Add(1)
 	p.mu.Unlock()
 	p.cache.clear("", true)
 	p.forget("", true)

@@ -6,7 +6,9 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,6 +57,8 @@ type session struct {
 	txStatus      atomic.Uint32 // the last ReadyForQuery's status byte
 	hungUp        atomic.Bool   // checkHangups found a peer closed (counted)
 	end           sessionEnd    // how the proxy ends the session itself (shutdown.go)
+	st            *dbState      // the database's state (clientLoop only: see state)
+	clientDone    atomic.Bool   // the client sent Terminate or EOF: relay until the server closes (see clientEOF)
 }
 
 // pending is a statement sent rewritten for the first time, with what to
@@ -81,6 +85,15 @@ func (s *session) close() {
 	})
 }
 
+// state returns the session's database's state (Proxy.dbState, looked
+// up once); clientLoop only.
+func (s *session) state() *dbState {
+	if s.st == nil {
+		s.st = s.p.dbState(s.db)
+	}
+	return s.st
+}
+
 // writeUp queues frames for the upstream; they may reference the client
 // read buffer until the next flushUp.
 func (s *session) writeUp(frames ...[]byte) {
@@ -102,7 +115,7 @@ func (s *session) flushUp() error {
 func (s *session) clientLoop(ctx context.Context) {
 	atBatchStart := true
 	limit := s.p.cfg.MaxMessageSize
-	_ = s.cin.run(func(data []byte) (int, error) {
+	err := s.cin.run(func(data []byte) (int, error) {
 		used := 0
 		for {
 			n, err := frameSize(data[used:], limit)
@@ -133,9 +146,61 @@ func (s *session) clientLoop(ctx context.Context) {
 	s.uwMu.Lock()
 	s.uw.pending, s.uw.inUse = nil, false
 	s.uwMu.Unlock()
+	if err == errTerminate || peerClosed(err, s.client) {
+		s.clientEOF(ctx)
+	}
 }
 
-// fromClient relays one client message; errStop ends the session.
+// errTerminate ends clientLoop after the client's Terminate was relayed:
+// the session ends when the server closes (see clientEOF).
+var errTerminate = errors.New("terminate")
+
+// peerClosed reports whether err, the end of inbound.run on c, is the
+// peer's close: EOF, or the deadline checkHangups set once it found c
+// hung up (nothing left to read).
+func peerClosed(err error, c net.Conn) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded) && hungUp(c)
+}
+
+// clientEOF passes the client's close (EOF without Terminate) on as a
+// direct connection would: the bytes of a message the client did not
+// finish go upstream as they are (the server then sees a truncated
+// message, as it would), then the upstream's write side is shut down
+// (CloseWrite: shutdown(SHUT_WR) on TCP and Unix sockets), and the
+// session goes on relaying the server's answers until the server
+// closes (it answers what it received, then sees EOF and ends the
+// backend). A client that half-closed after its last request so gets
+// its answer; one that closed gets none either way. The same follows a
+// Terminate (the server ends the backend when it reads it): the answers
+// to the requests sent before it reach a client still reading, as on a
+// direct connection. It returns once the
+// session is closed, or at once (the session then ends) when the
+// upstream cannot be half-closed or the write fails.
+func (s *session) clientEOF(ctx context.Context) {
+	s.clientDone.Store(true)
+	hc, ok := s.up.(interface{ CloseWrite() error })
+	s.uwMu.Lock()
+	var err error
+	if s.cin.n > 0 {
+		s.uw.add(s.cin.buf[:s.cin.n])
+		err = s.uw.flush()
+		s.cin.n = 0
+	}
+	if err == nil && ok {
+		err = hc.CloseWrite()
+	}
+	s.uwMu.Unlock()
+	if err != nil || !ok {
+		return
+	}
+	select {
+	case <-s.closed:
+	case <-ctx.Done():
+	}
+}
+
+// fromClient relays one client message; errStop ends the session,
+// errTerminate (after a Terminate) ends the client's side of it.
 func (s *session) fromClient(ctx context.Context, frame []byte, atBatchStart *bool) error {
 	typ := frame[0]
 	out := frame
@@ -202,8 +267,13 @@ func (s *session) fromClient(ctx context.Context, frame []byte, atBatchStart *bo
 		}
 	}
 	if typ == 'X' {
-		_ = s.flushUp()
-		return errStop
+		// Before the server can read it: its answers and FIN may come
+		// in one read, which must then read again (upstreamLoop).
+		s.clientDone.Store(true)
+		if err := s.flushUp(); err != nil {
+			return err
+		}
+		return errTerminate
 	}
 	return nil
 }
@@ -221,7 +291,7 @@ func (s *session) onStatement(ctx context.Context, frame []byte, simple, canPend
 		w := scanWords(raw)
 		var m *mutators
 		if w.context || w.calls {
-			m = s.p.mutatorsFor(ctx, s.db)
+			m = s.p.mutatorsIn(ctx, s.db, s.state())
 		}
 		if w.context || (w.calls && m.calledIn(raw)) {
 			changes, ddl := s.onContext(string(raw), simple && atBatchStart, m)
@@ -330,7 +400,7 @@ func (s *session) keptCached(frame, raw []byte, simple bool) bool {
 	}
 	s.keyBuf = appendKey(s.keyBuf[:0], s.db, s.user, s.path, params, raw)
 	d, ok := s.p.cache.getKey(s.keyBuf)
-	if !ok || (d.changed && !d.failed) || !d.current(s.p.generation(s.db), s.p.cfg.DecisionTTL) {
+	if !ok || (d.changed && !d.failed) || !d.current(s.p.genOf(s.state()), s.p.cfg.DecisionTTL) {
 		return false
 	}
 	s.p.stats.statements.Add(1)
@@ -361,7 +431,12 @@ func statementText(body []byte, simple bool) ([]byte, bool) {
 // the client in one write, without copying unless a verdict changed them.
 func (s *session) upstreamLoop(ctx context.Context) {
 	rfqSeen := 0
-	_ = s.uin.run(func(data []byte) (int, error) {
+	err := s.uin.run(func(data []byte) (int, error) {
+		if s.clientDone.Load() {
+			// The server closes once it has answered: read until
+			// its FIN, which may come with its last bytes.
+			s.uin.more = true
+		}
 		s.mu.Lock()
 		pd := s.pending
 		s.mu.Unlock()
@@ -434,6 +509,12 @@ func (s *session) upstreamLoop(ctx context.Context) {
 		s.cw.add(data[run:used])
 		return used, s.cw.flush()
 	})
+	if s.uin.n > 0 && peerClosed(err, s.up) {
+		// The server closed in the middle of a message: the client
+		// gets its bytes then EOF, as on a direct connection.
+		s.cw.add(s.uin.buf[:s.uin.n])
+		_ = s.cw.flush()
+	}
 }
 
 // verdict handles frame, a response to the pending statement's request.
@@ -624,7 +705,7 @@ func (p *Proxy) decide(ctx context.Context, s *session, text string, paramOIDs [
 		p.stats.contextUnknown.Add(1)
 		return key, decision{explain: "the session changed its search_path or role in a way the proxy does not follow"}, false
 	}
-	gen := p.generation(s.db)
+	gen := p.genOf(s.state())
 	s.keyBuf = appendKey(s.keyBuf[:0], key.db, key.user, key.path, key.params, key.text)
 	if d, ok := p.cache.getKey(s.keyBuf); ok && d.current(gen, p.cfg.DecisionTTL) {
 		p.stats.cacheHits.Add(1)

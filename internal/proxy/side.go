@@ -131,15 +131,9 @@ SELECT EXISTS (SELECT 1 FROM pg_db_role_setting s, unnest(s.setconfig) c
 		// connection while everything waits for it anyway: a first
 		// statement calling a function (count(*) is one) then needs no
 		// listing of its own (mutatorsFor) to wait for.
-		p.mu.Lock()
-		gen := p.gens[db] + p.epoch
-		p.mu.Unlock()
+		gen := p.generation(db)
 		if m, err := listMutatorsOn(pctx, conn.Conn(), gen); err == nil {
-			p.mu.Lock()
-			if p.gens[db]+p.epoch == gen && p.muts[db] == nil {
-				p.muts[db] = m
-			}
-			p.mu.Unlock()
+			p.keepMutators(db, gen, m, true)
 		}
 	}
 	return nil
