@@ -19,8 +19,10 @@
 // authentication: PostgreSQL's limits, a silent close as PostgreSQL's),
 // and buffers grow only as bytes arrive; Config.MaxClients bounds the
 // connections served (53300 above); accept errors are retried with
-// back-off; a peer's close ends its session at once (inbound.more,
-// watchHangups).
+// back-off; the server's close ends its session at once (inbound.more,
+// watchHangups); the client's (EOF or Terminate) is passed upstream as a
+// half-close after every byte read from it, and the session ends when the
+// server closes, once its answers are relayed (session.clientEOF).
 //
 // Shutdown (shutdown.go) is PgBouncer's safe shutdown: StartShutdown
 // closes the listeners and ends each session at its next transaction
