@@ -174,8 +174,15 @@ statement cancelled, an open transaction rolled back). The summary is printed ei
 				mode = "shadow (logging would-be rewrites, sending originals)"
 			}
 			n := setProxyProcs(procs)
-			fmt.Fprintf(cmd.ErrOrStderr(), "erplab proxy listening on %s, %s, %d Go scheduler thread(s) (--procs), at most %d clients (open files limit %d), messages up to %d bytes; Ctrl-C to stop after each session's transaction\n",
-				ln.Addr(), mode, n, maxClients, nofile, maxMsg)
+			stop := "Ctrl-C to stop after each session's transaction"
+			if signal.Ignored(os.Interrupt) {
+				// Inherited ignored (a background job of a script):
+				// it stays ignored, so Ctrl-C or kill -INT would do
+				// nothing (interruptContext).
+				stop = "SIGINT is ignored (it was when the proxy started, e.g. as a script's background job): stop with SIGTERM after each session's transaction"
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "erplab proxy listening on %s, %s, %d Go scheduler thread(s) (--procs), at most %d clients (open files limit %d), messages up to %d bytes; %s\n",
+				ln.Addr(), mode, n, maxClients, nofile, maxMsg, stop)
 			err = serveUntilShutdown(ctx, cmd.ErrOrStderr(), p, ln, shutdownTimeout)
 			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", p.Stats())
 			return err

@@ -258,3 +258,32 @@ func TestProxySIGQUITEndsAtOnce(t *testing.T) {
 		t.Errorf("summary:\n%s", out)
 	}
 }
+
+// Started with SIGINT ignored (a script's background job), the proxy keeps
+// it ignored, as every erplab command; its start line says so and names
+// SIGTERM, which still shuts it down.
+func TestProxySIGINTIgnoredNamesSIGTERM(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	inner := erplab(t, t.TempDir(), "proxy", "--listen", "127.0.0.1:0", "--upstream", dsn)
+	// exec.Cmd cannot start a process with a signal ignored; sh's trap
+	// "" can, and exec keeps it ignored.
+	cmd := exec.Command("sh", append([]string{"-c", `trap "" INT; exec "$0" "$@"`}, inner.Args...)...)
+	cmd.Dir, cmd.Env = inner.Dir, inner.Env
+	var stdout strings.Builder
+	_, line, sc, _ := startListening(t, cmd, &stdout)
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	if !strings.Contains(line, "SIGINT is ignored") || !strings.Contains(line, "stop with SIGTERM") {
+		t.Errorf("start line: %s", line)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("after SIGTERM: %v", err)
+	}
+	if !strings.Contains(stdout.String(), "sessions 0 (connections 0)") { // the exit summary
+		t.Errorf("summary:\n%s", stdout.String())
+	}
+}

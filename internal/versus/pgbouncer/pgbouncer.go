@@ -525,10 +525,20 @@ func headToHead(order []cellKey, byKey map[cellKey]map[string][]Result) string {
 				fmt.Fprintf(&b, "%s / %s per round: median [95 %% interval of the median] (min-max)\n", pair[0], pair[1])
 			}
 			fmt.Fprintf(&b, "%-9s %3d | tps %s | p99 %s\n", k.mode, k.clients, ratioSummary(tps), ratioSummary(p99))
+			if pair[0] == AATarget {
+				if med, _, _, _ := compare.MedianCI(tps, 0.95); math.Abs(med-1) > aaWarn {
+					fmt.Fprintf(&b, "          warning: two identical PgBouncers differ by %+.0f %% in tps here: this cell's erplab / PgBouncer ratio is not to be read closer than that (more rounds, or a quieter machine)\n", 100*(med-1))
+				}
+			}
 		}
 	}
 	return b.String()
 }
+
+// aaWarn is how far from 1.0 (a fraction) the A/A tps median of a cell
+// may be before headToHead warns that the cell's comparison is no finer
+// than the machine's noise.
+const aaWarn = 0.05
 
 // cellKey is one row of Table: a pgbench -M mode and -c.
 type cellKey struct {

@@ -157,4 +157,16 @@ func TestTableHeadToHead(t *testing.T) {
 			t.Errorf("A/A table lacks %q:\n%s", want, got)
 		}
 	}
+	// The A/A median is 6 % from 1.0: the cell gets the warning; one of
+	// 1.00 gets none.
+	if !strings.Contains(got, "warning: two identical PgBouncers differ by +6 % in tps here") {
+		t.Errorf("no A/A warning:\n%s", got)
+	}
+	rs = build(6)
+	for round := range 6 {
+		rs = append(rs, Result{Target: AATarget, Mode: "prepared", Clients: 8, TPS: 1000, P50: us(100), P99: us(100), Round: round})
+	}
+	if got := Table(rs); strings.Contains(got, "warning") || !strings.Contains(got, AATarget+" / pgbouncer per round") {
+		t.Errorf("A/A at 1.00:\n%s", got)
+	}
 }
