@@ -35,11 +35,7 @@ func TestSchemaChangeByFunction(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, addr := startProxy(t, false)
-	conn, err := pgx.Connect(ctx, viaProxy(t, dsn, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := proxiedConn(t, dsn, addr)
 	// run checks the query through the proxy against the direct answer.
 	run := func(what string) {
 		t.Helper()
@@ -117,11 +113,7 @@ func TestSchemaChangeAroundTheProxy(t *testing.T) {
 	}
 	const ttl = 2 * time.Second
 	p, addr := startProxyConfig(t, Config{Upstream: srv.DSN(t, "postgres"), DecisionTTL: ttl}, false)
-	conn, err := pgx.Connect(ctx, viaProxy(t, dsn, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := proxiedConn(t, dsn, addr)
 	both := func() (proxied, straight string) {
 		return outcome(ctx, conn, ddlQuery, pgx.QueryExecModeSimpleProtocol), outcome(ctx, direct, ddlQuery, pgx.QueryExecModeSimpleProtocol)
 	}

@@ -88,12 +88,7 @@ func TestNoErrorTheOriginalWouldNotGive(t *testing.T) {
 	// there (no decision cached).
 	connect := func(t *testing.T) (*Proxy, *pgx.Conn) {
 		p, addr := startProxy(t, false)
-		conn, err := pgx.Connect(ctx, viaProxy(t, dsn, addr))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close(ctx) })
-		return p, conn
+		return p, proxiedConn(t, dsn, addr)
 	}
 	check := func(t *testing.T, what, got, want string) {
 		t.Helper()
@@ -237,11 +232,7 @@ func TestSearchPathAndSchemaChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, addr := startProxy(t, false)
-	conn, err := pgx.Connect(ctx, viaProxy(t, dsn, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := proxiedConn(t, dsn, addr)
 	const q = "SELECT id FROM ta WHERE ta.id = 1 OR ta.id IN (SELECT tb.v FROM tb)"
 	run := func(t *testing.T, what, want string, wantRewrite bool) {
 		t.Helper()

@@ -39,11 +39,7 @@ func TestDeepStatementPassesThrough(t *testing.T) {
 	ctx := context.Background()
 	dsn, direct := setup(t)
 	p, addr := startProxy(t, false)
-	other, err := pgx.Connect(ctx, viaProxy(t, dsn, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close(ctx)
+	other := proxiedConn(t, dsn, addr)
 	conn, err := pgx.Connect(ctx, viaProxy(t, dsn, addr))
 	if err != nil {
 		t.Fatal(err)
@@ -632,11 +628,7 @@ func TestOversizedMessagesDisconnect(t *testing.T) {
 		t.Fatalf("a 512 MiB Query over a 1 MiB limit: no close: %v", err)
 	}
 	var n int
-	conn, err := pgx.Connect(ctx, viaProxy(t, dsn, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := proxiedConn(t, dsn, addr)
 	if err := conn.QueryRow(ctx, "SELECT length($1::text)", strings.Repeat("x", 900<<10)).Scan(&n); err != nil || n != 900<<10 {
 		t.Fatalf("a 900 KiB parameter under the 1 MiB limit: %d, %v", n, err)
 	}
@@ -768,11 +760,7 @@ func TestParseWorkBound(t *testing.T) {
 	var logs syncWriter
 	p, addr := startProxyConfig(t, Config{Upstream: srv.DSN(t, "postgres"),
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))}, false)
-	conn, err := pgx.Connect(ctx, viaProxy(t, dsn, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := proxiedConn(t, dsn, addr)
 	// arms ORs of the rewritable shape: 9 tokens per arm.
 	arms := func(n int, tag string) string {
 		return "SELECT count(*) FROM t WHERE t.a = 1 OR " + strings.Repeat("t.a IN (SELECT u.x FROM u) OR ", n) + "t.a = 2 -- " + tag

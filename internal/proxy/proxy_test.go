@@ -92,6 +92,19 @@ func serveProxy(t testing.TB, p *Proxy, ln net.Listener) {
 
 // viaProxy is dsn (the test cluster's, a key=value DSN) redirected to the
 // proxy at addr, with libpq's default sslmode=prefer.
+// proxiedConn is a pgx connection to dsn's database through the proxy at
+// addr, closed when the test ends (before the proxy stops).
+func proxiedConn(t testing.TB, dsn, addr string) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, viaProxy(t, dsn, addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	return conn
+}
+
 func viaProxy(t testing.TB, dsn, addr string) string {
 	t.Helper()
 	host, port, _ := net.SplitHostPort(addr)
@@ -206,11 +219,7 @@ func TestProtocol(t *testing.T) {
 	ctx := context.Background()
 	dsn, direct := setup(t)
 	p, addr := startProxy(t, false)
-	conn, err := pgx.Connect(ctx, viaProxy(t, dsn, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := proxiedConn(t, dsn, addr)
 
 	t.Run("simple multi-statement", func(t *testing.T) {
 		res, err := conn.PgConn().Exec(ctx, "SELECT 1; SELECT count(*) FROM t WHERE t.a = 1 OR t.a IN (SELECT u.x FROM u); SELECT 'x'").ReadAll()
@@ -394,11 +403,7 @@ CREATE TABLE mk_on (x int); CREATE TRIGGER mk_on_ins BEFORE INSERT ON mk_on FOR 
 		t.Fatal(err)
 	}
 	p, addr := startProxy(t, false)
-	conn, err := pgx.Connect(ctx, viaProxy(t, dsn, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := proxiedConn(t, dsn, addr)
 	// The session's temporary t (an int[] column) hides public.t (int,
 	// indexed): ARRAY(SELECT int[]) is a 2-D int array, so "int[] = ANY
 	// (int[][])" has no operator. The upstream rejects the rewrite; the
@@ -494,11 +499,7 @@ func TestShadow(t *testing.T) {
 	ctx := context.Background()
 	dsn, _ := setup(t)
 	p, addr := startProxy(t, true)
-	conn, err := pgx.Connect(ctx, viaProxy(t, dsn, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := proxiedConn(t, dsn, addr)
 	var n int
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM t WHERE t.a = 1 OR t.a IN (SELECT u.x FROM u)").Scan(&n); err != nil {
 		t.Fatal(err)
@@ -654,11 +655,7 @@ func TestServerTerminatesSession(t *testing.T) {
 	ctx := context.Background()
 	dsn, direct := setup(t)
 	_, addr := startProxy(t, false)
-	conn, err := pgx.Connect(ctx, viaProxy(t, dsn, addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := proxiedConn(t, dsn, addr)
 	var pid int
 	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 		t.Fatal(err)
