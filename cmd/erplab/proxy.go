@@ -327,7 +327,7 @@ func newProxyBenchCmd() *cobra.Command {
 		duration                time.Duration
 		initScale, rounds       int
 		procs                   int
-		noBouncer, aa           bool
+		noBouncer, aa, floorRel bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -340,7 +340,9 @@ each proxy adds at p50 and p99 and its tps as a fraction of direct. Clients reac
 proxies over TCP on 127.0.0.1 and both proxies reach the upstream the same way (its host:
 a unix socket directory or a TCP address). --rounds repeats every cell with the targets in
 a rotated order and reports medians. The upstream database needs pgbench's tables (--init
-creates them).`,
+creates them). --aa adds a second PgBouncer (how far two equal proxies differ here);
+--floor adds a byte relay that does nothing else, on an event loop outside Go's scheduler
+(the best any Go relay can carry here).`,
 		Example: `  erplab proxy bench --upstream 'host=/var/run/postgresql dbname=bench user=postgres' --init 1 --duration 10s`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -382,7 +384,7 @@ creates them).`,
 			}
 			setProxyProcs(procs) // the in-process proxy runs as 'erplab proxy' would
 			opts := pgbouncer.Options{Upstream: up, Duration: duration, Clients: clients, Modes: ms, OSUser: osUser,
-				Rounds: rounds, Progress: cmd.ErrOrStderr(), AA: aa}
+				Rounds: rounds, Progress: cmd.ErrOrStderr(), AA: aa, Floor: floorRel}
 			if aa && noBouncer {
 				return withCode(exitUsage, errors.New("--aa compares two PgBouncers: it cannot go with --no-pgbouncer"))
 			}
@@ -410,6 +412,7 @@ creates them).`,
 	cmd.Flags().IntVar(&procs, "procs", 0, procsHelp+" (as for 'erplab proxy')")
 	cmd.Flags().BoolVar(&noBouncer, "no-pgbouncer", false, "skip the PgBouncer column")
 	cmd.Flags().BoolVar(&aa, "aa", false, "also run a second, identical PgBouncer and report its per-round ratios to the first (A/A): how far two equal proxies differ on this machine, the scale for reading erplab / PgBouncer")
+	cmd.Flags().BoolVar(&floorRel, "floor", false, "also run a floor relay (bytes only, one epoll loop outside Go's scheduler, as PgBouncer's) and report its per-round ratio to PgBouncer and erplab's to it: the best any Go relay carries on this machine, and what erplab's protocol handling and Go's scheduler cost")
 	cmd.Flags().StringVar(&osUser, "os-user", "postgres", "OS user to run pgbouncer as when erplab runs as root")
 	return cmd
 }

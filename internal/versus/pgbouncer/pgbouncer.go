@@ -34,6 +34,7 @@ import (
 	"github.com/erplab/erplab/internal/compare"
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/proxy"
+	"github.com/erplab/erplab/internal/versus/floor"
 )
 
 // ErrNoPgBouncer is returned by FindPgBouncer when the binary is missing.
@@ -68,10 +69,20 @@ type Options struct {
 	// against which the erplab / PgBouncer ratios are read. Needs
 	// PgBouncer.
 	AA bool
+	// Floor adds target FloorTarget: package floor's byte relay, the
+	// cheapest relay a Go process can run (an event loop outside Go's
+	// scheduler, no protocol handling), started for each of its runs
+	// only. Its ratio to PgBouncer is the best any Go relay carries on
+	// this machine; erplab's ratio to it is the cost of erplab's
+	// protocol handling and of Go's scheduler.
+	Floor bool
 }
 
 // AATarget is the Result.Target of the A/A PgBouncer (Options.AA).
 const AATarget = "pgbouncer A/A"
+
+// FloorTarget is the Result.Target of the floor relay (Options.Floor).
+const FloorTarget = "floor relay"
 
 // Result is one pgbench run.
 type Result struct {
@@ -163,6 +174,11 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 			targets = append(targets, struct{ name, dsn string }{name, redirect(opts.Upstream, port)})
 		}
 	}
+	if opts.Floor {
+		targets = append(targets, struct{ name, dsn string }{FloorTarget, ""})
+	}
+	network, address := pgconn.NetworkAddress(cfg.Host, cfg.Port)
+	dialUpstream := func() (net.Conn, error) { return net.Dial(network, address) }
 	rounds := max(opts.Rounds, 1)
 	var out []Result
 	for round := range rounds {
@@ -170,7 +186,13 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 		for _, mode := range opts.Modes {
 			for _, c := range opts.Clients {
 				for _, t := range order {
-					r, err := runPgBench(ctx, opts, dir, t.dsn, mode, c)
+					var r Result
+					var err error
+					if t.name == FloorTarget {
+						r, err = runFloor(ctx, opts, dir, dialUpstream, mode, c)
+					} else {
+						r, err = runPgBench(ctx, opts, dir, t.dsn, mode, c)
+					}
 					if err != nil {
 						return out, fmt.Errorf("proxybench: %s, -M %s -c %d: %w", t.name, mode, c, err)
 					}
@@ -184,6 +206,18 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 		}
 	}
 	return out, nil
+}
+
+// runFloor is runPgBench through a floor relay started for this run and
+// stopped after it (the relay's loop holds a P of its own only while it
+// runs).
+func runFloor(ctx context.Context, opts Options, dir string, dial func() (net.Conn, error), mode string, clients int) (Result, error) {
+	fr, err := floor.Start(dial)
+	if err != nil {
+		return Result{}, err
+	}
+	defer fr.Close()
+	return runPgBench(ctx, opts, dir, redirect(opts.Upstream, fr.Addr().Port), mode, clients)
 }
 
 func checkTables(ctx context.Context, dsn string) error {
@@ -488,7 +522,7 @@ func Table(rs []Result) string {
 		}
 		b.WriteString(" | " + strings.Join(parts, ", ") + "\n")
 	}
-	if seenT["erplab proxy"] && seenT["pgbouncer"] {
+	if seenT["erplab proxy"] && (seenT["pgbouncer"] || seenT[FloorTarget]) {
 		b.WriteString(headToHead(order, byKey))
 	}
 	return b.String()
@@ -500,10 +534,13 @@ func Table(rs []Result) string {
 // median and the distribution-free 95 % interval of the median
 // (compare.MedianCI, sign-test order statistics: from 6 rounds on), and
 // the range of the per-round ratios. With an A/A PgBouncer (Options.AA)
-// the same ratios of the two PgBouncers follow on their own lines.
+// the same ratios of the two PgBouncers follow on their own lines, and
+// with the floor relay (Options.Floor) the floor's to PgBouncer and
+// erplab's to the floor; a pair whose targets did not both run is left
+// out.
 func headToHead(order []cellKey, byKey map[cellKey]map[string][]Result) string {
 	var b strings.Builder
-	for _, pair := range [][2]string{{"erplab proxy", "pgbouncer"}, {AATarget, "pgbouncer"}} {
+	for _, pair := range [][2]string{{"erplab proxy", "pgbouncer"}, {AATarget, "pgbouncer"}, {FloorTarget, "pgbouncer"}, {"erplab proxy", FloorTarget}} {
 		head := false
 		for _, k := range order {
 			bouncer := map[int]Result{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -82,6 +83,45 @@ func TestBenchPgBouncer(t *testing.T) {
 	}
 	if _, err := Run(context.Background(), Options{Upstream: srv.DSN(t, "postgres"), AA: true}); err == nil || !strings.Contains(err.Error(), "needs pgbouncer") {
 		t.Errorf("A/A without pgbouncer: %v", err)
+	}
+}
+
+// The floor relay is a target of its own, started for its runs only:
+// with it (and PgBouncer when installed) the rounds rotate over every
+// target, the table has the floor's lines, and the floor's extra P is
+// given back.
+func TestBenchFloor(t *testing.T) {
+	ctx := context.Background()
+	dsn := srv.NewDatabase(t)
+	if err := Init(ctx, pgbench(t), dsn, 1); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := FindPgBouncer()
+	targets := []string{"direct", "erplab proxy"}
+	if b != "" {
+		targets = append(targets, "pgbouncer")
+	}
+	targets = append(targets, FloorTarget)
+	procs := runtime.GOMAXPROCS(0)
+	rs, err := Run(ctx, Options{Upstream: dsn, Duration: time.Second, Clients: []int{2}, Modes: []string{"prepared"},
+		PgBench: pgbench(t), PgBouncer: b, Rounds: 2, Floor: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkResults(t, rs, targets...)
+	got := Table(rs)
+	t.Logf("\n%s", got)
+	want := []string{"floor relay: tps p50 p99", "floor relay +", "erplab proxy / floor relay per round"}
+	if b != "" {
+		want = append(want, "floor relay / pgbouncer per round")
+	}
+	for _, w := range want {
+		if !strings.Contains(got, w) {
+			t.Errorf("table lacks %q:\n%s", w, got)
+		}
+	}
+	if n := runtime.GOMAXPROCS(0); n != procs {
+		t.Errorf("GOMAXPROCS %d after the bench, want %d", n, procs)
 	}
 }
 
@@ -168,5 +208,35 @@ func TestTableHeadToHead(t *testing.T) {
 	}
 	if got := Table(rs); strings.Contains(got, "warning") || !strings.Contains(got, AATarget+" / pgbouncer per round") {
 		t.Errorf("A/A at 1.00:\n%s", got)
+	}
+	// The floor relay's lines: tps 1000..1100 against PgBouncer's 1000
+	// (ratios 1.00..1.10: median 1.05), p99 100 against 100..600 (1 ..
+	// 0.17: median 0.29); erplab's 900..1400 against the floor's
+	// 1000..1100 (0.90, 0.98, 1.06, 1.13, 1.20, 1.27: median 1.09), p99
+	// 200 against 100 (2.00).
+	rs = build(6)
+	for round := range 6 {
+		rs = append(rs, Result{Target: FloorTarget, Mode: "prepared", Clients: 8, TPS: 1000 + 20*float64(round), P50: us(100), P99: us(100), Round: round})
+	}
+	got = Table(rs)
+	for _, want := range []string{
+		"floor relay / pgbouncer per round",
+		"prepared    8 | tps 1.05 [1.00, 1.10] (1.00-1.10) over 6 rounds | p99 0.29 [0.17, 1.00] (0.17-1.00) over 6 rounds",
+		"erplab proxy / floor relay per round",
+		"prepared    8 | tps 1.09 [0.90, 1.27] (0.90-1.27) over 6 rounds | p99 2.00 [2.00, 2.00] (2.00-2.00) over 6 rounds",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("floor table lacks %q:\n%s", want, got)
+		}
+	}
+	// Without PgBouncer the floor still gets erplab's line.
+	var noBouncer []Result
+	for _, r := range rs {
+		if r.Target != "pgbouncer" {
+			noBouncer = append(noBouncer, r)
+		}
+	}
+	if got := Table(noBouncer); !strings.Contains(got, "erplab proxy / floor relay per round") || strings.Contains(got, "/ pgbouncer") {
+		t.Errorf("floor without PgBouncer:\n%s", got)
 	}
 }
