@@ -340,9 +340,11 @@ each proxy adds at p50 and p99 and its tps as a fraction of direct. Clients reac
 proxies over TCP on 127.0.0.1 and both proxies reach the upstream the same way (its host:
 a unix socket directory or a TCP address). --rounds repeats every cell with the targets in
 a rotated order and reports medians. The upstream database needs pgbench's tables (--init
-creates them). --aa adds a second PgBouncer (how far two equal proxies differ here);
---floor adds a byte relay that does nothing else, on an event loop outside Go's scheduler
-(the best any Go relay can carry here).`,
+creates them). --aa adds a second PgBouncer (how far two equal proxies differ here); --floor adds a relay
+that moves bytes and nothing else on one event loop outside Go's scheduler (PgBouncer's
+design in Go, with none of a proxy's protocol work). Their ratio lines need --rounds 2 or
+more. After each PgBouncer run its server connections are closed (RECONNECT on its admin
+console), so the next target finds the server's connection slots free.`,
 		Example: `  erplab proxy bench --upstream 'host=/var/run/postgresql dbname=bench user=postgres' --init 1 --duration 10s`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -371,23 +373,24 @@ creates them). --aa adds a second PgBouncer (how far two equal proxies differ he
 			if duration < time.Second || duration%time.Second != 0 {
 				return withCode(exitUsage, fmt.Errorf("--duration: %s is not a whole number of seconds, at least 1s (pgbench -T)", duration))
 			}
-			if initScale > 0 {
-				if err := pgbouncer.Init(ctx, "", up, initScale); err != nil {
-					return err
-				}
-			}
 			if rounds < 1 {
 				return withCode(exitUsage, fmt.Errorf("--rounds: %d is not a positive count", rounds))
 			}
 			if procs < 0 {
 				return withCode(exitUsage, fmt.Errorf("--procs: %d is negative (0 picks the default)", procs))
 			}
-			setProxyProcs(procs) // the in-process proxy runs as 'erplab proxy' would
-			opts := pgbouncer.Options{Upstream: up, Duration: duration, Clients: clients, Modes: ms, OSUser: osUser,
-				Rounds: rounds, Progress: cmd.ErrOrStderr(), AA: aa, Floor: floorRel}
 			if aa && noBouncer {
 				return withCode(exitUsage, errors.New("--aa compares two PgBouncers: it cannot go with --no-pgbouncer"))
 			}
+			// Every flag is checked before --init writes to the server.
+			if initScale > 0 {
+				if err := pgbouncer.Init(ctx, "", up, initScale); err != nil {
+					return err
+				}
+			}
+			setProxyProcs(procs) // the in-process proxy runs as 'erplab proxy' would
+			opts := pgbouncer.Options{Upstream: up, Duration: duration, Clients: clients, Modes: ms, OSUser: osUser,
+				Rounds: rounds, Progress: cmd.ErrOrStderr(), AA: aa, Floor: floorRel}
 			if !noBouncer {
 				b, err := pgbouncer.FindPgBouncer()
 				if err != nil {
@@ -408,11 +411,11 @@ creates them). --aa adds a second PgBouncer (how far two equal proxies differ he
 	cmd.Flags().IntSliceVar(&clients, "clients", []int{1, 8}, "pgbench -c values, comma-separated")
 	cmd.Flags().DurationVar(&duration, "duration", 10*time.Second, "length of each pgbench run (whole seconds)")
 	cmd.Flags().IntVar(&initScale, "init", 0, "first run 'pgbench -i -s N' on the upstream (0 = tables exist)")
-	cmd.Flags().IntVar(&rounds, "rounds", 1, "repeat every cell, rotating the targets' order; report medians, and from 6 rounds the 95 % interval of erplab / PgBouncer per cell (use 3+ on a shared machine, 10 to decide)")
+	cmd.Flags().IntVar(&rounds, "rounds", 1, "repeat every cell, rotating the targets' order; report medians, from 2 rounds the per-round ratios (erplab / PgBouncer, A/A, floor), from 6 the 95 % interval of their median (at 6 it is the min-max range; use 10 to decide)")
 	cmd.Flags().IntVar(&procs, "procs", 0, procsHelp+" (as for 'erplab proxy')")
 	cmd.Flags().BoolVar(&noBouncer, "no-pgbouncer", false, "skip the PgBouncer column")
 	cmd.Flags().BoolVar(&aa, "aa", false, "also run a second, identical PgBouncer and report its per-round ratios to the first (A/A): how far two equal proxies differ on this machine, the scale for reading erplab / PgBouncer")
-	cmd.Flags().BoolVar(&floorRel, "floor", false, "also run a floor relay (bytes only, one epoll loop outside Go's scheduler, as PgBouncer's) and report its per-round ratio to PgBouncer and erplab's to it: the best any Go relay carries on this machine, and what erplab's protocol handling and Go's scheduler cost")
+	cmd.Flags().BoolVar(&floorRel, "floor", false, "also run a floor relay (bytes only, one epoll loop outside Go's scheduler, as PgBouncer's) and report, from 2 rounds, its per-round ratio to PgBouncer and erplab's to it: what PgBouncer's design written in Go carries here without a proxy's protocol work, and what erplab's protocol handling and its goroutines in Go's scheduler cost")
 	cmd.Flags().StringVar(&osUser, "os-user", "postgres", "OS user to run pgbouncer as when erplab runs as root")
 	return cmd
 }

@@ -146,9 +146,9 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 	go func() { served <- p.Serve(pctx, ln) }()
 	defer func() { stopProxy(); <-served }()
 
-	targets := []struct{ name, dsn string }{
-		{"direct", opts.Upstream},
-		{"erplab proxy", redirect(opts.Upstream, ln.Addr().(*net.TCPAddr).Port)},
+	targets := []target{
+		{name: "direct", dsn: opts.Upstream},
+		{name: "erplab proxy", dsn: redirect(opts.Upstream, ln.Addr().(*net.TCPAddr).Port)},
 	}
 	if opts.PgBouncer != "" {
 		if os.Geteuid() == 0 {
@@ -171,18 +171,18 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 				return nil, err
 			}
 			defer stop()
-			targets = append(targets, struct{ name, dsn string }{name, redirect(opts.Upstream, port)})
+			targets = append(targets, target{name: name, dsn: redirect(opts.Upstream, port), release: releaser(cfg.User, port)})
 		}
 	}
 	if opts.Floor {
-		targets = append(targets, struct{ name, dsn string }{FloorTarget, ""})
+		targets = append(targets, target{name: FloorTarget})
 	}
 	network, address := pgconn.NetworkAddress(cfg.Host, cfg.Port)
 	dialUpstream := func() (net.Conn, error) { return net.Dial(network, address) }
 	rounds := max(opts.Rounds, 1)
 	var out []Result
 	for round := range rounds {
-		order := append(append([]struct{ name, dsn string }(nil), targets[round%len(targets):]...), targets[:round%len(targets)]...)
+		order := append(append([]target(nil), targets[round%len(targets):]...), targets[:round%len(targets)]...)
 		for _, mode := range opts.Modes {
 			for _, c := range opts.Clients {
 				for _, t := range order {
@@ -192,6 +192,14 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 						r, err = runFloor(ctx, opts, dir, dialUpstream, mode, c)
 					} else {
 						r, err = runPgBench(ctx, opts, dir, t.dsn, mode, c)
+					}
+					if err == nil && t.release != nil {
+						err = t.release(ctx)
+					}
+					if ctx.Err() != nil {
+						// The signal (main's Interruption) is the cause, not
+						// pgbench's exit status.
+						return out, fmt.Errorf("proxybench: stopped during %s, -M %s -c %d: %w", t.name, mode, c, context.Cause(ctx))
 					}
 					if err != nil {
 						return out, fmt.Errorf("proxybench: %s, -M %s -c %d: %w", t.name, mode, c, err)
@@ -206,6 +214,64 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 		}
 	}
 	return out, nil
+}
+
+// target is one column of the bench: a name, the DSN pgbench uses ("" for
+// the floor relay, started per run), and what to do after each of its
+// runs (nil: nothing).
+type target struct {
+	name, dsn string
+	release   func(context.Context) error
+}
+
+// releaseWait bounds how long releaser waits for PgBouncer to close its
+// server connections.
+const releaseWait = 10 * time.Second
+
+// releaser returns the after-run step of a PgBouncer listening on port:
+// in session mode PgBouncer keeps its server connections open and idle
+// after its clients leave (server_idle_timeout, 10 minutes by default),
+// so the next target's clients would find the server's max_connections
+// taken (FATAL 53300 "sorry, too many clients already") at 50 clients
+// with four targets on a default server. The step sends RECONNECT on
+// PgBouncer's admin console (the bench's ini makes the upstream user an
+// admin_users entry), which closes every server connection once it is
+// released, and waits until SHOW SERVERS lists none; an error when they
+// are still there after releaseWait.
+func releaser(user string, port int) func(context.Context) error {
+	return func(ctx context.Context) error {
+		cctx, cancel := context.WithTimeout(ctx, releaseWait)
+		defer cancel()
+		c, err := pgconn.Connect(cctx, redirect(fmt.Sprintf("user=%s dbname=pgbouncer", conninfo.QuoteValue(user)), port))
+		if err != nil {
+			return fmt.Errorf("pgbouncer admin console: %w", err)
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(cctx, "RECONNECT").ReadAll(); err != nil {
+			return fmt.Errorf("pgbouncer RECONNECT: %w", err)
+		}
+		for {
+			res, err := c.Exec(cctx, "SHOW SERVERS").ReadAll()
+			if err != nil {
+				return fmt.Errorf("pgbouncer SHOW SERVERS: %w", err)
+			}
+			n := 0
+			if len(res) > 0 {
+				n = len(res[0].Rows)
+			}
+			if n == 0 {
+				return nil
+			}
+			select {
+			case <-cctx.Done():
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return fmt.Errorf("pgbouncer still holds %d server connections %s after RECONNECT", n, releaseWait)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
 }
 
 // runFloor is runPgBench through a floor relay started for this run and
@@ -388,9 +454,10 @@ auth_file = %s
 pool_mode = session
 max_client_conn = 200
 default_pool_size = 50
+admin_users = %s
 logfile = %s
 pidfile = %s
-`, db, port, filepath.Join(dir, "users.txt"), filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"))
+`, db, port, filepath.Join(dir, "users.txt"), cfg.User, filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"))
 	if err := os.WriteFile(filepath.Join(dir, "users.txt"), []byte(fmt.Sprintf("%q \"\"\n", cfg.User)), 0o600); err != nil {
 		return 0, nil, fmt.Errorf("proxybench: %w", err)
 	}
@@ -445,6 +512,11 @@ pidfile = %s
 		cancel()
 		if err == nil {
 			_ = c.Close(ctx)
+			// The check's server connection stays in the pool: close it.
+			if err := releaser(cfg.User, port)(ctx); err != nil {
+				stop()
+				return 0, nil, fmt.Errorf("proxybench: %w", err)
+			}
 			return port, stop, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {

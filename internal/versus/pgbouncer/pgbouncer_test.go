@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/erplab/erplab/internal/pgtest"
 )
 
@@ -122,6 +124,66 @@ func TestBenchFloor(t *testing.T) {
 	}
 	if n := runtime.GOMAXPROCS(0); n != procs {
 		t.Errorf("GOMAXPROCS %d after the bench, want %d", n, procs)
+	}
+}
+
+// backendsAfterRun records, at each progress line (written after a run
+// and its target's release), how many backends the upstream database
+// has besides the check's own and erplab's side connections.
+type backendsAfterRun struct {
+	t     *testing.T
+	conn  *pgx.Conn
+	db    string
+	lines []string
+	count []int
+}
+
+func (b *backendsAfterRun) Write(p []byte) (int, error) {
+	var n int
+	if err := b.conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid() AND application_name IS DISTINCT FROM 'erplab proxy (side)'", b.db).Scan(&n); err != nil {
+		b.t.Error(err)
+	}
+	b.lines = append(b.lines, string(p))
+	b.count = append(b.count, n)
+	return len(p), nil
+}
+
+// After a PgBouncer's run its server connections are closed (RECONNECT
+// on its admin console), so the next target's clients find the server's
+// connection slots free: no backend but the erplab proxy's side
+// connection is left when the progress line of a PgBouncer run is
+// written (each PgBouncer also closed the one its readiness check made).
+func TestPgBouncerReleasesItsServers(t *testing.T) {
+	b, err := FindPgBouncer()
+	if err != nil {
+		t.Skipf("skipping the PgBouncer comparison: %v", err)
+	}
+	ctx := context.Background()
+	dsn := srv.NewDatabase(t)
+	if err := Init(ctx, pgbench(t), dsn, 1); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	w := &backendsAfterRun{t: t, conn: conn, db: conn.Config().Database}
+	if _, err := Run(ctx, Options{Upstream: dsn, Duration: time.Second, Clients: []int{4}, Modes: []string{"simple"},
+		PgBench: pgbench(t), PgBouncer: b, AA: true, Progress: w}); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for i, l := range w.lines {
+		if strings.Contains(l, "pgbouncer") {
+			seen++
+			if w.count[i] != 0 {
+				t.Errorf("%d backends left after %q", w.count[i], strings.TrimSpace(l))
+			}
+		}
+	}
+	if seen != 2 {
+		t.Errorf("%d PgBouncer runs, want 2: %q", seen, w.lines)
 	}
 }
 
