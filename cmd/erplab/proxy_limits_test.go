@@ -123,6 +123,12 @@ func TestProxyFlagValidation(t *testing.T) {
 		{"proxy", "bench", "--upstream", "host=/tmp", "--init", "-1"},
 		{"proxy", "bench", "--upstream", "host=/tmp", "--duration", "0s"},
 		{"proxy", "bench", "--upstream", "host=/tmp", "--duration", "500ms"},
+		// Checked before --init writes to the server (there is none at
+		// host=/tmp: initialising first gave a connection error, exit 1).
+		{"proxy", "bench", "--upstream", "host=/tmp", "--init", "1", "--rounds", "0"},
+		{"proxy", "bench", "--upstream", "host=/tmp", "--init", "1", "--procs", "-1"},
+		{"proxy", "bench", "--upstream", "host=/tmp", "--init", "1", "--aa", "--no-pgbouncer"},
+		{"proxy", "bench", "--upstream", "host=/tmp", "--floor=maybe"},
 	} {
 		checkUsageError(t, args)
 	}
