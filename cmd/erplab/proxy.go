@@ -402,6 +402,9 @@ console), so the next target finds the server's connection slots free.`,
 			if len(rs) > 0 {
 				fmt.Fprint(cmd.OutOrStdout(), pgbouncer.Table(rs))
 			}
+			if err != nil && exitcode.InterruptionOf(ctx) != nil {
+				return withCode(exitInterrupted, err) // as every command but pgbench, whatever the signal
+			}
 			return err
 		},
 	}

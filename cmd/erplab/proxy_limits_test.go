@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net"
 	"os/exec"
 	"strings"
@@ -148,5 +149,45 @@ func TestProxyFlagValidation(t *testing.T) {
 	out, _ = cmd.CombinedOutput()
 	if !strings.Contains(string(out), "pass another dbname in --upstream") || strings.Contains(string(out), "--dsn") {
 		t.Errorf("missing database: %q, want it to name --upstream", out)
+	}
+}
+
+// An interrupted proxy bench prints the runs it completed, then one line
+// naming the run it stopped in and the signal (not pgbench's exit
+// status), and exits as every command but pgbench does on a signal.
+func TestProxyBenchInterrupted(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	cmd := erplab(t, t.TempDir(), "proxy", "bench", "--upstream", dsn, "--init", "1", "--duration", "2s",
+		"--clients", "1", "--modes", "simple", "--rounds", "3", "--floor", "--no-pgbouncer")
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	var lines []string
+	signalled := false
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if !signalled && strings.HasPrefix(sc.Text(), "round 1/3") {
+			signalled = true
+			_ = cmd.Process.Signal(syscall.SIGTERM) // during the next run
+		}
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("exit %v, want %d; stderr %q", err, exitInterrupted, lines)
+	}
+	last := lines[len(lines)-1]
+	if !strings.HasPrefix(last, "erplab: proxybench: stopped during ") || !strings.HasSuffix(last, ": interrupted (SIGTERM)") || strings.Contains(last, "pgbench (") {
+		t.Errorf("last line %q, want the run it stopped in and the signal", last)
+	}
+	if !strings.Contains(stdout.String(), "direct: tps") {
+		t.Errorf("no partial table on stdout: %q", stdout.String())
 	}
 }
