@@ -15,9 +15,11 @@
 // erplab's proxy, two goroutines per session in Go's netpoller, adds
 // the scheduler's non-blocking epoll_pwait before each park (about 8
 // system calls per transaction). What the floor carries relative to
-// PgBouncer on a machine is therefore the best any Go relay can carry
-// there, and what erplab's proxy carries relative to the floor is the
-// cost of its protocol handling and of Go's scheduler.
+// PgBouncer on a machine is what that design carries there without a
+// proxy's protocol work (not a bound for every Go relay: one making
+// fewer system calls, with splice(2) say, could carry more), and what
+// erplab's proxy carries relative to the floor is the cost of its
+// protocol handling and of its goroutines in Go's scheduler.
 //
 // The loop holds its P (GOMAXPROCS is raised by one while a Relay runs
 // and restored by Close); it waits at most 5 ms at a time, so Close,

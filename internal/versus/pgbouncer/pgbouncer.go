@@ -72,9 +72,10 @@ type Options struct {
 	// Floor adds target FloorTarget: package floor's byte relay, the
 	// cheapest relay a Go process can run (an event loop outside Go's
 	// scheduler, no protocol handling), started for each of its runs
-	// only. Its ratio to PgBouncer is the best any Go relay carries on
-	// this machine; erplab's ratio to it is the cost of erplab's
-	// protocol handling and of Go's scheduler.
+	// only. Its ratio to PgBouncer is what PgBouncer's design written
+	// in Go carries on this machine without a proxy's protocol work;
+	// erplab's ratio to it is the cost of erplab's protocol handling and
+	// of its goroutines in Go's scheduler.
 	Floor bool
 }
 
