@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,24 +40,8 @@ func TestDiskStressBadFlags(t *testing.T) {
 func TestDiskInterruptedCleansUp(t *testing.T) {
 	dir := t.TempDir()
 	cmd := erplab(t, dir, "disk", dir, "--no-macro", "--duration", "3s", "--file-size", "8M", "--churn-files", "500")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stderr)
-	var lines []string
-	for sc.Scan() { // the first finished pattern
-		lines = append(lines, sc.Text())
-		break
-	}
-	cmd.Process.Signal(syscall.SIGINT)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	err = cmd.Wait()
+	// At the first finished pattern.
+	lines, err := signalAtLine(t, cmd, syscall.SIGINT, func(string) bool { return true })
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
 		t.Fatalf("exit %v, want %d\n%s", err, exitInterrupted, strings.Join(lines, "\n"))

@@ -133,6 +133,31 @@ func interrupted(t *testing.T, sig syscall.Signal) {
 	}
 }
 
+// signalAtLine starts cmd, reads its stderr line by line, sends sig once
+// at the first line for which at is true, reads the rest and waits: it
+// returns every stderr line and cmd.Wait's error.
+func signalAtLine(t *testing.T, cmd *exec.Cmd, sig syscall.Signal, at func(line string) bool) ([]string, error) {
+	t.Helper()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	var lines []string
+	signalled := false
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if !signalled && at(sc.Text()) {
+			signalled = true
+			_ = cmd.Process.Signal(sig)
+		}
+	}
+	return lines, cmd.Wait()
+}
+
 // checkUsageError runs `erplab args...` and fails t unless it exits 2 with
 // one line "erplab: ..." on stderr and nothing on stdout.
 func checkUsageError(t *testing.T, args []string) {

@@ -161,24 +161,8 @@ func TestProxyBenchInterrupted(t *testing.T) {
 		"--clients", "1", "--modes", "simple", "--rounds", "3", "--floor", "--no-pgbouncer")
 	var stdout strings.Builder
 	cmd.Stdout = &stdout
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stderr)
-	var lines []string
-	signalled := false
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if !signalled && strings.HasPrefix(sc.Text(), "round 1/3") {
-			signalled = true
-			_ = cmd.Process.Signal(syscall.SIGTERM) // during the next run
-		}
-	}
-	err = cmd.Wait()
+	// During the next run.
+	lines, err := signalAtLine(t, cmd, syscall.SIGTERM, func(l string) bool { return strings.HasPrefix(l, "round 1/3") })
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
 		t.Fatalf("exit %v, want %d; stderr %q", err, exitInterrupted, lines)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -205,7 +206,7 @@ func (r *Relay) loop() {
 		ended = ended[:0]
 		for _, ev := range evs[:n] {
 			fd, peer := int(ev.Fd), int(ev.Pad)
-			if contains(ended, fd) {
+			if slices.Contains(ended, fd) {
 				continue // its pair ended earlier in this batch: the number may be reused
 			}
 			if !r.relay(fd, peer, buf) && r.end(fd, peer) {
@@ -213,15 +214,6 @@ func (r *Relay) loop() {
 			}
 		}
 	}
-}
-
-func contains(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // relay moves what fd has to peer: one recv, then send until all is
