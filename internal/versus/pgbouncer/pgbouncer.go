@@ -147,9 +147,14 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 	go func() { served <- p.Serve(pctx, ln) }()
 	defer func() { stopProxy(); <-served }()
 
+	viaPgBench := func(dsn string) func(context.Context, string, int) (Result, error) {
+		return func(ctx context.Context, mode string, clients int) (Result, error) {
+			return runPgBench(ctx, opts, dir, dsn, mode, clients)
+		}
+	}
 	targets := []target{
-		{name: "direct", dsn: opts.Upstream},
-		{name: "erplab proxy", dsn: redirect(opts.Upstream, ln.Addr().(*net.TCPAddr).Port)},
+		{name: "direct", run: viaPgBench(opts.Upstream)},
+		{name: "erplab proxy", run: viaPgBench(redirect(opts.Upstream, ln.Addr().(*net.TCPAddr).Port))},
 	}
 	if opts.PgBouncer != "" {
 		if os.Geteuid() == 0 {
@@ -172,14 +177,16 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 				return nil, err
 			}
 			defer stop()
-			targets = append(targets, target{name: name, dsn: redirect(opts.Upstream, port), release: releaser(cfg.User, port)})
+			targets = append(targets, target{name: name, run: viaPgBench(redirect(opts.Upstream, port)), release: releaser(cfg.User, port)})
 		}
 	}
 	if opts.Floor {
-		targets = append(targets, target{name: FloorTarget})
+		network, address := pgconn.NetworkAddress(cfg.Host, cfg.Port)
+		dial := func() (net.Conn, error) { return net.Dial(network, address) }
+		targets = append(targets, target{name: FloorTarget, run: func(ctx context.Context, mode string, clients int) (Result, error) {
+			return runFloor(ctx, opts, dir, dial, mode, clients)
+		}})
 	}
-	network, address := pgconn.NetworkAddress(cfg.Host, cfg.Port)
-	dialUpstream := func() (net.Conn, error) { return net.Dial(network, address) }
 	rounds := max(opts.Rounds, 1)
 	var out []Result
 	for round := range rounds {
@@ -187,13 +194,7 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 		for _, mode := range opts.Modes {
 			for _, c := range opts.Clients {
 				for _, t := range order {
-					var r Result
-					var err error
-					if t.name == FloorTarget {
-						r, err = runFloor(ctx, opts, dir, dialUpstream, mode, c)
-					} else {
-						r, err = runPgBench(ctx, opts, dir, t.dsn, mode, c)
-					}
+					r, err := t.run(ctx, mode, c)
 					if err == nil && t.release != nil {
 						err = t.release(ctx)
 					}
@@ -217,12 +218,13 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 	return out, nil
 }
 
-// target is one column of the bench: a name, the DSN pgbench uses ("" for
-// the floor relay, started per run), and what to do after each of its
-// runs (nil: nothing).
+// target is one column of the bench: a name, how one pgbench run of a
+// (mode, clients) cell goes through it, and what to do after each of
+// its runs (nil: nothing).
 type target struct {
-	name, dsn string
-	release   func(context.Context) error
+	name    string
+	run     func(ctx context.Context, mode string, clients int) (Result, error)
+	release func(context.Context) error
 }
 
 // releaseWait bounds how long releaser waits for PgBouncer to close its
