@@ -140,10 +140,9 @@ statement cancelled, an open transaction rolled back). The summary is printed ei
 			}
 			// The parser was warmed by New; the side connection of the
 			// upstream's database logs in and runs one decision before the
-			// first client can connect.
-			if err := p.Warm(ctx); err != nil {
-				log.Warn("side connection failed; statements stay unchanged until it works", "err", conninfo.DescribeFlag(err, "--upstream"))
-			}
+			// first client can connect. A failure is logged by the proxy
+			// (one line) and the proxy serves anyway.
+			_ = p.Warm(ctx)
 			var lc net.ListenConfig
 			ln, err := lc.Listen(ctx, "tcp", listen)
 			if err != nil {

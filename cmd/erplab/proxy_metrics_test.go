@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -62,5 +63,40 @@ func TestProxyMetricsAddress(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `erplab_proxy_events_total{event="sessions"} 0`) {
 		t.Fatalf("GET %s: %s\n%s", url, resp.Status, body)
+	}
+}
+
+// An upstream nobody listens on (a TCP port this test bound and closed):
+// the proxy still starts, and says so in one warning line that names the
+// address, the cause and --upstream, without pgconn's one line per
+// address tried and without the password. No server is needed.
+func TestProxyUnreachableUpstreamOneLine(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	upstream := fmt.Sprintf("host=127.0.0.1 port=%d dbname=x user=x password=s3cr3t-upstream", port)
+	cmd := erplab(t, t.TempDir(), "proxy", "--listen", "127.0.0.1:0", "--upstream", upstream)
+	var stdout strings.Builder
+	_, _, sc, before := startListening(t, cmd, &stdout)
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	var side []string
+	for _, l := range before {
+		if strings.Contains(l, "s3cr3t-upstream") {
+			t.Errorf("password in the proxy's output: %q", l)
+		}
+		if strings.Contains(l, "side connection") || strings.Contains(l, "dial") {
+			side = append(side, l)
+		}
+	}
+	want := fmt.Sprintf(`err="cannot reach server at 127.0.0.1:%d: connection refused; is PostgreSQL running? pass --upstream"`, port)
+	if len(side) != 1 || !strings.HasSuffix(side[0], want) || strings.Contains(side[0], `\n`) {
+		t.Fatalf("lines about the side connection before 'listening':\n%s\nwant one, ending in %s", strings.Join(side, "\n"), want)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/rewrite"
 )
 
@@ -52,7 +53,9 @@ func (p *Proxy) side(ctx context.Context, db, user string) (*sideEntry, error) {
 	err := p.openSide(ctx, e, db, user)
 	if err != nil {
 		e.err, e.at = fmt.Errorf("side connection to database %q as %q: %w", db, user, err), time.Now()
-		p.log.Warn("no side connection: statements of this database and user stay unchanged", "database", db, "user", user, "err", err)
+		// One line (pgconn's error lists every address tried, one
+		// per line), without the password.
+		p.log.Warn("no side connection: statements of this database and user stay unchanged until a retry works", "database", db, "user", user, "retry_in", sideRetry, "err", conninfo.DescribeFlag(err, "--upstream"))
 	}
 	p.sides[k] = e
 	return e, e.err
