@@ -129,8 +129,13 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 	if !hasSub {
 		return nil, nil, nil, nil // constants only: PostgreSQL folds those itself
 	}
+	// A veto about the whole OR is anchored at the OR; one about an arm
+	// or its subquery at that arm's operator, where a firing would be.
+	vetoAt := func(at int, format string, a ...any) ([]edit, []Firing, []Veto, error) {
+		return nil, nil, []Veto{{Rule: r.name(), Location: at, Reason: fmt.Sprintf(format, a...)}}, nil
+	}
 	veto := func(format string, a ...any) ([]edit, []Firing, []Veto, error) {
-		return nil, nil, []Veto{{Rule: r.name(), Location: loc, Reason: fmt.Sprintf(format, a...)}}, nil
+		return vetoAt(loc, format, a...)
 	}
 	if stmtBlock != "" {
 		return veto("%s", stmtBlock)
@@ -141,9 +146,10 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 	sc := scopeAt(stack)
 	var cols [][]string // distinct compared columns, in order
 	var subs []*pg_query.SubLink
-	for _, am := range arms {
+	for i, am := range arms {
+		at := nodeLocation(be.Args[i], loc)
 		if am.bad != "" {
-			return veto("%s", am.bad)
+			return vetoAt(at, "%s", am.bad)
 		}
 		switch l := unwrap(am.left).(type) {
 		case *pg_query.ColumnRef:
@@ -152,9 +158,9 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 				cols = append(cols, f)
 			}
 		case *pg_query.RowExpr:
-			return veto("row IN: the left side is a row, not one column")
+			return vetoAt(at, "row IN: the left side is a row, not one column")
 		default:
-			return veto("the left side of an arm is an expression, not a plain column")
+			return vetoAt(at, "the left side of an arm is an expression, not a plain column")
 		}
 		if am.sublink != nil {
 			subs = append(subs, am.sublink)
@@ -200,7 +206,7 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 		if why, err := subqueryBlock(ctx, cat, sl, sc); err != nil {
 			return nil, nil, nil, err
 		} else if why != "" {
-			return veto("%s", why)
+			return vetoAt(int(sl.Location), "%s", why)
 		}
 	}
 	colTypes := make([]uint32, len(cols))
@@ -255,13 +261,14 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 			params = st.paramOIDs
 		}
 		for i, sub := range subTexts {
+			at := int(subs[i].Location)
 			if c := outerCTE(subs[i], sc); c != "" {
-				return veto("the subquery reads WITH query %s of the statement: the server cannot describe the subquery alone, so its output type is unknown", c)
+				return vetoAt(at, "the subquery reads WITH query %s of the statement: the server cannot describe the subquery alone, so its output type is unknown", c)
 			}
 			if why, err := subqueryTypeBlock(ctx, st, params, sub); err != nil {
 				return nil, nil, nil, err
 			} else if why != "" {
-				return veto("%s", why)
+				return vetoAt(at, "%s", why)
 			}
 		}
 		if origWhy != "" {

@@ -333,19 +333,41 @@ func TestPositions(t *testing.T) {
 		}
 	}
 
-	// A veto names the OR's line and column; Relocate moves both into a
-	// larger text (erplab rewrite trims a file's leading blank lines).
+	// A veto about one arm names that arm's operator, where a firing
+	// would be; Relocate moves both into a larger text (erplab rewrite
+	// trims a file's leading blank lines).
 	in = "SELECT 1 FROM t\nWHERE t.a = 'ж' OR t.a NOT IN (SELECT u.x FROM u)"
 	r, err = Rewrite(context.Background(), in, Options{})
 	if err != nil || len(r.Vetoes) != 1 {
 		t.Fatalf("%+v, %v", r, err)
 	}
-	if v := r.Vetoes[0]; v.Location != strings.Index(in, "OR") || v.Line != 2 || v.Column != 17 ||
-		!strings.Contains(r.Explain(), "vetoed at line 2, column 17: ") {
-		t.Errorf("veto %+v (%s), want byte %d at 2:17", v, r.Explain(), strings.Index(in, "OR"))
+	if v := r.Vetoes[0]; v.Location != strings.Index(in, "NOT IN") || v.Line != 2 || v.Column != 24 ||
+		!strings.Contains(r.Explain(), "vetoed at line 2, column 24: an arm is NOT IN (subquery)") {
+		t.Errorf("veto %+v (%s), want byte %d at 2:24", v, r.Explain(), strings.Index(in, "NOT IN"))
 	}
 	r.Relocate("\n\n  "+in, 4)
-	if v := r.Vetoes[0]; v.Location != strings.Index(in, "OR") || v.Line != 4 || v.Column != 17 {
-		t.Errorf("relocated veto %+v, want byte %d at 4:17", v, strings.Index(in, "OR"))
+	if v := r.Vetoes[0]; v.Location != strings.Index(in, "NOT IN") || v.Line != 4 || v.Column != 24 {
+		t.Errorf("relocated veto %+v, want byte %d at 4:24", v, strings.Index(in, "NOT IN"))
+	}
+
+	// An arm's operator on a later line than the OR (the user's report:
+	// the veto named the first OR's line); a veto about the whole OR
+	// names the OR.
+	for _, c := range []struct {
+		in, at    string
+		line, col int
+		reason    string
+	}{
+		{"SELECT * FROM t\nWHERE t.a = 1 OR t.a IN (SELECT u.x FROM u)\n  OR random() > 0.5", ">", 3, 15, "an arm uses operator >, not ="},
+		{"SELECT 1 FROM t\nWHERE t.a = 1 OR\n t.a + 1 IN (SELECT u.x FROM u)", "IN (", 3, 10, "the left side of an arm is an expression, not a plain column"},
+		{"SELECT 1 FROM t\nWHERE NOT (t.a = 1 OR\n t.a IN (SELECT u.x FROM u))", "OR", 2, 20, "the OR is under NOT"},
+	} {
+		r, err := Rewrite(context.Background(), c.in, Options{})
+		if err != nil || len(r.Vetoes) != 1 {
+			t.Fatalf("%q: %+v, %v", c.in, r, err)
+		}
+		if v := r.Vetoes[0]; v.Location != strings.Index(c.in, c.at) || v.Line != c.line || v.Column != c.col || !strings.HasPrefix(v.Reason, c.reason) {
+			t.Errorf("%q: veto %+v, want byte %d at %d:%d, %q", c.in, v, strings.Index(c.in, c.at), c.line, c.col, c.reason)
+		}
 	}
 }

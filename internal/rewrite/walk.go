@@ -63,6 +63,26 @@ func unwrap(n *pg_query.Node) proto.Message {
 	return r.Get(fd).Message().Interface()
 }
 
+// nodeLocation returns the byte offset PostgreSQL's parser recorded for
+// the expression n (its "location" field: an operator's position for
+// A_Expr and SubLink, the start for most others), or fallback when n has
+// none or it is unknown (-1).
+func nodeLocation(n *pg_query.Node, fallback int) int {
+	m := unwrap(n)
+	if m == nil {
+		return fallback
+	}
+	r := m.ProtoReflect()
+	fd := r.Descriptor().Fields().ByName("location")
+	if fd == nil || fd.Kind() != protoreflect.Int32Kind {
+		return fallback
+	}
+	if l := int(r.Get(fd).Int()); l >= 0 {
+		return l
+	}
+	return fallback
+}
+
 // strs returns the String values of a name list (e.g. ColumnRef.Fields,
 // FuncCall.Funcname); a non-String element (A_Star) gives "*".
 func strs(ns []*pg_query.Node) []string {
