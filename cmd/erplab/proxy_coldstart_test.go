@@ -48,7 +48,7 @@ INSERT INTO t SELECT g, g FROM generate_series(1, 2000) g; INSERT INTO u VALUES 
 	// is vetoed (t.b leads no index) after the same decision steps up to
 	// the column lookup.
 	const q = "SELECT count(*) FROM t WHERE t.a = 1 OR t.a IN (SELECT u.x FROM u)"
-	const rewritten = "SELECT count(*) FROM t WHERE t.a = 1 OR t.a = ANY (ARRAY (SELECT u.x FROM u))"
+	const rewritten = "SELECT count(*) FROM t WHERE t.a = 1 OR CASE WHEN false THEN t.a IN (SELECT u.x FROM u) ELSE t.a = ANY (ARRAY (SELECT u.x FROM u)) END"
 	const kept = "SELECT count(*) FROM t WHERE t.b = 1 OR t.b IN (SELECT u.x FROM u)"
 	// first runs q (with a distinct comment, so no cache helps) as the
 	// first statement of a fresh connection and returns its latency.

@@ -91,6 +91,13 @@ untyped literals).`,
 				line, _ := rewrite.LineColumn(raw, start+le.Offset)
 				return withCode(exitUsage, fmt.Errorf("%s:%d: %w", name, line, le))
 			}
+			if se := (*rewrite.SyntaxError)(nil); errors.As(err, &se) {
+				if se.Offset < 0 {
+					return withCode(exitUsage, fmt.Errorf("%s: %w", name, se))
+				}
+				line, col := rewrite.LineColumn(raw, start+se.Offset)
+				return withCode(exitUsage, fmt.Errorf("%s:%d:%d: %w", name, line, col, se))
+			}
 			if err != nil {
 				return withCode(exitUsage, err)
 			}

@@ -535,14 +535,26 @@ func (s *session) verdict(pd *pending, frame []byte, rfqSeen *int) (bool, error)
 		}
 		var e pgproto3.ErrorResponse
 		_ = e.Decode(pd.held[5:])
+		if !rejection(e.Code) {
+			// Not about the rewritten text (25P02 in an aborted
+			// transaction, a run-time error, a cancel): the original
+			// would have met it too. Passed on; the rewrite stays.
+			s.cw.add(pd.held)
+			s.cw.add(frame)
+			*rfqSeen++
+			s.rfqs.Add(1)
+			s.txStatus.Store(uint32(status))
+			s.resolve(pd)
+			return true, nil
+		}
 		s.p.neverAgain(pd.key, pd.fp)
 		s.mu.Lock()
 		ready, retryable := pd.sealed, pd.retryable
 		s.mu.Unlock()
 		// Only an error of parse analysis (class 42: the rewritten text
 		// did not resolve in this session) is certain to come before
-		// anything ran; a run-time error is passed on.
-		if retryable && ready && status == 'I' && strings.HasPrefix(e.Code, "42") {
+		// anything ran.
+		if retryable && ready && status == 'I' {
 			s.p.stats.fallbacks.Add(1)
 			s.p.log.Warn("upstream rejected a rewritten statement; sent the original, never rewriting it again",
 				"database", s.db, "code", e.Code, "error", e.Message)
@@ -577,9 +589,12 @@ func (s *session) verdict(pd *pending, frame []byte, rfqSeen *int) (bool, error)
 		if !retryable {
 			// A Flush made the server send this before any Sync: the
 			// client may wait for it, so pass it on now.
-			s.p.neverAgain(pd.key, pd.fp)
-			s.p.stats.fallbackErrors.Add(1)
-			s.p.log.Warn("upstream rejected a rewritten statement after a Flush; error passed on, never rewriting it again", "database", s.db)
+			var e pgproto3.ErrorResponse
+			if e.Decode(frame[5:]) == nil && rejection(e.Code) {
+				s.p.neverAgain(pd.key, pd.fp)
+				s.p.stats.fallbackErrors.Add(1)
+				s.p.log.Warn("upstream rejected a rewritten statement after a Flush; error passed on, never rewriting it again", "database", s.db, "code", e.Code)
+			}
 			s.resolve(pd)
 			return false, nil
 		}
@@ -591,6 +606,13 @@ func (s *session) verdict(pd *pending, frame []byte, rfqSeen *int) (bool, error)
 	s.resolve(pd)
 	return false, nil
 }
+
+// rejection reports whether SQLSTATE code can be the server refusing a
+// rewritten text: class 42 (syntax error or access rule violation: parse
+// analysis, where a text differs from another). Other errors (25P02 in an
+// aborted transaction, run-time errors, cancels) the original would have
+// met too; they leave the rewrite in use.
+func rejection(code string) bool { return strings.HasPrefix(code, "42") }
 
 func (s *session) resolve(pd *pending) {
 	s.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"github.com/pganalyze/pg_query_go/v6/parser"
 )
 
 // MaxBytes is the largest statement text, in bytes, that CheckLimits lets
@@ -35,6 +36,38 @@ type LimitError struct {
 	// Value and Limit are the size in bytes, the token count or the
 	// nesting estimate, and the limit it exceeded.
 	Value, Limit int
+}
+
+// SyntaxError is PostgreSQL's parser rejecting a text: Message as the
+// server words it (`syntax error at or near "x"`) and Offset, the byte
+// offset in the text it points at (-1 when it gives none).
+type SyntaxError struct {
+	Message string
+	Offset  int
+}
+
+func (e *SyntaxError) Error() string { return e.Message }
+
+// syntaxError turns pg_query's parse error into a SyntaxError: its
+// Cursorpos counts characters from 1, as PostgreSQL's error position does.
+func syntaxError(sql string, err error) error {
+	var pe *parser.Error
+	if !errors.As(err, &pe) {
+		return err
+	}
+	off := -1
+	if pe.Cursorpos > 0 {
+		off = len(sql)
+		n := 0
+		for i := range sql { // i: byte offset of each character
+			n++
+			if n == pe.Cursorpos {
+				off = i
+				break
+			}
+		}
+	}
+	return &SyntaxError{Message: pe.Message, Offset: off}
 }
 
 func (e *LimitError) Error() string {

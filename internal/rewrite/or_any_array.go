@@ -117,6 +117,9 @@ type arm struct {
 // one handles one OR expression.
 func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExpr, stack []proto.Message, stmtBlock string) ([]edit, []Firing, []Veto, error) {
 	loc := int(be.Location)
+	if inDeadBranch(stack) {
+		return nil, nil, nil, nil
+	}
 	arms := make([]arm, 0, len(be.Args))
 	hasSub := false
 	for _, a := range be.Args {
@@ -374,6 +377,24 @@ func classifyArm(a *pg_query.Node) arm {
 
 // underNot reports the NOT-like ancestor of the OR within its query
 // level, or "".
+// inDeadBranch reports whether the stack lies inside the result of a
+// CASE branch whose condition is the literal false: the original arm a
+// rewrite keeps (guardOpen), which the planner removes. An OR there is
+// left alone, so that rewriting a rewritten text changes nothing.
+func inDeadBranch(stack []proto.Message) bool {
+	for _, m := range stack {
+		w, ok := m.(*pg_query.CaseWhen)
+		if !ok {
+			continue
+		}
+		// (the condition itself, a constant, holds no OR)
+		if c, ok := unwrap(w.Expr).(*pg_query.A_Const); ok && c.GetBoolval() != nil && !c.GetBoolval().Boolval && !c.Isnull {
+			return true
+		}
+	}
+	return false
+}
+
 func underNot(stack []proto.Message) string {
 	for i := len(stack) - 1; i >= 0; i-- {
 		switch v := stack[i].(type) {
@@ -875,7 +896,7 @@ func sublinkEdits(st *statement, toks []*pg_query.ScanToken, subs []*pg_query.Su
 	var edits []edit
 	var texts []subquery
 	for _, sl := range subs {
-		e, inner, form, err := spliceSublink(toks, sl)
+		e, inner, form, err := spliceSublink(st.sql, toks, sl)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -901,7 +922,7 @@ func hasParam(toks []*pg_query.ScanToken, span [2]int) bool {
 // or "= SOME". The parse tree tells IN (no operator name) from "= ANY";
 // ANY and SOME are one keyword to the grammar, told apart by the
 // scanner's token (Token_ANY, Token_SOME).
-func spliceSublink(toks []*pg_query.ScanToken, sl *pg_query.SubLink) ([]edit, [2]int, string, error) {
+func spliceSublink(sql string, toks []*pg_query.ScanToken, sl *pg_query.SubLink) ([]edit, [2]int, string, error) {
 	var inner [2]int
 	i := -1
 	for k, t := range toks {
@@ -963,12 +984,82 @@ func spliceSublink(toks []*pg_query.ScanToken, sl *pg_query.SubLink) ([]edit, [2
 	}
 	end := int(toks[closeTok].End)
 	inner = [2]int{int(toks[open].End), int(toks[closeTok].Start)}
+	armStart, err := armStart(toks, sl, i)
+	if err != nil {
+		return nil, inner, "", err
+	}
+	// The arm as written stays in a branch the planner removes (see
+	// guardOpen): parse analysis, run again whenever the server re-plans
+	// a stored statement, raises the original's errors.
+	guard := edit{start: armStart, end: armStart, text: guardOpen + sql[armStart:end] + guardElse}
 	if inForm {
 		return []edit{
+			guard,
 			{start: int(toks[i].Start), end: int(toks[i].End), text: "= ANY (ARRAY"},
-			{start: end, end: end, text: ")"},
+			{start: end, end: end, text: ")" + guardClose},
 		}, inner, form, nil
 	}
 	st := int(toks[open].Start)
-	return []edit{{start: st, end: st, text: "(ARRAY"}, {start: end, end: end, text: ")"}}, inner, form, nil
+	return []edit{guard, {start: st, end: st, text: "(ARRAY"}, {start: end, end: end, text: ")" + guardClose}}, inner, form, nil
+}
+
+// The rewritten arm is CASE WHEN false THEN <the arm as written> ELSE
+// <its = ANY (ARRAY(...)) form> END. PostgreSQL's planner removes a CASE
+// branch whose condition is the constant false before it plans the
+// expression (eval_const_expressions, src/backend/optimizer/util/
+// clauses.c), so the plan is the rewritten arm's, index scans and
+// BitmapOr included. Parse analysis, though, checks both branches: when
+// the server analyses the text again (a prepared statement re-planned
+// after DDL, or a search_path the proxy could not see changed by a
+// function or a DO block), a subquery output whose type no longer suits
+// the comparison (an array, where ARRAY(...) would flatten it into
+// matches) fails with the original's error (42883 operator does not
+// exist) instead of returning rows the original never returns.
+const (
+	guardOpen  = "CASE WHEN false THEN "
+	guardElse  = " ELSE "
+	guardClose = " END"
+)
+
+// armStart returns the byte offset where the arm of sublink sl (whose
+// operator token is toks[op]) begins: its left operand's first token, or
+// the opening parenthesis of a parenthesized left operand ("(t.a) IN").
+func armStart(toks []*pg_query.ScanToken, sl *pg_query.SubLink, op int) (int, error) {
+	loc := nodeLocation(sl.Testexpr, -1)
+	first := -1
+	for k := 0; k < op; k++ {
+		if int(toks[k].Start) == loc {
+			first = k
+			break
+		}
+	}
+	if first < 0 {
+		return 0, fmt.Errorf("no token at the left operand's location %d", loc)
+	}
+	// Closing parentheses between the operand and the operator that
+	// were opened before it: walk back to the one that opens them.
+	need := 0
+	for k := first; k < op; k++ {
+		switch toks[k].Token {
+		case pg_query.Token_ASCII_40:
+			need--
+		case pg_query.Token_ASCII_41:
+			need++
+		}
+	}
+	for k := first - 1; need > 0 && k >= 0; k-- {
+		switch toks[k].Token {
+		case pg_query.Token_ASCII_41:
+			need++
+		case pg_query.Token_ASCII_40:
+			need--
+			if need == 0 {
+				first = k
+			}
+		}
+	}
+	if need != 0 {
+		return 0, fmt.Errorf("unbalanced parentheses before offset %d", sl.Location)
+	}
+	return int(toks[first].Start), nil
 }

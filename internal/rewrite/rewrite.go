@@ -6,7 +6,10 @@
 // The first rule, "or_any_array", is the field remedy for OR over
 // subqueries (docs/field-notes.md, section 1, cause 3): in an OR whose arms all
 // test columns with "=", each arm "col IN (S)" / "col = ANY (S)"
-// becomes "col = ANY (ARRAY(S))". PostgreSQL evaluates ARRAY(S) once as an
+// becomes "col = ANY (ARRAY(S))", with the arm as written kept in a branch
+// the planner removes: "CASE WHEN false THEN col IN (S) ELSE col = ANY
+// (ARRAY(S)) END" (see guardOpen: a re-analysis in a context the decision
+// did not see raises the original's errors). PostgreSQL evaluates ARRAY(S) once as an
 // InitPlan and can use the array as an index condition (a BitmapOr of index
 // scans), where the sublink form keeps a sequential scan with a SubPlan
 // filter (src/backend/optimizer/plan/subselect.c; indexable
@@ -252,7 +255,7 @@ func Rewrite(ctx context.Context, sql string, opts Options) (Result, error) {
 	// toks is nil after a scanner error: the parser reports it.
 	tree, err := pg_query.Parse(sql)
 	if err != nil {
-		return res, fmt.Errorf("rewrite: parse: %w", err)
+		return res, fmt.Errorf("rewrite: %w", syntaxError(sql, err))
 	}
 	st := &statement{sql: sql, tree: tree, tokens: toks, catalog: opts.Catalog, types: opts.Types, paramOIDs: opts.ParamOIDs, requireTypes: opts.RequireTypes}
 	res.Statements = len(tree.Stmts)

@@ -242,17 +242,24 @@ func checkRewritten(t testing.TB, in, out string) {
 	}
 }
 
+// params is the set of parameters ($n) s uses, sorted ("$1 $2 "): a
+// rewrite keeps them, though the arm it keeps as written (guardOpen)
+// repeats those of its subquery.
 func params(t testing.TB, s string) string {
 	r, err := pg_query.Scan(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var b strings.Builder
+	var ps []string
 	for _, tk := range r.Tokens {
-		if tk.Token == pg_query.Token_PARAM {
-			b.WriteString(s[tk.Start:tk.End])
-			b.WriteByte(' ')
+		if tk.Token == pg_query.Token_PARAM && !slices.Contains(ps, s[tk.Start:tk.End]) {
+			ps = append(ps, s[tk.Start:tk.End])
 		}
+	}
+	slices.Sort(ps)
+	var b strings.Builder
+	for _, p := range ps {
+		b.WriteString(p + " ")
 	}
 	return b.String()
 }

@@ -119,7 +119,7 @@ func TestTypeAwareVetoes(t *testing.T) {
 		if err != nil || !r.Changed || len(r.Fired) != 1 || len(r.Vetoes) != 1 {
 			t.Fatalf("%s, %v", r.Explain(), err)
 		}
-		want := "SELECT 1; SELECT id FROM ta WHERE id IN (SELECT tags FROM tb2) OR id = 3; SELECT id FROM ta WHERE id = 2 OR id = ANY (ARRAY (SELECT tb2.v FROM tb2))"
+		want := "SELECT 1; SELECT id FROM ta WHERE id IN (SELECT tags FROM tb2) OR id = 3; SELECT id FROM ta WHERE id = 2 OR CASE WHEN false THEN id IN (SELECT tb2.v FROM tb2) ELSE id = ANY (ARRAY (SELECT tb2.v FROM tb2)) END"
 		if r.SQL != want {
 			t.Fatalf("got %q", r.SQL)
 		}

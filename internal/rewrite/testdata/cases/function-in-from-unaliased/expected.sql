@@ -1,1 +1,1 @@
-SELECT t.b FROM t WHERE t.a = 1 OR t.a = ANY (ARRAY (SELECT generate_series.generate_series FROM generate_series(1, 3)))
+SELECT t.b FROM t WHERE t.a = 1 OR CASE WHEN false THEN t.a IN (SELECT generate_series.generate_series FROM generate_series(1, 3)) ELSE t.a = ANY (ARRAY (SELECT generate_series.generate_series FROM generate_series(1, 3))) END

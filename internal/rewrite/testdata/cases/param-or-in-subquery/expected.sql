@@ -1,1 +1,1 @@
-SELECT * FROM t m WHERE m.a = $1 OR m.a = ANY (ARRAY (SELECT u.x FROM u))
+SELECT * FROM t m WHERE m.a = $1 OR CASE WHEN false THEN m.a IN (SELECT u.x FROM u) ELSE m.a = ANY (ARRAY (SELECT u.x FROM u)) END

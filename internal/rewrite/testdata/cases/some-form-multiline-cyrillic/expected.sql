@@ -2,4 +2,4 @@
 SELECT т.наименование
   FROM справочник т
   WHERE т.вид = 'Товар ёжик'
-     OR т.вид = some (ARRAY(SELECT в.код FROM виды в))
+     OR CASE WHEN false THEN т.вид = some (SELECT в.код FROM виды в) ELSE т.вид = some (ARRAY(SELECT в.код FROM виды в)) END

@@ -1,1 +1,1 @@
-SELECT t.b FROM t WHERE t.a = 1 OR t.a = ANY (ARRAY (SELECT x.c FROM XMLTABLE('/r/i' PASSING xml '<r><i c="5"/></r>' COLUMNS c int PATH '@c') x))
+SELECT t.b FROM t WHERE t.a = 1 OR CASE WHEN false THEN t.a IN (SELECT x.c FROM XMLTABLE('/r/i' PASSING xml '<r><i c="5"/></r>' COLUMNS c int PATH '@c') x) ELSE t.a = ANY (ARRAY (SELECT x.c FROM XMLTABLE('/r/i' PASSING xml '<r><i c="5"/></r>' COLUMNS c int PATH '@c') x)) END
