@@ -2,12 +2,14 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/erplab/erplab/internal/conninfo"
@@ -77,6 +79,13 @@ func (p *Proxy) openSide(ctx context.Context, e *sideEntry, db, user string) err
 			set += "; SET plan_cache_mode = force_generic_plan"
 		}
 		if _, err := c.Exec(ctx, set); err != nil {
+			var pe *pgconn.PgError
+			if user != login && errors.As(err, &pe) && pe.Code == "42501" {
+				// Not a connection privilege (conninfo would say
+				// GRANT CONNECT): the login may not act as the client.
+				return fmt.Errorf("the side connection logs in as %q and may not SET ROLE %q (the client's user): %s; GRANT %s TO %s, or give --upstream a user that is a member of the clients' roles",
+					login, user, pe.Message, pgx.Identifier{user}.Sanitize(), pgx.Identifier{login}.Sanitize())
+			}
 			return err
 		}
 		return rewrite.PrepareCatalog(ctx, c)
