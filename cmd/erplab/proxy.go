@@ -122,6 +122,14 @@ statement cancelled, an open transaction rolled back). The summary is printed ei
 				}
 				defer ms.Close()
 			}
+			// So is --listen (it was exit 1 after the side connection's
+			// log-in): nothing is served before Serve below.
+			var lc net.ListenConfig
+			ln, err := lc.Listen(ctx, "tcp", listen)
+			if err != nil {
+				return withCode(exitUsage, fmt.Errorf("--listen %q: cannot listen there: %w", listen, listenCause(err)))
+			}
+			defer ln.Close()
 			level := slog.LevelWarn
 			if verbose || shadow {
 				level = slog.LevelInfo
@@ -143,11 +151,6 @@ statement cancelled, an open transaction rolled back). The summary is printed ei
 			// first client can connect. A failure is logged by the proxy
 			// (one line) and the proxy serves anyway.
 			_ = p.Warm(ctx)
-			var lc net.ListenConfig
-			ln, err := lc.Listen(ctx, "tcp", listen)
-			if err != nil {
-				return fmt.Errorf("proxy: listen on %s: %w", listen, err)
-			}
 			reg.MustRegister(p.Collector())
 			if ms != nil {
 				fmt.Fprintf(cmd.ErrOrStderr(), "metrics on http://%s/metrics\n", ms.Addr())

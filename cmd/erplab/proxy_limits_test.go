@@ -138,17 +138,18 @@ func TestProxyFlagValidation(t *testing.T) {
 	if !strings.Contains(string(out), "invalid --upstream: invalid port") || strings.Contains(string(out), "--dsn") {
 		t.Errorf("--upstream port=abc: %q, want it to say invalid --upstream: invalid port", out)
 	}
-	// A database that does not exist: the side connection's warning
-	// names --upstream (the listen address is taken: the proxy exits).
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	cmd = erplab(t, t.TempDir(), "proxy", "--listen", ln.Addr().String(), "--upstream", srv.NewDatabase(t)+" dbname=no_such_db")
-	out, _ = cmd.CombinedOutput()
-	if !strings.Contains(string(out), "pass another dbname in --upstream") || strings.Contains(string(out), "--dsn") {
-		t.Errorf("missing database: %q, want it to name --upstream", out)
+	// A database that does not exist: the side connection's warning,
+	// before the proxy says it listens, names --upstream.
+	cmd = erplab(t, t.TempDir(), "proxy", "--listen", "127.0.0.1:0", "--upstream", srv.NewDatabase(t)+" dbname=no_such_db")
+	var stdout strings.Builder
+	_, _, sc, before := startListening(t, cmd, &stdout)
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	if got := strings.Join(before, "\n"); !strings.Contains(got, "pass another dbname in --upstream") || strings.Contains(got, "--dsn") {
+		t.Errorf("missing database: %q, want it to name --upstream", got)
 	}
 }
 

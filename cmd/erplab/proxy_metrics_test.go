@@ -38,6 +38,17 @@ func TestProxyMetricsAddress(t *testing.T) {
 		}
 	}
 
+	// --listen on a port in use: the same usage error, before any side
+	// connection is tried (it was exit 1, after the log-in).
+	out, err := erplab(t, t.TempDir(), "proxy", "--listen", busy.Addr().String(), "--upstream", upstream).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitUsage {
+		t.Errorf("--listen in use: %v, want exit %d\n%s", err, exitUsage, out)
+	}
+	if got, want := strings.TrimSuffix(string(out), "\n"), `erplab: --listen "`+busy.Addr().String()+`": cannot listen there: bind: address already in use`; got != want {
+		t.Errorf("--listen in use: output\n%q\nwant the one line\n%q", got, want)
+	}
+
 	cmd := erplab(t, t.TempDir(), "proxy", "--listen", "127.0.0.1:0", "--upstream", upstream, "--metrics", "127.0.0.1:0")
 	var stdout strings.Builder
 	_, _, sc, before := startListening(t, cmd, &stdout)
