@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	pg_query "github.com/pganalyze/pg_query_go/v6"
 	"github.com/spf13/cobra"
 
 	"github.com/erplab/erplab/internal/conninfo"
@@ -101,6 +103,11 @@ untyped literals).`,
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
+			if explain {
+				if err := checkExplain(src, params, analyze); err != nil {
+					return err
+				}
+			}
 			res.Relocate(raw, start) // lines and columns of the file, not of its trimmed text
 			out := cmd.OutOrStdout()
 			fmt.Fprintln(cmd.ErrOrStderr(), "-- "+res.Explain())
@@ -113,7 +120,7 @@ untyped literals).`,
 	}
 	cmd.Flags().StringVar(&dsn, "dsn", "", "server whose catalog the rules consult and where --explain runs (libpq key=value or URL)")
 	addDSNFileFlag(cmd.Flags(), &dsnFile, "dsn")
-	cmd.Flags().BoolVar(&explain, "explain", false, "show both statements' estimated costs (needs --dsn)")
+	cmd.Flags().BoolVar(&explain, "explain", false, "show both statements' estimated costs (needs --dsn; one statement)")
 	cmd.Flags().BoolVar(&analyze, "analyze", false, "also run both and show actual times (read-only statements only)")
 	cmd.Flags().StringArrayVar(&params, "param", nil, "value of $1, $2, ... for --explain (repeat in order)")
 	cmd.Flags().StringSliceVar(&disable, "disable", nil, "rules to switch off (comma-separated)")
@@ -143,6 +150,59 @@ func readSQL(cmd *cobra.Command, args []string) (sql, name, raw string, start in
 		return "", "", "", 0, withCode(exitUsage, errors.New("no SQL given"))
 	}
 	return s, name, raw, strings.Index(raw, s), nil
+}
+
+// checkExplain refuses, before anything is printed or run, what --explain
+// and --analyze cannot do: more than one statement, a --param count other
+// than the statement's parameters ($1..$n), and --analyze of a statement
+// that writes (it runs in a read-only transaction, rolled back).
+func checkExplain(sql string, params []string, analyze bool) error {
+	tree, err := rewrite.Parse(sql)
+	if err != nil {
+		return withCode(exitUsage, fmt.Errorf("parse: %w", err))
+	}
+	if len(tree.Stmts) != 1 {
+		return withCode(exitUsage, fmt.Errorf("--explain takes one statement, got %d: put the one to compare in a file of its own", len(tree.Stmts)))
+	}
+	if analyze {
+		kind := ""
+		switch tree.Stmts[0].Stmt.GetNode().(type) {
+		case *pg_query.Node_InsertStmt:
+			kind = "INSERT"
+		case *pg_query.Node_UpdateStmt:
+			kind = "UPDATE"
+		case *pg_query.Node_DeleteStmt:
+			kind = "DELETE"
+		case *pg_query.Node_MergeStmt:
+			kind = "MERGE"
+		}
+		if kind != "" {
+			return withCode(exitUsage, fmt.Errorf("--analyze runs both statements in a read-only transaction (rolled back), and %s writes: use --explain without --analyze", kind))
+		}
+	}
+	scan, err := pg_query.Scan(sql)
+	if err != nil {
+		return withCode(exitUsage, fmt.Errorf("scan: %w", err))
+	}
+	n := 0
+	for _, t := range scan.Tokens {
+		if t.Token == pg_query.Token_PARAM {
+			if k, err := strconv.Atoi(sql[t.Start+1 : t.End]); err == nil {
+				n = max(n, k)
+			}
+		}
+	}
+	if n != len(params) {
+		if n == 0 {
+			return withCode(exitUsage, fmt.Errorf("--param given %d time(s), but the statement has no $n parameters", len(params)))
+		}
+		ps := "parameter $1"
+		if n > 1 {
+			ps = fmt.Sprintf("parameters $1..$%d", n)
+		}
+		return withCode(exitUsage, fmt.Errorf("the statement has %s: give --param once for each, in order (got %d)", ps, len(params)))
+	}
+	return nil
 }
 
 // planSummary is what explainBoth prints for one statement.

@@ -247,3 +247,41 @@ func TestRewriteCommandPositions(t *testing.T) {
 		t.Errorf("stderr %q, want %q; stdout %q", stderr.String(), want, out)
 	}
 }
+
+// --explain and --analyze refuse what they cannot do before printing or
+// running anything, in one line naming the flag (the trial's report:
+// pgx's "insufficient arguments", the server's "cannot execute DELETE in
+// a read-only transaction", and the rewritten SQL printed before "takes
+// one statement").
+func TestRewriteExplainChecks(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	pool := srv.Pool(t, dsn)
+	if _, err := pool.Exec(context.Background(), "CREATE TABLE t (id int PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	const q = "SELECT count(*) FROM t WHERE id = $1 OR id IN (SELECT 2)"
+	for _, c := range []struct {
+		sql  string
+		args []string
+		want string
+	}{
+		{q, []string{"--explain"}, "erplab: the statement has parameter $1: give --param once for each, in order (got 0)"},
+		{q + " OR id = $2", []string{"--explain", "--param", "1"}, "erplab: the statement has parameters $1..$2: give --param once for each, in order (got 1)"},
+		{"SELECT 1 FROM t WHERE id = 1 OR id IN (SELECT 2)", []string{"--explain", "--param", "1"}, "erplab: --param given 1 time(s), but the statement has no $n parameters"},
+		{"DELETE FROM t WHERE id = 1 OR id IN (SELECT 2)", []string{"--analyze"}, "erplab: --analyze runs both statements in a read-only transaction (rolled back), and DELETE writes: use --explain without --analyze"},
+		{"SELECT 1; SELECT 2", []string{"--explain"}, "erplab: --explain takes one statement, got 2: put the one to compare in a file of its own"},
+	} {
+		cmd := erplab(t, t.TempDir(), append([]string{"rewrite", "--dsn", dsn}, c.args...)...)
+		cmd.Stdin = strings.NewReader(c.sql)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitUsage {
+			t.Errorf("%q %v: exit %v, want %d", c.sql, c.args, err, exitUsage)
+		}
+		if got := strings.TrimSpace(stderr.String()); got != c.want || stdout.Len() != 0 {
+			t.Errorf("%q %v: stderr %q, stdout %q; want only %q", c.sql, c.args, got, stdout.String(), c.want)
+		}
+	}
+}
