@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/erplab/erplab/internal/rewrite"
 )
 
 // decisionKey identifies a statement text in one context: database,
@@ -69,6 +71,7 @@ const DefaultDecisionTTL = time.Minute
 type decision struct {
 	changed   bool
 	rewritten string
+	pos       rewrite.PositionMap // rewritten -> original offsets
 	explain   string
 	fp        string   // the statement's fingerprint
 	names     []string // relations the validated statement names (rewrite.Result.Relations)

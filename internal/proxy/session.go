@@ -51,14 +51,21 @@ type session struct {
 	setInFlight   atomic.Bool // a followed SET is under way: an error makes the context unknown
 	ddlInFlight   atomic.Bool // a schema change is under way: invalidate again when it ends
 	namesMu       sync.Mutex
-	namesInFlight []string      // relations created (temporary) or dropped by statements under way
-	namesPending  atomic.Bool   // namesInFlight is not empty
-	rfqs          atomic.Int64  // ReadyForQuery messages relayed (upstreamLoop writes)
-	txStatus      atomic.Uint32 // the last ReadyForQuery's status byte
-	hungUp        atomic.Bool   // checkHangups found a peer closed (counted)
-	end           sessionEnd    // how the proxy ends the session itself (shutdown.go)
-	st            *dbState      // the database's state (clientLoop only: see state)
-	clientDone    atomic.Bool   // the client sent Terminate or EOF: relay until the server closes (see clientEOF)
+	namesInFlight []string     // relations created (temporary) or dropped by statements under way
+	namesPending  atomic.Bool  // namesInFlight is not empty
+	rfqs          atomic.Int64 // ReadyForQuery messages relayed (upstreamLoop writes)
+	// Error positions of rewritten simple Queries: request number ->
+	// how to map the server's position to the client's text (see
+	// mapPosition); posAny says the map is not empty.
+	posMu      sync.Mutex
+	posMaps    map[int]*posEntry
+	posAny     atomic.Bool
+	lastPos    *posEntry     // set by onStatement for the Query being relayed (clientLoop only)
+	txStatus   atomic.Uint32 // the last ReadyForQuery's status byte
+	hungUp     atomic.Bool   // checkHangups found a peer closed (counted)
+	end        sessionEnd    // how the proxy ends the session itself (shutdown.go)
+	st         *dbState      // the database's state (clientLoop only: see state)
+	clientDone atomic.Bool   // the client sent Terminate or EOF: relay until the server closes (see clientEOF)
 }
 
 // pending is a statement sent rewritten for the first time, with what to
@@ -223,6 +230,16 @@ func (s *session) fromClient(ctx context.Context, frame []byte, atBatchStart *bo
 			started.retryable = *atBatchStart
 		}
 	}
+	if typ == 'Q' && s.lastPos != nil {
+		s.posMu.Lock()
+		if s.posMaps == nil {
+			s.posMaps = map[int]*posEntry{}
+		}
+		s.posMaps[s.requests] = s.lastPos
+		s.posAny.Store(true)
+		s.posMu.Unlock()
+		s.lastPos = nil
+	}
 	if started != nil {
 		started.after = s.requests
 		s.mu.Lock()
@@ -360,6 +377,9 @@ func (s *session) onStatement(ctx context.Context, frame []byte, simple, canPend
 		return frame, nil
 	}
 	s.p.stats.rewrites.Add(1)
+	if simple && !d.pos.Identity() {
+		s.lastPos = &posEntry{original: text, rewritten: d.rewritten, m: d.pos}
+	}
 	if !canPend {
 		return out, nil // verified, but another rewrite of the batch awaits its verdict
 	}
@@ -478,7 +498,17 @@ func (s *session) upstreamLoop(ctx context.Context) {
 				if s.setInFlight.Load() {
 					s.ctxUnknown.Store(true)
 				}
+				if s.posAny.Load() {
+					if mapped := s.mapPosition(frame, rfqSeen); mapped != nil {
+						s.cw.add(data[run:start])
+						s.cw.add(mapped)
+						run = used
+					}
+				}
 			case 'Z':
+				if s.posAny.Load() {
+					s.forgetPosition(rfqSeen)
+				}
 				rfqSeen++
 				if len(frame) > 5 {
 					s.txStatus.Store(uint32(frame[5]))
@@ -539,7 +569,7 @@ func (s *session) verdict(pd *pending, frame []byte, rfqSeen *int) (bool, error)
 			// Not about the rewritten text (25P02 in an aborted
 			// transaction, a run-time error, a cancel): the original
 			// would have met it too. Passed on; the rewrite stays.
-			s.cw.add(pd.held)
+			s.cw.add(s.mappedOr(pd.held, pd.after))
 			s.cw.add(frame)
 			*rfqSeen++
 			s.rfqs.Add(1)
@@ -558,6 +588,7 @@ func (s *session) verdict(pd *pending, frame []byte, rfqSeen *int) (bool, error)
 			s.p.stats.fallbacks.Add(1)
 			s.p.log.Warn("upstream rejected a rewritten statement; sent the original, never rewriting it again",
 				"database", s.db, "code", e.Code, "error", e.Message)
+			s.forgetPosition(pd.after) // the original's error positions are the client's
 			s.writeUp(pd.replay...)
 			if err := s.flushUp(); err != nil {
 				return true, err
@@ -568,7 +599,7 @@ func (s *session) verdict(pd *pending, frame []byte, rfqSeen *int) (bool, error)
 		s.p.stats.fallbackErrors.Add(1)
 		s.p.log.Warn("upstream rejected a rewritten statement inside a transaction or batch; error passed on, never rewriting it again",
 			"database", s.db, "code", e.Code, "error", e.Message)
-		s.cw.add(pd.held)
+		s.cw.add(s.mappedOr(pd.held, pd.after))
 		s.cw.add(frame)
 		*rfqSeen++
 		s.rfqs.Add(1)
@@ -605,6 +636,51 @@ func (s *session) verdict(pd *pending, frame []byte, rfqSeen *int) (bool, error)
 	s.p.cache.markVerified(pd.key)
 	s.resolve(pd)
 	return false, nil
+}
+
+// posEntry is a rewritten simple Query's texts and the map between them.
+type posEntry struct {
+	original, rewritten string
+	m                   rewrite.PositionMap
+}
+
+// mapPosition returns the ErrorResponse frame with its position (field
+// P, 1-based characters in the Query's text) moved from the rewritten
+// text of request req to the client's own, or nil when there is nothing
+// to change (no map for req, no position, a malformed frame).
+func (s *session) mapPosition(frame []byte, req int) []byte {
+	s.posMu.Lock()
+	pe := s.posMaps[req]
+	s.posMu.Unlock()
+	if pe == nil {
+		return nil
+	}
+	var e pgproto3.ErrorResponse
+	if e.Decode(frame[5:]) != nil || e.Position <= 0 {
+		return nil
+	}
+	e.Position = int32(pe.m.OriginalChar(pe.original, pe.rewritten, int(e.Position)))
+	out, err := e.Encode(nil)
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
+// forgetPosition drops request req's map: the original text was sent.
+func (s *session) forgetPosition(req int) {
+	s.posMu.Lock()
+	delete(s.posMaps, req)
+	s.posAny.Store(len(s.posMaps) > 0)
+	s.posMu.Unlock()
+}
+
+// mappedOr is frame with its position mapped (mapPosition), or frame.
+func (s *session) mappedOr(frame []byte, req int) []byte {
+	if m := s.mapPosition(frame, req); m != nil {
+		return m
+	}
+	return frame
 }
 
 // rejection reports whether SQLSTATE code can be the server refusing a
@@ -834,7 +910,7 @@ func (p *Proxy) decideOnSide(ctx context.Context, s *session, key decisionKey, c
 		p.stats.validationFailures.Add(1)
 		p.log.Info("rewrite failed validation: never rewriting this statement", "database", s.db, "explain", res.Explain())
 	}
-	return decision{changed: res.Changed, rewritten: res.SQL, explain: res.Explain(), names: res.Relations,
+	return decision{changed: res.Changed, rewritten: res.SQL, pos: res.Positions, explain: res.Explain(), names: res.Relations,
 		replayable: res.Statements == 1, failed: res.ValidationFailed && !res.Changed}, nil
 }
 

@@ -991,7 +991,8 @@ func spliceSublink(sql string, toks []*pg_query.ScanToken, sl *pg_query.SubLink)
 	// The arm as written stays in a branch the planner removes (see
 	// guardOpen): parse analysis, run again whenever the server re-plans
 	// a stored statement, raises the original's errors.
-	guard := edit{start: armStart, end: armStart, text: guardOpen + sql[armStart:end] + guardElse}
+	guard := edit{start: armStart, end: armStart, text: guardOpen + sql[armStart:end] + guardElse,
+		copyAt: len(guardOpen), copyFrom: armStart, copyLen: end - armStart}
 	if inForm {
 		return []edit{
 			guard,

@@ -147,6 +147,9 @@ type Result struct {
 	Relations []string
 	// Statements is the number of statements in the input.
 	Statements int
+	// Positions maps offsets in SQL back to the input (see
+	// PositionMap); the zero value is the identity.
+	Positions PositionMap
 }
 
 // warmSQL exercises the parser, scanner, tree walk and splice.
@@ -185,6 +188,18 @@ func (r Result) Explain() string {
 type edit struct {
 	start, end int
 	text       string
+	// text[copyAt:copyAt+copyLen] is the input's bytes from copyFrom (the
+	// arm a rewrite keeps as written); copyLen 0: none.
+	copyAt, copyFrom, copyLen int
+}
+
+// shift returns e moved by d bytes (to or from a statement's own span).
+func (e edit) shift(d int) edit {
+	e.start, e.end = e.start+d, e.end+d
+	if e.copyLen > 0 {
+		e.copyFrom += d
+	}
+	return e
 }
 
 // rule is one rewrite: it inspects one parsed statement and returns the
@@ -289,6 +304,7 @@ func Rewrite(ctx context.Context, sql string, opts Options) (Result, error) {
 		return res, err
 	}
 	res.SQL, res.Changed = out, out != sql
+	res.Positions = PositionMap{edits: edits} // sorted by splice
 	return res, nil
 }
 

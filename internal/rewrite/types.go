@@ -294,7 +294,7 @@ func (s *statement) prefetch(ctx context.Context, loc int, edits []edit, subs []
 		var rel []edit
 		for _, e := range edits {
 			if e.start >= sp.start && e.start <= sp.end {
-				rel = append(rel, edit{start: e.start - sp.start, end: e.end - sp.start, text: e.text})
+				rel = append(rel, e.shift(-sp.start))
 			}
 		}
 		if text, err := splice(s.sql[sp.start:sp.end], rel); err == nil {
@@ -438,7 +438,7 @@ func validate(ctx context.Context, st *statement, edits []edit, fired []Firing, 
 		var es []edit
 		for _, e := range edits {
 			if e.start >= sp.start && e.start <= sp.end {
-				es = append(es, edit{start: e.start - sp.start, end: e.end - sp.start, text: e.text})
+				es = append(es, e.shift(-sp.start))
 			}
 		}
 		var fs []Firing
@@ -464,7 +464,7 @@ func validate(ctx context.Context, st *statement, edits []edit, fired []Firing, 
 			continue
 		}
 		for _, e := range es {
-			keepE = append(keepE, edit{start: e.start + sp.start, end: e.end + sp.start, text: e.text})
+			keepE = append(keepE, e.shift(sp.start))
 		}
 		keepF = append(keepF, fs...)
 	}
