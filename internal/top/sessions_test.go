@@ -139,7 +139,10 @@ func TestParallelWorkersOnLeader(t *testing.T) {
 	mon := connect(t, other) // connected to another database
 	ss := waitFor(t, mon, Filter{}, "parallel workers", func(ss []Session) bool {
 		for _, s := range ss {
-			if s.Application == "parallel leader" && s.Workers == 2 && s.WorkerWaits["Timeout:PgSleep"] == 2 {
+			// The leader is between two waits for a moment now and
+			// then (CI sampled it on CPU once): wait for a sample that
+			// has it waiting.
+			if s.Application == "parallel leader" && s.Workers == 2 && s.WorkerWaits["Timeout:PgSleep"] == 2 && s.Wait == "IPC:ExecuteGather" {
 				return true
 			}
 		}

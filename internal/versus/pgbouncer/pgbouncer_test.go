@@ -139,9 +139,17 @@ type backendsAfterRun struct {
 }
 
 func (b *backendsAfterRun) Write(p []byte) (int, error) {
+	// A backend whose client PgBouncer has just closed may still be
+	// exiting (CI saw one, once): poll for a moment. Without the
+	// release PgBouncer keeps them for 10 minutes.
 	var n int
-	if err := b.conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid() AND application_name IS DISTINCT FROM 'erplab proxy (side)'", b.db).Scan(&n); err != nil {
-		b.t.Error(err)
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if err := b.conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid() AND application_name IS DISTINCT FROM 'erplab proxy (side)'", b.db).Scan(&n); err != nil {
+			b.t.Error(err)
+		}
+		if n == 0 || time.Now().After(deadline) {
+			break
+		}
 	}
 	b.lines = append(b.lines, string(p))
 	b.count = append(b.count, n)
