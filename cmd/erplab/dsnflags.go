@@ -71,7 +71,11 @@ func checkListenAddr(flag, v string) error {
 		}
 	}
 	if err != nil {
-		return withCode(exitUsage, fmt.Errorf("%s %q: want HOST:PORT, e.g. 127.0.0.1:9187: %w", flag, v, err))
+		example := "127.0.0.1:9187" // a metrics address
+		if flag == "--listen" {
+			example = "127.0.0.1:6433"
+		}
+		return withCode(exitUsage, fmt.Errorf("%s %q: want HOST:PORT, e.g. %s: %w", flag, v, example, err))
 	}
 	return nil
 }

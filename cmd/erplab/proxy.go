@@ -114,6 +114,9 @@ statement cancelled, an open transaction rolled back). The summary is printed ei
 			if err := checkListenAddr("--metrics", metricsAddr); err != nil {
 				return err
 			}
+			if metricsAddr != "" && metricsAddr == listen && !strings.HasSuffix(listen, ":0") { // :0 picks a free port each
+				return withCode(exitUsage, fmt.Errorf("--listen and --metrics are both %q: give the metrics another port", listen))
+			}
 			reg := prometheus.NewRegistry()
 			var ms *metrics.Server
 			if metricsAddr != "" {

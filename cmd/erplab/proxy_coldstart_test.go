@@ -138,7 +138,7 @@ INSERT INTO t SELECT g, g FROM generate_series(1, 2000) g; INSERT INTO u VALUES 
 	for r := 0; r < rounds; r++ {
 		a, _, _ := measure(r, q, rewritten, "3", "rewritten 1,")
 		addedRW = append(addedRW, a)
-		a, _, _ = measure(r, kept, kept, "3", "rewritten 0, shadow 0, left unchanged by a veto 1,")
+		a, _, _ = measure(r, kept, kept, "3", "rewritten 0, shadow 0 (statements sent), decisions left unchanged by a veto 1,")
 		addedKept = append(addedKept, a)
 	}
 	for _, m := range []struct {

@@ -49,6 +49,12 @@ func TestProxyMetricsAddress(t *testing.T) {
 		t.Errorf("--listen in use: output\n%q\nwant the one line\n%q", got, want)
 	}
 
+	// The same address for both (it said the address was in use).
+	out, _ = erplab(t, t.TempDir(), "proxy", "--listen", "127.0.0.1:6499", "--upstream", upstream, "--metrics", "127.0.0.1:6499").CombinedOutput()
+	if got, want := strings.TrimSuffix(string(out), "\n"), `erplab: --listen and --metrics are both "127.0.0.1:6499": give the metrics another port`; got != want {
+		t.Errorf("same address: %q, want %q", got, want)
+	}
+
 	cmd := erplab(t, t.TempDir(), "proxy", "--listen", "127.0.0.1:0", "--upstream", upstream, "--metrics", "127.0.0.1:0")
 	var stdout strings.Builder
 	_, _, sc, before := startListening(t, cmd, &stdout)
@@ -106,7 +112,7 @@ func TestProxyUnreachableUpstreamOneLine(t *testing.T) {
 			side = append(side, l)
 		}
 	}
-	want := fmt.Sprintf(`err="cannot reach server at 127.0.0.1:%d: connection refused; is PostgreSQL running? pass --upstream"`, port)
+	want := fmt.Sprintf(`err="cannot reach server at 127.0.0.1:%d: connection refused; is PostgreSQL running there? check host and port in --upstream"`, port)
 	if len(side) != 1 || !strings.HasSuffix(side[0], want) || strings.Contains(side[0], `\n`) {
 		t.Fatalf("lines about the side connection before 'listening':\n%s\nwant one, ending in %s", strings.Join(side, "\n"), want)
 	}

@@ -107,6 +107,8 @@ untyped literals).`,
 				if err := checkExplain(src, params, analyze); err != nil {
 					return err
 				}
+			} else if len(params) > 0 {
+				return withCode(exitUsage, errors.New("--param is for --explain: without it the statement is not run"))
 			}
 			res.Relocate(raw, start) // lines and columns of the file, not of its trimmed text
 			out := cmd.OutOrStdout()
@@ -165,19 +167,8 @@ func checkExplain(sql string, params []string, analyze bool) error {
 		return withCode(exitUsage, fmt.Errorf("--explain takes one statement, got %d: put the one to compare in a file of its own", len(tree.Stmts)))
 	}
 	if analyze {
-		kind := ""
-		switch tree.Stmts[0].Stmt.GetNode().(type) {
-		case *pg_query.Node_InsertStmt:
-			kind = "INSERT"
-		case *pg_query.Node_UpdateStmt:
-			kind = "UPDATE"
-		case *pg_query.Node_DeleteStmt:
-			kind = "DELETE"
-		case *pg_query.Node_MergeStmt:
-			kind = "MERGE"
-		}
-		if kind != "" {
-			return withCode(exitUsage, fmt.Errorf("--analyze runs both statements in a read-only transaction (rolled back), and %s writes: use --explain without --analyze", kind))
+		if why := notPlainSelect(tree.Stmts[0].Stmt); why != "" {
+			return withCode(exitUsage, fmt.Errorf("--analyze runs both statements in a read-only transaction (rolled back), and %s: use --explain without --analyze", why))
 		}
 	}
 	scan, err := pg_query.Scan(sql)
@@ -203,6 +194,40 @@ func checkExplain(sql string, params []string, analyze bool) error {
 		return withCode(exitUsage, fmt.Errorf("the statement has %s: give --param once for each, in order (got %d)", ps, len(params)))
 	}
 	return nil
+}
+
+// notPlainSelect says why --analyze must not run the statement n (it
+// writes, creates or locks), or "" for a plain SELECT.
+func notPlainSelect(n *pg_query.Node) string {
+	switch n.GetNode().(type) {
+	case *pg_query.Node_InsertStmt:
+		return "INSERT writes"
+	case *pg_query.Node_UpdateStmt:
+		return "UPDATE writes"
+	case *pg_query.Node_DeleteStmt:
+		return "DELETE writes"
+	case *pg_query.Node_MergeStmt:
+		return "MERGE writes"
+	case *pg_query.Node_SelectStmt:
+	default:
+		return "the statement is not a SELECT"
+	}
+	sel := n.GetSelectStmt()
+	if sel.IntoClause != nil {
+		return "SELECT INTO creates a table"
+	}
+	if len(sel.LockingClause) > 0 {
+		return "FOR UPDATE/SHARE locks rows"
+	}
+	if w := sel.WithClause; w != nil {
+		for _, c := range w.Ctes {
+			switch c.GetCommonTableExpr().GetCtequery().GetNode().(type) {
+			case *pg_query.Node_InsertStmt, *pg_query.Node_UpdateStmt, *pg_query.Node_DeleteStmt, *pg_query.Node_MergeStmt:
+				return "a WITH query writes"
+			}
+		}
+	}
+	return ""
 }
 
 // planSummary is what explainBoth prints for one statement.

@@ -270,6 +270,11 @@ func TestRewriteExplainChecks(t *testing.T) {
 		{"SELECT 1 FROM t WHERE id = 1 OR id IN (SELECT 2)", []string{"--explain", "--param", "1"}, "erplab: --param given 1 time(s), but the statement has no $n parameters"},
 		{"DELETE FROM t WHERE id = 1 OR id IN (SELECT 2)", []string{"--analyze"}, "erplab: --analyze runs both statements in a read-only transaction (rolled back), and DELETE writes: use --explain without --analyze"},
 		{"SELECT 1; SELECT 2", []string{"--explain"}, "erplab: --explain takes one statement, got 2: put the one to compare in a file of its own"},
+		{"SELECT * INTO nt FROM t WHERE id = 1 OR id IN (SELECT 2)", []string{"--analyze"}, "erplab: --analyze runs both statements in a read-only transaction (rolled back), and SELECT INTO creates a table: use --explain without --analyze"},
+		{"WITH d AS (DELETE FROM t RETURNING id) SELECT count(*) FROM t WHERE id = 1 OR id IN (SELECT 2)", []string{"--analyze"}, "erplab: --analyze runs both statements in a read-only transaction (rolled back), and a WITH query writes: use --explain without --analyze"},
+		{"SELECT * FROM t WHERE id = 1 OR id IN (SELECT 2) FOR UPDATE", []string{"--analyze"}, "erplab: --analyze runs both statements in a read-only transaction (rolled back), and FOR UPDATE/SHARE locks rows: use --explain without --analyze"},
+		{"CREATE TABLE nt2 AS SELECT * FROM t WHERE id = 1 OR id IN (SELECT 2)", []string{"--analyze"}, "erplab: --analyze runs both statements in a read-only transaction (rolled back), and the statement is not a SELECT: use --explain without --analyze"},
+		{q, []string{"--param", "1"}, "erplab: --param is for --explain: without it the statement is not run"},
 	} {
 		cmd := erplab(t, t.TempDir(), append([]string{"rewrite", "--dsn", dsn}, c.args...)...)
 		cmd.Stdin = strings.NewReader(c.sql)

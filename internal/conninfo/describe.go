@@ -74,7 +74,7 @@ const (
 // Describe turns an error from pgx/pgconn Connect or ParseConfig into one
 // line saying what is wrong and how to fix it, e.g.
 //
-//	cannot reach server at 127.0.0.1:5432: connection refused; is PostgreSQL running? pass --dsn
+//	cannot reach server at 127.0.0.1:5432: connection refused; is PostgreSQL running there? check host and port in --dsn
 //	database "x" does not exist; create it or pass another dbname in --dsn
 //	invalid --dsn: invalid port
 //
@@ -120,7 +120,7 @@ func describeCause(err error, where, flag string) string {
 	if where != "" {
 		at = " at " + where
 	}
-	hint := "; is PostgreSQL running? pass " + flag
+	hint := "; is PostgreSQL running there? check host and port in " + flag
 	var dnsErr *net.DNSError
 	var certErr *tls.CertificateVerificationError
 	var unknownAuth x509.UnknownAuthorityError

@@ -68,13 +68,13 @@ func TestDescribeConnectionRefused(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close() // nothing listens there now
 	err = connectErr(t, fmt.Sprintf("host=127.0.0.1 port=%d user=postgres password=%s dbname=postgres sslmode=disable", port, password))
-	checkDescribe(t, err, fmt.Sprintf("cannot reach server at 127.0.0.1:%d: connection refused; is PostgreSQL running? pass --dsn", port))
+	checkDescribe(t, err, fmt.Sprintf("cannot reach server at 127.0.0.1:%d: connection refused; is PostgreSQL running there? check host and port in --dsn", port))
 }
 
 func TestDescribeNoSocket(t *testing.T) {
 	dir := t.TempDir()
 	err := connectErr(t, fmt.Sprintf("host=%s port=5432 user=postgres password=%s sslmode=disable", dir, password))
-	checkDescribe(t, err, fmt.Sprintf("cannot reach server at %s/.s.PGSQL.5432: no such socket; is PostgreSQL running? pass --dsn", dir))
+	checkDescribe(t, err, fmt.Sprintf("cannot reach server at %s/.s.PGSQL.5432: no such socket; is PostgreSQL running there? check host and port in --dsn", dir))
 }
 
 func TestDescribeMissingDatabase(t *testing.T) {

@@ -125,7 +125,7 @@ func (s Stats) String() string {
 	if s.Parses > 0 {
 		avg = s.ParseTime / time.Duration(s.Parses)
 	}
-	fmt.Fprintf(&b, "parsed %d (errors %d, %.3f ms total, %d µs each; not parsed: too large/deep %d, too many tokens %d), rewritten %d, shadow %d, left unchanged by a veto %d, fallbacks %d (+%d passed on)\n",
+	fmt.Fprintf(&b, "parsed %d (errors %d, %.3f ms total, %d µs each; not parsed: too large/deep %d, too many tokens %d), rewritten %d, shadow %d (statements sent), decisions left unchanged by a veto %d, fallbacks %d (+%d passed on)\n",
 		s.Parses, s.ParseErrors, float64(s.ParseTime)/1e6, avg.Microseconds(), s.NotParsed, s.NotParsedTokens, s.Rewrites, s.Shadow, s.Vetoes, s.Fallbacks, s.FallbackErrors)
 	fmt.Fprintf(&b, "validated %d, validation failures %d, context unknown %d, side errors %d, schema changes %d\n",
 		s.Validated, s.ValidationFailures, s.ContextUnknown, s.SideErrors, s.Invalidations)
@@ -135,7 +135,7 @@ func (s Stats) String() string {
 	}
 	sort.Strings(rules)
 	for _, r := range rules {
-		fmt.Fprintf(&b, "rule %s: fired %d (arms rewritten), vetoed %d (ORs left as written)\n", r, s.Fired[r], s.Vetoed[r])
+		fmt.Fprintf(&b, "rule %s: fired %d (arms rewritten), vetoed %d (ORs left as written), per decision\n", r, s.Fired[r], s.Vetoed[r])
 	}
 	fmt.Fprintf(&b, "cancels forwarded %d, unknown keys %d\n", s.Cancels, s.CancelsUnknown)
 	fmt.Fprintf(&b, "refused: startups %d, oversized messages %d, too many clients %d; accept errors %d; hang-ups found %d",
