@@ -569,12 +569,7 @@ func (s *session) verdict(pd *pending, frame []byte, rfqSeen *int) (bool, error)
 			// Not about the rewritten text (25P02 in an aborted
 			// transaction, a run-time error, a cancel): the original
 			// would have met it too. Passed on; the rewrite stays.
-			s.cw.add(s.mappedOr(pd.held, pd.after))
-			s.cw.add(frame)
-			*rfqSeen++
-			s.rfqs.Add(1)
-			s.txStatus.Store(uint32(status))
-			s.resolve(pd)
+			s.passOn(pd, frame, status, rfqSeen)
 			return true, nil
 		}
 		s.p.neverAgain(pd.key, pd.fp)
@@ -599,12 +594,7 @@ func (s *session) verdict(pd *pending, frame []byte, rfqSeen *int) (bool, error)
 		s.p.stats.fallbackErrors.Add(1)
 		s.p.log.Warn("upstream rejected a rewritten statement inside a transaction or batch; error passed on, never rewriting it again",
 			"database", s.db, "code", e.Code, "error", e.Message)
-		s.cw.add(s.mappedOr(pd.held, pd.after))
-		s.cw.add(frame)
-		*rfqSeen++
-		s.rfqs.Add(1)
-		s.txStatus.Store(uint32(status))
-		s.resolve(pd)
+		s.passOn(pd, frame, status, rfqSeen)
 		return true, nil
 	}
 	if pd.answered {
@@ -636,6 +626,18 @@ func (s *session) verdict(pd *pending, frame []byte, rfqSeen *int) (bool, error)
 	s.p.cache.markVerified(pd.key)
 	s.resolve(pd)
 	return false, nil
+}
+
+// passOn relays the held error of pd (its position mapped) and the
+// ReadyForQuery frame (transaction status status) that ends its request,
+// and resolves pd.
+func (s *session) passOn(pd *pending, frame []byte, status byte, rfqSeen *int) {
+	s.cw.add(s.mappedOr(pd.held, pd.after))
+	s.cw.add(frame)
+	*rfqSeen++
+	s.rfqs.Add(1)
+	s.txStatus.Store(uint32(status))
+	s.resolve(pd)
 }
 
 // posEntry is a rewritten simple Query's texts and the map between them.
