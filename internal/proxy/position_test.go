@@ -14,7 +14,9 @@ import (
 // client's own text has the token, as on a direct connection (the trial's
 // report: psql showed no LINE and caret through the proxy): a later
 // statement of the Query, and the arm kept as written when a schema
-// change around the proxy makes it fail in a transaction.
+// change around the proxy makes it fail in a transaction. An error in
+// another statement of the Query (before or after the rewritten one) is
+// not the server rejecting the rewritten text: the rewrite stays.
 func TestErrorPositionInRewrittenQuery(t *testing.T) {
 	ctx := context.Background()
 	dsn, direct := setup(t)
@@ -49,6 +51,13 @@ func TestErrorPositionInRewrittenQuery(t *testing.T) {
 	same("a later statement, first use", q+"; SELECT * FROM nosuch2")
 	same("a later statement, cached", q+";  SELECT * FROM nosuch2")
 	same("a later statement, cached again", q+";  SELECT * FROM nosuch2")
+	same("an earlier statement, first use", "SELECT * FROM nosuch3; "+q)
+	same("an earlier statement, again", "SELECT * FROM nosuch3;  "+q)
+	// An error in the later statement is not the server rejecting the
+	// rewritten one: the rewrite stays (it was marked "never again").
+	if s := p.Stats(); s.FallbackErrors != 0 || s.Fallbacks != 0 {
+		t.Errorf("an error in another statement counted as a rejection: %s", s)
+	}
 	// The subquery's column becomes an array around the proxy: the kept
 	// arm fails at its IN, as the original does.
 	if _, err := conn.Exec(ctx, q+" -- cached", pgx.QueryExecModeSimpleProtocol); err != nil {

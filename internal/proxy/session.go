@@ -565,10 +565,11 @@ func (s *session) verdict(pd *pending, frame []byte, rfqSeen *int) (bool, error)
 		}
 		var e pgproto3.ErrorResponse
 		_ = e.Decode(pd.held[5:])
-		if !rejection(e.Code) {
+		if !rejection(e.Code) || s.inOtherStatement(pd.after, e.Position) {
 			// Not about the rewritten text (25P02 in an aborted
-			// transaction, a run-time error, a cancel): the original
-			// would have met it too. Passed on; the rewrite stays.
+			// transaction, a run-time error, a cancel, an error in
+			// another statement of the Query): the original would
+			// have met it too. Passed on; the rewrite stays.
 			s.passOn(pd, frame, status, rfqSeen)
 			return true, nil
 		}
@@ -608,13 +609,14 @@ func (s *session) verdict(pd *pending, frame []byte, rfqSeen *int) (bool, error)
 		retryable := pd.retryable
 		s.mu.Unlock()
 		if !retryable {
-			// A Flush made the server send this before any Sync: the
-			// client may wait for it, so pass it on now.
+			// A Flush made the server send this before any Sync, or
+			// it answers a Query of several statements (never
+			// replayed): pass it on now.
 			var e pgproto3.ErrorResponse
-			if e.Decode(frame[5:]) == nil && rejection(e.Code) {
+			if e.Decode(frame[5:]) == nil && rejection(e.Code) && !s.inOtherStatement(pd.after, e.Position) {
 				s.p.neverAgain(pd.key, pd.fp)
 				s.p.stats.fallbackErrors.Add(1)
-				s.p.log.Warn("upstream rejected a rewritten statement after a Flush; error passed on, never rewriting it again", "database", s.db, "code", e.Code)
+				s.p.log.Warn("upstream rejected a rewritten statement after a Flush or in a Query of several statements; error passed on, never rewriting it again", "database", s.db, "code", e.Code)
 			}
 			s.resolve(pd)
 			return false, nil
@@ -675,6 +677,16 @@ func (s *session) forgetPosition(req int) {
 	delete(s.posMaps, req)
 	s.posAny.Store(len(s.posMaps) > 0)
 	s.posMu.Unlock()
+}
+
+// inOtherStatement reports whether an error at position pos (1-based
+// characters) of request req's rewritten Query lies in one of its
+// statements that the rewrite did not change.
+func (s *session) inOtherStatement(req int, pos int32) bool {
+	s.posMu.Lock()
+	pe := s.posMaps[req]
+	s.posMu.Unlock()
+	return pe != nil && !pe.m.InChangedStatement(pe.original, pe.rewritten, int(pos))
 }
 
 // mappedOr is frame with its position mapped (mapPosition), or frame.

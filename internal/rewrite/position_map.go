@@ -11,6 +11,34 @@ import "unicode/utf8"
 // of its edit.
 type PositionMap struct {
 	edits []edit // sorted by start, non-overlapping (as splice applied them)
+	// changed are the input byte spans of the statements that have edits
+	changed [][2]int
+}
+
+// InChangedStatement reports whether the 1-based character position pos
+// of rewritten (an error's position) lies in a statement the rewrite
+// changed, rather than in another statement of a multi-statement text.
+// Without a position (pos < 1) it reports true: the error may be the
+// changed statement's.
+func (m PositionMap) InChangedStatement(original, rewritten string, pos int) bool {
+	if pos < 1 || m.Identity() {
+		return pos < 1
+	}
+	o := m.OriginalChar(original, rewritten, pos)
+	off, n := len(original), 0
+	for i := range original {
+		n++
+		if n == o {
+			off = i
+			break
+		}
+	}
+	for _, c := range m.changed {
+		if off >= c[0] && off < c[1] {
+			return true
+		}
+	}
+	return false
 }
 
 // Identity reports whether the map changes nothing (no edits).

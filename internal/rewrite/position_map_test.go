@@ -53,6 +53,19 @@ func TestPositionMap(t *testing.T) {
 			t.Errorf("%s: %q #%d maps to %d, want %d (%q)", c.comment, c.outTok, c.outN, got, want, c.inTok)
 		}
 	}
+	// Which statement an error is in: the later one was not changed.
+	for _, c := range []struct {
+		tok  string
+		want bool
+	}{{"nosuch2", false}, {"u.x", true}, {"ANY (ARRAY", true}, {"'жж'", true}} {
+		if got := r.Positions.InChangedStatement(in, out, charPos(t, out, c.tok, 0)); got != c.want {
+			t.Errorf("%q in a changed statement: %v, want %v", c.tok, got, c.want)
+		}
+	}
+	if !r.Positions.InChangedStatement(in, out, 0) {
+		t.Errorf("no position: want true (it may be the changed statement's)")
+	}
+
 	// Past the end, and the identity of an unchanged text.
 	if got, want := r.Positions.OriginalChar(in, out, utf8.RuneCountInString(out)+1), utf8.RuneCountInString(in)+1; got != want {
 		t.Errorf("end: %d, want %d", got, want)

@@ -36,6 +36,7 @@ package rewrite
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -305,6 +306,12 @@ func Rewrite(ctx context.Context, sql string, opts Options) (Result, error) {
 	}
 	res.SQL, res.Changed = out, out != sql
 	res.Positions = PositionMap{edits: edits} // sorted by splice
+	for _, raw := range st.tree.Stmts {
+		sp := st.spanOf(int(raw.StmtLocation))
+		if sp != nil && slices.ContainsFunc(edits, func(e edit) bool { return e.start >= sp.start && e.start < sp.end }) {
+			res.Positions.changed = append(res.Positions.changed, [2]int{sp.start, sp.end})
+		}
+	}
 	return res, nil
 }
 
