@@ -159,3 +159,43 @@ func TestUnrelatedErrorKeepsTheRewrite(t *testing.T) {
 	}
 	noRejections(t, p)
 }
+
+// PREPARE name(types) AS ...: a subquery that uses a later parameter but
+// not $1 is described with the declared types (the second trial's report:
+// "could not determine data type of parameter $1", a Seq Scan kept), and
+// is rewritten with the same rows as directly.
+func TestPrepareDeclaredTypes(t *testing.T) {
+	ctx := context.Background()
+	const schema = `CREATE TABLE a3 (id int PRIMARY KEY, b bigint); CREATE INDEX ON a3 (b);
+INSERT INTO a3 SELECT g, g * 10 FROM generate_series(1, 100) g;
+CREATE TABLE s3 (bi bigint); INSERT INTO s3 VALUES (20), (30), (990); ANALYZE;`
+	steps := func(c *pgx.Conn) []string {
+		return []string{
+			raw(c, "PREPARE g(int, bigint) AS SELECT id FROM a3 WHERE id = $1 OR b IN (SELECT bi FROM s3 WHERE bi < $2)"),
+			outcome(ctx, c, "EXECUTE g(5, 100)", pgx.QueryExecModeSimpleProtocol),
+			outcome(ctx, c, "EXECUTE g(7, 1000)", pgx.QueryExecModeSimpleProtocol),
+		}
+	}
+	dsn, direct := setup(t)
+	if _, err := direct.Exec(ctx, schema); err != nil {
+		t.Fatal(err)
+	}
+	dc, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc.Close(ctx)
+	want := steps(dc)
+	dsn, direct = setup(t)
+	if _, err := direct.Exec(ctx, schema); err != nil {
+		t.Fatal(err)
+	}
+	p, addr := startProxy(t, false)
+	got := steps(proxiedConn(t, dsn, addr))
+	if !slices.Equal(got, want) || want[1] != "2,3,5" || want[2] != "2,3,7,99" {
+		t.Errorf("through the proxy %q, direct %q", got, want)
+	}
+	if s := p.Stats(); s.Rewrites != 1 {
+		t.Errorf("rewrites %d, want the PREPARE rewritten: %s", s.Rewrites, s)
+	}
+}

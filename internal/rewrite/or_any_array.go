@@ -263,6 +263,12 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 		if origWhy != "" {
 			params = st.paramOIDs
 		}
+		if ps := sp.raw.GetStmt().GetPrepareStmt(); ps != nil && len(params) == 0 {
+			// PREPARE name(types) AS ...: the server describes the
+			// PREPARE with no parameters; its subqueries' $n have the
+			// declared types.
+			params = prepareArgTypes(ctx, st, ps)
+		}
 		for i, sub := range subTexts {
 			at := int(subs[i].Location)
 			if c := outerCTE(subs[i], sc); c != "" {

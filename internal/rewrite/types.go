@@ -405,6 +405,40 @@ func typeBlock(ctx context.Context, types Types, oid uint32, what string) (strin
 // statement of its own) with the statement's parameter types params when
 // it has parameters, and reports why its single output column is not a
 // scalar type, or "".
+// prepareArgTypes returns the type OIDs a PREPARE declares for $1, $2, ...
+// (PREPARE name(int, bigint) AS ...), as the server resolves the type
+// names: it describes SELECT NULL::type1, NULL::type2, ... deparsed from
+// the PREPARE's own type names. nil when none are declared or the server
+// cannot say (the subqueries are then described without them).
+func prepareArgTypes(ctx context.Context, st *statement, ps *pg_query.PrepareStmt) []uint32 {
+	if len(ps.Argtypes) == 0 {
+		return nil
+	}
+	sel := &pg_query.SelectStmt{}
+	for _, a := range ps.Argtypes {
+		tn := a.GetTypeName()
+		if tn == nil {
+			return nil
+		}
+		null := &pg_query.Node{Node: &pg_query.Node_AConst{AConst: &pg_query.A_Const{Isnull: true, Location: -1}}}
+		cast := &pg_query.Node{Node: &pg_query.Node_TypeCast{TypeCast: &pg_query.TypeCast{Arg: null, TypeName: tn, Location: -1}}}
+		sel.TargetList = append(sel.TargetList, pg_query.MakeResTargetNodeWithVal(cast, -1))
+	}
+	sql, err := pg_query.Deparse(&pg_query.ParseResult{Version: st.tree.Version, Stmts: []*pg_query.RawStmt{{Stmt: &pg_query.Node{Node: &pg_query.Node_SelectStmt{SelectStmt: sel}}}}})
+	if err != nil {
+		return nil
+	}
+	d, err := st.describe(ctx, sql, nil)
+	if err != nil || len(d.Columns) != len(ps.Argtypes) {
+		return nil
+	}
+	oids := make([]uint32, len(d.Columns))
+	for i, c := range d.Columns {
+		oids[i] = c.TypeOID
+	}
+	return oids
+}
+
 func subqueryTypeBlock(ctx context.Context, st *statement, params []uint32, sub subquery) (string, error) {
 	if !sub.params {
 		params = nil
