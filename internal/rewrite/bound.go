@@ -57,15 +57,7 @@ func syntaxError(sql string, err error) error {
 	}
 	off := -1
 	if pe.Cursorpos > 0 {
-		off = len(sql)
-		n := 0
-		for i := range sql { // i: byte offset of each character
-			n++
-			if n == pe.Cursorpos {
-				off = i
-				break
-			}
-		}
+		off = min(charOffset(sql, pe.Cursorpos), len(sql))
 	}
 	return &SyntaxError{Message: pe.Message, Offset: off}
 }

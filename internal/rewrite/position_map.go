@@ -24,15 +24,7 @@ func (m PositionMap) InChangedStatement(original, rewritten string, pos int) boo
 	if pos < 1 || m.Identity() {
 		return pos < 1
 	}
-	o := m.OriginalChar(original, rewritten, pos)
-	off, n := len(original), 0
-	for i := range original {
-		n++
-		if n == o {
-			off = i
-			break
-		}
-	}
+	off := charOffset(original, m.OriginalChar(original, rewritten, pos))
 	for _, c := range m.changed {
 		if off >= c[0] && off < c[1] {
 			return true
@@ -77,21 +69,23 @@ func (m PositionMap) OriginalChar(original, rewritten string, pos int) int {
 	if pos < 1 || m.Identity() {
 		return pos
 	}
-	// byte offset of character pos in rewritten
-	off, n := len(rewritten), 0
-	for i := range rewritten {
-		n++
-		if n == pos {
-			off = i
-			break
-		}
-	}
-	if n < pos {
-		off = len(rewritten) + (pos - n - 1)
-	}
-	o := m.Original(off)
+	o := m.Original(charOffset(rewritten, pos))
 	if o >= len(original) {
 		return utf8.RuneCountInString(original) + 1 + (o - len(original))
 	}
 	return utf8.RuneCountInString(original[:o]) + 1
+}
+
+// charOffset returns the byte offset in s of the 1-based character
+// position pos (as PostgreSQL counts error positions); a position past
+// the end lies as many bytes past len(s).
+func charOffset(s string, pos int) int {
+	n := 0
+	for i := range s {
+		n++
+		if n == pos {
+			return i
+		}
+	}
+	return len(s) + max(0, pos-n-1)
 }
