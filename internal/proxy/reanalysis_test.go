@@ -70,25 +70,8 @@ ANALYZE;`
 		}},
 	}
 	for _, c := range cases {
-
 		t.Run(c.name, func(t *testing.T) {
-			dsn, direct := setup(t)
-			if _, err := direct.Exec(ctx, schema); err != nil {
-				t.Fatal(err)
-			}
-			dc, err := pgx.Connect(ctx, dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer dc.Close(ctx)
-			want := c.run(dc)
-
-			dsn, direct = setup(t)
-			if _, err := direct.Exec(ctx, schema); err != nil {
-				t.Fatal(err)
-			}
-			p, addr := startProxy(t, false)
-			got := c.run(proxiedConn(t, dsn, addr))
+			want, got, p := directThenProxied(t, schema, c.run)
 			if len(got) != len(want) {
 				t.Fatalf("through the proxy %q, direct %q", got, want)
 			}
@@ -176,26 +159,35 @@ CREATE TABLE s3 (bi bigint); INSERT INTO s3 VALUES (20), (30), (990); ANALYZE;`
 			outcome(ctx, c, "EXECUTE g(7, 1000)", pgx.QueryExecModeSimpleProtocol),
 		}
 	}
-	dsn, direct := setup(t)
-	if _, err := direct.Exec(ctx, schema); err != nil {
-		t.Fatal(err)
-	}
-	dc, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dc.Close(ctx)
-	want := steps(dc)
-	dsn, direct = setup(t)
-	if _, err := direct.Exec(ctx, schema); err != nil {
-		t.Fatal(err)
-	}
-	p, addr := startProxy(t, false)
-	got := steps(proxiedConn(t, dsn, addr))
+	want, got, p := directThenProxied(t, schema, steps)
 	if !slices.Equal(got, want) || want[1] != "2,3,5" || want[2] != "2,3,7,99" {
 		t.Errorf("through the proxy %q, direct %q", got, want)
 	}
 	if s := p.Stats(); s.Rewrites != 1 {
 		t.Errorf("rewrites %d, want the PREPARE rewritten: %s", s.Rewrites, s)
 	}
+}
+
+// directThenProxied runs steps on a fresh database with schema over a
+// direct connection (want), then on another fresh one through a fresh
+// proxy (got): steps that change the schema start from the same state.
+func directThenProxied(t *testing.T, schema string, steps func(*pgx.Conn) []string) (want, got []string, p *Proxy) {
+	t.Helper()
+	ctx := context.Background()
+	fresh := func() string {
+		dsn, direct := setup(t)
+		if _, err := direct.Exec(ctx, schema); err != nil {
+			t.Fatal(err)
+		}
+		return dsn
+	}
+	dc, err := pgx.Connect(ctx, fresh())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc.Close(ctx)
+	want = steps(dc)
+	dsn := fresh()
+	p, addr := startProxy(t, false)
+	return want, steps(proxiedConn(t, dsn, addr)), p
 }
