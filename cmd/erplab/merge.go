@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -18,6 +19,7 @@ import (
 
 type mergeFlags struct {
 	out, dir     string
+	outMode      fs.FileMode
 	runID        string
 	allowPartial bool
 	wait         time.Duration
@@ -110,7 +112,7 @@ integral APDEX below --apdex-min.`,
 				return err
 			}
 			took := time.Since(t0)
-			if err := merged.WriteFile(f.out); err != nil {
+			if err := merged.WriteFile(f.out, f.outMode); err != nil {
 				return err
 			}
 			printMerged(w, merged, f.out, took)
@@ -122,6 +124,7 @@ integral APDEX below --apdex-min.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&f.out, "out", "o", "", "the merged document to write (required)")
+	addOutModeFlag(fl, &f.outMode)
 	fl.StringVar(&f.dir, "dir", "", "read the segment documents of the directory DIR")
 	fl.StringVar(&f.runID, "run-id", "", "with a directory: read only the segments of this run (a results volume reused by several runs)")
 	fl.BoolVar(&f.allowPartial, "allow-partial", false, "merge an incomplete set (segments missing or marked incomplete); the document and summary say so")
