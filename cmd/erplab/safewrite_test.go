@@ -126,3 +126,34 @@ func TestRunResultsFiles(t *testing.T) {
 		t.Errorf("--out-mode 0644: mode %04o, want %04o", m, want)
 	}
 }
+
+// merge -o naming one of the segment documents of the directory merged is
+// a one-line usage error naming -o (not "incomplete set"), the segment
+// unchanged; -o naming an existing directory writes <run-id>.json there.
+func TestMergeOutNamesSegment(t *testing.T) {
+	dir := copySegments(t, "1", "2")
+	seg := filepath.Join(dir, "r1-1of3.json")
+	before, _ := os.ReadFile(seg)
+	b, err := erplab(t, dir, "merge", dir, "-o", seg).CombinedOutput()
+	if exitOf(err) != exitUsage || !strings.Contains(string(b), "merge: -o "+seg+" is a file of the segment directory") || strings.Count(strings.TrimSpace(string(b)), "\n") != 0 {
+		t.Errorf("-o a segment of the directory: %v\n%s", err, b)
+	}
+	if after, _ := os.ReadFile(seg); string(after) != string(before) {
+		t.Error("the segment was changed")
+	}
+	other := filepath.Join(t.TempDir(), "other.json")
+	if err := os.WriteFile(other, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := erplab(t, dir, "merge", dir, "-o", other).CombinedOutput(); exitOf(err) != exitUsage || !strings.Contains(string(b), "merge: -o "+other+" exists") {
+		t.Errorf("-o an existing file: %v\n%s", err, b)
+	}
+	full := copySegments(t, "1", "2", "3")
+	into := t.TempDir()
+	if b, err := erplab(t, full, "merge", full, "-o", into).CombinedOutput(); err != nil {
+		t.Fatalf("-o DIR: %v\n%s", err, b)
+	}
+	if _, err := results.Read(filepath.Join(into, "r1.json")); err != nil {
+		t.Errorf("-o DIR: %v", err)
+	}
+}
