@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -31,6 +32,44 @@ func symlink(t *testing.T, target, link string) {
 	t.Helper()
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// report -o and k8s render -o never write through a symbolic link or
+// over an existing file; an existing directory takes the page as
+// <first input>.html and the manifests as <name>.yaml.
+func TestOutputsRefusePlantedLinks(t *testing.T) {
+	v, unchanged := plantVictim(t)
+	dir := t.TempDir()
+	link := filepath.Join(dir, "report.html")
+	symlink(t, v, link)
+	run := filepath.Join("..", "..", "internal", "report", "testdata", "one.json")
+	if code := execute(context.Background(), []string{"report", run, "-o", link}); code != exitError {
+		t.Errorf("report -o a symbolic link: exit %d, want %d", code, exitError)
+	}
+	if code := execute(context.Background(), []string{"report", run, "-o", v}); code != exitError {
+		t.Errorf("report -o an existing file: exit %d, want %d", code, exitError)
+	}
+	yaml := filepath.Join(dir, "run.yaml")
+	symlink(t, v, yaml)
+	k8s := []string{"k8s", "render", "--agents", "2", "--image", "erplab:test", "-o", yaml, "--", "--dsn", "host=db"}
+	if code := execute(context.Background(), k8s); code == exitOK {
+		t.Error("k8s render -o a symbolic link: exit 0")
+	}
+	unchanged()
+
+	pages := t.TempDir()
+	if code := execute(context.Background(), []string{"report", run, "-o", pages}); code != exitOK {
+		t.Fatalf("report -o DIR: exit %d", code)
+	}
+	k8s[len(k8s)-4] = pages
+	if code := execute(context.Background(), k8s); code != exitOK {
+		t.Fatalf("k8s render -o DIR: exit %d", code)
+	}
+	for _, p := range []string{"one.html", "erplab.yaml"} {
+		if st, err := os.Stat(filepath.Join(pages, p)); err != nil || st.Size() == 0 {
+			t.Errorf("%s in -o DIR: %v", p, err)
+		}
 	}
 }
 
