@@ -153,7 +153,12 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 				return withCode(exitUsage, err)
 			}
 			if outDir == "" {
-				outDir = filepath.Join("erplab-results", "ab-"+time.Now().Format("20060102-150405"))
+				// ./erplab-results: made when missing, refused when a link or another user's
+				base, err := loadtest.ResultsDir("")
+				if err != nil {
+					return withCode(exitUsage, err)
+				}
+				outDir = filepath.Join(base, "ab-"+time.Now().Format("20060102-150405"))
 			}
 			if rounds == 0 {
 				if aa > 0 {
@@ -163,14 +168,14 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 				}
 			}
 			if aa > 0 {
-				if _, err := os.Stat(filepath.Join(outDir, "aa-01")); err == nil {
+				if _, err := os.Lstat(filepath.Join(outDir, "aa-01")); err == nil {
 					return withCode(exitUsage, fmt.Errorf("%s exists; choose another --out-dir", filepath.Join(outDir, "aa-01")))
 				}
 			}
 			for _, v := range append([]experiment.Variant{{Name: experiment.BaselineName}}, vs...) {
 				for r := 1; r <= rounds; r++ {
 					p := filepath.Join(outDir, fmt.Sprintf("%s-%d.json", v.Name, r))
-					if _, err := os.Stat(p); err == nil {
+					if _, err := os.Lstat(p); err == nil {
 						return withCode(exitUsage, fmt.Errorf("results file %s exists; choose another --out-dir", p))
 					}
 				}
@@ -262,6 +267,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	fl := cmd.Flags()
 	fl.StringArrayVar(&variants, "variant", nil, "variant NAME=remedy[,remedy...], repeatable (remedies: "+remedy.Known()+")")
 	fl.StringVar(&outDir, "out-dir", "", "directory of the results files <variant>-<round>.json (default ./erplab-results/ab-<time>)")
+	addOutModeFlag(fl, &f.outMode)
 	fl.BoolVar(&interleave, "interleave", false, "same as --order interleaved (A B A B)")
 	fl.StringVar(&order, "order", "balanced", "run order: balanced (A B B A ...), interleaved (A B A B) or blocked (A A B B)")
 	fl.DurationVar(&budget, "budget", 10*time.Minute, "total wall time the default --rounds fills (each run: its load profile + 5s)")

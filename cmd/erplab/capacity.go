@@ -25,7 +25,7 @@ import (
 // --ramp, --duration, --stage), --out and the pgbench options are the
 // run's own.
 var capacityRunFlags = []string{"dsn", "dsn-file", "workload", "scale", "seed", "force", "mix", "think", "connections",
-	"max-errors", "interval", "graceful-stop", "server-gone-after", "observe", "observe-interval", "stress", "os-user", "warmup"}
+	"max-errors", "interval", "graceful-stop", "server-gone-after", "observe", "observe-interval", "stress", "os-user", "warmup", "out-mode"}
 
 type capacityFlags struct {
 	apdex, resolution, start, max, errorRate float64
@@ -141,7 +141,7 @@ interrupted (finished steps kept, capacity so far printed).`,
 	fl.Float64Var(&f.require, "require", 0, "exit with code 99 when the capacity is below this")
 	fl.BoolVar(&f.open, "rate", false, "open model: the load is arrivals per second (Poisson) served by --workers VUs, not users")
 	fl.IntVar(&f.workers, "workers", 200, "open model (--rate): VUs serving the arrivals")
-	fl.StringVar(&f.out, "out", "", "capacity document (default ./erplab-results/<time>-capacity-<workload>.json; with --variant <time>-capacity-ab-<workload>.json)")
+	fl.StringVar(&f.out, "out", "", "capacity document, a new file, or an existing directory for the default name (default ./erplab-results/<time>-capacity-<workload>.json; with --variant <time>-capacity-ab-<workload>.json)")
 	fl.StringArrayVar(&f.variants, "variant", nil, "A/B of capacity: search the baseline and this variant NAME=remedy[,remedy...] (repeatable; remedies as in erplab ab)")
 	fl.IntVar(&f.rounds, "rounds", 1, "with --variant: searches per side (a verdict needs 4 or more)")
 	fl.StringVar(&f.order, "order", "balanced", "with --variant: order of the searches: balanced (A B B A ...), interleaved (A B A B) or blocked (A A B B)")

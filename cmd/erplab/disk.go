@@ -350,15 +350,11 @@ func writeRuleNote(out io.Writer, c disk.Comparison) error {
 	return err
 }
 
-// writeDiskHTML writes the comparison page (report.WriteDiskHTML) to path.
+// writeDiskHTML writes the comparison page (report.WriteDiskHTML) to path,
+// a new file (writeFile).
 func writeDiskHTML(path string, rep diskReport) error {
-	f, err := os.Create(path)
-	if err != nil {
+	if err := writeFile(path, func(w io.Writer) error { return report.WriteDiskHTML(w, rep) }); err != nil {
 		return fmt.Errorf("--html: %w", err)
 	}
-	if err := report.WriteDiskHTML(f, rep); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return nil
 }

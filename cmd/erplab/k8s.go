@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/k8s"
 	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/safefile"
 	"github.com/erplab/erplab/internal/workload"
 	wpgbench "github.com/erplab/erplab/internal/workload/pgbench"
 )
@@ -100,7 +102,11 @@ evaluates it on the merged run.`,
 				_, err = cmd.OutOrStdout().Write(out)
 				return err
 			}
-			if err := os.WriteFile(f.out, out, 0o644); err != nil {
+			path := f.out
+			if st, err := os.Stat(path); err == nil && st.IsDir() {
+				path = filepath.Join(path, f.name+".yaml")
+			}
+			if err := safefile.WriteNew(path, out, 0o644); err != nil {
 				return fmt.Errorf("write manifests: %w", err)
 			}
 			return nil
@@ -131,7 +137,7 @@ evaluates it on the merged run.`,
 	fl.StringVar(&f.startAt, "start-at", "", "start time of every agent, RFC 3339 (e.g. 2026-12-01T16:00:00Z)")
 	fl.DurationVar(&f.startDelay, "start-delay", 2*time.Minute, "start time = now + this, when --start-at is not given")
 	fl.DurationVar(&f.mergeWait, "merge-wait", 30*time.Minute, "how long the merge waits for the segment documents (from when it starts: at least start delay + run + graceful stop + 2m)")
-	fl.StringVarP(&f.out, "output", "o", "", "write the YAML to this file (default standard output)")
+	fl.StringVarP(&f.out, "output", "o", "", "write the YAML to this new file, or to NAME.yaml in this existing directory (default standard output)")
 	return cmd
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -18,6 +19,7 @@ import (
 
 type mergeFlags struct {
 	out, dir     string
+	outMode      fs.FileMode
 	runID        string
 	allowPartial bool
 	wait         time.Duration
@@ -37,7 +39,8 @@ one machine would have. compare and report read the merged run like any other.
 
 It refuses, in one line, a document that is not a segment, of another run id,
 configuration hash or server (system identifier and database; a foreign segment), a
-segment given twice, segments that overlap or leave a gap, OUT naming one of the inputs,
+segment given twice, segments that overlap or leave a gap, OUT naming one of the inputs
+or any existing file (OUT is always a new file; an existing directory takes <run-id>.json),
 and a missing or incomplete segment (late start, restart, lost server, interrupt) unless
 --allow-partial, which says so in the document and the summary. A restarted segment
 given with its earlier attempts is incomplete; --allow-partial uses one attempt (the
@@ -48,7 +51,7 @@ agent's stream too) except OUT; --wait D waits up to D until all N segments of t
 are there, or one is marked incomplete.
 
 Exit codes: 0 merged, 1 refused (foreign, duplicated or overlapping segments), 2 bad
-usage (OUT one of the inputs too), 6 an incomplete set without --allow-partial (nothing written), 99 the merged
+usage (OUT an existing file too), 6 an incomplete set without --allow-partial (nothing written), 99 the merged
 integral APDEX below --apdex-min.`,
 		Example: `  erplab merge erplab-results/r42-*of3.json -o r42.json
   erplab merge --wait 30m --dir /results -o /results/run.json`,
@@ -80,12 +83,8 @@ integral APDEX below --apdex-min.`,
 			if f.apdexMin < 0 || f.apdexMin > 1 {
 				return withCode(exitUsage, fmt.Errorf("--apdex-min must be between 0 and 1, got %g", f.apdexMin))
 			}
-			if dir == "" {
-				for _, a := range args {
-					if sameFile(a, f.out) {
-						return withCode(exitUsage, fmt.Errorf("merge: -o %s is one of the segment documents (%s): give another OUT, merge does not overwrite its input", f.out, a))
-					}
-				}
+			if err := checkMergeOut(f.out, args, dir); err != nil {
+				return withCode(exitUsage, err)
 			}
 			w := cmd.OutOrStdout()
 			var (
@@ -110,10 +109,14 @@ integral APDEX below --apdex-min.`,
 				return err
 			}
 			took := time.Since(t0)
-			if err := merged.WriteFile(f.out); err != nil {
+			out := f.out
+			if st, err := os.Stat(out); err == nil && st.IsDir() {
+				out = filepath.Join(out, merged.RunID+".json") // segments have run ids
+			}
+			if err := merged.WriteFile(out, f.outMode); err != nil {
 				return err
 			}
-			printMerged(w, merged, f.out, took)
+			printMerged(w, merged, out, took)
 			if cmd.Flags().Changed("apdex-min") {
 				return checkApdexMin(merged.Integral, f.apdexMin)
 			}
@@ -121,13 +124,42 @@ integral APDEX below --apdex-min.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&f.out, "out", "o", "", "the merged document to write (required)")
+	fl.StringVarP(&f.out, "out", "o", "", "the merged document to write, a new file, or an existing directory for <run-id>.json (required)")
+	addOutModeFlag(fl, &f.outMode)
 	fl.StringVar(&f.dir, "dir", "", "read the segment documents of the directory DIR")
 	fl.StringVar(&f.runID, "run-id", "", "with a directory: read only the segments of this run (a results volume reused by several runs)")
 	fl.BoolVar(&f.allowPartial, "allow-partial", false, "merge an incomplete set (segments missing or marked incomplete); the document and summary say so")
 	fl.DurationVar(&f.wait, "wait", 0, "with a directory: wait up to this long until all N segments are there (or one is marked incomplete)")
 	fl.Float64Var(&f.apdexMin, "apdex-min", 0, "exit with code 99 when the merged integral APDEX is below this")
 	return cmd
+}
+
+// checkMergeOut refuses an -o naming an existing file (merge writes a new
+// file only, never over its input or anything else) in one line saying
+// what it is: one of the segment documents given (inputs) or in the
+// segment directory dir, a symbolic link, another file. An existing
+// directory is taken: the document goes into it as <run-id>.json.
+func checkMergeOut(out string, inputs []string, dir string) error {
+	if st, err := os.Stat(out); err == nil && st.IsDir() {
+		return nil
+	}
+	st, err := os.Lstat(out)
+	if err != nil {
+		return nil
+	}
+	if dir == "" {
+		for _, a := range inputs {
+			if sameFile(a, out) {
+				return fmt.Errorf("merge: -o %s is one of the segment documents (%s): give a new file's name, merge does not overwrite its input", out, a)
+			}
+		}
+	} else if sameFile(filepath.Dir(out), dir) {
+		return fmt.Errorf("merge: -o %s is a file of the segment directory %s, the input: give a new file's name, merge does not overwrite its input", out, dir)
+	}
+	if st.Mode()&fs.ModeSymlink != 0 {
+		return fmt.Errorf("merge: -o %s is a symbolic link: give a new file's name, merge writes no existing file", out)
+	}
+	return fmt.Errorf("merge: -o %s exists: give a new file's name, merge writes no existing file", out)
 }
 
 // sameFile reports whether a and b name one file: os.SameFile when both

@@ -136,7 +136,7 @@ func TestMergeIncompleteSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	stream := filepath.Join(dir, "r1-2of3.jsonl")
-	st, err := results.CreateStream(stream)
+	st, err := results.CreateStream(stream, results.DefaultPerm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestMergeRefusesOutAsInputAndForeignServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		d.Environment = []byte(`{"server":{"system_identifier":"7301","database":"` + db + `"}}`)
-		if err := d.WriteFile(in[i]); err != nil {
+		if err := results.ReplaceJSON(in[i], d, results.DefaultPerm); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -208,7 +208,7 @@ func TestMergeRestartedSegment(t *testing.T) {
 	orig := filepath.Join(dir, "r1-3of3.json")
 	restart := filepath.Join(dir, "r1-3of3-restart-2.json")
 	d.Segment.Restart, d.Segment.Incomplete = 2, []string{"restarted: an earlier attempt of this segment left " + orig}
-	if err := d.WriteFile(restart); err != nil {
+	if err := d.WriteFile(restart, results.DefaultPerm); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "merged.json")
@@ -271,7 +271,7 @@ func TestMergeRunIDFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.RunID = "r0"
-	if err := d.WriteFile(filepath.Join(dir, "r0-1of3.json")); err != nil {
+	if err := d.WriteFile(filepath.Join(dir, "r0-1of3.json"), results.DefaultPerm); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "run.json")

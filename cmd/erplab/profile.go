@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/erplab/erplab/internal/profile"
+	"github.com/erplab/erplab/internal/safefile"
 )
 
 type profileFlags struct {
@@ -124,12 +125,17 @@ func runProfile(cmd *cobra.Command, f profileFlags) error {
 	return nil
 }
 
-// writeFile creates path and writes it with write.
+// writeFile creates path, a new file (safefile.Create: an existing file
+// or a symbolic link there is refused), and writes it with write; a file
+// that could not be written whole is removed.
 func writeFile(path string, write func(io.Writer) error) error {
-	fh, err := os.Create(path)
+	fh, err := safefile.Create(path, 0o644)
 	if err != nil {
 		return err
 	}
-	werr := write(fh)
-	return errors.Join(werr, fh.Close())
+	if err := errors.Join(write(fh), fh.Close()); err != nil {
+		os.Remove(path)
+		return err
+	}
+	return nil
 }

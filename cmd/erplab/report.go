@@ -11,6 +11,7 @@ import (
 
 	"github.com/erplab/erplab/internal/capacity"
 	"github.com/erplab/erplab/internal/report"
+	"github.com/erplab/erplab/internal/safefile"
 )
 
 // newReportCmd is `erplab report RUN.json [MORE.json...] [-o FILE]`.
@@ -39,6 +40,7 @@ Exit codes: 0 written; 1 an input could not be read or the output not written; 2
 			if format != "html" && format != "markdown" {
 				return withCode(exitUsage, fmt.Errorf("--format must be html or markdown, got %q", format))
 			}
+			out = reportPath(out, args[0], format)
 			var buf bytes.Buffer
 			if len(args) == 1 && capacity.IsABDocument(args[0]) {
 				// erplab capacity --variant's document: its own page.
@@ -104,7 +106,7 @@ Exit codes: 0 written; 1 an input could not be read or the output not written; 2
 			return writeReport(cmd, out, buf.Bytes())
 		},
 	}
-	cmd.Flags().StringVarP(&out, "output", "o", "", "output file (default: standard output)")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "output file, a new one, or an existing directory for <first input's name>.html/.md (default: standard output)")
 	cmd.Flags().StringVar(&format, "format", "html", "html or markdown")
 	return cmd
 }
@@ -119,14 +121,29 @@ func allCapacity(paths []string) bool {
 	return true
 }
 
-// writeReport writes a rendered page to out ("" or "-": standard output)
-// and says where on standard error.
+// reportPath is the page's file for -o out: out itself, or in an existing
+// directory out the first input's name with .html or .md.
+func reportPath(out, first, format string) string {
+	if st, err := os.Stat(out); err != nil || !st.IsDir() {
+		return out
+	}
+	ext := ".html"
+	if format == "markdown" {
+		ext = ".md"
+	}
+	stem := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(first), ".jsonl"), ".json")
+	return filepath.Join(out, stem+ext)
+}
+
+// writeReport writes a rendered page to out ("" or "-": standard output),
+// a new file (safefile.WriteNew: an existing file or a symbolic link
+// there is refused), and says where on standard error.
 func writeReport(cmd *cobra.Command, out string, b []byte) error {
 	if out == "" || out == "-" {
 		_, err := cmd.OutOrStdout().Write(b)
 		return err
 	}
-	if err := os.WriteFile(out, b, 0o644); err != nil {
+	if err := safefile.WriteNew(out, b, 0o644); err != nil {
 		return withCode(exitError, fmt.Errorf("report: %w", err))
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "report: %s (%d bytes)\n", out, len(b))

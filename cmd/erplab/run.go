@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"runtime"
@@ -56,6 +57,7 @@ type runFlags struct {
 	stress                                 string
 	scripts                                scriptFlags
 	segments                               segmentFlags
+	outMode                                fs.FileMode
 }
 
 func newRunCmd() *cobra.Command {
@@ -171,7 +173,8 @@ Ctrl-C exits at once).`,
 	fl.IntVar(&f.connections, "connections", -1, "database connections shared by the VUs; 0 = one per VU; -1 = min(max VUs, 100)")
 	fl.Int64Var(&f.maxErrors, "max-errors", 0, "stop the run after this many failed operations (0 = never)")
 	fl.Float64Var(&f.apdexMin, "apdex-min", 0, "exit with code 99 when the integral APDEX is below this")
-	fl.StringVar(&f.out, "out", "", "results file (default ./erplab-results/<time>-<workload>.json)")
+	fl.StringVar(&f.out, "out", "", "results file, or an existing directory for <time>-<workload>.json (default ./erplab-results/<time>-<workload>.json); never an existing file")
+	addOutModeFlag(fl, &f.outMode)
 	f.progress = 5 * time.Second
 	fl.VarP(progressValue{&f.progress}, "progress", "P", "progress line period, a duration or whole seconds as pgbench -P (0 = none)")
 	fl.DurationVar(&f.interval, "interval", time.Second, "time-series resolution of the results")
@@ -369,7 +372,7 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 		Stages: stages, Warmup: f.warmup, Think: think, Connections: conns,
 		MaxErrors: f.maxErrors, GracefulStop: f.gracefulStop, ServerGoneAfter: f.serverGoneAfter, Interval: f.interval, Progress: f.progress,
 		Stress: stressSpec, Observe: f.observe, ObserveInterval: f.observeInterval, MetricsAddr: f.metricsAddr,
-		Out: f.out, CommandLine: conninfo.RedactArgs(append([]string{"erplab"}, os.Args[1:]...)), Version: version,
+		Out: f.out, OutMode: f.outMode, CommandLine: conninfo.RedactArgs(append([]string{"erplab"}, os.Args[1:]...)), Version: version,
 	}, nil
 }
 

@@ -1,10 +1,12 @@
 package capacity
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,6 +17,7 @@ import (
 	"github.com/erplab/erplab/internal/experiment"
 	"github.com/erplab/erplab/internal/remedy"
 	"github.com/erplab/erplab/internal/results"
+	"github.com/erplab/erplab/internal/safefile"
 	"github.com/erplab/erplab/internal/workload"
 )
 
@@ -218,10 +221,11 @@ func RunAB(ctx context.Context, cfg ABConfig, out io.Writer) (*ABDocument, error
 		}
 		doc.Sides = append(doc.Sides, s)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("capacity A/B: %w", err)
+	perm := cmp.Or(base.OutMode, results.DefaultPerm)
+	if err := safefile.Dir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("capacity A/B: searches directory: %w", err)
 	}
-	if err := doc.Write(path); err != nil {
+	if err := doc.Write(path, perm); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(out, "erplab capacity A/B: %d sides x %d round(s) (%s order), results %s (searches in %s)\n", len(all), ec.Rounds, order, path, dir)
@@ -255,13 +259,13 @@ func RunAB(ctx context.Context, cfg ABConfig, out io.Writer) (*ABDocument, error
 			break
 		}
 		doc.Conclude(cfg.Alpha)
-		if werr := doc.Write(path); werr != nil {
+		if werr := doc.Write(path, perm); werr != nil {
 			fmt.Fprintf(out, "warning: %v\n", werr)
 		}
 	}
 	doc.EndedAt, doc.Status = time.Now(), statusOf(runErr)
 	doc.Conclude(cfg.Alpha)
-	if err := doc.Write(path); err != nil {
+	if err := doc.Write(path, perm); err != nil {
 		return doc, errors.Join(runErr, err)
 	}
 	fmt.Fprintln(out)
@@ -304,11 +308,10 @@ func (cfg ABConfig) Check(isRoot bool) (path, dir string, w workload.Workload, e
 	if err != nil {
 		return "", "", nil, err
 	}
-	path = cfg.Out
-	if path == "" {
-		path = freshPath("erplab-results", "-capacity-ab-"+w.Name())
+	if path, err = outPath(cfg.Out, "-capacity-ab-"+w.Name()); err != nil {
+		return "", "", nil, err
 	}
-	if _, err := os.Stat(path); err == nil {
+	if fileExists(path) {
 		return "", "", nil, fmt.Errorf("capacity A/B file %s exists; choose another --out or remove it", path)
 	}
 	dir = strings.TrimSuffix(path, ".json") + "-searches"
@@ -333,7 +336,9 @@ func searchPath(dir, side string, round int) string {
 	return filepath.Join(dir, fmt.Sprintf("%s-%d.json", side, round))
 }
 
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+// fileExists reports whether p exists, a symbolic link (even a dangling
+// one) included.
+func fileExists(p string) bool { _, err := os.Lstat(p); return err == nil }
 
 // withoutRuns is a copy of d whose steps drop their run documents (they
 // stay in the steps' own files, Step.Path).
@@ -727,7 +732,9 @@ func (d *ABDocument) ForeignText() string {
 func (d *ABDocument) StatusText() string { return d.Writer.Describe(d.Status) }
 
 // Write writes the document atomically to path.
-func (d *ABDocument) Write(path string) error { return results.WriteJSON(path, d) }
+func (d *ABDocument) Write(path string, perm fs.FileMode) error {
+	return results.ReplaceJSON(path, d, perm)
+}
 
 // ReadAB reads a capacity A/B document. Errors: unreadable, not JSON,
 // not a capacity A/B document of a schema this erplab reads.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"strconv"
@@ -344,7 +345,9 @@ func (d *Document) latest(load float64, o Outcome) *Step {
 }
 
 // Write writes the document atomically to path (results.WriteJSON).
-func (d *Document) Write(path string) error { return results.WriteJSON(path, d) }
+func (d *Document) Write(path string, perm fs.FileMode) error {
+	return results.ReplaceJSON(path, d, perm)
+}
 
 // Read reads a capacity document. Errors: the file cannot be read, is
 // not JSON, or is not a capacity document of a schema this erplab reads.

@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,8 @@ import (
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/hostfacts"
 	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/results"
+	"github.com/erplab/erplab/internal/safefile"
 )
 
 // Config is one capacity search.
@@ -136,15 +139,16 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 	}
 	base := cfg.Base
 	wname := base.Workload.Name()
-	path := cfg.Out
-	if path == "" {
-		path = freshPath("erplab-results", "-capacity-"+wname)
+	path, err := outPath(cfg.Out, "-capacity-"+wname)
+	if err != nil {
+		return nil, err
 	}
-	if _, err := os.Stat(path); err == nil {
+	if fileExists(path) {
 		return nil, fmt.Errorf("capacity file %s exists; choose another --out or remove it", path)
 	}
+	perm := cmp.Or(base.OutMode, results.DefaultPerm)
 	stepDir := strings.TrimSuffix(path, ".json") + "-steps"
-	if err := os.MkdirAll(stepDir, 0o755); err != nil {
+	if err := safefile.Dir(stepDir, 0o755); err != nil {
 		return nil, fmt.Errorf("capacity: steps directory: %w", err)
 	}
 
@@ -172,7 +176,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 		}
 		doc.Target.P95Ms[op] = float64(d) / float64(time.Millisecond)
 	}
-	if err := doc.Write(path); err != nil {
+	if err := doc.Write(path, perm); err != nil {
 		return nil, err
 	}
 
@@ -237,7 +241,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 		stem := filepath.Join(stepDir, fmt.Sprintf("step-%02d-%s", idx, strings.ReplaceAll(fmtLoad(load), ".", "_")))
 		opts.Out = stem + ".json"
 		made = append(made, stem+".log", opts.Out, strings.TrimSuffix(opts.Out, ".json")+".jsonl")
-		logf, err := os.Create(stem + ".log")
+		logf, err := safefile.Create(stem+".log", perm)
 		if err != nil {
 			runErr = fmt.Errorf("capacity: step log: %w", err)
 			if DiskFull(err) {
@@ -275,7 +279,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 				search.Record(j)
 				lg, fb, st := search.Capacity()
 				doc.Conclude(lg, fb, st)
-				if werr := doc.Write(path); werr != nil {
+				if werr := doc.Write(path, perm); werr != nil {
 					fmt.Fprintf(out, "warning: %v\n", werr)
 				}
 				continue
@@ -327,7 +331,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 		search.Record(j)
 		lg, fb, st := search.Capacity()
 		doc.Conclude(lg, fb, st)
-		if werr := doc.Write(path); werr != nil {
+		if werr := doc.Write(path, perm); werr != nil {
 			fmt.Fprintf(out, "warning: %v\n", werr)
 		}
 		switch j.Outcome {
@@ -348,13 +352,34 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 	lg, fb, st := search.Capacity()
 	doc.EndedAt, doc.Status = time.Now(), statusOf(runErr)
 	doc.Conclude(lg, fb, st)
-	if err := doc.Write(path); err != nil {
+	if err := doc.Write(path, perm); err != nil {
 		return doc, errors.Join(runErr, err)
 	}
 	fmt.Fprintln(out, doc.Result.Line)
 	fmt.Fprintf(out, "capacity results: %s\n", path)
 	return doc, runErr
 }
+
+// outPath is the capacity document's path: out when it names a file (its
+// directory must exist: a typo makes no directories), else a fresh name
+// (freshPath) in out when it is an existing directory, or in
+// ./erplab-results, made when missing and refused when it is a symbolic
+// link or another user's directory (loadtest.ResultsDir).
+func outPath(out, suffix string) (string, error) {
+	if st, err := os.Stat(out); out != "" && (err != nil || !st.IsDir()) {
+		if d := filepath.Dir(out); !isDir(d) {
+			return "", fmt.Errorf("--out %s: directory %s does not exist", out, d)
+		}
+		return out, nil
+	}
+	dir, err := loadtest.ResultsDir(out)
+	if err != nil {
+		return "", err
+	}
+	return freshPath(dir, suffix), nil
+}
+
+func isDir(p string) bool { st, err := os.Stat(p); return err == nil && st.IsDir() }
 
 // freshPath is dir/<time><suffix>.json, the time to the second, with
 // "-2", "-3" ... added when a file (or its steps directory) of that name

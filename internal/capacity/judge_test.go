@@ -127,7 +127,7 @@ func TestResourcesAndVerdict(t *testing.T) {
 	}
 	// Written and read back (NaN-free JSON, the step runs validated).
 	path := filepath.Join(t.TempDir(), "cap.json")
-	if err := doc.Write(path); err != nil {
+	if err := doc.Write(path, results.DefaultPerm); err != nil {
 		t.Fatal(err)
 	}
 	if !IsDocument(path) {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/erplab/erplab/internal/compare"
+	"github.com/erplab/erplab/internal/safefile"
 )
 
 // AAName names the second configuration of an A/A comparison: the
@@ -89,6 +91,13 @@ func RunAA(ctx context.Context, cfg Config, n int, out io.Writer) (*AAOutcome, e
 		c := cfg
 		c.Variants = []Variant{{Name: AAName, Primary: cfg.AAPrimary}}
 		c.OutDir = filepath.Join(dir, fmt.Sprintf("aa-%02d", i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return aa, fmt.Errorf("experiment: results directory: %w", err)
+		}
+		// made here, a directory of this user and no link: Run takes it as it is
+		if err := safefile.Dir(c.OutDir, 0o755); err != nil {
+			return aa, fmt.Errorf("experiment: results directory: %w", err)
+		}
 		fmt.Fprintf(out, "\n##### A/A comparison %d of %d (%s)\n", i, n, c.OutDir)
 		oc, err := Run(ctx, c, out)
 		if err != nil {

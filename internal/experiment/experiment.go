@@ -31,11 +31,13 @@
 package experiment
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -530,7 +532,7 @@ func runOne(ctx context.Context, cfg Config, v Variant, round int, out io.Writer
 	}
 	recipe := compare.RecipeOf(copts)
 	exp.Compare = &recipe
-	if werr := writeRemedies(res.Doc, res.Path, exp, rr.Remedies); werr != nil {
+	if werr := writeRemedies(res.Doc, res.Path, cmp.Or(cfg.Load.OutMode, results.DefaultPerm), exp, rr.Remedies); werr != nil {
 		runErr = errors.Join(runErr, werr)
 	}
 	return rr, runErr
@@ -555,8 +557,8 @@ type Experiment struct {
 }
 
 // writeRemedies adds extra.remedies and extra.experiment to the results
-// document and rewrites the file.
-func writeRemedies(doc *results.Document, path string, exp Experiment, recs []remedy.Record) error {
+// document and rewrites the file (loadtest wrote it), with mode perm.
+func writeRemedies(doc *results.Document, path string, perm fs.FileMode, exp Experiment, recs []remedy.Record) error {
 	if recs == nil {
 		recs = []remedy.Record{}
 	}
@@ -573,7 +575,7 @@ func writeRemedies(doc *results.Document, path string, exp Experiment, recs []re
 		return fmt.Errorf("remedies: %w", err)
 	}
 	doc.Extra["experiment"] = b
-	return doc.WriteFile(path)
+	return results.ReplaceJSON(path, doc, perm)
 }
 
 // Remedies reads extra.remedies of a results document (nil when absent).

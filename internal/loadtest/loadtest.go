@@ -30,6 +30,7 @@ import (
 	"github.com/erplab/erplab/internal/record"
 	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/runenv"
+	"github.com/erplab/erplab/internal/safefile"
 	"github.com/erplab/erplab/internal/sampler"
 	"github.com/erplab/erplab/internal/storm"
 	"github.com/erplab/erplab/internal/stress"
@@ -143,11 +144,15 @@ type Options struct {
 	// a non-empty answer makes the results' Status "aborted: <answer>".
 	AbortedBy func() string
 
-	// Out is the results file; "" = <OutDir>/<time>-<workload>.json.
+	// Out is the results file; "" or an existing directory (then OutDir)
+	// = <OutDir>/<time>-<workload>.json.
 	Out string
 	// OutDir is the directory of the default, time-stamped results file
-	// ("" = ./erplab-results); it is made when missing.
+	// ("" = ./erplab-results, refused when it is a symbolic link or
+	// another user's: ResultsDir); it is made when missing.
 	OutDir string
+	// OutMode is the mode of the results files (0 = results.DefaultPerm).
+	OutMode fs.FileMode
 	// ReplaceOut replaces Out's files (X.json, X.jsonl) when they exist
 	// as regular files, instead of refusing to start (erplab pgbench, as
 	// pgbench's -l logs are overwritten).
@@ -287,9 +292,14 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	// The results files, checked and reserved before anything starts.
 	var (
 		path, streamPath, restarted string
+		streamFile                  *os.File
 		attempt                     int
 		err                         error
 	)
+	perm := cmp.Or(opts.OutMode, results.DefaultPerm)
+	if st, serr := os.Stat(opts.Out); opts.Out != "" && !segmented && serr == nil && st.IsDir() {
+		opts.OutDir, opts.Out = opts.Out, "" // --out DIR: DIR/<time>-<workload>.json
+	}
 	if opts.Out != "" && !opts.NoResults {
 		// A typo in --out must not create directories: only the default
 		// ./erplab-results (or OutDir) is made on demand.
@@ -303,9 +313,12 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	switch {
 	case noResults || err != nil:
 	case segmented:
-		path, streamPath, restarted, attempt, err = segmentPath(opts.Out, opts.RunID, opts.Segment)
+		path, streamFile, restarted, attempt, err = segmentPath(opts.Out, opts.RunID, opts.Segment, perm)
 	default:
-		path, streamPath, err = reserveResults(opts.Out, opts.OutDir, opts.Workload.Name(), time.Now(), opts.ReplaceOut)
+		path, streamFile, err = reserveResults(opts.Out, opts.OutDir, opts.Workload.Name(), time.Now(), opts.ReplaceOut, perm)
+	}
+	if streamFile != nil {
+		streamPath = streamFile.Name()
 	}
 	if err != nil && opts.OnNoResults != nil && !segmented {
 		opts.OnNoResults(err)
@@ -318,6 +331,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	defer func() {
 		if !streaming && streamPath != "" {
 			// The run ended before its stream began: give the name back.
+			streamFile.Close()
 			os.Remove(streamPath)
 		}
 	}()
@@ -411,9 +425,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 
 	stream := results.DiscardStream()
 	if !noResults {
-		if stream, err = results.CreateStream(streamPath); err != nil {
-			return nil, err
-		}
+		stream = results.NewStream(streamFile)
 	}
 	streaming = true
 	defer stream.Close()
@@ -666,7 +678,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	var writeErr error
 	if noResults {
 		stream.Close()
-	} else if writeErr = writeResults(out, doc, stream, path); writeErr != nil {
+	} else if writeErr = writeResults(out, doc, stream, path, opts.ReplaceOut && opts.Out != "", perm); writeErr != nil {
 		res.Path = ""
 	}
 	switch {
@@ -686,11 +698,12 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 }
 
 // writeResults appends the summary line to the stream, closes it, and
-// writes the document to path, then says on out where the results are:
-// one line "results: PATH (time series: STREAM)", or on a failure one
-// line naming what failed and where everything so far is. The error
-// wraps ErrResultsIncomplete.
-func writeResults(out io.Writer, doc *results.Document, stream *results.Stream, path string) error {
+// writes the document to path with mode perm (a new file; with replace
+// it may replace a regular file of this user), then says on out where
+// the results are: one line "results: PATH (time series: STREAM)", or on
+// a failure one line naming what failed and where everything so far is.
+// The error wraps ErrResultsIncomplete.
+func writeResults(out io.Writer, doc *results.Document, stream *results.Stream, path string, replace bool, perm fs.FileMode) error {
 	summary := *doc
 	summary.Series = nil
 	stream.Write(results.StreamLine{Type: "summary", Summary: &summary}) //nolint:errcheck // Err below
@@ -700,7 +713,12 @@ func writeResults(out io.Writer, doc *results.Document, stream *results.Stream, 
 		// Written after the stream failed, so it holds the failure.
 		doc.StreamError = serr.Error()
 	}
-	derr := doc.WriteFile(path)
+	var derr error
+	if replace {
+		derr = results.ReplaceJSON(path, doc, perm)
+	} else {
+		derr = doc.WriteFile(path, perm)
+	}
 	switch {
 	case derr != nil && serr != nil:
 		fmt.Fprintf(out, "NOT WRITTEN: %v; the stream %s holds the intervals up to t=%s s only (it failed too: %v)\n", derr, streamPath, fmtSeconds(stream.LastT()), serr)
@@ -866,74 +884,102 @@ func shortVersion(v string) string {
 
 // reserveResults chooses the run's results files and reserves them before
 // any server is started: path is out, or by default
-// ./erplab-results/<YYYYMMDD-HHMMSS>-<workload>.json (runs started in the
-// same second get -2, -3, ...), and streamPath the same with .jsonl,
-// created empty with O_EXCL so that two runs started together never take
-// the same name (the stream then opens the reserved file). It fails when
-// out names existing results or a directory that takes no files. The
-// caller removes streamPath if the run ends before streaming.
-func reserveResults(out, dir, workload string, now time.Time, replace bool) (path, streamPath string, err error) {
+// <dir>/<YYYYMMDD-HHMMSS>-<workload>.json (runs started in the same
+// second get -2, -3, ...; dir "" = ./erplab-results, see ResultsDir), and
+// the stream the same with .jsonl, created empty with mode perm and
+// O_EXCL (safefile.Create) so that two runs started together never take
+// the same name, and returned open (the stream writes into it). It fails
+// when out names existing results, a symbolic link, or a directory that
+// takes no files; with replace, out's files may be regular files of this
+// user, replaced. The caller closes and removes the stream if the run
+// ends before streaming.
+func reserveResults(out, dir, workload string, now time.Time, replace bool, perm fs.FileMode) (path string, stream *os.File, err error) {
 	stem := strings.TrimSuffix(out, ".json")
 	if out == "" {
-		if dir == "" {
-			dir = "erplab-results"
+		if dir, err = ResultsDir(dir); err != nil {
+			return "", nil, err
 		}
 		stem = filepath.Join(dir, now.Format("20060102-150405")+"-"+workload)
 	}
 	replace = replace && out != ""
+	create := safefile.Create
+	if replace {
+		create = safefile.Overwrite
+	}
 	for i := 1; ; i++ {
 		path = stem + ".json"
 		if i > 1 {
 			path = fmt.Sprintf("%s-%d.json", stem, i)
 		}
-		streamPath = strings.TrimSuffix(path, ".json") + ".jsonl"
-		err := checkWritable(replace, path, streamPath)
+		streamPath := strings.TrimSuffix(path, ".json") + ".jsonl"
+		err := checkFree(replace, path)
 		if err == nil {
-			var f *os.File
-			flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
-			if replace {
-				flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-			}
-			if f, err = os.OpenFile(streamPath, flags, 0o644); err == nil {
-				return path, streamPath, f.Close()
+			if stream, err = create(streamPath, perm); err == nil {
+				return path, stream, nil
 			}
 			if !errors.Is(err, fs.ErrExist) {
-				return "", "", fmt.Errorf("results: %w", err)
+				return "", nil, fmt.Errorf("results: %w", err)
 			}
-			err = resultsExistError{streamPath}
+			err = resultsExistError{streamPath, err}
 		}
 		var taken resultsExistError
 		if out != "" || !errors.As(err, &taken) {
-			return "", "", err
+			return "", nil, err
 		}
 	}
 }
 
-// resultsExistError says that a results file exists already.
-type resultsExistError struct{ path string }
+// DefaultDir is the directory of the results files when none is given.
+const DefaultDir = "erplab-results"
 
-func (e resultsExistError) Error() string {
-	return fmt.Sprintf("results file %s exists; choose another --out or remove it", e.path)
+// ResultsDir makes the directory of time-stamped results: dir (given by
+// the user: --out DIR, ERPLAB_PGBENCH_OUT=DIR/) as it is, made when
+// missing, or "" = ./erplab-results, made 0755 when missing and refused
+// when it is a symbolic link or not a directory of this user (a link
+// planted in a shared current directory would take the results
+// elsewhere). It returns the directory.
+func ResultsDir(dir string) (string, error) {
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", fmt.Errorf("results directory: %w", err)
+		}
+		return dir, nil
+	}
+	if err := safefile.Dir(DefaultDir, 0o755); err != nil {
+		return "", fmt.Errorf("results directory: %w", err)
+	}
+	return DefaultDir, nil
 }
 
-// checkWritable refuses to overwrite earlier results (with replace:
-// anything but a regular file) and makes sure the directory exists and
-// takes files, before any server is started.
-func checkWritable(replace bool, paths ...string) error {
-	for _, p := range paths {
-		if st, err := os.Stat(p); err == nil && (!replace || !st.Mode().IsRegular()) {
-			return resultsExistError{p}
+// resultsExistError says that a results file exists already.
+type resultsExistError struct {
+	path  string
+	cause error // safefile's refusal, or nil: it exists
+}
+
+func (e resultsExistError) Error() string {
+	what := "exists"
+	if r := (*safefile.RefusedError)(nil); errors.As(e.cause, &r) {
+		what = r.What
+	}
+	return fmt.Sprintf("results file %s %s; choose another --out or remove it", e.path, what)
+}
+
+// checkFree refuses a results document that exists, a symbolic link
+// included; with replace, anything but a regular file of this user
+// (safefile.CheckReplace).
+func checkFree(replace bool, path string) error {
+	if replace {
+		if err := safefile.CheckReplace(path); err != nil {
+			return resultsExistError{path, err}
 		}
-		dir := filepath.Dir(p)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("results directory: %w", err)
+		return nil
+	}
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode()&fs.ModeSymlink != 0 {
+			return resultsExistError{path, &safefile.RefusedError{Path: path, What: "is a symbolic link"}}
 		}
-		f, err := os.CreateTemp(dir, ".erplab-write-check-*")
-		if err != nil {
-			return fmt.Errorf("results directory %s is not writable: %w", dir, err)
-		}
-		f.Close()
-		os.Remove(f.Name())
+		return resultsExistError{path, nil}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -21,6 +22,7 @@ import (
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/results"
+	"github.com/erplab/erplab/internal/safefile"
 )
 
 // DefaultMaxClockOffset is the default bound of an agent's clock offset
@@ -94,8 +96,8 @@ func segmentInfo(opts Options) *results.SegmentInfo {
 // <stem>-restart-<K>.json, attempt is K and restarted names the earlier
 // file. A file of another run or segment there is refused (one line, not
 // overwritten, nothing created).
-func segmentPath(out, runID string, s *engine.Segment) (path, streamPath, restarted string, attempt int, err error) {
-	dir, file := "erplab-results", ""
+func segmentPath(out, runID string, s *engine.Segment, perm fs.FileMode) (path string, stream *os.File, restarted string, attempt int, err error) {
+	dir, file := "", ""
 	switch {
 	case out == "":
 	case strings.HasSuffix(out, "/"):
@@ -110,36 +112,36 @@ func segmentPath(out, runID string, s *engine.Segment) (path, streamPath, restar
 	if file == "" {
 		file = fmt.Sprintf("%s-%dof%d.json", runID, s.Index+1, s.Count)
 	}
-	stem := filepath.Join(dir, strings.TrimSuffix(file, ".json"))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", "", "", 0, fmt.Errorf("results directory: %w", err)
+	if dir, err = ResultsDir(dir); err != nil {
+		return "", nil, "", 0, err
 	}
+	stem := filepath.Join(dir, strings.TrimSuffix(file, ".json"))
 	for k := 1; ; k++ {
 		p := stem + ".json"
 		if k > 1 {
 			p = fmt.Sprintf("%s-restart-%d.json", stem, k)
 		}
 		sp := strings.TrimSuffix(p, ".json") + ".jsonl"
-		_, e1 := os.Stat(p)
-		_, e2 := os.Stat(sp)
+		_, e1 := os.Lstat(p) // a symbolic link counts: never written through
+		_, e2 := os.Lstat(sp)
 		if e1 == nil || e2 == nil {
 			earlier := p
 			if e1 != nil {
 				earlier = sp
 			}
 			if err := sameSegment(earlier, runID, s); err != nil {
-				return "", "", "", 0, err
+				return "", nil, "", 0, err
 			}
 			if restarted == "" {
 				restarted = earlier
 			}
 			continue
 		}
-		f, err := os.OpenFile(sp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		f, err := safefile.Create(sp, perm)
 		if err != nil {
-			return "", "", "", 0, fmt.Errorf("results: %w", err)
+			return "", nil, "", 0, fmt.Errorf("results: %w", err)
 		}
-		return p, sp, restarted, k, f.Close()
+		return p, f, restarted, k, nil
 	}
 }
 

@@ -99,8 +99,8 @@ func TestDocumentRoundTrip(t *testing.T) {
 	d := &results.Document{Format: results.Format, Workload: "w", StartedAt: t0, Operations: r.Results(time.Second), Totals: r.Totals(time.Second), Status: "completed"}
 	v, ok := results.Integral(d.Operations)
 	d.Integral = results.NewIntegralScore(v, ok)
-	path := filepath.Join(t.TempDir(), "sub", "r.json")
-	if err := d.WriteFile(path); err != nil {
+	path := filepath.Join(t.TempDir(), "r.json")
+	if err := d.WriteFile(path, results.DefaultPerm); err != nil {
 		t.Fatal(err)
 	}
 	back, err := results.Read(path)

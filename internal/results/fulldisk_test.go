@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // fullDevice skips the test where /dev/full (writes fail with ENOSPC)
@@ -24,39 +26,76 @@ func minimalDoc() *Document {
 	return &Document{Format: Format, Schema: SchemaVersion, Workload: "w", Status: "completed", StartedAt: time.Unix(1, 0).UTC()}
 }
 
-// A document whose write fails with ENOSPC (its .tmp is a link to
-// /dev/full) leaves neither the .tmp nor the document behind, and the
-// error names the file and the cause.
+// A document whose write fails with ENOSPC (a 64 KiB tmpfs) leaves
+// nothing behind, and the error names the file and the cause.
 func TestWriteFileFullDiskLeavesNoTmp(t *testing.T) {
-	full := fullDevice(t)
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root")
+	}
 	dir := t.TempDir()
+	if err := unix.Mount("erplab-test", dir, "tmpfs", 0, "size=64k,mode=0700"); err != nil {
+		t.Skipf("no tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
 	path := filepath.Join(dir, "r.json")
-	if err := os.Symlink(full, path+".tmp"); err != nil {
-		t.Fatal(err)
+	d := minimalDoc()
+	d.CommandLine = []string{strings.Repeat("x", 1<<20)}
+	err := d.WriteFile(path, DefaultPerm)
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "results: write "+path) {
+		t.Fatalf("error %v, want ENOSPC naming %s", err, path)
 	}
-	err := minimalDoc().WriteFile(path)
-	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), path+".tmp") {
-		t.Fatalf("error %v, want ENOSPC naming %s.tmp", err, path)
-	}
-	for _, p := range []string{path, path + ".tmp"} {
-		if _, err := os.Lstat(p); !os.IsNotExist(err) {
-			t.Errorf("%s left behind (%v)", p, err)
-		}
+	if es, _ := os.ReadDir(dir); len(es) != 0 {
+		t.Errorf("left behind: %v", es)
 	}
 }
 
-// A failed rename (the target is a non-empty directory) removes the .tmp.
-func TestWriteFileFailedRenameLeavesNoTmp(t *testing.T) {
+// A symbolic link planted where results go (the document's name, or
+// X.json.tmp, where erplab once wrote its temporary file) is never
+// written through: the link's target (a root file standing in for
+// /etc/shadow) is unchanged, the document at a planted name is refused in
+// one line, and no temporary file is left.
+func TestWriteFileRefusesPlantedLinks(t *testing.T) {
+	victim := filepath.Join(t.TempDir(), "shadow")
+	if err := os.WriteFile(victim, []byte("root:secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	x := filepath.Join(dir, "x.json")
+	if err := os.Symlink(victim, x+".tmp"); err != nil {
+		t.Fatal(err)
+	}
+	if err := minimalDoc().WriteFile(x, DefaultPerm); err != nil {
+		t.Fatalf("beside a planted x.json.tmp: %v", err)
+	}
+	y := filepath.Join(dir, "y.json")
+	if err := os.Symlink(victim, y); err != nil {
+		t.Fatal(err)
+	}
+	err := minimalDoc().WriteFile(y, DefaultPerm)
+	if err == nil || !strings.Contains(err.Error(), y+" is a symbolic link") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("a link at the document's name: %v", err)
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "root:secret\n" {
+		t.Fatalf("the link's target was written: %q, %v", b, err)
+	}
+	if es, _ := os.ReadDir(dir); len(es) != 3 {
+		t.Errorf("want x.json, its planted .tmp and y.json only, got %v", es)
+	}
+}
+
+// A document over an existing path (a directory) is refused; nothing is
+// left behind.
+func TestWriteFileRefusesExistingPath(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "r.json")
 	if err := os.MkdirAll(filepath.Join(path, "x"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := minimalDoc().WriteFile(path); err == nil || !strings.Contains(err.Error(), "rename to "+path) {
-		t.Fatalf("error %v, want the rename's", err)
+	if err := minimalDoc().WriteFile(path, DefaultPerm); err == nil || !strings.Contains(err.Error(), path+" is a directory") {
+		t.Fatalf("error %v, want the refusal", err)
 	}
-	if _, err := os.Lstat(path + ".tmp"); !os.IsNotExist(err) {
-		t.Errorf(".tmp left behind (%v)", err)
+	if es, _ := os.ReadDir(dir); len(es) != 1 {
+		t.Errorf("left behind: %v", es)
 	}
 }
 
@@ -64,10 +103,11 @@ func TestWriteFileFailedRenameLeavesNoTmp(t *testing.T) {
 // writes nothing more: every later Write and Close return that first
 // error.
 func TestStreamStopsAtFirstFailure(t *testing.T) {
-	st, err := CreateStream(fullDevice(t))
+	f, err := os.OpenFile(fullDevice(t), os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := NewStream(f)
 	err = st.Write(StreamLine{Type: "interval", Interval: &Interval{T: 1}})
 	if !errors.Is(err, syscall.ENOSPC) || st.Err() != err || st.LastT() != 0 {
 		t.Fatalf("write: %v, Err %v, LastT %g", err, st.Err(), st.LastT())
@@ -83,7 +123,7 @@ func TestStreamStopsAtFirstFailure(t *testing.T) {
 // Lines written before a failure stay whole: the stream reads back.
 func TestStreamKeepsWholeLines(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.jsonl")
-	st, err := CreateStream(path)
+	st, err := CreateStream(path, DefaultPerm)
 	if err != nil {
 		t.Fatal(err)
 	}

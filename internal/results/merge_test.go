@@ -305,7 +305,7 @@ func TestMergeKeepsEverySegmentsExtra(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "merged.json")
-	if err := m.WriteFile(path); err != nil {
+	if err := m.WriteFile(path, DefaultPerm); err != nil {
 		t.Fatal(err)
 	}
 	if m, err = Read(path); err != nil {

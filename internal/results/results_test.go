@@ -204,7 +204,7 @@ func TestValidate(t *testing.T) {
 
 func TestStreamSurvivesTornLine(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "run.jsonl")
-	s, err := CreateStream(path)
+	s, err := CreateStream(path, DefaultPerm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,16 +235,20 @@ func TestWriteFileAtomic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "sub", "r.json")
-	if err := d.WriteFile(path); err != nil {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "r.json")
+	if err := d.WriteFile(path, DefaultPerm); err != nil {
 		t.Fatal(err)
 	}
 	back, err := Read(path)
 	if err != nil || !reflect.DeepEqual(back.Operations, d.Operations) || back.Totals != d.Totals {
 		t.Fatalf("round trip: %v", err)
 	}
-	if _, err := os.Stat(path + ".tmp"); !os.IsNotExist(err) {
-		t.Fatal("temp file left behind")
+	if es, _ := os.ReadDir(dir); len(es) != 1 {
+		t.Fatalf("temp file left behind: %v", es)
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v (%v), want 0600", st.Mode(), err)
 	}
 }
 

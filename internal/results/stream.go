@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
+
+	"github.com/erplab/erplab/internal/safefile"
 )
 
 // StreamLine is one line of the JSON Lines stream written during a run:
@@ -46,17 +48,21 @@ type Stream struct {
 // results are not kept, erplab pgbench with ERPLAB_PGBENCH_OUT=none).
 func DiscardStream() *Stream { return &Stream{discard: true} }
 
-// CreateStream creates (truncates) the stream file at path.
-func CreateStream(path string) (*Stream, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("results stream: create directory: %w", err)
-	}
-	f, err := os.Create(path)
+// CreateStream creates the stream file at path, a new file with mode
+// perm (safefile.Create: an existing file or a symbolic link there is
+// refused).
+func CreateStream(path string, perm fs.FileMode) (*Stream, error) {
+	f, err := safefile.Create(path, perm)
 	if err != nil {
 		return nil, fmt.Errorf("results stream: %w", err)
 	}
-	return &Stream{f: f, path: path}, nil
+	return NewStream(f), nil
 }
+
+// NewStream is a stream into f, a file the caller created empty for it
+// (loadtest reserves the stream's name before the run starts and keeps
+// it open); the stream owns f from then on.
+func NewStream(f *os.File) *Stream { return &Stream{f: f, path: f.Name()} }
 
 // Path is the stream's file name.
 func (s *Stream) Path() string { return s.path }

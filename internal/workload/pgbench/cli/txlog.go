@@ -11,6 +11,7 @@ import (
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/erplab/erplab/internal/safefile"
 	wpgbench "github.com/erplab/erplab/internal/workload/pgbench"
 	"github.com/erplab/erplab/internal/workload/pgbench/script"
 )
@@ -60,7 +61,11 @@ type aggStats struct {
 	skipped                 int64
 }
 
-// openTxLog creates the log files (pgbench opens them at thread start).
+// openTxLog creates the log files (pgbench opens them at thread start),
+// with pgbench's fopen(name, "w") mode (0666 less the umask): a log of
+// this user's earlier run of the same name is replaced as pgbench does,
+// but a symbolic link or another user's file there is refused
+// (safefile.Overwrite), never written through.
 func openTxLog(c *Config) (*txLog, error) {
 	prefix := c.LogPrefix
 	if prefix == "" {
@@ -79,7 +84,7 @@ func openTxLog(c *Config) (*txLog, error) {
 		if t > 0 {
 			name += "." + strconv.Itoa(t)
 		}
-		f, err := os.Create(name)
+		f, err := safefile.Overwrite(name, 0o666)
 		if err != nil {
 			l.close()
 			return nil, fmt.Errorf("could not open logfile %q: %w", name, err)
@@ -88,7 +93,7 @@ func openTxLog(c *Config) (*txLog, error) {
 		l.w = append(l.w, bufio.NewWriter(f))
 	}
 	name := prefix + "-hdr." + strconv.Itoa(os.Getpid()) + ".hlog" // not PREFIX.*: scripts glob those
-	f, err := os.Create(name)
+	f, err := safefile.Overwrite(name, 0o666)
 	if err != nil {
 		l.close()
 		return nil, fmt.Errorf("could not open logfile %q: %w", name, err)

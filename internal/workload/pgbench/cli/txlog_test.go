@@ -181,3 +181,47 @@ func TestTxLogLineAllocations(t *testing.T) {
 		t.Fatalf("%.1f allocations per two log lines, want 0", n)
 	}
 }
+
+// -l's files as pgbench writes them, but never through a symbolic link
+// planted at their names (pgbench run as root in /tmp): the open fails
+// naming the file and the link's target is unchanged; an earlier log of
+// this user under the same name is replaced, as pgbench replaces it.
+func TestTxLogRefusesPlantedLink(t *testing.T) {
+	victim := filepath.Join(t.TempDir(), "shadow")
+	if err := os.WriteFile(victim, []byte("root:secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	pid := strconv.Itoa(os.Getpid())
+	sc, _ := script.Builtin("select-only")
+	c := &Config{Clients: 1, Jobs: 1, MaxTries: 1, Log: true, LogPrefix: filepath.Join(dir, "lg"), Scripts: []*script.Script{sc}}
+	link := filepath.Join(dir, "lg."+pid)
+	if err := os.Symlink(victim, link); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := openTxLog(c); err == nil || !strings.Contains(err.Error(), `could not open logfile "`+link+`": `+link+" is a symbolic link") {
+		if l != nil {
+			l.close()
+		}
+		t.Fatalf("a link at the log's name: %v", err)
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "root:secret\n" {
+		t.Fatalf("the link's target was written: %q, %v", b, err)
+	}
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(link, []byte("an earlier run's log\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := openTxLog(c)
+	if err != nil {
+		t.Fatalf("an earlier log of this user: %v", err)
+	}
+	if err := l.close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(link); strings.Contains(string(b), "earlier") {
+		t.Fatalf("the earlier log was not replaced: %q", b)
+	}
+}
