@@ -43,7 +43,7 @@ difference" untested. A noise line gives the CPU used by other processes than th
 erplab; decided rows read "inconclusive: foreign load differed" when it differs by more than
 --max-foreign-diff points, or when the foreign runnable tasks differ significantly by more than
 half a task per CPU.
-Warnings say when workloads, scales or durations differ (see internal/compare/doc.go).
+Warnings say when workloads, data scales (the data set a run ran on) or durations differ (see internal/compare/doc.go).
 
 --primary SUBJECT[:METRIC] (repeatable, e.g. --primary integral --primary temp_table_storm:apdex)
 declares primary rows, as erplab ab does from its remedies: Holm over them alone decides the
