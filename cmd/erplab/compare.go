@@ -43,14 +43,15 @@ difference" untested. A noise line gives the CPU used by other processes than th
 erplab; decided rows read "inconclusive: foreign load differed" when it differs by more than
 --max-foreign-diff points, or when the foreign runnable tasks differ significantly by more than
 half a task per CPU.
-Warnings say when workloads, scales or durations differ (see internal/compare/doc.go).
+Warnings say when workloads, data scales (the data set a run ran on) or durations differ (see internal/compare/doc.go).
 
 --primary SUBJECT[:METRIC] (repeatable, e.g. --primary integral --primary temp_table_storm:apdex)
 declares primary rows, as erplab ab does from its remedies: Holm over them alone decides the
 primary verdict line (the rules in erplab ab --help); the other rows are exploratory, with a Holm
 family of their own. The line names the primary rows tested, those that could not be tested and
 why, and the exploratory rows listed and tested; --format json has it as primary.line. A
-declared row no comparison has is a usage error.
+declared row no comparison has is a usage error that lists the subject's metrics (apdex, p50_ms,
+p95_ms, p99_ms, per_second, error_pct for an operation), or for an unknown subject the operations.
 
 Exit codes: 0 compared; 1 an input could not be read; 2 bad usage; 99 with
 --fail-on-regression when any row is "worse" (for CI gating).`,
@@ -94,7 +95,8 @@ Exit codes: 0 compared; 1 an input could not be read; 2 bad usage; 99 with
 					return withCode(exitError, err)
 				}
 				if c.Primary != nil && len(c.Primary.Missing) > 0 {
-					return withCode(exitUsage, fmt.Errorf("--primary %s: no such row in %s vs %s", c.Primary.Missing[0], args[0], args[i]))
+					k := c.Primary.Missing[0]
+					return withCode(exitUsage, fmt.Errorf("--primary %s: no such row in %s vs %s: %s", k, args[0], args[i], c.Choices(k)))
 				}
 				cs = append(cs, c)
 			}

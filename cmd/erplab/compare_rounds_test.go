@@ -55,3 +55,29 @@ func TestCompareRounds(t *testing.T) {
 	}
 	checkUsageError(t, []string{"compare", filepath.Join(td, "base.json"), side("slow")})
 }
+
+// compare --primary with a row the comparison lacks: a one-line usage
+// error that lists what there is: the subject's metrics (p95 is p95_ms),
+// or for an unknown subject the operations, their metrics and the
+// integral's.
+func TestComparePrimaryMissingRowListsChoices(t *testing.T) {
+	td, err := filepath.Abs("../../internal/compare/testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := filepath.Join(td, "base.json"), filepath.Join(td, "base-slow.json")
+	for _, c := range []struct{ key, want string }{
+		{"post_order:p95", "post_order has no metric p95; its metrics: apdex, p50_ms, p95_ms, p99_ms, per_second, error_pct"},
+		{"op:p95", "no subject op; operations: item_lookup, order_list, post_order, temp_churn, hour_report; their metrics: apdex, p50_ms, p95_ms, p99_ms, per_second, error_pct; integral: apdex, per_second, error_pct"},
+	} {
+		args := []string{"compare", "--primary", c.key, a, b}
+		checkUsageError(t, args)
+		cmd := erplab(t, t.TempDir(), args...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		cmd.Run() //nolint:errcheck // the exit code is checkUsageError's
+		if !strings.Contains(stderr.String(), "--primary "+c.key+": no such row in ") || !strings.HasSuffix(strings.TrimSpace(stderr.String()), c.want) {
+			t.Errorf("--primary %s: %q\n want it to end with %q", c.key, stderr.String(), c.want)
+		}
+	}
+}

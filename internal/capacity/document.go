@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -245,8 +246,8 @@ func (d *Document) Conclude(lastGood, firstBad float64, stop Stop) {
 	}
 	if bad != nil {
 		a, _ := d.decidingApdex(firstBad)
-		r.FirstBadApdex, r.Reasons = &a, bad.Reasons
-		fmt.Fprintf(&line, "; at %s %s", LoadText(firstBad, d.Unit), strings.Join(bad.Reasons, ", "))
+		r.FirstBadApdex, r.Reasons = &a, d.decidingReasons(firstBad, bad)
+		fmt.Fprintf(&line, "; at %s %s", LoadText(firstBad, d.Unit), strings.Join(r.Reasons, ", "))
 		r.Limit = Limiting(good, *bad, d.Unit)
 		if good == nil && p95Only(bad.Reasons) {
 			// missed at the lowest load tried: the --p95 target, not a
@@ -273,10 +274,8 @@ func (d *Document) Conclude(lastGood, firstBad float64, stop Stop) {
 // attempts: 0.84 [0.81-0.87], 0.88 [0.85-0.90])".
 func (d *Document) decidingApdex(load float64) (Score, string) {
 	var as []Score
-	for _, s := range d.Steps {
-		if s.Load == load && (s.Outcome == OutcomeGood || s.Outcome == OutcomeBad) {
-			as = append(as, s.Apdex)
-		}
+	for _, s := range d.attempts(load) {
+		as = append(as, s.Apdex)
 	}
 	switch len(as) {
 	case 0:
@@ -292,6 +291,72 @@ func (d *Document) decidingApdex(load float64) (Score, string) {
 	}
 	m := Score{Value: sum / float64(len(as))}
 	return m, fmt.Sprintf("%s (mean of %d attempts: %s)", m, len(as), strings.Join(each, ", "))
+}
+
+// attempts are the judged (good or bad) steps at load, in run order.
+func (d *Document) attempts(load float64) []Step {
+	var out []Step
+	for _, s := range d.Steps {
+		if s.Load == load && (s.Outcome == OutcomeGood || s.Outcome == OutcomeBad) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// decidingReasons are the criteria that made load bad, as the search
+// decided it: bad's own reasons for a step run once or an attempt with
+// a reason that is not an interval criterion (errors, refused
+// connections, no samples: never pooled); for a repeated step otherwise
+// the means of its attempts against the target, e.g. "APDEX 0.82 (mean
+// of 2 attempts: 0.84 [0.82-0.86], 0.80 [0.78-0.82]) < 0.85", "p95 post
+// 540ms (mean of 2 attempts: 480ms, 600ms) > 500ms".
+func (d *Document) decidingReasons(load float64, bad *Step) []string {
+	as := d.attempts(load)
+	if len(as) < 2 {
+		return bad.Reasons
+	}
+	for _, a := range as {
+		for _, r := range a.Reasons {
+			if !strings.HasPrefix(r, "p95 ") && (!strings.HasPrefix(r, "APDEX ") || strings.HasPrefix(r, "APDEX NS")) {
+				return a.Reasons
+			}
+		}
+	}
+	var out []string
+	if m, text := d.decidingApdex(load); m.Value < d.Target.Apdex {
+		out = append(out, fmt.Sprintf("APDEX %s < %s", text, fmtApdex(d.Target.Apdex)))
+	}
+	for _, op := range sortedOps(d.Target.P95Ms) {
+		var sum float64
+		var each []string
+		for _, a := range as {
+			if p, ok := a.P95Ms[op]; ok {
+				sum += p.Value
+				each = append(each, results.FormatMs(p.Value))
+			}
+		}
+		limit := d.Target.P95Ms[op]
+		if len(each) == 0 || sum/float64(len(each)) <= limit {
+			continue
+		}
+		out = append(out, fmt.Sprintf("p95 %s %s (mean of %d attempts: %s) > %s", op, results.FormatMs(sum/float64(len(each))),
+			len(each), strings.Join(each, ", "), time.Duration(limit*float64(time.Millisecond))))
+	}
+	if len(out) == 0 {
+		return bad.Reasons
+	}
+	return out
+}
+
+// sortedOps are the keys of m, sorted.
+func sortedOps(m map[string]float64) []string {
+	out := make([]string, 0, len(m))
+	for op := range m {
+		out = append(out, op)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // p95Only reports whether every reason is a missed --p95 limit.

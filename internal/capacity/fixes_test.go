@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/erplab/erplab/internal/results"
 )
 
 // TestP95StraddleRepeats: the recorded 18-user step, good on APDEX,
@@ -156,5 +158,65 @@ func TestConcludeLine(t *testing.T) {
 	}
 	if got := d.Result.CapacityText("users"); got != "below 1 user" {
 		t.Errorf("capacity text %q", got)
+	}
+}
+
+// TestConcludeQuotesTheDecidingMean: a first bad load run twice (its
+// first attempt straddled the target) is decided by the mean of its
+// attempts (the search's pooled decision), and the verdict line quotes
+// that mean, not the second attempt's own figure: for APDEX (the second
+// attempt bad, or good with the first bad) and for a --p95 limit.
+func TestConcludeQuotesTheDecidingMean(t *testing.T) {
+	lohi := func(lo, hi float64) (*float64, *float64) { return &lo, &hi }
+	step := func(load float64, attempt int, j Judgement) Step {
+		s := NewStep(0, load, attempt, &results.Document{}, "", nil, Resources{}, j)
+		if j.Outcome == OutcomeBad {
+			s.Reasons = []string{fmt.Sprintf("APDEX %s < 0.85", fmtApdex(j.Apdex.Value))}
+		}
+		return s
+	}
+	for _, c := range []struct {
+		name     string
+		a1, a2   Judgement
+		want     string
+		notQuote string
+	}{
+		{"second attempt bad", judged(OutcomeBad, 0.84, 0.82, 0.86), judged(OutcomeBad, 0.80, 0.78, 0.82),
+			"; at 32 users APDEX 0.82 (mean of 2 attempts: 0.84 [0.82-0.86], 0.80 [0.78-0.82]) < 0.85;", "APDEX 0.80 < 0.85"},
+		{"second attempt good", judged(OutcomeBad, 0.78, 0.75, 0.86), judged(OutcomeGood, 0.86, 0.84, 0.88),
+			"; at 32 users APDEX 0.82 (mean of 2 attempts: 0.78 [0.75-0.86], 0.86 [0.84-0.88]) < 0.85;", "APDEX 0.78 < 0.85"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := NewSearch(Plan{Start: 16, Max: 64, Step: Growth{Factor: 2}, Resolution: 0.05, Integer: true})
+			good := judged(OutcomeGood, 0.95, 0.93, 0.97)
+			d := &Document{Unit: "users", Target: TargetJSON{Apdex: 0.85}, Search: SearchJSON{Max: 64}}
+			for i, j := range []Judgement{good, c.a1, c.a2} {
+				load, _ := s.Next()
+				d.Steps = append(d.Steps, step(load, map[int]int{0: 1, 1: 1, 2: 2}[i], j))
+				s.Record(j)
+			}
+			lg, fb, st := s.Capacity()
+			if lg != 16 || fb != 32 {
+				t.Fatalf("search: last good %g, first bad %g; want 16 and 32 (the mean is below the target)", lg, fb)
+			}
+			d.Conclude(lg, fb, st)
+			if !strings.Contains(d.Result.Line, c.want) || strings.Contains(d.Result.Line, c.notQuote) {
+				t.Errorf("line %q\n want %q, not %q", d.Result.Line, c.want, c.notQuote)
+			}
+			if len(d.Result.Reasons) != 1 || !strings.HasPrefix(c.want, "; at 32 users "+d.Result.Reasons[0]) {
+				t.Errorf("reasons %q", d.Result.Reasons)
+			}
+		})
+	}
+	lo, hi := lohi(0.88, 0.92)
+	p1lo, p1hi := lohi(400, 560)
+	d := &Document{Unit: "users", Target: TargetJSON{Apdex: 0.85, P95Ms: map[string]float64{"post": 500}}, Search: SearchJSON{Max: 64}, Steps: []Step{
+		{Load: 16, Attempt: 1, Outcome: OutcomeGood, Apdex: Score{Value: 0.95}},
+		{Load: 32, Attempt: 1, Outcome: OutcomeGood, Straddles: true, Apdex: Score{Value: 0.9, Lo: lo, Hi: hi}, P95Ms: map[string]Score{"post": {Value: 480, Lo: p1lo, Hi: p1hi}}},
+		{Load: 32, Attempt: 2, Outcome: OutcomeBad, Reasons: []string{"p95 post 600ms > 500ms"}, Apdex: Score{Value: 0.9, Lo: lo, Hi: hi}, P95Ms: map[string]Score{"post": {Value: 600}}},
+	}}
+	d.Conclude(16, 32, Stop{})
+	if want := "; at 32 users p95 post 540ms (mean of 2 attempts: 480ms, 600ms) > 500ms;"; !strings.Contains(d.Result.Line, want) {
+		t.Errorf("p95: line %q\n want %q", d.Result.Line, want)
 	}
 }

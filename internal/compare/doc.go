@@ -181,5 +181,7 @@
 // # Warnings
 //
 // Comparison.Warnings names what differs besides the variant: the
-// workload, the scale, or the scored duration by more than 10 %.
+// workload, the scale of the data the runs ran on (the workload's
+// data_scale when it records one, else the requested scale), or the
+// scored duration by more than 10 %.
 package compare

@@ -173,8 +173,8 @@ func (n NoiseReport) Line() string {
 }
 
 // warnings lists what differs between the runs besides the variant:
-// workload, scale and planned duration (by more than 10 %), each run
-// against the first baseline run.
+// workload, data scale and planned duration (by more than 10 %), each
+// run against the first baseline run.
 func warnings(as, bs []*results.Document) []string {
 	ref := as[0]
 	var out []string
@@ -189,7 +189,7 @@ func warnings(as, bs []*results.Document) []string {
 		if d.Workload != ref.Workload {
 			add(fmt.Sprintf("workloads differ: %s and %s", ref.Workload, d.Workload))
 		}
-		if sa, sb := paramFloat(ref, "scale"), paramFloat(d, "scale"); sa != sb {
+		if sa, sb := dataScale(ref), dataScale(d); sa != sb {
 			add(fmt.Sprintf("scales differ: %g and %g", sa, sb))
 		}
 		if da, db := plannedSeconds(ref), plannedSeconds(d); math.Abs(da-db) > 0.1*max(da, db) {
@@ -197,6 +197,21 @@ func warnings(as, bs []*results.Document) []string {
 		}
 	}
 	return out
+}
+
+// dataScale is the scale of the data a run ran on: the workload's
+// workload_details.data_scale when it says (erp uses an installed data
+// set whatever --scale asked for), else the requested scale.
+func dataScale(d *results.Document) float64 {
+	var p struct {
+		Details struct {
+			DataScale float64 `json:"data_scale"`
+		} `json:"workload_details"`
+	}
+	if len(d.Parameters) > 0 && json.Unmarshal(d.Parameters, &p) == nil && p.Details.DataScale > 0 {
+		return p.Details.DataScale
+	}
+	return paramFloat(d, "scale")
 }
 
 // plannedSeconds is the length of a run's load profile: the sum of its

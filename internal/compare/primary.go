@@ -241,6 +241,42 @@ func (p *PrimaryVerdict) Line() string {
 	return b.String()
 }
 
+// Choices says in one clause which rows the comparison has instead of
+// k (a declared row it lacks, PrimaryVerdict.Missing): the metrics of
+// k's subject when it has rows, e.g. "post_order has no metric p95; its
+// metrics: apdex, p50_ms, p95_ms, ..."; else the operations with their
+// metrics and the integral's, e.g. "no subject op; operations:
+// item_lookup, post_order; their metrics: apdex, ...; integral: apdex,
+// per_second, error_pct".
+func (c *Comparison) Choices(k Key) string {
+	var subject, opMetrics, ops, integral []string
+	seen := map[string]bool{}
+	add := func(list []string, key, v string) []string {
+		if seen[key] {
+			return list
+		}
+		seen[key] = true
+		return append(list, v)
+	}
+	for _, r := range c.Rows {
+		if r.Subject == k.Subject {
+			subject = add(subject, "s:"+r.Metric, r.Metric)
+		}
+		switch r.Section {
+		case "operation":
+			ops = add(ops, "o:"+r.Subject, r.Subject)
+			opMetrics = add(opMetrics, "m:"+r.Metric, r.Metric)
+		case "integral":
+			integral = add(integral, "i:"+r.Metric, r.Metric)
+		}
+	}
+	if len(subject) > 0 {
+		return fmt.Sprintf("%s has no metric %s; its metrics: %s", k.Subject, k.Metric, strings.Join(subject, ", "))
+	}
+	return fmt.Sprintf("no subject %s; operations: %s; their metrics: %s; integral: %s", k.Subject,
+		strings.Join(ops, ", "), strings.Join(opMetrics, ", "), strings.Join(integral, ", "))
+}
+
 // exploratoryCount is "36 rows, 15 tested": the exploratory rows listed
 // and tested.
 func (p *PrimaryVerdict) exploratoryCount() string {

@@ -231,6 +231,29 @@ func TestWarnings(t *testing.T) {
 	}
 }
 
+// Two erp runs on the same installed data set (scale 0.02) compare
+// without a scale warning though the second asked for --scale 0.01: the
+// data's scale (workload_details.data_scale) is what counts; a run on
+// another data set (scale 0.2) is still warned about, with the data's
+// scales.
+func TestWarningsUseTheDataScale(t *testing.T) {
+	d := readDocs(t, "scale-erp/data02.json", "scale-erp/asked01.json", "aa-erp/baseline-1.json")
+	c, err := compare.Compare("data02", d[0], "asked01", d[1], compare.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Warnings) != 0 {
+		t.Errorf("same data set: warnings %q", c.Warnings)
+	}
+	c, err = compare.Compare("asked01", d[1], "aa", d[2], compare.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.Warnings, "; "); !strings.Contains(got, "scales differ: 0.02 and 0.2") {
+		t.Errorf("other data set: warnings %q, want scales differ: 0.02 and 0.2", got)
+	}
+}
+
 // Welch's interval and p-value are one statistic: at level 1-p the
 // interval just touches 0 (Wikipedia's first example, p = 0.021).
 func TestWelchIntervalMatchesP(t *testing.T) {

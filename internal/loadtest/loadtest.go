@@ -587,6 +587,11 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	}
 	prof.follow(opm, say)
 	outcome, runErr := engine.Run(ctx, pool, cfg, rec)
+	// The load's own span ends here: what follows (perf's stop and its
+	// parse, the stress workers, the samplers) must not count in the run's
+	// duration, its rates or the generator's CPU.
+	end := loadEnd(start, outcome)
+	agent := cpu.finish(end)
 	profSum := prof.end(ctx, say)
 	var stressRep *stress.Report
 	if stressRun != nil {
@@ -604,7 +609,6 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	// its whole timeout: skip them.
 	frozen := outcome.NotAnsweringAtEnd() || errors.Is(runErr, engine.ErrNotAnswering) || outcome.StuckClosed > 0
 
-	end := time.Now()
 	doc.EndedAt = end
 	doc.Status = outcome.Status
 	doc.ServerUnresponsive = outcome.Unresponsive
@@ -630,7 +634,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	doc.Integral = results.NewIntegralScore(v, ok)
 	doc.Totals = rec.Totals(scored)
 	doc.Series = rec.Series()
-	doc.Agent = cpu.finish(end)
+	doc.Agent = agent
 	if segInfo != nil {
 		segInfo.Incomplete = append(segInfo.Incomplete, incompleteReasons(doc, outcome)...)
 	}
@@ -695,6 +699,16 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 			engine.ErrNotAnswering, fmtSeconds(outcome.Unresponsive[len(outcome.Unresponsive)-1].FromS), where)
 	}
 	return res, nil
+}
+
+// loadEnd is the end of the load's own span: the engine's recorded
+// span from start (the recorder's time base, the one the series' last
+// interval ends at), or now when the engine did not run.
+func loadEnd(start time.Time, outcome engine.Outcome) time.Time {
+	if outcome.Elapsed > 0 {
+		return start.Add(outcome.Elapsed)
+	}
+	return time.Now()
 }
 
 // writeResults appends the summary line to the stream, closes it, and

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +98,45 @@ func TestRunProfilePerOperation(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "by key operation (") {
 		t.Errorf("summary lacks the per-operation profile:\n%s", out.String())
+	}
+}
+
+// run --profile: the results' duration is the load's own span, not the
+// load plus the time perf takes to stop and be read back. The document's
+// span (ended_at - started_at) is where the engine's last interval ends,
+// the scored seconds are that span less the warm-up, every rate is the
+// count over them, and the generator's CPU is measured over the same span.
+func TestRunProfileDurationIsTheLoadsSpan(t *testing.T) {
+	if _, _, err := profile.Check(context.Background(), profile.Host{}); err != nil {
+		t.Skip(err.Error())
+	}
+	opts := smokeOptions(t, srv.NewDatabase(t), 2*time.Second)
+	opts.Observe, opts.Profile, opts.Progress = false, true, 0
+	var out bytes.Buffer
+	res, err := loadtest.Run(context.Background(), opts, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	doc, err := results.Read(res.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc.Extra["profile"] == nil || len(doc.Series) == 0 || doc.Totals.Count == 0 {
+		t.Fatalf("no profile, series or operations in the results\n%s", out.String())
+	}
+	engineSpan := doc.Series[len(doc.Series)-1].T
+	span := doc.EndedAt.Sub(doc.StartedAt).Seconds()
+	t.Logf("engine span %.3f s, document span %.3f s, scored %.3f s", engineSpan, span, doc.Totals.ScoredSeconds)
+	if math.Abs(span-engineSpan) > 0.001 {
+		t.Errorf("ended_at - started_at = %.3f s, the load ran %.3f s: perf's stop counted in the run's duration", span, engineSpan)
+	}
+	if scored := engineSpan - opts.Warmup.Seconds(); math.Abs(doc.Totals.ScoredSeconds-scored) > 0.001 {
+		t.Errorf("scored %.3f s, want the load's %.3f s", doc.Totals.ScoredSeconds, scored)
+	}
+	if want := float64(doc.Totals.Count) / doc.Totals.ScoredSeconds; math.Abs(doc.Totals.PerSecond-want) > 1e-6*want {
+		t.Errorf("%.3f operations/s, want count/scored = %.3f", doc.Totals.PerSecond, want)
+	}
+	if doc.Agent != nil && math.Abs(doc.Agent.WallSeconds-engineSpan) > 0.002 {
+		t.Errorf("generator CPU measured over %.3f s, the load ran %.3f s", doc.Agent.WallSeconds, engineSpan)
 	}
 }

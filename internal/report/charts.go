@@ -6,6 +6,7 @@ import (
 	"image/color"
 	"math"
 	"sort"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -184,11 +185,13 @@ func apdexChart(runs []Run, ops []string) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = "APDEX per key operation"
 	p.Y.Label.Text = "APDEX"
-	p.Y.Min, p.Y.Max = 0, 1.3 // room above 1.0 for the legend
+	p.Y.Min, p.Y.Max = 0, 1 // APDEX's own range; the legend goes beside (legendBeside)
+	p.Y.Tick.Marker = plot.ConstantTicks(apdexTicks())
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
 	n := len(runs)
-	w := vg.Points(math.Max(3, math.Min(18, 420/float64(len(ops)*n))))
+	// 320 pt of bars over the plot's width left of the legend column
+	w := vg.Points(math.Max(3, math.Min(18, 320/float64(len(ops)*n))))
 	for i, r := range runs {
 		vals := make(plotter.Values, len(ops))
 		for j, name := range ops {
@@ -211,6 +214,38 @@ func apdexChart(runs []Run, ops []string) (*plot.Plot, error) {
 	p.X.Tick.Label.XAlign = draw.XRight
 	p.X.Tick.Label.YAlign = draw.YCenter
 	return p, nil
+}
+
+// apdexTicks label APDEX's axis every 0.2 from 0.0 to 1.0.
+func apdexTicks() []plot.Tick {
+	var ts []plot.Tick
+	for i := 0; i <= 10; i++ {
+		t := plot.Tick{Value: float64(i) / 10}
+		if i%2 == 0 {
+			t.Label = strconv.FormatFloat(t.Value, 'f', 1, 64)
+		}
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// tallLegend reports whether p's legend would cover more than a third
+// of the chart's height (several runs' percentiles): it goes beside.
+func tallLegend(p *plot.Plot) bool {
+	return p.Legend.Rectangle(draw.Canvas{}).Size().Y > chartH/3
+}
+
+// legendBeside renders p with its legend in a column of its own at the
+// right, off the data (a chart whose axis leaves no room above it).
+func legendBeside(p *plot.Plot, w, h vg.Length) (string, error) {
+	leg := p.Legend
+	leg.Top, leg.Left = true, true
+	p.Legend = plot.NewLegend()
+	lw := leg.Rectangle(draw.Canvas{}).Size().X + vg.Points(16)
+	return renderWith(p.Title.Text, w, h, func(c draw.Canvas) {
+		p.Draw(draw.Crop(c, 0, -lw, 0, 0))
+		leg.Draw(draw.Crop(c, w-lw+vg.Points(8), 0, 0, -vg.Points(24)))
+	})
 }
 
 func latencyChart(runs []Run, op string, storms []stormMark) (*plot.Plot, error) {
@@ -470,9 +505,14 @@ func Charts(runs []Run) ([]Chart, error) {
 	var out []Chart
 	add := chartAdder(&out)
 	p, err := apdexChart(runs, ops)
-	if err := add("apdex", p, err); err != nil {
+	if err != nil {
 		return nil, err
 	}
+	svg, err := legendBeside(p, chartW, chartH) // APDEX's axis ends at 1.0: no room above
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, Chart{ID: "apdex", Title: p.Title.Text, SVG: svg})
 	for i, op := range ops {
 		p, err := latencyChart(runs, op, storms)
 		if err := add(fmt.Sprintf("latency-%d", i), p, err); err != nil {
@@ -535,6 +575,10 @@ func chartAdder(out *[]Chart) func(id string, p *plot.Plot, err error) error {
 	return func(id string, p *plot.Plot, err error) error {
 		if err != nil {
 			return err
+		}
+		render := render
+		if tallLegend(p) {
+			render = legendBeside
 		}
 		svg, err := render(p, chartW, chartH)
 		if err != nil {

@@ -149,7 +149,9 @@ func remediesOf(r Run) string {
 
 // changedOf describes what a remedy changed: the settings it set (name
 // before → during) when it lists them, else its other fields as
-// key=value.
+// key=value, a field holding counters by name as "name key count" (the
+// rewrite proxy's fired: "or_any_array fired 6"). method and summary (a
+// multi-line text of the same counters) are left out.
 func changedOf(ch map[string]any) string {
 	if len(ch) == 0 {
 		return ""
@@ -169,10 +171,17 @@ func changedOf(ch map[string]any) string {
 	}
 	var parts []string
 	for _, k := range sortedKeys(ch) {
-		if k == "method" {
-			continue
+		switch m, isMap := ch[k].(map[string]any); {
+		case k == "method" || k == "summary":
+		case isMap && len(m) == 0:
+			parts = append(parts, "none "+k)
+		case isMap:
+			for _, name := range sortedKeys(m) {
+				parts = append(parts, name+" "+k+" "+scalar(m[name]))
+			}
+		default:
+			parts = append(parts, k+"="+scalar(ch[k]))
 		}
-		parts = append(parts, k+"="+scalar(ch[k]))
 	}
 	if len(parts) == 0 {
 		return ""

@@ -141,17 +141,17 @@ func writeOperationsMarkdown(b *strings.Builder, pg page) {
 
 // operationsHTML is the template part of the same sections.
 const operationsHTML = `{{if .Churn}}<h2 id="churn">Temp-relation file churn and shared invalidation (estimate)</h2>
-<table><tr><th class="l">run</th><th>rel files/s mean</th><th>max</th><th>sinval msg/s mean</th><th>max</th><th>queues/s (4096 msgs)</th><th>SInval waits</th></tr>
+<div class="scroll"><table><tr><th class="l">run</th><th>rel files/s mean</th><th>max</th><th>sinval msg/s mean</th><th>max</th><th>queues/s (4096 msgs)</th><th>SInval waits</th></tr>
 {{range .Churn}}<tr><td class="l">{{.Run}}</td><td>{{.RelFiles}}</td><td>{{.RelFilesMax}}</td><td>{{.SInval}}</td><td>{{.SInvalMax}}</td><td>{{.Queues}}</td><td>{{.SInvalWait}}</td></tr>
-{{end}}</table>
+{{end}}</table></div>
 <p class="muted">rel files: pg_class inserts + updates per second (new relations and new relfilenodes from TRUNCATE/rewrite). sinval: catalog changes times their catalog caches, an estimate; no server counter exists.</p>{{end}}
 {{if .OpWaits}}<h2 id="opwaits">Waits per key operation</h2>
-<table><tr><th class="l">run</th><th class="l">key operation</th><th>backend samples</th><th class="l">top waits (share of its samples)</th><th>plan ms / exec</th><th>exec ms / exec</th></tr>
+<div class="scroll"><table><tr><th class="l">run</th><th class="l">key operation</th><th>backend samples</th><th class="l">top waits (share of its samples)</th><th>plan ms / exec</th><th>exec ms / exec</th></tr>
 {{range .OpWaits}}<tr><td class="l">{{.Run}}</td><td class="l">{{.Op}}</td><td>{{.Samples}}</td><td class="l">{{range .Waits}}<div><span style="display:inline-block;background:#0072b2;height:0.7em;width:{{printf "%.0f" .Pct}}px"></span> {{.Wait}} {{printf "%.0f" .Pct}} %</div>{{end}}</td><td>{{.Plan}}</td><td>{{.Exec}}</td></tr>
-{{end}}</table>{{end}}
+{{end}}</table></div>{{end}}
 {{if .Statements}}<h2 id="statements">Top statements (pg_stat_statements over the run)</h2>
-<table><tr><th class="l">run</th><th class="l">statement</th><th class="l">key operations</th><th>calls</th><th>plan ms/call</th><th>exec ms/call</th><th>total ms</th><th>shared blks</th><th>temp blks</th></tr>
+<div class="scroll"><table><tr><th class="l">run</th><th class="l">statement</th><th class="l">key operations</th><th>calls</th><th>plan ms/call</th><th>exec ms/call</th><th>total ms</th><th>shared blks</th><th>temp blks</th></tr>
 {{range .Statements}}<tr><td class="l">{{.Run}}</td><td class="l"><code>{{.Query}}</code></td><td class="l">{{.Ops}}</td><td>{{.Calls}}</td><td>{{.PlanMean}}</td><td>{{.ExecMean}}</td><td>{{.TotalMs}}</td><td>{{.SharedBlks}}</td><td>{{.TempBlks}}</td></tr>
-{{end}}</table>{{end}}
+{{end}}</table></div>{{end}}
 {{range .StmtNotes}}<p class="muted">{{.}}</p>
 {{end}}`

@@ -110,18 +110,18 @@ func profiles(runs []Run) (*profileSection, error) {
 // profileHTML is the section of the page (template "profile").
 const profileHTML = `{{define "profile"}}{{if .}}<h2 id="profile">Server CPU profile (perf)</h2>
 <p class="muted">{{range .Notes}}{{.}}<br>{{end}}Each sample goes to the subsystem of the signature nearest the function on the CPU (internal/profile's table).</p>
-<table><tr><th class="l">subsystem</th>{{range .Runs}}<th>{{.}}</th>{{end}}</tr>
+<div class="scroll"><table><tr><th class="l">subsystem</th>{{range .Runs}}<th>{{.}}</th>{{end}}</tr>
 {{range .Rows}}<tr><td class="l">{{.Name}}</td>{{range .Shares}}<td>{{.}}</td>{{end}}</tr>
-{{end}}</table>
+{{end}}</table></div>
 {{range .Flame}}<h3>{{.Run}}: top functions and flame graph</h3>
-<table><tr><th>self %</th><th>total %</th><th class="l">function</th><th class="l">subsystem</th></tr>
+<div class="scroll"><table><tr><th>self %</th><th>total %</th><th class="l">function</th><th class="l">subsystem</th></tr>
 {{range .Top}}<tr><td>{{printf "%.1f" .SelfPct}}</td><td>{{printf "%.1f" .TotalPct}}</td><td class="l">{{.Name}}</td><td class="l">{{.Subsystem}}</td></tr>
-{{end}}</table>
+{{end}}</table></div>
 {{if .Ops}}<h3>{{.Run}}: by key operation</h3>
 <p class="muted">{{.OpNote}}. Shares of subsystems and functions are of the operation's samples.</p>
-<table><tr><th class="l">operation</th><th>samples</th><th>share</th><th class="l">top subsystems</th><th class="l">top functions (self)</th></tr>
+<div class="scroll"><table><tr><th class="l">operation</th><th>samples</th><th>share</th><th class="l">top subsystems</th><th class="l">top functions (self)</th></tr>
 {{range .Ops}}<tr><td class="l">{{.Name}}</td><td>{{.Samples}}</td><td>{{.Share}}</td><td class="l">{{.Subsystems}}</td><td class="l">{{.Functions}}</td></tr>
-{{end}}</table>{{end}}
+{{end}}</table></div>{{end}}
 <figure>{{svg .SVG}}</figure>
 {{end}}{{end}}{{end}}`
 

@@ -41,9 +41,11 @@
 // and c, user types (not row types, arrays or automatic multiranges) and
 // routines, in every schema except pg_catalog, information_schema,
 // pg_toast*, pg_temp_* and erplab's erplab_*, leaving out extension
-// members (pg_depend deptype 'e') and the relations the caller proves
-// are its own (the ERP marker's tables; pgbench tables carrying erplab's
-// COMMENT marker, or any pgbench tables for a run). [ForeignError] is the
+// members (pg_depend deptype 'e'), relations carrying a COMMENT that
+// starts with [CreatedComment] (erp's tables and marker, the pgbench
+// tables erplab creates) and partitions of one, and the relations the
+// caller proves are its own (the ERP marker's tables; any pgbench tables
+// for a run). [ForeignError] is the
 // refusal, wrapping [ErrForeignDatabase].
 //
 // Adding a workload: a package under internal/workload with a type

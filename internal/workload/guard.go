@@ -14,10 +14,18 @@ type Rows interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
+// CreatedComment starts the COMMENT erplab puts on every relation one of
+// its workloads creates outside its erplab_* schemas (erp's tables and
+// marker, the four pgbench tables of erplab init --workload pgbench):
+// ForeignObjects counts a relation carrying it, or a partition of one, as
+// erplab's own.
+const CreatedComment = "erplab: created by erplab"
+
 // foreignObjectsSQL lists the user objects of the database outside the
 // system schemas and erplab's own (erplab_*): pg_class relations of the
-// kinds r, p, v, m, f, S and c (composite types), sequences not owned by
-// a column (an owned one goes with its table, which is listed itself),
+// kinds r, p, v, m, f, S and c (composite types) that neither carry
+// CreatedComment ($1) nor are a partition of one that does, sequences
+// not owned by a column (an owned one goes with its table, which is listed itself),
 // user types that are not the row type of a relation, an array or an
 // automatic multirange, and functions and procedures. Objects that belong
 // to an extension (pg_depend deptype 'e') are left out: CREATE EXTENSION
@@ -36,6 +44,11 @@ rel AS (
               WHEN 'S' THEN 'sequence' ELSE 'type' END AS kind
   FROM pg_catalog.pg_class c JOIN ns ON ns.oid = c.relnamespace
   WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S', 'c')
+    AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_description ds
+                    WHERE ds.classoid = 'pg_catalog.pg_class'::regclass AND ds.objsubid = 0
+                      AND pg_catalog.starts_with(ds.description, $1)
+                      AND (ds.objoid = c.oid OR ds.objoid IN (SELECT i.inhparent FROM pg_catalog.pg_inherits i
+                                                              WHERE i.inhrelid = c.oid)))
     AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
                     WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = c.oid
                       AND (d.deptype = 'e' OR c.relkind = 'S' AND d.deptype IN ('a', 'i')
@@ -61,14 +74,17 @@ ORDER BY 1, 2`
 // pgbench init and run, erplab init --drop): tables, partitioned tables,
 // views, materialized views, foreign tables, sequences, composite and
 // other user types, functions and procedures, in every schema except the
-// system ones and erplab's own (erplab_*), not owned by an extension. ours
-// names, as schema.name, relations the caller knows it created (e.g. the
-// ERP tables recorded in _erplab_meta): they are left out. Each object is
+// system ones and erplab's own (erplab_*), not owned by an extension,
+// and not relations carrying erplab's CreatedComment (or partitions of
+// one): whichever erplab workload made them, they are erplab's. ours
+// names, as schema.name, more relations the caller knows it created (e.g.
+// the ERP tables recorded in _erplab_meta by an erplab that did not
+// comment them yet): they are left out too. Each object is
 // "schema.name" for a table and "schema.name (kind)" otherwise, e.g.
 // "public.v (view)", "public.f(integer) (function)", sorted. Errors: the
 // catalog query failed (wrapped).
 func ForeignObjects(ctx context.Context, q Rows, ours []string) ([]string, error) {
-	rows, err := q.Query(ctx, foreignObjectsSQL)
+	rows, err := q.Query(ctx, foreignObjectsSQL, CreatedComment)
 	if err != nil {
 		return nil, fmt.Errorf("list the database's objects: %w", err)
 	}

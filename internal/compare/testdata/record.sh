@@ -18,6 +18,11 @@
 #                          (2026-12-01 15:22-15:44 UTC, load average ~25),
 #                          interval histograms removed:
 #                          jq -c 'del(.series[].ops[]?.histogram_us)'
+#   scale-erp/data02.json, asked01.json   erp on one data set: erplab run
+#                          --workload erp --scale 0.02 --users 4 --duration 3s
+#                          --warmup 1s --observe=false --seed 42 --keep, then the
+#                          same with --dsn of the kept server and --scale 0.01
+#                          (it runs on the installed 0.02 data set)
 set -euo pipefail
 cd "$(dirname "$0")"
 DSN=$1

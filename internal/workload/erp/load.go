@@ -268,8 +268,49 @@ func createSchema(ctx context.Context, pool *pgxpool.Pool, s Schema, opts Option
 	if _, err := tx.Exec(ctx, s.Tables); err != nil {
 		return fmt.Errorf("erp: create tables: %w", err)
 	}
+	if _, err := tx.Exec(ctx, commentSQL("", append(AllTables(), TableMeta))); err != nil {
+		return fmt.Errorf("erp: mark tables: %w", err)
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("erp: commit schema: %w", err)
+	}
+	return nil
+}
+
+// Marker is the COMMENT erp puts on every table it creates and on its
+// marker table: it starts with workload.CreatedComment, so the --force
+// guard of every workload (smoke's too) knows them as erplab's.
+const Marker = workload.CreatedComment + " init or run --workload erp"
+
+// commentSQL is the statements putting Marker on tables (of schema, or
+// of the current schema when schema is "").
+func commentSQL(schema string, tables []string) string {
+	var b strings.Builder
+	for _, t := range tables {
+		id := pgx.Identifier{t}
+		if schema != "" {
+			id = pgx.Identifier{schema, t}
+		}
+		fmt.Fprintf(&b, "COMMENT ON TABLE %s IS '%s';\n", id.Sanitize(), strings.ReplaceAll(Marker, "'", "''"))
+	}
+	return b.String()
+}
+
+// markInstalled puts Marker on the tables of an installed data set (and
+// its marker table) that lack it: a data set an older erplab built.
+func markInstalled(ctx context.Context, pool *pgxpool.Pool, m Meta) error {
+	rows, err := pool.Query(ctx, `SELECT t FROM unnest($1::text[]) t
+WHERE pg_catalog.obj_description(pg_catalog.to_regclass(quote_ident($2) || '.' || quote_ident(t)), 'pg_catalog.pg_class') IS DISTINCT FROM $3`,
+		append(slices.Clone(m.Tables), TableMeta), m.Schema, Marker)
+	if err != nil {
+		return fmt.Errorf("erp: mark tables: %w", err)
+	}
+	unmarked, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(unmarked) == 0 {
+		return err
+	}
+	if _, err := pool.Exec(ctx, commentSQL(m.Schema, unmarked)); err != nil {
+		return fmt.Errorf("erp: mark tables: %w", err)
 	}
 	return nil
 }

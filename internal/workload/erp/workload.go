@@ -188,7 +188,8 @@ func (*Workload) Roles() []workload.Role {
 }
 
 // Setup implements workload.Workload. When the database holds a ready ERP
-// data set (Installed), it checks that every table of it is there and
+// data set (Installed), it checks that every table of it is there, puts
+// Marker on those that lack it (a data set an older erplab built) and
 // returns: the operations run on the data as installed, whatever scale is
 // asked (a progress line says so when they differ). Otherwise it calls
 // Init with opts' scale, seed and force and the workload's separator and
@@ -223,6 +224,11 @@ func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, opts workload.
 			if len(foreign) > 0 {
 				return workload.ForeignError("erp setup", foreign)
 			}
+		}
+		// A data set an older erplab built lacks the COMMENT that tells
+		// the other workloads' guards whose tables these are.
+		if err := markInstalled(ctx, pool, meta); err != nil {
+			return fmt.Errorf("erp setup: %w", err)
 		}
 		if meta.Separator != w.opts.Separator {
 			say("erp: the installed data set has separator=%t; --separator=%t has no effect on it (drop it to rebuild)", meta.Separator, w.opts.Separator)

@@ -153,6 +153,8 @@ where r is not null`).Scan(&n)
 // Marker is the COMMENT that erplab's Init puts on each of the four
 // pgbench tables it creates: tables made by pgbench -i (or anyone else)
 // lack it, and Init and Drop treat them as someone else's.
+// It starts with workload.CreatedComment, so every workload's guard
+// counts erplab's pgbench tables as erplab's.
 const Marker = "erplab: created by erplab init --workload pgbench"
 
 // pgbenchRelsSQL lists, as schema.name, the four pgbench tables found
