@@ -27,22 +27,7 @@ func TestKilledRunStaysReadable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an embedded server and runs for ~10 s")
 	}
-	// Not t.TempDir (mode 0700): an erplab run as root hands the cluster
-	// directory to the postgres user, who must reach it.
-	dir, err := os.MkdirTemp("", "erplab-killed-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	tmp := filepath.Join(dir, "tmp")
-	if err := os.Mkdir(tmp, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range []string{dir, tmp} {
-		if err := os.Chmod(d, 0o1777); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir, tmp := embeddedTmp(t)
 	cmd := erplab(t, dir, "run", "--workload", "smoke", "--duration", "60s", "--users", "4", "--think", "20ms",
 		"--observe=false", "--out", filepath.Join(dir, "x.json"))
 	state := filepath.Join(tmp, "state")
@@ -91,6 +76,30 @@ func TestKilledRunStaysReadable(t *testing.T) {
 	if b, err := erplab(t, dir, "compare", stream, stream).CombinedOutput(); err != nil || !strings.Contains(string(b), "item_lookup") {
 		t.Fatalf("compare: %v\n%s", err, b)
 	}
+}
+
+// embeddedTmp returns a directory for a test of the embedded server and
+// tmp inside it, for the run's TMPDIR (where its cluster directory goes)
+// and state directory, removed at the end. Not t.TempDir (mode 0700): an
+// erplab run as root hands the cluster directory to the postgres user,
+// who must reach it.
+func embeddedTmp(t *testing.T) (dir, tmp string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "erplab-killed-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	tmp = filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{dir, tmp} {
+		if err := os.Chmod(d, 0o1777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, tmp
 }
 
 // killWhen starts cmd, polls ready every poll until it holds, then kills

@@ -83,7 +83,9 @@ installed server binaries and removes it at the end.
 
 Exit codes: 0 done, 1 error, 2 bad usage, 6 a results file could not be written (full
 disk; the summary is printed and one line says where everything so far is), 7 the server
-stopped answering and had not answered by the end (or for --server-gone-after), 99
+stopped answering or was lost (every operation failing: unreachable, shutting down, or not
+back from start-up / recovery) and had not come back by the end (or for
+--server-gone-after), 99
 integral APDEX below --apdex-min, 130 interrupted (results so far are written; a second
 Ctrl-C exits at once).`,
 		Example: `  erplab run --workload smoke --duration 30s
@@ -127,9 +129,14 @@ Ctrl-C exits at once).`,
 			if err != nil {
 				if res != nil && errors.Is(err, engine.ErrAborted) {
 					err = fmt.Errorf("%w; results so far: %s", err, res.Path)
-					if scripts {
-						return withCode(exitScriptRun, err)
-					}
+				}
+				switch {
+				case res != nil && scripts && (errors.Is(err, engine.ErrAborted) || errors.Is(err, engine.ErrServerGone)):
+					return withCode(exitScriptRun, err) // pgbench's clients aborted
+				case res != nil && errors.Is(err, engine.ErrServerGone):
+					// Gone (unreachable, shutting down, not back from
+					// recovery): a server fault, as not answering.
+					return withCode(exitNotAnswering, err)
 				}
 				return err
 			}
@@ -195,7 +202,7 @@ Ctrl-C exits at once).`,
 // addServerGoneFlag registers --server-gone-after into d.
 func addServerGoneFlag(fl *pflag.FlagSet, d *time.Duration) {
 	fl.DurationVar(d, "server-gone-after", engine.DefaultServerGone,
-		"abort the run when the server has been gone (connection errors) or has answered nothing for this long; \"starting up\" / \"in recovery\" answers do not count")
+		"abort the run when the server has been gone (connection errors, \"shutting down\" refusals) or has answered nothing for this long; \"starting up\" / \"in recovery\" refusals do not count, but a run that ends in them ends \"lost\", not \"completed\"")
 }
 
 // checkApdexMin fails with exit code 99 when the integral APDEX is below

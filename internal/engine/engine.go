@@ -80,10 +80,12 @@ type Config struct {
 	GracefulStop time.Duration
 	// ServerGone (--server-gone-after, default DefaultServerGone = 30 s):
 	// the run is aborted when every operation has failed with a connection
-	// error for this long, or when the server has answered nothing (not
-	// even the probe) for this long while operations were in flight.
-	// Refusals with SQLSTATE 57P03 ("starting up", "in recovery": see
-	// ComingBack) mean the server is coming back and do not count.
+	// error for this long (ErrServerGone; refusals of a server shutting
+	// down count), or when the server has answered nothing (not even the
+	// probe) for this long while operations were in flight
+	// (ErrNotAnswering). Refusals with SQLSTATE 57P03 ("starting up", "in
+	// recovery": see ComingBack) mean the server is coming back and do
+	// not count; a run that ends in them is Outcome.LostAtEnd.
 	ServerGone time.Duration
 	// Health, when set, receives the server's state on every tick (for a
 	// progress line: not answering, starting up, unreachable).
@@ -240,6 +242,24 @@ type Outcome struct {
 	// waiting on it with a context of its own): their connections were
 	// closed under them, and they count in Cancelled.
 	StuckClosed int
+	// LostAtEnd is set when a run that was not aborted nor interrupted
+	// ended with every operation failing for want of a server for
+	// LostAtEndAfter or more: lost less than ServerGone before the end,
+	// or a server that kept saying it was coming back (starting up, in
+	// recovery), which ServerGone does not count. Nothing measured in
+	// that time says how the server performs: a caller does not call
+	// such a run completed (ErrServerGone).
+	LostAtEnd *Lost
+}
+
+// Lost is how a run ended without its server (Outcome.LostAtEnd).
+type Lost struct {
+	// Condition is the server's state then: ServerUnreachable,
+	// ServerShuttingDown or ServerComingBack.
+	Condition ServerCondition
+	// FromS is the last successful operation (or the start), seconds
+	// since the start.
+	FromS float64
 }
 
 // NotAnsweringAtEnd reports whether the server was not answering when the
@@ -251,6 +271,12 @@ func (o Outcome) NotAnsweringAtEnd() bool {
 // ErrAborted is wrapped by Run's error when the run stopped early on its
 // own (max errors reached, server gone, server not answering).
 var ErrAborted = errors.New("run aborted")
+
+// ErrServerGone is wrapped, with ErrAborted, by Run's error when every
+// operation failed with a connection error (the server unreachable or
+// shutting down) for Config.ServerGone; callers wrap it too when the run
+// ended with the server lost (Outcome.LostAtEnd).
+var ErrServerGone = errors.New("lost the server")
 
 // ErrNotAnswering is wrapped, with ErrAborted, by Run's error when the
 // server answered nothing for Config.ServerGone while operations were in
@@ -410,6 +436,7 @@ type run struct {
 	errors    atomic.Int64
 	cancelled atomic.Int64
 	lastOK    atomic.Int64  // unix ns of the last successful operation
+	failSince atomic.Int64  // unix ns of the first failure for want of a server since the last success (0: none)
 	lastErr   atomic.Value  // string: last connection error text
 	unfinish  atomic.Int64  // VUs that stopped short of TxPerVU, not aborted
 	aborted   atomic.Int64  // VUs stopped by workload.ErrStopVU
@@ -475,8 +502,9 @@ func (e *run) loop(ctx context.Context) (Outcome, error) {
 	go func() { defer close(probeDone); e.watch.probe(probeCtx, e.pool) }()
 	defer func() { stopProbe(); <-probeDone }()
 	// notAnswering is the server's state at the last flush when it was
-	// not answering (zero Since otherwise).
-	var notAnswering ServerState
+	// not answering (zero Since otherwise); lastState is that state
+	// whatever it was.
+	var notAnswering, lastState ServerState
 	// stopAt is when the VUs were told to stop: no arrival after it is
 	// due.
 	stopAt := start.Add(TotalDuration(e.cfg.Stages))
@@ -498,6 +526,7 @@ func (e *run) loop(ctx context.Context) (Outcome, error) {
 		unreachable := e.errors.Load() > 0 && msg != "" && now.Sub(lastOK) > 2*e.cfg.Tick+time.Second
 		st := e.watch.judge(now, start, e.inflight.Load(), lastOK, unreachable)
 		e.cfg.Health.set(st)
+		lastState = st
 		notAnswering = ServerState{}
 		if st.Condition == ServerNotAnswering {
 			notAnswering = st
@@ -574,7 +603,7 @@ control:
 		}
 		if last := e.lastAlive(); e.errors.Load() > 0 && now.Sub(last) > e.cfg.ServerGone {
 			if msg, _ := e.lastErr.Load().(string); msg != "" {
-				abort = fmt.Errorf("%w: lost the server: no operation succeeded for %s; last error: %s", ErrAborted, now.Sub(last).Round(time.Second), msg)
+				abort = fmt.Errorf("%w: %w: no operation succeeded for %s; last error: %s", ErrAborted, ErrServerGone, now.Sub(last).Round(time.Second), msg)
 				break
 			}
 		}
@@ -657,11 +686,29 @@ wait:
 	out.Elapsed = end.Sub(start)
 	out.Cancelled = e.cancelled.Load()
 	out.Unresponsive = e.watch.finish(end, start)
+	if abort == nil && out.Status == "completed" {
+		out.LostAtEnd = e.lostAtEnd(end, start, lastState)
+	}
 	if abort != nil {
 		out.Status = "aborted: " + abortReason(abort)
 		return out, abort
 	}
 	return out, nil
+}
+
+// lostAtEnd returns how the run ended without its server when every
+// operation has failed for want of one (failSince) for LostAtEndAfter at
+// end, nil otherwise; st is the server's last judged state.
+func (e *run) lostAtEnd(end, start time.Time, st ServerState) *Lost {
+	since := e.failSince.Load()
+	if since == 0 || end.Sub(time.Unix(0, since)) < LostAtEndAfter {
+		return nil
+	}
+	c := st.Condition
+	if c != ServerShuttingDown && c != ServerComingBack {
+		c = ServerUnreachable
+	}
+	return &Lost{Condition: c, FromS: round3(max(time.Unix(0, e.lastOK.Load()).Sub(start), 0).Seconds())}
 }
 
 // lastAlive is the last time the server answered an operation or said
@@ -995,6 +1042,7 @@ func (e *run) operation(ctx context.Context, vu *workload.VU, op int, own *pgxpo
 	default:
 		now := time.Now()
 		e.lastOK.Store(now.UnixNano())
+		e.failSince.Store(0)
 		e.watch.event(now)
 		e.record(record.Sample{Op: op, Start: start, Scheduled: sched, Wait: wait, DB: db, Retries: retries})
 		return keep(conn), 0, stepNext
@@ -1040,14 +1088,21 @@ func (e *run) fail(op int, start, sched time.Time, wait, db time.Duration, retri
 	e.errors.Add(1)
 	now := time.Now()
 	e.watch.event(now)
-	if ComingBack(err) {
+	switch {
+	case ComingBack(err):
 		// Starting up or in recovery: not gone, on its way back.
 		e.watch.comingBack(now)
-	} else if ConnectionFailure(err) {
+		e.failSince.CompareAndSwap(0, now.UnixNano())
+	case ConnectionFailure(err):
+		if ShuttingDown(err) {
+			e.watch.shuttingDown(now)
+		}
 		e.lastErr.Store(strings.Join(strings.Fields(err.Error()), " "))
-	} else {
+		e.failSince.CompareAndSwap(0, now.UnixNano())
+	default:
 		// The server answered: it is there.
 		e.lastOK.Store(now.UnixNano())
+		e.failSince.Store(0)
 	}
 	e.record(record.Sample{Op: op, Start: start, Scheduled: sched, Wait: wait, DB: db, SQLState: code, Retries: retries})
 }

@@ -32,6 +32,12 @@ const (
 	// probeBackoff is the pause after the probe was refused for a reason
 	// other than "starting up" (e.g. 53300 too many clients).
 	probeBackoff = 10 * time.Second
+	// LostAtEndAfter is how long every operation must have failed for
+	// want of a server (connection errors, refusals of a server shutting
+	// down or coming back) when the run ends for it to end lost
+	// (Outcome.LostAtEnd) rather than completed: as long as it takes to
+	// say a server is not answering.
+	LostAtEndAfter = NotAnsweringAfter
 	// probeConnectTimeout bounds one (re)connect of the probe.
 	probeConnectTimeout = 2 * time.Second
 	// hardStopAfter is how long VUs get, once their operations are
@@ -54,19 +60,26 @@ const (
 	// ServerComingBack: connections are refused with SQLSTATE 57P03
 	// ("the database system is starting up", "... in recovery mode",
 	// "... not yet accepting connections"): the server is on its way
-	// back; this does not count toward ServerGone.
+	// back; this does not count toward ServerGone (but a run that ends in
+	// it is not "completed": Outcome.LostAtEnd).
 	ServerComingBack
 	// ServerUnreachable: operations fail with connection errors (refused,
 	// reset, closed); after ServerGone of it the run is aborted.
 	ServerUnreachable
+	// ServerShuttingDown: operations fail with connection errors and new
+	// connections are refused with 57P03 "the database system is shutting
+	// down" (a smart shutdown waiting for other sessions, or a shutdown
+	// that hangs): the server is going, not coming back; it counts toward
+	// ServerGone as ServerUnreachable does.
+	ServerShuttingDown
 )
 
 // ServerState is the server's condition at one moment.
 type ServerState struct {
 	Condition ServerCondition
 	// Since is when the condition began: the last answer before it
-	// (NotAnswering), the last success (Unreachable), the first
-	// "starting up" answer (ComingBack). Zero for ServerOK.
+	// (NotAnswering), the last success (Unreachable, ShuttingDown), the
+	// first "starting up" answer (ComingBack). Zero for ServerOK.
 	Since time.Time
 	// Waiting is the number of operations in flight (NotAnswering).
 	Waiting int64
@@ -84,11 +97,27 @@ func (s ServerState) Describe(now time.Time) string {
 		}
 		return fmt.Sprintf("server not answering for %d s: %d operation%s waiting", secs, s.Waiting, plural)
 	case ServerComingBack:
-		return "server starting up / in recovery"
+		return fmt.Sprintf("server starting up / in recovery for %d s", secs)
 	case ServerUnreachable:
 		return fmt.Sprintf("server unreachable for %d s", secs)
+	case ServerShuttingDown:
+		return fmt.Sprintf("server shutting down for %d s: connections refused", secs)
 	}
 	return ""
+}
+
+// Gone says in a few words what a server in condition c was doing while
+// every operation failed, for a final status: "the server was
+// unreachable", "... was shutting down, refusing connections", "... was
+// starting up / in recovery and had not come back".
+func (c ServerCondition) Gone() string {
+	switch c {
+	case ServerShuttingDown:
+		return "the server was shutting down, refusing connections"
+	case ServerComingBack:
+		return "the server was starting up / in recovery and had not come back"
+	}
+	return "the server was unreachable"
 }
 
 // Health is the engine's running view of the server, for a progress line
@@ -123,10 +152,18 @@ func (h *Health) set(s ServerState) {
 // connections again, so such errors do not count toward ServerGone.
 func ComingBack(err error) bool {
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "57P03" {
-		return false
-	}
-	return !strings.Contains(pgErr.Message, "shutting down")
+	return errors.As(err, &pgErr) && pgErr.Code == "57P03" && !ShuttingDown(err)
+}
+
+// ShuttingDown reports whether err is the server refusing a connection
+// because it is shutting down: SQLSTATE 57P03 with PostgreSQL's message
+// "the database system is shutting down" (ProcessStartupPacket, CAC_SHUTDOWN;
+// the same code serves starting up and recovery, so the message, as pgconn
+// hands it over, tells them apart). Such a server is going away: its
+// refusals count toward ServerGone.
+func ShuttingDown(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "57P03" && strings.Contains(pgErr.Message, "shutting down")
 }
 
 // watch keeps the timestamps the controller judges the server by, the
@@ -135,6 +172,7 @@ type watch struct {
 	lastEvent atomic.Int64 // unix ns: an operation ended (any outcome) or the probe answered
 	lastBack  atomic.Int64 // unix ns: the last "starting up / in recovery" answer
 	backSince atomic.Int64 // unix ns: the first of the current run of them
+	lastDown  atomic.Int64 // unix ns: the last "shutting down" refusal
 
 	connMu sync.Mutex
 	conns  map[*pgconn.PgConn]struct{} // connections inside an operation
@@ -151,6 +189,8 @@ func (w *watch) comingBack(now time.Time) {
 	}
 	w.lastBack.Store(now.UnixNano())
 }
+
+func (w *watch) shuttingDown(now time.Time) { w.lastDown.Store(now.UnixNano()) }
 
 // enter and leave bracket an operation's use of a connection.
 func (w *watch) enter(c *pgconn.PgConn) {
@@ -193,6 +233,8 @@ func (w *watch) judge(now, start time.Time, inflight int64, lastOK time.Time, un
 		st = ServerState{Condition: ServerNotAnswering, Since: last, Waiting: inflight}
 	case w.lastBack.Load() != 0 && now.Sub(time.Unix(0, w.lastBack.Load())) <= comingBackFor:
 		st = ServerState{Condition: ServerComingBack, Since: time.Unix(0, w.backSince.Load())}
+	case unreachable && w.lastDown.Load() != 0 && now.Sub(time.Unix(0, w.lastDown.Load())) <= comingBackFor:
+		st = ServerState{Condition: ServerShuttingDown, Since: lastOK}
 	case unreachable:
 		st = ServerState{Condition: ServerUnreachable, Since: lastOK}
 	}
@@ -278,6 +320,9 @@ func (w *watch) probe(ctx context.Context, pool *pgxpool.Pool) {
 				w.event(time.Now())
 			case ComingBack(err):
 				w.comingBack(time.Now())
+			case ShuttingDown(err):
+				w.shuttingDown(now)
+				retryAt = now.Add(probeBackoff)
 			default:
 				// Refused for another reason (too many clients, a
 				// password): do not knock every second.

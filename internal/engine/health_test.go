@@ -30,6 +30,9 @@ func TestComingBack(t *testing.T) {
 		if got := ComingBack(err); got != c.want {
 			t.Errorf("%s %q: ComingBack %v, want %v", c.code, c.msg, got, c.want)
 		}
+		if got, want := ShuttingDown(err), c.code == "57P03" && !c.want; got != want {
+			t.Errorf("%s %q: ShuttingDown %v, want %v", c.code, c.msg, got, want)
+		}
 	}
 	if ComingBack(fmt.Errorf("dial: connection refused")) {
 		t.Error("a refused dial is coming back")
@@ -87,10 +90,19 @@ func TestJudgeSpans(t *testing.T) {
 	// "Starting up" answers: coming back for 2 s after the last one.
 	w.comingBack(at(40))
 	w.comingBack(at(41))
-	if st := w.judge(at(42.5), start, 0, at(7.5), true); st.Condition != ServerComingBack || !st.Since.Equal(at(40)) || st.Describe(at(42.5)) != "server starting up / in recovery" {
-		t.Fatalf("coming back: %+v", st)
+	if st := w.judge(at(42.5), start, 0, at(7.5), true); st.Condition != ServerComingBack || !st.Since.Equal(at(40)) || st.Describe(at(42.5)) != "server starting up / in recovery for 2 s" {
+		t.Fatalf("coming back: %+v %q", st, st.Describe(at(42.5)))
 	}
 	if st := w.judge(at(44), start, 0, at(7.5), true); st.Condition != ServerUnreachable || st.Describe(at(44)) != "server unreachable for 36 s" {
 		t.Fatalf("unreachable: %+v %q", st, st.Describe(at(44)))
+	}
+	// "Shutting down" refusals while operations fail: going, not coming
+	// back; the time counts from the last success.
+	w.shuttingDown(at(50))
+	if st := w.judge(at(51), start, 0, at(7.5), true); st.Condition != ServerShuttingDown || st.Describe(at(51)) != "server shutting down for 43 s: connections refused" {
+		t.Fatalf("shutting down: %+v %q", st, st.Describe(at(51)))
+	}
+	if st := w.judge(at(53), start, 0, at(7.5), true); st.Condition != ServerUnreachable {
+		t.Fatalf("2 s after the last refusal: %+v", st)
 	}
 }

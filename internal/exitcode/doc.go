@@ -29,8 +29,10 @@
 //	6   ResultsIncomplete  erplab run: a results file could not be
 //	                 written (full disk); the summary was printed and one
 //	                 line says where everything so far is (wins over 7)
-//	7   ServerNotAnswering  erplab run: the server stopped answering and
-//	                 had not answered by the end of the run or for
+//	7   ServerNotAnswering  erplab run: the server stopped answering, or
+//	                 was lost (every operation failing: unreachable,
+//	                 shutting down, not back from recovery), and had not
+//	                 come back by the end of the run or for
 //	                 --server-gone-after; results are written
 //	99  Threshold    a threshold failed (--apdex-min, --fail-on-regression;
 //	                 k6 exits 99 when a threshold fails)

@@ -16,7 +16,8 @@ const (
 	DoctorCritical Code = 5
 	// ResultsIncomplete: a run's results file could not be written.
 	ResultsIncomplete Code = 6
-	// ServerNotAnswering: the server stopped answering during a run.
+	// ServerNotAnswering: the server stopped answering during a run, or
+	// was lost (every operation failing for want of it).
 	ServerNotAnswering Code = 7
 	Threshold          Code = 99
 	Interrupted        Code = 130
@@ -42,7 +43,7 @@ func Table() []Entry {
 		{DoctorWarning, "DoctorWarning", "`erplab doctor`: the worst finding is a warning"},
 		{DoctorCritical, "DoctorCritical", "`erplab doctor`: the worst finding is critical"},
 		{ResultsIncomplete, "ResultsIncomplete", "`run`: a results file could not be written (full disk): the stream stopped mid-run or the final document failed; the summary was printed, one line says where everything so far is, and what was written is valid (wins over 7)"},
-		{ServerNotAnswering, "ServerNotAnswering", "`run`: the server stopped answering (no answer, not even to the probe, with operations in flight) and had not answered by the end of the run or for `--server-gone-after`; results say from when"},
+		{ServerNotAnswering, "ServerNotAnswering", "`run`: the server stopped answering (no answer, not even to the probe, with operations in flight) or was lost (every operation failing: unreachable, shutting down, or not back from start-up / recovery) and had not come back by the end of the run or for `--server-gone-after`; results say from when"},
 		{Threshold, "Threshold", "a threshold failed: `run --apdex-min`, `compare --fail-on-regression` (k6's 99)"},
 		{Interrupted, "Interrupted", "interrupted by SIGINT, SIGTERM or SIGHUP (the shell's 128+2); results so far are written; `erplab pgbench` exits 128 + the signal instead (Interruption), as pgbench killed by it"},
 	}

@@ -52,7 +52,7 @@
 // starting at once do not undo the same thing twice. Sweep writes one line
 // on out when it did or refused anything, e.g.
 //
-//	erplab: cleaned up after killed erplab commands: pgcluster /tmp/erplab-pg-1a2b (postmaster 4711 stopped, 3 shared memory segments removed); left alone: /tmp/erplab-pg-x (not a 0700 directory of root)
+//	erplab: cleaned up after killed erplab commands: pgcluster /tmp/erplab-pg-1a2b (removed shared memory segment key 0x00986627 id 8, removed dynamic shared memory /dev/shm/PostgreSQL.1804289383, directory removed); left alone: /tmp/erplab-pg-x (not a 0700 directory of root)
 //
 // Things on disk that look like erplab's but that no entry names (forged
 // by another user, or left by an older erplab) are never touched: a kind's

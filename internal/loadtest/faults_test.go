@@ -242,7 +242,7 @@ func TestServerComingBackIsNotGone(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	s := out.String()
-	if res.Doc.Status != "completed" || !strings.Contains(s, "[server starting up / in recovery]") {
+	if res.Doc.Status != "completed" || !strings.Contains(s, "[server starting up / in recovery for ") {
 		t.Fatalf("status %q; output:\n%s", res.Doc.Status, s)
 	}
 	codes := map[string]int64{}
@@ -265,6 +265,43 @@ func TestServerComingBackIsNotGone(t *testing.T) {
 		t.Fatalf("no successful operation after the server came back:\n%s", s)
 	}
 	t.Logf("in recovery for %s with --server-gone-after 5s: completed; errors by SQLSTATE %v", recovering, codes)
+}
+
+// A server that restarts and is still starting up / in recovery (57P03,
+// a standby without hot standby) when the run ends was waited for, as
+// --server-gone-after does not count it, but did not come back: the run
+// is not "completed" and says so (status "lost: ...", ErrServerGone, not
+// an abort), the progress line having said for how long meanwhile.
+func TestServerNotBackIsLost(t *testing.T) {
+	c := faultCluster(t, map[string]string{"hot_standby": "off"})
+	opts := smokeOptions(t, c.DSN("f"), 14*time.Second)
+	opts.ServerGoneAfter = 5 * time.Second
+	opts.Observe = false
+	restarted := make(chan error, 1)
+	out := afterStart(t, 2*time.Second, func() {
+		restarted <- c.RestartImmediate(context.Background(), func() {
+			if err := os.WriteFile(filepath.Join(c.DataDir(), "standby.signal"), nil, 0o644); err != nil {
+				t.Error(err)
+			}
+		})
+	})
+	res, err := loadtest.Run(context.Background(), opts, out)
+	// RestartImmediate waits for connections: promote the standby now.
+	promote(t, c)
+	if rerr := <-restarted; rerr != nil {
+		t.Fatal(rerr)
+	}
+	s := out.String()
+	if !errors.Is(err, engine.ErrServerGone) || errors.Is(err, engine.ErrAborted) || res == nil {
+		t.Fatalf("err %v, want ErrServerGone without ErrAborted\n%s", err, s)
+	}
+	if !strings.HasPrefix(res.Doc.Status, "lost: no operation succeeded from t=") || !strings.HasSuffix(res.Doc.Status, " s to the end (the server was starting up / in recovery and had not come back)") {
+		t.Fatalf("status %q\n%s", res.Doc.Status, s)
+	}
+	if !strings.Contains(s, "[server starting up / in recovery for 5 s]") {
+		t.Fatalf("progress lines lack 5 s of starting up / in recovery:\n%s", s)
+	}
+	t.Logf("in recovery to the end: %s; %v", res.Doc.Status, err)
 }
 
 // promote ends a standby's recovery as pg_ctl promote does: the signal

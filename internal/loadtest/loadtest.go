@@ -248,8 +248,10 @@ type Result struct {
 // interrupt (ctx cancelled) it still writes results and returns them with
 // Doc.Status "interrupted". Errors are one line, without passwords. After
 // the load ran, the Result is returned with the errors too: one wrapping
-// engine.ErrAborted (max errors, server gone), engine.ErrNotAnswering, or
-// ErrResultsIncomplete (which wins when several apply).
+// engine.ErrAborted (max errors, server gone), engine.ErrNotAnswering,
+// engine.ErrServerGone (also for a run that ended with its server lost,
+// engine.Outcome.LostAtEnd), or ErrResultsIncomplete (which wins when
+// several apply).
 func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	if err := workload.Validate(opts.Workload); err != nil {
 		return nil, err
@@ -616,6 +618,9 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		sp := outcome.Unresponsive[len(outcome.Unresponsive)-1]
 		doc.Status = fmt.Sprintf("stalled: the server answered nothing from t=%s s to the end (%d operations waiting)", fmtSeconds(sp.FromS), sp.MaxWaiting)
 	}
+	if l := outcome.LostAtEnd; l != nil && doc.Status == "completed" {
+		doc.Status = fmt.Sprintf("lost: no operation succeeded from t=%s s to the end (%s)", fmtSeconds(l.FromS), l.Condition.Gone())
+	}
 	if opts.AbortedBy != nil && doc.Status == "completed" {
 		if why := opts.AbortedBy(); why != "" {
 			doc.Status = "aborted: " + why
@@ -691,12 +696,11 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	case runErr != nil:
 		return res, runErr
 	case outcome.NotAnsweringAtEnd() && outcome.Status == "completed":
-		where := ""
-		if path != "" {
-			where = " (results: " + path + ")"
-		}
 		return res, fmt.Errorf("%w at t=%s s and had not answered by the end of the run%s",
-			engine.ErrNotAnswering, fmtSeconds(outcome.Unresponsive[len(outcome.Unresponsive)-1].FromS), where)
+			engine.ErrNotAnswering, fmtSeconds(outcome.Unresponsive[len(outcome.Unresponsive)-1].FromS), resultsAt(path))
+	case strings.HasPrefix(doc.Status, "lost: "):
+		return res, fmt.Errorf("%w: no operation succeeded from t=%s s to the end of the run (%s)%s",
+			engine.ErrServerGone, fmtSeconds(outcome.LostAtEnd.FromS), outcome.LostAtEnd.Condition.Gone(), resultsAt(path))
 	}
 	return res, nil
 }
@@ -709,6 +713,14 @@ func loadEnd(start time.Time, outcome engine.Outcome) time.Time {
 		return start.Add(outcome.Elapsed)
 	}
 	return time.Now()
+}
+
+// resultsAt is " (results: PATH)", "" without a path.
+func resultsAt(path string) string {
+	if path == "" {
+		return ""
+	}
+	return " (results: " + path + ")"
 }
 
 // writeResults appends the summary line to the stream, closes it, and

@@ -1,7 +1,10 @@
 // Package pgcluster starts a throwaway PostgreSQL cluster: initdb into a fresh
 // private directory, a postmaster listening on a Unix socket there (and on
 // 127.0.0.1 only when asked), and a Stop that leaves nothing behind (no
-// process, no directory, no socket, no shared memory).
+// process, no directory, no socket, no shared memory: a postmaster that
+// was killed outright, by anyone or by Stop itself when frozen, leaves
+// its System V segment and /dev/shm segments, which Stop removes as
+// ReapOrphans does, below, and names in its error).
 //
 // It is used by erplab when no --dsn (and no PG* environment) names a server,
 // and by the shared test harness internal/pgtest.

@@ -372,7 +372,13 @@ func labSettings() map[string]string {
 		// Parallel query uses dynamic shared memory; with "posix" it lives
 		// in /dev/shm, which containers often cap at 64 MB, and queries then
 		// fail with "could not resize shared memory segment". System V
-		// segments are not subject to that cap.
+		// segments are not subject to that cap. Not "mmap", although its
+		// files (data/pg_dynshmem) would go with the directory: the kernel
+		// writes those pages back to the data directory's disk
+		// (runtime-config-resource.html: "not recommended for general
+		// use"), so parallel hash joins would cost I/O a production
+		// server does not pay. What a killed postmaster leaves in
+		// /dev/shm is removed by Stop and the reaper instead (removeShm).
 		"dynamic_shared_memory_type": dsmType(),
 	}
 }
@@ -790,8 +796,15 @@ func (c *Cluster) CreateDatabase(ctx context.Context, name string) error {
 // server-shutdown.html) and waits up to 30 s, then SIGQUIT (immediate
 // shutdown) for 5 s, then SIGKILL to the postmaster and its children; a
 // postmaster stopped by a signal (SIGSTOP: a frozen server) gets SIGKILL at
-// once, with an error saying so. It is idempotent (later calls return the first result) and does nothing after
-// Keep.
+// once, with an error saying so. A postmaster that did not remove its
+// shared memory itself (killed with SIGKILL by Stop or by anyone before)
+// leaves its System V segment and dynamic shared memory (/dev/shm):
+// Stop kills the server processes that outlived it and removes them with
+// the reaper's proofs (see the package doc), and its error says so
+// ("removed shared memory segment key 0x... id N"). When they cannot be
+// removed yet (still attached), the record entry stays and the next
+// erplab command's sweep retries. It is idempotent (later calls return
+// the first result) and does nothing after Keep.
 func (c *Cluster) Stop() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -800,10 +813,21 @@ func (c *Cluster) Stop() error {
 	}
 	c.stopped = true
 	var errs []error
+	keepEntry := false
 	if c.cmd != nil {
-		if err := c.stopServer(); err != nil {
-			errs = append(errs, err)
+		err := c.stopServer()
+		did, shmErr := c.leftBehind()
+		switch {
+		case len(did) > 0 && err != nil:
+			err = fmt.Errorf("%w; %s", err, strings.Join(did, ", "))
+		case len(did) > 0:
+			err = fmt.Errorf("pgcluster: postgres (pid %d) exited without removing its shared memory (%v): %s", c.PID(), c.waitErr, strings.Join(did, ", "))
 		}
+		if shmErr != nil {
+			keepEntry = true
+			err = errors.Join(err, fmt.Errorf("pgcluster: shared memory of postgres (pid %d): %w (erplab's next command retries)", c.PID(), shmErr))
+		}
+		errs = append(errs, err)
 	}
 	if c.logFile != nil {
 		_ = c.logFile.Close()
@@ -811,12 +835,29 @@ func (c *Cluster) Stop() error {
 	if c.dir != "" {
 		if err := os.RemoveAll(c.dir); err != nil {
 			errs = append(errs, fmt.Errorf("pgcluster: remove %s: %w", c.dir, err))
-		} else if err := c.forget(); err != nil {
-			errs = append(errs, err)
+		} else if !keepEntry {
+			errs = append(errs, c.forget())
 		}
 	}
 	c.stopErr = errors.Join(errs...)
 	return c.stopErr
+}
+
+// leftBehind removes what an exited postmaster that did not shut down
+// itself left: server processes that outlived it (a postmaster killed
+// outright leaves its backends to notice by themselves) and its shared
+// memory (removeShm). It says what it removed; after a clean shutdown
+// there is nothing to do.
+func (c *Cluster) leftBehind() ([]string, error) {
+	if c.info.ShmKey == 0 || !c.hasExited() {
+		return nil, nil
+	}
+	// Not counted in what it says: after a kill by stopServer they may
+	// be on their way out already. removeShm waits for them to detach.
+	for _, pid := range serverProcs(c.info, c.dataDir) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return removeShm(c.info)
 }
 
 func (c *Cluster) stopServer() error {

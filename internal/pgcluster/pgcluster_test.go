@@ -677,10 +677,12 @@ func skipShort(t *testing.T) {
 // instead of waiting for a fast and then an immediate shutdown that a
 // stopped postmaster cannot perform: the directory and every server
 // process are gone, backends included (each is a session leader of its
-// own, out of the postmaster's process group).
+// own, out of the postmaster's process group), and so is the shared
+// memory a killed postmaster leaves (its System V segment, /dev/shm).
 func TestStopFrozenServer(t *testing.T) {
 	skipShort(t)
 	c := start(t, Options{})
+	shm := shmOf(t, c)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
 	if err != nil {
@@ -702,9 +704,10 @@ func TestStopFrozenServer(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	err = c.Stop()
-	if err == nil || !strings.Contains(err.Error(), "was stopped (SIGSTOP): killed") {
-		t.Fatalf("Stop of a frozen server: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "was stopped (SIGSTOP): killed; "+shm.removedLine()) {
+		t.Fatalf("Stop of a frozen server: %v; want %q", err, shm.removedLine())
 	}
+	shm.check(t, "after Stop")
 	if _, serr := os.Stat(dir); !errors.Is(serr, os.ErrNotExist) {
 		t.Errorf("cluster dir %s still exists (stat: %v)", dir, serr)
 	}

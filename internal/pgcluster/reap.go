@@ -193,10 +193,8 @@ func reap(_ context.Context, e leftover.Entry) (string, error) {
 	var did []string
 	stopped, notes := stopServer(dataDir, info)
 	did = append(did, stopped...)
-	n, err := removeShm(info)
-	if n > 0 {
-		did = append(did, fmt.Sprintf("%d shared memory segment(s) removed", n))
-	}
+	removed, err := removeShm(info)
+	did = append(did, removed...)
 	if err != nil {
 		return strings.Join(did, ", "), fmt.Errorf("shared memory: %w", err)
 	}
@@ -359,98 +357,103 @@ func pidFileLines(dataDir string) []string {
 
 // removeShm removes the recorded main System V segment of a dead
 // postmaster and the dynamic shared memory segments listed in its control
-// segment, and returns how many segments it removed. A segment is touched
-// only when it is the recorded one: same key and id, owned by the server's
-// uid, created by the recorded postmaster, with PostgreSQL's header naming
-// that postmaster and data directory, and no process attached. Anything
+// segment, and says what it removed ("removed shared memory segment key
+// 0x0052e2c1 id 32769", "removed dynamic shared memory
+// /dev/shm/PostgreSQL.1804289383"). A segment is touched only when it is
+// the recorded one: same key and id, owned by the server's uid, created by
+// the recorded postmaster, with PostgreSQL's header naming that postmaster
+// and data directory, and no process attached (shm_nattch 0). Anything
 // else under that key belongs to another cluster and is left alone.
-func removeShm(info reapInfo) (int, error) {
+func removeShm(info reapInfo) ([]string, error) {
 	if info.ShmKey == 0 || info.Postmaster.PID == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	id, err := unix.SysvShmGet(int(int32(info.ShmKey)), 0, 0)
 	if err != nil || (info.ShmID != 0 && id != info.ShmID) {
-		return 0, nil // gone, or the key is another cluster's now
+		return nil, nil // gone, or the key is another cluster's now
 	}
 	var ds unix.SysvShmDesc
 	if _, err := unix.SysvShmCtl(id, unix.IPC_STAT, &ds); err != nil {
-		return 0, nil
+		return nil, nil
 	}
 	if int(ds.Perm.Uid) != info.ServerUID || int(ds.Cpid) != info.Postmaster.PID {
-		return 0, nil
+		return nil, nil
 	}
 	for deadline := time.Now().Add(reapStopTimeout); ds.Nattch > 0; {
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("segment %d still attached by %d process(es)", id, ds.Nattch)
+			return nil, fmt.Errorf("segment key %#08x id %d still attached by %d process(es)", uint32(info.ShmKey), id, ds.Nattch)
 		}
 		time.Sleep(50 * time.Millisecond)
 		if _, err := unix.SysvShmCtl(id, unix.IPC_STAT, &ds); err != nil {
-			return 0, nil
+			return nil, nil
 		}
 	}
 	mem, err := unix.SysvShmAttach(id, 0, unix.SHM_RDONLY)
 	if err != nil {
-		return 0, fmt.Errorf("attach segment %d: %w", id, err)
+		return nil, fmt.Errorf("attach segment %d: %w", id, err)
 	}
 	hdr := append([]byte(nil), mem...)
 	_ = unix.SysvShmDetach(mem)
 	ne := binary.NativeEndian
 	if len(hdr) < pgShmemHeaderSize || ne.Uint32(hdr[0:]) != pgShmemMagic || int(int32(ne.Uint32(hdr[4:]))) != info.Postmaster.PID ||
 		(info.DataIno != 0 && (ne.Uint64(hdr[40:]) != info.DataDev || ne.Uint64(hdr[48:]) != info.DataIno)) {
-		return 0, nil
+		return nil, nil
 	}
-	n := 0
+	var did []string
 	var errs []error
 	if control := ne.Uint32(hdr[24:]); control != 0 {
-		k, err := removeDSM(info, control)
-		n += k
+		names, err := removeDSM(info, control)
+		if len(names) > 0 {
+			did = append(did, "removed dynamic shared memory "+strings.Join(names, ", "))
+		}
 		errs = append(errs, err)
 	}
 	if _, err := unix.SysvShmCtl(id, unix.IPC_RMID, nil); err != nil {
 		errs = append(errs, fmt.Errorf("remove segment %d: %w", id, err))
 	} else {
-		n++
+		did = append([]string{fmt.Sprintf("removed shared memory segment key %#08x id %d", uint32(info.ShmKey), id)}, did...)
 	}
-	return n, errors.Join(errs...)
+	return did, errors.Join(errs...)
 }
 
 // removeDSM removes the dynamic shared memory control segment control and
 // the live segments it lists (dsm_cleanup_using_control_segment in
 // PostgreSQL's dsm.c does the same when a server restarts), each only if
-// owned by the server's uid and unattached. It returns how many it removed.
-func removeDSM(info reapInfo, control uint32) (int, error) {
+// owned by the server's uid and unattached. It returns the names of those
+// it removed (/dev/shm/PostgreSQL.<handle>, or "System V key <key>").
+func removeDSM(info reapInfo, control uint32) ([]string, error) {
 	b, err := readDSM(info, control)
 	if err != nil || b == nil {
-		return 0, err
+		return nil, err
 	}
 	ne := binary.NativeEndian
 	const itemsAt = 16 // offsetof(dsm_control_header, item)
 	if len(b) < itemsAt || ne.Uint32(b) != pgDSMControlMagic {
-		return 0, nil
+		return nil, nil
 	}
 	nitems, maxitems := int(ne.Uint32(b[4:])), int(ne.Uint32(b[8:]))
 	if maxitems == 0 || nitems > maxitems || (len(b)-itemsAt)%maxitems != 0 || (len(b)-itemsAt)/maxitems < 8 {
-		return 0, nil // not a layout we know: leave the segments alone
+		return nil, nil // not a layout we know: leave the segments alone
 	}
 	size := (len(b) - itemsAt) / maxitems // sizeof(dsm_control_item)
-	n := 0
+	var names []string
 	var errs []error
 	for i := range nitems {
 		item := b[itemsAt+i*size:]
 		if ne.Uint32(item[4:]) == 0 { // refcnt 0: free slot
 			continue
 		}
-		ok, err := destroyDSM(info, ne.Uint32(item))
-		if ok {
-			n++
+		name, err := destroyDSM(info, ne.Uint32(item))
+		if name != "" {
+			names = append(names, name)
 		}
 		errs = append(errs, err)
 	}
-	ok, err := destroyDSM(info, control)
-	if ok {
-		n++
+	name, err := destroyDSM(info, control)
+	if name != "" {
+		names = append(names, name)
 	}
-	return n, errors.Join(append(errs, err)...)
+	return names, errors.Join(append(errs, err)...)
 }
 
 // readDSM returns the content of dynamic shared memory segment h, nil if
@@ -485,30 +488,31 @@ func readDSM(info reapInfo, h uint32) ([]byte, error) {
 }
 
 // destroyDSM removes dynamic shared memory segment h if it exists, is the
-// server user's and (System V) has no process attached.
-func destroyDSM(info reapInfo, h uint32) (bool, error) {
+// server user's and (System V) has no process attached, and returns its
+// name ("" when it left it).
+func destroyDSM(info reapInfo, h uint32) (string, error) {
 	if info.DSM == "sysv" {
 		id, err := unix.SysvShmGet(sysvDSMKey(h), 0, 0)
 		if err != nil {
-			return false, nil
+			return "", nil
 		}
 		var ds unix.SysvShmDesc
 		if _, err := unix.SysvShmCtl(id, unix.IPC_STAT, &ds); err != nil || int(ds.Perm.Uid) != info.ServerUID || ds.Nattch > 0 {
-			return false, nil
+			return "", nil
 		}
 		if _, err := unix.SysvShmCtl(id, unix.IPC_RMID, nil); err != nil {
-			return false, fmt.Errorf("remove dsm %d: %w", h, err)
+			return "", fmt.Errorf("remove dsm %d: %w", h, err)
 		}
-		return true, nil
+		return fmt.Sprintf("System V key %#08x", uint32(sysvDSMKey(h))), nil
 	}
 	path := posixDSMPath(h)
 	if !ownedRegular(path, info.ServerUID) {
-		return false, nil
+		return "", nil
 	}
 	if err := os.Remove(path); err != nil {
-		return false, err
+		return "", err
 	}
-	return true, nil
+	return path, nil
 }
 
 // sysvDSMKey is the System V key of dynamic shared memory segment h:

@@ -219,6 +219,12 @@ func TestReapOrphans(t *testing.T) {
 		}
 	}
 	for _, k := range killed {
+		if want := (serverShm{info: k.info}).removedLine(); !strings.Contains(line, want) {
+			t.Errorf("line does not say %q: %s", want, line)
+		}
+		if !segmentGone(k.info.ShmID) {
+			t.Errorf("segment id %d of a killed postmaster still exists", k.info.ShmID)
+		}
 		if ok, _ := mainSegment(t, k.info); ok {
 			t.Errorf("main segment key %d id %d of a killed postmaster still there", k.info.ShmKey, k.info.ShmID)
 		}
