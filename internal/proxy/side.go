@@ -127,7 +127,7 @@ SELECT EXISTS (SELECT 1 FROM pg_db_role_setting s, unnest(s.setconfig) c
 	// The built-in types too: a subquery returning one then needs no
 	// round trip after its Describe to learn what the type is.
 	cat := rewrite.NewPGCatalogConn(conn.Conn()).ShareTypes(e.types)
-	if _, err := cat.LearnBuiltinTypes(pctx); err != nil {
+	if _, err := cat.LearnBuiltins(pctx); err != nil {
 		p.log.Debug("side connection: built-in types not learnt", "database", db, "err", err)
 	}
 	if ok, err := e.setPath(pctx, conn.Conn(), db, user, ""); err == nil && ok {

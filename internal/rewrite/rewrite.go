@@ -227,7 +227,8 @@ type statement struct {
 	functions map[string][2]bool
 	tempAsked []string
 	tempFound string
-	relations []string // relation names of the validated statements
+	views     map[string]*Resolution // Types.Resolve of a view, by its text
+	relations []string               // relation names of the validated statements
 }
 
 func (s *statement) scan() ([]*pg_query.ScanToken, error) {
