@@ -22,7 +22,9 @@ type sideKey struct{ db, user string }
 // sideEntry is a small pool of side connections for one database and
 // user: they log in with the upstream DSN's credentials and act as the
 // client's user (SET ROLE when it differs), and answer the rules'
-// catalog questions and Describe requests (prepare only, never execute).
+// catalog questions and Describe requests (prepare only, never execute)
+// and create the guard's temporary views (in transactions they roll back:
+// rewrite.Types.Resolve).
 type sideEntry struct {
 	pool *pgxpool.Pool
 	// cfgPath is the search_path a session gets from the server's

@@ -28,7 +28,8 @@ type Querier interface {
 // session is "not visible".
 //
 // Built with NewPGCatalogConn it also implements Types over that one
-// connection (Describe prepares the unnamed statement, never executes).
+// connection (Describe prepares the unnamed statement, never executes;
+// Resolve creates a temporary view in a transaction it rolls back).
 type PGCatalog struct {
 	q     Querier
 	pg    *pgconn.PgConn // for Describe; nil without NewPGCatalogConn
