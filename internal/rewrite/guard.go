@@ -298,22 +298,7 @@ func (g *guardWalk) complete(ctx context.Context) error {
 				g.typeNames[t] = ti.Name
 			}
 		}
-		var q Resolution
-		for _, f := range o.funcs {
-			if _, ok := g.res.Funcs[f]; !ok && !slices.Contains(q.Functions, f) {
-				q.Functions = append(q.Functions, f)
-			}
-		}
-		for _, op := range o.ops {
-			if _, ok := g.res.Ops[op]; !ok && !slices.Contains(q.Operators, op) {
-				q.Operators = append(q.Operators, op)
-			}
-		}
-		for _, v := range o.views {
-			if _, ok := g.trees[v]; !ok && !slices.Contains(q.Views, v) {
-				q.Views = append(q.Views, v)
-			}
-		}
+		q := g.missing(o)
 		if len(q.Functions)+len(q.Operators)+len(q.Views) == 0 {
 			return nil
 		}
@@ -341,6 +326,27 @@ func (g *guardWalk) complete(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// missing is the question of what o names that the answers so far lack.
+func (g *guardWalk) missing(o ptOIDs) Resolution {
+	var q Resolution
+	for _, f := range o.funcs {
+		if _, ok := g.res.Funcs[f]; !ok && !slices.Contains(q.Functions, f) {
+			q.Functions = append(q.Functions, f)
+		}
+	}
+	for _, op := range o.ops {
+		if _, ok := g.res.Ops[op]; !ok && !slices.Contains(q.Operators, op) {
+			q.Operators = append(q.Operators, op)
+		}
+	}
+	for _, v := range o.views {
+		if _, ok := g.trees[v]; !ok && !slices.Contains(q.Views, v) {
+			q.Views = append(q.Views, v)
+		}
+	}
+	return q
 }
 
 // fail records the first reason.
@@ -401,17 +407,7 @@ func (g *guardWalk) children(n *ptNode, at treeFrom, skip string) bool {
 
 // node judges one node (see visit).
 func (g *guardWalk) node(n *ptNode, at treeFrom) bool {
-	in := inView(at.name)
-	switch n.tag {
-	case "COERCEVIAIO":
-		g.fail("the subquery%s converts a value to %s through its text form (an I/O conversion, which can fail on bad input): %s", in, g.typeName(n.str("resulttype")), mightFail)
-		return false
-	case "COERCETODOMAIN":
-		g.fail("the subquery%s casts a value to domain %s, whose constraints can fail: %s", in, g.typeName(n.str("resulttype")), mightFail)
-		return false
-	}
-	if !knownNodes[n.tag] {
-		g.fail("the subquery%s uses a %s expression, which the rule cannot vouch for: %s", in, n.tag, mightFail)
+	if g.refused(n, at) {
 		return false
 	}
 	switch n.tag {
@@ -419,32 +415,25 @@ func (g *guardWalk) node(n *ptNode, at treeFrom) bool {
 		return true
 	case "RELABELTYPE", "COLLATEEXPR":
 		return g.visit(n.get("arg"), at)
+	case "ARRAYEXPR":
+		return g.visit(n.get("elements"), at)
 	case "FUNCEXPR":
 		c := g.visit(n.get("args"), at)
 		return g.call(oidOf(n.str("funcid")), c && n.str("funcretset") != "true", "", at)
 	case "OPEXPR", "DISTINCTEXPR", "NULLIFEXPR", "SCALARARRAYOPEXPR":
 		c := g.visit(n.get("args"), at)
 		return g.operator(oidOf(n.str("opno")), oidOf(n.str("opfuncid")), c, at)
-	case "ARRAYEXPR":
-		if n.str("multidims") == "true" {
-			g.fail("the subquery%s builds a multi-dimensional ARRAY[...], which fails on sub-arrays of different sizes: %s", in, mightFail)
-			return false
-		}
-		return g.visit(n.get("elements"), at)
 	case "AGGREF":
 		g.children(n, at, "")
 		g.aggregate(oidOf(n.str("aggfnoid")), at)
-		return false
 	case "WINDOWFUNC":
 		g.children(n, at, "")
 		g.call(oidOf(n.str("winfnoid")), false, "window function", at)
-		return false
 	case "SORTGROUPCLAUSE":
 		g.operator(oidOf(n.str("eqop")), 0, false, at)
 		if o := oidOf(n.str("sortop")); o != 0 {
 			g.operator(o, 0, false, at)
 		}
-		return false
 	case "ROWCOMPAREEXPR":
 		g.children(n, at, "opnos")
 		if l, ok := n.get("opnos").(ptList); ok {
@@ -452,45 +441,53 @@ func (g *guardWalk) node(n *ptNode, at treeFrom) bool {
 				g.operator(oidOf(tokenOf(it)), 0, false, at)
 			}
 		}
-		return false
 	case "TABLESAMPLECLAUSE":
 		g.children(n, at, "")
 		g.call(oidOf(n.str("tsmhandler")), false, "TABLESAMPLE method", at)
-		return false
 	case "WINDOWCLAUSE":
-		if n.get("startOffset") != nil || n.get("endOffset") != nil {
-			g.fail("the subquery%s has a window frame offset, which fails when negative: %s", in, mightFail)
-			return false
-		}
 		for _, f := range []string{"startInRangeFunc", "endInRangeFunc"} {
 			if o := oidOf(n.str(f)); o != 0 {
 				g.call(o, false, "window frame", at)
 			}
 		}
-	case "SUBLINK":
-		if n.str("subLinkType") == "4" { // EXPR_SUBLINK
-			g.fail("the subquery%s holds a scalar subquery, which fails when it returns more than one row: %s", in, mightFail)
-			return false
-		}
-	case "COMMONTABLEEXPR":
-		if n.str("cterecursive") == "true" {
-			g.fail("the subquery%s has a recursive WITH query, which may not end where the original never ran it", in)
-			return false
-		}
-	case "QUERY":
-		if at.name != "" && (n.get("limitCount") != nil || n.get("limitOffset") != nil) {
-			g.fail("the subquery reads view %s, which has a LIMIT or OFFSET: %s", at.name, mightFail)
-			return false
-		}
-		if n.get("rowMarks") != nil {
-			g.fail("the subquery%s locks rows (FOR UPDATE/SHARE)", in)
-			return false
-		}
+		g.children(n, at, "")
 	case "RANGETBLENTRY":
 		g.relation(n, at)
+		g.children(n, at, "")
+	default:
+		g.children(n, at, "")
 	}
-	g.children(n, at, "")
 	return false
+}
+
+// refused reports whether n is something the guard vetoes whatever the
+// functions: a node it does not know, a conversion that may fail, a
+// construct that raises errors of its own.
+func (g *guardWalk) refused(n *ptNode, at treeFrom) bool {
+	in := inView(at.name)
+	switch {
+	case n.tag == "COERCEVIAIO":
+		g.fail("the subquery%s converts a value to %s through its text form (an I/O conversion, which can fail on bad input): %s", in, g.typeName(n.str("resulttype")), mightFail)
+	case n.tag == "COERCETODOMAIN":
+		g.fail("the subquery%s casts a value to domain %s, whose constraints can fail: %s", in, g.typeName(n.str("resulttype")), mightFail)
+	case !knownNodes[n.tag]:
+		g.fail("the subquery%s uses a %s expression, which the rule cannot vouch for: %s", in, n.tag, mightFail)
+	case n.tag == "ARRAYEXPR" && n.str("multidims") == "true":
+		g.fail("the subquery%s builds a multi-dimensional ARRAY[...], which fails on sub-arrays of different sizes: %s", in, mightFail)
+	case n.tag == "WINDOWCLAUSE" && (n.get("startOffset") != nil || n.get("endOffset") != nil):
+		g.fail("the subquery%s has a window frame offset, which fails when negative: %s", in, mightFail)
+	case n.tag == "SUBLINK" && n.str("subLinkType") == "4": // EXPR_SUBLINK
+		g.fail("the subquery%s holds a scalar subquery, which fails when it returns more than one row: %s", in, mightFail)
+	case n.tag == "COMMONTABLEEXPR" && n.str("cterecursive") == "true":
+		g.fail("the subquery%s has a recursive WITH query, which may not end where the original never ran it", in)
+	case n.tag == "QUERY" && at.name != "" && (n.get("limitCount") != nil || n.get("limitOffset") != nil):
+		g.fail("the subquery reads view %s, which has a LIMIT or OFFSET: %s", at.name, mightFail)
+	case n.tag == "QUERY" && n.get("rowMarks") != nil:
+		g.fail("the subquery%s locks rows (FOR UPDATE/SHARE)", in)
+	default:
+		return false
+	}
+	return true
 }
 
 // typeName names the type whose OID is oid, for messages.
