@@ -23,7 +23,8 @@ import (
 // volatile, and S must use nothing else that can fail (an I/O
 // conversion, a domain's constraints, a scalar subquery's "more than one
 // row", a negative LIMIT, ...). An immutable function whose arguments are
-// all constants is exempt: the planner evaluates it when it plans S,
+// all constants (not parameters: a generic plan keeps those) is exempt:
+// the planner evaluates it when it plans S,
 // which it does for both forms (eval_const_expressions, before either
 // runs), so it fails or not alike.
 //
@@ -44,6 +45,10 @@ import (
 // hashed aggregate (btint4cmp, hashint4: the catalog marks hash functions
 // not leakproof, though none of the built-in types' can fail); a
 // partitioned table's pruning functions.
+
+// recordOID is the type record's OID: the planner does not evaluate a
+// function returning it in advance (evaluate_function).
+const recordOID = "2249"
 
 // guardView is the name of the temporary view the guard creates.
 const guardView = "erplab_guard"
@@ -412,16 +417,20 @@ func (g *guardWalk) node(n *ptNode, at treeFrom) bool {
 	}
 	switch n.tag {
 	case "CONST":
-		return true
+		// Not a NULL: the view's stand-in for a parameter, which a
+		// generic plan does not fold (nor, conservatively, a NULL
+		// written as such).
+		return n.str("constisnull") != "true"
 	case "RELABELTYPE", "COLLATEEXPR":
 		return g.visit(n.get("arg"), at)
 	case "ARRAYEXPR":
 		return g.visit(n.get("elements"), at)
 	case "FUNCEXPR":
-		c := g.visit(n.get("args"), at)
-		return g.call(oidOf(n.str("funcid")), c && n.str("funcretset") != "true", "", at)
+		// (The planner does not fold a set or a record.)
+		c := g.visit(n.get("args"), at) && n.str("funcretset") != "true" && n.str("funcresulttype") != recordOID
+		return g.call(oidOf(n.str("funcid")), c, "", at)
 	case "OPEXPR", "DISTINCTEXPR", "NULLIFEXPR", "SCALARARRAYOPEXPR":
-		c := g.visit(n.get("args"), at)
+		c := g.visit(n.get("args"), at) && n.str("opretset") != "true" && n.str("opresulttype") != recordOID
 		return g.operator(oidOf(n.str("opno")), oidOf(n.str("opfuncid")), c, at)
 	case "AGGREF":
 		g.children(n, at, "")

@@ -66,6 +66,8 @@ func TestSubqueryGuard(t *testing.T) {
 		// An immutable function of constants is folded by the planner
 		// for both forms: float8(numeric) of 2.5.
 		{"SELECT * FROM e WHERE f = 1 OR f IN (SELECT s.f FROM s WHERE s.f >= 2.5)", ""},
+		// Not a parameter: a generic plan evaluates 10 / $1 at run time.
+		{"SELECT * FROM e WHERE k = 1 OR k IN (SELECT s.x FROM s WHERE s.x = 10 / $1)", "calls int4div (operator /, not leakproof)"},
 		// The server's resolution, with the connection's search_path.
 		{"SELECT * FROM e WHERE k = 1 OR k IN (SELECT lp.g(s.x) FROM s)", ""},
 		{"SELECT * FROM e WHERE k = 1 OR k IN (SELECT nlp.g(s.x) FROM s)", "calls g (not leakproof)"},
