@@ -48,7 +48,8 @@ erplab's rules (` + strings.Join(rewrite.Rules(), ", ") + `; see 'erplab rewrite
 upstream server directly (trust, md5, SCRAM-SHA-256); TLS is refused (sslmode=prefer works).
 The --upstream DSN's credentials open small side connections, per database and client user
 (SET ROLE), where the rules consult the server with the session's search_path: indexes,
-volatility, the types of compared columns and subquery outputs; a rewritten text is
+volatility, the types of compared columns and subquery outputs, the functions a subquery
+evaluates (a temporary view, rolled back; each must be leakproof); a rewritten text is
 prepared there (never executed) and used only if it describes like the original, else that
 statement is never rewritten. If a session's server still rejects a rewritten statement at
 the start of an idle batch, the original is sent instead. --shadow logs what would be

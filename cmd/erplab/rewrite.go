@@ -37,8 +37,10 @@ column in characters as psql counts them). Rules: ` + strings.Join(rewrite.Rules
 With --dsn the rules also consult the server: unqualified names, function volatility, an
 index leading with each compared column, and the types of the compared columns and of the
 subqueries' outputs (an arm is rewritten only when both are scalar, non-array types, domains
-resolved); the rewritten statement is then prepared (never executed) and must describe like
-the original. Without --dsn the types are unknown and nothing is rewritten ("types unknown:
+resolved), and what each subquery evaluates (every function the server resolves for it must
+be leakproof and not volatile: the rewritten form evaluates it where the original may not;
+learnt from a temporary view created in a transaction that is rolled back); the rewritten
+statement is then prepared (never executed) and must describe like the original. Without --dsn the types are unknown and nothing is rewritten ("types unknown:
 not rewritten") unless --assume-types asserts that they are scalar, non-array types. --explain shows both statements' estimated plan
 costs side by side; --analyze runs both (in a READ ONLY transaction, rolled back) and shows
 actual times. Statements with $n parameters need one --param value per parameter (sent as
@@ -126,7 +128,7 @@ untyped literals).`,
 	cmd.Flags().BoolVar(&analyze, "analyze", false, "also run both and show actual times (read-only statements only)")
 	cmd.Flags().StringArrayVar(&params, "param", nil, "value of $1, $2, ... for --explain (repeat in order)")
 	cmd.Flags().StringSliceVar(&disable, "disable", nil, "rules to switch off (comma-separated)")
-	cmd.Flags().BoolVar(&assumeTypes, "assume-types", false, "without --dsn: assert that the compared columns and the subqueries' outputs are scalar, non-array types of one = operator, and rewrite on the text alone")
+	cmd.Flags().BoolVar(&assumeTypes, "assume-types", false, "without --dsn: assert that the compared columns and the subqueries' outputs are scalar, non-array types of one = operator and that the subqueries cannot fail or have side effects, and rewrite on the text alone")
 	return cmd
 }
 

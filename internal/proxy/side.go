@@ -22,7 +22,9 @@ type sideKey struct{ db, user string }
 // sideEntry is a small pool of side connections for one database and
 // user: they log in with the upstream DSN's credentials and act as the
 // client's user (SET ROLE when it differs), and answer the rules'
-// catalog questions and Describe requests (prepare only, never execute).
+// catalog questions and Describe requests (prepare only, never execute)
+// and create the guard's temporary views (in transactions they roll back:
+// rewrite.Types.Resolve).
 type sideEntry struct {
 	pool *pgxpool.Pool
 	// cfgPath is the search_path a session gets from the server's
@@ -127,7 +129,7 @@ SELECT EXISTS (SELECT 1 FROM pg_db_role_setting s, unnest(s.setconfig) c
 	// The built-in types too: a subquery returning one then needs no
 	// round trip after its Describe to learn what the type is.
 	cat := rewrite.NewPGCatalogConn(conn.Conn()).ShareTypes(e.types)
-	if _, err := cat.LearnBuiltinTypes(pctx); err != nil {
+	if _, err := cat.LearnBuiltins(pctx); err != nil {
 		p.log.Debug("side connection: built-in types not learnt", "database", db, "err", err)
 	}
 	if ok, err := e.setPath(pctx, conn.Conn(), db, user, ""); err == nil && ok {

@@ -28,7 +28,8 @@ type Querier interface {
 // session is "not visible".
 //
 // Built with NewPGCatalogConn it also implements Types over that one
-// connection (Describe prepares the unnamed statement, never executes).
+// connection (Describe prepares the unnamed statement, never executes;
+// Resolve creates a temporary view in a transaction it rolls back).
 type PGCatalog struct {
 	q     Querier
 	pg    *pgconn.PgConn // for Describe; nil without NewPGCatalogConn
@@ -36,13 +37,12 @@ type PGCatalog struct {
 	mu    sync.Mutex
 	cols  map[[3]string]ColumnInfo
 	funcs map[string][2]bool
-	types map[uint32]TypeInfo
-	tc    *TypeCache // shared instead of types, if set
+	tc    *TypeCache // its own, or one shared (ShareTypes)
 }
 
 // NewPGCatalog returns a caching catalog reading through q.
 func NewPGCatalog(q Querier) *PGCatalog {
-	return &PGCatalog{q: q, cols: map[[3]string]ColumnInfo{}, funcs: map[string][2]bool{}, types: map[uint32]TypeInfo{}}
+	return &PGCatalog{q: q, cols: map[[3]string]ColumnInfo{}, funcs: map[string][2]bool{}, tc: NewTypeCache()}
 }
 
 // NewPGCatalogConn returns a caching catalog that also implements Types,
@@ -68,10 +68,7 @@ func (c *PGCatalog) Describe(ctx context.Context, sql string, paramOIDs []uint32
 
 // typeCache returns the cache Type reads and fills.
 func (c *PGCatalog) typeCache() (*sync.Mutex, map[uint32]TypeInfo) {
-	if c.tc != nil {
-		return &c.tc.mu, c.tc.m
-	}
-	return &c.mu, c.types
+	return &c.tc.mu, c.tc.m
 }
 
 // typeQuery describes the type whose OID expr gives, with domains
@@ -186,29 +183,40 @@ func (c *PGCatalog) TempRelations(ctx context.Context, names []string) (string, 
 }
 
 // TypeCache holds TypeInfo answers for several PGCatalogs (a type OID's
-// kind and base type do not change while it exists). Safe for concurrent
-// use; the zero value is not usable (NewTypeCache).
+// kind and base type do not change while it exists), and what
+// LearnBuiltins learnt of the built-in functions, operators and types
+// (OID < 16384, created by initdb: only a superuser's ALTER FUNCTION
+// changes them, which the cache does not see). Safe for concurrent use;
+// the zero value is not usable (NewTypeCache).
 type TypeCache struct {
-	mu sync.Mutex
-	m  map[uint32]TypeInfo
+	mu     sync.Mutex
+	m      map[uint32]TypeInfo
+	funcs  map[uint32]Routine
+	ops    map[uint32]Operator
+	idents map[uint32][2]string
 }
 
 // NewTypeCache returns an empty TypeCache.
-func NewTypeCache() *TypeCache { return &TypeCache{m: map[uint32]TypeInfo{}} }
+func NewTypeCache() *TypeCache {
+	return &TypeCache{m: map[uint32]TypeInfo{}, funcs: map[uint32]Routine{}, ops: map[uint32]Operator{}, idents: map[uint32][2]string{}}
+}
 
 // builtinTypesSQL lists the types of schema pg_catalog (none is a
-// domain) with typeQuery's columns, its OID first.
+// domain) with typeQuery's columns, its OID first and its name last.
 const builtinTypesSQL = `
-SELECT t.oid, format_type(t.oid, NULL), format_type(t.oid, NULL), t.typtype::text, t.typcategory::text, t.typlen, t.typelem <> 0
+SELECT t.oid, format_type(t.oid, NULL), format_type(t.oid, NULL), t.typtype::text, t.typcategory::text, t.typlen, t.typelem <> 0, t.typname::text
 FROM pg_type t WHERE t.typnamespace = 'pg_catalog'::regnamespace AND t.typtype <> 'd'`
 
-// LearnBuiltinTypes fills the catalog's type cache (a shared TypeCache
-// when ShareTypes gave one) with the Types.Type answers of every type of
-// schema pg_catalog, in one query (~460 rows on PostgreSQL 15), so that a
-// decision whose subquery returns a built-in type needs no round trip to
-// learn it after the subquery's Describe. It returns the number of types
+// LearnBuiltins fills the catalog's type cache (a shared TypeCache when
+// ShareTypes gave one) with the Types.Type answers of every type of
+// schema pg_catalog (~460 rows on PostgreSQL 15), so that a decision
+// whose subquery returns a built-in type needs no round trip to learn it
+// after the subquery's Describe, and with the guard's facts of every
+// built-in function, operator and aggregate (OID < 16384, ~4,000 rows),
+// so that a subquery that calls only those is judged from the server's
+// tree without a second round trip. It returns the number of objects
 // learnt. It needs the connection of NewPGCatalogConn.
-func (c *PGCatalog) LearnBuiltinTypes(ctx context.Context) (int, error) {
+func (c *PGCatalog) LearnBuiltins(ctx context.Context) (int, error) {
 	if c.conn == nil {
 		return 0, errors.New("rewrite catalog: built-in types need a connection (NewPGCatalogConn)")
 	}
@@ -217,22 +225,30 @@ func (c *PGCatalog) LearnBuiltinTypes(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("rewrite catalog: built-in types: %w", err)
 	}
 	learnt := map[uint32]TypeInfo{}
+	idents := map[uint32][2]string{}
 	var oid uint32
-	var name, base, typtype, category string
+	var name, base, typtype, category, typname string
 	var length int16
 	var hasElem bool
-	_, err = pgx.ForEachRow(rows, []any{&oid, &name, &base, &typtype, &category, &length, &hasElem}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&oid, &name, &base, &typtype, &category, &length, &hasElem, &typname}, func() error {
 		learnt[oid] = classifyType(name, base, typtype, category, length, hasElem)
+		idents[oid] = [2]string{"pg_catalog", typname}
 		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("rewrite catalog: built-in types: %w", err)
 	}
-	mu, m := c.typeCache()
-	mu.Lock()
-	maps.Copy(m, learnt)
-	mu.Unlock()
-	return len(learnt), nil
+	var r Resolution
+	if err := c.facts(ctx, &r, factsArgs{builtin: true}); err != nil {
+		return 0, fmt.Errorf("rewrite catalog: built-in functions: %w", err)
+	}
+	c.tc.mu.Lock()
+	maps.Copy(c.tc.m, learnt)
+	maps.Copy(c.tc.idents, idents)
+	maps.Copy(c.tc.funcs, r.Funcs)
+	maps.Copy(c.tc.ops, r.Ops)
+	c.tc.mu.Unlock()
+	return len(learnt) + len(r.Funcs) + len(r.Ops), nil
 }
 
 // ShareTypes makes c read and fill tc instead of its own type cache, and
@@ -315,11 +331,12 @@ const (
 	funcStmt   = "erplab_rewrite_function"
 	tempStmt   = "erplab_rewrite_temp"
 	typeStmt   = "erplab_rewrite_type"
+	factsStmt  = "erplab_rewrite_facts"
 )
 
 // catalogStmts pairs each named statement with its text.
 func catalogStmts() [][2]string {
-	return [][2]string{{columnStmt, columnSQL}, {funcStmt, funcSQL}, {tempStmt, tempSQL}, {typeStmt, typeSQL}}
+	return [][2]string{{columnStmt, columnSQL}, {funcStmt, funcSQL}, {tempStmt, tempSQL}, {typeStmt, typeSQL}, {factsStmt, factsSQL}}
 }
 
 // named returns the name of the prepared statement name holding sql on
@@ -340,7 +357,7 @@ func (c *PGCatalog) named(ctx context.Context, name, sql string) string {
 }
 
 // PrepareCatalog prepares on conn the catalog queries that PGCatalog.Batch
-// runs (four named statements, erplab_rewrite_*), so that a Batch on conn
+// runs (five named statements, erplab_rewrite_*), so that a Batch on conn
 // neither parses them nor, on a connection with plan_cache_mode set to
 // force_generic_plan, plans them (planning the column query took
 // 0.3-0.8 ms a time). Batch prepares a statement it lacks itself, with
@@ -384,7 +401,7 @@ func (c *PGCatalog) Batch(ctx context.Context, b *Batch) error {
 	// The catalog queries as named statements (a no-op when prepared).
 	for _, st := range catalogStmts() {
 		if st[0] == columnStmt && len(b.Columns) == 0 || st[0] == funcStmt && len(b.Functions) == 0 ||
-			st[0] == tempStmt && b.TempNames == nil || st[0] == typeStmt && len(oids) == 0 {
+			st[0] == tempStmt && b.TempNames == nil || st[0] == typeStmt && len(oids) == 0 || st[0] == factsStmt && len(b.Resolves) == 0 {
 			continue
 		}
 		if _, err := c.conn.Prepare(ctx, st[0], st[1]); err != nil {
@@ -412,6 +429,7 @@ func (c *PGCatalog) Batch(ctx context.Context, b *Batch) error {
 		pl.SendQueryPrepared(typeStmt, [][]byte{strconv.AppendUint(nil, uint64(o), 10)}, nil, nil)
 		pl.SendPipelineSync()
 	}
+	views := c.sendViews(pl, b.Resolves)
 	if err := pl.Flush(); err != nil {
 		_ = pl.Close()
 		return fmt.Errorf("rewrite catalog: batch: %w", err)
@@ -420,45 +438,8 @@ func (c *PGCatalog) Batch(ctx context.Context, b *Batch) error {
 		_ = pl.Close()
 		return fmt.Errorf("rewrite catalog: batch: %w", err)
 	}
-	// synced consumes the Sync that follows each request.
-	synced := func() error {
-		res, err := pl.GetResults()
-		if err != nil {
-			return err
-		}
-		if _, ok := res.(*pgconn.PipelineSync); !ok {
-			return fmt.Errorf("expected the end of a request, got %T", res)
-		}
-		return nil
-	}
-	// rows reads the text-format rows of a query result; rejected is
-	// true (err nil) when the server refused the query, whose Sync is
-	// consumed.
-	rows := func() (out [][][]byte, rejected bool, err error) {
-		res, err := pl.GetResults()
-		if err != nil {
-			return nil, false, err
-		}
-		rr, ok := res.(*pgconn.ResultReader)
-		if !ok {
-			return nil, false, fmt.Errorf("query answered with %T", res)
-		}
-		for rr.NextRow() {
-			var row [][]byte
-			for _, v := range rr.Values() {
-				row = append(row, bytes.Clone(v))
-			}
-			out = append(out, row)
-		}
-		if _, err := rr.Close(); err != nil {
-			var pe *pgconn.PgError
-			if errors.As(err, &pe) {
-				return nil, true, synced()
-			}
-			return nil, false, err
-		}
-		return out, false, synced()
-	}
+	synced := func() error { return plSynced(pl) }
+	rows := func() ([][][]byte, bool, error) { return plRows(pl) }
 	for i := range b.Columns {
 		q := &b.Columns[i]
 		rs, rejected, err := rows()
@@ -539,6 +520,9 @@ func (c *PGCatalog) Batch(ctx context.Context, b *Batch) error {
 		}
 		learnt[o] = ti
 	}
+	if err := c.readViews(pl, views); err != nil {
+		return fail(err)
+	}
 	if err := pl.Close(); err != nil {
 		return fmt.Errorf("rewrite catalog: batch: %w", err)
 	}
@@ -546,6 +530,57 @@ func (c *PGCatalog) Batch(ctx context.Context, b *Batch) error {
 	maps.Copy(m, learnt)
 	mu.Unlock()
 	return nil
+}
+
+// plSynced consumes the Sync that follows each request of a pipeline.
+func plSynced(pl *pgconn.Pipeline) error {
+	res, err := pl.GetResults()
+	if err != nil {
+		return err
+	}
+	if _, ok := res.(*pgconn.PipelineSync); !ok {
+		return fmt.Errorf("expected the end of a request, got %T", res)
+	}
+	return nil
+}
+
+// plRows reads the text-format rows of a pipeline's query result and its
+// Sync; rejected is true (err nil) when the server refused the query.
+func plRows(pl *pgconn.Pipeline) (out [][][]byte, rejected bool, err error) {
+	out, rerr, err := plResult(pl)
+	return out, rerr != nil, err
+}
+
+// plResult reads a pipeline's query result and its Sync: its rows, or
+// the server's refusal (a *pgconn.PgError) in rejected; err when the
+// server could not be read.
+func plResult(pl *pgconn.Pipeline) (out [][][]byte, rejected, err error) {
+	res, err := pl.GetResults()
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) { // refused at Parse or Bind
+		return nil, err, plSynced(pl)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	rr, ok := res.(*pgconn.ResultReader)
+	if !ok {
+		return nil, nil, fmt.Errorf("query answered with %T", res)
+	}
+	for rr.NextRow() {
+		var row [][]byte
+		for _, v := range rr.Values() {
+			row = append(row, bytes.Clone(v))
+		}
+		out = append(out, row)
+	}
+	if _, err := rr.Close(); err != nil {
+		if errors.As(err, &pe) {
+			return nil, err, plSynced(pl)
+		}
+		return nil, nil, err
+	}
+	return out, nil, plSynced(pl)
 }
 
 // typeRow classifies a text-format row of typeQuery's columns.

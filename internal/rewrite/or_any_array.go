@@ -280,6 +280,15 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 				return vetoAt(at, "%s", why)
 			}
 		}
+		if origWhy == "" {
+			for i, sub := range subTexts {
+				if why, err := guardBlock(ctx, st, subs[i], params, sub); err != nil {
+					return nil, nil, nil, err
+				} else if why != "" {
+					return vetoAt(int(subs[i].Location), "%s", why)
+				}
+			}
+		}
 		if origWhy != "" {
 			return veto("%s", origWhy)
 		}
@@ -907,7 +916,7 @@ func sublinkEdits(st *statement, toks []*pg_query.ScanToken, subs []*pg_query.Su
 			return nil, nil, err
 		}
 		edits = append(edits, e...)
-		texts = append(texts, subquery{text: st.sql[inner[0]:inner[1]], params: hasParam(toks, inner), form: form})
+		texts = append(texts, subquery{text: st.sql[inner[0]:inner[1]], params: hasParam(toks, inner), form: form, sl: sl})
 	}
 	return edits, texts, nil
 }

@@ -27,8 +27,11 @@
 // parameter and result column types (validate). When Types is also a
 // Batcher (PGCatalog is), the Describes, the temporary-relation check and
 // the column types of one matched statement go to the server in one
-// round trip (prefetch). Without Types the rule trusts the text unless
-// Options.RequireTypes.
+// round trip (prefetch). With Types, an arm is also rewritten only when
+// every function the server evaluates for its subquery is leakproof and
+// not volatile (guard.go): the rewritten form evaluates the subquery
+// where the original may not. Without Types the rule trusts the text
+// unless Options.RequireTypes.
 //
 // Parsing uses the real PostgreSQL parser (pg_query_go, libpg_query).
 package rewrite
@@ -227,7 +230,8 @@ type statement struct {
 	functions map[string][2]bool
 	tempAsked []string
 	tempFound string
-	relations []string // relation names of the validated statements
+	views     map[string]*Resolution // Types.Resolve of a view, by its text
+	relations []string               // relation names of the validated statements
 }
 
 func (s *statement) scan() ([]*pg_query.ScanToken, error) {

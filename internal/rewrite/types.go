@@ -13,10 +13,11 @@ import (
 )
 
 // Types answers, from the server, what the text cannot tell: the types
-// of a subquery's output and of a column, and whether the server accepts
-// a statement. Describe must only prepare (Parse and Describe of the
-// unnamed statement), never execute. PGCatalog implements it over one
-// connection (NewPGCatalogConn).
+// of a subquery's output and of a column, whether the server accepts a
+// statement, and which functions it evaluates for a subquery. Describe
+// must only prepare (Parse and Describe of the unnamed statement), never
+// execute; Resolve may create a view only in a transaction it rolls back.
+// PGCatalog implements it over one connection (NewPGCatalogConn).
 type Types interface {
 	// Describe prepares sql with the given parameter types (0 or a
 	// shorter list: the server infers the rest) and returns the
@@ -31,6 +32,93 @@ type Types interface {
 	// client's session could then resolve that name differently from the
 	// connection that answers Describe. It must not cache its answer.
 	TempRelations(ctx context.Context, names []string) (string, error)
+	// Resolve answers q's questions in place (see Resolution). An error
+	// means the server could not be asked; the server's rejection of
+	// q.View is q.ViewErr. It leaves the connection as it found it: no
+	// transaction open, nothing created.
+	Resolve(ctx context.Context, q *Resolution) error
+}
+
+// Resolution holds the guard's questions to the server (Types.Resolve)
+// and their answers: the analysed tree of a subquery and of the views it
+// reads, and the facts of the functions and operators the trees name.
+type Resolution struct {
+	// View, when set, is a CREATE TEMPORARY VIEW statement: the server
+	// creates the view in a transaction that is then rolled back, and
+	// answers in Tree (pg_rewrite.ev_action of the view, as text) and
+	// TreeOID (the view's OID, which its OLD and NEW entries name), or
+	// ViewErr (a *pgconn.PgError, possibly wrapped). Rels, Funcs and Ops
+	// then hold what pg_depend records the view depends on (no pinned,
+	// built-in object: Funcs and Ops also hold those an implementation
+	// knows already).
+	View    string
+	Tree    string
+	TreeOID uint32
+	ViewErr error
+	// Views are existing views whose trees to return in Trees (a view
+	// missing there is not one); Rels and Funcs then hold what they
+	// depend on as for View.
+	Views []uint32
+	Trees map[uint32]string
+	// Functions and Operators are pg_proc and pg_operator OIDs to
+	// describe in Funcs and Ops (an operator's function goes to Funcs
+	// too, an aggregate's support functions as well). A missing answer
+	// means the server has no such object.
+	Functions, Operators []uint32
+	// TypeNames are pg_type OIDs whose schema and name to return in
+	// Idents.
+	TypeNames []uint32
+
+	Funcs  map[uint32]Routine
+	Ops    map[uint32]Operator
+	Rels   map[uint32]Relation
+	Idents map[uint32][2]string
+}
+
+// Routine is what the guard needs of a pg_proc row.
+type Routine struct {
+	Name string
+	// Volatility is provolatile: 'i', 's' or 'v'.
+	Volatility byte
+	Leakproof  bool
+	// Support lists an aggregate's support functions (transition,
+	// final, combine, serial, deserial and their moving-aggregate forms).
+	Support []uint32
+}
+
+// Operator is what the guard needs of a pg_operator row.
+type Operator struct {
+	Name string
+	Code uint32 // oprcode, its function
+}
+
+// Relation is what the guard needs of a pg_class row.
+type Relation struct {
+	Name        string
+	Kind        byte // relkind
+	RowSecurity bool // relrowsecurity
+}
+
+// merge adds o's answers to r.
+func (r *Resolution) merge(o *Resolution) {
+	r.Funcs = mergeMap(r.Funcs, o.Funcs)
+	r.Ops = mergeMap(r.Ops, o.Ops)
+	r.Rels = mergeMap(r.Rels, o.Rels)
+	r.Trees = mergeMap(r.Trees, o.Trees)
+	r.Idents = mergeMap(r.Idents, o.Idents)
+}
+
+func mergeMap[V any](to, from map[uint32]V) map[uint32]V {
+	if len(from) == 0 {
+		return to
+	}
+	if to == nil {
+		to = make(map[uint32]V, len(from))
+	}
+	for k, v := range from {
+		to[k] = v
+	}
+	return to
 }
 
 // Batcher is implemented by a Types that can answer several questions
@@ -71,6 +159,9 @@ type Batch struct {
 	Columns []BatchColumn
 	// Functions are asked as Catalog.Volatile.
 	Functions []BatchFunction
+	// Resolves are asked as Types.Resolve of their View (only: the
+	// other questions are asked alone).
+	Resolves []*Resolution
 }
 
 // BatchColumn is one Catalog.Column question of a Batch. Answered is
@@ -265,6 +356,7 @@ type subquery struct {
 	text   string
 	params bool
 	form   string // the arm's operator as written: "IN", "= ANY" or "= SOME"
+	sl     *pg_query.SubLink
 }
 
 // prefetch asks a Batcher (if Types is one) in one round trip what the
@@ -287,8 +379,14 @@ func (s *statement) prefetch(ctx context.Context, loc int, edits []edit, subs []
 			b.Describes = append(b.Describes, BatchDescribe{SQL: s.sql[sp.start:sp.end], ParamOIDs: s.paramOIDs})
 		}
 		for _, sub := range subs {
-			if !sub.params {
-				b.Describes = append(b.Describes, BatchDescribe{SQL: sub.text})
+			if sub.params {
+				continue
+			}
+			b.Describes = append(b.Describes, BatchDescribe{SQL: sub.text})
+			// The guard's view (guardBlock), when nothing before it
+			// vetoes.
+			if v, err := guardViewSQL(s, sub.sl, nil, nil); err == nil && s.views[v] == nil {
+				b.Resolves = append(b.Resolves, &Resolution{View: v})
 			}
 		}
 		var rel []edit
@@ -316,6 +414,12 @@ func (s *statement) prefetch(ctx context.Context, loc int, edits []edit, subs []
 	}
 	if b.TempNames != nil {
 		s.tempAsked, s.tempFound = b.TempNames, b.TempFound
+	}
+	for _, r := range b.Resolves {
+		if s.views == nil {
+			s.views = map[string]*Resolution{}
+		}
+		s.views[r.View] = r
 	}
 	for _, c := range b.Columns {
 		if c.Answered {

@@ -72,6 +72,7 @@ func undo(_ context.Context, _ *remedy.Target, e *remedy.Effect) error {
 	e.Changed["rewrites"] = st.Rewrites
 	e.Changed["fallbacks"] = st.Fallbacks
 	e.Changed["fired"] = st.Fired
+	e.Changed["vetoed"] = st.Vetoed
 	e.Changed["summary"] = st.String()
 	if err != nil {
 		return fmt.Errorf("remedy %s: %w", Name, err)
