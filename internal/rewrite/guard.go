@@ -597,7 +597,7 @@ func (g *guardWalk) call(fn uint32, args bool, how string, at treeFrom) bool {
 			what += " (" + how + ")"
 		}
 		g.fail("the subquery%s calls volatile function %s: evaluating it where the original did not could have side effects", inView(at.name), what)
-	case !r.Leakproof:
+	case !r.Leakproof && !cannotFail(fn, r.Name):
 		if how != "" {
 			what += " (" + how + ", not leakproof)"
 		} else {
@@ -619,4 +619,29 @@ func (g *guardWalk) aggregate(fn uint32, at treeFrom) {
 	for _, s := range r.Support {
 		g.call(s, false, "of aggregate "+r.Name, at)
 	}
+}
+
+// errorFree are built-in functions the catalog does not mark leakproof
+// though they raise no error and no message for any argument values, as
+// reviewed in PostgreSQL 15's source: the numeric comparisons
+// (src/backend/utils/adt/numeric.c, numeric_eq ... numeric_cmp call
+// cmp_numerics, which compares sign, weight and digits and never calls
+// ereport). 1C keeps its separators (the infobase area) in numeric
+// columns, so without them every separated register's subquery would be
+// vetoed. They can fail only as texteq (leakproof) can: detoasting a
+// corrupt value, out of memory.
+var errorFree = map[string]bool{
+	"numeric_eq": true, "numeric_ne": true, "numeric_lt": true,
+	"numeric_le": true, "numeric_gt": true, "numeric_ge": true,
+	"numeric_cmp": true,
+}
+
+// firstNormalOID is FirstNormalObjectId (src/include/access/transam.h):
+// the OIDs below it are the built-in objects initdb creates.
+const firstNormalOID = 16384
+
+// cannotFail reports whether fn (named name) is a built-in function of
+// errorFree: a user's function of the same name is judged by the catalog.
+func cannotFail(fn uint32, name string) bool {
+	return fn < firstNormalOID && errorFree[name]
 }
