@@ -200,6 +200,8 @@ func find(t *testing.T, rep *Report, id string) *Finding {
 // later tests leave statements in pg_stat_statements.
 func TestHealthyNoWarnings(t *testing.T) {
 	dsn := newDatabase(t)
+	pgtest.NeedExtension(t, dsn, "pg_stat_statements")
+	pgtest.NeedExtension(t, dsn, "pgstattuple")
 	conn := dial(t, dsn)
 	exec(t, conn, "CREATE EXTENSION pg_stat_statements")
 	exec(t, conn, "CREATE EXTENSION pgstattuple")
@@ -432,6 +434,7 @@ func TestCatalogChurnFires(t *testing.T) {
 func TestORSubqueryFound(t *testing.T) {
 	dsn := newDatabase(t)
 	ctx := context.Background()
+	pgtest.NeedExtension(t, dsn, "pg_stat_statements")
 	conn := dial(t, dsn)
 	exec(t, conn, "CREATE EXTENSION pg_stat_statements")
 	t.Cleanup(func() { conn.Exec(context.Background(), "SELECT pg_stat_statements_reset()") })
@@ -552,6 +555,7 @@ func TestHostChecksGated(t *testing.T) {
 // needs; rate-based checks without a sample say they need one.
 func TestNotCheckedNeeds(t *testing.T) {
 	dsn := newDatabase(t)
+	pgtest.NeedExtension(t, dsn, "pg_stat_statements")
 	conn := dial(t, dsn)
 	exec(t, conn, "CREATE EXTENSION pg_stat_statements")
 	exec(t, conn, "ALTER SYSTEM SET pg_stat_statements.track_planning = off")
@@ -928,6 +932,7 @@ func TestXminHolderNamed(t *testing.T) {
 func TestPlanningAndStatisticsTargets(t *testing.T) {
 	dsn := newDatabase(t)
 	ctx := context.Background()
+	pgtest.NeedExtension(t, dsn, "pg_stat_statements")
 	conn := dial(t, dsn)
 	exec(t, conn, "CREATE EXTENSION pg_stat_statements")
 	t.Cleanup(func() { conn.Exec(context.Background(), "SELECT pg_stat_statements_reset()") })

@@ -158,7 +158,7 @@ const waitSamplingLib = "pg_wait_sampling"
 func preloadWaitSampling(binDir string, settings map[string]string) (map[string]string, string) {
 	lib := filepath.Join(binDir, "..", "lib")
 	if _, err := os.Stat(filepath.Join(lib, waitSamplingLib+".so")); err != nil {
-		return settings, fmt.Sprintf("pg_wait_sampling is not installed (no %s): apt-get install postgresql-<major>-pg-wait-sampling", filepath.Join(lib, waitSamplingLib+".so"))
+		return settings, fmt.Sprintf("not installed (no %s)", filepath.Join(lib, waitSamplingLib+".so"))
 	}
 	out := maps.Clone(settings)
 	if out == nil {
@@ -180,13 +180,14 @@ func preloadWaitSampling(binDir string, settings map[string]string) (map[string]
 	return out, ""
 }
 
-// NeedWaitSampling skips t unless the cluster preloads pg_wait_sampling
-// (Options.WaitSampling and the library installed), saying why.
+// NeedWaitSampling skips t (Need) unless the cluster preloads
+// pg_wait_sampling (Options.WaitSampling and the library installed),
+// saying why.
 func (s *Server) NeedWaitSampling(t testing.TB) {
 	t.Helper()
 	s.need(t)
 	if s.waitSkip != "" {
-		t.Skip(s.waitSkip)
+		Need(t, waitSamplingLib, errors.New(s.waitSkip))
 	}
 }
 
@@ -205,9 +206,9 @@ func RunWith(m *testing.M, srv **Server, opts Options) int {
 	if opts.SharedBuffers == "" {
 		opts.SharedBuffers = SharedBuffers
 	}
-	waitSkip := "pg_wait_sampling is not preloaded in this package's test cluster (pgtest.Options.WaitSampling)"
+	waitSkip := "not preloaded in this package's test cluster (pgtest.Options.WaitSampling)"
 	if opts.WaitSampling {
-		waitSkip = "pg_wait_sampling: no server binaries"
+		waitSkip = "no server binaries"
 		if bin, err := pgcluster.FindBinDir(); err == nil {
 			opts.Settings, waitSkip = preloadWaitSampling(bin, opts.Settings)
 		}
