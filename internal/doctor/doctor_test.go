@@ -237,6 +237,9 @@ func TestHealthyNoWarnings(t *testing.T) {
 	if rep.Worst != OK && rep.Worst != Info {
 		t.Errorf("worst %s", rep.Worst)
 	}
+	if rep.Incomplete() {
+		t.Errorf("a superuser's report is incomplete: %s", rep.NotRun())
+	}
 	if len(rep.Findings) != len(allChecks) {
 		t.Errorf("%d findings for %d checks", len(rep.Findings), len(allChecks))
 	}

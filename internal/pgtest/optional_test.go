@@ -1,9 +1,12 @@
 package pgtest_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/erplab/erplab/internal/pgtest"
 )
@@ -54,5 +57,37 @@ func TestNeedExtension(t *testing.T) {
 	pgtest.NeedExtension(r, dsn, "erplab_no_such_extension")
 	if want := "needs erplab_no_such_extension (Debian package ?): the extension is not installed on the server (not in pg_available_extensions)"; r.skip != want {
 		t.Errorf("unknown extension: skip %q, want %q", r.skip, want)
+	}
+}
+
+// NewRole's role logs in, lacks pg_monitor, and is gone after the test.
+func TestNewRole(t *testing.T) {
+	ctx := context.Background()
+	var role string
+	t.Run("sub", func(t *testing.T) {
+		var dsn string
+		role, dsn = srv.NewRole(t, srv.NewDatabase(t))
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		var user string
+		var monitor bool
+		if err := conn.QueryRow(ctx, "SELECT current_user::text, pg_has_role(current_user, 'pg_monitor', 'USAGE')").Scan(&user, &monitor); err != nil {
+			t.Fatal(err)
+		}
+		if user != role || monitor {
+			t.Errorf("connected as %q (pg_monitor %v), want %q without pg_monitor", user, monitor, role)
+		}
+	})
+	conn, err := pgx.Connect(ctx, srv.DSN(t, "postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*)::int4 FROM pg_roles WHERE rolname = $1", role).Scan(&n); err != nil || n != 0 {
+		t.Errorf("role %q left after the test: %d (%v)", role, n, err)
 	}
 }

@@ -376,3 +376,39 @@ func SkipShort(t testing.TB) {
 		t.Skip(SkipReason)
 	}
 }
+
+// NewRole creates a LOGIN role with no privilege beyond PUBLIC's (no
+// pg_monitor: other roles' sessions are hidden from it), drops it in
+// t.Cleanup, and returns the role's name and dsn (a DSN of this cluster,
+// from DSN or NewDatabase) connecting as it. The test cluster trusts its
+// private socket, so the role needs no password there. It skips t under
+// -short.
+func (s *Server) NewRole(t testing.TB, dsn string) (role, roleDSN string) {
+	t.Helper()
+	c := s.need(t)
+	role = s.dbName(t.Name())
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatalf("pgtest: create role: %v", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "CREATE ROLE "+pgx.Identifier{role}.Sanitize()+" LOGIN"); err != nil {
+		t.Fatalf("pgtest: create role: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+		if err != nil {
+			t.Errorf("pgtest: drop role %q: %v", role, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{role}.Sanitize()); err != nil {
+			t.Errorf("pgtest: drop role %q: %v", role, err)
+		}
+	})
+	return role, dsn + " user=" + role
+}
