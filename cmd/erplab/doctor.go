@@ -48,7 +48,8 @@ With no --dsn and no PG* environment, the doctor starts erplab's throwaway serve
 it and this host (what 'erplab run' would test against).
 
 Exit codes: 0 nothing worse than info; 4 worst finding is a warning; 5 a critical finding;
-1 the doctor could not run; 2 bad usage. 'erplab doctor --list' prints every check with its rule.
+6 nothing worse than info but checks could not run (the role lacks pg_monitor, a query failed:
+one line says how many, which and why; 4 and 5 win over 6); 1 the doctor could not run; 2 bad usage. 'erplab doctor --list' prints every check with its rule.
 
 Subcommand: 'erplab doctor fix tmpfs-temp-tablespace' prints (or with --apply performs) the
 procedure that moves temp-table files to tmpfs.`,
@@ -171,11 +172,25 @@ func runDoctor(cmd *cobra.Command, f doctorFlags) error {
 	if err := doctor.Render(out, rep, f.format); err != nil {
 		return err
 	}
-	switch rep.Worst {
-	case doctor.Critical:
-		return withCode(exitDoctorCritical, fmt.Errorf("doctor: %d critical, %d warning findings", rep.Count(doctor.Critical), rep.Count(doctor.Warning)))
-	case doctor.Warning:
-		return withCode(exitDoctorWarning, fmt.Errorf("doctor: %d warning findings", rep.Count(doctor.Warning)))
+	return doctorExit(rep)
+}
+
+// doctorExit is the command's error for rep: exit 5 for a critical
+// finding, 4 for a warning, else 6 when checks could not run
+// (Report.Incomplete), else nil. The message says which checks did not
+// run and why (Report.NotRun) when some could not.
+func doctorExit(rep *doctor.Report) error {
+	notRun := ""
+	if rep.Incomplete() {
+		notRun = "; " + rep.NotRun()
+	}
+	switch {
+	case rep.Worst == doctor.Critical:
+		return withCode(exitDoctorCritical, fmt.Errorf("doctor: %d critical, %d warning findings%s", rep.Count(doctor.Critical), rep.Count(doctor.Warning), notRun))
+	case rep.Worst == doctor.Warning:
+		return withCode(exitDoctorWarning, fmt.Errorf("doctor: %d warning findings%s", rep.Count(doctor.Warning), notRun))
+	case rep.Incomplete():
+		return withCode(exitResults, errors.New("doctor: "+rep.NotRun()))
 	}
 	return nil
 }

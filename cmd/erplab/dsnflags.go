@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -23,6 +24,56 @@ const upstreamEnv = "ERPLAB_UPSTREAM"
 // (name "dsn" or "upstream"), read into p.
 func addDSNFileFlag(fl *pflag.FlagSet, p *string, name string) {
 	fl.StringVar(p, name+"-file", "", "read --"+name+" from this file (mode 0600 or stricter): keeps a password out of ps")
+}
+
+// guardSplitDSN makes every command at or below c that has a connection
+// string flag (--dsn, --upstream) refuse, as a usage error, positional
+// arguments that are libpq keyword=value pairs while the flag is given:
+// the shell split an unquoted --dsn host=127.0.0.1 port=1, and cobra
+// would otherwise report "unknown command" (or the command ignore them).
+// It wraps the command's Args validator, run after the flags are parsed.
+func guardSplitDSN(c *cobra.Command) {
+	if c.Flags().Lookup("dsn") != nil || c.Flags().Lookup("upstream") != nil {
+		v := c.Args
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := splitDSN(cmd.Flags(), args); err != nil {
+				return err
+			}
+			if v == nil {
+				return nil // cobra's default for a subcommand: any arguments
+			}
+			return v(cmd, args)
+		}
+	}
+	for _, sub := range c.Commands() {
+		guardSplitDSN(sub)
+	}
+}
+
+// splitDSN is the usage error of positional args holding keyword=value
+// pairs (conninfo.IsParam) beside a --dsn or --upstream given in fl,
+// showing the quoted flag (passwords hidden): "--dsn takes one argument:
+// quote it: --dsn 'host=127.0.0.1 port=1'"; nil otherwise. k8s render
+// calls it on the run flags after its '--'.
+func splitDSN(fl *pflag.FlagSet, args []string) error {
+	var params []string
+	for _, a := range args {
+		if conninfo.IsParam(a) {
+			params = append(params, a)
+		}
+	}
+	if len(params) == 0 {
+		return nil
+	}
+	for _, name := range []string{"dsn", "upstream"} {
+		f := fl.Lookup(name)
+		if f == nil || !f.Changed {
+			continue
+		}
+		whole := conninfo.Redact(strings.Join(append([]string{f.Value.String()}, params...), " "))
+		return withCode(exitUsage, fmt.Errorf("--%s takes one argument: quote it: --%s '%s'", name, name, strings.ReplaceAll(whole, "'", `'\''`)))
+	}
+	return nil
 }
 
 // resolveDSN is where a command with --dsn/--dsn-file connects: the

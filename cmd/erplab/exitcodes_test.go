@@ -20,6 +20,7 @@ func TestExecuteExitCodes(t *testing.T) {
 	t.Chdir(dir)
 	proc, sys := thpHost(t, "always")
 	dsn := srv.NewDatabase(t)
+	_, plainDSN := srv.NewRole(t, dsn) // no pg_monitor
 	for name, body := range map[string]string{"ok.sql": "SELECT 1\n", "bad.sql": "SELEC 1\n", "ok.conf": "work_mem = '8MB'\n"} {
 		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
@@ -72,6 +73,7 @@ func TestExecuteExitCodes(t *testing.T) {
 			"--proc-root", proc, "--sys-root", sys}, exitDoctorWarning},
 		{"doctor ok", 0, []string{"doctor", "--dsn", dsn, "--sample", "0", "--only", "thp-defrag", "--host",
 			"--proc-root", proc, "--sys-root", sys}, exitOK},
+		{"doctor incomplete", 0, []string{"doctor", "--dsn", plainDSN, "--sample", "0", "--only", "long-queries"}, exitResults},
 		{"threshold", 0, []string{"run", "--workload", "smoke", "--dsn", dsn, "--users", "100", "--connections", "1", "--think", "0",
 			"--duration", "1s", "--mix", "temp_churn=1", "--apdex-min", "1", "--out", "t.json", "--progress", "0"}, exitThreshold},
 		{"interrupted", time.Second, []string{"run", "--workload", "smoke", "--dsn", dsn, "--duration", "30s", "--out", "i.json", "--progress", "0"}, exitInterrupted},

@@ -165,6 +165,9 @@ func (f *k8sRenderFlags) render(runArgs []string, now time.Time) ([]byte, error)
 	if err := run.Parse(runArgs); err != nil {
 		return nil, fmt.Errorf("run flags: %w", err)
 	}
+	if err := splitDSN(run, run.Args()); err != nil {
+		return nil, err
+	}
 	if run.NArg() > 0 {
 		return nil, fmt.Errorf("run flags: erplab run takes no arguments, got %q", run.Arg(0))
 	}

@@ -67,6 +67,7 @@ func newRoot() *cobra.Command {
 	})
 	root.AddCommand(newVersionCmd(), newRunCmd(), newInitCmd(), newCheckCmd(), newTopCmd(), newStressCmd(), newDiskCmd(), newRewriteCmd(), newProxyCmd(), newDoctorCmd(), newCompareCmd(), newReportCmd(), newABCmd(), newCapacityCmd(), newVsPgbenchCmd(), newProfileCmd(), newPgbenchCmd(), newMergeCmd(), newK8sCmd())
 	usageCodedArgs(root)
+	guardSplitDSN(root)
 	return root
 }
 

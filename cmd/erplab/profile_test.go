@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -9,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/erplab/erplab/internal/profile"
+	"github.com/erplab/erplab/internal/pgtest"
 )
 
 func TestProfileUsageAndCannotRun(t *testing.T) {
@@ -32,9 +31,7 @@ func TestProfileUsageAndCannotRun(t *testing.T) {
 // flame graph written.
 func TestProfileCommand(t *testing.T) {
 	dsn := srv.DSN(t, "postgres")
-	if _, _, err := profile.Check(context.Background(), profile.Host{}); err != nil {
-		t.Skip(err.Error())
-	}
+	pgtest.NeedPerf(t)
 	dir := t.TempDir()
 	cmd := erplab(t, dir, "profile", "--dsn", dsn, "--duration", "2s", "--svg", "f.svg", "--folded", "f.txt")
 	out, err := cmd.CombinedOutput()

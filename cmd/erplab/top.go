@@ -60,8 +60,8 @@ terminates it (pg_terminate_backend); both ask for y to confirm. --once prints o
 prints N snapshots (for scripts and for terminals without a TTY).
 
 The server comes from --dsn or the PG* environment; top does not start an embedded
-server. The role needs only pg_monitor (without it other users' sessions count as
-"other"; cancel and terminate need pg_signal_backend or the same role). Sampling is one round
+server. The role needs only pg_monitor (without it a note line names the GRANT, other users'
+sessions count as "other" and their waits and queries are hidden; cancel and terminate need pg_signal_backend or the same role). Sampling is one round
 trip per interval on one connection, in autocommit, and never reads pg_locks; the sessions and
 blocking views use a second connection.`,
 		Example: `  erplab top --dsn 'host=db1 dbname=erp user=monitor'

@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/erplab/erplab/internal/exitcode"
 	"github.com/erplab/erplab/internal/pgcluster"
@@ -93,5 +97,32 @@ func TestTopViewsCommand(t *testing.T) {
 	out, err = runRoot(t, "top", "--dsn", c.DSN("postgres"), "--once", "--interval", "200ms", "--view", "blocking")
 	if err != nil || !strings.Contains(out, "blocking: no session waits for a lock held by another") {
 		t.Errorf("blocking view: %v\n%s", err, out)
+	}
+}
+
+// top as a role without pg_monitor degrades instead of failing (it read
+// the superuser-only shared_preload_libraries: 42501): one note line
+// names the GRANT, the superuser's session counts as "other", and the
+// sessions view lists it with what the role may see.
+func TestTopWithoutMonitor(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	role, roleDSN := srv.NewRole(t, dsn)
+	admin, err := pgx.Connect(context.Background(), dsn) // hidden from the role
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	var pid int
+	if err := admin.QueryRow(context.Background(), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runRoot(t, "top", "--dsn", roleDSN, "--once", "--interval", "200ms")
+	note := "note: role " + role + " lacks pg_read_all_stats (GRANT pg_monitor TO " + role + "): other users' sessions count as \"other\""
+	if err != nil || !strings.Contains(out, note) || !regexp.MustCompile(`\nother +[1-9]\d*\n`).MatchString(out) {
+		t.Errorf("top --once as %s: %v\n%s\nwant the line %q and other sessions counted", role, err, out, note)
+	}
+	out, err = runRoot(t, "top", "--dsn", roleDSN, "--once", "--interval", "200ms", "--view", "sessions")
+	if row := regexp.MustCompile(`(?m)^\s*` + strconv.Itoa(pid) + `\s+\S+\s+postgres\s.*<insufficient`).FindString(out); err != nil || row == "" {
+		t.Errorf("sessions view as %s lacks the superuser's session %d: %v\n%s", role, pid, err, out)
 	}
 }

@@ -250,3 +250,32 @@ func appendParam(dsn, key, value string) string {
 	base, _, _ := strings.Cut(dsn, "?")
 	return base + "?" + strings.Join(kept, "&")
 }
+
+// IsKeyword reports whether key is a libpq connection parameter keyword
+// (libpq-connect.html, "Parameter Key Words": PostgreSQL 15's, and those
+// libpq 16 and 17 added).
+func IsKeyword(key string) bool {
+	switch key {
+	case "host", "hostaddr", "port", "dbname", "user", "password", "passfile",
+		"channel_binding", "connect_timeout", "client_encoding", "options",
+		"application_name", "fallback_application_name", "keepalives",
+		"keepalives_idle", "keepalives_interval", "keepalives_count",
+		"tcp_user_timeout", "replication", "gssencmode", "sslmode", "requiressl",
+		"sslcompression", "sslcert", "sslkey", "sslpassword", "sslrootcert",
+		"sslcrl", "sslcrldir", "sslsni", "requirepeer", "ssl_min_protocol_version",
+		"ssl_max_protocol_version", "krbsrvname", "gsslib", "service",
+		"target_session_attrs",
+		// libpq 16 and 17
+		"require_auth", "sslcertmode", "load_balance_hosts", "gssdelegation", "sslnegotiation":
+		return true
+	}
+	return false
+}
+
+// IsParam reports whether a command-line argument is one keyword=value
+// pair of a connection string: its text before the first '=' is a libpq
+// keyword (IsKeyword). "port=1" is; "SELECT a=1" and "x=1" are not.
+func IsParam(arg string) bool {
+	key, _, ok := strings.Cut(arg, "=")
+	return ok && IsKeyword(key)
+}

@@ -162,3 +162,14 @@ func TestRedactArgsGlued(t *testing.T) {
 		t.Errorf("changed: %q", out)
 	}
 }
+
+func TestIsParam(t *testing.T) {
+	for arg, want := range map[string]bool{
+		"port=1": true, "host=/tmp": true, "sslmode=": true, "load_balance_hosts=random": true,
+		"x=1": false, "port": false, "SELECT a=1": false, "Port=1": false, "=1": false, "file.sql": false,
+	} {
+		if got := IsParam(arg); got != want {
+			t.Errorf("IsParam(%q) = %v, want %v", arg, got, want)
+		}
+	}
+}

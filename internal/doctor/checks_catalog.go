@@ -171,7 +171,7 @@ func checkCatalogBloat(ctx context.Context, e *env) result {
 FROM unnest(ARRAY['pg_class', 'pg_attribute', 'pg_depend', 'pg_type']) AS c(relname),
      LATERAL `+fn+`(('pg_catalog.' || c.relname)::regclass) a ORDER BY 1`)
 	if err != nil {
-		return notChecked("permission to run pgstattuple_approx (superuser or pg_stat_scan_tables): " + oneLine(err))
+		return notRun(NeedsPrivilege, "permission to run pgstattuple_approx (superuser or pg_stat_scan_tables, in pg_monitor: GRANT pg_monitor TO "+e.srv.role()+"): "+oneLine(err))
 	}
 	type bl struct {
 		name       string
@@ -184,7 +184,7 @@ FROM unnest(ARRAY['pg_class', 'pg_attribute', 'pg_depend', 'pg_type']) AS c(reln
 		return b, err
 	})
 	if err != nil {
-		return notChecked("permission to run pgstattuple_approx (superuser or pg_stat_scan_tables): " + oneLine(err))
+		return notRun(NeedsPrivilege, "permission to run pgstattuple_approx (superuser or pg_stat_scan_tables, in pg_monitor: GRANT pg_monitor TO "+e.srv.role()+"): "+oneLine(err))
 	}
 	var ev []Evidence
 	m := map[string]float64{}
@@ -556,6 +556,9 @@ func topWaits(w map[string]int) []string {
 }
 
 func checkLWLockWaits(ctx context.Context, e *env) result {
+	if !e.srv.StatsPrivileged && !e.srv.Superuser {
+		return needsMonitor(e, "other users' wait events are hidden")
+	}
 	ws := e.smp.windows
 	tot := sumWindows(ws)
 	all := countWaits(tot)

@@ -159,7 +159,7 @@ ORDER BY 7 DESC`
 
 func checkIdleInTransaction(ctx context.Context, e *env) result {
 	if !e.srv.StatsPrivileged && !e.srv.Superuser {
-		return notChecked("pg_read_all_stats (GRANT pg_monitor TO <role>): other users' session states are hidden")
+		return needsMonitor(e, "other users' session states are hidden")
 	}
 	rows, err := e.activity(ctx, []string{"idle in transaction", "idle in transaction (aborted)"}, "state_change")
 	if err != nil {
@@ -197,7 +197,7 @@ func checkIdleInTransaction(ctx context.Context, e *env) result {
 
 func checkLongQueries(ctx context.Context, e *env) result {
 	if !e.srv.StatsPrivileged && !e.srv.Superuser {
-		return notChecked("pg_read_all_stats (GRANT pg_monitor TO <role>): other users' queries are hidden")
+		return needsMonitor(e, "other users' queries are hidden")
 	}
 	rows, err := e.activity(ctx, []string{"active"}, "query_start")
 	if err != nil {
@@ -529,10 +529,11 @@ FROM pg_catalog.pg_database ORDER BY 2 DESC LIMIT 1`).Scan(&db, &xid)
 	return result{sev: OK, summary: fmt.Sprintf("transaction ID age %d, multixact age %d", xid, mxid), evidence: ev, metrics: m}
 }
 
-// failed turns a query error of a check into a NotChecked finding.
+// failed turns a query error of a check into a NotChecked finding that
+// could not run (Failed).
 func failed(err error) result {
 	needs := "its query to succeed: " + oneLine(err)
-	return result{sev: NotChecked, summary: "not checked: " + oneLine(err), needs: needs}
+	return result{sev: NotChecked, summary: "not checked: " + oneLine(err), needs: needs, couldNotRun: Failed}
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

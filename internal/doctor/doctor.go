@@ -153,6 +153,11 @@ type Finding struct {
 	// database erp (its library is already loaded by
 	// shared_preload_libraries: no restart)".
 	Needs string `json:"needs,omitempty"`
+	// CouldNotRun says why a NotChecked check could not run: NeedsPrivilege
+	// or Failed. It is empty for the other NotChecked findings, which lack
+	// a prerequisite the server or the invocation chose (an extension, a
+	// setting, a version, a local server, a sample, a profile).
+	CouldNotRun string `json:"could_not_run,omitempty"`
 	// Metrics are the key numbers by name, for scripts and tests (units
 	// in the names: _bytes, _ms, _per_s, _pct).
 	Metrics map[string]float64 `json:"metrics,omitempty"`
@@ -213,17 +218,41 @@ type Check struct {
 // result is what a check's run returns; the static parts of Finding come
 // from the Check.
 type result struct {
-	sev      Severity
-	summary  string
-	evidence []Evidence
-	fix      []string
-	needs    string
-	metrics  map[string]float64
-	stmts    []Statement
+	sev         Severity
+	summary     string
+	evidence    []Evidence
+	fix         []string
+	needs       string
+	couldNotRun string
+	metrics     map[string]float64
+	stmts       []Statement
 }
+
+// Why a check could not run (Finding.CouldNotRun).
+const (
+	// NeedsPrivilege: the role lacks a privilege of pg_monitor
+	// (pg_read_all_stats, pg_read_all_settings, pg_stat_scan_tables).
+	NeedsPrivilege = "privilege"
+	// Failed: the check's query, or the sampler, failed.
+	Failed = "error"
+)
 
 func notChecked(needs string) result {
 	return result{sev: NotChecked, summary: "not checked: needs " + needs, needs: needs}
+}
+
+// notRun is notChecked for a check that could not run (why: NeedsPrivilege
+// or Failed).
+func notRun(why, needs string) result {
+	r := notChecked(needs)
+	r.couldNotRun = why
+	return r
+}
+
+// needsMonitor is the NotChecked result of a check that reads other
+// roles' sessions, hidden (what) from a role without pg_read_all_stats.
+func needsMonitor(e *env, what string) result {
+	return notRun(NeedsPrivilege, fmt.Sprintf("pg_read_all_stats (GRANT pg_monitor TO %s): %s", e.srv.role(), what))
 }
 
 // Options configure Run.
@@ -316,6 +345,17 @@ type ServerInfo struct {
 	Superuser       bool `json:"superuser"`
 	StatsPrivileged bool `json:"stats_privileged"`
 	InRecovery      bool `json:"in_recovery"`
+	// Role is the doctor's role (current_user) as an SQL identifier
+	// (quote_ident), for the GRANT a check that could not run needs.
+	Role string `json:"role,omitempty"`
+}
+
+// role is Role, or "<role>" when unknown.
+func (s ServerInfo) role() string {
+	if s.Role == "" {
+		return "<role>"
+	}
+	return s.Role
 }
 
 // Count returns the number of findings with severity s.
@@ -327,6 +367,57 @@ func (r *Report) Count(s Severity) int {
 		}
 	}
 	return n
+}
+
+// NotRun says in one line how many checks did not run (NotChecked) and
+// why: those that could not run (Finding.CouldNotRun) by name, with the
+// GRANT the role needs or "failed", the others as needing a prerequisite:
+// "5 of 25 checks did not run: idle-in-transaction, long-queries,
+// lwlock-waits need privileges role app lacks (GRANT pg_monitor TO app);
+// temp-buffers, catalog-bloat need a prerequisite (see each one's line)".
+// It is "" when every check ran.
+func (r *Report) NotRun() string {
+	var priv, errs, other []string
+	for _, f := range r.Findings {
+		switch {
+		case f.Severity != NotChecked:
+		case f.CouldNotRun == NeedsPrivilege:
+			priv = append(priv, f.ID)
+		case f.CouldNotRun == Failed:
+			errs = append(errs, f.ID)
+		default:
+			other = append(other, f.ID)
+		}
+	}
+	if len(priv)+len(errs)+len(other) == 0 {
+		return ""
+	}
+	var why []string
+	if len(priv) > 0 {
+		role := r.Server.role()
+		why = append(why, fmt.Sprintf("%s %s privileges role %s lacks (GRANT pg_monitor TO %s)", strings.Join(priv, ", "), need(priv), role, role))
+	}
+	if len(errs) > 0 {
+		why = append(why, strings.Join(errs, ", ")+" failed (see each one's line)")
+	}
+	if len(other) > 0 {
+		why = append(why, fmt.Sprintf("%s %s a prerequisite (see each one's line)", strings.Join(other, ", "), need(other)))
+	}
+	return fmt.Sprintf("%d of %d checks did not run: %s", len(priv)+len(errs)+len(other), len(r.Findings), strings.Join(why, "; "))
+}
+
+// need is the verb for ids: "needs" for one, "need" for several.
+func need(ids []string) string {
+	if len(ids) == 1 {
+		return "needs"
+	}
+	return "need"
+}
+
+// Incomplete reports whether checks could not run (Finding.CouldNotRun):
+// the role lacks a privilege or a query failed.
+func (r *Report) Incomplete() bool {
+	return slices.ContainsFunc(r.Findings, func(f Finding) bool { return f.CouldNotRun != "" })
 }
 
 // Find returns the finding with this id, or nil.
@@ -481,15 +572,17 @@ func (e *env) report(ctx context.Context, checks []Check) (*Report, error) {
 		switch {
 		case c.Host && e.host == nil:
 			r = notChecked(e.hostWhy)
+			r.couldNotRun = e.hostFailed
 		case c.Sampled && e.smp == nil:
 			r = notChecked(e.smpWhy)
+			r.couldNotRun = e.smpFailed
 		default:
 			r = c.run(ctx, e)
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("doctor: %w", err)
 		}
-		f.Severity, f.Summary, f.Evidence, f.Fix, f.Needs, f.Metrics, f.Statements = r.sev, r.summary, r.evidence, r.fix, r.needs, r.metrics, r.stmts
+		f.Severity, f.Summary, f.Evidence, f.Fix, f.Needs, f.CouldNotRun, f.Metrics, f.Statements = r.sev, r.summary, r.evidence, r.fix, r.needs, r.couldNotRun, r.metrics, r.stmts
 		rep.Findings = append(rep.Findings, f)
 	}
 	// Stable order: by severity section, then check order.

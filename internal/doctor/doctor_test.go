@@ -200,6 +200,8 @@ func find(t *testing.T, rep *Report, id string) *Finding {
 // later tests leave statements in pg_stat_statements.
 func TestHealthyNoWarnings(t *testing.T) {
 	dsn := newDatabase(t)
+	pgtest.NeedExtension(t, dsn, "pg_stat_statements")
+	pgtest.NeedExtension(t, dsn, "pgstattuple")
 	conn := dial(t, dsn)
 	exec(t, conn, "CREATE EXTENSION pg_stat_statements")
 	exec(t, conn, "CREATE EXTENSION pgstattuple")
@@ -234,6 +236,9 @@ func TestHealthyNoWarnings(t *testing.T) {
 	}
 	if rep.Worst != OK && rep.Worst != Info {
 		t.Errorf("worst %s", rep.Worst)
+	}
+	if rep.Incomplete() {
+		t.Errorf("a superuser's report is incomplete: %s", rep.NotRun())
 	}
 	if len(rep.Findings) != len(allChecks) {
 		t.Errorf("%d findings for %d checks", len(rep.Findings), len(allChecks))
@@ -432,6 +437,7 @@ func TestCatalogChurnFires(t *testing.T) {
 func TestORSubqueryFound(t *testing.T) {
 	dsn := newDatabase(t)
 	ctx := context.Background()
+	pgtest.NeedExtension(t, dsn, "pg_stat_statements")
 	conn := dial(t, dsn)
 	exec(t, conn, "CREATE EXTENSION pg_stat_statements")
 	t.Cleanup(func() { conn.Exec(context.Background(), "SELECT pg_stat_statements_reset()") })
@@ -552,6 +558,7 @@ func TestHostChecksGated(t *testing.T) {
 // needs; rate-based checks without a sample say they need one.
 func TestNotCheckedNeeds(t *testing.T) {
 	dsn := newDatabase(t)
+	pgtest.NeedExtension(t, dsn, "pg_stat_statements")
 	conn := dial(t, dsn)
 	exec(t, conn, "CREATE EXTENSION pg_stat_statements")
 	exec(t, conn, "ALTER SYSTEM SET pg_stat_statements.track_planning = off")
@@ -928,6 +935,7 @@ func TestXminHolderNamed(t *testing.T) {
 func TestPlanningAndStatisticsTargets(t *testing.T) {
 	dsn := newDatabase(t)
 	ctx := context.Background()
+	pgtest.NeedExtension(t, dsn, "pg_stat_statements")
 	conn := dial(t, dsn)
 	exec(t, conn, "CREATE EXTENSION pg_stat_statements")
 	t.Cleanup(func() { conn.Exec(context.Background(), "SELECT pg_stat_statements_reset()") })

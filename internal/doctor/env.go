@@ -39,6 +39,9 @@ type env struct {
 	// rec, when set (golden tests), holds recorded facts that the
 	// Recorded checks read instead of querying the server.
 	rec *recorded
+	// hostFailed and smpFailed are Failed when reading the host or
+	// taking the sample failed (hostWhy, smpWhy say how), "" otherwise.
+	hostFailed, smpFailed string
 }
 
 // recorded are the facts of a golden case (testdata/doctor/<case>/
@@ -87,7 +90,7 @@ const serverSQL = `SELECT current_setting('server_version_num')::int4, current_s
        current_database()::text, (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())::int8,
        coalesce((SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user), false),
        pg_catalog.pg_has_role(current_user, 'pg_read_all_stats', 'USAGE'),
-       pg_catalog.pg_backend_pid(), pg_catalog.pg_is_in_recovery()`
+       pg_catalog.pg_backend_pid(), pg_catalog.pg_is_in_recovery(), pg_catalog.quote_ident(current_user)`
 
 // settingsSQL reads every setting the role may see (pg_settings hides
 // superuser-only ones such as data_directory from other roles).
@@ -97,7 +100,7 @@ func (e *env) readServer(ctx context.Context) error {
 	var oid int64
 	s := &e.srv
 	if err := e.conn.QueryRow(ctx, serverSQL).Scan(&s.VersionNum, &s.Version, &s.Database, &oid,
-		&s.Superuser, &s.StatsPrivileged, &e.pid, &s.InRecovery); err != nil {
+		&s.Superuser, &s.StatsPrivileged, &e.pid, &s.InRecovery, &s.Role); err != nil {
 		return fmt.Errorf("doctor: identify server: %w", err)
 	}
 	e.dbOID = uint32(oid)
@@ -225,7 +228,7 @@ func (e *env) readHost() {
 	}
 	hf, err := readHostFacts(e.opts.ProcRoot, e.opts.SysRoot)
 	if err != nil {
-		e.hostWhy = "a readable host: " + err.Error()
+		e.hostWhy, e.hostFailed = "a readable host: "+err.Error(), Failed
 		return
 	}
 	e.host = hf
@@ -437,7 +440,7 @@ func (e *env) takeSample(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("doctor: sample: %w", ctx.Err())
 		}
-		e.smpWhy = "a working sampler: " + oneLine(err)
+		e.smpWhy, e.smpFailed = "a working sampler: "+oneLine(err), Failed
 		return nil
 	}
 	bounds := []time.Time{t0}
@@ -468,7 +471,7 @@ func (e *env) takeSample(ctx context.Context) error {
 		if len(d.errs) > 0 {
 			msg += " (" + d.errs[len(d.errs)-1].Error + ")"
 		}
-		e.smpWhy = msg
+		e.smpWhy, e.smpFailed = msg, Failed
 		return nil
 	}
 	d.first, d.last = &d.series[0], &d.series[len(d.series)-1]

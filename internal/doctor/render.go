@@ -66,13 +66,16 @@ func header(r *Report) []string {
 		lines = append(lines, "no sample taken (rate-based checks need --sample > 0)")
 	}
 	if !r.Server.Superuser && !r.Server.StatsPrivileged {
-		lines = append(lines, "role without pg_read_all_stats (pg_monitor): other users' sessions and queries are hidden")
+		lines = append(lines, fmt.Sprintf("role %s without pg_read_all_stats (GRANT pg_monitor TO %s): other users' sessions and queries are hidden", r.Server.role(), r.Server.role()))
 	}
 	counts := make([]string, 0, len(sections))
 	for _, s := range sections {
 		counts = append(counts, fmt.Sprintf("%d %s", r.Count(s), s))
 	}
 	lines = append(lines, "findings: "+strings.Join(counts, ", ")+"; worst: "+r.Worst.String())
+	if nr := r.NotRun(); nr != "" {
+		lines = append(lines, nr)
+	}
 	return lines
 }
 

@@ -13,7 +13,8 @@
 //
 // Codes:
 //
-//	0   OK           success (also: doctor found nothing worse than info)
+//	0   OK           success (also: doctor found nothing worse than info
+//	                 and every check could run)
 //	1   Error        runtime failure: server unreachable, file unreadable;
 //	                 also pgbench's code for option errors in script mode
 //	                 (erplab run -f ... with a bad pgbench option)
@@ -28,7 +29,11 @@
 //	5   DoctorCritical  erplab doctor: the worst finding is critical
 //	6   ResultsIncomplete  erplab run: a results file could not be
 //	                 written (full disk); the summary was printed and one
-//	                 line says where everything so far is (wins over 7)
+//	                 line says where everything so far is (wins over 7);
+//	                 erplab merge: segments missing, nothing written;
+//	                 erplab doctor: nothing worse than info found but
+//	                 checks could not run (the role lacks pg_monitor, a
+//	                 query failed; 4 and 5 win over it)
 //	7   ServerNotAnswering  erplab run: the server stopped answering, or
 //	                 was lost (every operation failing: unreachable,
 //	                 shutting down, not back from recovery), and had not

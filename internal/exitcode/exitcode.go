@@ -14,7 +14,8 @@ const (
 	CheckFailed    Code = 3
 	DoctorWarning  Code = 4
 	DoctorCritical Code = 5
-	// ResultsIncomplete: a run's results file could not be written.
+	// ResultsIncomplete: a run's results file could not be written, a
+	// merge's segments are missing, a doctor's checks could not run.
 	ResultsIncomplete Code = 6
 	// ServerNotAnswering: the server stopped answering during a run, or
 	// was lost (every operation failing for want of it).
@@ -35,14 +36,14 @@ type Entry struct {
 // (ScriptRun after Usage, which it equals). A fresh slice each call.
 func Table() []Entry {
 	return []Entry{
-		{OK, "OK", "success; for `erplab doctor`, nothing worse than info"},
+		{OK, "OK", "success; for `erplab doctor`, nothing worse than info and every check could run"},
 		{Error, "Error", "runtime failure (server unreachable, file unreadable, ...); in script mode (`run -f`) also a bad pgbench option, as pgbench exits 1"},
 		{Usage, "Usage", "bad command line: unknown command or flag, bad flag value, wrong number of arguments, options that exclude each other"},
 		{ScriptRun, "ScriptRun", "script mode (`run -f`): clients hit errors during the run, as pgbench exits 2 (deliberately equal to Usage)"},
 		{CheckFailed, "CheckFailed", "`erplab check`: totals rows differ from their movements"},
 		{DoctorWarning, "DoctorWarning", "`erplab doctor`: the worst finding is a warning"},
 		{DoctorCritical, "DoctorCritical", "`erplab doctor`: the worst finding is critical"},
-		{ResultsIncomplete, "ResultsIncomplete", "`run`: a results file could not be written (full disk): the stream stopped mid-run or the final document failed; the summary was printed, one line says where everything so far is, and what was written is valid (wins over 7)"},
+		{ResultsIncomplete, "ResultsIncomplete", "`run`: a results file could not be written (full disk): the stream stopped mid-run or the final document failed; the summary was printed, one line says where everything so far is, and what was written is valid (wins over 7); `merge`: segments missing, nothing written; `doctor`: nothing worse than info found but checks could not run (the role lacks pg_monitor, a query failed): the report and one line on stderr say which and why (4 and 5 win over 6)"},
 		{ServerNotAnswering, "ServerNotAnswering", "`run`: the server stopped answering (no answer, not even to the probe, with operations in flight) or was lost (every operation failing: unreachable, shutting down, or not back from start-up / recovery) and had not come back by the end of the run or for `--server-gone-after`; results say from when"},
 		{Threshold, "Threshold", "a threshold failed: `run --apdex-min`, `compare --fail-on-regression` (k6's 99)"},
 		{Interrupted, "Interrupted", "interrupted by SIGINT, SIGTERM or SIGHUP (the shell's 128+2); results so far are written; `erplab pgbench` exits 128 + the signal instead (Interruption), as pgbench killed by it"},

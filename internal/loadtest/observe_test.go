@@ -12,6 +12,7 @@ import (
 
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/sampler"
 	"github.com/erplab/erplab/internal/workload"
@@ -39,8 +40,9 @@ func (napWorkload) Execute(ctx context.Context, c *pgx.Conn, _ *workload.VU, _ i
 func TestRunWaitsAndStatementsPerOperation(t *testing.T) {
 	dsn := srv.NewDatabase(t)
 	admin := srv.Pool(t, dsn)
+	pgtest.NeedExtension(t, dsn, "pg_stat_statements")
 	if _, err := admin.Exec(context.Background(), "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
-		t.Skipf("pg_stat_statements: %v", err)
+		t.Fatal(err)
 	}
 	opts := smokeOptions(t, dsn, 3*time.Second)
 	opts.Workload, opts.Scale = napWorkload{}, 0

@@ -14,6 +14,7 @@ import (
 
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/profile"
 	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/workload"
@@ -48,9 +49,7 @@ func (twoOps) Execute(ctx context.Context, c *pgx.Conn, _ *workload.VU, op int) 
 // the count is executor work, the churn catalog and file-system work, and
 // extra.profile keeps it (the document validates).
 func TestRunProfilePerOperation(t *testing.T) {
-	if _, _, err := profile.Check(context.Background(), profile.Host{}); err != nil {
-		t.Skip(err.Error())
-	}
+	pgtest.NeedPerf(t)
 	opts := smokeOptions(t, srv.NewDatabase(t), 4*time.Second)
 	opts.Workload, opts.Scale, opts.Observe, opts.Profile = twoOps{}, 0, false, true
 	opts.Stages = []engine.Stage{{Duration: 0, Target: 3}, {Duration: 4 * time.Second, Target: 3}}

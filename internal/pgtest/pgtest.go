@@ -158,7 +158,7 @@ const waitSamplingLib = "pg_wait_sampling"
 func preloadWaitSampling(binDir string, settings map[string]string) (map[string]string, string) {
 	lib := filepath.Join(binDir, "..", "lib")
 	if _, err := os.Stat(filepath.Join(lib, waitSamplingLib+".so")); err != nil {
-		return settings, fmt.Sprintf("pg_wait_sampling is not installed (no %s): apt-get install postgresql-<major>-pg-wait-sampling", filepath.Join(lib, waitSamplingLib+".so"))
+		return settings, fmt.Sprintf("not installed (no %s)", filepath.Join(lib, waitSamplingLib+".so"))
 	}
 	out := maps.Clone(settings)
 	if out == nil {
@@ -180,13 +180,14 @@ func preloadWaitSampling(binDir string, settings map[string]string) (map[string]
 	return out, ""
 }
 
-// NeedWaitSampling skips t unless the cluster preloads pg_wait_sampling
-// (Options.WaitSampling and the library installed), saying why.
+// NeedWaitSampling skips t (Need) unless the cluster preloads
+// pg_wait_sampling (Options.WaitSampling and the library installed),
+// saying why.
 func (s *Server) NeedWaitSampling(t testing.TB) {
 	t.Helper()
 	s.need(t)
 	if s.waitSkip != "" {
-		t.Skip(s.waitSkip)
+		Need(t, waitSamplingLib, errors.New(s.waitSkip))
 	}
 }
 
@@ -205,9 +206,9 @@ func RunWith(m *testing.M, srv **Server, opts Options) int {
 	if opts.SharedBuffers == "" {
 		opts.SharedBuffers = SharedBuffers
 	}
-	waitSkip := "pg_wait_sampling is not preloaded in this package's test cluster (pgtest.Options.WaitSampling)"
+	waitSkip := "not preloaded in this package's test cluster (pgtest.Options.WaitSampling)"
 	if opts.WaitSampling {
-		waitSkip = "pg_wait_sampling: no server binaries"
+		waitSkip = "no server binaries"
 		if bin, err := pgcluster.FindBinDir(); err == nil {
 			opts.Settings, waitSkip = preloadWaitSampling(bin, opts.Settings)
 		}
@@ -374,4 +375,40 @@ func SkipShort(t testing.TB) {
 	if testing.Short() {
 		t.Skip(SkipReason)
 	}
+}
+
+// NewRole creates a LOGIN role with no privilege beyond PUBLIC's (no
+// pg_monitor: other roles' sessions are hidden from it), drops it in
+// t.Cleanup, and returns the role's name and dsn (a DSN of this cluster,
+// from DSN or NewDatabase) connecting as it. The test cluster trusts its
+// private socket, so the role needs no password there. It skips t under
+// -short.
+func (s *Server) NewRole(t testing.TB, dsn string) (role, roleDSN string) {
+	t.Helper()
+	c := s.need(t)
+	role = s.dbName(t.Name())
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+	if err != nil {
+		t.Fatalf("pgtest: create role: %v", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "CREATE ROLE "+pgx.Identifier{role}.Sanitize()+" LOGIN"); err != nil {
+		t.Fatalf("pgtest: create role: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+		if err != nil {
+			t.Errorf("pgtest: drop role %q: %v", role, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{role}.Sanitize()); err != nil {
+			t.Errorf("pgtest: drop role %q: %v", role, err)
+		}
+	})
+	return role, dsn + " user=" + role
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/erplab/erplab/internal/hostfacts"
 	"github.com/erplab/erplab/internal/opmap"
+	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/profile"
 )
 
@@ -58,7 +59,7 @@ func TestMeasureOverhead(t *testing.T) {
 	if os.Getenv("ERPLAB_PROFILE_MEASURE") == "" {
 		t.Skip("set ERPLAB_PROFILE_MEASURE=1 to measure profiling overhead")
 	}
-	needPerf(t)
+	pgtest.NeedPerf(t)
 	rounds, d := measureRounds()
 	dsn := prepare(t)
 	ctx := context.Background()
@@ -411,7 +412,7 @@ func TestMeasureSampleCost(t *testing.T) {
 	if os.Getenv("ERPLAB_PROFILE_MEASURE") == "" {
 		t.Skip("set ERPLAB_PROFILE_MEASURE=1 to measure the cost of a perf sample")
 	}
-	needPerf(t)
+	pgtest.NeedPerf(t)
 	rounds, d := measureRounds()
 	dsn := prepare(t)
 	ctx := context.Background()

@@ -27,14 +27,6 @@ var srv *pgtest.Server
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Run(m, &srv)) }
 
-// needPerf skips t with the one-line reason when perf cannot sample here.
-func needPerf(t *testing.T) {
-	t.Helper()
-	if _, _, err := profile.Check(context.Background(), profile.Host{}); err != nil {
-		t.Skip(err.Error())
-	}
-}
-
 func TestLocate(t *testing.T) {
 	dsn := srv.DSN(t, "postgres")
 	c := srv.Cluster(t)
@@ -192,7 +184,7 @@ func profiled(t *testing.T, dsn string, d time.Duration, setup string, loop []st
 // well above a select-only load's; the select-only profile is query
 // execution, index access and network.
 func TestProfileLoads(t *testing.T) {
-	needPerf(t)
+	pgtest.NeedPerf(t)
 	dsn := prepare(t)
 	// 4 s give the server thousands of samples on a quiet machine but
 	// only 100-400 at load 35, where it gets a fraction of the CPUs, and
@@ -298,7 +290,7 @@ func TestMeasureTmpfs(t *testing.T) {
 	if os.Getenv("ERPLAB_PROFILE_MEASURE") == "" {
 		t.Skip("set ERPLAB_PROFILE_MEASURE=1 to measure the tmpfs comparison")
 	}
-	needPerf(t)
+	pgtest.NeedPerf(t)
 	dsn := prepare(t)
 	ctx := context.Background()
 	const d = 5 * time.Second

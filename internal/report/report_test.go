@@ -212,15 +212,10 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
-// chromium finds Debian's chromium.
+// chromium finds Debian's chromium, or skips t: headless rendering is
+// not checked then.
 func chromium(t *testing.T) string {
-	for _, n := range []string{"chromium", "chromium-browser"} {
-		if p, err := exec.LookPath(n); err == nil {
-			return p
-		}
-	}
-	t.Skip("chromium not installed (Debian package chromium): headless rendering not checked")
-	return ""
+	return pgtest.NeedProgram(t, "chromium", "chromium-browser")
 }
 
 // shoot opens file in headless Chromium, takes a screenshot and returns

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/erplab/erplab/internal/opmap"
+	"github.com/erplab/erplab/internal/pgtest"
 )
 
 func backendPID(t testing.TB, c *pgx.Conn) uint32 {
@@ -27,8 +28,9 @@ func TestOpWaitsAndStatements(t *testing.T) {
 	admin := connect(t, dsn)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	pgtest.NeedExtension(t, dsn, "pg_stat_statements")
 	if _, err := admin.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
-		t.Skipf("pg_stat_statements not available here: %v", err)
+		t.Fatal(err)
 	}
 	m := opmap.New([]string{"blocked", "sleeper"})
 	ss, err := Start(ctx, dsn, time.Now(), SessionOptions{Interval: 200 * time.Millisecond, Options: Options{Ops: m}})

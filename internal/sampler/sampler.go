@@ -262,6 +262,10 @@ type Info struct {
 	Version    string `json:"server_version"`
 	// Database is the connected database (the catalog figures are its).
 	Database string `json:"database"`
+	// Role is the session's role (current_user) as an SQL identifier
+	// (quote_ident), for the advice to a role without pg_monitor; not
+	// kept in results.
+	Role string `json:"-"`
 	// BackendPID is the sampler's own backend.
 	BackendPID int `json:"sampler_backend_pid"`
 	// Local is true when the connection is over a Unix socket or a
@@ -396,7 +400,7 @@ func (s *Sampler) attach(ctx context.Context, conn *pgx.Conn) error {
 	var info Info
 	var ext extensions
 	var period string
-	if err := conn.QueryRow(qctx, infoSQL).Scan(&info.VersionNum, &info.Version, &info.BackendPID, &info.Database, &info.StatsPrivileged,
+	if err := conn.QueryRow(qctx, infoSQL).Scan(&info.VersionNum, &info.Version, &info.BackendPID, &info.Database, &info.Role, &info.StatsPrivileged,
 		&ext.pgssSchema, &info.Statements, &info.StatementsPreloaded, &ext.pwsSchema, &period); err != nil {
 		return fmt.Errorf("sampler: identify server: %w", err)
 	}

@@ -16,6 +16,18 @@ package sampler
 // columns are NULL and the sessions count as "other". pg_stat_database,
 // pg_stat_sys_tables and pg_total_relation_size need no privilege.
 
+// ClientSession is the condition on a pg_stat_activity row (columns
+// backend_type, datid and usesysid) of a client session: backend_type
+// 'client backend', or a row this role may not see. To a role without
+// pg_read_all_stats (pg_monitor) another role's row shows only pid,
+// datid, database, usesysid, user and application_name: backend_type,
+// state, waits and query are hidden (pg_stat_get_activity). Such a row
+// with a user and a database is another role's session, its parallel
+// workers or a database-connected background worker (the kinds cannot be
+// told apart); auxiliary processes and autovacuum have no user and stay
+// out.
+const ClientSession = `(backend_type = 'client backend' OR (backend_type IS NULL AND usesysid IS NOT NULL AND datid IS NOT NULL))`
+
 // minVersion is the oldest server the samplers support: 12, for
 // WITH ... AS MATERIALIZED and the 'parallel worker' backend_type.
 const minVersion = 120000
@@ -28,14 +40,17 @@ const minVersion = 120000
 // are folded into their leader: the leader is one session, the workers
 // only a count. The sampler's own backend is excluded.
 //
+// Without pg_read_all_stats, other roles' sessions are counted too
+// (ClientSession); a hidden row has no state, and counts as "other".
+//
 // Rows: kind ('s' state, 'w' wait event, 'p' parallel workers), key, count.
 const sessionsSQL = `WITH a AS MATERIALIZED (
-  SELECT backend_type, state, wait_event_type, wait_event
+  SELECT backend_type, datid, usesysid, state, wait_event_type, wait_event
   FROM pg_catalog.pg_stat_activity
   WHERE pid <> pg_catalog.pg_backend_pid()
 )
 SELECT 's', coalesce(state, ''), count(*)::int4 FROM a
-  WHERE backend_type = 'client backend' GROUP BY state
+  WHERE ` + ClientSession + ` GROUP BY state
 UNION ALL
 SELECT 'w', coalesce(wait_event_type || ':' || wait_event, 'CPU'), count(*)::int4 FROM a
   WHERE backend_type = 'client backend' AND state = 'active' GROUP BY 2
@@ -109,11 +124,11 @@ WHERE s.schemaname = 'pg_catalog'
   AND s.relname IN ('pg_class', 'pg_attribute', 'pg_depend', 'pg_type', 'pg_index')
 ORDER BY s.relname`
 
-// infoSQL identifies the server and the sampler's backend once per
+// infoSQL identifies the server, the sampler's backend and role once per
 // connection, and finds the optional extensions (extensionColumns), in
-// one round trip.
+// one round trip. It needs no privilege (pg_monitor or not).
 const infoSQL = `SELECT current_setting('server_version_num')::int4, current_setting('server_version'),
-       pg_catalog.pg_backend_pid(), current_database()::text,
+       pg_catalog.pg_backend_pid(), current_database()::text, pg_catalog.quote_ident(current_user),
        pg_catalog.pg_has_role(current_user, 'pg_read_all_stats', 'USAGE'),` + extensionColumns
 
 // sqlSet is the statements for one server version.
@@ -159,10 +174,17 @@ WHERE pid = ANY($1::int4[]) AND state = 'active'`
 // pg_stat_statements is preloaded (shared_preload_libraries), and
 // pg_wait_sampling.profile_period in ms (empty when the library is not
 // loaded).
+//
+// shared_preload_libraries is superuser-only (pg_read_all_settings, in
+// pg_monitor): current_setting fails for other roles with 42501 and
+// pg_settings leaves its row out. Without the row, the library's own
+// setting pg_stat_statements.max, defined once the library is loaded,
+// says whether it is.
 const extensionColumns = `
   coalesce((SELECT n.nspname::text FROM pg_catalog.pg_extension x JOIN pg_catalog.pg_namespace n ON n.oid = x.extnamespace WHERE x.extname = 'pg_stat_statements'), ''),
   coalesce((SELECT x.extversion FROM pg_catalog.pg_extension x WHERE x.extname = 'pg_stat_statements'), ''),
-  position('pg_stat_statements' IN current_setting('shared_preload_libraries')) > 0,
+  coalesce((SELECT position('pg_stat_statements' IN s.setting) > 0 FROM pg_catalog.pg_settings s WHERE s.name = 'shared_preload_libraries'),
+           current_setting('pg_stat_statements.max', true) IS NOT NULL),
   coalesce((SELECT n.nspname::text FROM pg_catalog.pg_extension x JOIN pg_catalog.pg_namespace n ON n.oid = x.extnamespace WHERE x.extname = 'pg_wait_sampling'), ''),
   coalesce(current_setting('pg_wait_sampling.profile_period', true), '')`
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/erplab/erplab/internal/sampler"
 )
 
 // Filter narrows the session and blocking views: each non-empty field
@@ -73,12 +75,13 @@ func (s Session) Waits() map[string]int {
 }
 
 // sessionsSQL reads every client backend of every database (the view is
-// server-wide) and the parallel workers by leader (leader_pid,
+// server-wide; without pg_read_all_stats other roles' sessions are rows
+// with their user and database only, sampler.ClientSession) and the parallel workers by leader (leader_pid,
 // PostgreSQL 13+); pg_blocking_pids is called only for backends waiting
 // on a heavyweight lock (it takes the lock manager's partition locks).
 // $1..$3 are the filter (database, application, state; ” = any).
 const sessionsSQL = `WITH a AS MATERIALIZED (
-  SELECT pid, leader_pid, backend_type, datname, usename, application_name, state, wait_event_type, wait_event,
+  SELECT pid, leader_pid, backend_type, datid, usesysid, datname, usename, application_name, state, wait_event_type, wait_event,
          query_start, state_change, xact_start, query
   FROM pg_catalog.pg_stat_activity WHERE pid <> pg_catalog.pg_backend_pid()
 ), w AS (
@@ -86,14 +89,14 @@ const sessionsSQL = `WITH a AS MATERIALIZED (
   FROM a WHERE backend_type = 'parallel worker' AND leader_pid IS NOT NULL GROUP BY 1, 2
 )
 SELECT a.pid, coalesce(a.datname::text, ''), coalesce(a.usename::text, ''), coalesce(a.application_name, ''), coalesce(a.state, ''),
-       coalesce(a.wait_event_type || ':' || a.wait_event, 'CPU'),
+       CASE WHEN a.backend_type IS NULL THEN '' ELSE coalesce(a.wait_event_type || ':' || a.wait_event, 'CPU') END,
        coalesce((SELECT jsonb_object_agg(w.wait, w.n) FROM w WHERE w.leader_pid = a.pid), '{}'::jsonb)::text,
        coalesce(extract(epoch FROM now() - CASE WHEN a.state = 'active' THEN a.query_start ELSE a.state_change END), 0)::float8,
        coalesce(extract(epoch FROM now() - a.xact_start), 0)::float8,
        CASE WHEN a.wait_event_type = 'Lock' THEN pg_catalog.pg_blocking_pids(a.pid) ELSE '{}'::int4[] END,
        coalesce(a.query, '')
 FROM a
-WHERE a.backend_type = 'client backend'
+WHERE ` + sampler.ClientSession + `
   AND ($1 = '' OR a.datname = $1) AND ($2 = '' OR a.application_name = $2) AND ($3 = '' OR a.state = $3)
 ORDER BY a.state = 'active' DESC, 8 DESC, a.pid`
 

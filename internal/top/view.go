@@ -187,7 +187,11 @@ func render(st *state, o viewOpts) string {
 	}
 	add("erplab top - PostgreSQL %s, database %s (%s) - %s - %s", shortVersion(st.info.Version), st.info.Database, where, when, status)
 	if !st.info.StatsPrivileged {
-		add("note: role lacks pg_read_all_stats (pg_monitor): other users' sessions count as \"other\", their waits and queries are hidden")
+		role := st.info.Role
+		if role == "" {
+			role = "<role>"
+		}
+		add("note: role %s lacks pg_read_all_stats (GRANT pg_monitor TO %s): other users' sessions count as \"other\", their waits and queries are hidden", role, role)
 	}
 	if o.errLine != "" {
 		add("error: %s", o.errLine)

@@ -70,9 +70,7 @@ func TestBenchDirectAndProxy(t *testing.T) {
 // the table has its head-to-head lines.
 func TestBenchPgBouncer(t *testing.T) {
 	b, err := FindPgBouncer()
-	if err != nil {
-		t.Skipf("skipping the PgBouncer comparison: %v", err)
-	}
+	pgtest.Need(t, "pgbouncer", err)
 	rs := bench(t, b, false, 2, "extended")
 	checkResults(t, rs, "direct", "erplab proxy", "pgbouncer")
 	if rs[3].Round != 1 || rs[3].Target != "erplab proxy" {
@@ -163,9 +161,7 @@ func (b *backendsAfterRun) Write(p []byte) (int, error) {
 // written (each PgBouncer also closed the one its readiness check made).
 func TestPgBouncerReleasesItsServers(t *testing.T) {
 	b, err := FindPgBouncer()
-	if err != nil {
-		t.Skipf("skipping the PgBouncer comparison: %v", err)
-	}
+	pgtest.Need(t, "pgbouncer", err)
 	ctx := context.Background()
 	dsn := srv.NewDatabase(t)
 	if err := Init(ctx, pgbench(t), dsn, 1); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/pgtest"
 )
 
@@ -243,10 +244,13 @@ func runPgbench(path, dir string, args []string) peerResult {
 }
 
 // findPgbench returns pgbench's path and major version ("" when not
-// installed).
+// installed): the one next to the server binaries, else on PATH.
 func findPgbench(t *testing.T) (string, int) {
-	path := filepath.Join(srv.BinDir(t), "pgbench")
-	if _, err := os.Stat(path); err != nil {
+	path := ""
+	if bin, err := pgcluster.FindBinDir(); err == nil {
+		path = filepath.Join(bin, "pgbench")
+	}
+	if _, err := os.Stat(path); path == "" || err != nil {
 		if path, err = exec.LookPath("pgbench"); err != nil {
 			t.Log("pgbench is not installed: erplab only")
 			return "", 0

@@ -1,7 +1,9 @@
 package script
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 )
 
@@ -122,7 +124,13 @@ func ParseFile(spec string, read func(path string) ([]byte, error)) (*Script, er
 	}
 	b, err := read(path)
 	if err != nil {
-		return nil, fmt.Errorf("could not open file %q: %w", path, err)
+		// pgbench's process_file: fopen, then reading it (a directory
+		// opens and fails to read)
+		verb := "open"
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) && pe.Op == "read" {
+			verb = "read"
+		}
+		return nil, fmt.Errorf("could not %s file \"%s\": %w", verb, path, &OSError{err})
 	}
 	s, err := Parse(path, string(b))
 	if err != nil {

@@ -406,9 +406,11 @@ func TestPgbenchInitLoadsFrozen(t *testing.T) {
 		{tables.Options{Scale: 1, Parallel: 4}, false},
 	} {
 		ctx := context.Background()
-		pool := srv.Pool(t, srv.NewDatabase(t))
+		dsn := srv.NewDatabase(t)
+		pgtest.NeedExtension(t, dsn, "pg_visibility")
+		pool := srv.Pool(t, dsn)
 		if _, err := pool.Exec(ctx, "create extension pg_visibility"); err != nil {
-			t.Skipf("no pg_visibility extension: %v", err)
+			t.Fatal(err)
 		}
 		c.o.Steps = "dtg"
 		if _, err := tables.Init(ctx, pool, c.o); err != nil {
