@@ -218,6 +218,10 @@ type contextChange struct {
 	toDefault bool
 }
 
+// tooLargeContext is what a text too large or deep to parse may do: it
+// may change anything, a schema change and an unknown context.
+func tooLargeContext() contextChange { return contextChange{ddl: true, unknown: true} }
+
 // classifyContext parses text (the pre-filter flagged it) and says what
 // it does to the session's context. A call of a function of m (nil: none)
 // is a schema change (ddl), as are DO and CALL. alone is true when the session has
@@ -231,9 +235,7 @@ func classifyContext(text string, alone bool, m *mutators) contextChange {
 	var c contextChange
 	tree, err := rewrite.Parse(text)
 	if errors.Is(err, rewrite.ErrLimit) {
-		// Too large or deep to parse: it may change anything.
-		c.ddl, c.unknown = true, true
-		return c
+		return tooLargeContext()
 	}
 	if err != nil {
 		return c

@@ -185,6 +185,8 @@ type Proxy struct {
 	shutOnce  sync.Once
 	// tokensLogged: a statement over MaxParseTokens was logged.
 	tokensLogged atomic.Bool
+	// returning: returnMemory planned a return of free memory.
+	returning atomic.Bool
 	// wrapUp, if set (tests), wraps each upstream connection.
 	wrapUp func(net.Conn) net.Conn
 	// epfd is the Go runtime's epoll descriptor (rawsock.RuntimePoller,
@@ -512,7 +514,7 @@ func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 		db = user
 	}
 	startPath, startUnknown := startupPath(params)
-	s := &session{p: p, client: client, up: up, cin: newInbound(client), uin: newInbound(up),
+	s := &session{p: p, client: client, up: up, cin: newInbound(client, p.returnMemory), uin: newInbound(up, p.returnMemory),
 		cw: newOutbound(client), uw: newOutbound(up),
 		db: db, user: user, path: startPath, startPath: startPath, startUnknown: startUnknown,
 		closed: make(chan struct{}), requests: 1}

@@ -158,6 +158,10 @@ func (s *session) clientLoop(ctx context.Context) {
 	}
 }
 
+// keyBufKeep is the largest decision-key buffer (session.keyBuf) a
+// session keeps from one statement to the next.
+const keyBufKeep = 64 * 1024
+
 // errTerminate ends clientLoop after the client's Terminate was relayed:
 // the session ends when the server closes (see clientEOF).
 var errTerminate = errors.New("terminate")
@@ -229,6 +233,9 @@ func (s *session) fromClient(ctx context.Context, frame []byte, atBatchStart *bo
 		if started != nil {
 			started.retryable = *atBatchStart
 		}
+	}
+	if cap(s.keyBuf) > keyBufKeep {
+		s.keyBuf = nil // the key of a large text: not kept while the session idles
 	}
 	if typ == 'Q' && s.lastPos != nil {
 		s.posMu.Lock()
@@ -311,7 +318,7 @@ func (s *session) onStatement(ctx context.Context, frame []byte, simple, canPend
 			m = s.p.mutatorsIn(ctx, s.db, s.state())
 		}
 		if w.context || (w.calls && m.calledIn(raw)) {
-			changes, ddl := s.onContext(string(raw), simple && atBatchStart, m)
+			changes, ddl := s.onContext(raw, simple && atBatchStart, m)
 			if !simple && ddl {
 				// Each execution of the prepared statement may
 				// change the schema again (see onBind).
@@ -331,6 +338,14 @@ func (s *session) onStatement(ctx context.Context, frame []byte, simple, canPend
 		if !w.match {
 			s.p.stats.statements.Add(1)
 			s.p.stats.prefilterSkips.Add(1)
+			return frame, nil
+		}
+		if err := rewrite.CheckSize(len(raw)); err != nil {
+			// Never parsed: relayed as it is, its text neither
+			// decoded, nor keyed, nor cached (a decision per
+			// distinct text would keep every such text).
+			s.p.stats.statements.Add(1)
+			s.p.notParsed(s.db, err)
 			return frame, nil
 		}
 		if s.keptCached(frame, raw, simple) {
@@ -719,9 +734,14 @@ func (s *session) resolve(pd *pending) {
 // text changes anything (then it is not rewritten itself).
 //
 // It reports too whether the text may change the schema (ddl).
-func (s *session) onContext(text string, first bool, m *mutators) (changes, ddl bool) {
+func (s *session) onContext(raw []byte, first bool, m *mutators) (changes, ddl bool) {
 	alone := first && int64(s.requests) == s.rfqs.Load() && byte(s.txStatus.Load()) == 'I'
-	c := classifyContext(text, alone, m)
+	var c contextChange
+	if rewrite.CheckSize(len(raw)) != nil {
+		c = tooLargeContext() // classifyContext's answer, without a copy of the text
+	} else {
+		c = classifyContext(string(raw), alone, m)
+	}
 	if c.ddl {
 		s.p.invalidate(s.db)
 		s.ddlInFlight.Store(true)
@@ -827,19 +847,7 @@ func (p *Proxy) decide(ctx context.Context, s *session, text string, paramOIDs [
 	now := time.Now()
 	checked, err := rewrite.Check(text, p.cfg.MaxParseTokens)
 	if err != nil {
-		// Never given to the parser: its C code would overflow the
-		// stack and take every session down, or (too many tokens) the
-		// decision would cost far more than the server's own parse.
-		if le := (*rewrite.LimitError)(nil); errors.As(err, &le) && le.TooManyTokens {
-			p.stats.notParsedTokens.Add(1)
-			if !p.tokensLogged.Swap(true) {
-				p.log.Warn("statement not parsed: more tokens than --max-parse-tokens; such statements are relayed unchanged (this is logged once; the summary counts them)",
-					"database", s.db, "err", err)
-			}
-		} else {
-			p.stats.notParsed.Add(1)
-			p.log.Info("statement not parsed: too large or too deep", "database", s.db, "err", err)
-		}
+		p.notParsed(s.db, err)
 		d := decision{explain: err.Error(), gen: gen, at: now}
 		p.cache.put(key, d)
 		return key, d, true
@@ -870,6 +878,23 @@ func (p *Proxy) decide(ctx context.Context, s *session, text string, paramOIDs [
 		p.cache.put(neverKey(key, fp), decision{failed: true, fp: fp, gen: gen, at: now})
 	}
 	return key, d, true
+}
+
+// notParsed counts and logs a statement of database db that is never
+// given to the parser (err, a *rewrite.LimitError): its C code would
+// overflow the stack and take every session down, or (too many tokens)
+// the decision would cost far more than the server's own parse.
+func (p *Proxy) notParsed(db string, err error) {
+	if le := (*rewrite.LimitError)(nil); errors.As(err, &le) && le.TooManyTokens {
+		p.stats.notParsedTokens.Add(1)
+		if !p.tokensLogged.Swap(true) {
+			p.log.Warn("statement not parsed: more tokens than --max-parse-tokens; such statements are relayed unchanged (this is logged once; the summary counts them)",
+				"database", db, "err", err)
+		}
+		return
+	}
+	p.stats.notParsed.Add(1)
+	p.log.Info("statement not parsed: too large or too deep", "database", db, "err", err)
 }
 
 // decideOnSide runs the rules on a side connection set up like session

@@ -1,0 +1,132 @@
+package proxy
+
+import (
+	"bufio"
+	"encoding/binary"
+	"io"
+	"net"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// heapInUse is the process's Go heap in use after a collection, in bytes.
+func heapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+// sendQuery writes a Query message of prefix, fill bytes 'x', and suffix
+// to c (the text is garbage once written).
+func sendQuery(t *testing.T, c net.Conn, prefix string, fill int, suffix string) {
+	t.Helper()
+	n := len(prefix) + fill + len(suffix) + 1
+	b := make([]byte, 5, 5+n)
+	b[0] = 'Q'
+	binary.BigEndian.PutUint32(b[1:], uint32(4+n))
+	b = append(b, prefix...)
+	b = append(b, strings.Repeat("x", fill)...)
+	b = append(append(b, suffix...), 0)
+	_ = c.SetWriteDeadline(time.Now().Add(2 * time.Minute))
+	if _, err := c.Write(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readUntilReady reads c's messages up to ReadyForQuery without keeping
+// their bodies (but an ErrorResponse's): it returns their types and the
+// first ErrorResponse (nil when none).
+func readUntilReady(t *testing.T, c net.Conn) ([]byte, *pgproto3.ErrorResponse) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Minute))
+	r := bufio.NewReader(c)
+	var types []byte
+	var first *pgproto3.ErrorResponse
+	for {
+		var hdr [5]byte
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			t.Fatalf("after %q: %v", types, err)
+		}
+		types = append(types, hdr[0])
+		n := int64(binary.BigEndian.Uint32(hdr[1:])) - 4
+		switch hdr[0] {
+		case 'E':
+			body := make([]byte, n)
+			if _, err := io.ReadFull(r, body); err != nil {
+				t.Fatal(err)
+			}
+			var e pgproto3.ErrorResponse
+			if err := e.Decode(body); err != nil {
+				t.Fatal(err)
+			}
+			if first == nil {
+				first = &e
+			}
+		case 'Z':
+			if _, err := io.CopyN(io.Discard, r, n); err != nil {
+				t.Fatal(err)
+			}
+			if r.Buffered() > 0 {
+				t.Fatalf("%d bytes after ReadyForQuery", r.Buffered())
+			}
+			return types, first
+		default:
+			if _, err := io.CopyN(io.Discard, r, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// A large message does not stay in the proxy's memory once relayed: not
+// in the session's read buffer while it idles (it was kept until the
+// session's next read), nor as a decision-cache key or the session's key
+// buffer (a text the pre-filter passes but too large to parse was
+// decoded, keyed and cached: 3 copies of it kept until evicted), in
+// either direction; nor once the connection closed.
+func TestLargeMessageReleased(t *testing.T) {
+	dsn, _ := setup(t)
+	p, addr := startProxy(t, false)
+	_, c := hijacked(t, viaProxy(t, dsn, addr))
+	defer c.Close()
+	const size = 64 << 20
+	const slack = 24 << 20 // well under one copy of a message
+	heap0 := heapInUse()
+	check := func(what string) {
+		t.Helper()
+		if h := heapInUse(); h > heap0+slack {
+			t.Errorf("%s: Go heap in use %d MiB, %d MiB before: the proxy keeps the message", what, h>>20, heap0>>20)
+		} else {
+			t.Logf("%s: Go heap in use %d MiB, %d MiB before", what, h>>20, heap0>>20)
+		}
+	}
+	// From the client: a Query the pre-filter passes (OR, IN (SELECT).
+	sendQuery(t, c, "SELECT length('", size, "') WHERE 1 = 0 OR 1 IN (SELECT 1)")
+	if types, e := readUntilReady(t, c); e != nil || !strings.Contains(string(types), "D") {
+		t.Fatalf("64 MiB Query: messages %q, error %v", types, e)
+	}
+	if s := p.Stats(); s.NotParsed != 1 || s.Rewrites != 0 {
+		t.Errorf("stats: not parsed %d, rewrites %d; want the statement counted as not parsed", s.NotParsed, s.Rewrites)
+	}
+	check("after a 64 MiB Query, the session idle")
+	// From the server: a row of 64 MiB.
+	sendQuery(t, c, "SELECT repeat('x', 64 << 20)", 0, "")
+	if types, e := readUntilReady(t, c); e != nil || !strings.Contains(string(types), "D") {
+		t.Fatalf("64 MiB row: messages %q, error %v", types, e)
+	}
+	check("after a 64 MiB row, the session idle")
+	_ = c.Close()
+	deadline := time.Now().Add(time.Minute)
+	for p.active.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := p.active.Load(); n > 0 {
+		t.Fatalf("%d sessions left a minute after the client closed", n)
+	}
+	check("after the session ended")
+}
