@@ -46,6 +46,34 @@ func frameSize(b []byte, limit int) (int, error) {
 	return n + 1, nil
 }
 
+// smallMessage is PostgreSQL's limit on the length of the client
+// messages that carry no data (PQ_SMALL_MESSAGE_LIMIT).
+const smallMessage = 10000
+
+// frontendLimit is the longest length (the length field's value) of a
+// client message of type typ after authentication: large (the session's
+// limit) for those that carry data (Query, Parse, Bind, FunctionCall,
+// CopyData), smallMessage for the others PostgreSQL knows (Sync, Flush,
+// Execute, Describe, Close, Terminate, CopyDone, CopyFail), 0 for a type
+// PostgreSQL rejects with "invalid frontend message type" (its
+// SocketBackend, src/backend/tcop/postgres.c, checks the type byte
+// before it reads the length).
+func frontendLimit(typ byte, large int) int {
+	switch {
+	case carriesData(typ):
+		return large
+	case typ == 'S' || typ == 'H' || typ == 'E' || typ == 'D' || typ == 'C' || typ == 'X' || typ == 'c' || typ == 'f':
+		return smallMessage
+	}
+	return 0
+}
+
+// carriesData reports whether a client message of type typ may be long
+// (see frontendLimit).
+func carriesData(typ byte) bool {
+	return typ == 'Q' || typ == 'P' || typ == 'B' || typ == 'F' || typ == 'd'
+}
+
 // inbound reads one side of a session into a reused buffer and hands the
 // bytes received to a handler, which consumes whole messages.
 //

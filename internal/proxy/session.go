@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -124,11 +125,17 @@ func (s *session) clientLoop(ctx context.Context) {
 	limit := s.p.cfg.MaxMessageSize
 	err := s.cin.run(func(data []byte) (int, error) {
 		used := 0
-		for {
-			n, err := frameSize(data[used:], limit)
-			if err != nil {
-				s.p.stats.oversized.Add(1)
+		for used < len(data) {
+			max := frontendLimit(data[used], limit)
+			if max == 0 {
+				// PostgreSQL's answer, as soon as the type byte came:
+				// what follows it is not a message.
+				_ = s.flushUp() // what came before it
+				s.p.stats.invalidMessages.Add(1)
+				s.refuse(fatal(codeProtocol, fmt.Sprintf("invalid frontend message type %d", data[used]), ""))
+				return used, errStop
 			}
+			n, err := frameSize(data[used:], max)
 			if err != nil {
 				_ = s.flushUp() // what came before it
 				s.refuseMessage(data[used:], limit)
