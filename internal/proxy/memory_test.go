@@ -2,11 +2,13 @@ package proxy
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"io"
 	"net"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,4 +131,152 @@ func TestLargeMessageReleased(t *testing.T) {
 		t.Fatalf("%d sessions left a minute after the client closed", n)
 	}
 	check("after the session ended")
+}
+
+// flow counts one direction of the proxy's sessions: the bytes it read
+// from the source and wrote to the destination, and how many it had
+// read when its writes first passed mark.
+type flow struct {
+	in, out  atomic.Int64
+	mark     int64
+	inAtMark atomic.Int64 // -1 until then
+}
+
+func newFlow(mark int64) *flow {
+	f := &flow{mark: mark}
+	f.inAtMark.Store(-1)
+	return f
+}
+
+// countedConn feeds its reads to flow in and its writes to flow out. It
+// hides the descriptor: the relay uses Read and Write (plainConn).
+type countedConn struct {
+	net.Conn
+	in, out *flow
+}
+
+func (c countedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.in.in.Add(int64(n))
+	return n, err
+}
+
+func (c countedConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if c.out.out.Add(int64(n)) >= c.out.mark {
+		c.out.inAtMark.CompareAndSwap(-1, c.out.in.Load())
+	}
+	return n, err
+}
+
+type countedListener struct {
+	net.Listener
+	toServer, toClient *flow
+}
+
+func (l countedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return countedConn{c, l.toServer, l.toClient}, nil
+}
+
+// A message the proxy need not see whole (a server's DataRow, a client's
+// CopyData or Bind) is relayed as it arrives: when the proxy had passed
+// 8 MiB of a 64 MiB one on, it had read little more (it read the whole
+// message before it wrote a byte of it, its buffer as large).
+func TestLargeMessagesStreamed(t *testing.T) {
+	dsn, direct := setup(t)
+	if _, err := direct.Exec(context.Background(), "CREATE TABLE big (v text)"); err != nil {
+		t.Fatal(err)
+	}
+	const size = 64 << 20
+	const mark = 8 << 20
+	bind := func(text string) []byte {
+		b, err := (&pgproto3.Parse{Query: "SELECT length($1::text)"}).Encode(nil)
+		if err == nil {
+			b, err = (&pgproto3.Bind{Parameters: [][]byte{[]byte(text)}}).Encode(b)
+		}
+		if err == nil {
+			b, err = (&pgproto3.Execute{}).Encode(b)
+		}
+		if err == nil {
+			b, err = (&pgproto3.Sync{}).Encode(b)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	copyData := func(line string) []byte {
+		b, err := (&pgproto3.CopyData{Data: []byte(line)}).Encode(nil)
+		if err == nil {
+			b, err = (&pgproto3.CopyDone{}).Encode(b)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name     string
+		toServer bool // else to the client
+		run      func(c net.Conn)
+	}{
+		{"server's DataRow", false, func(c net.Conn) {
+			sendQuery(t, c, "SELECT repeat('x', 64 << 20)", 0, "")
+			if types, e := readUntilReady(t, c); e != nil || !strings.Contains(string(types), "D") {
+				t.Fatalf("messages %q, error %v", types, e)
+			}
+		}},
+		{"client's Bind", true, func(c net.Conn) {
+			if _, err := c.Write(bind(strings.Repeat("x", size))); err != nil {
+				t.Fatal(err)
+			}
+			if types, e := readUntilReady(t, c); e != nil || !strings.Contains(string(types), "D") {
+				t.Fatalf("messages %q, error %v", types, e)
+			}
+		}},
+		{"client's CopyData", true, func(c net.Conn) {
+			sendQuery(t, c, "COPY big FROM STDIN", 0, "")
+			if _, err := c.Write(copyData(strings.Repeat("x", size) + "\n")); err != nil {
+				t.Fatal(err)
+			}
+			if types, e := readUntilReady(t, c); e != nil || !strings.Contains(string(types), "C") {
+				t.Fatalf("messages %q, error %v", types, e)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			toServer, toClient := newFlow(mark), newFlow(mark)
+			p, err := New(Config{Upstream: srv.DSN(t, "postgres")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.wrapUp = func(c net.Conn) net.Conn { return countedConn{c, toClient, toServer} }
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			serveProxy(t, p, countedListener{ln, toServer, toClient})
+			_, c := hijacked(t, viaProxy(t, dsn, ln.Addr().String()))
+			defer c.Close()
+			tc.run(c)
+			f := toClient
+			if tc.toServer {
+				f = toServer
+			}
+			at := f.inAtMark.Load()
+			if at < 0 || at > size/2 {
+				t.Errorf("the proxy had read %d MiB when it had passed %d MiB on", at>>20, mark>>20)
+			} else {
+				t.Logf("the proxy had read %.1f MiB when it had passed %d MiB on", float64(at)/(1<<20), mark>>20)
+			}
+		})
+	}
+	var n int
+	if err := direct.QueryRow(context.Background(), "SELECT length(v) FROM big").Scan(&n); err != nil || n != size {
+		t.Errorf("the COPY stored %d bytes (%v), want %d", n, err, size)
+	}
 }

@@ -17,7 +17,11 @@
 // limit (Config.MaxMessageSize after authentication) is not read: the
 // client gets FATAL 54000 naming the limit and is disconnected (before
 // authentication: PostgreSQL's limits, a silent close as PostgreSQL's),
-// and buffers grow only as bytes arrive; Config.MaxClients bounds the
+// buffers grow only as bytes arrive and are dropped once the message is
+// relayed, and messages the proxy need not see whole (DataRow, CopyData,
+// Bind) are relayed as they arrive (streamMin); a client message of a
+// type PostgreSQL does not know, or of a length it refuses, gets its
+// FATAL 08P01 at once (frontendLimit); Config.MaxClients bounds the
 // connections served (53300 above); accept errors are retried with
 // back-off; the server's close ends its session at once (inbound.more,
 // watchHangups); the client's (EOF or Terminate) is passed upstream as a

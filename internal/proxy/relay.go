@@ -46,6 +46,27 @@ func frameSize(b []byte, limit int) (int, error) {
 	return n + 1, nil
 }
 
+// streamMin is the size in bytes from which a message the proxy need
+// not see whole (a client's CopyData or Bind, a server's DataRow or
+// CopyData) is relayed as it arrives rather than gathered first: the
+// session's buffers then stay at relayBuffer whatever the size of a row,
+// a parameter or a COPY line.
+const streamMin = 4 * relayBuffer
+
+// streamRest returns how many bytes of the incomplete message at the
+// start of b (at least its header; its length checked by frameSize) are
+// still to come, or 0 when it is shorter than streamMin.
+func streamRest(b []byte) int {
+	if len(b) < 5 {
+		return 0
+	}
+	total := int(binary.BigEndian.Uint32(b[1:5])) + 1
+	if total < streamMin {
+		return 0
+	}
+	return total - len(b)
+}
+
 // smallMessage is PostgreSQL's limit on the length of the client
 // messages that carry no data (PQ_SMALL_MESSAGE_LIMIT).
 const smallMessage = 10000
@@ -101,6 +122,9 @@ type inbound struct {
 	buf  []byte
 	n    int  // bytes of buf holding unconsumed data
 	more bool // set by the handler: read again after a short read
+	// skip is the handler's: bytes of a message it relays as they
+	// arrive (see streamMin) still to come.
+	skip int
 	// freed, if set, is called when release dropped a buffer of at
 	// least returnThreshold bytes.
 	freed func()
@@ -163,7 +187,7 @@ func (in *inbound) run(handle func([]byte) (int, error)) error {
 				return true
 			}
 			if n < free {
-				if in.more || in.n > 0 { // the peer may have closed as well, or is mid-message
+				if in.more || in.n > 0 || in.skip > 0 { // the peer may have closed as well, or is mid-message
 					in.more = false
 					continue
 				}

@@ -125,6 +125,11 @@ func (s *session) clientLoop(ctx context.Context) {
 	limit := s.p.cfg.MaxMessageSize
 	err := s.cin.run(func(data []byte) (int, error) {
 		used := 0
+		if s.cin.skip > 0 { // more of a message relayed as it arrives
+			used = min(s.cin.skip, len(data))
+			s.cin.skip -= used
+			s.writeUp(data[:used])
+		}
 		for used < len(data) {
 			max := frontendLimit(data[used], limit)
 			if max == 0 {
@@ -142,6 +147,9 @@ func (s *session) clientLoop(ctx context.Context) {
 				return used, errStop
 			}
 			if n == 0 {
+				if s.streamClient(data[used:], &atBatchStart) {
+					used = len(data)
+				}
 				break
 			}
 			frame := data[used : used+n]
@@ -163,6 +171,40 @@ func (s *session) clientLoop(ctx context.Context) {
 	if err == errTerminate || peerClosed(err, s.client) {
 		s.clientEOF(ctx)
 	}
+}
+
+// streamClient starts relaying the incomplete client message at the
+// start of head as it arrives (inbound.skip; see streamMin) when the
+// proxy need not see it whole: a CopyData, or a Bind (its statement
+// name, which onBind looks at, comes first), outside a batch whose
+// rewritten statement awaits its verdict (the batch's messages are kept
+// to be sent again) and a shutdown (an idle session's next request ends
+// it instead). It does what fromClient does for such a message.
+func (s *session) streamClient(head []byte, atBatchStart *bool) bool {
+	rest := streamRest(head)
+	if rest == 0 || (head[0] != 'd' && head[0] != 'B') || s.p.draining.Load() {
+		return false
+	}
+	if head[0] == 'B' {
+		i := bytes.IndexByte(head[5:], 0)
+		if i < 0 || bytes.IndexByte(head[5+i+1:], 0) < 0 {
+			return false // the names are not all there yet
+		}
+	}
+	s.mu.Lock()
+	building := s.pending
+	s.mu.Unlock()
+	if building != nil && !building.sealed {
+		return false
+	}
+	if head[0] == 'B' {
+		s.onBind(head)
+	}
+	s.writeUp(head)
+	*atBatchStart = false
+	s.publishSent(false)
+	s.cin.skip = rest
+	return true
 }
 
 // keyBufKeep is the largest decision-key buffer (session.keyBuf) a
@@ -482,7 +524,11 @@ func (s *session) upstreamLoop(ctx context.Context) {
 		s.mu.Lock()
 		pd := s.pending
 		s.mu.Unlock()
-		used, run := 0, 0 // run: start of the messages relayed as they are
+		used, run := 0, 0   // run: start of the messages relayed as they are
+		if s.uin.skip > 0 { // more of a message relayed as it arrives
+			used = min(s.uin.skip, len(data))
+			s.uin.skip -= used
+		}
 		for {
 			n, err := frameSize(data[used:], maxMessage)
 			if err != nil {
@@ -491,6 +537,12 @@ func (s *session) upstreamLoop(ctx context.Context) {
 				return used, err
 			}
 			if n == 0 {
+				// A DataRow or CopyData not awaited by a verdict is
+				// relayed as it arrives (see streamMin).
+				if rest := streamRest(data[used:]); rest > 0 && (data[used] == 'D' || data[used] == 'd') && (pd == nil || rfqSeen != pd.after) {
+					s.uin.skip = rest
+					used = len(data)
+				}
 				break
 			}
 			start := used
