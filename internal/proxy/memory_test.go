@@ -183,9 +183,11 @@ func (l countedListener) Accept() (net.Conn, error) {
 }
 
 // A message the proxy need not see whole (a server's DataRow, a client's
-// CopyData or Bind) is relayed as it arrives: when the proxy had passed
-// 8 MiB of a 64 MiB one on, it had read little more (it read the whole
-// message before it wrote a byte of it, its buffer as large).
+// CopyData or Bind, a Query or Parse too large to parse) is relayed as it
+// arrives: when the proxy had passed 8 MiB of a 64 MiB one on, it had
+// read little more (it read the whole message before it wrote a byte of
+// it, its buffer as large). What the proxy does with a statement is the
+// same either way.
 func TestLargeMessagesStreamed(t *testing.T) {
 	dsn, direct := setup(t)
 	if _, err := direct.Exec(context.Background(), "CREATE TABLE big (v text)"); err != nil {
@@ -219,11 +221,50 @@ func TestLargeMessagesStreamed(t *testing.T) {
 		}
 		return b
 	}
+	parse := func(text string) []byte {
+		b, err := (&pgproto3.Parse{Name: "big", Query: text}).Encode(nil)
+		if err == nil {
+			b, err = (&pgproto3.Sync{}).Encode(b)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var p *Proxy
 	for _, tc := range []struct {
 		name     string
 		toServer bool // else to the client
 		run      func(c net.Conn)
 	}{
+		{"client's Query", true, func(c net.Conn) {
+			// CREATE: it may change the schema and the session's
+			// context (too large to parse, the proxy cannot know):
+			// the proxy stops rewriting for the session, as when it
+			// gathered the text.
+			sendQuery(t, c, "SELECT /* create */ length('", size, "')")
+			if types, e := readUntilReady(t, c); e != nil || !strings.Contains(string(types), "D") {
+				t.Fatalf("messages %q, error %v", types, e)
+			}
+			sendQuery(t, c, "SELECT count(*) FROM t WHERE t.a = 1 OR t.a IN (SELECT u.x FROM u)", 0, "")
+			if types, e := readUntilReady(t, c); e != nil || !strings.Contains(string(types), "D") {
+				t.Fatalf("messages %q, error %v", types, e)
+			}
+			if st := p.Stats(); st.Rewrites != 0 || st.ContextUnknown != 1 || st.Invalidations == 0 {
+				t.Errorf("after a 64 MiB Query with CREATE in it: rewrites %d, context unknown %d, invalidations %d; want 0, 1, some", st.Rewrites, st.ContextUnknown, st.Invalidations)
+			}
+		}},
+		{"client's Parse", true, func(c net.Conn) {
+			if _, err := c.Write(parse("SELECT length('" + strings.Repeat("x", size) + "') WHERE 1 = 0 OR 1 IN (SELECT 1)")); err != nil {
+				t.Fatal(err)
+			}
+			if types, e := readUntilReady(t, c); e != nil || string(types) != "1Z" {
+				t.Fatalf("messages %q, error %v", types, e)
+			}
+			if st := p.Stats(); st.NotParsed != 1 || st.Statements != 1 {
+				t.Errorf("statements %d, not parsed %d; want 1, 1", st.Statements, st.NotParsed)
+			}
+		}},
 		{"server's DataRow", false, func(c net.Conn) {
 			sendQuery(t, c, "SELECT repeat('x', 64 << 20)", 0, "")
 			if types, e := readUntilReady(t, c); e != nil || !strings.Contains(string(types), "D") {
@@ -246,11 +287,16 @@ func TestLargeMessagesStreamed(t *testing.T) {
 			if types, e := readUntilReady(t, c); e != nil || !strings.Contains(string(types), "C") {
 				t.Fatalf("messages %q, error %v", types, e)
 			}
+			var n int
+			if err := direct.QueryRow(context.Background(), "SELECT length(v) FROM big").Scan(&n); err != nil || n != size {
+				t.Errorf("the COPY stored %d bytes (%v), want %d", n, err, size)
+			}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			toServer, toClient := newFlow(mark), newFlow(mark)
-			p, err := New(Config{Upstream: srv.DSN(t, "postgres")})
+			var err error
+			p, err = New(Config{Upstream: srv.DSN(t, "postgres")})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -274,9 +320,5 @@ func TestLargeMessagesStreamed(t *testing.T) {
 				t.Logf("the proxy had read %.1f MiB when it had passed %d MiB on", float64(at)/(1<<20), mark>>20)
 			}
 		})
-	}
-	var n int
-	if err := direct.QueryRow(context.Background(), "SELECT length(v) FROM big").Scan(&n); err != nil || n != size {
-		t.Errorf("the COPY stored %d bytes (%v), want %d", n, err, size)
 	}
 }

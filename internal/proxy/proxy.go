@@ -19,7 +19,8 @@
 // authentication: PostgreSQL's limits, a silent close as PostgreSQL's),
 // buffers grow only as bytes arrive and are dropped once the message is
 // relayed, and messages the proxy need not see whole (DataRow, CopyData,
-// Bind) are relayed as they arrive (streamMin); a client message of a
+// Bind, a Query or Parse too large to parse) are relayed as they arrive
+// (streamMin, stream.go); a client message of a
 // type PostgreSQL does not know, or of a length it refuses, gets its
 // FATAL 08P01 at once (frontendLimit); Config.MaxClients bounds the
 // connections served (53300 above); accept errors are retried with

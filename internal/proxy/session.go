@@ -43,6 +43,9 @@ type session struct {
 	// startPath the one of its startup packet.
 	path, startPath string
 	keyBuf          []byte // decision-cache key of the statement at hand (clientLoop only)
+	// streamed: the Query or Parse being relayed as it arrives, nil
+	// when none (clientLoop only; see streamClient).
+	streamed *streamedStatement
 	// ddlStmts: names of the prepared statements that may change the
 	// schema, each Bind of them invalidates (clientLoop only; nil when
 	// none).
@@ -126,9 +129,7 @@ func (s *session) clientLoop(ctx context.Context) {
 	err := s.cin.run(func(data []byte) (int, error) {
 		used := 0
 		if s.cin.skip > 0 { // more of a message relayed as it arrives
-			used = min(s.cin.skip, len(data))
-			s.cin.skip -= used
-			s.writeUp(data[:used])
+			used = s.streamMore(data, &atBatchStart)
 		}
 		for used < len(data) {
 			max := frontendLimit(data[used], limit)
@@ -147,7 +148,7 @@ func (s *session) clientLoop(ctx context.Context) {
 				return used, errStop
 			}
 			if n == 0 {
-				if s.streamClient(data[used:], &atBatchStart) {
+				if s.streamClient(ctx, data[used:], &atBatchStart) {
 					used = len(data)
 				}
 				break
@@ -171,40 +172,6 @@ func (s *session) clientLoop(ctx context.Context) {
 	if err == errTerminate || peerClosed(err, s.client) {
 		s.clientEOF(ctx)
 	}
-}
-
-// streamClient starts relaying the incomplete client message at the
-// start of head as it arrives (inbound.skip; see streamMin) when the
-// proxy need not see it whole: a CopyData, or a Bind (its statement
-// name, which onBind looks at, comes first), outside a batch whose
-// rewritten statement awaits its verdict (the batch's messages are kept
-// to be sent again) and a shutdown (an idle session's next request ends
-// it instead). It does what fromClient does for such a message.
-func (s *session) streamClient(head []byte, atBatchStart *bool) bool {
-	rest := streamRest(head)
-	if rest == 0 || (head[0] != 'd' && head[0] != 'B') || s.p.draining.Load() {
-		return false
-	}
-	if head[0] == 'B' {
-		i := bytes.IndexByte(head[5:], 0)
-		if i < 0 || bytes.IndexByte(head[5+i+1:], 0) < 0 {
-			return false // the names are not all there yet
-		}
-	}
-	s.mu.Lock()
-	building := s.pending
-	s.mu.Unlock()
-	if building != nil && !building.sealed {
-		return false
-	}
-	if head[0] == 'B' {
-		s.onBind(head)
-	}
-	s.writeUp(head)
-	*atBatchStart = false
-	s.publishSent(false)
-	s.cin.skip = rest
-	return true
 }
 
 // keyBufKeep is the largest decision-key buffer (session.keyBuf) a
@@ -795,12 +762,15 @@ func (s *session) resolve(pd *pending) {
 // It reports too whether the text may change the schema (ddl).
 func (s *session) onContext(raw []byte, first bool, m *mutators) (changes, ddl bool) {
 	alone := first && int64(s.requests) == s.rfqs.Load() && byte(s.txStatus.Load()) == 'I'
-	var c contextChange
 	if rewrite.CheckSize(len(raw)) != nil {
-		c = tooLargeContext() // classifyContext's answer, without a copy of the text
-	} else {
-		c = classifyContext(string(raw), alone, m)
+		return s.followContext(tooLargeContext()) // classifyContext's answer, without a copy of the text
 	}
+	return s.followContext(classifyContext(string(raw), alone, m))
+}
+
+// followContext applies what a statement does to the session's context
+// (onContext).
+func (s *session) followContext(c contextChange) (changes, ddl bool) {
 	if c.ddl {
 		s.p.invalidate(s.db)
 		s.ddlInFlight.Store(true)
