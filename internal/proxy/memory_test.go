@@ -11,8 +11,11 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/erplab/erplab/internal/rewrite"
 )
 
 // heapInUse is the process's Go heap in use after a collection, in bytes.
@@ -87,15 +90,33 @@ func readUntilReady(t *testing.T, c net.Conn) ([]byte, *pgproto3.ErrorResponse) 
 
 // A large message does not stay in the proxy's memory once relayed: not
 // in the session's read buffer while it idles (it was kept until the
-// session's next read), nor as a decision-cache key or the session's key
-// buffer (a text the pre-filter passes but too large to parse was
-// decoded, keyed and cached: 3 copies of it kept until evicted), in
-// either direction; nor once the connection closed.
+// session's next read: here a FunctionCall, which the proxy gathers
+// whole), nor as a decision-cache key or the session's key buffer (a
+// text the pre-filter passes but too large to parse was decoded, keyed
+// and cached: 3 copies of it kept until evicted), in either direction;
+// nor once the connection closed.
 func TestLargeMessageReleased(t *testing.T) {
-	dsn, _ := setup(t)
+	ctx := context.Background()
+	dsn, direct := setup(t)
 	p, addr := startProxy(t, false)
 	_, c := hijacked(t, viaProxy(t, dsn, addr))
 	defer c.Close()
+	// The session, looked at by the hang-up watcher as every 2 s (its
+	// buffer), must be collected once it ended.
+	var s *session
+	p.mu.Lock()
+	for k := range p.sessions {
+		s = k
+	}
+	p.mu.Unlock()
+	gone := weak.Make(s)
+	looked := p.lookForHangups(nil)
+	s = nil
+	var length uint32
+	if err := direct.QueryRow(ctx, "SELECT 'pg_catalog.length(text)'::regprocedure::oid").Scan(&length); err != nil {
+		t.Fatal(err)
+	}
+	cached := p.cache.len()
 	const size = 64 << 20
 	const slack = 24 << 20 // well under one copy of a message
 	heap0 := heapInUse()
@@ -107,13 +128,44 @@ func TestLargeMessageReleased(t *testing.T) {
 			t.Logf("%s: Go heap in use %d MiB, %d MiB before", what, h>>20, heap0>>20)
 		}
 	}
-	// From the client: a Query the pre-filter passes (OR, IN (SELECT).
+	// From the client: a FunctionCall, gathered whole.
+	fc, err := (&pgproto3.FunctionCall{Function: length, Arguments: [][]byte{[]byte(strings.Repeat("x", size))}}).Encode(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(2 * time.Minute))
+	if _, err := c.Write(fc); err != nil {
+		t.Fatal(err)
+	}
+	fc = nil
+	if types, e := readUntilReady(t, c); e != nil || string(types) != "VZ" {
+		t.Fatalf("64 MiB FunctionCall: messages %q, error %v", types, e)
+	}
+	check("after a 64 MiB FunctionCall, the session idle")
+	// A Query and a Parse the pre-filter passes (OR, IN (SELECT),
+	// too large to parse: the Query relayed as it arrives, the Parse
+	// gathered (its text may be under rewrite.MaxBytes, as far as its
+	// length says); neither cached.
 	sendQuery(t, c, "SELECT length('", size, "') WHERE 1 = 0 OR 1 IN (SELECT 1)")
 	if types, e := readUntilReady(t, c); e != nil || !strings.Contains(string(types), "D") {
 		t.Fatalf("64 MiB Query: messages %q, error %v", types, e)
 	}
-	if s := p.Stats(); s.NotParsed != 1 || s.Rewrites != 0 {
-		t.Errorf("stats: not parsed %d, rewrites %d; want the statement counted as not parsed", s.NotParsed, s.Rewrites)
+	text := "SELECT length('" + strings.Repeat("x", rewrite.MaxBytes) + "') WHERE 1 = 0 OR 1 IN (SELECT 1)"
+	b, err := (&pgproto3.Parse{Query: text}).Encode(nil)
+	if err == nil {
+		b, err = (&pgproto3.Sync{}).Encode(b)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if types, e := readUntilReady(t, c); e != nil || string(types) != "1Z" {
+		t.Fatalf("1 MiB Parse: messages %q, error %v", types, e)
+	}
+	if s := p.Stats(); s.NotParsed != 2 || s.Rewrites != 0 || p.cache.len() != cached {
+		t.Errorf("stats: not parsed %d, rewrites %d, decisions cached %d (%d before); want both counted as not parsed, none cached", s.NotParsed, s.Rewrites, p.cache.len(), cached)
 	}
 	check("after a 64 MiB Query, the session idle")
 	// From the server: a row of 64 MiB.
@@ -131,6 +183,14 @@ func TestLargeMessageReleased(t *testing.T) {
 		t.Fatalf("%d sessions left a minute after the client closed", n)
 	}
 	check("after the session ended")
+	for deadline := time.Now().Add(time.Minute); gone.Value() != nil; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the session is still reachable a minute after it ended (the hang-up watcher's buffer holds %d)", len(looked[:cap(looked)]))
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	runtime.KeepAlive(looked)
 }
 
 // flow counts one direction of the proxy's sessions: the bytes it read
