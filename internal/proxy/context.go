@@ -64,58 +64,81 @@ func scanWords[T string | []byte](s T) words {
 			j++
 		}
 		w.calls = w.calls || callAfter(s, j)
-		switch v := s[i:j]; len(v) {
-		case 2:
-			if start && eqFold(v, "do") {
-				w.context = true
-			} else if eqFold(v, "or") {
-				or = true
-			} else if eqFold(v, "in") {
-				sub = sub || subqueryAfter(s, j)
-			}
-		case 3:
-			if eqFold(v, "any") {
-				sub = sub || subqueryAfter(s, j)
-			}
-		case 4:
-			if eqFold(v, "some") {
-				sub = sub || subqueryAfter(s, j)
-			} else if eqFold(v, "drop") || eqFold(v, "temp") || eqFold(v, "role") || eqFold(v, "call") {
-				w.context = true
-			}
-		case 5:
-			if eqFold(v, "reset") || eqFold(v, "alter") {
-				w.context = true
-			}
-		case 6:
-			if eqFold(v, "create") {
-				w.context = true
-			}
-		case 7:
-			if eqFold(v, "discard") {
-				w.context = true
-			}
-		case 9:
-			if eqFold(v, "temporary") {
-				w.context = true
-			}
-		case 10:
-			if eqFold(v, "set_config") {
-				w.context = true
-			}
-		case 11:
-			if eqFold(v, "search_path") {
-				w.context = true
-			}
-		case 13:
-			if eqFold(v, "authorization") {
-				w.context = true
-			}
+		switch wordKind(s[i:j], start) {
+		case wordContext:
+			w.context = true
+		case wordOr:
+			or = true
+		case wordSubquery:
+			sub = sub || subqueryAfter(s, j)
 		}
 		i, start = j, false
 	}
 	w.match = or && sub
 	return w
+}
+
+// Word kinds (wordKind).
+const (
+	wordOther    = iota
+	wordContext  // a word of a statement that may change the context (see words.context)
+	wordOr       // OR
+	wordSubquery // IN, ANY or SOME: a subquery may follow
+)
+
+// wordKind is what word v (an identifier-like word of a statement text)
+// means to the pre-filter; start says whether a statement may start
+// there (see scanWords).
+func wordKind[T string | []byte](v T, start bool) int {
+	switch len(v) {
+	case 2:
+		if start && eqFold(v, "do") {
+			return wordContext
+		} else if eqFold(v, "or") {
+			return wordOr
+		} else if eqFold(v, "in") {
+			return wordSubquery
+		}
+	case 3:
+		if eqFold(v, "any") {
+			return wordSubquery
+		}
+	case 4:
+		if eqFold(v, "some") {
+			return wordSubquery
+		} else if eqFold(v, "drop") || eqFold(v, "temp") || eqFold(v, "role") || eqFold(v, "call") {
+			return wordContext
+		}
+	case 5:
+		if eqFold(v, "reset") || eqFold(v, "alter") {
+			return wordContext
+		}
+	case 6:
+		if eqFold(v, "create") {
+			return wordContext
+		}
+	case 7:
+		if eqFold(v, "discard") {
+			return wordContext
+		}
+	case 9:
+		if eqFold(v, "temporary") {
+			return wordContext
+		}
+	case 10:
+		if eqFold(v, "set_config") {
+			return wordContext
+		}
+	case 11:
+		if eqFold(v, "search_path") {
+			return wordContext
+		}
+	case 13:
+		if eqFold(v, "authorization") {
+			return wordContext
+		}
+	}
+	return wordOther
 }
 
 // callAfter reports whether s[j:], after the word that ends at j, is an
@@ -177,17 +200,22 @@ func subqueryAfter[T string | []byte](s T, i int) bool {
 			for j < n && isIdentChar(s[j]) {
 				j++
 			}
-			v := s[i:j]
-			switch len(v) {
-			case 4:
-				return eqFold(v, "with")
-			case 5:
-				return eqFold(v, "table")
-			case 6:
-				return eqFold(v, "select") || eqFold(v, "values")
-			}
-			return false
+			return subqueryWord(s[i:j])
 		}
+	}
+	return false
+}
+
+// subqueryWord reports whether v, the first word inside the parentheses
+// after an IN, ANY or SOME, starts a subquery.
+func subqueryWord[T string | []byte](v T) bool {
+	switch len(v) {
+	case 4:
+		return eqFold(v, "with")
+	case 5:
+		return eqFold(v, "table")
+	case 6:
+		return eqFold(v, "select") || eqFold(v, "values")
 	}
 	return false
 }
@@ -218,6 +246,10 @@ type contextChange struct {
 	toDefault bool
 }
 
+// tooLargeContext is what a text too large or deep to parse may do: it
+// may change anything, a schema change and an unknown context.
+func tooLargeContext() contextChange { return contextChange{ddl: true, unknown: true} }
+
 // classifyContext parses text (the pre-filter flagged it) and says what
 // it does to the session's context. A call of a function of m (nil: none)
 // is a schema change (ddl), as are DO and CALL. alone is true when the session has
@@ -231,9 +263,7 @@ func classifyContext(text string, alone bool, m *mutators) contextChange {
 	var c contextChange
 	tree, err := rewrite.Parse(text)
 	if errors.Is(err, rewrite.ErrLimit) {
-		// Too large or deep to parse: it may change anything.
-		c.ddl, c.unknown = true, true
-		return c
+		return tooLargeContext()
 	}
 	if err != nil {
 		return c

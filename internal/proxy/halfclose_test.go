@@ -3,18 +3,23 @@ package proxy
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"golang.org/x/sys/unix"
+
+	"github.com/erplab/erplab/internal/rewrite"
 )
 
 // serveUnwatched serves ln with p's sessions (Proxy.handle) but no
@@ -62,6 +67,30 @@ func unwatchedProxy(t *testing.T, upstream string) (*Proxy, string) {
 	}
 	serveUnwatched(t, p, ln)
 	return p, ln.Addr().String()
+}
+
+// smallSendBuffer is a Proxy.wrapUp that gives each upstream connection
+// a send buffer of 16 KiB (no autotuning): what the server does not read
+// then stays with the relay.
+func smallSendBuffer(t *testing.T) func(net.Conn) net.Conn {
+	return func(c net.Conn) net.Conn {
+		sc, ok := c.(syscall.Conn)
+		if !ok {
+			t.Error("upstream connection without a descriptor")
+			return c
+		}
+		rc, err := sc.SyscallConn()
+		if err == nil {
+			cerr := rc.Control(func(fd uintptr) {
+				err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, 16<<10)
+			})
+			err = errors.Join(err, cerr)
+		}
+		if err != nil {
+			t.Errorf("SO_SNDBUF: %v", err)
+		}
+		return c
+	}
 }
 
 // readToEOF reads c until EOF (10 s liveness bound) and returns the
@@ -283,9 +312,11 @@ func TestPartialMessageAtEOF(t *testing.T) {
 // with nothing left in its socket (the mirror of
 // TestHangupAfterUnrelayedBytes): the client sends a Query the server
 // does not read yet (its backend waits for an advisory lock the test
-// holds) and a 64 MiB INSERT, more than the sockets hold, then closes;
-// the watcher looks while the relay waits to write the rest. Every byte
-// reaches the server: the row is inserted, whole.
+// holds) and a 1 MiB INSERT (the longest text the relay gathers whole:
+// a longer one is relayed as it arrives, see streamClient), more than
+// the sockets hold (the proxy's send buffer upstream made small), then
+// closes; the watcher looks while the relay waits to write the rest.
+// Every byte reaches the server: the row is inserted, whole.
 func TestHangupAfterUnwrittenClientBytes(t *testing.T) {
 	ctx := context.Background()
 	dsn, direct := setup(t)
@@ -297,7 +328,8 @@ func TestHangupAfterUnwrittenClientBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Close(ctx)
-	const size = 64 << 20
+	const insert = "INSERT INTO big VALUES ('')"
+	const size = rewrite.MaxBytes - len(insert)
 	value := strings.Repeat("x", size-1) + "y"
 	for _, network := range []string{"unix", "tcp"} {
 		t.Run(network, func(t *testing.T) {
@@ -313,8 +345,17 @@ func TestHangupAfterUnwrittenClientBytes(t *testing.T) {
 					_, _ = holder.Exec(ctx, "SELECT pg_advisory_unlock(4242)")
 				}
 			}()
-			p, addr := unwatchedProxy(t, upstreamVia(t, dsn, network))
-			pid, conn := hijackedConfig(t, plainConfig(t, dsn, addr))
+			p, err := New(Config{Upstream: upstreamVia(t, dsn, network)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.wrapUp = smallSendBuffer(t)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			serveUnwatched(t, p, ln)
+			pid, conn := hijackedConfig(t, plainConfig(t, dsn, ln.Addr().String()))
 			defer conn.Close()
 			var s *session
 			p.mu.Lock()
@@ -323,7 +364,7 @@ func TestHangupAfterUnwrittenClientBytes(t *testing.T) {
 			}
 			p.mu.Unlock()
 			msgs := encode(t, &pgproto3.Query{String: "SELECT pg_advisory_lock(4242)"},
-				&pgproto3.Query{String: "INSERT INTO big VALUES ('" + value + "')"})
+				&pgproto3.Query{String: insert[:len(insert)-2] + value + "')"})
 			if _, err := conn.Write(msgs); err != nil {
 				t.Fatal(err)
 			}

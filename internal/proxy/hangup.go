@@ -32,8 +32,18 @@ func (p *Proxy) watchHangups(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		ss = p.checkHangups(ss[:0])
+		ss = p.lookForHangups(ss)
 	}
+}
+
+// lookForHangups is one look of watchHangups (checkHangups) with ss, a
+// buffer reused between looks, cleared after the look: it kept, for the
+// proxy's life, as many ended sessions as the most it had seen at once,
+// with what they held.
+func (p *Proxy) lookForHangups(ss []*session) []*session {
+	ss = p.checkHangups(ss[:0])
+	clear(ss)
+	return ss
 }
 
 // checkHangups is one look of watchHangups at every session; it appends

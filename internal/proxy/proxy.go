@@ -17,7 +17,12 @@
 // limit (Config.MaxMessageSize after authentication) is not read: the
 // client gets FATAL 54000 naming the limit and is disconnected (before
 // authentication: PostgreSQL's limits, a silent close as PostgreSQL's),
-// and buffers grow only as bytes arrive; Config.MaxClients bounds the
+// buffers grow only as bytes arrive and are dropped once the message is
+// relayed, and messages the proxy need not see whole (DataRow, CopyData,
+// Bind, a Query or Parse too large to parse) are relayed as they arrive
+// (streamMin, stream.go); a client message of a
+// type PostgreSQL does not know, or of a length it refuses, gets its
+// FATAL 08P01 at once (frontendLimit); Config.MaxClients bounds the
 // connections served (53300 above); accept errors are retried with
 // back-off; the server's close ends its session at once (inbound.more,
 // watchHangups); the client's (EOF or Terminate) is passed upstream as a
@@ -185,6 +190,8 @@ type Proxy struct {
 	shutOnce  sync.Once
 	// tokensLogged: a statement over MaxParseTokens was logged.
 	tokensLogged atomic.Bool
+	// returning: returnMemory planned a return of free memory.
+	returning atomic.Bool
 	// wrapUp, if set (tests), wraps each upstream connection.
 	wrapUp func(net.Conn) net.Conn
 	// epfd is the Go runtime's epoll descriptor (rawsock.RuntimePoller,
@@ -512,7 +519,7 @@ func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 		db = user
 	}
 	startPath, startUnknown := startupPath(params)
-	s := &session{p: p, client: client, up: up, cin: newInbound(client), uin: newInbound(up),
+	s := &session{p: p, client: client, up: up, cin: newInbound(client, p.returnMemory), uin: newInbound(up, p.returnMemory),
 		cw: newOutbound(client), uw: newOutbound(up),
 		db: db, user: user, path: startPath, startPath: startPath, startUnknown: startUnknown,
 		closed: make(chan struct{}), requests: 1}

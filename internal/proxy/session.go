@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -42,6 +43,9 @@ type session struct {
 	// startPath the one of its startup packet.
 	path, startPath string
 	keyBuf          []byte // decision-cache key of the statement at hand (clientLoop only)
+	// streamed: the Query or Parse being relayed as it arrives, nil
+	// when none (clientLoop only; see streamClient).
+	streamed *streamedStatement
 	// ddlStmts: names of the prepared statements that may change the
 	// schema, each Bind of them invalidates (clientLoop only; nil when
 	// none).
@@ -124,17 +128,29 @@ func (s *session) clientLoop(ctx context.Context) {
 	limit := s.p.cfg.MaxMessageSize
 	err := s.cin.run(func(data []byte) (int, error) {
 		used := 0
-		for {
-			n, err := frameSize(data[used:], limit)
-			if err != nil {
-				s.p.stats.oversized.Add(1)
+		if s.cin.skip > 0 { // more of a message relayed as it arrives
+			used = s.streamMore(data, &atBatchStart)
+		}
+		for used < len(data) {
+			max := frontendLimit(data[used], limit)
+			if max == 0 {
+				// PostgreSQL's answer, as soon as the type byte came:
+				// what follows it is not a message.
+				_ = s.flushUp() // what came before it
+				s.p.stats.invalidMessages.Add(1)
+				s.refuse(fatal(codeProtocol, fmt.Sprintf("invalid frontend message type %d", data[used]), ""))
+				return used, errStop
 			}
+			n, err := frameSize(data[used:], max)
 			if err != nil {
 				_ = s.flushUp() // what came before it
 				s.refuseMessage(data[used:], limit)
 				return used, errStop
 			}
 			if n == 0 {
+				if s.streamClient(ctx, data[used:], &atBatchStart) {
+					used = len(data)
+				}
 				break
 			}
 			frame := data[used : used+n]
@@ -157,6 +173,10 @@ func (s *session) clientLoop(ctx context.Context) {
 		s.clientEOF(ctx)
 	}
 }
+
+// keyBufKeep is the largest decision-key buffer (session.keyBuf) a
+// session keeps from one statement to the next.
+const keyBufKeep = 64 * 1024
 
 // errTerminate ends clientLoop after the client's Terminate was relayed:
 // the session ends when the server closes (see clientEOF).
@@ -229,6 +249,9 @@ func (s *session) fromClient(ctx context.Context, frame []byte, atBatchStart *bo
 		if started != nil {
 			started.retryable = *atBatchStart
 		}
+	}
+	if cap(s.keyBuf) > keyBufKeep {
+		s.keyBuf = nil // the key of a large text: not kept while the session idles
 	}
 	if typ == 'Q' && s.lastPos != nil {
 		s.posMu.Lock()
@@ -311,7 +334,7 @@ func (s *session) onStatement(ctx context.Context, frame []byte, simple, canPend
 			m = s.p.mutatorsIn(ctx, s.db, s.state())
 		}
 		if w.context || (w.calls && m.calledIn(raw)) {
-			changes, ddl := s.onContext(string(raw), simple && atBatchStart, m)
+			changes, ddl := s.onContext(raw, simple && atBatchStart, m)
 			if !simple && ddl {
 				// Each execution of the prepared statement may
 				// change the schema again (see onBind).
@@ -331,6 +354,14 @@ func (s *session) onStatement(ctx context.Context, frame []byte, simple, canPend
 		if !w.match {
 			s.p.stats.statements.Add(1)
 			s.p.stats.prefilterSkips.Add(1)
+			return frame, nil
+		}
+		if err := rewrite.CheckSize(len(raw)); err != nil {
+			// Never parsed: relayed as it is, its text neither
+			// decoded, nor keyed, nor cached (a decision per
+			// distinct text would keep every such text).
+			s.p.stats.statements.Add(1)
+			s.p.notParsed(s.db, err)
 			return frame, nil
 		}
 		if s.keptCached(frame, raw, simple) {
@@ -460,7 +491,11 @@ func (s *session) upstreamLoop(ctx context.Context) {
 		s.mu.Lock()
 		pd := s.pending
 		s.mu.Unlock()
-		used, run := 0, 0 // run: start of the messages relayed as they are
+		used, run := 0, 0   // run: start of the messages relayed as they are
+		if s.uin.skip > 0 { // more of a message relayed as it arrives
+			used = min(s.uin.skip, len(data))
+			s.uin.skip -= used
+		}
 		for {
 			n, err := frameSize(data[used:], maxMessage)
 			if err != nil {
@@ -469,6 +504,12 @@ func (s *session) upstreamLoop(ctx context.Context) {
 				return used, err
 			}
 			if n == 0 {
+				// A DataRow or CopyData not awaited by a verdict is
+				// relayed as it arrives (see streamMin).
+				if rest := streamRest(data[used:]); rest > 0 && (data[used] == 'D' || data[used] == 'd') && (pd == nil || rfqSeen != pd.after) {
+					s.uin.skip = rest
+					used = len(data)
+				}
 				break
 			}
 			start := used
@@ -719,9 +760,17 @@ func (s *session) resolve(pd *pending) {
 // text changes anything (then it is not rewritten itself).
 //
 // It reports too whether the text may change the schema (ddl).
-func (s *session) onContext(text string, first bool, m *mutators) (changes, ddl bool) {
+func (s *session) onContext(raw []byte, first bool, m *mutators) (changes, ddl bool) {
 	alone := first && int64(s.requests) == s.rfqs.Load() && byte(s.txStatus.Load()) == 'I'
-	c := classifyContext(text, alone, m)
+	if rewrite.CheckSize(len(raw)) != nil {
+		return s.followContext(tooLargeContext()) // classifyContext's answer, without a copy of the text
+	}
+	return s.followContext(classifyContext(string(raw), alone, m))
+}
+
+// followContext applies what a statement does to the session's context
+// (onContext).
+func (s *session) followContext(c contextChange) (changes, ddl bool) {
 	if c.ddl {
 		s.p.invalidate(s.db)
 		s.ddlInFlight.Store(true)
@@ -827,19 +876,7 @@ func (p *Proxy) decide(ctx context.Context, s *session, text string, paramOIDs [
 	now := time.Now()
 	checked, err := rewrite.Check(text, p.cfg.MaxParseTokens)
 	if err != nil {
-		// Never given to the parser: its C code would overflow the
-		// stack and take every session down, or (too many tokens) the
-		// decision would cost far more than the server's own parse.
-		if le := (*rewrite.LimitError)(nil); errors.As(err, &le) && le.TooManyTokens {
-			p.stats.notParsedTokens.Add(1)
-			if !p.tokensLogged.Swap(true) {
-				p.log.Warn("statement not parsed: more tokens than --max-parse-tokens; such statements are relayed unchanged (this is logged once; the summary counts them)",
-					"database", s.db, "err", err)
-			}
-		} else {
-			p.stats.notParsed.Add(1)
-			p.log.Info("statement not parsed: too large or too deep", "database", s.db, "err", err)
-		}
+		p.notParsed(s.db, err)
 		d := decision{explain: err.Error(), gen: gen, at: now}
 		p.cache.put(key, d)
 		return key, d, true
@@ -870,6 +907,23 @@ func (p *Proxy) decide(ctx context.Context, s *session, text string, paramOIDs [
 		p.cache.put(neverKey(key, fp), decision{failed: true, fp: fp, gen: gen, at: now})
 	}
 	return key, d, true
+}
+
+// notParsed counts and logs a statement of database db that is never
+// given to the parser (err, a *rewrite.LimitError): its C code would
+// overflow the stack and take every session down, or (too many tokens)
+// the decision would cost far more than the server's own parse.
+func (p *Proxy) notParsed(db string, err error) {
+	if le := (*rewrite.LimitError)(nil); errors.As(err, &le) && le.TooManyTokens {
+		p.stats.notParsedTokens.Add(1)
+		if !p.tokensLogged.Swap(true) {
+			p.log.Warn("statement not parsed: more tokens than --max-parse-tokens; such statements are relayed unchanged (this is logged once; the summary counts them)",
+				"database", db, "err", err)
+		}
+		return
+	}
+	p.stats.notParsed.Add(1)
+	p.log.Info("statement not parsed: too large or too deep", "database", db, "err", err)
 }
 
 // decideOnSide runs the rules on a side connection set up like session

@@ -134,18 +134,32 @@ func (s *session) terminateUp() {
 }
 
 // refuseMessage ends the session for the client message at the start of
-// b whose length field frameSize rejected (limit: the session's): the
-// client gets FATAL 54000 naming the limit (08P01 for a length below 4)
-// after what the server still sends, and its rest of the message is read
-// and discarded (bounded) so that it sees the error. Called by clientLoop,
-// which then stops.
+// b whose length field frameSize rejected (limit: the session's limit,
+// see frontendLimit): a length over the session's
+// limit gets FATAL 54000 naming the limit, one PostgreSQL would not take
+// either (below 4, negative, over 1 GiB or over the limit of a type
+// that carries no data) 08P01 "invalid message length", PostgreSQL's
+// words (it logs them and closes without a word). See refuse.
 func (s *session) refuseMessage(b []byte, limit int) {
-	n := int64(binary.BigEndian.Uint32(b[1:5]))
-	e := fatal(codeProtocol, fmt.Sprintf("invalid message length %d", n), "")
-	if n > int64(limit) {
-		e = fatal(codeLimit, fmt.Sprintf("message of type %q with length %d exceeds the proxy's limit of %d bytes (erplab proxy --max-message-size)", b[0], n, limit),
-			"The proxy closes the connection; raise --max-message-size (at most 1G) to let such messages through.")
+	n := int64(int32(binary.BigEndian.Uint32(b[1:5])))
+	if carriesData(b[0]) && n > int64(limit) && n <= maxMessage {
+		s.p.stats.oversized.Add(1)
+		s.refuse(fatal(codeLimit, fmt.Sprintf("message of type %q with length %d exceeds the proxy's limit of %d bytes (erplab proxy --max-message-size)", b[0], n, limit),
+			"The proxy closes the connection; raise --max-message-size (at most 1G) to let such messages through."))
+		return
 	}
+	s.p.stats.invalidMessages.Add(1)
+	e := fatal(codeProtocol, "invalid message length", "")
+	e.Detail = fmt.Sprintf("A message of type %q announced a length of %d bytes.", b[0], n)
+	s.refuse(e)
+}
+
+// refuse ends the session for a client message the proxy does not relay
+// (an invalid one, one over a limit): the client gets e after what the
+// server still sends, the upstream a Terminate, and the client's input
+// is read and discarded (bounded) so that it sees the error, not a
+// reset. Called by clientLoop, which then stops.
+func (s *session) refuse(e *pgproto3.ErrorResponse) {
 	if s.end.state.CompareAndSwap(endNone, endRefused) {
 		s.end.fatal.Store(e)
 		s.end.linger.Store(true)

@@ -18,6 +18,7 @@ type counters struct {
 	parses, parseErrors, parseNanos atomic.Uint64
 	notParsed, notParsedTokens      atomic.Uint64
 	refusedStartups, oversized      atomic.Uint64
+	invalidMessages                 atomic.Uint64
 	tooManyClients, acceptErrors    atomic.Uint64
 	hangups                         atomic.Uint64
 	rewrites, shadow, vetoes        atomic.Uint64
@@ -74,8 +75,11 @@ type Stats struct {
 	// Config.MaxMessageSize); TooManyClients: connections over
 	// Config.MaxClients, refused with 53300; AcceptErrors: failed
 	// accepts (retried); Hangups: sessions ended because a peer had
-	// closed while the session waited for data (see watchHangups).
-	RefusedStartups, Oversized, TooManyClients, AcceptErrors, Hangups uint64
+	// closed while the session waited for data (see watchHangups);
+	// InvalidMessages: clients disconnected with FATAL 08P01 for a
+	// message type PostgreSQL does not know or an invalid length after
+	// authentication.
+	RefusedStartups, Oversized, TooManyClients, AcceptErrors, Hangups, InvalidMessages uint64
 	// ShutdownIdle: sessions a shutdown ended at a transaction boundary
 	// (FATAL 57P01 after Terminate upstream); ShutdownCut: sessions it
 	// ended without waiting (Shutdown's context done).
@@ -97,7 +101,7 @@ func (p *Proxy) Stats() Stats {
 		CacheHits: c.cacheHits.Load(), CacheMisses: c.cacheMisses.Load(),
 		Parses: c.parses.Load(), ParseErrors: c.parseErrors.Load(), ParseTime: time.Duration(c.parseNanos.Load()),
 		NotParsed: c.notParsed.Load(), NotParsedTokens: c.notParsedTokens.Load(),
-		RefusedStartups: c.refusedStartups.Load(), Oversized: c.oversized.Load(),
+		RefusedStartups: c.refusedStartups.Load(), Oversized: c.oversized.Load(), InvalidMessages: c.invalidMessages.Load(),
 		TooManyClients: c.tooManyClients.Load(), AcceptErrors: c.acceptErrors.Load(), Hangups: c.hangups.Load(),
 		ShutdownIdle: c.shutdownIdle.Load(), ShutdownCut: c.shutdownCut.Load(),
 		Rewrites: c.rewrites.Load(), Shadow: c.shadow.Load(), Vetoes: c.vetoes.Load(),
@@ -138,8 +142,8 @@ func (s Stats) String() string {
 		fmt.Fprintf(&b, "rule %s: fired %d (arms rewritten), vetoed %d (ORs left as written), per decision\n", r, s.Fired[r], s.Vetoed[r])
 	}
 	fmt.Fprintf(&b, "cancels forwarded %d, unknown keys %d\n", s.Cancels, s.CancelsUnknown)
-	fmt.Fprintf(&b, "refused: startups %d, oversized messages %d, too many clients %d; accept errors %d; hang-ups found %d",
-		s.RefusedStartups, s.Oversized, s.TooManyClients, s.AcceptErrors, s.Hangups)
+	fmt.Fprintf(&b, "refused: startups %d, oversized messages %d, invalid messages %d, too many clients %d; accept errors %d; hang-ups found %d",
+		s.RefusedStartups, s.Oversized, s.InvalidMessages, s.TooManyClients, s.AcceptErrors, s.Hangups)
 	if s.ShutdownIdle+s.ShutdownCut > 0 {
 		fmt.Fprintf(&b, "\nshutdown: sessions ended between transactions %d, without waiting %d", s.ShutdownIdle, s.ShutdownCut)
 	}
@@ -152,7 +156,7 @@ func (p *Proxy) Collector() prometheus.Collector { return collector{p} }
 type collector struct{ p *Proxy }
 
 var (
-	descCounter = prometheus.NewDesc("erplab_proxy_events_total", "Proxy events by kind (sessions, statements, prefilter_skips, cache_hits, cache_misses, parses, parse_errors, not_parsed, not_parsed_tokens, rewrites, shadow, vetoes, fallbacks, fallback_errors, cancels, validated, validation_failures, context_unknown, side_errors, invalidations, refused_startups, oversized, too_many_clients, accept_errors).", []string{"event"}, nil)
+	descCounter = prometheus.NewDesc("erplab_proxy_events_total", "Proxy events by kind (sessions, statements, prefilter_skips, cache_hits, cache_misses, parses, parse_errors, not_parsed, not_parsed_tokens, rewrites, shadow, vetoes, fallbacks, fallback_errors, cancels, validated, validation_failures, context_unknown, side_errors, invalidations, refused_startups, oversized, invalid_messages, too_many_clients, accept_errors).", []string{"event"}, nil)
 	descRule    = prometheus.NewDesc("erplab_proxy_rule_decisions_total", "Rewrite decisions per rule and outcome (fired, vetoed).", []string{"rule", "outcome"}, nil)
 	descParse   = prometheus.NewDesc("erplab_proxy_parse_seconds_total", "Time spent parsing and rewriting statements, seconds.", nil, nil)
 )
@@ -174,7 +178,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		{"fallback_errors", s.FallbackErrors}, {"cancels", s.Cancels}, {"validated", s.Validated},
 		{"validation_failures", s.ValidationFailures}, {"context_unknown", s.ContextUnknown},
 		{"side_errors", s.SideErrors}, {"invalidations", s.Invalidations},
-		{"refused_startups", s.RefusedStartups}, {"oversized", s.Oversized},
+		{"refused_startups", s.RefusedStartups}, {"oversized", s.Oversized}, {"invalid_messages", s.InvalidMessages},
 		{"too_many_clients", s.TooManyClients}, {"accept_errors", s.AcceptErrors}} {
 		ch <- prometheus.MustNewConstMetric(descCounter, prometheus.CounterValue, float64(e.v), e.n)
 	}

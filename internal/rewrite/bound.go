@@ -151,10 +151,21 @@ func Check(sql string, maxTokens int) (*Checked, error) {
 	return &Checked{sql: sql, maxTokens: maxTokens, tokens: toks}, nil
 }
 
+// CheckSize is CheckLimits' size check alone, for a text of n bytes: a
+// caller holding the text as bytes (the proxy, a message it relays) so
+// learns that the parser will never see it without copying it into a
+// string first.
+func CheckSize(n int) error {
+	if n > MaxBytes {
+		return &LimitError{Offset: n, TooLarge: true, Value: n, Limit: MaxBytes}
+	}
+	return nil
+}
+
 // checkLimits is CheckWork, returning the tokens it scanned.
 func checkLimits(sql string, maxTokens int) ([]*pg_query.ScanToken, error) {
-	if len(sql) > MaxBytes {
-		return nil, &LimitError{Offset: len(sql), TooLarge: true, Value: len(sql), Limit: MaxBytes}
+	if err := CheckSize(len(sql)); err != nil {
+		return nil, err
 	}
 	sc, err := pg_query.Scan(sql)
 	if err != nil {
