@@ -57,7 +57,7 @@ func (l *lines) next() (line string, ok bool, err error) {
 	switch {
 	case err == nil:
 		l.n++
-		return strings.TrimSuffix(strings.TrimSuffix(s, "\n"), "\r"), true, nil
+		return strings.TrimSuffix(s, "\n"), true, nil // a CR stays: it may be in a statement
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 		if s == "" {
 			return "", false, nil

@@ -147,3 +147,21 @@ func TestTransactionStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestCarriageReturnKept: a statement sent with CRLF line ends (Windows
+// clients) keeps its CRs in stderr and csvlog as in jsonlog.
+func TestCarriageReturnKept(t *testing.T) {
+	stderr := "2026-03-01 10:00:00.000 UTC [100] 65e1a8a0.64 1 00000 user=u db=d app=a LOG:  statement: SELECT 1,\r\n" +
+		"\t2\r\n" +
+		"2026-03-01 10:00:00.001 UTC [100] 65e1a8a0.64 2 00000 user=u db=d app=a LOG:  duration: 0.100 ms\n"
+	csv := "2026-03-01 10:00:00.000 UTC,\"u\",\"d\",100,\"[local]\",65e1a8a0.64,1,\"idle\",2026-03-01 10:00:00 UTC,3/2,0,LOG,00000," +
+		"\"statement: SELECT 1,\r\n2\r\",,,,,,,,,\"a\",\"client backend\",,0\n"
+	json := `{"timestamp":"2026-03-01 10:00:00.000 UTC","user":"u","dbname":"d","pid":100,"session_id":"65e1a8a0.64",` +
+		`"error_severity":"LOG","message":"statement: SELECT 1,\r\n2\r","application_name":"a","backend_type":"client backend"}` + "\n"
+	for name, text := range map[string]string{"x.log": stderr, "x.csv": csv, "x.json": json} {
+		c, sum := convert(t, Options{}, writeTemp(t, name, text))
+		if len(c.Events) != 3 || c.Events[1].SQL != "SELECT 1,\r\n2\r" || sum.Synthetic != 1 || len(sum.Problems) != 0 {
+			t.Errorf("%s: %+v, problems %q", name, c.Events, sum.Problems)
+		}
+	}
+}
