@@ -172,6 +172,11 @@ func (r *record) quoted(p *prop, li, i int, lr *lineReader) (int, int, *posErr, 
 	q := r.lines[li].text[i]
 	p.quote, p.bi = q, i+1
 	open := posErr{li, i, "no closing " + string(q) + " for this value before the end of the file"}
+	s := r.lines[li].text
+	if k := strings.IndexByte(s[i+1:], q); k >= 0 && (i+2+k == len(s) || s[i+2+k] != q) {
+		p.value = s[i+1 : i+1+k]
+		return li, i + 2 + k, nil, nil
+	}
 	var b strings.Builder
 	j := i + 1
 	for {

@@ -2,6 +2,7 @@ package techlog
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -44,15 +45,21 @@ func (l rawLine) col(i int) int { return utf8.RuneCountInString(l.text[:min(i, l
 // for the resynchronisation after a bad record.
 type lineReader struct {
 	r      *bufio.Reader
+	data   []byte // read from here instead of r when r is nil
 	num    int
 	off    int64
 	pushed []rawLine
 }
 
-// newLineReader reads r, whose first line is line number first at byte
-// offset off; a byte-order mark at offset 0 is skipped.
-func newLineReader(r io.Reader, first int, off int64) *lineReader {
-	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), num: first - 1, off: off}
+// newLineReader reads r from its start; a byte-order mark is skipped.
+func newLineReader(r io.Reader) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(r, 64<<10)}
+}
+
+// bytesLineReader reads data, whose first line is line number first
+// at byte offset off.
+func bytesLineReader(data []byte, first int, off int64) *lineReader {
+	return &lineReader{data: data, num: first - 1, off: off}
 }
 
 // next returns the next line; ok is false at the end of the input, err
@@ -63,7 +70,7 @@ func (lr *lineReader) next() (l rawLine, ok bool, err error) {
 		lr.pushed = lr.pushed[:n-1]
 		return l, true, nil
 	}
-	s, err := lr.r.ReadString('\n')
+	s, err := lr.readLine()
 	if err != nil && !errors.Is(err, io.EOF) {
 		return rawLine{}, false, err
 	}
@@ -84,6 +91,20 @@ func (lr *lineReader) next() (l rawLine, ok bool, err error) {
 	}
 	l.text = s
 	return l, true, nil
+}
+
+// readLine is the next line with its "\n", as bufio's ReadString.
+func (lr *lineReader) readLine() (string, error) {
+	if lr.r != nil {
+		return lr.r.ReadString('\n')
+	}
+	i := bytes.IndexByte(lr.data, '\n') + 1
+	if i == 0 {
+		i = len(lr.data)
+	}
+	s := string(lr.data[:i])
+	lr.data = lr.data[i:]
+	return s, nil
 }
 
 // push gives lines back, to be returned again in their order.

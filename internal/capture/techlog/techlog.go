@@ -33,7 +33,6 @@
 package techlog
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -179,7 +178,7 @@ func (j *Journal) scanFile(ctx context.Context, fi int) error {
 	}
 	defer f.Close()
 	j.sum.Files++
-	lr := newLineReader(f, 1, 0)
+	lr := newLineReader(f)
 	skipping := false
 	for n := 0; ; n++ {
 		if n%4096 == 0 && ctx.Err() != nil {
@@ -447,7 +446,7 @@ func (j *Journal) reread(files *fileCache, e entry) (statement, error) {
 	if _, err := f.ReadAt(buf, e.off); err != nil {
 		return statement{}, fmt.Errorf("%s: %w", j.where(e), err)
 	}
-	lr := newLineReader(bytes.NewReader(buf), int(e.line), e.off)
+	lr := bytesLineReader(buf, int(e.line), e.off)
 	l, _, _ := lr.next()
 	rec, pe, err := parseRecord(l, lr)
 	if err != nil || pe != nil {

@@ -116,12 +116,27 @@ func prmText(v []byte, typ string) string {
 	case typ == "" && bareToken(v):
 		s = string(v)
 	default:
-		s = "'" + strings.NewReplacer(`'`, `''`, `\`, `\\`).Replace(string(v)) + "'"
+		s = quoteLiteral(v)
 	}
 	if typ != "" {
 		s += "::" + typ
 	}
 	return s
+}
+
+// quoteLiteral is v in quotes with ' and \ doubled.
+func quoteLiteral(v []byte) string {
+	var b strings.Builder
+	b.Grow(len(v) + 2)
+	b.WriteByte('\'')
+	for _, c := range v {
+		if c == '\'' || c == '\\' {
+			b.WriteByte(c)
+		}
+		b.WriteByte(c)
+	}
+	b.WriteByte('\'')
+	return b.String()
 }
 
 // bareToken reports whether v can be written without quotes.
