@@ -71,8 +71,12 @@ type wsession struct {
 	pid    int32
 }
 
-// NewWriter writes a journal under dir (created if missing).
+// NewWriter writes a journal under dir (created if missing). Started
+// must lie in 2000-2099: file names carry a two-digit year.
 func NewWriter(dir string, opts WriterOptions) (*Writer, error) {
+	if y := opts.Started.Year(); y < 2000 || y > 2099 {
+		return nil, fmt.Errorf("journal writer: Started %v is outside 2000-2099 (file names are YYMMDDHH.log)", opts.Started)
+	}
 	if opts.Processes <= 0 {
 		opts.Processes = 2
 	}

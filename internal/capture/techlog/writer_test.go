@@ -131,6 +131,9 @@ func TestWriterPreparedBinary(t *testing.T) {
 		t.Errorf("%d events, want connect, execute, disconnect (COPY is not in the journal)", len(got))
 	}
 
+	if _, err := NewWriter(t.TempDir(), WriterOptions{}); err == nil {
+		t.Errorf("a Writer without Started: no error")
+	}
 	w, err := NewWriter(t.TempDir(), WriterOptions{Started: started})
 	if err != nil {
 		t.Fatal(err)
