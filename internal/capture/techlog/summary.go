@@ -10,8 +10,8 @@ import (
 // counts, each mapped type once, 1C's own lock conflicts (TDEADLOCK,
 // TTIMEOUT), a partial journal, the skipped lines with the first error.
 func (s *Summary) Notes() []string {
-	notes := []string{fmt.Sprintf("%d statements (%d with parameters) in %d sessions from %d events in %d files",
-		s.Statements, s.Executes, s.Sessions, s.Records, s.Files)}
+	notes := []string{fmt.Sprintf("%s (%d with parameters) in %s from %s in %s",
+		plural(s.Statements, "statement"), s.Executes, plural(s.Sessions, "session"), plural(s.Records, "event"), plural(s.Files, "file"))}
 	for _, t := range s.Types {
 		notes = append(notes, fmt.Sprintf("type %s (1C's PostgreSQL build) is bound as %s (%s)", t.From, t.To, plural(t.Params, "parameter")))
 	}

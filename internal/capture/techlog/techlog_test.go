@@ -66,7 +66,7 @@ func TestJournalCounts(t *testing.T) {
 		t.Errorf("header = %+v", h)
 	}
 	notes := strings.Join(sum.Notes(), "\n")
-	for _, n := range []string{"type mvarchar (1C's PostgreSQL build) is bound as varchar (4 parameters)", "1 TDEADLOCK event:", "1 TTIMEOUT event:"} {
+	for _, n := range []string{"12 statements (5 with parameters) in 3 sessions from 18 events in 4 files", "type mvarchar (1C's PostgreSQL build) is bound as varchar (4 parameters)", "1 TDEADLOCK event:", "1 TTIMEOUT event:"} {
 		if !strings.Contains(notes, n) {
 			t.Errorf("notes lack %q:\n%s", n, notes)
 		}
