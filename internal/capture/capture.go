@@ -87,13 +87,19 @@ type Event struct {
 	// gives names and not OIDs (the journal's ::type, after mapping).
 	ParamOIDs []uint32 `json:"param_oids,omitempty"`
 	TypeNames []string `json:"param_types,omitempty"`
+	// KindPrepare: the parameter types the server reported for the
+	// statement (ParameterDescription) when the client described it in
+	// the Parse's batch, as pgx and JDBC do before binding in binary: the
+	// types the bound values' bytes are in, whatever ParamOIDs declared.
+	ServerParamOIDs []uint32 `json:"server_param_oids,omitempty"`
 	// KindExecute: the bound values. Formats per value (0 text, 1
 	// binary; one entry applies to all, as in Bind); Values as raw bytes
 	// (JSON base64), a nil entry is SQL NULL. ResultFormats as in Bind.
 	Formats       []int16  `json:"formats,omitempty"`
 	Values        [][]byte `json:"values,omitempty"`
 	ResultFormats []int16  `json:"result_formats,omitempty"`
-	// KindCopy: the data sent with CopyData, concatenated.
+	// KindCopy, and KindExecute of a statement that is a COPY FROM
+	// STDIN: the data sent with CopyData, concatenated.
 	Data []byte `json:"data,omitempty"`
 
 	// Outcome as the server answered, when the source knows it.
@@ -116,4 +122,23 @@ type Event struct {
 	Operation string `json:"op,omitempty"`
 	// Where: the input location ("file:line") for messages about it.
 	Where string `json:"at,omitempty"`
+	// Note: the source's remarks on the event, comma-separated words
+	// (see Note*), "" when none.
+	Note string `json:"note,omitempty"`
 }
+
+// Words of Event.Note.
+const (
+	// NoteRewritten: the proxy sent the server a rewritten text (the
+	// event holds the client's); the outcome is the rewritten text's.
+	NoteRewritten = "rewritten"
+	// NoteUnanswered: written before the server answered (the session
+	// ended first, or the proxy's capture memory ran out while it ran):
+	// the outcome is unknown (Rows -1).
+	NoteUnanswered = "unanswered"
+	// NoteDataCut: the COPY data was still arriving when the event was
+	// written; Data holds only what came before.
+	NoteDataCut = "data-cut"
+	// NoteCopyFail: the client ended the COPY with CopyFail.
+	NoteCopyFail = "copy-fail"
+)
