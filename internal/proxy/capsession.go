@@ -131,7 +131,9 @@ func (sc *capSession) close() {
 	c := sc.c
 	sc.mu.Lock()
 	if !sc.ended {
-		if sc.live && sc.bye == nil {
+		// A session that never logged in is written only when its
+		// connect was (forced out by the memory bound): then it ends.
+		if sc.bye == nil && (sc.live || sc.connect.released) {
 			sc.bye = sc.newEvent(capture.KindDisconnect)
 			sc.bye.answered = true
 			sc.account(sc.bye)
@@ -142,6 +144,9 @@ func (sc *capSession) close() {
 			ev := sc.popEvent()
 			switch {
 			case ev.released:
+			case ev == sc.bye:
+				ev.released = true
+				c.inbox = append(c.inbox, ev)
 			case !sc.live || ev.e.Kind == capture.KindExecute && !ev.executed:
 				c.discard(ev)
 			default:

@@ -173,13 +173,26 @@ func (s CaptureSummary) String() string {
 	return line
 }
 
+// collectInterval is the least time between two steps of the collector:
+// a step looks at every session, and events come faster than they need
+// to be written (the file is flushed once a second).
+const collectInterval = 10 * time.Millisecond
+
 // loop is the collector.
 func (c *Capture) loop() {
 	defer close(c.loopDone)
+	pause := time.NewTimer(0)
 	for {
 		select {
 		case <-c.wake:
 			c.step()
+		case <-c.stop:
+			c.finish()
+			return
+		}
+		pause.Reset(collectInterval)
+		select {
+		case <-pause.C:
 		case <-c.stop:
 			c.finish()
 			return
