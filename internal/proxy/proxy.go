@@ -147,6 +147,9 @@ type Config struct {
 	// proxy does not see (another connection's DDL, a trigger's)
 	// goes unnoticed. 0 means DefaultDecisionTTL.
 	DecisionTTL time.Duration
+	// Capture, when set, receives every client session (see Capture);
+	// the caller closes it after Serve returned.
+	Capture *Capture
 }
 
 // DefaultMaxParseTokens is Config.MaxParseTokens' default: 20,000 tokens
@@ -483,6 +486,8 @@ func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 		writeFatal(client, codeAdminShutdown, msgRefuseShutdown)
 		return
 	}
+	capt := p.cfg.Capture.open(params) // nil without a capture
+	defer capt.close()
 	up, err := p.dialer.DialContext(ctx, p.upNet, p.upAddr)
 	if err != nil {
 		p.log.Warn("cannot reach upstream", "err", err)
@@ -522,7 +527,7 @@ func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 	s := &session{p: p, client: client, up: up, cin: newInbound(client, p.returnMemory), uin: newInbound(up, p.returnMemory),
 		cw: newOutbound(client), uw: newOutbound(up),
 		db: db, user: user, path: startPath, startPath: startPath, startUnknown: startUnknown,
-		closed: make(chan struct{}), requests: 1}
+		closed: make(chan struct{}), requests: 1, cap: capt.loggedIn()}
 	s.ctxUnknown.Store(startUnknown)
 	s.end.sent.Store(2) // the startup packet: one request, awaiting its ReadyForQuery
 	s.muteWrites()
