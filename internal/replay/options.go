@@ -94,9 +94,10 @@ type Options struct {
 	// fingerprint and give their APDEX target T (ParseTargets).
 	Targets []Target
 	// Target is T of every group the targets do not give one; 0 derives
-	// it from the capture: the group's captured p95 duration (at least
-	// 1 ms), so the production run scores about 0.95 and a slower replay
-	// lower; DefaultTarget for a group without captured durations.
+	// it from the capture: the group's captured p95 duration rounded to
+	// a whole millisecond (at least 1 ms), so the production run scores
+	// about 0.95 and a slower replay lower; DefaultTarget for a group
+	// without captured durations.
 	Target time.Duration
 	// Interval is the results' time-series resolution (0: DefaultInterval).
 	Interval time.Duration

@@ -30,12 +30,13 @@ type grouper struct {
 	targets []Target
 	byName  map[string]int
 	byText  map[string]int // statement text -> group, for the last two rules
+	byFP    map[string]int // fingerprint -> group, named by its first text
 	groups  []group
 }
 
 // groupSteps gives every scored step (query, execute, copy) its group.
 func (p *plan) groupSteps(opts Options) {
-	g := &grouper{targets: opts.Targets, byName: map[string]int{}, byText: map[string]int{}}
+	g := &grouper{targets: opts.Targets, byName: map[string]int{}, byText: map[string]int{}, byFP: map[string]int{}}
 	for _, s := range p.sessions {
 		for i := range s.steps {
 			st := &s.steps[i]
@@ -72,7 +73,7 @@ func (g *grouper) assign(st *step) int {
 		}
 	}
 	if i < 0 {
-		i = g.named(fingerprintName(st.sql, fp, fpErr), "fingerprint")
+		i = g.fingerprinted(st.sql, fp, fpErr)
 	}
 	g.byText[st.sql] = i
 	return i
@@ -88,8 +89,24 @@ func (g *grouper) named(name, by string) int {
 	return len(g.groups) - 1
 }
 
+// fingerprinted returns the group of a fingerprint, named after the
+// first text seen with it.
+func (g *grouper) fingerprinted(sql, fp string, fpErr error) int {
+	if fpErr == nil {
+		if i, ok := g.byFP[fp]; ok {
+			return i
+		}
+	}
+	i := g.named(fingerprintName(sql, fp, fpErr), "fingerprint")
+	if fpErr == nil {
+		g.byFP[fp] = i
+	}
+	return i
+}
+
 // target is a group's APDEX T: a target of its name, else the option,
-// else its captured p95 (at least 1 ms), else DefaultTarget.
+// else its captured p95 rounded to a whole millisecond (at least 1 ms),
+// else DefaultTarget.
 func (g *grouper) target(gr *group, option time.Duration) (time.Duration, string) {
 	for _, t := range g.targets {
 		if t.Name == gr.name && t.T > 0 {
@@ -100,7 +117,7 @@ func (g *grouper) target(gr *group, option time.Duration) (time.Duration, string
 		return option, "option"
 	}
 	if gr.captured.TotalCount() > 0 {
-		ms := math.Ceil(float64(gr.captured.ValueAtQuantile(95)) / 1000)
+		ms := math.Round(float64(gr.captured.ValueAtQuantile(95)) / 1000)
 		return time.Duration(max(ms, 1)) * time.Millisecond, "captured p95"
 	}
 	return DefaultTarget, "default"
