@@ -14,7 +14,6 @@
 package replay
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -61,8 +60,9 @@ const (
 
 // Options configure a replay. Durations are wall-clock time of the replay.
 type Options struct {
-	// DSN is the server to replay onto. User and database come from it
-	// unless KeepUser; the password never comes from the capture.
+	// DSN is the server to replay onto ("": libpq's PG* environment).
+	// User and database come from it unless KeepUser; the password never
+	// comes from the capture.
 	DSN string
 	// Speed is the pacing: each event is due at its captured time (from
 	// the capture's first event) divided by Speed, from the replay's
@@ -119,9 +119,6 @@ type Options struct {
 
 // withDefaults fills the zero values and checks the rest.
 func (o Options) withDefaults() (Options, error) {
-	if o.DSN == "" {
-		return o, errors.New("replay: no DSN")
-	}
 	if o.Speed < 0 {
 		return o, fmt.Errorf("replay: speed %g is negative", o.Speed)
 	}

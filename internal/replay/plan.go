@@ -22,6 +22,10 @@ type step struct {
 	unnamed bool
 	oids    []uint32
 	types   []string
+	// merged: an unnamed Prepare whose Execute follows it; it is sent
+	// with that Execute's Parse/Bind/Execute, as the client did, not in a
+	// round trip of its own.
+	merged bool
 	// group indexes plan.groups; -1 for a step that is not scored
 	// (connect, disconnect, prepare).
 	group int

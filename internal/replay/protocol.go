@@ -68,6 +68,9 @@ func (ru *runner) send(ctx context.Context, st *step, sent func()) (outcome, err
 		return readAll(mrr)
 	case capture.KindPrepare:
 		sent()
+		if st.merged {
+			return outcome{}, nil // sent with the Execute that follows
+		}
 		_, err := c.Prepare(ctx, e.Name, st.sql, ru.r.paramOIDs(e.ParamOIDs, e.TypeNames))
 		return outcome{}, err
 	case capture.KindExecute:

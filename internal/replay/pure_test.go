@@ -233,7 +233,7 @@ func TestOffsetDefault(t *testing.T) {
 
 // TestResolveSkips: events that cannot be replayed are left out and
 // counted by reason; an Execute of a named statement gets its Prepare's
-// text, an unnamed one the types of its Prepare.
+// text, an unnamed one the types of its Prepare, which is sent with it.
 func TestResolveSkips(t *testing.T) {
 	e := func(k capture.Kind, name, sql string) capture.Event {
 		return capture.Event{Kind: k, Session: "s", Name: name, SQL: sql}
@@ -254,7 +254,7 @@ func TestResolveSkips(t *testing.T) {
 	p := planOf(t, events, Options{})
 	steps := p.sessions[0].steps
 	if len(steps) != 4 || steps[1].sql != "SELECT 1" || steps[1].unnamed || !steps[3].unnamed ||
-		steps[3].sql != "SELECT $1::int" || len(steps[3].types) != 1 {
+		steps[3].sql != "SELECT $1::int" || len(steps[3].types) != 1 || steps[0].merged || !steps[2].merged {
 		t.Errorf("steps %+v", steps)
 	}
 	if len(p.skipped) != 3 || len(p.typeNames) != 1 {

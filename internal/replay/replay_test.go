@@ -34,7 +34,9 @@ func replayOnto(t *testing.T, schema string, events []capture.Event, opts Option
 		t.Fatal(err)
 	}
 	opts.DSN = dsn
-	opts.Warn = func(s string) { t.Log(s) }
+	if opts.Warn == nil {
+		opts.Warn = func(s string) { t.Log(s) }
+	}
 	res, err := Run(ctx, Slice(events), opts)
 	if err != nil {
 		t.Fatal(err)

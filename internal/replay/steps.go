@@ -45,6 +45,19 @@ func (p *plan) resolve() {
 			kept = append(kept, st)
 		}
 		s.steps = kept
+		mergeUnnamed(s.steps)
+	}
+}
+
+// mergeUnnamed marks each unnamed Prepare followed by an Execute of the
+// unnamed statement of the same text: the Execute's ExecParams sends its
+// Parse, with its types.
+func mergeUnnamed(steps []step) {
+	for i := 0; i+1 < len(steps); i++ {
+		p, e := &steps[i], &steps[i+1]
+		if p.ev.Kind == capture.KindPrepare && p.ev.Name == "" && e.ev.Kind == capture.KindExecute && e.unnamed && e.sql == p.sql {
+			p.merged = true
+		}
 	}
 }
 
