@@ -3,6 +3,8 @@ package replay
 import (
 	"testing"
 	"time"
+
+	"github.com/erplab/erplab/internal/results"
 )
 
 // TestUsersX: four copies of every session run four times the sessions
@@ -22,8 +24,8 @@ func TestUsersX(t *testing.T) {
 }
 
 // TestSpeed: at speed 2 a capture whose last statement came 600 ms after
-// its first cannot end before 300 ms, and every statement's lag behind
-// its schedule is recorded.
+// its first cannot end before 300 ms, every statement's lag behind its
+// schedule is recorded, and the time series is handed out as it closes.
 func TestSpeed(t *testing.T) {
 	s := &script{}
 	a := s.session("A", "speed-A", 0)
@@ -35,12 +37,17 @@ func TestSpeed(t *testing.T) {
 	}
 	a.disconnect()
 	b.disconnect()
-	res, _ := replayOnto(t, "SELECT 1", s.sorted(), Options{Speed: 2})
+	var streamed []results.Interval
+	res, _ := replayOnto(t, "SELECT 1", s.sorted(), Options{Speed: 2, Interval: 100 * time.Millisecond,
+		OnInterval: func(iv results.Interval) { streamed = append(streamed, iv) }})
 	if d := res.Doc.EndedAt.Sub(res.Doc.StartedAt); d < 300*time.Millisecond {
 		t.Errorf("replay took %s: the last statement was due at 300 ms", d)
 	}
 	f := res.Fidelity
 	if f.Lag == nil || f.Lag.Max <= 0 || f.Statements != 6 {
 		t.Errorf("lag %+v over %d statements: want it recorded for 6", f.Lag, f.Statements)
+	}
+	if len(streamed) < 3 || len(streamed) != len(res.Doc.Series) {
+		t.Errorf("%d intervals streamed, %d in the document: want the same, at least 3 of 100 ms", len(streamed), len(res.Doc.Series))
 	}
 }

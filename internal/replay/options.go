@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/erplab/erplab/internal/capture"
+	"github.com/erplab/erplab/internal/results"
 )
 
 // Order is how the replay keeps the captured order between sessions.
@@ -112,6 +113,9 @@ type Options struct {
 	Version     string
 	CommandLine []string
 	RunID       string
+	// OnInterval, when set, receives each closed interval of the time
+	// series as it closes (for the results stream), from one goroutine.
+	OnInterval func(results.Interval)
 	// Warn, when set, receives one line per thing worth a user's
 	// attention (an unknown type name, a session that could not connect).
 	Warn func(string)

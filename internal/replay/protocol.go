@@ -41,7 +41,7 @@ func (ru *runner) statement(ctx context.Context, st *step) error {
 	if ru.g != nil {
 		ru.g.markEnded(st.ends)
 	}
-	if tx := st.ev.TxAfter; ru.bypass && tx != "T" && tx != "E" {
+	if ru.bypass && txEnded(&st.ev) {
 		ru.bypass = false // released until its transaction ended: it has
 	}
 	if err != nil {
@@ -103,4 +103,11 @@ func readAll(mrr *pgconn.MultiResultReader) (outcome, error) {
 		out.rows += tag.RowsAffected()
 	}
 	return out, mrr.Close()
+}
+
+// txEnded reports whether the session is out of a transaction after e:
+// its status is idle, or unknown after a statement (a Parse says
+// nothing).
+func txEnded(e *capture.Event) bool {
+	return e.TxAfter == "I" || e.TxAfter == "" && e.Kind != capture.KindPrepare
 }

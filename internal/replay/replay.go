@@ -74,7 +74,7 @@ func Run(ctx context.Context, src iter.Seq2[capture.Event, error], opts Options)
 	r.rec = record.New(p.opInfos(), r.start, 0, opts.Interval)
 	r.runSessions(ctx)
 	end := time.Now()
-	r.rec.Finish(end)
+	r.intervals(r.rec.Finish(end))
 	status := "completed"
 	if ctx.Err() != nil {
 		status = "interrupted"
@@ -118,8 +118,18 @@ func (r *replay) tick(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			r.rec.Tick(now)
+			r.intervals(r.rec.Tick(now))
 		}
+	}
+}
+
+// intervals hands closed intervals to Options.OnInterval.
+func (r *replay) intervals(ivs []results.Interval) {
+	if r.opts.OnInterval == nil {
+		return
+	}
+	for _, iv := range ivs {
+		r.opts.OnInterval(iv)
 	}
 }
 
