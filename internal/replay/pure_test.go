@@ -261,3 +261,22 @@ func TestResolveSkips(t *testing.T) {
 		t.Errorf("skipped %v, type names %v: want 3 reasons and integer", p.skipped, p.typeNames)
 	}
 }
+
+// TestTxEnded: a session released by the watchdog stays released through
+// a Parse and a statement inside its transaction, not past its end.
+func TestTxEnded(t *testing.T) {
+	for _, c := range []struct {
+		e    capture.Event
+		want bool
+	}{
+		{capture.Event{Kind: capture.KindPrepare}, false},
+		{capture.Event{Kind: capture.KindExecute, TxAfter: "T"}, false},
+		{capture.Event{Kind: capture.KindQuery, TxAfter: "E"}, false},
+		{capture.Event{Kind: capture.KindQuery, TxAfter: "I"}, true},
+		{capture.Event{Kind: capture.KindQuery}, true},
+	} {
+		if got := txEnded(&c.e); got != c.want {
+			t.Errorf("%+v: %v, want %v", c.e, got, c.want)
+		}
+	}
+}
