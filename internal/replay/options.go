@@ -10,7 +10,8 @@
 // with the replay's fidelity to the capture in extra.replay (fidelity.go).
 //
 // The whole capture is held in memory while it replays: the gates need
-// the start of every statement and the end of every transaction.
+// the start of every statement and the end of every transaction. See
+// docs/replay.md.
 package replay
 
 import (
