@@ -85,9 +85,10 @@ func (s *script) sorted() []capture.Event {
 // tpcb is a pgbench tpcb-like scenario on scale 1 (1 branch, 10 tellers,
 // 1000 accounts), four sessions of n transactions each, one per
 // protocol: simple Query with literals, named prepared statements with
-// type OIDs, the unnamed statement with binary int4 parameters, prepared
-// statements typed by name (as the 1C journal gives them); and a fifth
-// session that COPYs history rows. Transactions of the sessions follow
+// type OIDs, the unnamed statement with binary int4 parameters (and a
+// binary result), prepared statements typed by name (as the 1C journal
+// gives them); and a fifth session that COPYs history rows and inserts
+// two more in one Query. Transactions of the sessions follow
 // each other in time. delta is the sum of every transaction's delta;
 // history the rows pgbench_history ends with.
 type tpcb struct {
@@ -141,9 +142,12 @@ func newTPCB(n int, seed uint64) *tpcb {
 	}
 	c := s.session("copy", "pgbench-copy", int64(n)*1000)
 	c.copyIn("COPY pgbench_history (tid, bid, aid, delta) FROM STDIN", []byte("1\t1\t1\t0\n2\t1\t2\t0\n3\t1\t3\t0\n"), 3)
+	// one Query, two statements: rows summed over its commands
+	c.query("INSERT INTO pgbench_history (tid, bid, aid, delta) VALUES (4, 1, 4, 0); "+
+		"INSERT INTO pgbench_history (tid, bid, aid, delta) VALUES (5, 1, 5, 0)", 30, 2, "INSERT 0 1")
 	c.disconnect()
-	p.history += 3
-	p.statements++
+	p.history += 5
+	p.statements += 2
 	for _, b := range sessions {
 		b.disconnect()
 	}
@@ -221,6 +225,7 @@ func binaryTx(b *sess, aid, tid, delta int) {
 	b.query("BEGIN", 20, 0, "BEGIN")
 	unnamed(updAcc, [][]byte{int4(delta), int4(aid)}, 1, "UPDATE 1")
 	unnamed(selAcc, [][]byte{int4(aid)}, 1, "SELECT 1")
+	b.s.events[len(b.s.events)-1].ResultFormats = []int16{1} // the balance in binary
 	unnamed(updTel, [][]byte{int4(delta), int4(tid)}, 1, "UPDATE 1")
 	unnamed(updBr, [][]byte{int4(delta), int4(1)}, 1, "UPDATE 1")
 	unnamed(insHis, [][]byte{int4(tid), int4(1), int4(aid), int4(delta)}, 1, "INSERT 0 1")
