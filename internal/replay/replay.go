@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"sync"
 	"time"
 
@@ -90,23 +91,48 @@ func (r *replay) runSessions(ctx context.Context) {
 	var aux sync.WaitGroup
 	aux.Go(func() { r.mon.run(mctx) })
 	aux.Go(func() { r.tick(mctx) })
-	var wg sync.WaitGroup
+	var runners []*runner
 	for k := range r.opts.UsersX {
 		var g *gates
 		if r.opts.Order == OrderCapture {
 			g = newGates(r.plan)
 		}
 		for _, s := range r.plan.sessions {
-			ru := newRunner(r, s, k, g)
-			wg.Go(func() { ru.run(ctx) })
+			runners = append(runners, newRunner(r, s, k, g))
 		}
 		for why, n := range r.plan.skipped {
 			r.tally.skipN(why, n)
 		}
 	}
-	wg.Wait()
+	r.launch(ctx, runners)
 	stop()
 	aux.Wait()
+}
+
+// launch starts each runner when its first step is due (at once when
+// ctx ends: the runner then counts its steps as skipped), so that only
+// the sessions of the moment hold a goroutine, and waits for them all.
+func (r *replay) launch(ctx context.Context, runners []*runner) {
+	first := func(ru *runner) time.Time {
+		if len(ru.sess.steps) == 0 {
+			return r.start
+		}
+		return r.due(ru.copy, &ru.sess.steps[0])
+	}
+	slices.SortStableFunc(runners, func(a, b *runner) int { return first(a).Compare(first(b)) })
+	var wg sync.WaitGroup
+	for _, ru := range runners {
+		if d := time.Until(first(ru)); d > 0 && ctx.Err() == nil {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+		wg.Go(func() { ru.run(ctx) })
+	}
+	wg.Wait()
 }
 
 // tick closes the recorder's intervals until ctx ends.
