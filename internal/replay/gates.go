@@ -1,0 +1,133 @@
+package replay
+
+import (
+	"container/heap"
+	"context"
+	"sync"
+)
+
+// gates keep one copy's cross-session order (OrderCapture): a statement
+// is sent only when every statement of the copy that started before it in
+// the capture has been sent (gate a: locks are asked for in the captured
+// order) and every transaction of the copy that ended before it started
+// has ended in the replay (gate b: commit order). Both are prefixes over
+// the plan's orders, a counter and a bitmap each, under one mutex; a
+// waiter sleeps on its own channel in a queue by the count it needs, so a
+// change wakes only the sessions it lets go.
+type gates struct {
+	mu     sync.Mutex
+	sent   []bool // by step.order
+	sentN  int    // statements sent, as a prefix of the start order
+	ended  []bool // by step.ends
+	endedN int    // transactions ended, as a prefix of the end order
+	sentQ  waiters
+	endedQ waiters
+}
+
+func newGates(p *plan) *gates {
+	return &gates{sent: make([]bool, p.statements), ended: make([]bool, p.ends)}
+}
+
+// wait returns when st may be sent, when release delivers (the
+// watchdog: the value names the session that waited on this one), or
+// with ctx's error. by is release's value when it let st go with its
+// gates still closed, else ""; parked is called with true before the
+// first sleep and with false after the last.
+func (g *gates) wait(ctx context.Context, st *step, release <-chan string, parked func(bool)) (by string, err error) {
+	slept := false
+	defer func() {
+		if slept {
+			parked(false)
+		}
+	}()
+	for {
+		ch := g.enqueue(st)
+		if ch == nil {
+			return "", nil
+		}
+		if !slept {
+			slept = true
+			parked(true)
+		}
+		select {
+		case <-ch:
+		case by := <-release:
+			return by, nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+}
+
+// enqueue returns nil when st's gates are open, else the channel closed
+// when the gate it waits on opens.
+func (g *gates) enqueue(st *step) chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	w := &waiter{ch: make(chan struct{})}
+	switch {
+	case g.sentN < st.needSent:
+		w.need = st.needSent
+		heap.Push(&g.sentQ, w)
+	case g.endedN < st.needEnded:
+		w.need = st.needEnded
+		heap.Push(&g.endedQ, w)
+	default:
+		return nil
+	}
+	return w.ch
+}
+
+// markSent records that the statement of order i was sent (i < 0: a step
+// the gates do not hold).
+func (g *gates) markSent(i int) {
+	if i < 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.sent[i] = true
+	advance(g.sent, &g.sentN, &g.sentQ)
+}
+
+// markEnded records that the transaction of end order i ended.
+func (g *gates) markEnded(i int) {
+	if i < 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.ended[i] = true
+	advance(g.ended, &g.endedN, &g.endedQ)
+}
+
+// advance moves a prefix counter over the marks set and wakes the waiters
+// it satisfies.
+func advance(marks []bool, n *int, q *waiters) {
+	for *n < len(marks) && marks[*n] {
+		*n++
+	}
+	for q.Len() > 0 && (*q)[0].need <= *n {
+		close(heap.Pop(q).(*waiter).ch)
+	}
+}
+
+// waiter is a session asleep until a prefix counter reaches need.
+type waiter struct {
+	need int
+	ch   chan struct{}
+}
+
+// waiters is a min-heap by need (container/heap).
+type waiters []*waiter
+
+func (w waiters) Len() int           { return len(w) }
+func (w waiters) Less(i, j int) bool { return w[i].need < w[j].need }
+func (w waiters) Swap(i, j int)      { w[i], w[j] = w[j], w[i] }
+func (w *waiters) Push(x any)        { *w = append(*w, x.(*waiter)) }
+func (w *waiters) Pop() any {
+	old := *w
+	x := old[len(old)-1]
+	*w = old[:len(old)-1]
+	return x
+}

@@ -1,0 +1,153 @@
+package replay
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// monitor watches the replay's backends from a connection of its own:
+// every Poll it asks the server which of them wait on a heavyweight lock
+// and who blocks them (pg_blocking_pids). It counts each replayed
+// statement seen waiting on a lock held by another replayed session
+// (Fidelity.LockWaits), and it is the watchdog of the gates: when a
+// statement has waited longer than its captured duration plus Margin on a
+// session parked at a gate, it releases that gate (the session runs out
+// of the captured order until its transaction ends, counted as a
+// reorder), so the replay never hangs on its own order.
+type monitor struct {
+	conn   *pgx.Conn
+	poll   time.Duration
+	margin time.Duration
+	tally  *tally
+
+	mu    sync.Mutex
+	byPID map[uint32]*runner
+	seen  map[uint32]waitSeen // backend -> the statement seen waiting
+}
+
+// waitSeen is a statement (by its runner's sequence number) first seen
+// waiting on a lock at since.
+type waitSeen struct {
+	seq   uint64
+	since time.Time
+}
+
+func newMonitor(conn *pgx.Conn, poll, margin time.Duration, t *tally) *monitor {
+	return &monitor{conn: conn, poll: poll, margin: margin, tally: t, byPID: map[uint32]*runner{}, seen: map[uint32]waitSeen{}}
+}
+
+// register makes a runner's backend known; unregister forgets it.
+func (m *monitor) register(pid uint32, r *runner) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.byPID[pid] = r
+}
+
+func (m *monitor) unregister(pid uint32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.byPID, pid)
+	delete(m.seen, pid)
+}
+
+// run polls until ctx ends. A failed poll is retried at the next period
+// (the replay goes on without a watchdog for that period).
+func (m *monitor) run(ctx context.Context) {
+	tick := time.NewTicker(m.poll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		m.check(ctx) //nolint:errcheck // retried at the next tick
+	}
+}
+
+// blocked is one waiting backend and the backends that block it.
+type blocked struct {
+	pid      uint32
+	blockers []uint32
+}
+
+// check runs one poll.
+func (m *monitor) check(ctx context.Context) error {
+	pids := m.pids()
+	if len(pids) == 0 {
+		return nil
+	}
+	rows, err := m.conn.Query(ctx, `SELECT pid, pg_blocking_pids(pid) FROM pg_stat_activity
+		WHERE pid = ANY($1) AND wait_event_type = 'Lock'`, pids)
+	if err != nil {
+		return err
+	}
+	var waits []blocked
+	for rows.Next() {
+		var b blocked
+		if err := rows.Scan(&b.pid, &b.blockers); err != nil {
+			rows.Close()
+			return err
+		}
+		waits = append(waits, b)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	now := time.Now()
+	for _, b := range waits {
+		m.judge(b, now)
+	}
+	return nil
+}
+
+// pids lists the registered backends.
+func (m *monitor) pids() []uint32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]uint32, 0, len(m.byPID))
+	for pid := range m.byPID {
+		out = append(out, pid)
+	}
+	return out
+}
+
+// judge counts a wait on another replayed session and releases a parked
+// blocker once the wait has lasted the statement's captured duration
+// plus the margin.
+func (m *monitor) judge(b blocked, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w := m.byPID[b.pid]
+	if w == nil {
+		return
+	}
+	seq, dur := w.inFlight()
+	if seq == 0 {
+		return // finished since the poll
+	}
+	var ours []*runner
+	for _, pid := range b.blockers {
+		if r := m.byPID[pid]; r != nil {
+			ours = append(ours, r)
+		}
+	}
+	if len(ours) == 0 {
+		return // blocked by a backend the replay does not own
+	}
+	s, ok := m.seen[b.pid]
+	if !ok || s.seq != seq {
+		s = waitSeen{seq: seq, since: now}
+		m.seen[b.pid] = s
+		m.tally.lockWait()
+	}
+	if now.Sub(s.since) <= dur+m.margin {
+		return
+	}
+	for _, r := range ours {
+		r.releaseIfParked(w.name)
+	}
+}
