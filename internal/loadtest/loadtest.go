@@ -1089,3 +1089,36 @@ func stressDesc(s stress.Spec) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// ReserveResults reserves the results files of a command that writes a
+// results document of its own (erplab replay) by `erplab run`'s rules:
+// out is --out (a file X.json, an existing directory, or "" for
+// ./erplab-results/<time>-<workload>.json), the stream beside it created
+// empty with mode perm and returned open. The caller writes the stream's
+// header and intervals, then WriteResults; or removes the stream when
+// nothing runs.
+func ReserveResults(out, workload string, perm fs.FileMode) (path string, stream *results.Stream, err error) {
+	dir := ""
+	if st, serr := os.Stat(out); out != "" && serr == nil && st.IsDir() {
+		dir, out = out, ""
+	}
+	if out != "" {
+		if d := filepath.Dir(out); d != "." {
+			if st, serr := os.Stat(d); serr != nil || !st.IsDir() {
+				return "", nil, fmt.Errorf("--out %s: directory %s does not exist", out, d)
+			}
+		}
+	}
+	path, f, err := reserveResults(out, dir, workload, time.Now(), false, perm)
+	if err != nil {
+		return "", nil, err
+	}
+	return path, results.NewStream(f), nil
+}
+
+// WriteResults ends a reserved stream with the summary line and writes
+// the document beside it, as `erplab run` does (one line on out naming
+// both, or what could not be written; ErrResultsIncomplete then).
+func WriteResults(out io.Writer, doc *results.Document, stream *results.Stream, path string, perm fs.FileMode) error {
+	return writeResults(out, doc, stream, path, false, perm)
+}

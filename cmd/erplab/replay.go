@@ -1,0 +1,292 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+
+	"github.com/erplab/erplab/internal/capture"
+	"github.com/erplab/erplab/internal/capture/pglog"
+	"github.com/erplab/erplab/internal/capture/techlog"
+	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/replay"
+	"github.com/erplab/erplab/internal/results"
+)
+
+// replayFlags are erplab replay's flags.
+type replayFlags struct {
+	dsn, dsnFile          string
+	from, saveCapture     string
+	speed                 float64
+	usersX                int
+	order                 string
+	targets               string
+	target                time.Duration
+	typeMap               string
+	template              string
+	keep, force, progress bool
+	out                   string
+	outMode               fs.FileMode
+}
+
+// replayProgressEvery is how often --progress prints a line.
+const replayProgressEvery = 5 * time.Second
+
+const replayLong = `Replay captured client sessions onto a server and score them like a run: one
+connection per captured session, its statements in order with the captured protocol
+(prepared statements, typed and binary binds, COPY data), paced by --speed, kept in the
+captured cross-session order (--order), grouped into key operations (the journal's
+Context, --targets, or the statement's fingerprint) with APDEX, the captured durations
+("as in production") beside the replayed ones, and the replay's fidelity (errors new or as
+captured, rows differing, lag, reorders, skips). The results document goes where run's
+goes (--out, ./erplab-results).
+
+SOURCE (--from, detected when omitted):
+  capture   a file of 'erplab proxy --capture FILE' (gzip, erplab-capture header)
+  pglog     PostgreSQL 15+ server log files: csvlog, jsonlog, or stderr
+  techlog   the 1C technological journal: a directory of rphost_<pid>/YYMMDDHH.log
+A log or a journal is converted in memory (--save-capture FILE keeps the conversion).
+
+A replay writes. It replays into a fresh copy: --template DB makes
+erplab_replay_<time> with CREATE DATABASE ... TEMPLATE DB (as 'createdb -T DB') on the
+--dsn server, replays into it and drops it at the end (--keep keeps it and prints its
+name). Only --force replays into the --dsn database itself.
+
+A server log usable as a source is written with these settings (postgresql.conf):
+logging_collector = on
+` + pglog.Settings + `
+
+Not replayed: large objects (lo_* calls go by fast path), LISTEN/NOTIFY deliveries,
+fast-path function calls, COPY FROM STDIN from a server log (the log has no data),
+session-level side effects of statements not in the capture (temporary tables, SET,
+prepared statements made before the capture began).`
+
+func newReplayCmd() *cobra.Command {
+	f := &replayFlags{}
+	cmd := &cobra.Command{
+		Use:   "replay SOURCE... --dsn DSN --template DB",
+		Short: "Replay a captured workload (proxy capture, server log, 1C journal) and score it",
+		Long:  replayLong,
+		Example: `  erplab proxy --upstream 'host=db1 dbname=erp' --capture erp.erpcap.gz
+  erplab replay erp.erpcap.gz --dsn 'host=db2 dbname=postgres' --template erp
+  erplab replay /var/log/postgresql/postgresql-*.csv --dsn 'host=db2' --template erp --speed 2
+  erplab replay /var/log/1c/journal --dsn 'host=db2' --template erp --targets ops.txt`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd, args) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.dsn, "dsn", "", "server to replay onto (libpq key=value or URL; default: PG* environment); with --template, the server where the copy is made")
+	addDSNFileFlag(fl, &f.dsnFile, "dsn")
+	fl.StringVar(&f.from, "from", "", "source kind: capture, pglog or techlog (default: detected)")
+	fl.StringVar(&f.saveCapture, "save-capture", "", "also write the source as a capture file (never over an existing file)")
+	fl.Float64Var(&f.speed, "speed", 1, "pacing: 1 the captured pace, 2 twice as fast, 0 as fast as the sessions and the order allow")
+	fl.IntVar(&f.usersX, "users-x", 1, "copies of every captured session, offset in time: N times the users, not a fast-forward")
+	fl.StringVar(&f.order, "order", "gates", "cross-session order: gates (the captured order and commit order, a watchdog against hangs) or none (each session on its own schedule, as pgreplay)")
+	fl.StringVar(&f.targets, "targets", "", "targets file: lines NAME T [MATCH] grouping statements into key operations with their APDEX T (see docs/replay.md)")
+	fl.DurationVar(&f.target, "target", 0, "APDEX T of the groups the targets file does not give one (default: each group's captured p95)")
+	fl.StringVar(&f.typeMap, "type-map", "", "techlog: type map overrides, from=to,... (default mvarchar=varchar,mchar=bpchar)")
+	fl.StringVar(&f.template, "template", "", "replay into a fresh copy of database DB (CREATE DATABASE erplab_replay_<time> TEMPLATE DB), dropped at the end")
+	fl.BoolVar(&f.keep, "keep", false, "with --template: keep the copy after the replay and print its name")
+	fl.BoolVar(&f.force, "force", false, "replay into the --dsn database itself (a replay writes)")
+	fl.BoolVar(&f.progress, "progress", false, "print a line every 5 s: statements and failures so far")
+	fl.StringVar(&f.out, "out", "", "results file, or an existing directory for <time>-replay.json (default ./erplab-results/<time>-replay.json); never an existing file")
+	addOutModeFlag(fl, &f.outMode)
+	return cmd
+}
+
+// options checks the flags that need no server and turns them into the
+// engine's options.
+func (f *replayFlags) options() (replay.Options, replay.LoadOptions, error) {
+	var o replay.Options
+	var lo replay.LoadOptions
+	switch f.order {
+	case "gates", "capture":
+		o.Order = replay.OrderCapture
+	case "none":
+		o.Order = replay.OrderNone
+	default:
+		return o, lo, fmt.Errorf("--order %q: want gates or none", f.order)
+	}
+	switch f.from {
+	case "":
+	case "capture":
+		lo.From = capture.SourceProxy
+	case "pglog", "techlog":
+		lo.From = capture.Source(f.from)
+	default:
+		return o, lo, fmt.Errorf("--from %q: want capture, pglog or techlog", f.from)
+	}
+	if f.speed < 0 || f.usersX < 1 || f.target < 0 {
+		return o, lo, errors.New("--speed and --target must not be negative, --users-x at least 1")
+	}
+	if f.keep && f.template == "" {
+		return o, lo, errors.New("--keep keeps the copy --template makes: give --template")
+	}
+	if f.template == "" && !f.force {
+		return o, lo, errors.New("a replay writes: give --template DB to replay into a fresh copy of DB (as 'createdb -T DB'), or --force to replay into the --dsn database itself")
+	}
+	if f.typeMap != "" {
+		m, err := techlog.ParseTypeMap(f.typeMap)
+		if err != nil {
+			return o, lo, fmt.Errorf("--type-map: %w", err)
+		}
+		lo.TypeMap = m
+	}
+	if f.targets != "" {
+		fh, err := os.Open(f.targets)
+		if err != nil {
+			return o, lo, fmt.Errorf("--targets: %w", err)
+		}
+		defer fh.Close()
+		if o.Targets, err = replay.ParseTargets(fh, f.targets); err != nil {
+			return o, lo, err
+		}
+	}
+	o.Speed, o.UsersX, o.Target = f.speed, f.usersX, f.target
+	o.Version, o.CommandLine = version, append([]string{"erplab"}, os.Args[1:]...)
+	return o, lo, nil
+}
+
+func (f *replayFlags) run(cmd *cobra.Command, args []string) error {
+	ctx, out := cmd.Context(), cmd.OutOrStdout()
+	opts, lo, err := f.options()
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	dsn, _, err := resolveDSN(cmd, f.dsn, f.dsnFile)
+	if err != nil {
+		return err
+	}
+	src, err := replay.LoadSource(ctx, args, lo)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "source: %s, %d events, %d bad lines\n", src.Kind, len(src.Events), src.BadLines)
+	if f.saveCapture != "" {
+		if err := src.Save(f.saveCapture); err != nil {
+			return fmt.Errorf("--save-capture: %w", err)
+		}
+		fmt.Fprintf(out, "capture saved: %s\n", f.saveCapture)
+	}
+	path, stream, err := loadtest.ReserveResults(f.out, replay.Workload, f.outMode)
+	if err != nil {
+		return err
+	}
+	streaming := false
+	defer func() {
+		if !streaming {
+			_ = stream.Close()
+			_ = os.Remove(stream.Path())
+		}
+	}()
+	opts.DSN, opts.Header = dsn, src.Header
+	if f.template != "" {
+		db, admin, err := copyTemplate(ctx, dsn, f.template)
+		if err != nil {
+			return err
+		}
+		defer f.dropCopy(out, cmd.ErrOrStderr(), admin, db)
+		opts.DSN = withDatabase(dsn, db)
+		fmt.Fprintf(out, "replaying into %s, a copy of %s\n", db, f.template)
+	}
+	streaming = true
+	return f.replay(ctx, out, src, opts, stream, path)
+}
+
+// replay runs the engine and writes the summary and the results.
+func (f *replayFlags) replay(ctx context.Context, out io.Writer, src *replay.Source, opts replay.Options, stream *results.Stream, path string) error {
+	head := &results.Document{Format: results.Format, Schema: results.SchemaVersion, Version: version,
+		CommandLine: conninfo.RedactArgs(opts.CommandLine), Workload: replay.Workload, Status: "running", StartedAt: time.Now()}
+	_ = stream.Write(results.StreamLine{Type: "header", Header: head})
+	var n, failed int64
+	var next float64
+	opts.OnInterval = func(iv results.Interval) {
+		_ = stream.Write(results.StreamLine{Type: "interval", Interval: &iv})
+		n, failed = n+iv.Count, failed+iv.Errors
+		if f.progress && iv.T >= next {
+			next = iv.T + replayProgressEvery.Seconds()
+			fmt.Fprintf(out, "t=%.0fs statements %d failed %d\n", iv.T, n, failed)
+		}
+	}
+	res, err := replay.Run(ctx, replay.Slice(src.Events), opts)
+	if err != nil {
+		_ = stream.Close()
+		_ = os.Remove(stream.Path())
+		return err
+	}
+	replay.PrintSummary(out, res, src)
+	if err := loadtest.WriteResults(out, res.Doc, stream, path, f.outMode); err != nil {
+		return withCode(exitResults, err)
+	}
+	if res.Doc.Status == "interrupted" {
+		return withCode(exitInterrupted, fmt.Errorf("interrupted; results so far: %s", path))
+	}
+	return nil
+}
+
+// copyTemplate creates erplab_replay_<time> as a copy of template on the
+// server of dsn (connected to its database, or to postgres when that is
+// the template: a copy needs its template without other sessions).
+func copyTemplate(ctx context.Context, dsn, template string) (db, admin string, err error) {
+	admin = dsn
+	if cfg, perr := pgx.ParseConfig(dsn); perr == nil && cfg.Database == template {
+		admin = withDatabase(dsn, "postgres")
+	}
+	db = "erplab_replay_" + strings.ReplaceAll(time.Now().UTC().Format("20060102_150405.000"), ".", "_")
+	err = adminExec(ctx, admin, "CREATE DATABASE "+pgx.Identifier{db}.Sanitize()+" TEMPLATE "+pgx.Identifier{template}.Sanitize())
+	if err != nil {
+		return "", "", fmt.Errorf("--template %s: %w", template, err)
+	}
+	return db, admin, nil
+}
+
+// adminExec runs one statement on a connection of its own.
+func adminExec(ctx context.Context, dsn, q string) error {
+	conn, err := conninfo.Connect(ctx, dsn, "erplab-replay", nil)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, q); err != nil {
+		return errors.New(conninfo.Describe(err))
+	}
+	return nil
+}
+
+// dropCopy drops the copy unless --keep, also after an error or an
+// interruption (a process killed outright leaves it: its name starts
+// with erplab_replay_).
+func (f *replayFlags) dropCopy(out, errOut io.Writer, admin, db string) {
+	if f.keep {
+		fmt.Fprintf(out, "kept the replayed database: %s\n", db)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := adminExec(ctx, admin, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)"); err != nil {
+		fmt.Fprintf(errOut, "warning: could not drop the replayed copy %s: %v\n", db, err)
+	}
+}
+
+// withDatabase is dsn connecting to database db: a URL with its path
+// replaced, else the key=value string with dbname appended (the last
+// one wins in libpq).
+func withDatabase(dsn, db string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		if u, err := url.Parse(dsn); err == nil {
+			u.Path = "/" + db
+			return u.String()
+		}
+	}
+	return strings.TrimSpace(dsn + " dbname=" + conninfo.QuoteValue(db))
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/erplab/erplab/internal/pgtest"
+	"github.com/erplab/erplab/internal/replay"
+	"github.com/erplab/erplab/internal/results"
+)
+
+// pgbenchState is the end state of a pgbench database that a replay must
+// reproduce: sum(abalance) of the three tables and count(*) of history.
+func pgbenchState(t *testing.T, dsn string) string {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var a, b, c, h int64
+	err = conn.QueryRow(t.Context(), `SELECT (SELECT sum(abalance) FROM pgbench_accounts), (SELECT sum(bbalance) FROM pgbench_branches),
+		(SELECT sum(tbalance) FROM pgbench_tellers), (SELECT count(*) FROM pgbench_history)`).Scan(&a, &b, &c, &h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "accounts " + strconv.FormatInt(a, 10) + " branches " + strconv.FormatInt(b, 10) + " tellers " + strconv.FormatInt(c, 10) + " history " + strconv.FormatInt(h, 10)
+}
+
+// adminSQL runs q on the server's postgres database.
+func adminSQL(t *testing.T, q string) {
+	t.Helper()
+	ctx := context.Background() // also in a cleanup, after t.Context ends
+	conn, err := pgx.Connect(ctx, srv.DSN(t, "postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, q); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// pgbenchTemplate makes a pgbench database of scale 1 and a copy of it
+// taken before any transaction (the replay's template); it returns the
+// database's name and DSN and the copy's name.
+func pgbenchTemplate(t *testing.T) (db, dsn, copyName string) {
+	t.Helper()
+	dsn = srv.NewDatabase(t)
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db = cfg.Database
+	runPgbench(t, dsn, "-i", "-q", "-s", "1")
+	copyName = db + "_copy"
+	adminSQL(t, "CREATE DATABASE "+copyName+" TEMPLATE "+db)
+	t.Cleanup(func() { adminSQL(t, "DROP DATABASE IF EXISTS "+copyName+" WITH (FORCE)") })
+	return db, dsn, copyName
+}
+
+// runPgbench runs PostgreSQL's pgbench against the server of dsn (or
+// host:port when given) and fails the test when it fails.
+func runPgbench(t *testing.T, dsn string, args ...string) {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args = append(args, "-h", cfg.Host, "-p", strconv.Itoa(int(cfg.Port)), "-U", cfg.User, cfg.Database)
+	cmd := exec.Command(filepath.Join(srv.BinDir(t), "pgbench"), args...)
+	cmd.Env = append(os.Environ(), "PGPASSFILE="+passfileOf(srv.DSN(t, "postgres")), "PGSSLMODE=disable")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pgbench %v: %v\n%s", args, err, out)
+	}
+}
+
+var keptRE = regexp.MustCompile(`kept the replayed database: (\S+)`)
+
+// replayOnto runs erplab replay with args onto the template copy (kept),
+// checks it succeeded and returns its output, the kept database's DSN and
+// the results document.
+func replayOnto(t *testing.T, args ...string) (string, string, *results.Document) {
+	t.Helper()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "r.json")
+	args = append(append([]string{"replay"}, args...), "--dsn", srv.DSN(t, "postgres"), "--keep", "--speed", "0", "--out", out)
+	start := time.Now()
+	b, err := erplab(t, dir, args...).CombinedOutput()
+	text := string(b)
+	t.Logf("replay in %s:\n%s", time.Since(start).Round(time.Millisecond), text)
+	m := keptRE.FindStringSubmatch(text)
+	if m != nil {
+		t.Cleanup(func() { adminSQL(t, "DROP DATABASE IF EXISTS "+m[1]+" WITH (FORCE)") })
+	}
+	if err != nil || m == nil {
+		t.Fatalf("replay: %v\n%s", err, text)
+	}
+	doc, err := results.Read(out)
+	if err != nil {
+		t.Fatalf("results: %v\n%s", err, text)
+	}
+	return text, srv.DSN(t, m[1]), doc
+}
+
+// fidelity is the results' extra.replay.
+func fidelity(t *testing.T, doc *results.Document) replay.Fidelity {
+	t.Helper()
+	var f replay.Fidelity
+	if err := json.Unmarshal(doc.Extra["replay"], &f); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// checkReplayed asserts a replay reproduced the original: the same end
+// state, no error the original did not have, nothing skipped.
+func checkReplayed(t *testing.T, text, origDSN, replayedDSN string, doc *results.Document, wantStatements int64) {
+	t.Helper()
+	f := fidelity(t, doc)
+	if want, got := pgbenchState(t, origDSN), pgbenchState(t, replayedDSN); want != got {
+		t.Errorf("end state: original %s, replayed %s\n%s", want, got, text)
+	}
+	if len(f.NewErrors) > 0 || f.Skipped > 0 || f.Statements < wantStatements || doc.Status != "completed" {
+		t.Errorf("fidelity: status %s, %d statements (want at least %d), new errors %v, skipped %v\n%s",
+			doc.Status, f.Statements, wantStatements, f.NewErrors, f.SkippedBy, text)
+	}
+	for _, want := range []string{"key operation", "captured p95", "statements replayed", "failed 0: new (the capture did not have them) none", "lag", "reordered", "results: "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// pgbench tpcb-like (prepared and extended protocol, 4 clients) captured
+// by the proxy, replayed onto a copy taken before: the same end state, no
+// new error.
+func TestReplayProxyCapture(t *testing.T) {
+	pgtest.SkipShort(t)
+	_, dsn, copyName := pgbenchTemplate(t)
+	path := filepath.Join(t.TempDir(), "w.erpcap.gz")
+	p := startProxyProcess(t, dsn, "--capture", path)
+	start := time.Now()
+	runPgbench(t, p.dsn, "-n", "-c", "4", "-t", "50", "-M", "prepared")
+	runPgbench(t, p.dsn, "-n", "-c", "4", "-t", "50", "-M", "extended")
+	t.Logf("pgbench through the proxy: %s", time.Since(start).Round(time.Millisecond))
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	if code := p.exit(t); code != 0 {
+		t.Fatalf("proxy exit code %d", code)
+	}
+	text, replayed, doc := replayOnto(t, path, "--template", copyName)
+	checkReplayed(t, text, dsn, replayed, doc, 2*200*5)
+}
