@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/replay"
 	"github.com/erplab/erplab/internal/results"
@@ -38,11 +39,11 @@ func pgbenchState(t *testing.T, dsn string) string {
 	return "accounts " + strconv.FormatInt(a, 10) + " branches " + strconv.FormatInt(b, 10) + " tellers " + strconv.FormatInt(c, 10) + " history " + strconv.FormatInt(h, 10)
 }
 
-// adminSQL runs q on the server's postgres database.
-func adminSQL(t *testing.T, q string) {
+// adminSQL runs q on the server of dsn.
+func adminSQL(t *testing.T, dsn, q string) {
 	t.Helper()
 	ctx := context.Background() // also in a cleanup, after t.Context ends
-	conn, err := pgx.Connect(ctx, srv.DSN(t, "postgres"))
+	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +66,8 @@ func pgbenchTemplate(t *testing.T) (db, dsn, copyName string) {
 	db = cfg.Database
 	runPgbench(t, dsn, "-i", "-q", "-s", "1")
 	copyName = db + "_copy"
-	adminSQL(t, "CREATE DATABASE "+copyName+" TEMPLATE "+db)
-	t.Cleanup(func() { adminSQL(t, "DROP DATABASE IF EXISTS "+copyName+" WITH (FORCE)") })
+	adminSQL(t, srv.DSN(t, "postgres"), "CREATE DATABASE "+copyName+" TEMPLATE "+db)
+	t.Cleanup(func() { adminSQL(t, srv.DSN(t, "postgres"), "DROP DATABASE IF EXISTS "+copyName+" WITH (FORCE)") })
 	return db, dsn, copyName
 }
 
@@ -80,7 +81,7 @@ func runPgbench(t *testing.T, dsn string, args ...string) {
 	}
 	args = append(args, "-h", cfg.Host, "-p", strconv.Itoa(int(cfg.Port)), "-U", cfg.User, cfg.Database)
 	cmd := exec.Command(filepath.Join(srv.BinDir(t), "pgbench"), args...)
-	cmd.Env = append(os.Environ(), "PGPASSFILE="+passfileOf(srv.DSN(t, "postgres")), "PGSSLMODE=disable")
+	cmd.Env = append(os.Environ(), "PGPASSFILE="+passfileOf(dsn), "PGSSLMODE=disable")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("pgbench %v: %v\n%s", args, err, out)
 	}
@@ -91,18 +92,18 @@ var keptRE = regexp.MustCompile(`kept the replayed database: (\S+)`)
 // replayOnto runs erplab replay with args onto the template copy (kept),
 // checks it succeeded and returns its output, the kept database's DSN and
 // the results document.
-func replayOnto(t *testing.T, args ...string) (string, string, *results.Document) {
+func replayOnto(t *testing.T, server string, args ...string) (string, string, *results.Document) {
 	t.Helper()
 	dir := t.TempDir()
 	out := filepath.Join(dir, "r.json")
-	args = append(append([]string{"replay"}, args...), "--dsn", srv.DSN(t, "postgres"), "--keep", "--speed", "0", "--out", out)
+	args = append(append([]string{"replay"}, args...), "--dsn", server, "--keep", "--speed", "0", "--out", out)
 	start := time.Now()
 	b, err := erplab(t, dir, args...).CombinedOutput()
 	text := string(b)
 	t.Logf("replay in %s:\n%s", time.Since(start).Round(time.Millisecond), text)
 	m := keptRE.FindStringSubmatch(text)
 	if m != nil {
-		t.Cleanup(func() { adminSQL(t, "DROP DATABASE IF EXISTS "+m[1]+" WITH (FORCE)") })
+		t.Cleanup(func() { adminSQL(t, server, "DROP DATABASE IF EXISTS "+m[1]+" WITH (FORCE)") })
 	}
 	if err != nil || m == nil {
 		t.Fatalf("replay: %v\n%s", err, text)
@@ -111,7 +112,7 @@ func replayOnto(t *testing.T, args ...string) (string, string, *results.Document
 	if err != nil {
 		t.Fatalf("results: %v\n%s", err, text)
 	}
-	return text, srv.DSN(t, m[1]), doc
+	return text, withDatabase(server, m[1]), doc
 }
 
 // fidelity is the results' extra.replay.
@@ -161,7 +162,7 @@ func TestReplayProxyCapture(t *testing.T) {
 	if code := p.exit(t); code != 0 {
 		t.Fatalf("proxy exit code %d", code)
 	}
-	text, replayed, doc := replayOnto(t, path, "--template", copyName, "--order", "none")
+	text, replayed, doc := replayOnto(t, srv.DSN(t, "postgres"), path, "--template", copyName, "--order", "none")
 	checkReplayed(t, text, dsn, replayed, doc, 2*200*5)
 }
 
@@ -191,4 +192,35 @@ func TestReplayRefusals(t *testing.T) {
 			t.Errorf("replay --help: exit %d, lacks %q", code, want)
 		}
 	}
+}
+
+// The same round trip from a csvlog: a server logging every statement,
+// connection and disconnection, pgbench (prepared and extended) against
+// it, its csvlog replayed onto a copy taken before.
+func TestReplayCsvlog(t *testing.T) {
+	pgtest.SkipShort(t)
+	c, err := pgcluster.Start(t.Context(), pgcluster.Options{BinDir: srv.BinDir(t), StopWithParent: true, MaxConnections: 30,
+		Settings: map[string]string{"logging_collector": "on", "log_destination": "csvlog", "log_filename": "pg.log", "lc_messages": "C"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	admin := c.DSN("postgres")
+	adminSQL(t, admin, "CREATE DATABASE a")
+	dsn := c.DSN("a")
+	runPgbench(t, dsn, "-i", "-q", "-s", "1")
+	adminSQL(t, admin, "CREATE DATABASE a_copy TEMPLATE a")
+	// Logging from here: init and the copy are not in the log.
+	for _, q := range []string{"ALTER SYSTEM SET log_statement = 'all'", "ALTER SYSTEM SET log_min_duration_statement = 0",
+		"ALTER SYSTEM SET log_connections = on", "ALTER SYSTEM SET log_disconnections = on", "SELECT pg_reload_conf()"} {
+		adminSQL(t, admin, q)
+	}
+	runPgbench(t, dsn, "-n", "-c", "4", "-t", "50", "-M", "prepared")
+	runPgbench(t, dsn, "-n", "-c", "4", "-t", "50", "-M", "extended")
+	log := filepath.Join(c.DataDir(), "log", "pg.csv")
+	text, replayed, doc := replayOnto(t, admin, log, "--template", "a_copy", "--order", "none")
+	if !strings.Contains(text, "source: pglog") {
+		t.Errorf("not read as a server log:\n%s", text)
+	}
+	checkReplayed(t, text, dsn, replayed, doc, 2*200*5)
 }
