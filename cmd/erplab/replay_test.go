@@ -15,6 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/erplab/erplab/internal/capture"
+	"github.com/erplab/erplab/internal/capture/techlog"
 	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/replay"
@@ -223,4 +225,70 @@ func TestReplayCsvlog(t *testing.T) {
 		t.Errorf("not read as a server log:\n%s", text)
 	}
 	checkReplayed(t, text, dsn, replayed, doc, 2*200*5)
+}
+
+// A technological journal written from statements with their 1C Context
+// replays (--force onto the database itself) scored per Context, with
+// APDEX in each group.
+func TestReplayTechlog(t *testing.T) {
+	pgtest.SkipShort(t)
+	dsn := srv.NewDatabase(t)
+	adminSQL(t, dsn, "CREATE TABLE stock (id int PRIMARY KEY, qty int NOT NULL)")
+	adminSQL(t, dsn, "INSERT INTO stock SELECT g, 100 FROM generate_series(1, 10) g")
+	started := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	dir := filepath.Join(t.TempDir(), "journal")
+	w, err := techlog.NewWriter(dir, techlog.WriterOptions{Started: started})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := []string{"Документ.РеализацияТоваров.Форма.ФормаДокумента", "Справочник.Номенклатура.Форма.ФормаСписка"}
+	at := int64(0)
+	for s := range 2 {
+		sess := strconv.Itoa(s + 1)
+		ev := func(e capture.Event) {
+			at += 1000
+			e.Session, e.T, e.Duration, e.Rows = sess, at, 300, 1
+			if err := w.Write(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ev(capture.Event{Kind: capture.KindConnect, Params: map[string]string{"user": "Иванов"}})
+		for i := range 5 {
+			ev(capture.Event{Kind: capture.KindQuery, SQL: "BEGIN", TxAfter: "T", Operation: ops[s], Rows: 0})
+			ev(capture.Event{Kind: capture.KindExecute, SQL: "UPDATE stock SET qty = qty - $1 WHERE id = $2", Formats: []int16{0},
+				Values: [][]byte{[]byte("1"), []byte(strconv.Itoa(i + 1))}, TxAfter: "T", Operation: ops[s]})
+			ev(capture.Event{Kind: capture.KindQuery, SQL: "COMMIT", TxAfter: "I", Operation: ops[s]})
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "r.json")
+	code, text := exitCode(t, erplab(t, t.TempDir(), "replay", dir, "--dsn", dsn, "--force", "--speed", "0", "--out", out))
+	if code != 0 || !strings.Contains(text, "source: techlog") {
+		t.Fatalf("exit %d:\n%s", code, text)
+	}
+	doc, err := results.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, o := range doc.Operations {
+		names = append(names, o.Name)
+		if o.Apdex.Samples != 15 || o.Count != 15 || o.Errors != 0 {
+			t.Errorf("group %s: count %d, errors %d, APDEX %+v", o.Name, o.Count, o.Errors, o.Apdex)
+		}
+	}
+	if strings.Join(names, "|") != strings.Join(ops, "|") {
+		t.Errorf("groups %q, want the Contexts %q\n%s", names, ops, text)
+	}
+	var sum int64
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if err := conn.QueryRow(t.Context(), "SELECT sum(qty) FROM stock").Scan(&sum); err != nil || sum != 1000-10 {
+		t.Errorf("sum(qty) %d, %v; want 990", sum, err)
+	}
 }
