@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/erplab/erplab/internal/capture"
 )
 
@@ -116,5 +118,40 @@ func TestProxyCaptureFlags(t *testing.T) {
 	out, err := erplab(t, t.TempDir(), "proxy", "--help").Output()
 	if err != nil || !strings.Contains(string(out), "--capture string") || !strings.Contains(string(out), "--capture-memory") {
 		t.Errorf("proxy --help: %v\n%s", err, out)
+	}
+}
+
+// A Bind of 200 KiB (over the size from which the proxy relays a message
+// as it arrives) is captured whole: its execute event holds the value.
+func TestProxyCaptureLargeBind(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	path := filepath.Join(t.TempDir(), "big.erpcap.gz")
+	p := startProxyProcess(t, dsn, "--capture", path)
+	conn, err := pgx.Connect(t.Context(), p.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("x", 200<<10)
+	var n int
+	if err := conn.QueryRow(t.Context(), "SELECT length($1::text)", big).Scan(&n); err != nil || n != len(big) {
+		t.Fatalf("through the proxy: %d, %v", n, err)
+	}
+	_ = conn.Close(t.Context())
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	if code := p.exit(t); code != 0 {
+		t.Fatalf("exit code %d", code)
+	}
+	evs, _ := readCapture(t, path)
+	found := false
+	for _, e := range evs {
+		if e.Kind == capture.KindExecute && len(e.Values) == 1 {
+			found = true
+			if string(e.Values[0]) != big || strings.Contains(e.Note, capture.NoteDataCut) {
+				t.Errorf("the bound value: %d bytes, note %q; want %d bytes", len(e.Values[0]), e.Note, len(big))
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no execute with the 200 KiB value in the capture: %d events", len(evs))
 	}
 }
