@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/erplab/erplab/internal/capture"
+	"github.com/erplab/erplab/internal/capture/load"
 	"github.com/erplab/erplab/internal/capture/pglog"
 	"github.com/erplab/erplab/internal/capture/techlog"
 	"github.com/erplab/erplab/internal/conninfo"
@@ -106,9 +107,9 @@ func newReplayCmd() *cobra.Command {
 
 // options checks the flags that need no server and turns them into the
 // engine's options.
-func (f *replayFlags) options() (replay.Options, replay.LoadOptions, error) {
+func (f *replayFlags) options() (replay.Options, load.Options, error) {
 	var o replay.Options
-	var lo replay.LoadOptions
+	var lo load.Options
 	switch f.order {
 	case "gates", "capture":
 		o.Order = replay.OrderCapture
@@ -167,7 +168,7 @@ func (f *replayFlags) run(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	src, err := replay.LoadSource(ctx, args, lo)
+	src, err := load.Read(ctx, args, lo)
 	if err != nil {
 		return err
 	}
@@ -204,7 +205,7 @@ func (f *replayFlags) run(cmd *cobra.Command, args []string) error {
 }
 
 // replay runs the engine and writes the summary and the results.
-func (f *replayFlags) replay(ctx context.Context, out io.Writer, src *replay.Source, opts replay.Options, stream *results.Stream, path string) error {
+func (f *replayFlags) replay(ctx context.Context, out io.Writer, src *load.Source, opts replay.Options, stream *results.Stream, path string) error {
 	head := &results.Document{Format: results.Format, Schema: results.SchemaVersion, Version: version,
 		CommandLine: conninfo.RedactArgs(opts.CommandLine), Workload: replay.Workload, Status: "running", StartedAt: time.Now()}
 	_ = stream.Write(results.StreamLine{Type: "header", Header: head})

@@ -220,9 +220,13 @@ func TestReplayCsvlog(t *testing.T) {
 	runPgbench(t, dsn, "-n", "-c", "4", "-t", "50", "-M", "prepared")
 	runPgbench(t, dsn, "-n", "-c", "4", "-t", "50", "-M", "extended")
 	log := filepath.Join(c.DataDir(), "log", "pg.csv")
-	text, replayed, doc := replayOnto(t, admin, log, "--template", "a_copy", "--order", "none")
+	saved := filepath.Join(t.TempDir(), "log.erpcap.gz")
+	text, replayed, doc := replayOnto(t, admin, log, "--template", "a_copy", "--order", "none", "--save-capture", saved)
 	if !strings.Contains(text, "source: pglog") {
 		t.Errorf("not read as a server log:\n%s", text)
+	}
+	if evs, torn := readCapture(t, saved); torn || len(evs) < 2000 {
+		t.Errorf("--save-capture: %d events, torn %v", len(evs), torn)
 	}
 	checkReplayed(t, text, dsn, replayed, doc, 2*200*5)
 }

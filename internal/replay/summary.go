@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/erplab/erplab/internal/capture/load"
 	"github.com/erplab/erplab/internal/results"
 )
 
@@ -19,7 +20,7 @@ const maxProblemLines = 3
 // captured ("as in production") p50/p95 beside them, the integral APDEX,
 // then the fidelity lines and the source's bad lines (the first few, and
 // their count).
-func PrintSummary(w io.Writer, res *Result, src *Source) {
+func PrintSummary(w io.Writer, res *Result, src *load.Source) {
 	doc, f := res.Doc, res.Fidelity
 	fmt.Fprintf(w, "\nreplay %s after %s\n\n", doc.Status, doc.EndedAt.Sub(doc.StartedAt).Round(100_000_000))
 	captured := map[string]GroupFigures{}
@@ -75,7 +76,7 @@ func printFidelity(w io.Writer, f Fidelity) {
 }
 
 // printSource writes the source's notes and bad lines.
-func printSource(w io.Writer, src *Source) {
+func printSource(w io.Writer, src *load.Source) {
 	if src == nil {
 		return
 	}

@@ -1,4 +1,8 @@
-package replay
+// Package load reads a replay's input, of any source kind, into memory:
+// a capture file as it is, a PostgreSQL server log (package pglog) or a
+// 1C technological journal (package techlog) converted on the way; it
+// detects the kind when not told, and saves a conversion as a capture.
+package load
 
 import (
 	"bufio"
@@ -36,9 +40,9 @@ type Source struct {
 	Truncated bool
 }
 
-// LoadOptions tune LoadSource.
-type LoadOptions struct {
-	// From is the kind of the input ("" detects it: DetectSource).
+// Options tune Read.
+type Options struct {
+	// From is the kind of the input ("" detects it: Detect).
 	From capture.Source
 	// TypeMap overrides techlog.DefaultTypeMap (techlog only).
 	TypeMap map[string]string
@@ -51,11 +55,11 @@ var journalLine = regexp.MustCompile(`^\x{FEFF}?\d\d:\d\d\.\d{4,6}-\d+,[A-Za-z]+
 // journalFile is a journal file's name: YYMMDDHH.log.
 var journalFile = regexp.MustCompile(`^\d{8}\.log$`)
 
-// DetectSource says what path holds: a capture (gzip with an
+// Detect says what path holds: a capture (gzip with an
 // erplab-capture header), a technological journal (a directory of
 // rphost_* folders or YYMMDDHH.log files, or such a file whose first line
 // has the journal's shape), else a PostgreSQL server log.
-func DetectSource(path string) (capture.Source, error) {
+func Detect(path string) (capture.Source, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return "", err
@@ -98,18 +102,18 @@ func firstLine(path string) (line []byte, gz bool, err error) {
 	return line, gz, nil
 }
 
-// LoadSource reads paths (several files or folders of one kind) into
+// Read reads paths (several files or folders of one kind) into
 // memory. A capture is read as it is; a server log (pglog.Convert, the
 // whole log sorted in memory) or a journal (techlog.Read) is converted.
 // Bad input lines are counted and named, not errors; an input of which
 // nothing could be read is one, naming its first bad line.
-func LoadSource(ctx context.Context, paths []string, opts LoadOptions) (*Source, error) {
+func Read(ctx context.Context, paths []string, opts Options) (*Source, error) {
 	if len(paths) == 0 {
 		return nil, errors.New("no source given")
 	}
 	kind := opts.From
 	if kind == "" {
-		k, err := DetectSource(paths[0])
+		k, err := Detect(paths[0])
 		if err != nil {
 			return nil, err
 		}
