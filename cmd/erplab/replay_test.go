@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -239,37 +241,11 @@ func TestReplayTechlog(t *testing.T) {
 	dsn := srv.NewDatabase(t)
 	adminSQL(t, dsn, "CREATE TABLE stock (id int PRIMARY KEY, qty int NOT NULL)")
 	adminSQL(t, dsn, "INSERT INTO stock SELECT g, 100 FROM generate_series(1, 10) g")
-	started := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
-	dir := filepath.Join(t.TempDir(), "journal")
-	w, err := techlog.NewWriter(dir, techlog.WriterOptions{Started: started})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ops := []string{"Документ.РеализацияТоваров.Форма.ФормаДокумента", "Справочник.Номенклатура.Форма.ФормаСписка"}
-	at := int64(0)
-	for s := range 2 {
-		sess := strconv.Itoa(s + 1)
-		ev := func(e capture.Event) {
-			at += 1000
-			e.Session, e.T, e.Duration, e.Rows = sess, at, 300, 1
-			if err := w.Write(e); err != nil {
-				t.Fatal(err)
-			}
-		}
-		ev(capture.Event{Kind: capture.KindConnect, Params: map[string]string{"user": "Иванов"}})
-		for i := range 5 {
-			ev(capture.Event{Kind: capture.KindQuery, SQL: "BEGIN", TxAfter: "T", Operation: ops[s], Rows: 0})
-			ev(capture.Event{Kind: capture.KindExecute, SQL: "UPDATE stock SET qty = qty - $1 WHERE id = $2", Formats: []int16{0},
-				Values: [][]byte{[]byte("1"), []byte(strconv.Itoa(i + 1))}, TxAfter: "T", Operation: ops[s]})
-			ev(capture.Event{Kind: capture.KindQuery, SQL: "COMMIT", TxAfter: "I", Operation: ops[s]})
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir := writeJournal(t, ops, 1000)
 	out := filepath.Join(t.TempDir(), "r.json")
-	code, text := exitCode(t, erplab(t, t.TempDir(), "replay", dir, "--dsn", dsn, "--force", "--speed", "0", "--out", out))
-	if code != 0 || !strings.Contains(text, "source: techlog") {
+	code, text := exitCode(t, erplab(t, t.TempDir(), "replay", dir, "--dsn", dsn, "--force", "--speed", "0", "--out", out, "--progress"))
+	if code != 0 || !strings.Contains(text, "source: techlog") || !regexp.MustCompile(`(?m)^t=\d+s statements \d+ failed 0$`).MatchString(text) {
 		t.Fatalf("exit %d:\n%s", code, text)
 	}
 	doc, err := results.Read(out)
@@ -294,5 +270,93 @@ func TestReplayTechlog(t *testing.T) {
 	defer conn.Close(context.Background())
 	if err := conn.QueryRow(t.Context(), "SELECT sum(qty) FROM stock").Scan(&sum); err != nil || sum != 1000-10 {
 		t.Errorf("sum(qty) %d, %v; want 990", sum, err)
+	}
+}
+
+// writeJournal writes a technological journal of two sessions, one per
+// operation of ops (their Context), each five transactions of an UPDATE
+// of table stock, an event every gap µs; it returns its directory.
+func writeJournal(t *testing.T, ops []string, gap int64) string {
+	t.Helper()
+	started := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	dir := filepath.Join(t.TempDir(), "journal")
+	w, err := techlog.NewWriter(dir, techlog.WriterOptions{Started: started})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := int64(0)
+	for s := range 2 {
+		sess := strconv.Itoa(s + 1)
+		ev := func(e capture.Event) {
+			at += gap
+			e.Session, e.T, e.Duration, e.Rows = sess, at, 300, 1
+			if err := w.Write(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ev(capture.Event{Kind: capture.KindConnect, Params: map[string]string{"user": "Иванов"}})
+		for i := range 5 {
+			ev(capture.Event{Kind: capture.KindQuery, SQL: "BEGIN", TxAfter: "T", Operation: ops[s], Rows: 0})
+			ev(capture.Event{Kind: capture.KindExecute, SQL: "UPDATE stock SET qty = qty - $1 WHERE id = $2", Formats: []int16{0},
+				Values: [][]byte{[]byte("1"), []byte(strconv.Itoa(i + 1))}, TxAfter: "T", Operation: ops[s]})
+			ev(capture.Event{Kind: capture.KindQuery, SQL: "COMMIT", TxAfter: "I", Operation: ops[s]})
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// Ctrl-C during a replay into a --template copy: exit 130, the results
+// so far written, the copy dropped.
+func TestReplayInterrupted(t *testing.T) {
+	pgtest.SkipShort(t)
+	dsn := srv.NewDatabase(t)
+	adminSQL(t, dsn, "CREATE TABLE stock (id int PRIMARY KEY, qty int NOT NULL)")
+	adminSQL(t, dsn, "INSERT INTO stock SELECT g, 100 FROM generate_series(1, 10) g")
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := writeJournal(t, []string{"a", "b"}, 2_000_000) // 60 s at --speed 1
+	cmd := erplab(t, t.TempDir(), "replay", dir, "--dsn", srv.DSN(t, "postgres"), "--template", cfg.Database, "--out", filepath.Join(t.TempDir(), "r.json"), "--progress")
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	copyRE := regexp.MustCompile(`replaying into (\S+),`)
+	var copyName string
+	var lines []string
+	signalled := false
+	sc := bufio.NewScanner(pipe)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if m := copyRE.FindStringSubmatch(sc.Text()); m != nil {
+			copyName = m[1]
+		}
+		if strings.HasPrefix(sc.Text(), "t=") && !signalled { // under way
+			signalled = true
+			_ = cmd.Process.Signal(syscall.SIGINT)
+		}
+	}
+	err = cmd.Wait()
+	text := strings.Join(lines, "\n")
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted || copyName == "" || !strings.Contains(text, "results: ") {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	conn, err := pgx.Connect(t.Context(), srv.DSN(t, "postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM pg_database WHERE datname = $1", copyName).Scan(&n); err != nil || n != 0 {
+		t.Errorf("the copy %s is left: %d, %v\n%s", copyName, n, err, text)
 	}
 }
