@@ -78,10 +78,11 @@ func newReplayCmd() *cobra.Command {
 		Use:   "replay SOURCE... --dsn DSN --template DB",
 		Short: "Replay a captured workload (proxy capture, server log, 1C journal) and score it",
 		Long:  replayLong,
-		Example: `  erplab proxy --upstream 'host=db1 dbname=erp' --capture erp.erpcap.gz
-  erplab replay erp.erpcap.gz --dsn 'host=db2 dbname=postgres' --template erp
-  erplab replay /var/log/postgresql/postgresql-*.csv --dsn 'host=db2' --template erp --speed 2
-  erplab replay /var/log/1c/journal --dsn 'host=db2' --template erp --targets ops.txt`,
+		Example: `  createdb -h db2 -T erp erp_before     # the database before the capture, on the replay server
+  erplab proxy --upstream 'host=db1 dbname=erp' --capture erp.erpcap.gz
+  erplab replay erp.erpcap.gz --dsn 'host=db2 dbname=postgres' --template erp_before
+  erplab replay /var/log/postgresql/postgresql-*.csv --dsn 'host=db2' --template erp_before --speed 2
+  erplab replay /var/log/1c/journal --dsn 'host=db2' --template erp_before --targets ops.txt`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd, args) },
 	}
