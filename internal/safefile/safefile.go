@@ -198,7 +198,7 @@ func UserDir(path string, perm fs.FileMode) (*Root, error) {
 				return nil, fmt.Errorf("%s exists and is not a directory", path)
 			}
 			if !mineOrRoot(st) {
-				return nil, fmt.Errorf("%s is a directory of another user (uid %d), not of uid %d or root: erplab does not write into it", reached(path, p), owner(st), os.Geteuid())
+				return nil, fmt.Errorf("%s is a directory of another user (uid %d), neither this user's nor root's: erplab does not write into it", reached(path, p), owner(st))
 			}
 			r, err := os.OpenRoot(p)
 			if err != nil {
@@ -214,7 +214,7 @@ func UserDir(path string, perm fs.FileMode) (*Root, error) {
 			return nil, fmt.Errorf("%s: too many levels of symbolic links", path)
 		}
 		if !mineOrRoot(st) {
-			return nil, fmt.Errorf("%s is a symbolic link of another user (uid %d), not of uid %d or root: erplab does not follow it", reached(path, p), owner(st), os.Geteuid())
+			return nil, fmt.Errorf("%s is a symbolic link of another user (uid %d), neither this user's nor root's: erplab does not follow it", reached(path, p), owner(st))
 		}
 		t, err := os.Readlink(p)
 		if err != nil {
