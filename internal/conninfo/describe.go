@@ -18,8 +18,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/erplab/erplab/internal/rawsock"
 )
 
 // connEnvVars are the libpq environment variables that choose a server or
@@ -330,21 +328,3 @@ func Connect(ctx context.Context, dsn, appName string, params map[string]string)
 
 // PoolOption adjusts a pool's configuration in OpenPool.
 type PoolOption func(*pgxpool.Config)
-
-// RawSockets makes the pool's connections read and write through
-// rawsock.Conn (no sysmon wake-up per system call, no EAGAIN read before
-// each wait): less client CPU per round trip for a load generator. TLS,
-// deadlines and cancellation work as before (rawsock.Conn sits under
-// pgconn's TLS and honours the socket's deadlines).
-func RawSockets() PoolOption {
-	return func(cfg *pgxpool.Config) {
-		dial := cfg.ConnConfig.DialFunc
-		cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := dial(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return rawsock.Wrap(c), nil
-		}
-	}
-}

@@ -372,7 +372,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		serverDesc = "from PG* environment"
 	}
 
-	pool, err := conninfo.OpenPool(ctx, dsn, poolSize, append([]conninfo.PoolOption{conninfo.RawSockets()}, opts.PoolOptions...)...)
+	pool, err := conninfo.OpenPool(ctx, dsn, poolSize, opts.PoolOptions...)
 	if err != nil {
 		return nil, err
 	}

@@ -3,25 +3,23 @@ package proxy
 import (
 	"context"
 	"net"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/erplab/erplab/internal/rawsock"
 )
 
 // hangupPeriod is how often watchHangups looks at every session.
 const hangupPeriod = 2 * time.Second
 
-// watchHangups ends, every hangupPeriod until ctx is done, the sessions
-// whose client or upstream has closed its side while the session waited
-// for data. inbound.run waits for the poller after a short read; when
-// the peer's FIN came in the same readiness event as its last bytes, no
-// further event comes and the session would wait for TCP keepalive, or
-// forever for a peer that half-closed and still reads (an upstream's
-// FATAL is handled at once, see inbound.more). A client's close found so
-// is handled as one its loop read (session.clientEOF: the session goes
-// on until the server closes). See checkHangups.
+// watchHangups looks, every hangupPeriod until ctx is done, for the
+// sessions whose client or upstream has closed its side and counts them
+// (Stats.Hangups). A relay loop reads with the connection's own Read, so
+// it sees such a close as the EOF of its next read; the look also ends
+// that read at once when the loop gets to it, e.g. after a write that
+// waited for a full socket. A client's close found so is handled as one
+// its loop read (session.clientEOF: the session goes on until the server
+// closes). See checkHangups.
 func (p *Proxy) watchHangups(ctx context.Context) {
 	t := time.NewTicker(hangupPeriod)
 	defer t.Stop()
@@ -52,13 +50,12 @@ func (p *Proxy) lookForHangups(ss []*session) []*session {
 //
 // A hung-up connection's read deadline is set in the past, which wakes
 // the loop reading it, instead of closing the session: that loop ends
-// the session itself once it has relayed what it read (a waiting
-// RawConn.Read returns the deadline error; a read in progress finishes,
-// and the handler's write with it). "Nothing left to read" is about the
-// kernel's queue only: the loop may hold the peer's last bytes, read but
-// not yet written, e.g. while the other side's socket is full, and
-// closing the session then lost them (the upstream's last data, a
-// FATAL). Each session's hang-up is counted once. A client whose EOF the
+// the session itself once it has relayed what it read (a waiting Read
+// returns the deadline error; a handler's write in progress finishes).
+// "Nothing left to read" is about the kernel's queue only: the loop may
+// hold the peer's last bytes, read but not yet written, e.g. while the
+// other side's socket is full, and closing the session then lost them
+// (the upstream's last data, a FATAL). Each session's hang-up is counted once. A client whose EOF the
 // session already handles (session.clientDone: it waits for the server's
 // close) is not looked at.
 func (p *Proxy) checkHangups(ss []*session) []*session {
@@ -87,10 +84,15 @@ func (p *Proxy) checkHangups(ss []*session) []*session {
 
 // hungUp reports whether c's peer has closed its side and nothing is
 // left to read; false for a connection without a file descriptor (its
-// reads see the end of the stream themselves).
+// reads see the end of the stream themselves). The look is a
+// recv(MSG_PEEK|MSG_DONTWAIT) on the socket, which consumes nothing.
 func hungUp(c net.Conn) bool {
-	rc := rawsock.RawConnOf(c)
-	if rc == nil {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
 		return false
 	}
 	eof := false

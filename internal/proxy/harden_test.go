@@ -374,7 +374,7 @@ func TestHangupAfterUnrelayedBytes(t *testing.T) {
 			}()
 			select {
 			case <-checked:
-			case <-hc.closed: // closing the upstream waits for the relay's read callback
+			case <-hc.closed: // the look closed the session (the bug this test catches)
 			}
 			close(hc.release)
 			<-checked

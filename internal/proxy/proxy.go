@@ -26,8 +26,8 @@
 // 08P01 (session.refuseType), one of a length it refuses gets the
 // proxy's FATAL 08P01 at once (frontendLimit); Config.MaxClients bounds the
 // connections served (53300 above); accept errors are retried with
-// back-off; the server's close ends its session at once (inbound.more,
-// watchHangups); the client's (EOF or Terminate) is passed upstream as a
+// back-off; the server's close ends its session at once (the relay's
+// next read sees it; watchHangups counts it); the client's (EOF or Terminate) is passed upstream as a
 // half-close after every byte read from it, and the session ends when the
 // server closes, once its answers are relayed (session.clientEOF).
 //
@@ -61,17 +61,12 @@
 // as FallbackErrors); it happens only when a session sees other objects
 // than the side connection in a way the proxy cannot see (see the README).
 //
-// Relay cost: each direction of a session reads into one reused buffer and
-// sends the messages of one read with one write(2), without copying or
-// allocating; on Linux it waits for the poller instead of issuing a read
-// that would fail with EAGAIN, uses non-blocking system calls the
-// scheduler need not hear about (see inbound and package rawsock), and keeps the
-// runtime poller's write interest off while no write waits for room
-// (session.muteWrites: a Unix-socket upstream otherwise wakes the poller
-// once per request). A pgbench -S round trip then costs the proxy 2
-// reads, 2 writes and 2.0 context switches, like PgBouncer (2, 2, 2.0),
-// and about 4 epoll_pwait calls against PgBouncer's 2: Go's scheduler
-// polls once without blocking before it blocks.
+// Relay cost: each direction of a session reads into one reused buffer
+// with the connection's own Read and sends the messages of one read with
+// one Write, without copying or allocating. A pgbench -S round trip costs
+// the proxy 2 reads that return data, 2 that find the socket empty before
+// the goroutine parks in Go's netpoller, and 2 writes; PgBouncer makes 2
+// reads and 2 writes.
 package proxy
 
 import (
@@ -199,12 +194,6 @@ type Proxy struct {
 	returning atomic.Bool
 	// wrapUp, if set (tests), wraps each upstream connection.
 	wrapUp func(net.Conn) net.Conn
-	// epfd is the Go runtime's epoll descriptor (rawsock.RuntimePoller,
-	// looked up once a session starts, when the runtime's poller exists),
-	// -1 when unknown: sessions then keep the runtime's write interest
-	// (see session.muteWrites).
-	epfd   int
-	epOnce sync.Once
 }
 
 // New checks cfg and returns a Proxy. It does not connect; it warms the
@@ -255,7 +244,7 @@ func New(cfg Config) (*Proxy, error) {
 	p := &Proxy{cfg: cfg, catCfg: catCfg, cache: newDecisionCache(cfg.CacheSize, cfg.DecisionTTL), log: log,
 		sides: map[sideKey]*sideEntry{}, sessions: map[*session]struct{}{}, keys: map[string]*session{},
 		listeners: map[net.Listener]struct{}{}, starting: map[net.Conn]struct{}{}, shutDone: make(chan struct{}),
-		ruleFired: map[string]*atomic.Uint64{}, ruleVetoed: map[string]*atomic.Uint64{}, epfd: -1}
+		ruleFired: map[string]*atomic.Uint64{}, ruleVetoed: map[string]*atomic.Uint64{}}
 	for _, r := range rewrite.Rules() {
 		p.ruleFired[r], p.ruleVetoed[r] = new(atomic.Uint64), new(atomic.Uint64)
 	}
@@ -532,7 +521,6 @@ func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 		closed: make(chan struct{}), requests: 1, cap: capt.loggedIn()}
 	s.ctxUnknown.Store(startUnknown)
 	s.end.sent.Store(2) // the startup packet: one request, awaiting its ReadyForQuery
-	s.muteWrites()
 	p.wg.Add(1)
 	go func() { // the side connection logs in while the session starts
 		defer p.wg.Done()

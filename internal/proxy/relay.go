@@ -4,13 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"runtime/debug"
-	"syscall"
 	"time"
-
-	"github.com/erplab/erplab/internal/rawsock"
 )
 
 // relayBuffer is the initial size in bytes of each session's read buffers
@@ -96,32 +92,13 @@ func carriesData(typ byte) bool {
 }
 
 // inbound reads one side of a session into a reused buffer and hands the
-// bytes received to a handler, which consumes whole messages.
-//
-// On a socket it reads through syscall.RawConn: after a read that left
-// the socket empty (it returned less than the free space), it waits for
-// the poller's next readiness event instead of reading again. net.Conn's
-// Read always tries the read(2) first and parks only when that fails with
-// EAGAIN, which in a request-response relay costs one failing read(2) per
-// direction per round trip (2 of the 10 system calls a pgbench -S
-// transaction cost the proxy with net.Conn reads). The wait is safe because
-// the whole session runs inside one RawConn.Read call: Go's poller is
-// edge-triggered and its readiness flag is only reset when RawConn.Read
-// starts (internal/poll.FD.RawRead), so data that arrives after the short
-// read raises an event this loop sees.
-//
-// A short read does not prove that the peer has not closed: when its FIN
-// arrived with the last bytes, in the same readiness event, no further
-// event comes. A handler that consumed a message after which the peer
-// may close (an upstream ErrorResponse or NoticeResponse: a FATAL, or
-// the warning of a server shutting down) sets more, and run reads once
-// more before waiting; so it does while a message is incomplete (the
-// peer is mid-message). Other closes are found by watchHangups.
+// bytes received to a handler, which consumes whole messages. It reads
+// with the connection's own Read until that fails: the peer's close is
+// the EOF of the next read, whatever event brought it.
 type inbound struct {
 	conn net.Conn
 	buf  []byte
-	n    int  // bytes of buf holding unconsumed data
-	more bool // set by the handler: read again after a short read
+	n    int // bytes of buf holding unconsumed data
 	// skip is the handler's: bytes of a message it relays as they
 	// arrive (see streamMin) still to come.
 	skip int
@@ -143,80 +120,35 @@ var errStop = errors.New("stop")
 // returns io.EOF when the peer closed, handle's error (nil for errStop),
 // or the read error.
 func (in *inbound) run(handle func([]byte) (int, error)) error {
-	var herr error
-	// process hands the data to handle and compacts the buffer; false
-	// means stop.
-	process := func() bool {
-		used, err := handle(in.buf[:in.n])
-		if used > 0 {
-			in.n = copy(in.buf, in.buf[used:in.n])
+	if in.n > 0 { // bytes read ahead during the startup phase
+		if err := in.process(handle); err != nil {
+			return stopErr(err)
 		}
-		in.release()
-		if err != nil {
-			herr = err
-			return false
-		}
-		return true
 	}
-	if in.n > 0 && !process() { // bytes read ahead during the startup phase
-		return stopErr(herr)
-	}
-	rc := rawsock.RawConnOf(in.conn)
-	if rc == nil {
-		return in.runPlain(process, &herr)
-	}
-	var rerr error
-	err := rc.Read(func(fd uintptr) bool {
-		for {
-			free := in.prepare()
-			n, errno := rawsock.Read(fd, in.buf[in.n:])
-			switch {
-			case errno == syscall.EINTR:
-				continue
-			case errno == syscall.EAGAIN:
-				return false // wait for readiness
-			case errno != 0:
-				rerr = errno
-				return true
-			case n == 0:
-				rerr = io.EOF
-				return true
-			}
-			in.n += n
-			if !process() {
-				return true
-			}
-			if n < free {
-				if in.more || in.n > 0 || in.skip > 0 { // the peer may have closed as well, or is mid-message
-					in.more = false
-					continue
-				}
-				return false // the socket is drained: wait for the next event
-			}
-		}
-	})
-	if herr != nil {
-		return stopErr(herr)
-	}
-	if rerr != nil {
-		return rerr
-	}
-	return err
-}
-
-// runPlain is run for connections without a file descriptor.
-func (in *inbound) runPlain(process func() bool, herr *error) error {
 	for {
 		in.prepare()
 		n, err := in.conn.Read(in.buf[in.n:])
 		in.n += n
-		if n > 0 && !process() {
-			return stopErr(*herr)
+		if n > 0 {
+			if herr := in.process(handle); herr != nil {
+				return stopErr(herr)
+			}
 		}
 		if err != nil {
 			return err
 		}
 	}
+}
+
+// process hands the unconsumed bytes to handle, compacts the buffer and
+// returns handle's error.
+func (in *inbound) process(handle func([]byte) (int, error)) error {
+	used, err := handle(in.buf[:in.n])
+	if used > 0 {
+		in.n = copy(in.buf, in.buf[used:in.n])
+	}
+	in.release()
+	return err
 }
 
 // prepare makes room for the rest of a partly received message and
@@ -291,32 +223,20 @@ func stopErr(err error) error {
 }
 
 // outbound collects the bytes of one batch for a connection and writes
-// them with one write(2). Bytes added while nothing else is pending, or
+// them with one Write. Bytes added while nothing else is pending, or
 // directly following the pending bytes in the same array (consecutive
 // relayed messages of the inbound buffer), are only referenced, not
 // copied; anything else is coalesced into a scratch buffer. Callers flush
 // before the referenced bytes change.
 type outbound struct {
 	conn    net.Conn
-	rc      syscall.RawConn // nil: conn.Write
-	writeFn func(fd uintptr) bool
 	pending []byte // referenced, not owned
 	scratch []byte
-	inUse   bool   // scratch holds the batch
-	out     []byte // being written by writeFn
-	werr    error
-	// interest, when set, is the connection's registration with the
-	// runtime poller, its write interest off except while a write waits
-	// for room (see session.muteWrites).
-	interest *rawsock.Interest
+	inUse   bool // scratch holds the batch
 }
 
 func newOutbound(c net.Conn) *outbound {
-	o := &outbound{conn: c, rc: rawsock.RawConnOf(c)}
-	if o.rc != nil {
-		o.writeFn = o.write
-	}
-	return o
+	return &outbound{conn: c}
 }
 
 // add queues b for the next flush.
@@ -352,87 +272,6 @@ func (o *outbound) flush() error {
 	if len(b) == 0 {
 		return nil
 	}
-	if o.rc == nil {
-		_, err := o.conn.Write(b)
-		return err
-	}
-	o.out, o.werr = b, nil
-	err := o.rc.Write(o.writeFn)
-	o.out = nil
-	if o.werr != nil {
-		return o.werr
-	}
+	_, err := o.conn.Write(b)
 	return err
-}
-
-// write is the RawConn.Write callback: it writes o.out until done (true)
-// or the socket is full (false: wait until writable). With a muted write
-// interest it restores the interest before waiting (the kernel then
-// reports the socket at once if it became writable meanwhile) and mutes
-// it again once the batch is written.
-func (o *outbound) write(fd uintptr) bool {
-	for len(o.out) > 0 {
-		n, errno := rawsock.Write(fd, o.out)
-		switch {
-		case errno == syscall.EINTR:
-			continue
-		case errno == syscall.EAGAIN:
-			if o.interest != nil && o.interest.Muted() {
-				if err := o.interest.RestoreWrites(); err != nil {
-					o.werr = err // waiting would never end
-					return true
-				}
-			}
-			return false
-		case errno != 0:
-			o.werr = errno
-			return true
-		}
-		o.out = o.out[n:]
-	}
-	if o.interest != nil && !o.interest.Muted() {
-		_ = o.interest.MuteWrites() // on failure the runtime's interest stays: only wake-ups
-	}
-	return true
-}
-
-// muteMaxSessions bounds the sessions whose write interest is muted: the
-// registrations are looked up in a listing of all of the runtime poller's
-// (one line per descriptor), so the look-up's cost grows with the
-// sessions served; beyond a few hundred clients the spurious events also
-// share epoll_pwait calls with real ones.
-const muteMaxSessions = 512
-
-// muteWrites turns the runtime poller's write interest off for both
-// connections of s (rawsock.Interest): outbound.write turns it on only
-// while it waits for room. Without it every request relayed to a Unix
-// socket upstream wakes the poller once for nothing when the server reads
-// it. It does nothing when the poller or a registration is not found, or
-// beyond muteMaxSessions sessions; it runs before the relay loops start.
-func (s *session) muteWrites() {
-	p := s.p
-	p.epOnce.Do(func() { p.epfd = rawsock.RuntimePoller() })
-	p.mu.Lock()
-	n := len(p.sessions)
-	p.mu.Unlock()
-	if p.epfd < 0 || n >= muteMaxSessions {
-		return
-	}
-	crc, urc := rawsock.RawConnOf(s.client), rawsock.RawConnOf(s.up)
-	if crc == nil || urc == nil || s.cw.rc == nil || s.uw.rc == nil {
-		return
-	}
-	_ = crc.Control(func(cfd uintptr) {
-		_ = urc.Control(func(ufd uintptr) {
-			in, err := rawsock.FindInterests(p.epfd, int(cfd), int(ufd))
-			if err != nil || in[0] == nil || in[1] == nil {
-				return
-			}
-			if in[0].MuteWrites() != nil || in[1].MuteWrites() != nil {
-				_ = in[0].RestoreWrites()
-				return
-			}
-			s.cw.interest, s.uw.interest = in[0], in[1]
-		})
-	})
 }

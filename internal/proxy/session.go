@@ -489,11 +489,6 @@ func statementText(body []byte, simple bool) ([]byte, bool) {
 func (s *session) upstreamLoop(ctx context.Context) {
 	rfqSeen := 0
 	err := s.uin.run(func(data []byte) (int, error) {
-		if s.clientDone.Load() {
-			// The server closes once it has answered: read until
-			// its FIN, which may come with its last bytes.
-			s.uin.more = true
-		}
 		s.mu.Lock()
 		pd := s.pending
 		s.mu.Unlock()
@@ -541,10 +536,7 @@ func (s *session) upstreamLoop(ctx context.Context) {
 				s.cap.server(frame)
 			}
 			switch typ {
-			case 'N':
-				s.uin.more = true // a server shutting down warns, then closes
 			case 'E':
-				s.uin.more = true // a FATAL is followed by the close
 				if s.setInFlight.Load() {
 					s.ctxUnknown.Store(true)
 				}
