@@ -160,6 +160,9 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 				}
 				outDir = filepath.Join(base, "ab-"+time.Now().Format("20060102-150405"))
 			}
+			if _, driven := opts.Workload.(workload.Driver); driven && rounds == 0 {
+				rounds = experiment.MinRounds // a replay's length is its capture's, not --duration
+			}
 			if rounds == 0 {
 				if aa > 0 {
 					rounds = experiment.RoundsFor(budget/time.Duration(aa), 2, opts)

@@ -268,6 +268,12 @@ func (f *capacityFlags) config(cmd, runCmd *cobra.Command, rf *runFlags) (capaci
 	if err != nil {
 		return cfg, err
 	}
+	driver, driven := base.Workload.(workload.Driver)
+	if driven {
+		if err := f.drivenSearch(cmd); err != nil {
+			return cfg, err
+		}
+	}
 	errRate, err := parsePct("error-rate", f.errorRateS)
 	if err != nil {
 		return cfg, err
@@ -334,9 +340,37 @@ func (f *capacityFlags) config(cmd, runCmd *cobra.Command, rf *runFlags) (capaci
 	if !f.open && cmd.Flags().Changed("workers") {
 		return cfg, errors.New("--workers applies to the open model (--rate) only")
 	}
+	conns := rf.connections
+	if driven {
+		conns = driver.Connections(int(f.max)) // the server is sized for the last step
+	}
 	return capacity.Config{
 		Base: base, Plan: plan, Target: target, Open: f.open, Workers: f.workers,
-		Hold: f.hold, Ramp: f.ramp, Warmup: rf.warmup, Connections: rf.connections,
+		Hold: f.hold, Ramp: f.ramp, Warmup: rf.warmup, Connections: conns,
 		UserOpsPerHour: f.opsPerHour, Out: f.out,
 	}, nil
+}
+
+// drivenSearch checks the flags of a search whose workload drives its own
+// load (a replay): the step's load is --users-x, the copies of every
+// captured session, each step the replay's own length; --start defaults
+// to 1 and --max-users must be given (the server is sized for it).
+func (f *capacityFlags) drivenSearch(cmd *cobra.Command) error {
+	fl := cmd.Flags()
+	if fl.Changed("users-x") {
+		return errors.New("capacity raises --users-x itself: --start, --step and --max-users count the copies of every captured session; drop --users-x")
+	}
+	for _, name := range []string{"ramp", "hold", "rate", "workers", "user-ops-per-hour"} {
+		if fl.Changed(name) {
+			return fmt.Errorf("--workload replay drives its own load (each step replays the captured sessions, --users-x copies of each): --%s does not apply", name)
+		}
+	}
+	if !fl.Changed("max-users") {
+		return errors.New("--workload replay: give --max-users N, the most copies of every captured session to try (the server is sized for them)")
+	}
+	if !fl.Changed("start") {
+		f.start = 1
+	}
+	f.ramp = 0
+	return nil
 }

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/erplab/erplab/internal/capacity"
+	"github.com/erplab/erplab/internal/pgtest"
+	"github.com/erplab/erplab/internal/replay"
+	"github.com/erplab/erplab/internal/results"
+)
+
+// pgbenchCapture captures a short pgbench tpcb-like run (2 clients, 10
+// transactions each, prepared protocol) through the proxy; it returns
+// the capture, the database's DSN and the name of its copy taken before.
+func pgbenchCapture(t *testing.T) (path, dsn, copyName string) {
+	t.Helper()
+	_, dsn, copyName = pgbenchTemplate(t)
+	path = filepath.Join(t.TempDir(), "w.erpcap.gz")
+	p := startProxyProcess(t, dsn, "--capture", path)
+	runPgbench(t, p.dsn, "-n", "-c", "2", "-t", "10", "-M", "prepared")
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	if code := p.exit(t); code != 0 {
+		t.Fatalf("proxy exit code %d", code)
+	}
+	return path, dsn, copyName
+}
+
+// ab replays a capture as its workload: the pre-capture database given
+// as a connection string is copied into ab's own server with pg_dump,
+// every round replays onto a fresh copy of it, and the runs end with a
+// verdict; each run's results are a replay's with every captured
+// statement replayed and none failed.
+func TestABReplay(t *testing.T) {
+	pgtest.SkipShort(t)
+	capFile, _, copyName := pgbenchCapture(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "tuned.conf")
+	if err := os.WriteFile(conf, []byte("work_mem = '8MB'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	outDir := filepath.Join(dir, "ab")
+	code, text := exitCode(t, erplab(t, dir, "ab", "--workload", "replay", "--replay-source", capFile,
+		"--replay-template", srv.DSN(t, copyName), "--replay-speed", "0", "--replay-order", "none",
+		"--variant", "tuned=settings:"+conf, "--rounds", "2", "--out-dir", outDir, "--observe=false"))
+	if code != 0 || !strings.Contains(text, "VERDICT tuned: primary verdict: ") {
+		t.Fatalf("exit %d:\n%s", code, text)
+	}
+	for _, name := range []string{"baseline-1", "baseline-2", "tuned-1", "tuned-2"} {
+		doc, err := results.Read(filepath.Join(outDir, name+".json"))
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, text)
+		}
+		f := fidelity(t, doc)
+		// 10 transactions of 2 clients: BEGIN, 3 UPDATEs, SELECT, INSERT, END
+		if doc.Workload != replay.Workload || doc.Status != "completed" || f.Statements < 2*10*7 || f.Failed != 0 || len(f.NewErrors) > 0 {
+			t.Errorf("%s: workload %s, status %s, %d statements, %d failed, new errors %v\n%s", name, doc.Workload, doc.Status, f.Statements, f.Failed, f.NewErrors, text)
+		}
+	}
+}
+
+// capacity raises --users-x: with the pre-capture database named on the
+// --dsn server, the step at 2 replays twice the sessions and statements
+// of the step at 1.
+func TestCapacityReplay(t *testing.T) {
+	pgtest.SkipShort(t)
+	capFile, _, copyName := pgbenchCapture(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "cap.json")
+	code, text := exitCode(t, erplab(t, dir, "capacity", "--workload", "replay", "--replay-source", capFile,
+		"--replay-template", copyName, "--replay-speed", "0", "--replay-order", "none", "--dsn", srv.DSN(t, "postgres"),
+		"--max-users", "2", "--apdex", "0.01", "--error-rate", "50%", "--observe=false", "--out", out))
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, text)
+	}
+	doc, err := capacity.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Steps) != 2 || doc.Steps[0].Load != 1 || doc.Steps[1].Load != 2 {
+		t.Fatalf("steps %+v\n%s", doc.Steps, text)
+	}
+	var figs [2]replay.Fidelity
+	for i, st := range doc.Steps {
+		p := st.Path
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		rd, err := results.Read(p)
+		if err != nil {
+			t.Fatalf("step %d: %v", i+1, err)
+		}
+		figs[i] = fidelity(t, rd)
+
+	}
+	if figs[0].UsersX != 1 || figs[1].UsersX != 2 || figs[0].Statements < 2*10*7 || figs[1].Statements != 2*figs[0].Statements || figs[1].Failed != 0 {
+		t.Errorf("users-x %d then %d, statements %d then %d (want twice), failed %d\n%s",
+			figs[0].UsersX, figs[1].UsersX, figs[0].Statements, figs[1].Statements, figs[1].Failed, text)
+	}
+}
+
+// --workload replay's flag combinations that make no sense are refused
+// in one line each (exit 2), before any server starts.
+func TestReplayWorkloadRefusals(t *testing.T) {
+	dir := t.TempDir()
+	journal := writeJournal(t, []string{"a", "b"}, 1000)
+	src := []string{"--workload", "replay", "--replay-source", journal}
+	tpl := append(src, "--replay-template", "before")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ab", "--workload", "replay", "--variant", "x=rewrite-proxy"}, "--workload replay needs --replay-source"},
+		{append([]string{"ab", "--variant", "x=rewrite-proxy"}, src...), "--workload replay needs --replay-template"},
+		{append([]string{"ab", "--variant", "x=rewrite-proxy", "--users", "5"}, tpl...), "--users does not apply"},
+		{append([]string{"ab", "--variant", "x=rewrite-proxy", "--connections", "5"}, tpl...), "--connections does not apply"},
+		{append([]string{"ab", "--variant", "x=rewrite-proxy", "--replay-order", "sideways"}, tpl...), `--replay-order "sideways"`},
+		{append([]string{"capacity", "--max-users", "4", "--users-x", "2"}, tpl...), "capacity raises --users-x itself"},
+		{append([]string{"capacity", "--max-users", "4", "--hold", "10s"}, tpl...), "--hold does not apply"},
+		{append([]string{"capacity"}, tpl...), "give --max-users"},
+		{[]string{"run", "--workload", "smoke", "--replay-source", journal}, "--replay-source applies to --workload replay only"},
+	} {
+		code, text := exitCode(t, erplab(t, dir, c.args...))
+		msg := strings.TrimSpace(text)
+		if code != exitUsage || strings.Contains(msg, "\n") || !strings.Contains(msg, c.want) {
+			t.Errorf("%v: exit %d, want %d and one line with %q:\n%s", c.args, code, exitUsage, c.want, msg)
+		}
+	}
+}

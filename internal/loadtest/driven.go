@@ -1,0 +1,85 @@
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/results"
+	"github.com/erplab/erplab/internal/workload"
+)
+
+// checkDriven refuses the options a workload that drives its own load
+// (workload.Driver: a replay) cannot honour, in one line.
+func checkDriven(opts Options) error {
+	name := opts.Workload.Name()
+	switch {
+	case !opts.Segment.Whole():
+		return fmt.Errorf("--workload %s drives its own load: a run split over agents (--segment) does not apply", name)
+	case opts.Profile:
+		return fmt.Errorf("--workload %s drives its own load: --profile does not apply (yet)", name)
+	case opts.Stress != nil:
+		return fmt.Errorf("--workload %s drives its own load: --stress does not apply (yet)", name)
+	case opts.MetricsAddr != "":
+		return fmt.Errorf("--workload %s drives its own load: --metrics-addr does not apply (yet)", name)
+	case len(opts.Rate) > 0 || opts.TxPerVU > 0:
+		return fmt.Errorf("--workload %s drives its own load: an arrival rate or transactions per VU do not apply", name)
+	}
+	return nil
+}
+
+// drive is the rest of Run for a workload that drives its own load: the
+// data is set up and the run's connections are closed (the driver may
+// copy the database, which needs it without sessions); Drive runs the
+// load, its intervals go to the results stream, its document is written
+// as the run's results.
+func drive(ctx context.Context, opts Options, d workload.Driver, dsn string, streamFile *os.File, path string, perm fs.FileMode, out io.Writer) (*Result, error) {
+	stream := results.DiscardStream()
+	if streamFile != nil {
+		stream = results.NewStream(streamFile)
+	}
+	defer stream.Close()
+	head := &results.Document{Format: results.Format, Schema: results.SchemaVersion, Version: opts.Version,
+		CommandLine: conninfo.RedactArgs(opts.CommandLine), Workload: opts.Workload.Name(), Status: "running", RunID: opts.RunID}
+	if err := stream.Write(results.StreamLine{Type: "header", Header: head}); err != nil {
+		return nil, err
+	}
+	if opts.Observe {
+		fmt.Fprintf(out, "observations: not taken by --workload %s (its load drives its own connections)\n", opts.Workload.Name())
+	}
+	doc, err := d.Drive(ctx, workload.DriveOptions{
+		DSN: dsn, Users: engine.MaxTarget(opts.Stages), Interval: opts.Interval,
+		OnInterval: func(iv results.Interval) {
+			if stream.Err() == nil {
+				_ = stream.Write(results.StreamLine{Type: "interval", Interval: &iv})
+			}
+		},
+		Version: opts.Version, CommandLine: opts.CommandLine, RunID: opts.RunID, Out: out,
+	})
+	if err != nil {
+		stream.Close()
+		if p := stream.Path(); p != "" {
+			os.Remove(p) // nothing ran: no attempt to report
+		}
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return nil, ErrInterrupted
+		}
+		return nil, err
+	}
+	res := &Result{Doc: doc, Path: path}
+	if streamFile == nil {
+		return res, nil
+	}
+	res.StreamPath = stream.Path()
+	fmt.Fprintln(out)
+	if err := writeResults(out, doc, stream, path, opts.ReplaceOut && opts.Out != "", perm); err != nil {
+		res.Path = ""
+		return res, err
+	}
+	return res, nil
+}
