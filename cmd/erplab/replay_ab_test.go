@@ -80,8 +80,8 @@ func TestCapacityReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.Steps) != 2 || doc.Steps[0].Load != 1 || doc.Steps[1].Load != 2 {
-		t.Fatalf("steps %+v\n%s", doc.Steps, text)
+	if len(doc.Steps) != 2 || doc.Steps[0].Load != 1 || doc.Steps[1].Load != 2 || doc.Unit != "users-x" {
+		t.Fatalf("unit %s, steps %+v\n%s", doc.Unit, doc.Steps, text)
 	}
 	var figs [2]replay.Fidelity
 	for i, st := range doc.Steps {
