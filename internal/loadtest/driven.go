@@ -2,7 +2,6 @@ package loadtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -66,7 +65,7 @@ func drive(ctx context.Context, opts Options, d workload.Driver, dsn string, str
 		if p := stream.Path(); p != "" {
 			os.Remove(p) // nothing ran: no attempt to report
 		}
-		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		if ctx.Err() != nil {
 			return nil, ErrInterrupted
 		}
 		return nil, err

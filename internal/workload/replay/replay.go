@@ -254,9 +254,9 @@ func restore(ctx context.Context, src, dst string) error {
 	derr := dump.Wait()
 	switch {
 	case derr != nil:
-		return fmt.Errorf("--replay-template: pg_dump of %s: %w: %s", conninfo.Redact(src), derr, lastLine(dumpErr.String()))
+		return fmt.Errorf("--replay-template: pg_dump of %s: %w: %s", conninfo.Redact(src), derr, firstError(dumpErr.String()))
 	case rerr != nil:
-		return fmt.Errorf("--replay-template: pg_restore: %w: %s", rerr, lastLine(restErr.String()))
+		return fmt.Errorf("--replay-template: pg_restore: %w: %s", rerr, firstError(restErr.String()))
 	}
 	return nil
 }
@@ -301,9 +301,15 @@ func (w *Workload) Drive(ctx context.Context, o workload.DriveOptions) (*results
 	return res.Doc, nil
 }
 
-// lastLine is the last non-empty line of s.
-func lastLine(s string) string {
+// firstError is the first line of s that says "error:" (pg_dump's and
+// pg_restore's own), else its last non-empty line.
+func firstError(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for _, l := range lines {
+		if strings.Contains(l, "error:") {
+			return strings.TrimSpace(l)
+		}
+	}
 	return strings.TrimSpace(lines[len(lines)-1])
 }
 
