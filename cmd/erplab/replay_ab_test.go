@@ -130,3 +130,41 @@ func TestReplayWorkloadRefusals(t *testing.T) {
 		}
 	}
 }
+
+// A --replay-template connection string with a password: pg_dump gets it
+// in its environment, and neither the output nor the results hold it.
+func TestReplayTemplatePassword(t *testing.T) {
+	withPW, _ := passwordRole(t)
+	adminSQL(t, withPW, "CREATE TABLE stock (id int PRIMARY KEY, qty int NOT NULL)")
+	adminSQL(t, withPW, "INSERT INTO stock SELECT g, 100 FROM generate_series(1, 10) g")
+	dir := t.TempDir()
+	journal := writeJournal(t, []string{"a", "b"}, 1000)
+	out := filepath.Join(dir, "r.json")
+	cmd := erplab(t, dir, "run", "--workload", "replay", "--replay-source", journal, "--replay-template", withPW,
+		"--replay-speed", "0", "--observe=false", "--out", out)
+	code, text := exitCode(t, cmd)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, text)
+	}
+	doc, err := results.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := fidelity(t, doc); f.Statements != 2*5*3 || f.Failed != 0 {
+		t.Errorf("%d statements (want 30), %d failed\n%s", f.Statements, f.Failed, text)
+	}
+	for name, b := range map[string][]byte{"output": []byte(text), "results": mustRead(t, out), "stream": mustRead(t, strings.TrimSuffix(out, ".json")+".jsonl")} {
+		if strings.Contains(string(b), secretCore) {
+			t.Errorf("the %s holds the password", name)
+		}
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -210,8 +210,8 @@ func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, _ workload.Set
 	case user > 0:
 		return fmt.Errorf("--replay-template: database %s holds %d relations already: a connection string is restored into an empty database only (with --dsn give the template's database name)", db, user)
 	}
-	dst := pool.Config().ConnConfig.ConnString()
-	if err := restore(ctx, w.template, dst); err != nil {
+	cc := pool.Config().ConnConfig
+	if err := restore(ctx, w.template, cc.ConnString(), cc.Password); err != nil {
 		return err
 	}
 	_, err = pool.Exec(ctx, "COMMENT ON SCHEMA public IS "+quoteLiteral(templateMarker+" restored from "+conninfo.Redact(w.template)))
@@ -223,8 +223,9 @@ func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, _ workload.Set
 
 // restore copies database src into dst with pg_dump | pg_restore (the
 // server's binaries; passwords in the environment, never on a command
-// line).
-func restore(ctx context.Context, src, dst string) error {
+// line): dstPassword is the one erplab's own connection to dst found
+// (its passfile's), which an inherited PGPASSWORD must not override.
+func restore(ctx context.Context, src, dst, dstPassword string) error {
 	bin, err := pgcluster.FindBinDir()
 	if err != nil {
 		return fmt.Errorf("--replay-template: pg_dump: %w", err)
@@ -241,6 +242,9 @@ func restore(ctx context.Context, src, dst string) error {
 	dump := exec.CommandContext(ctx, filepath.Join(bin, "pg_dump"), "--format=custom", "--no-owner", "--no-privileges", "--dbname", srcArg)
 	dump.Env, dump.Stderr = append(os.Environ(), srcEnv...), &dumpErr
 	rest := exec.CommandContext(ctx, filepath.Join(bin, "pg_restore"), "--no-owner", "--no-privileges", "--exit-on-error", "--dbname", dstArg)
+	if dstPassword != "" && len(dstEnv) == 0 {
+		dstEnv = []string{"PGPASSWORD=" + dstPassword}
+	}
 	rest.Env, rest.Stderr = append(os.Environ(), dstEnv...), &restErr
 	pipe, err := dump.StdoutPipe()
 	if err != nil {
