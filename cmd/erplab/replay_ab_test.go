@@ -158,6 +158,13 @@ func TestReplayTemplatePassword(t *testing.T) {
 			t.Errorf("the %s holds the password", name)
 		}
 	}
+	// On a server erplab did not start, a connection string would leave
+	// a database of erplab's there: refused without --force.
+	code, text = exitCode(t, erplab(t, dir, "run", "--workload", "replay", "--replay-source", journal, "--replay-template", withPW,
+		"--dsn", srv.DSN(t, "postgres"), "--out", filepath.Join(dir, "r2.json")))
+	if msg := strings.TrimSpace(text); code != exitError || strings.Contains(msg, "\n") || !strings.Contains(msg, "--force") || strings.Contains(msg, secretCore) {
+		t.Errorf("--dsn with a template connection string: exit %d:\n%s", code, msg)
+	}
 }
 
 func mustRead(t *testing.T, path string) []byte {

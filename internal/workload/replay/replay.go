@@ -39,9 +39,13 @@ const Name = replayer.Workload
 // Description is the workload's line in --workload's help.
 const Description = "captured sessions replayed (--replay-source, --replay-template): your own traffic as the load"
 
-// templateMarker starts the comment on schema public of a database into
-// which Setup restored a --replay-template connection string.
+// templateMarker starts the comment on SourceDB, followed by the
+// --replay-template connection string (redacted) restored into it.
 const templateMarker = "erplab replay template:"
+
+// SourceDB is the database into which Setup restores a --replay-template
+// connection string; every run copies it.
+const SourceDB = "erplab_replay_source"
 
 func init() {
 	workload.Register(workload.Meta{
@@ -182,9 +186,11 @@ func connString(s string) bool {
 
 // Setup makes sure the pre-capture state is on the server under test: a
 // database name must exist there (each run copies it); a connection
-// string is restored with pg_dump into the run's database, which must be
-// empty or restored already (a copy of one: ab's rounds).
-func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, _ workload.SetupOptions) error {
+// string is restored with pg_dump into SourceDB, a database of erplab's
+// own beside the run's (made once per server and template: the run's
+// database may hold sessions of a remedy, a copy needs none), which each
+// run copies.
+func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, o workload.SetupOptions) error {
 	if !connString(w.template) {
 		var ok bool
 		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, w.template).Scan(&ok); err != nil {
@@ -195,28 +201,37 @@ func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, _ workload.Set
 		}
 		return nil
 	}
-	var db, comment string
-	var user int
-	err := pool.QueryRow(ctx, `SELECT current_database(), coalesce(obj_description('public'::regnamespace, 'pg_namespace'), ''),
-		(SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		  WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_%'
-		    AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e'))`).Scan(&db, &comment, &user)
-	if err != nil {
+	if !o.Force {
+		return fmt.Errorf("--replay-template: a connection string is restored into a database of erplab's own (%s) on a server erplab starts (ab, capacity or run without --dsn); with --dsn give the name of the database before the capture on that server, or --force to make %s there", SourceDB, SourceDB)
+	}
+	marker := templateMarker + " " + conninfo.Redact(w.template)
+	var comment *string
+	err := pool.QueryRow(ctx, `SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1`, SourceDB).Scan(&comment)
+	switch {
+	case err == nil && comment != nil && *comment == marker:
+		return nil // restored already (ab's rounds, capacity's steps)
+	case err == nil && (comment == nil || !strings.HasPrefix(*comment, templateMarker)):
+		return fmt.Errorf("--replay-template: database %s exists and is not erplab's (no %q comment): drop it or rename it", SourceDB, templateMarker)
+	case err == nil: // another template's: made again
+		if _, err := pool.Exec(ctx, "DROP DATABASE "+pgx.Identifier{SourceDB}.Sanitize()+" WITH (FORCE)"); err != nil {
+			return fmt.Errorf("--replay-template: drop the previous %s: %s", SourceDB, conninfo.Describe(err))
+		}
+	case !errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("--replay-template: %s", conninfo.Describe(err))
 	}
-	switch {
-	case strings.HasPrefix(comment, templateMarker):
-		return nil // restored already: a copy of a restored database
-	case user > 0:
-		return fmt.Errorf("--replay-template: database %s holds %d relations already: a connection string is restored into an empty database only (with --dsn give the template's database name)", db, user)
+	id := pgx.Identifier{SourceDB}.Sanitize()
+	if _, err := pool.Exec(ctx, "CREATE DATABASE "+id); err != nil {
+		return fmt.Errorf("--replay-template: create %s: %s", SourceDB, conninfo.Describe(err))
 	}
 	cc := pool.Config().ConnConfig
-	if err := restore(ctx, w.template, cc.ConnString(), cc.Password); err != nil {
-		return err
+	err = restore(ctx, w.template, replayer.WithDatabase(cc.ConnString(), SourceDB), cc.Password)
+	if err == nil {
+		_, err = pool.Exec(ctx, "COMMENT ON DATABASE "+id+" IS "+quoteLiteral(marker))
 	}
-	_, err = pool.Exec(ctx, "COMMENT ON SCHEMA public IS "+quoteLiteral(templateMarker+" restored from "+conninfo.Redact(w.template)))
 	if err != nil {
-		return fmt.Errorf("--replay-template: mark %s: %s", db, conninfo.Describe(err))
+		// a half-made copy is not kept: the next set-up starts again
+		_, _ = pool.Exec(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+id+" WITH (FORCE)")
+		return err
 	}
 	return nil
 }
@@ -266,17 +281,13 @@ func restore(ctx context.Context, src, dst, dstPassword string) error {
 }
 
 // Drive replays the source onto a fresh copy of the pre-capture state
-// (the --replay-template database, or the run's own database into which
-// Setup restored it), dropped at the end, with o.Users times --users-x
+// (the --replay-template database, or SourceDB into which Setup restored
+// it), dropped at the end, with o.Users times --users-x
 // copies of every session.
 func (w *Workload) Drive(ctx context.Context, o workload.DriveOptions) (*results.Document, error) {
 	from := w.template
 	if connString(w.template) {
-		cfg, err := pgx.ParseConfig(o.DSN)
-		if err != nil {
-			return nil, errors.New(conninfo.Describe(err))
-		}
-		from = cfg.Database
+		from = SourceDB
 	}
 	out := o.Out
 	if out == nil {
