@@ -31,25 +31,22 @@ func pgbenchCapture(t *testing.T) (path, dsn, copyName string) {
 
 // ab replays a capture as its workload: the pre-capture database given
 // as a connection string is copied into ab's own server with pg_dump,
-// every round replays onto a fresh copy of it, and the runs end with a
-// verdict; each run's results are a replay's with every captured
+// every round replays onto a fresh copy of it (also under the rewrite
+// proxy, which holds sessions on the run's database), and the runs end
+// with a verdict; each run's results are a replay's with every captured
 // statement replayed and none failed.
 func TestABReplay(t *testing.T) {
 	pgtest.SkipShort(t)
 	capFile, _, copyName := pgbenchCapture(t)
 	dir := t.TempDir()
-	conf := filepath.Join(dir, "tuned.conf")
-	if err := os.WriteFile(conf, []byte("work_mem = '8MB'\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	outDir := filepath.Join(dir, "ab")
 	code, text := exitCode(t, erplab(t, dir, "ab", "--workload", "replay", "--replay-source", capFile,
 		"--replay-template", srv.DSN(t, copyName), "--replay-speed", "0", "--replay-order", "none",
-		"--variant", "tuned=settings:"+conf, "--rounds", "2", "--out-dir", outDir, "--observe=false"))
-	if code != 0 || !strings.Contains(text, "VERDICT tuned: primary verdict: ") {
+		"--variant", "proxy=rewrite-proxy", "--rounds", "2", "--out-dir", outDir, "--observe=false"))
+	if code != 0 || !strings.Contains(text, "VERDICT proxy: primary verdict: ") {
 		t.Fatalf("exit %d:\n%s", code, text)
 	}
-	for _, name := range []string{"baseline-1", "baseline-2", "tuned-1", "tuned-2"} {
+	for _, name := range []string{"baseline-1", "baseline-2", "proxy-1", "proxy-2"} {
 		doc, err := results.Read(filepath.Join(outDir, name+".json"))
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", name, err, text)
