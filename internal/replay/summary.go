@@ -58,7 +58,7 @@ func printFidelity(w io.Writer, f Fidelity) {
 		f.Failed, byCode(f.NewErrors), byCode(f.SameErrors), byCode(f.MissingErrors))
 	fmt.Fprintf(w, "rows differing %d of %d compared\n", f.RowsDiffer, f.RowsCompared)
 	if f.Lag != nil {
-		fmt.Fprintf(w, "lag behind schedule p50 %s, p99 %s, max %s ms\n", results.FormatMs(f.Lag.P50), results.FormatMs(f.Lag.P99), results.FormatMs(f.Lag.Max))
+		fmt.Fprintf(w, "lag behind schedule p50 %s, p99 %s, max %s\n", results.FormatMs(f.Lag.P50), results.FormatMs(f.Lag.P99), results.FormatMs(f.Lag.Max))
 	} else {
 		fmt.Fprintln(w, "lag: none measured (--speed 0: as fast as possible)")
 	}
