@@ -4,7 +4,14 @@ import (
 	"container/heap"
 	"context"
 	"sync"
+	"time"
 )
+
+// kickAfter is how long a statement stays parked at a gate before the
+// monitor is asked to look for a wait cycle through it: far above the
+// time a gate takes to open in a replay that flows (a few µs to a
+// statement's round trip), far below a poll.
+const kickAfter = 5 * time.Millisecond
 
 // gates keep one copy's cross-session order (OrderCapture): a statement
 // is sent only when every statement of the copy that started before it in
@@ -22,22 +29,46 @@ type gates struct {
 	endedN int    // transactions ended, as a prefix of the end order
 	sentQ  waiters
 	endedQ waiters
+	// the plan's owners of each place in the two orders
+	sentOwner, endOwner []int
 }
 
 func newGates(p *plan) *gates {
-	return &gates{sent: make([]bool, p.statements), ended: make([]bool, p.ends)}
+	return &gates{sent: make([]bool, p.statements), ended: make([]bool, p.ends),
+		sentOwner: p.sentOwner, endOwner: p.endOwner}
+}
+
+// waitsOn is the session (its index in the plan) whose statement or
+// transaction end st waits for: the owner of the first place missing
+// from the prefix that st needs; -1 when st's gates are open.
+func (g *gates) waitsOn(st *step) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.sentN < st.needSent:
+		return g.sentOwner[g.sentN]
+	case g.endedN < st.needEnded:
+		return g.endOwner[g.endedN]
+	}
+	return -1
 }
 
 // wait returns when st may be sent, when release delivers (the
 // watchdog: the value names the session that waited on this one), or
 // with ctx's error. by is release's value when it let st go with its
 // gates still closed, else ""; parked is called with true before the
-// first sleep and with false after the last.
-func (g *gates) wait(ctx context.Context, st *step, release <-chan string, parked func(bool)) (by string, err error) {
+// first sleep and with false after the last. kick, when not nil, is
+// called once if st is still parked after kickAfter (the monitor then
+// looks for a cycle at once rather than at its next poll).
+func (g *gates) wait(ctx context.Context, st *step, release <-chan string, parked func(bool), kick func()) (by string, err error) {
 	slept := false
+	var timer *time.Timer
 	defer func() {
 		if slept {
 			parked(false)
+		}
+		if timer != nil {
+			timer.Stop()
 		}
 	}()
 	for {
@@ -48,6 +79,9 @@ func (g *gates) wait(ctx context.Context, st *step, release <-chan string, parke
 		if !slept {
 			slept = true
 			parked(true)
+			if kick != nil {
+				timer = time.AfterFunc(kickAfter, kick)
+			}
 		}
 		select {
 		case <-ch:

@@ -16,17 +16,27 @@ import (
 // statement has waited longer than its captured duration plus Margin on a
 // session parked at a gate, it releases that gate (the session runs out
 // of the captured order until its transaction ends, counted as a
-// reorder), so the replay never hangs on its own order.
+// reorder), so the replay never hangs on its own order. A wait that
+// closes a cycle (the lock's holder is parked at a gate that waits,
+// through other parked sessions or lock waits, on the waiter) cannot end
+// by itself: the first parked session on the cycle is released at once.
+// A session parked longer than kickAfter asks for a poll at once (kick),
+// so a cycle costs milliseconds, not a poll and the margin.
 type monitor struct {
 	conn   *pgx.Conn
 	poll   time.Duration
 	margin time.Duration
 	tally  *tally
+	kicks  chan struct{}
 
 	mu    sync.Mutex
 	byPID map[uint32]*runner
+	all   map[runKey]*runner  // every runner, by copy and session
 	seen  map[uint32]waitSeen // backend -> the statement seen waiting
 }
+
+// runKey names a runner: its copy and its session's place in the plan.
+type runKey struct{ copy, session int }
 
 // waitSeen is a statement (by its runner's sequence number) first seen
 // waiting on a lock at since.
@@ -36,7 +46,25 @@ type waitSeen struct {
 }
 
 func newMonitor(conn *pgx.Conn, poll, margin time.Duration, t *tally) *monitor {
-	return &monitor{conn: conn, poll: poll, margin: margin, tally: t, byPID: map[uint32]*runner{}, seen: map[uint32]waitSeen{}}
+	return &monitor{conn: conn, poll: poll, margin: margin, tally: t, kicks: make(chan struct{}, 1),
+		byPID: map[uint32]*runner{}, all: map[runKey]*runner{}, seen: map[uint32]waitSeen{}}
+}
+
+// add makes a runner known before it starts (a gate's wait names its
+// session; the monitor follows it to the runner).
+func (m *monitor) add(r *runner) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.all[runKey{r.copy, r.sess.idx}] = r
+}
+
+// kick asks for a poll at once; kicks that come during a poll make one
+// more.
+func (m *monitor) kick() {
+	select {
+	case m.kicks <- struct{}{}:
+	default:
+	}
 }
 
 // register makes a runner's backend known; unregister forgets it.
@@ -63,6 +91,7 @@ func (m *monitor) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-m.kicks:
 		}
 		m.check(ctx) //nolint:errcheck // retried at the next tick
 	}
@@ -101,6 +130,7 @@ func (m *monitor) check(ctx context.Context) error {
 	for _, b := range waits {
 		m.judge(b, now)
 	}
+	m.breakCycles(waits)
 	return nil
 }
 
@@ -150,4 +180,75 @@ func (m *monitor) judge(b blocked, now time.Time) {
 	for _, r := range ours {
 		r.releaseIfParked(w.name)
 	}
+}
+
+// breakCycles releases, for each replayed statement waiting on a lock
+// held by another replayed session, the first parked session on a path
+// of waits from the holder back to the waiter: nobody on such a cycle
+// can move on its own. A parked session waits on the owner of the first
+// place its gate misses (gates.waitsOn); a statement waiting on a lock
+// waits on its blockers.
+func (m *monitor) breakCycles(waits []blocked) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	locks := map[*runner][]*runner{}
+	for _, b := range waits {
+		w := m.byPID[b.pid]
+		if w == nil || w.seq.Load() == 0 {
+			continue // finished since the poll
+		}
+		for _, pid := range b.blockers {
+			if r := m.byPID[pid]; r != nil && r != w {
+				locks[w] = append(locks[w], r)
+			}
+		}
+	}
+	for w, holders := range locks {
+		for _, h := range holders {
+			if p := m.parkedOnPath(h, w, locks); p != nil {
+				p.releaseIfParked(w.name)
+				break
+			}
+		}
+	}
+}
+
+// parkedOnPath is the first parked runner on a path of waits from from
+// to to, nil when there is no such path or nobody on it is parked.
+func (m *monitor) parkedOnPath(from, to *runner, locks map[*runner][]*runner) *runner {
+	type hop struct {
+		r      *runner
+		parked *runner // the first parked runner on the way to r
+	}
+	seen := map[*runner]bool{from: true}
+	stack := []hop{{from, nil}}
+	for len(stack) > 0 {
+		h := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		next := locks[h.r]
+		if st := h.r.parkedAt.Load(); st != nil && h.r.g != nil {
+			if h.parked == nil {
+				h.parked = h.r
+			}
+			next = nil
+			if si := h.r.g.waitsOn(st); si >= 0 {
+				if o := m.all[runKey{h.r.copy, si}]; o != nil {
+					next = []*runner{o}
+				}
+			}
+		}
+		for _, n := range next {
+			if n == to {
+				if h.parked != nil {
+					return h.parked
+				}
+				continue
+			}
+			if !seen[n] {
+				seen[n] = true
+				stack = append(stack, hop{n, h.parked})
+			}
+		}
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"iter"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/erplab/erplab/internal/capture"
 )
@@ -33,10 +34,11 @@ type step struct {
 	// captured start), -1 for a step the gates do not hold (connect,
 	// disconnect). needSent: the number of the copy's statements that
 	// started before it in the capture (gate a); needEnded: the number of
-	// the copy's transactions that ended before it started (gate b).
+	// the copy's statements that ended before it started (gate b).
 	order, needSent, needEnded int
-	// ends is the step's place in the transaction-end order when it ends
-	// a transaction, else -1.
+	// ends is the step's place in the end order (by captured end) when
+	// the capture knows its end (endKnown), else -1. Before plan.order,
+	// 0 marks a statement that ends a transaction.
 	ends int
 }
 
@@ -48,6 +50,7 @@ func (s *step) statement() bool {
 
 // session is one captured session.
 type session struct {
+	idx    int // its place in plan.sessions
 	id     string
 	start  int64 // T of its first event, µs
 	params map[string]string
@@ -60,10 +63,14 @@ type plan struct {
 	t0         int64 // T of the capture's first event, µs
 	sessions   []*session
 	statements int // steps with an order
-	ends       int // steps that end a transaction
-	groups     []group
-	skipped    map[string]int64 // events left out, by reason (once per copy)
-	typeNames  []string         // distinct Prepare type names to resolve
+	ends       int // steps in the end order
+	// sentOwner and endOwner name the session (its index in sessions)
+	// of each place in the start order and in the end order: whom a
+	// statement parked at a gate waits on.
+	sentOwner, endOwner []int
+	groups              []group
+	skipped             map[string]int64 // events left out, by reason (once per copy)
+	typeNames           []string         // distinct Prepare type names to resolve
 }
 
 // Slice is the events of a slice as Run's source.
@@ -108,7 +115,7 @@ func collect(src iter.Seq2[capture.Event, error]) (*plan, error) {
 		}
 		s := byID[e.Session]
 		if s == nil {
-			s = &session{id: e.Session, start: e.T}
+			s = &session{idx: len(p.sessions), id: e.Session, start: e.T}
 			byID[e.Session] = s
 			p.sessions = append(p.sessions, s)
 		}
@@ -121,8 +128,8 @@ func collect(src iter.Seq2[capture.Event, error]) (*plan, error) {
 }
 
 // order gives every statement its place in the capture's start order and
-// every transaction end its place in the end order, and from them each
-// statement's gates. Within a session, times are made non-decreasing, so
+// every statement whose end is known its place in the end order, and from
+// them each statement's gates. Within a session, times are made non-decreasing, so
 // that no statement can wait for a later one of its own session.
 func (p *plan) order() {
 	type ref struct {
@@ -140,18 +147,22 @@ func (p *plan) order() {
 				continue
 			}
 			starts = append(starts, ref{st, last, si})
-			if st.ends >= 0 {
+			if endKnown(st) {
 				ends = append(ends, ref{st, last + max(st.ev.Duration, 0), si})
+			} else {
+				st.ends = -1
 			}
 		}
 	}
 	sort.SliceStable(starts, func(i, j int) bool { return starts[i].t < starts[j].t })
 	sort.SliceStable(ends, func(i, j int) bool { return ends[i].t < ends[j].t })
+	p.sentOwner = make([]int, len(starts))
 	for i, r := range starts {
-		r.s.order = i
+		r.s.order, p.sentOwner[i] = i, r.sess
 	}
+	p.endOwner = make([]int, len(ends))
 	for i, r := range ends {
-		r.s.ends = i
+		r.s.ends, p.endOwner[i] = i, r.sess
 	}
 	startTs := make([]int64, len(starts))
 	for i, r := range starts {
@@ -166,4 +177,16 @@ func (p *plan) order() {
 		r.s.needEnded, _ = slices.BinarySearch(endTs, r.t)
 	}
 	p.statements, p.ends = len(starts), len(ends)
+}
+
+// endKnown reports whether the capture says when st ended, so that the
+// statements that started after that end wait for it (gate b): a
+// statement with a duration, or one that ends a transaction (a log
+// without durations still orders the commits). A statement written
+// before its answer came has no known end.
+func endKnown(st *step) bool {
+	if slices.Contains(strings.Split(st.ev.Note, ","), capture.NoteUnanswered) {
+		return false
+	}
+	return st.ev.Duration > 0 || st.ends >= 0
 }

@@ -74,20 +74,42 @@ func (ru *runner) send(ctx context.Context, st *step, sent func()) (outcome, err
 		_, err := c.Prepare(ctx, e.Name, st.sql, ru.r.paramOIDs(e.ParamOIDs, e.TypeNames))
 		return outcome{}, err
 	case capture.KindExecute:
-		var rr *pgconn.ResultReader
-		if st.unnamed {
-			rr = c.ExecParams(ctx, st.sql, e.Values, ru.r.paramOIDs(st.oids, st.types), e.Formats, e.ResultFormats)
-		} else {
-			rr = c.ExecPrepared(ctx, e.Name, e.Values, e.Formats, e.ResultFormats)
-		}
-		sent()
-		tag, err := rr.Close()
-		return outcome{tag: tag.String(), rows: tag.RowsAffected()}, err
+		return ru.execute(ctx, st, sent)
 	default: // capture.KindCopy
 		sent()
 		tag, err := c.CopyFrom(ctx, bytes.NewReader(e.Data), st.sql)
 		return outcome{tag: tag.String(), rows: tag.RowsAffected()}, err
 	}
+}
+
+// execute sends an Execute (with its Parse when unnamed, as libpq's
+// PQexecParams does) in a pipeline of its own, so that sent is called
+// once its messages are written: pgconn's ExecParams and ExecPrepared
+// return at the statement's first answer, after any lock wait, and the
+// gates would hold every later statement behind that wait.
+func (ru *runner) execute(ctx context.Context, st *step, sent func()) (outcome, error) {
+	e := &st.ev
+	p := ru.conn.StartPipeline(ctx)
+	if st.unnamed {
+		p.SendQueryParams(st.sql, e.Values, ru.r.paramOIDs(st.oids, st.types), e.Formats, e.ResultFormats)
+	} else {
+		p.SendQueryPrepared(e.Name, e.Values, e.Formats, e.ResultFormats)
+	}
+	if err := p.Sync(); err != nil {
+		return outcome{}, err // the connection is closed
+	}
+	sent()
+	var out outcome
+	res, err := p.GetResults()
+	if rr, ok := res.(*pgconn.ResultReader); ok && err == nil {
+		var tag pgconn.CommandTag
+		tag, err = rr.Close()
+		out = outcome{tag: tag.String(), rows: tag.RowsAffected()}
+	}
+	if cerr := p.Close(); err == nil {
+		err = cerr
+	}
+	return out, err
 }
 
 // readAll reads every result of a simple Query without keeping rows: the

@@ -152,13 +152,13 @@ func TestPlanGates(t *testing.T) {
 	}
 	want := []gate{
 		{-1, 0, 0, -1}, // A connect
-		{0, 0, 0, -1},  // A BEGIN at 10
-		{2, 2, 0, -1},  // A UPDATE at 20
-		{3, 3, 0, 0},   // A COMMIT at 30
-		{5, 5, 1, -1},  // A at 240: COMMIT ended at 35
-		{6, 6, 2, -1},  // A at 260: B's write ended at 250
-		{1, 1, 0, -1},  // B read at 12
-		{4, 4, 1, 1},   // B write at 200
+		{0, 0, 0, 0},   // A BEGIN at 10, ends at 15
+		{2, 2, 1, 1},   // A UPDATE at 20: BEGIN ended at 15; ends at 25
+		{3, 3, 2, 2},   // A COMMIT at 30, ends at 35
+		{5, 5, 4, 4},   // A at 240: B's read ended at 112; ends at 245
+		{6, 6, 6, 6},   // A at 260: B's write ended at 250
+		{1, 1, 0, 3},   // B read at 12, ends at 112
+		{4, 4, 4, 5},   // B write at 200, ends at 250
 	}
 	if len(got) != len(want) {
 		t.Fatalf("steps %+v, want %+v", got, want)
@@ -180,7 +180,7 @@ func TestGatesWait(t *testing.T) {
 	done := make(chan string, 1)
 	parked := make(chan bool, 4)
 	go func() {
-		by, err := g.wait(context.Background(), st, nil, func(b bool) { parked <- b })
+		by, err := g.wait(context.Background(), st, nil, func(b bool) { parked <- b }, nil)
 		if err != nil {
 			by = err.Error()
 		}
@@ -205,7 +205,7 @@ func TestGatesWait(t *testing.T) {
 	}
 	release := make(chan string, 1)
 	release <- "W"
-	by, err := g.wait(context.Background(), &step{needSent: 3}, release, func(bool) {})
+	by, err := g.wait(context.Background(), &step{needSent: 3}, release, func(bool) {}, nil)
 	if by != "W" || err != nil {
 		t.Errorf("released wait: %q %v, want W", by, err)
 	}

@@ -98,7 +98,9 @@ func (r *replay) runSessions(ctx context.Context) {
 			g = newGates(r.plan)
 		}
 		for _, s := range r.plan.sessions {
-			runners = append(runners, newRunner(r, s, k, g))
+			ru := newRunner(r, s, k, g)
+			r.mon.add(ru)
+			runners = append(runners, ru)
 		}
 		for why, n := range r.plan.skipped {
 			r.tally.skipN(why, n)

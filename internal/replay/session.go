@@ -32,11 +32,11 @@ type runner struct {
 	// What the monitor reads: the statement in flight (seq 0: none) and
 	// its captured duration, whether the runner is parked at a gate, and
 	// the channel that releases it.
-	seq     atomic.Uint64
-	dur     atomic.Int64 // µs
-	parked  atomic.Bool
-	release chan string
-	next    uint64
+	seq      atomic.Uint64
+	dur      atomic.Int64         // µs
+	parkedAt atomic.Pointer[step] // the step parked at a gate, nil when not parked
+	release  chan string
+	next     uint64
 }
 
 func newRunner(r *replay, s *session, k int, g *gates) *runner {
@@ -100,7 +100,14 @@ func (ru *runner) gate(ctx context.Context, st *step) error {
 		return nil
 	}
 	drain(ru.release) // a release meant for an earlier park
-	by, err := ru.g.wait(ctx, st, ru.release, ru.parked.Store)
+	parked := func(on bool) {
+		if on {
+			ru.parkedAt.Store(st)
+		} else {
+			ru.parkedAt.Store(nil)
+		}
+	}
+	by, err := ru.g.wait(ctx, st, ru.release, parked, ru.r.mon.kick)
 	if err != nil {
 		return err
 	}
@@ -116,7 +123,7 @@ func (ru *runner) gate(ctx context.Context, st *step) error {
 // waiter names the session that waited on it. Called with the monitor's
 // lock held.
 func (ru *runner) releaseIfParked(waiter string) {
-	if !ru.parked.Load() {
+	if ru.parkedAt.Load() == nil {
 		return
 	}
 	select {
