@@ -41,7 +41,7 @@ func TestABReplay(t *testing.T) {
 	dir := t.TempDir()
 	outDir := filepath.Join(dir, "ab")
 	code, text := exitCode(t, erplab(t, dir, "ab", "--workload", "replay", "--replay-source", capFile,
-		"--replay-template", srv.DSN(t, copyName), "--replay-speed", "0", "--replay-order", "none",
+		"--replay-template", srv.DSN(t, copyName), "--replay-speed", "0",
 		"--variant", "proxy=rewrite-proxy", "--rounds", "2", "--out-dir", outDir, "--observe=false"))
 	if code != 0 || !strings.Contains(text, "VERDICT proxy: primary verdict: ") {
 		t.Fatalf("exit %d:\n%s", code, text)
@@ -68,7 +68,7 @@ func TestCapacityReplay(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "cap.json")
 	code, text := exitCode(t, erplab(t, dir, "capacity", "--workload", "replay", "--replay-source", capFile,
-		"--replay-template", copyName, "--replay-speed", "0", "--replay-order", "none", "--dsn", srv.DSN(t, "postgres"),
+		"--replay-template", copyName, "--replay-speed", "0", "--dsn", srv.DSN(t, "postgres"),
 		"--max-users", "2", "--apdex", "0.01", "--error-rate", "50%", "--observe=false", "--out", out))
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, text)
