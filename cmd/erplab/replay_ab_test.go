@@ -42,7 +42,7 @@ func TestABReplay(t *testing.T) {
 	outDir := filepath.Join(dir, "ab")
 	code, text := exitCode(t, erplab(t, dir, "ab", "--workload", "replay", "--replay-source", capFile,
 		"--replay-template", srv.DSN(t, copyName), "--replay-speed", "0",
-		"--variant", "proxy=rewrite-proxy", "--rounds", "2", "--out-dir", outDir, "--observe=false"))
+		"--variant", "proxy=rewrite-proxy", "--rounds", "2", "--out-dir", outDir))
 	if code != 0 || !strings.Contains(text, "VERDICT proxy: primary verdict: ") {
 		t.Fatalf("exit %d:\n%s", code, text)
 	}
@@ -61,7 +61,7 @@ func TestABReplay(t *testing.T) {
 
 // capacity raises --users-x: with the pre-capture database named on the
 // --dsn server, the step at 2 replays twice the sessions and statements
-// of the step at 1.
+// of the step at 1; every step is observed (extra.observations).
 func TestCapacityReplay(t *testing.T) {
 	pgtest.SkipShort(t)
 	capFile, _, copyName := pgbenchCapture(t)
@@ -69,7 +69,7 @@ func TestCapacityReplay(t *testing.T) {
 	out := filepath.Join(dir, "cap.json")
 	code, text := exitCode(t, erplab(t, dir, "capacity", "--workload", "replay", "--replay-source", capFile,
 		"--replay-template", copyName, "--replay-speed", "0", "--dsn", srv.DSN(t, "postgres"),
-		"--max-users", "2", "--apdex", "0.01", "--error-rate", "50%", "--observe=false", "--out", out))
+		"--max-users", "2", "--apdex", "0.01", "--error-rate", "50%", "--out", out))
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, text)
 	}
@@ -91,6 +91,9 @@ func TestCapacityReplay(t *testing.T) {
 			t.Fatalf("step %d: %v", i+1, err)
 		}
 		figs[i] = fidelity(t, rd)
+		if len(rd.Extra["observations"]) < 10 {
+			t.Errorf("step %d: no observations: %s", i+1, rd.Extra["observations"])
+		}
 
 	}
 	if figs[0].UsersX != 1 || figs[1].UsersX != 2 || figs[0].Statements < 2*10*7 || figs[1].Statements != 2*figs[0].Statements || figs[1].Failed != 0 {

@@ -1,15 +1,19 @@
 package loadtest
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"time"
 
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/results"
+	"github.com/erplab/erplab/internal/sampler"
 	"github.com/erplab/erplab/internal/workload"
 )
 
@@ -35,8 +39,9 @@ func checkDriven(opts Options) error {
 // drive is the rest of Run for a workload that drives its own load: the
 // data is set up and the run's connections are closed (the driver may
 // copy the database, which needs it without sessions); Drive runs the
-// load, its intervals go to the results stream, its document is written
-// as the run's results.
+// load, its intervals go to the results stream, the samplers observe the
+// database it runs in (with Observe, extra.observations), and its
+// document is written as the run's results.
 func drive(ctx context.Context, opts Options, d workload.Driver, dsn string, streamFile *os.File, path string, perm fs.FileMode, out io.Writer) (*Result, error) {
 	stream := results.DiscardStream()
 	if streamFile != nil {
@@ -48,11 +53,22 @@ func drive(ctx context.Context, opts Options, d workload.Driver, dsn string, str
 	if err := stream.Write(results.StreamLine{Type: "header", Header: head}); err != nil {
 		return nil, err
 	}
-	if opts.Observe {
-		fmt.Fprintf(out, "observations: not taken by --workload %s (its load drives its own connections)\n", opts.Workload.Name())
+	var obs *sampler.Session
+	observe := func(dsn string, start time.Time) func() {
+		so := sampler.SessionOptions{Interval: cmp.Or(opts.ObserveInterval, opts.Interval)}
+		s, err := sampler.Start(context.WithoutCancel(ctx), dsn, start, so)
+		if err != nil {
+			fmt.Fprintf(out, "warning: observations off: %v\n", err)
+			return func() {}
+		}
+		obs = s
+		return s.Stop
+	}
+	if !opts.Observe {
+		observe = nil
 	}
 	doc, err := d.Drive(ctx, workload.DriveOptions{
-		DSN: dsn, Users: engine.MaxTarget(opts.Stages), Interval: opts.Interval,
+		DSN: dsn, Users: engine.MaxTarget(opts.Stages), Interval: opts.Interval, Observe: observe,
 		OnInterval: func(iv results.Interval) {
 			if stream.Err() == nil {
 				_ = stream.Write(results.StreamLine{Type: "interval", Interval: &iv})
@@ -69,6 +85,14 @@ func drive(ctx context.Context, opts Options, d workload.Driver, dsn string, str
 			return nil, ErrInterrupted
 		}
 		return nil, err
+	}
+	if obs != nil {
+		if doc.Extra == nil {
+			doc.Extra = map[string]json.RawMessage{}
+		}
+		doc.Extra["observations"] = obs.Observations()
+		fmt.Fprintln(out)
+		PrintObservations(out, doc)
 	}
 	res := &Result{Doc: doc, Path: path}
 	if streamFile == nil {

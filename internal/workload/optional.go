@@ -141,4 +141,9 @@ type DriveOptions struct {
 	// Out receives the lines a run prints (what was copied, the
 	// summary).
 	Out io.Writer
+	// Observe, when set, is called by Drive as its load starts, with the
+	// DSN of the database the load runs in and the load's start (the
+	// results' time base); Drive calls the function it returns once the
+	// load has ended, before that database goes away.
+	Observe func(dsn string, start time.Time) (stop func())
 }

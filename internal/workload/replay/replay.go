@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -308,7 +309,14 @@ func (w *Workload) Drive(ctx context.Context, o workload.DriveOptions) (*results
 	opts.Warn = func(s string) { fmt.Fprintf(out, "warning: %s\n", s) }
 	fmt.Fprintf(out, "replay: %s, %d events of %d sessions, users-x %d, into %s (a copy of %s)\n",
 		w.src.Kind, len(w.src.Events), w.sessions, opts.UsersX, db, from)
+	var stopObserving func()
+	if o.Observe != nil {
+		opts.OnStart = func(start time.Time) { stopObserving = o.Observe(opts.DSN, start) }
+	}
 	res, err := replayer.Run(ctx, replayer.Slice(w.src.Events), opts)
+	if stopObserving != nil {
+		stopObserving() // before the copy goes
+	}
 	if err != nil {
 		return nil, err
 	}
