@@ -21,6 +21,7 @@ import (
 	"github.com/erplab/erplab/internal/remedy"
 	_ "github.com/erplab/erplab/internal/remedy/all"
 	"github.com/erplab/erplab/internal/results"
+	"github.com/erplab/erplab/internal/safefile"
 	"github.com/erplab/erplab/internal/workload"
 )
 
@@ -161,13 +162,14 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 			if err := checkPrimaryAPDEX(primary, opts.Workload); err != nil {
 				return withCode(exitUsage, err)
 			}
+			var base *safefile.Root // ./erplab-results held open when it takes the runs
 			if outDir == "" {
 				// ./erplab-results: made when missing, refused when a link or another user's
-				base, err := loadtest.ResultsDir("")
-				if err != nil {
+				if base, err = loadtest.ResultsDir(""); err != nil {
 					return withCode(exitUsage, err)
 				}
-				outDir = filepath.Join(base, "ab-"+time.Now().Format("20060102-150405"))
+				defer base.Close()
+				outDir = base.Join("ab-" + time.Now().Format("20060102-150405"))
 			}
 			if _, driven := opts.Workload.(workload.Driver); driven && rounds == 0 {
 				rounds = experiment.MinRounds // a replay's length is its capture's, not --duration
@@ -219,10 +221,18 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 				return err
 			}
 			defer stopEmbedded(c, out)
+			var outRoot *safefile.Root
+			if base != nil {
+				// made through the directory checked above, and held open
+				if outRoot, err = base.Dir(filepath.Base(outDir), 0o755); err != nil {
+					return err
+				}
+				defer outRoot.Close()
+			}
 			ecfg := experiment.Config{
 				Cluster: c, NewWorkload: newW, Flags: baseFlags, Load: opts, Variants: vs,
 				Rounds: rounds, Balanced: order == "balanced", Interleave: order == "interleaved",
-				OutDir: outDir, Params: remedyParamValues(remedyParams), Cold: cold,
+				OutDir: outDir, OutRoot: outRoot, Params: remedyParamValues(remedyParams), Cold: cold,
 				Compare:   compare.Options{Alpha: alpha, MinEffect: minEffect, MaxForeignDiff: maxForeign},
 				AAPrimary: aaPrimary,
 			}

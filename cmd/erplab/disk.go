@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
@@ -31,6 +32,7 @@ func newDiskCmd() *cobra.Command {
 		qd, churnFiles, runs, repeat           int
 		scale, minEffect                       float64
 		osUser                                 string
+		outMode                                fs.FileMode
 	)
 	cmd := &cobra.Command{
 		Use:   "disk PATH...",
@@ -181,7 +183,7 @@ it creates is removed afterwards, also on Ctrl-C. --quick (1 s runs, scale 0.01)
 				return err
 			}
 			if htmlOut != "" {
-				if err := writeDiskHTML(htmlOut, rep); err != nil {
+				if err := writeDiskHTML(htmlOut, outMode, rep); err != nil {
 					return err
 				}
 				fmt.Fprintf(errw, "HTML report: %s\n", htmlOut)
@@ -213,6 +215,7 @@ it creates is removed afterwards, also on Ctrl-C. --quick (1 s runs, scale 0.01)
 	f.IntVar(&qd, "queue-depth", 16, "N of the queue depth N patterns (--quick: 8)")
 	f.IntVar(&churnFiles, "churn-files", 50000, "most files the temp-table churn creates in one directory (--quick: 10000)")
 	f.StringVar(&htmlOut, "html", "", "also write the tables and charts as one self-contained HTML file")
+	addOutModeFlag(f, &outMode)
 	f.BoolVar(&noMicro, "no-micro", false, "skip the micro patterns")
 	f.BoolVar(&noMacro, "no-macro", false, "skip the macro part (tablespaces in a throwaway server)")
 	f.Float64Var(&scale, "scale", 0.05, "ERP data scale of the macro part (--quick: 0.01)")
@@ -351,9 +354,9 @@ func writeRuleNote(out io.Writer, c disk.Comparison) error {
 }
 
 // writeDiskHTML writes the comparison page (report.WriteDiskHTML) to path,
-// a new file (writeFile).
-func writeDiskHTML(path string, rep diskReport) error {
-	if err := writeFile(path, func(w io.Writer) error { return report.WriteDiskHTML(w, rep) }); err != nil {
+// a new file with mode perm (writeFile).
+func writeDiskHTML(path string, perm fs.FileMode, rep diskReport) error {
+	if err := writeFile(path, perm, func(w io.Writer) error { return report.WriteDiskHTML(w, rep) }); err != nil {
 		return fmt.Errorf("--html: %w", err)
 	}
 	return nil

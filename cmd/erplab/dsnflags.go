@@ -50,8 +50,15 @@ func guardSplitDSN(c *cobra.Command) {
 	}
 }
 
+// isURL says whether dsn is a libpq URI (postgres://, postgresql://),
+// which quoting with keyword=value pairs would not make valid.
+func isURL(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgresql://") || strings.HasPrefix(dsn, "postgres://")
+}
+
 // splitDSN is the usage error of positional args holding keyword=value
-// pairs (conninfo.IsParam) beside a --dsn or --upstream given in fl,
+// pairs (conninfo.IsParam) beside a keyword=value --dsn or --upstream
+// given in fl (not a URL),
 // showing the quoted flag (passwords hidden): "--dsn takes one argument:
 // quote it: --dsn 'host=127.0.0.1 port=1'"; nil otherwise. k8s render
 // calls it on the run flags after its '--'.
@@ -67,8 +74,8 @@ func splitDSN(fl *pflag.FlagSet, args []string) error {
 	}
 	for _, name := range []string{"dsn", "upstream"} {
 		f := fl.Lookup(name)
-		if f == nil || !f.Changed {
-			continue
+		if f == nil || !f.Changed || isURL(f.Value.String()) {
+			continue // a URL takes its parameters after '?', not quoted beside it
 		}
 		whole := conninfo.Redact(strings.Join(append([]string{f.Value.String()}, params...), " "))
 		return withCode(exitUsage, fmt.Errorf("--%s takes one argument: quote it: --%s '%s'", name, name, strings.ReplaceAll(whole, "'", `'\''`)))

@@ -48,6 +48,9 @@ func TestSplitDSNArgument(t *testing.T) {
 		// Only after the flag is given, and only libpq keywords.
 		{[]string{"top", "port=1"}, ""},
 		{[]string{"rewrite", "--dsn", "host=/tmp", "x=1"}, ""},
+		// Not for a URL, which quoting with the pairs would not make valid.
+		{[]string{"top", "--dsn", "postgres://127.0.0.1:1/db", "sslmode=disable"}, ""},
+		{[]string{"top", "--dsn", "postgresql://127.0.0.1:1/db", "port=1"}, ""},
 		// k8s render's run flags after '--'.
 		{[]string{"k8s", "render", "--agents", "2", "--image", "erplab:1", "--", "--dsn", "host=db", "dbname=erp", "--workload", "erp"}, "--dsn takes one argument: quote it: --dsn 'host=db dbname=erp'"},
 	} {

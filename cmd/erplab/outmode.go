@@ -27,8 +27,8 @@ func (v outModeValue) Set(s string) error {
 }
 
 // addOutModeFlag registers --out-mode into m (default
-// results.DefaultPerm, 0600) on the commands that write results.
+// results.DefaultPerm, 0600) on the commands that write results or pages.
 func addOutModeFlag(fl *pflag.FlagSet, m *fs.FileMode) {
 	*m = results.DefaultPerm
-	fl.Var(outModeValue{m}, "out-mode", "permission bits of the results files written, octal, less the umask (e.g. 0644 lets other users read them)")
+	fl.Var(outModeValue{m}, "out-mode", "permission bits of the files written (results, pages), octal, less the umask (e.g. 0644 lets other users read them)")
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"time"
 
@@ -22,6 +23,7 @@ type profileFlags struct {
 	freq, top      int
 	folded, svg    string
 	perf, procRoot string
+	outMode        fs.FileMode
 }
 
 func newProfileCmd() *cobra.Command {
@@ -56,6 +58,7 @@ and root, or kernel.perf_event_paranoid <= 0. Ctrl-C ends the window early.`,
 	fl.StringVar(&f.folded, "folded", "", "write every sampled stack in folded form to this file (flamegraph.pl, speedscope, inferno)")
 	fl.StringVar(&f.svg, "svg", "", "write a flame graph to this file (self-contained SVG)")
 	addPerfFlags(fl, &f.perf, &f.procRoot)
+	addOutModeFlag(fl, &f.outMode)
 	return cmd
 }
 
@@ -87,6 +90,13 @@ func runProfile(cmd *cobra.Command, f profileFlags) error {
 			return err
 		}
 	}
+	// The output files are created before sampling: a bad path is one
+	// line now, not after the window.
+	outs, err := createOutputs(f.outMode, f.folded, f.svg)
+	if err != nil {
+		return err
+	}
+	defer outs.abandon()
 	ctx := cmd.Context()
 	out := cmd.OutOrStdout()
 	sess, err := profile.Begin(ctx, dsn, profile.Options{PIDs: f.pids, Frequency: f.freq, Host: profile.Host{Perf: f.perf, Proc: f.procRoot}})
@@ -110,14 +120,14 @@ func runProfile(cmd *cobra.Command, f profileFlags) error {
 	}
 	sum.WriteTable(out, f.top)
 	if f.folded != "" {
-		if err := writeFile(f.folded, parsed.WriteFolded); err != nil {
+		if err := outs.write(0, parsed.WriteFolded); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "folded stacks: %s\n", f.folded)
 	}
 	if f.svg != "" {
 		title := fmt.Sprintf("erplab profile: %d samples of processes %v, %.0f s at %d Hz, %s", sum.Samples, sess.Roots(), sum.DurationS, sum.FrequencyHz, time.Now().UTC().Format(time.RFC3339))
-		if err := writeFile(f.svg, func(w io.Writer) error { return sum.FlameGraph(w, title) }); err != nil {
+		if err := outs.write(1, func(w io.Writer) error { return sum.FlameGraph(w, title) }); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "flame graph: %s\n", f.svg)
@@ -125,11 +135,60 @@ func runProfile(cmd *cobra.Command, f profileFlags) error {
 	return nil
 }
 
-// writeFile creates path, a new file (safefile.Create: an existing file
-// or a symbolic link there is refused), and writes it with write; a file
-// that could not be written whole is removed.
-func writeFile(path string, write func(io.Writer) error) error {
-	fh, err := safefile.Create(path, 0o644)
+// outputFiles are files created empty before work whose result they
+// will hold (profile's --folded and --svg): written one by one, and
+// the ones left unwritten removed by abandon.
+type outputFiles struct {
+	paths []string
+	files []*os.File
+}
+
+// createOutputs creates each non-empty path as writeFile does, with
+// mode perm, in order; on an error the ones made are removed.
+func createOutputs(perm fs.FileMode, paths ...string) (*outputFiles, error) {
+	o := &outputFiles{paths: paths, files: make([]*os.File, len(paths))}
+	for i, p := range paths {
+		if p == "" {
+			continue
+		}
+		fh, err := safefile.Create(p, perm)
+		if err != nil {
+			o.abandon()
+			return nil, err
+		}
+		o.files[i] = fh
+	}
+	return o, nil
+}
+
+// write writes file i with write and closes it; a file that could not
+// be written whole is removed.
+func (o *outputFiles) write(i int, write func(io.Writer) error) error {
+	fh := o.files[i]
+	o.files[i] = nil
+	if err := errors.Join(write(fh), fh.Close()); err != nil {
+		os.Remove(o.paths[i])
+		return err
+	}
+	return nil
+}
+
+// abandon closes and removes the files not written.
+func (o *outputFiles) abandon() {
+	for i, fh := range o.files {
+		if fh != nil {
+			fh.Close()
+			os.Remove(o.paths[i])
+			o.files[i] = nil
+		}
+	}
+}
+
+// writeFile creates path, a new file with mode perm (safefile.Create: an
+// existing file or a symbolic link there is refused), and writes it with
+// write; a file that could not be written whole is removed.
+func writeFile(path string, perm fs.FileMode, write func(io.Writer) error) error {
+	fh, err := safefile.Create(path, perm)
 	if err != nil {
 		return err
 	}

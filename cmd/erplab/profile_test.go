@@ -27,6 +27,29 @@ func TestProfileUsageAndCannotRun(t *testing.T) {
 	}
 }
 
+// --svg and --folded are created before perf starts: a bad path is
+// found at once (here before perf is even looked for), and the file made
+// for the other flag is not left behind.
+func TestProfileOutputsCheckedFirst(t *testing.T) {
+	dir := t.TempDir()
+	svg, folded := filepath.Join(dir, "taken.svg"), filepath.Join(dir, "stacks.txt")
+	if err := os.WriteFile(svg, []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := erplab(t, dir, "profile", "--pid", "1", "--duration", "1s", "--perf", filepath.Join(dir, "perf"), "--folded", folded, "--svg", svg)
+	b, err := cmd.CombinedOutput()
+	msg := strings.TrimSpace(string(b))
+	if exitOf(err) != exitError || !strings.Contains(msg, svg+" exists") || strings.Contains(msg, "perf") {
+		t.Errorf("--svg an existing file: %v, %q; want exit %d naming %s before perf", err, msg, exitError, svg)
+	}
+	if _, err := os.Lstat(folded); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("--folded %s left behind: %v", folded, err)
+	}
+	if b, _ := os.ReadFile(svg); string(b) != "mine" {
+		t.Errorf("--svg's existing file changed: %q", b)
+	}
+}
+
 // erplab profile on the test server: tables printed, folded stacks and a
 // flame graph written.
 func TestProfileCommand(t *testing.T) {

@@ -177,15 +177,14 @@ func (f *replayFlags) run(cmd *cobra.Command, args []string) error {
 		}
 		fmt.Fprintf(out, "capture saved: %s\n", f.saveCapture)
 	}
-	path, stream, err := loadtest.ReserveResults(f.out, replay.Workload, f.outMode)
+	res, err := loadtest.ReserveResults(f.out, replay.Workload, f.outMode)
 	if err != nil {
 		return err
 	}
 	streaming := false
 	defer func() {
 		if !streaming {
-			_ = stream.Close()
-			_ = os.Remove(stream.Path())
+			res.Discard()
 		}
 	}()
 	opts.DSN, opts.Header = dsn, src.Header
@@ -199,11 +198,12 @@ func (f *replayFlags) run(cmd *cobra.Command, args []string) error {
 		fmt.Fprintf(out, "replaying into %s, a copy of %s\n", db, f.template)
 	}
 	streaming = true
-	return f.replay(ctx, out, src, opts, stream, path)
+	return f.replay(ctx, out, src, opts, res)
 }
 
 // replay runs the engine and writes the summary and the results.
-func (f *replayFlags) replay(ctx context.Context, out io.Writer, src *load.Source, opts replay.Options, stream *results.Stream, path string) error {
+func (f *replayFlags) replay(ctx context.Context, out io.Writer, src *load.Source, opts replay.Options, rsv *loadtest.Reservation) error {
+	stream := rsv.Stream
 	head := &results.Document{Format: results.Format, Schema: results.SchemaVersion, Version: version,
 		CommandLine: conninfo.RedactArgs(opts.CommandLine), Workload: replay.Workload, Status: "running", StartedAt: time.Now()}
 	_ = stream.Write(results.StreamLine{Type: "header", Header: head})
@@ -219,16 +219,15 @@ func (f *replayFlags) replay(ctx context.Context, out io.Writer, src *load.Sourc
 	}
 	res, err := replay.Run(ctx, replay.Slice(src.Events), opts)
 	if err != nil {
-		_ = stream.Close()
-		_ = os.Remove(stream.Path())
+		rsv.Discard()
 		return err
 	}
 	replay.PrintSummary(out, res, src)
-	if err := loadtest.WriteResults(out, res.Doc, stream, path, f.outMode); err != nil {
+	if err := loadtest.WriteResults(out, res.Doc, rsv, f.outMode); err != nil {
 		return withCode(exitResults, err)
 	}
 	if res.Doc.Status == "interrupted" {
-		return withCode(exitInterrupted, fmt.Errorf("interrupted; results so far: %s", path))
+		return withCode(exitInterrupted, fmt.Errorf("interrupted; results so far: %s", rsv.Path()))
 	}
 	return nil
 }

@@ -150,9 +150,7 @@ func checkReplayed(t *testing.T, text, origDSN, replayedDSN string, doc *results
 
 // pgbench tpcb-like (prepared and extended protocol, 4 clients) captured
 // by the proxy, replayed onto a copy taken before: the same end state, no
-// new error. --order none: under the default gates at --speed 0 the
-// watchdog releases hundreds of gates a second each (minutes; see the
-// report of this branch).
+// new error, with the default gates (the captured order).
 func TestReplayProxyCapture(t *testing.T) {
 	pgtest.SkipShort(t)
 	_, dsn, copyName := pgbenchTemplate(t)
@@ -166,7 +164,7 @@ func TestReplayProxyCapture(t *testing.T) {
 	if code := p.exit(t); code != 0 {
 		t.Fatalf("proxy exit code %d", code)
 	}
-	text, replayed, doc := replayOnto(t, srv.DSN(t, "postgres"), path, "--template", copyName, "--order", "none")
+	text, replayed, doc := replayOnto(t, srv.DSN(t, "postgres"), path, "--template", copyName)
 	checkReplayed(t, text, dsn, replayed, doc, 2*200*5)
 }
 
@@ -223,7 +221,7 @@ func TestReplayCsvlog(t *testing.T) {
 	runPgbench(t, dsn, "-n", "-c", "4", "-t", "50", "-M", "extended")
 	log := filepath.Join(c.DataDir(), "log", "pg.csv")
 	saved := filepath.Join(t.TempDir(), "log.erpcap.gz")
-	text, replayed, doc := replayOnto(t, admin, log, "--template", "a_copy", "--order", "none", "--save-capture", saved)
+	text, replayed, doc := replayOnto(t, admin, log, "--template", "a_copy", "--save-capture", saved)
 	if !strings.Contains(text, "source: pglog") {
 		t.Errorf("not read as a server log:\n%s", text)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ import (
 // written; 2 bad usage.
 func newReportCmd() *cobra.Command {
 	var out, format string
+	var perm fs.FileMode
 	cmd := &cobra.Command{
 		Use:   "report RUN.json [MORE.json...]",
 		Short: "Render run results as one self-contained HTML page (or Markdown)",
@@ -53,7 +55,7 @@ Exit codes: 0 written; 1 an input could not be read or the output not written; 2
 				if err != nil {
 					return withCode(exitError, err)
 				}
-				return writeReport(cmd, out, buf.Bytes())
+				return writeReport(cmd, out, perm, buf.Bytes())
 			}
 			if len(args) > 1 && allCapacity(args) {
 				// several capacity documents: their APDEX curves on one chart
@@ -76,7 +78,7 @@ Exit codes: 0 written; 1 an input could not be read or the output not written; 2
 				if err != nil {
 					return withCode(exitError, err)
 				}
-				return writeReport(cmd, out, buf.Bytes())
+				return writeReport(cmd, out, perm, buf.Bytes())
 			}
 			if len(args) == 1 && capacity.IsDocument(args[0]) {
 				// erplab capacity's document: its own page.
@@ -89,7 +91,7 @@ Exit codes: 0 written; 1 an input could not be read or the output not written; 2
 				if err != nil {
 					return withCode(exitError, err)
 				}
-				return writeReport(cmd, out, buf.Bytes())
+				return writeReport(cmd, out, perm, buf.Bytes())
 			}
 			runs, err := report.Load(args)
 			if err != nil {
@@ -103,11 +105,12 @@ Exit codes: 0 written; 1 an input could not be read or the output not written; 2
 			if err != nil {
 				return withCode(exitError, err)
 			}
-			return writeReport(cmd, out, buf.Bytes())
+			return writeReport(cmd, out, perm, buf.Bytes())
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "output file, a new one, or an existing directory for <first input's name>.html/.md (default: standard output)")
 	cmd.Flags().StringVar(&format, "format", "html", "html or markdown")
+	addOutModeFlag(cmd.Flags(), &perm)
 	return cmd
 }
 
@@ -136,14 +139,14 @@ func reportPath(out, first, format string) string {
 }
 
 // writeReport writes a rendered page to out ("" or "-": standard output),
-// a new file (safefile.WriteNew: an existing file or a symbolic link
-// there is refused), and says where on standard error.
-func writeReport(cmd *cobra.Command, out string, b []byte) error {
+// a new file with mode perm (safefile.WriteNew: an existing file or a
+// symbolic link there is refused), and says where on standard error.
+func writeReport(cmd *cobra.Command, out string, perm fs.FileMode, b []byte) error {
 	if out == "" || out == "-" {
 		_, err := cmd.OutOrStdout().Write(b)
 		return err
 	}
-	if err := safefile.WriteNew(out, b, 0o644); err != nil {
+	if err := safefile.WriteNew(out, b, perm); err != nil {
 		return withCode(exitError, fmt.Errorf("report: %w", err))
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "report: %s (%d bytes)\n", out, len(b))

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -73,6 +74,28 @@ func TestOutputsRefusePlantedLinks(t *testing.T) {
 	}
 }
 
+// Pages (report -o, disk --html, profile --svg) are 0600 as results
+// are, or --out-mode's.
+func TestReportPagesMode(t *testing.T) {
+	dir := t.TempDir()
+	run := filepath.Join("..", "..", "internal", "report", "testdata", "one.json")
+	for _, c := range []struct {
+		extra []string
+		want  os.FileMode
+	}{
+		{nil, 0o600},
+		{[]string{"--out-mode", "0644"}, 0o644 &^ umask(t)},
+	} {
+		page := filepath.Join(dir, fmt.Sprintf("page-%d.html", len(c.extra)))
+		if code := execute(context.Background(), append([]string{"report", run, "-o", page}, c.extra...)); code != exitOK {
+			t.Fatalf("report -o %s %v: exit %d", page, c.extra, code)
+		}
+		if st, err := os.Stat(page); err != nil || st.Mode().Perm() != c.want {
+			t.Errorf("report -o %v: %v, want mode %04o", c.extra, statMode(st), c.want)
+		}
+	}
+}
+
 // With no --out, a symbolic link planted at ./erplab-results (root's
 // results would go to the directory it points to) is refused in one
 // line before anything starts, as is one at --out's name; nothing is
@@ -99,6 +122,14 @@ func TestRunRefusesPlantedResultsLinks(t *testing.T) {
 		t.Errorf("written through the planted erplab-results: %v", es)
 	}
 	unchanged()
+}
+
+// statMode is "mode 0644" for st, or "no file" for nil.
+func statMode(st os.FileInfo) string {
+	if st == nil {
+		return "no file"
+	}
+	return fmt.Sprintf("mode %04o", st.Mode().Perm())
 }
 
 // umask is this process's umask (the children's too), from

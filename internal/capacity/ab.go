@@ -222,10 +222,20 @@ func RunAB(ctx context.Context, cfg ABConfig, out io.Writer) (*ABDocument, error
 		doc.Sides = append(doc.Sides, s)
 	}
 	perm := cmp.Or(base.OutMode, results.DefaultPerm)
-	if err := safefile.Dir(dir, 0o755); err != nil {
+	// The document's directory (opened by the rules Check judged it by)
+	// and the searches' directory, held open: every file goes through
+	// them.
+	parent, name, err := openOut(cfg.Out, path)
+	if err != nil {
+		return nil, err
+	}
+	defer parent.Close()
+	searches, err := parent.Dir(filepath.Base(dir), 0o755)
+	if err != nil {
 		return nil, fmt.Errorf("capacity A/B: searches directory: %w", err)
 	}
-	if err := doc.Write(path, perm); err != nil {
+	defer searches.Close()
+	if err := doc.WriteIn(parent, name, perm); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(out, "erplab capacity A/B: %d sides x %d round(s) (%s order), results %s (searches in %s)\n", len(all), ec.Rounds, order, path, dir)
@@ -236,7 +246,7 @@ func RunAB(ctx context.Context, cfg ABConfig, out io.Writer) (*ABDocument, error
 		v, round := all[at[0]], at[1]
 		fmt.Fprintf(out, "\n=== capacity search: %s, round %d of %d (search %d of %d): %s\n", v.Name, round, ec.Rounds, seq+1, len(schedule), remedyText(doc.Sides[at[0]].Remedies))
 		sc := cfg.Search
-		sc.Out = searchPath(dir, v.Name, round)
+		sc.Out, sc.OutRoot = searchPath(dir, v.Name, round), searches
 		var sdoc *Document
 		recs, err := experiment.InVariant(ctx, ec, v, round, out, func(ctx context.Context, p experiment.Prepared) error {
 			w, err := ec.NewWorkload(p.Target.Flags)
@@ -259,13 +269,13 @@ func RunAB(ctx context.Context, cfg ABConfig, out io.Writer) (*ABDocument, error
 			break
 		}
 		doc.Conclude(cfg.Alpha)
-		if werr := doc.Write(path, perm); werr != nil {
+		if werr := doc.WriteIn(parent, name, perm); werr != nil {
 			fmt.Fprintf(out, "warning: %v\n", werr)
 		}
 	}
 	doc.EndedAt, doc.Status = time.Now(), statusOf(runErr)
 	doc.Conclude(cfg.Alpha)
-	if err := doc.Write(path, perm); err != nil {
+	if err := doc.WriteIn(parent, name, perm); err != nil {
 		return doc, errors.Join(runErr, err)
 	}
 	fmt.Fprintln(out)
@@ -734,6 +744,11 @@ func (d *ABDocument) StatusText() string { return d.Writer.Describe(d.Status) }
 // Write writes the document atomically to path.
 func (d *ABDocument) Write(path string, perm fs.FileMode) error {
 	return results.ReplaceJSON(path, d, perm)
+}
+
+// WriteIn is Write for the file name in the directory dir, held open.
+func (d *ABDocument) WriteIn(dir *safefile.Root, name string, perm fs.FileMode) error {
+	return results.ReplaceJSONIn(dir, name, d, perm)
 }
 
 // ReadAB reads a capacity A/B document. Errors: unreadable, not JSON,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/erplab/erplab/internal/compare"
 	"github.com/erplab/erplab/internal/results"
+	"github.com/erplab/erplab/internal/safefile"
 )
 
 // Format and SchemaVersion name the capacity document
@@ -412,6 +413,11 @@ func (d *Document) latest(load float64, o Outcome) *Step {
 // Write writes the document atomically to path (results.WriteJSON).
 func (d *Document) Write(path string, perm fs.FileMode) error {
 	return results.ReplaceJSON(path, d, perm)
+}
+
+// WriteIn is Write for the file name in the directory dir, held open.
+func (d *Document) WriteIn(dir *safefile.Root, name string, perm fs.FileMode) error {
+	return results.ReplaceJSONIn(dir, name, d, perm)
 }
 
 // Read reads a capacity document. Errors: the file cannot be read, is

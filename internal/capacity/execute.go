@@ -47,6 +47,10 @@ type Config struct {
 	// ./erplab-results/<time>-capacity-<workload>.json. The steps' own
 	// results go to <Out without .json>-steps/.
 	Out string
+	// OutRoot, when set, is the directory Out goes into, held open by
+	// the caller (capacity A/B's searches directory): Out is a file name
+	// in it. The caller closes it.
+	OutRoot *safefile.Root
 	// Estimate tunes the bootstrap of the per-step intervals.
 	Estimate compare.Options
 	// Unit names the load in the document and the lines ("": users, in
@@ -143,18 +147,31 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 	}
 	base := cfg.Base
 	wname := base.Workload.Name()
-	path, err := outPath(cfg.Out, "-capacity-"+wname)
-	if err != nil {
-		return nil, err
+	dir, name := cfg.OutRoot, filepath.Base(cfg.Out)
+	if dir == nil {
+		path, err := outPath(cfg.Out, "-capacity-"+wname)
+		if err != nil {
+			return nil, err
+		}
+		if dir, name, err = openOut(cfg.Out, path); err != nil {
+			return nil, err
+		}
+		defer dir.Close()
 	}
-	if fileExists(path) {
+	path := dir.Join(name)
+	if _, err := dir.Lstat(name); err == nil {
 		return nil, fmt.Errorf("capacity file %s exists; choose another --out or remove it", path)
 	}
 	perm := cmp.Or(base.OutMode, results.DefaultPerm)
-	stepDir := strings.TrimSuffix(path, ".json") + "-steps"
-	if err := safefile.Dir(stepDir, 0o755); err != nil {
+	// The steps' directory, made and held open: every step's files go
+	// through it.
+	stepName := strings.TrimSuffix(name, ".json") + "-steps"
+	steps, err := dir.Dir(stepName, 0o755)
+	if err != nil {
 		return nil, fmt.Errorf("capacity: steps directory: %w", err)
 	}
+	defer steps.Close()
+	stepDir := steps.Path()
 
 	unit, model := "users", "closed"
 	if cfg.Open {
@@ -183,7 +200,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 		}
 		doc.Target.P95Ms[op] = float64(d) / float64(time.Millisecond)
 	}
-	if err := doc.Write(path, perm); err != nil {
+	if err := doc.WriteIn(dir, name, perm); err != nil {
 		return nil, err
 	}
 
@@ -195,8 +212,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 		}
 		c, err := loadtest.StartEmbedded(ctx, out, base.OSUser, maxPool+20, false)
 		if err != nil {
-			os.Remove(path)
-			os.Remove(stepDir)
+			dir.Remove(name)
+			dir.Remove(stepName)
 			if ctx.Err() != nil {
 				return nil, loadtest.ErrInterrupted
 			}
@@ -245,10 +262,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 		opts.Stages, _ = engine.SimpleStages(users, cfg.Ramp, cfg.Hold)
 		opts.Connections = PoolFor(cfg.Connections, users)
 		opts.PoolRule = poolRule(cfg.Connections, users)
-		stem := filepath.Join(stepDir, fmt.Sprintf("step-%02d-%s", idx, strings.ReplaceAll(fmtLoad(load), ".", "_")))
-		opts.Out = stem + ".json"
-		made = append(made, stem+".log", opts.Out, strings.TrimSuffix(opts.Out, ".json")+".jsonl")
-		logf, err := safefile.Create(stem+".log", perm)
+		stem := fmt.Sprintf("step-%02d-%s", idx, strings.ReplaceAll(fmtLoad(load), ".", "_"))
+		opts.OutRoot, opts.Out = steps, stem+".json"
+		made = append(made, stem+".log", stem+".json", stem+".jsonl")
+		logf, err := steps.Create(stem+".log", perm)
 		if err != nil {
 			runErr = fmt.Errorf("capacity: step log: %w", err)
 			if DiskFull(err) {
@@ -260,7 +277,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 			break
 		}
 		if idx == 1 && !base.SkipSetup {
-			fmt.Fprintf(out, "step 1 sets the workload's data up (see %s.log)\n", stem)
+			fmt.Fprintf(out, "step 1 sets the workload's data up (see %s)\n", steps.Join(stem+".log"))
 		}
 		cpu0, cerr := hf.SelfCPUSeconds()
 		t0 := time.Now()
@@ -286,7 +303,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 				search.Record(j)
 				lg, fb, st := search.Capacity()
 				doc.Conclude(lg, fb, st)
-				if werr := doc.Write(path, perm); werr != nil {
+				if werr := doc.WriteIn(dir, name, perm); werr != nil {
 					fmt.Fprintf(out, "warning: %v\n", werr)
 				}
 				continue
@@ -338,7 +355,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 		search.Record(j)
 		lg, fb, st := search.Capacity()
 		doc.Conclude(lg, fb, st)
-		if werr := doc.Write(path, perm); werr != nil {
+		if werr := doc.WriteIn(dir, name, perm); werr != nil {
 			fmt.Fprintf(out, "warning: %v\n", werr)
 		}
 		switch j.Outcome {
@@ -350,16 +367,16 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 	}
 	if neverStarted {
 		for _, f := range made {
-			os.Remove(f) // absent ones fail: nothing to remove
+			steps.Remove(f) // absent ones fail: nothing to remove
 		}
-		os.Remove(stepDir) // only when empty
-		os.Remove(path)
+		dir.Remove(stepName) // only when empty
+		dir.Remove(name)
 		return nil, runErr
 	}
 	lg, fb, st := search.Capacity()
 	doc.EndedAt, doc.Status = time.Now(), statusOf(runErr)
 	doc.Conclude(lg, fb, st)
-	if err := doc.Write(path, perm); err != nil {
+	if err := doc.WriteIn(dir, name, perm); err != nil {
 		return doc, errors.Join(runErr, err)
 	}
 	fmt.Fprintln(out, doc.Result.Line)
@@ -383,7 +400,24 @@ func outPath(out, suffix string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return freshPath(dir, suffix), nil
+	defer dir.Close()
+	return freshPath(dir.Path(), suffix), nil
+}
+
+// openOut opens the directory of the document path that outPath chose
+// for out and returns it, held open, with path's name: out's directory
+// as the user wrote it when out names the file, else the directory by
+// the rules outPath judged it by (loadtest.ResultsDir: ./erplab-results
+// refused when a link or another user's). The caller closes it.
+func openOut(out, path string) (*safefile.Root, string, error) {
+	if path == out {
+		return safefile.Parent(path)
+	}
+	dir, err := loadtest.ResultsDir(out)
+	if err != nil {
+		return nil, "", err
+	}
+	return dir, filepath.Base(path), nil
 }
 
 func isDir(p string) bool { st, err := os.Stat(p); return err == nil && st.IsDir() }

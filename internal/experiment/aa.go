@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/erplab/erplab/internal/compare"
-	"github.com/erplab/erplab/internal/safefile"
+	"github.com/erplab/erplab/internal/loadtest"
 )
 
 // AAName names the second configuration of an A/A comparison: the
@@ -86,20 +84,28 @@ func RunAA(ctx context.Context, cfg Config, n int, out io.Writer) (*AAOutcome, e
 		cfg.Rounds = RoundsFor(cfg.Budget/time.Duration(n), 2, cfg.Load)
 	}
 	aa := &AAOutcome{}
-	dir := cfg.OutDir
+	parent := cfg.OutRoot
+	if parent == nil {
+		d, err := loadtest.ResultsDir(cfg.OutDir)
+		if err != nil {
+			return aa, fmt.Errorf("experiment: %w", err)
+		}
+		defer d.Close()
+		parent = d
+	}
 	for i := 1; i <= n; i++ {
 		c := cfg
 		c.Variants = []Variant{{Name: AAName, Primary: cfg.AAPrimary}}
-		c.OutDir = filepath.Join(dir, fmt.Sprintf("aa-%02d", i))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		// made here through the directory held open, a directory of this
+		// user and no link: Run writes through it
+		sub, err := parent.Dir(fmt.Sprintf("aa-%02d", i), 0o755)
+		if err != nil {
 			return aa, fmt.Errorf("experiment: results directory: %w", err)
 		}
-		// made here, a directory of this user and no link: Run takes it as it is
-		if err := safefile.Dir(c.OutDir, 0o755); err != nil {
-			return aa, fmt.Errorf("experiment: results directory: %w", err)
-		}
+		c.OutRoot, c.OutDir = sub, sub.Path()
 		fmt.Fprintf(out, "\n##### A/A comparison %d of %d (%s)\n", i, n, c.OutDir)
 		oc, err := Run(ctx, c, out)
+		sub.Close()
 		if err != nil {
 			return aa, fmt.Errorf("A/A %d: %w", i, err)
 		}

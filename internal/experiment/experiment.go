@@ -52,6 +52,7 @@ import (
 	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/remedy"
 	"github.com/erplab/erplab/internal/results"
+	"github.com/erplab/erplab/internal/safefile"
 	"github.com/erplab/erplab/internal/workload"
 )
 
@@ -99,8 +100,12 @@ type Config struct {
 	// error stops the experiment.
 	BeforeRun func(ctx context.Context, run RunInfo) error
 	// OutDir receives <name>-<round>.json (+ .jsonl) per run; Run
-	// creates it.
+	// creates it (loadtest.ResultsDir) unless OutRoot is set.
 	OutDir string
+	// OutRoot, when set, is OutDir held open by the caller (ab's default
+	// directory in ./erplab-results, A/A's aa-NN): every run's files are
+	// made through it, never by OutDir's path. The caller closes it.
+	OutRoot *safefile.Root
 	// Cold restarts the server before every run (empty shared buffers)
 	// and, when running as root, drops the OS page cache (sync, then
 	// /proc/sys/vm/drop_caches = 1; Documentation/admin-guide/sysctl/vm.rst),
@@ -325,8 +330,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Outcome, error) {
 			return nil, fmt.Errorf("experiment: %w", err)
 		}
 	}
-	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
-		return nil, fmt.Errorf("experiment: results directory: %w", err)
+	if cfg.OutRoot == nil {
+		d, err := loadtest.ResultsDir(cfg.OutDir)
+		if err != nil {
+			return nil, fmt.Errorf("experiment: %w", err)
+		}
+		defer d.Close()
+		cfg.OutRoot = d
 	}
 	oc := &Outcome{Rounds: cfg.Rounds}
 	order := Order(len(all), cfg.Rounds, cfg.Balanced, cfg.Interleave)
@@ -510,7 +520,7 @@ func runOne(ctx context.Context, cfg Config, v Variant, round int, out io.Writer
 		opts := cfg.Load
 		opts.DSN, opts.EnvGiven, opts.Force, opts.Keep, opts.OSUser = p.Target.DSN, false, true, false, ""
 		opts.Workload = w
-		opts.Out = filepath.Join(cfg.OutDir, fmt.Sprintf("%s-%d.json", v.Name, round))
+		opts.OutRoot, opts.Out = cfg.OutRoot, fmt.Sprintf("%s-%d.json", v.Name, round)
 		res, err = loadtest.Run(ctx, opts, out)
 		return err
 	})
@@ -532,7 +542,7 @@ func runOne(ctx context.Context, cfg Config, v Variant, round int, out io.Writer
 	}
 	recipe := compare.RecipeOf(copts)
 	exp.Compare = &recipe
-	if werr := writeRemedies(res.Doc, res.Path, cmp.Or(cfg.Load.OutMode, results.DefaultPerm), exp, rr.Remedies); werr != nil {
+	if werr := writeRemedies(res.Doc, cfg.OutRoot, filepath.Base(res.Path), cmp.Or(cfg.Load.OutMode, results.DefaultPerm), exp, rr.Remedies); werr != nil {
 		runErr = errors.Join(runErr, werr)
 	}
 	return rr, runErr
@@ -557,8 +567,9 @@ type Experiment struct {
 }
 
 // writeRemedies adds extra.remedies and extra.experiment to the results
-// document and rewrites the file (loadtest wrote it), with mode perm.
-func writeRemedies(doc *results.Document, path string, perm fs.FileMode, exp Experiment, recs []remedy.Record) error {
+// document and rewrites the file name in dir (loadtest wrote it), with
+// mode perm.
+func writeRemedies(doc *results.Document, dir *safefile.Root, name string, perm fs.FileMode, exp Experiment, recs []remedy.Record) error {
 	if recs == nil {
 		recs = []remedy.Record{}
 	}
@@ -575,7 +586,7 @@ func writeRemedies(doc *results.Document, path string, perm fs.FileMode, exp Exp
 		return fmt.Errorf("remedies: %w", err)
 	}
 	doc.Extra["experiment"] = b
-	return results.ReplaceJSON(path, doc, perm)
+	return results.ReplaceJSONIn(dir, name, doc, perm)
 }
 
 // Remedies reads extra.remedies of a results document (nil when absent).

@@ -42,10 +42,10 @@ func checkDriven(opts Options) error {
 // load, its intervals go to the results stream, the samplers observe the
 // database it runs in (with Observe, extra.observations), and its
 // document is written as the run's results.
-func drive(ctx context.Context, opts Options, d workload.Driver, dsn string, streamFile *os.File, path string, perm fs.FileMode, out io.Writer) (*Result, error) {
+func drive(ctx context.Context, opts Options, d workload.Driver, dsn string, streamFile *os.File, loc resultsLoc, perm fs.FileMode, out io.Writer) (*Result, error) {
 	stream := results.DiscardStream()
 	if streamFile != nil {
-		stream = results.NewStream(streamFile)
+		stream = results.NewStreamNamed(streamFile, loc.dir.Join(loc.streamName()))
 	}
 	defer stream.Close()
 	head := &results.Document{Format: results.Format, Schema: results.SchemaVersion, Version: opts.Version,
@@ -78,8 +78,8 @@ func drive(ctx context.Context, opts Options, d workload.Driver, dsn string, str
 	})
 	if err != nil {
 		stream.Close()
-		if p := stream.Path(); p != "" {
-			os.Remove(p) // nothing ran: no attempt to report
+		if streamFile != nil {
+			loc.dir.Remove(loc.streamName()) // nothing ran: no attempt to report
 		}
 		if ctx.Err() != nil {
 			return nil, ErrInterrupted
@@ -94,13 +94,12 @@ func drive(ctx context.Context, opts Options, d workload.Driver, dsn string, str
 		fmt.Fprintln(out)
 		PrintObservations(out, doc)
 	}
-	res := &Result{Doc: doc, Path: path}
 	if streamFile == nil {
-		return res, nil
+		return &Result{Doc: doc}, nil
 	}
-	res.StreamPath = stream.Path()
+	res := &Result{Doc: doc, Path: loc.path(), StreamPath: stream.Path()}
 	fmt.Fprintln(out)
-	if err := writeResults(out, doc, stream, path, opts.ReplaceOut && opts.Out != "", perm); err != nil {
+	if err := writeResults(out, doc, stream, loc, opts.ReplaceOut && opts.Out != "", perm); err != nil {
 		res.Path = ""
 		return res, err
 	}

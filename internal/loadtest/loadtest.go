@@ -151,6 +151,12 @@ type Options struct {
 	// ("" = ./erplab-results, refused when it is a symbolic link or
 	// another user's: ResultsDir); it is made when missing.
 	OutDir string
+	// OutRoot, when set, is the directory the results go into, held open
+	// by the caller (capacity's steps directory, ab's round directory):
+	// Out is then a file name in it (its last element is taken) or ""
+	// for the time-stamped default, OutDir is not used, and nothing is
+	// resolved through the directory's path. The caller closes it.
+	OutRoot *safefile.Root
 	// OutMode is the mode of the results files (0 = results.DefaultPerm).
 	OutMode fs.FileMode
 	// ReplaceOut replaces Out's files (X.json, X.jsonl) when they exist
@@ -301,14 +307,15 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	var (
 		path, streamPath, restarted string
 		streamFile                  *os.File
+		loc                         resultsLoc
 		attempt                     int
 		err                         error
 	)
 	perm := cmp.Or(opts.OutMode, results.DefaultPerm)
-	if st, serr := os.Stat(opts.Out); opts.Out != "" && !segmented && serr == nil && st.IsDir() {
+	if st, serr := os.Stat(opts.Out); opts.OutRoot == nil && opts.Out != "" && !segmented && serr == nil && st.IsDir() {
 		opts.OutDir, opts.Out = opts.Out, "" // --out DIR: DIR/<time>-<workload>.json
 	}
-	if opts.Out != "" && !opts.NoResults {
+	if opts.Out != "" && opts.OutRoot == nil && !opts.NoResults {
 		// A typo in --out must not create directories: only the default
 		// ./erplab-results (or OutDir) is made on demand.
 		if dir := filepath.Dir(opts.Out); dir != "." {
@@ -321,12 +328,13 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	switch {
 	case noResults || err != nil:
 	case segmented:
-		path, streamFile, restarted, attempt, err = segmentPath(opts.Out, opts.RunID, opts.Segment, perm)
+		loc, streamFile, restarted, attempt, err = segmentPath(opts.Out, opts.OutRoot, opts.RunID, opts.Segment, perm)
 	default:
-		path, streamFile, err = reserveResults(opts.Out, opts.OutDir, opts.Workload.Name(), time.Now(), opts.ReplaceOut, perm)
+		loc, streamFile, err = reserveResults(opts.Out, opts.OutDir, opts.OutRoot, opts.Workload.Name(), time.Now(), opts.ReplaceOut, perm)
 	}
+	defer loc.close()
 	if streamFile != nil {
-		streamPath = streamFile.Name()
+		path, streamPath = loc.path(), loc.dir.Join(loc.streamName())
 	}
 	if err != nil && opts.OnNoResults != nil && !segmented {
 		opts.OnNoResults(err)
@@ -340,7 +348,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		if !streaming && streamPath != "" {
 			// The run ended before its stream began: give the name back.
 			streamFile.Close()
-			os.Remove(streamPath)
+			loc.dir.Remove(loc.streamName())
 		}
 	}()
 
@@ -403,7 +411,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		if noResults {
 			streamFile = nil
 		}
-		return drive(ctx, opts, driver, dsn, streamFile, path, perm, out)
+		return drive(ctx, opts, driver, dsn, streamFile, loc, perm, out)
 	}
 
 	env, err := readEnvironment(ctx, pool, embedded)
@@ -442,7 +450,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 
 	stream := results.DiscardStream()
 	if !noResults {
-		stream = results.NewStream(streamFile)
+		stream = results.NewStreamNamed(streamFile, streamPath)
 	}
 	streaming = true
 	defer stream.Close()
@@ -486,7 +494,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	if err != nil {
 		stream.Close()
 		if streamPath != "" {
-			os.Remove(streamPath) // nothing ran: no attempt to report
+			loc.dir.Remove(loc.streamName()) // nothing ran: no attempt to report
 		}
 		return nil, err
 	}
@@ -702,7 +710,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	var writeErr error
 	if noResults {
 		stream.Close()
-	} else if writeErr = writeResults(out, doc, stream, path, opts.ReplaceOut && opts.Out != "", perm); writeErr != nil {
+	} else if writeErr = writeResults(out, doc, stream, loc, opts.ReplaceOut && opts.Out != "", perm); writeErr != nil {
 		res.Path = ""
 	}
 	switch {
@@ -739,12 +747,13 @@ func resultsAt(path string) string {
 }
 
 // writeResults appends the summary line to the stream, closes it, and
-// writes the document to path with mode perm (a new file; with replace
+// writes the document to loc with mode perm (a new file; with replace
 // it may replace a regular file of this user), then says on out where
 // the results are: one line "results: PATH (time series: STREAM)", or on
 // a failure one line naming what failed and where everything so far is.
 // The error wraps ErrResultsIncomplete.
-func writeResults(out io.Writer, doc *results.Document, stream *results.Stream, path string, replace bool, perm fs.FileMode) error {
+func writeResults(out io.Writer, doc *results.Document, stream *results.Stream, loc resultsLoc, replace bool, perm fs.FileMode) error {
+	path := loc.path()
 	summary := *doc
 	summary.Series = nil
 	stream.Write(results.StreamLine{Type: "summary", Summary: &summary}) //nolint:errcheck // Err below
@@ -756,9 +765,9 @@ func writeResults(out io.Writer, doc *results.Document, stream *results.Stream, 
 	}
 	var derr error
 	if replace {
-		derr = results.ReplaceJSON(path, doc, perm)
+		derr = results.ReplaceJSONIn(loc.dir, loc.name, doc, perm)
 	} else {
-		derr = doc.WriteFile(path, perm)
+		derr = doc.WriteFileIn(loc.dir, loc.name, perm)
 	}
 	switch {
 	case derr != nil && serr != nil:
@@ -923,49 +932,91 @@ func shortVersion(v string) string {
 	return v
 }
 
+// resultsLoc is where a run's results go: the file name (X.json; the
+// stream is X.jsonl) in a directory held open (safefile.Root), through
+// which every file of the run is made.
+type resultsLoc struct {
+	dir  *safefile.Root
+	name string
+	own  bool // dir opened for this run: closed at its end
+}
+
+// path is the document's path, for messages; "" without a directory.
+func (l resultsLoc) path() string {
+	if l.dir == nil {
+		return ""
+	}
+	return l.dir.Join(l.name)
+}
+
+// streamName is the stream's file name.
+func (l resultsLoc) streamName() string { return strings.TrimSuffix(l.name, ".json") + ".jsonl" }
+
+// close closes a directory opened for the run.
+func (l resultsLoc) close() {
+	if l.own && l.dir != nil {
+		l.dir.Close()
+	}
+}
+
 // reserveResults chooses the run's results files and reserves them before
-// any server is started: path is out, or by default
-// <dir>/<YYYYMMDD-HHMMSS>-<workload>.json (runs started in the same
-// second get -2, -3, ...; dir "" = ./erplab-results, see ResultsDir), and
-// the stream the same with .jsonl, created empty with mode perm and
-// O_EXCL (safefile.Create) so that two runs started together never take
-// the same name, and returned open (the stream writes into it). It fails
-// when out names existing results, a symbolic link, or a directory that
-// takes no files; with replace, out's files may be regular files of this
-// user, replaced. The caller closes and removes the stream if the run
-// ends before streaming.
-func reserveResults(out, dir, workload string, now time.Time, replace bool, perm fs.FileMode) (path string, stream *os.File, err error) {
-	stem := strings.TrimSuffix(out, ".json")
-	if out == "" {
-		if dir, err = ResultsDir(dir); err != nil {
-			return "", nil, err
+// any server is started: the file is out (in its directory, or in in
+// when the caller holds one open), or by default
+// <time>-<workload>.json, YYYYMMDD-HHMMSS, (runs started in the same
+// second get -2, -3, ...) in in, or in dir (dir "" = ./erplab-results,
+// see ResultsDir), and the stream the same with .jsonl, created empty
+// with mode perm and O_EXCL (safefile.Root.Create) so that two runs
+// started together never take the same name, and returned open (the
+// stream writes into it). The directory is held open: the document is
+// written through it too, never by its path. It fails when out names
+// existing results, a symbolic link, or a directory that takes no
+// files; with replace, out's files may be regular files of this user,
+// replaced. The caller closes and removes the stream if the run ends
+// before streaming, and closes loc.
+func reserveResults(out, dir string, in *safefile.Root, workload string, now time.Time, replace bool, perm fs.FileMode) (loc resultsLoc, stream *os.File, err error) {
+	loc.dir = in
+	stem := strings.TrimSuffix(filepath.Base(out), ".json")
+	switch {
+	case out == "":
+		stem = now.Format("20060102-150405") + "-" + workload
+		if in == nil {
+			if loc.dir, err = ResultsDir(dir); err != nil {
+				return resultsLoc{}, nil, err
+			}
+			loc.own = true
 		}
-		stem = filepath.Join(dir, now.Format("20060102-150405")+"-"+workload)
+	case in == nil:
+		var name string
+		if loc.dir, name, err = safefile.Parent(out); err != nil {
+			return resultsLoc{}, nil, fmt.Errorf("results: %w", err)
+		}
+		loc.own, stem = true, strings.TrimSuffix(name, ".json")
 	}
 	replace = replace && out != ""
-	create := safefile.Create
+	create := loc.dir.Create
 	if replace {
-		create = safefile.Overwrite
+		create = loc.dir.Overwrite
 	}
 	for i := 1; ; i++ {
-		path = stem + ".json"
+		loc.name = stem + ".json"
 		if i > 1 {
-			path = fmt.Sprintf("%s-%d.json", stem, i)
+			loc.name = fmt.Sprintf("%s-%d.json", stem, i)
 		}
-		streamPath := strings.TrimSuffix(path, ".json") + ".jsonl"
-		err := checkFree(replace, path)
+		err := checkFree(replace, loc.dir, loc.name)
 		if err == nil {
-			if stream, err = create(streamPath, perm); err == nil {
-				return path, stream, nil
+			if stream, err = create(loc.streamName(), perm); err == nil {
+				return loc, stream, nil
 			}
 			if !errors.Is(err, fs.ErrExist) {
-				return "", nil, fmt.Errorf("results: %w", err)
+				loc.close()
+				return resultsLoc{}, nil, fmt.Errorf("results: %w", err)
 			}
-			err = resultsExistError{streamPath, err}
+			err = resultsExistError{loc.dir.Join(loc.streamName()), err}
 		}
 		var taken resultsExistError
 		if out != "" || !errors.As(err, &taken) {
-			return "", nil, err
+			loc.close()
+			return resultsLoc{}, nil, err
 		}
 	}
 }
@@ -973,23 +1024,29 @@ func reserveResults(out, dir, workload string, now time.Time, replace bool, perm
 // DefaultDir is the directory of the results files when none is given.
 const DefaultDir = "erplab-results"
 
-// ResultsDir makes the directory of time-stamped results: dir (given by
-// the user: --out DIR, ERPLAB_PGBENCH_OUT=DIR/) as it is, made when
-// missing, or "" = ./erplab-results, made 0755 when missing and refused
-// when it is a symbolic link or not a directory of this user (a link
-// planted in a shared current directory would take the results
-// elsewhere). It returns the directory.
-func ResultsDir(dir string) (string, error) {
+// ResultsDir opens the directory of time-stamped results, held open
+// (every results file is made through it): dir given by the user
+// (--out DIR, ERPLAB_PGBENCH_OUT=DIR/), made when missing, a symbolic
+// link followed only when it and the directory it reaches are this
+// user's or root's (safefile.UserDir), or "" = ./erplab-results, made
+// 0755 when missing and refused when it is a symbolic link or not a
+// directory of this user (safefile.Dir: a link planted in a shared
+// current directory would take the results elsewhere). The caller
+// closes it.
+func ResultsDir(dir string) (*safefile.Root, error) {
+	var (
+		d   *safefile.Root
+		err error
+	)
 	if dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return "", fmt.Errorf("results directory: %w", err)
-		}
-		return dir, nil
+		d, err = safefile.UserDir(dir, 0o755)
+	} else {
+		d, err = safefile.Dir(DefaultDir, 0o755)
 	}
-	if err := safefile.Dir(DefaultDir, 0o755); err != nil {
-		return "", fmt.Errorf("results directory: %w", err)
+	if err != nil {
+		return nil, fmt.Errorf("results directory: %w", err)
 	}
-	return DefaultDir, nil
+	return d, nil
 }
 
 // resultsExistError says that a results file exists already.
@@ -1006,17 +1063,18 @@ func (e resultsExistError) Error() string {
 	return fmt.Sprintf("results file %s %s; choose another --out or remove it", e.path, what)
 }
 
-// checkFree refuses a results document that exists, a symbolic link
-// included; with replace, anything but a regular file of this user
-// (safefile.CheckReplace).
-func checkFree(replace bool, path string) error {
+// checkFree refuses a results document name in dir that exists, a
+// symbolic link included; with replace, anything but a regular file of
+// this user (safefile.Root.CheckReplace).
+func checkFree(replace bool, dir *safefile.Root, name string) error {
+	path := dir.Join(name)
 	if replace {
-		if err := safefile.CheckReplace(path); err != nil {
+		if err := dir.CheckReplace(name); err != nil {
 			return resultsExistError{path, err}
 		}
 		return nil
 	}
-	if st, err := os.Lstat(path); err == nil {
+	if st, err := dir.Lstat(name); err == nil {
 		if st.Mode()&fs.ModeSymlink != 0 {
 			return resultsExistError{path, &safefile.RefusedError{Path: path, What: "is a symbolic link"}}
 		}
@@ -1105,14 +1163,31 @@ func stressDesc(s stress.Spec) string {
 	return strings.Join(parts, ",")
 }
 
+// Reservation is the results files ReserveResults reserved: the
+// document's name and the stream, in a directory held open.
+type Reservation struct {
+	loc    resultsLoc
+	Stream *results.Stream
+}
+
+// Path is the document's path, for messages.
+func (r *Reservation) Path() string { return r.loc.path() }
+
+// Discard removes the empty stream (nothing ran) and closes the
+// directory.
+func (r *Reservation) Discard() {
+	_ = r.Stream.Close()
+	_ = r.loc.dir.Remove(r.loc.streamName())
+	r.loc.close()
+}
+
 // ReserveResults reserves the results files of a command that writes a
 // results document of its own (erplab replay) by `erplab run`'s rules:
 // out is --out (a file X.json, an existing directory, or "" for
 // ./erplab-results/<time>-<workload>.json), the stream beside it created
-// empty with mode perm and returned open. The caller writes the stream's
-// header and intervals, then WriteResults; or removes the stream when
-// nothing runs.
-func ReserveResults(out, workload string, perm fs.FileMode) (path string, stream *results.Stream, err error) {
+// empty with mode perm. The caller writes the stream's header and
+// intervals, then WriteResults; or Discard when nothing runs.
+func ReserveResults(out, workload string, perm fs.FileMode) (*Reservation, error) {
 	dir := ""
 	if st, serr := os.Stat(out); out != "" && serr == nil && st.IsDir() {
 		dir, out = out, ""
@@ -1120,20 +1195,22 @@ func ReserveResults(out, workload string, perm fs.FileMode) (path string, stream
 	if out != "" {
 		if d := filepath.Dir(out); d != "." {
 			if st, serr := os.Stat(d); serr != nil || !st.IsDir() {
-				return "", nil, fmt.Errorf("--out %s: directory %s does not exist", out, d)
+				return nil, fmt.Errorf("--out %s: directory %s does not exist", out, d)
 			}
 		}
 	}
-	path, f, err := reserveResults(out, dir, workload, time.Now(), false, perm)
+	loc, f, err := reserveResults(out, dir, nil, workload, time.Now(), false, perm)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	return path, results.NewStream(f), nil
+	return &Reservation{loc: loc, Stream: results.NewStream(f)}, nil
 }
 
 // WriteResults ends a reserved stream with the summary line and writes
-// the document beside it, as `erplab run` does (one line on out naming
-// both, or what could not be written; ErrResultsIncomplete then).
-func WriteResults(out io.Writer, doc *results.Document, stream *results.Stream, path string, perm fs.FileMode) error {
-	return writeResults(out, doc, stream, path, false, perm)
+// the document beside it, through the held directory, as `erplab run`
+// does (one line on out naming both, or what could not be written;
+// ErrResultsIncomplete then), and closes the directory.
+func WriteResults(out io.Writer, doc *results.Document, r *Reservation, perm fs.FileMode) error {
+	defer r.loc.close()
+	return writeResults(out, doc, r.Stream, r.loc, false, perm)
 }

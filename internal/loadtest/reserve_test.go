@@ -1,6 +1,8 @@
 package loadtest
 
 import (
+	"cmp"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -8,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/erplab/erplab/internal/results"
 )
 
 // Runs started in the same second in the same directory each get their
@@ -24,9 +28,10 @@ func TestReserveResultsConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var f *os.File
-			paths[i], f, errs[i] = reserveResults("", "", "smoke", now, false, 0o600)
+			loc, f, err := reserveResults("", "", nil, "smoke", now, false, 0o600)
+			paths[i], errs[i] = loc.path(), err
 			f.Close()
+			loc.close()
 		}()
 	}
 	wg.Wait()
@@ -76,7 +81,8 @@ func TestReserveResultsOutTaken(t *testing.T) {
 
 // reserveResults1 reserves out's files as erplab run --out would.
 func reserveResults1(out string, replace bool) (*os.File, error) {
-	_, f, err := reserveResults(out, "", "smoke", time.Now(), replace, 0o600)
+	loc, f, err := reserveResults(out, "", nil, "smoke", time.Now(), replace, 0o600)
+	loc.close()
 	return f, err
 }
 
@@ -143,7 +149,7 @@ func TestReserveResultsRefusesPlantedDefaultDir(t *testing.T) {
 	if err := os.Symlink(elsewhere, "erplab-results"); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := reserveResults("", "", "smoke", time.Now(), false, 0o600)
+	_, _, err := reserveResults("", "", nil, "smoke", time.Now(), false, 0o600)
 	if want := "results directory: erplab-results is a symbolic link: erplab writes only into a real directory of its user there"; err == nil || err.Error() != want {
 		t.Fatalf("%v, want %q", err, want)
 	}
@@ -162,7 +168,93 @@ func TestReserveResultsRefusesPlantedDefaultDir(t *testing.T) {
 	if err := os.Chown("erplab-results", 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := reserveResults("", "", "smoke", time.Now(), false, 0o600); err == nil || !strings.Contains(err.Error(), "erplab-results is a directory of another user") {
+	if _, _, err := reserveResults("", "", nil, "smoke", time.Now(), false, 0o600); err == nil || !strings.Contains(err.Error(), "erplab-results is a directory of another user") {
 		t.Fatalf("another user's erplab-results: %v", err)
+	}
+}
+
+// A results directory swapped for a symbolic link after the run reserved
+// its files (a user who owns the current directory renames
+// ./erplab-results away and plants a link to a directory of their
+// choosing) takes nothing there: the document is written into the
+// directory the run opened, as is every file of a --out DIR run.
+func TestResultsDirSwappedMidRun(t *testing.T) {
+	cwd := t.TempDir()
+	t.Chdir(cwd)
+	for _, dir := range []string{"", filepath.Join(cwd, "chosen")} {
+		elsewhere := t.TempDir()
+		loc, f, err := reserveResults("", dir, nil, "smoke", time.Now(), false, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		real := cmp.Or(dir, "erplab-results")
+		moved := real + ".moved"
+		if err := os.Rename(real, moved); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(elsewhere, real); err != nil {
+			t.Fatal(err)
+		}
+		doc := &results.Document{Format: results.Format, Schema: results.SchemaVersion, Workload: "smoke", Status: "completed"}
+		if err := writeResults(io.Discard, doc, results.NewStreamNamed(f, loc.dir.Join(loc.streamName())), loc, false, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		loc.close()
+		if es, _ := os.ReadDir(elsewhere); len(es) != 0 {
+			t.Errorf("dir %q: written through the planted link: %v", dir, es)
+		}
+		if st, err := os.Stat(filepath.Join(moved, loc.name)); err != nil || st.Size() == 0 {
+			t.Errorf("dir %q: the document is not in the directory the run opened: %v", dir, err)
+		}
+		if err := os.Remove(real); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// --out DIR (or ERPLAB_PGBENCH_OUT=DIR/) that is a symbolic link another
+// user planted, or one to another user's directory, is refused; a link
+// of this user to its own directory is followed.
+func TestResultsDirUserLinks(t *testing.T) {
+	base := t.TempDir()
+	mine := filepath.Join(base, "mine")
+	link := filepath.Join(base, "link")
+	if err := os.Mkdir(mine, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(mine, link); err != nil {
+		t.Fatal(err)
+	}
+	loc, f, err := reserveResults("", link, nil, "smoke", time.Now(), false, 0o600)
+	if err != nil {
+		t.Fatalf("own link to own directory: %v", err)
+	}
+	f.Close()
+	loc.close()
+	if es, _ := os.ReadDir(mine); len(es) != 1 {
+		t.Errorf("own link: %v in %s, want the stream", es, mine)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("other users' links and directories need root to make")
+	}
+	other := filepath.Join(base, "other")
+	theirs := filepath.Join(base, "theirs")
+	toOther := filepath.Join(base, "to-other")
+	for _, err := range []error{os.Mkdir(other, 0o777), os.Chown(other, 65534, 65534), os.Symlink(mine, theirs), os.Lchown(theirs, 65534, 65534), os.Symlink(other, toOther)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct{ dir, want string }{
+		{theirs, "results directory: " + theirs + " is a symbolic link of another user (uid 65534)"},
+		{toOther, "results directory: " + toOther + " (-> " + other + ") is a directory of another user (uid 65534)"},
+	} {
+		_, _, err := reserveResults("", c.dir, nil, "smoke", time.Now(), false, 0o600)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("--out %s: %v, want %q", c.dir, err, c.want)
+		}
+	}
+	if es, _ := os.ReadDir(other); len(es) != 0 {
+		t.Errorf("written into another user's directory: %v", es)
 	}
 }

@@ -96,9 +96,13 @@ func segmentInfo(opts Options) *results.SegmentInfo {
 // <stem>-restart-<K>.json, attempt is K and restarted names the earlier
 // file. A file of another run or segment there is refused (one line, not
 // overwritten, nothing created).
-func segmentPath(out, runID string, s *engine.Segment, perm fs.FileMode) (path string, stream *os.File, restarted string, attempt int, err error) {
+func segmentPath(out string, in *safefile.Root, runID string, s *engine.Segment, perm fs.FileMode) (loc resultsLoc, stream *os.File, restarted string, attempt int, err error) {
 	dir, file := "", ""
 	switch {
+	case in != nil:
+		if out != "" {
+			file = filepath.Base(out)
+		}
 	case out == "":
 	case strings.HasSuffix(out, "/"):
 		dir = out
@@ -112,36 +116,41 @@ func segmentPath(out, runID string, s *engine.Segment, perm fs.FileMode) (path s
 	if file == "" {
 		file = fmt.Sprintf("%s-%dof%d.json", runID, s.Index+1, s.Count)
 	}
-	if dir, err = ResultsDir(dir); err != nil {
-		return "", nil, "", 0, err
-	}
-	stem := filepath.Join(dir, strings.TrimSuffix(file, ".json"))
-	for k := 1; ; k++ {
-		p := stem + ".json"
-		if k > 1 {
-			p = fmt.Sprintf("%s-restart-%d.json", stem, k)
+	loc.dir = in
+	if in == nil {
+		if loc.dir, err = ResultsDir(dir); err != nil {
+			return resultsLoc{}, nil, "", 0, err
 		}
-		sp := strings.TrimSuffix(p, ".json") + ".jsonl"
-		_, e1 := os.Lstat(p) // a symbolic link counts: never written through
-		_, e2 := os.Lstat(sp)
+		loc.own = true
+	}
+	stem := strings.TrimSuffix(file, ".json")
+	for k := 1; ; k++ {
+		loc.name = stem + ".json"
+		if k > 1 {
+			loc.name = fmt.Sprintf("%s-restart-%d.json", stem, k)
+		}
+		_, e1 := loc.dir.Lstat(loc.name) // a symbolic link counts: never written through
+		_, e2 := loc.dir.Lstat(loc.streamName())
 		if e1 == nil || e2 == nil {
-			earlier := p
+			earlier := loc.path()
 			if e1 != nil {
-				earlier = sp
+				earlier = loc.dir.Join(loc.streamName())
 			}
 			if err := sameSegment(earlier, runID, s); err != nil {
-				return "", nil, "", 0, err
+				loc.close()
+				return resultsLoc{}, nil, "", 0, err
 			}
 			if restarted == "" {
 				restarted = earlier
 			}
 			continue
 		}
-		f, err := safefile.Create(sp, perm)
+		f, err := loc.dir.Create(loc.streamName(), perm)
 		if err != nil {
-			return "", nil, "", 0, fmt.Errorf("results: %w", err)
+			loc.close()
+			return resultsLoc{}, nil, "", 0, fmt.Errorf("results: %w", err)
 		}
-		return p, f, restarted, k, nil
+		return loc, f, restarted, k, nil
 	}
 }
 

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -175,4 +177,90 @@ func TestInvalidMessageAfterLogin(t *testing.T) {
 	if s := p.Stats(); s.InvalidMessages != uint64(len(cases)) {
 		t.Errorf("invalid messages counted %d, want %d", s.InvalidMessages, len(cases))
 	}
+}
+
+// query is a simple-protocol Query message of sql.
+func query(sql string) []byte {
+	return msg('Q', uint32(4+len(sql)+1), append([]byte(sql), 0)...)
+}
+
+// extended is Parse, Bind, Execute of sql (unnamed), without Sync: the
+// server runs them and keeps their answers in its output buffer.
+func extended(t *testing.T, sql string) []byte {
+	t.Helper()
+	var b []byte
+	var err error
+	for _, m := range []pgproto3.FrontendMessage{&pgproto3.Parse{Query: sql}, &pgproto3.Bind{}, &pgproto3.Execute{}} {
+		if b, err = m.Encode(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+// Valid messages pipelined before an invalid type are answered first, as
+// PostgreSQL answers them (it runs them one by one, then finds the
+// invalid type, and its FATAL flushes the results it held): the client
+// gets the same messages and errors through the proxy as directly. The
+// proxy ended the session with a Terminate and its own FATAL: the
+// results of an extended batch without Sync were lost, and during COPY
+// IN the client got PostgreSQL's ERROR and FATAL for the Terminate and
+// then the proxy's FATAL. An invalid length after a query: its results,
+// then the proxy's FATAL (PostgreSQL closes without a word, and without
+// the results of an extended batch it had not flushed: neither does the
+// proxy send them).
+func TestInvalidMessageAfterPipelined(t *testing.T) {
+	dsn, _ := setup(t)
+	_, addr := startProxy(t, false)
+	cases := []struct {
+		name    string
+		bytes   []byte
+		ownLast bool // the proxy's FATAL "invalid message length" comes last, not PostgreSQL's
+		unsent  bool // PostgreSQL closes without sending the results it held (an invalid length)
+	}{
+		{"two queries then type z", append(append(query("SELECT 1"), query("SELECT 2")...), 'z'), false, false},
+		{"extended batch without Sync then type z", append(extended(t, "SELECT 1"), msg('z', 4)...), false, false},
+		{"COPY IN then type z", append(append(query("CREATE TEMP TABLE ci(a int); COPY ci FROM STDIN"), msg('d', 6, '1', '\n')...), msg('z', 4)...), false, false},
+		{"query then invalid length", append(query("SELECT 1"), msg('S', 2)...), true, false},
+		{"extended batch without Sync then invalid length", append(extended(t, "SELECT 1"), msg('S', 2)...), true, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			answers := map[string]answer{}
+			for _, via := range []string{"direct", "proxy"} {
+				d := dsn
+				if via == "proxy" {
+					d = viaProxy(t, dsn, addr)
+				}
+				_, c := hijacked(t, d)
+				defer c.Close()
+				if _, err := c.Write(tc.bytes); err != nil {
+					t.Fatal(err)
+				}
+				answers[via] = readAnswer(t, c)
+			}
+			want, got := answers["direct"], answers["proxy"]
+			if tc.ownLast && len(got.errs) > 0 {
+				if e := got.errs[len(got.errs)-1]; e.Code == codeProtocol && e.Message == "invalid message length" {
+					got.errs = got.errs[:len(got.errs)-1]
+				}
+			}
+			if string(got.others) != string(want.others) || !got.closed || errorsText(got.errs) != errorsText(want.errs) {
+				t.Errorf("through the proxy: messages %q, errors %s, closed %v; PostgreSQL itself: messages %q, errors %s",
+					got.others, errorsText(got.errs), got.closed, want.others, errorsText(want.errs))
+			}
+			if len(want.others) < 2 && !tc.unsent {
+				t.Errorf("PostgreSQL answered %q only: the test's messages before the invalid one were not run", want.others)
+			}
+		})
+	}
+}
+
+// errorsText is "SEVERITY CODE message; ..." of es.
+func errorsText(es []*pgproto3.ErrorResponse) string {
+	var b strings.Builder
+	for _, e := range es {
+		fmt.Fprintf(&b, "%s %s %q; ", e.Severity, e.Code, e.Message)
+	}
+	return b.String()
 }

@@ -21,8 +21,10 @@
 // relayed, and messages the proxy need not see whole (DataRow, CopyData,
 // Bind, a Query or Parse too large to parse) are relayed as they arrive
 // (streamMin, stream.go); a client message of a
-// type PostgreSQL does not know, or of a length it refuses, gets its
-// FATAL 08P01 at once (frontendLimit); Config.MaxClients bounds the
+// type PostgreSQL does not know goes to the server as its type byte
+// after the messages before it, which it answers before its own FATAL
+// 08P01 (session.refuseType), one of a length it refuses gets the
+// proxy's FATAL 08P01 at once (frontendLimit); Config.MaxClients bounds the
 // connections served (53300 above); accept errors are retried with
 // back-off; the server's close ends its session at once (inbound.more,
 // watchHangups); the client's (EOF or Terminate) is passed upstream as a

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -135,11 +134,11 @@ func (s *session) clientLoop(ctx context.Context) {
 		for used < len(data) {
 			max := frontendLimit(data[used], limit)
 			if max == 0 {
-				// PostgreSQL's answer, as soon as the type byte came:
-				// what follows it is not a message.
-				_ = s.flushUp() // what came before it
-				s.p.stats.invalidMessages.Add(1)
-				s.refuse(fatal(codeProtocol, fmt.Sprintf("invalid frontend message type %d", data[used]), ""))
+				// What follows the type byte is not a message: the byte
+				// goes to the server after what came before it, which
+				// answers those and then refuses it as on a direct
+				// connection (see refuseType).
+				s.refuseType(data[used])
 				return used, errStop
 			}
 			n, err := frameSize(data[used:], max)

@@ -46,7 +46,7 @@ const (
 const (
 	endNone    = iota
 	endDrained // idle at shutdown: Terminate sent upstream
-	endRefused // a message over a limit: Terminate sent upstream
+	endRefused // a message over a limit: Terminate sent upstream; an invalid type: the type byte sent upstream
 	endForced  // shutdown not waiting any longer: upstream closed
 )
 
@@ -167,6 +167,27 @@ func (s *session) refuse(e *pgproto3.ErrorResponse) {
 	}
 }
 
+// refuseType ends the session for a client message of a type PostgreSQL
+// does not know: the type byte alone goes upstream after the messages
+// before it (queued by clientLoop), and the server, which checks the
+// type before it reads a length, answers those messages first (their
+// results, pipelined ones too: extended-protocol results it has not
+// flushed go out with its error), then refuses the byte with its own
+// words and closes: FATAL 08P01 "invalid frontend message type N", or
+// during COPY FROM STDIN its ERROR "unexpected message type" and FATAL
+// "protocol synchronization was lost". The proxy relays all of it and
+// adds no FATAL of its own; the client's input is read and discarded
+// as after refuse. No deadline: the server answers the messages before
+// the byte as long as they take, as it would on a direct connection.
+func (s *session) refuseType(typ byte) {
+	s.p.stats.invalidMessages.Add(1)
+	if s.end.state.CompareAndSwap(endNone, endRefused) {
+		s.end.linger.Store(true)
+		s.writeUp([]byte{typ})
+		_ = s.flushUp()
+	}
+}
+
 // endNow ends a session at once (a shutdown that waits no longer): a
 // statement running upstream is cancelled, the upstream connection
 // closed (the server rolls back an open transaction), and the client
@@ -206,20 +227,20 @@ func (s *session) sayEnd() {
 	if s.end.state.Load() == endNone {
 		return
 	}
-	e := s.end.fatal.Load()
-	if e == nil {
-		return
+	if e := s.end.fatal.Load(); e != nil { // none after refuseType: the server's was relayed
+		b, err := e.Encode(nil)
+		if err != nil {
+			return
+		}
+		_ = s.client.SetWriteDeadline(time.Now().Add(time.Second))
+		s.cw.add(b)
+		if s.cw.flush() != nil {
+			return
+		}
 	}
-	b, err := e.Encode(nil)
-	if err != nil {
-		return
+	if s.end.linger.Load() {
+		linger(s.client)
 	}
-	_ = s.client.SetWriteDeadline(time.Now().Add(time.Second))
-	s.cw.add(b)
-	if s.cw.flush() != nil || !s.end.linger.Load() {
-		return
-	}
-	linger(s.client)
 }
 
 // linger half-closes c (the client reads what was sent, then EOF) and

@@ -11,7 +11,7 @@ import (
 // monitor is asked to look for a wait cycle through it: far above the
 // time a gate takes to open in a replay that flows (a few µs to a
 // statement's round trip), far below a poll.
-const kickAfter = 5 * time.Millisecond
+const kickAfter = 2 * time.Millisecond
 
 // gates keep one copy's cross-session order (OrderCapture): a statement
 // is sent only when every statement of the copy that started before it in

@@ -148,8 +148,10 @@ func TestAutocommitOrder(t *testing.T) {
 // updated the row A held, without waiting, and committed before A) makes
 // the gates wait on each other: A's COMMIT waits for B's, B's UPDATE
 // waits on A's row lock (B's statement before it waits, in the server,
-// until A holds the row). The watchdog releases A's gate; the replay
-// finishes, the reorder counted and named.
+// until A holds the row). The cycle (B waits on A's lock, A's gate on
+// B's statement) is seen and A's gate released at once, not after B's
+// captured duration and the margin (an hour here); the replay finishes,
+// the reorder counted and named.
 func TestWatchdogReleases(t *testing.T) {
 	s := &script{}
 	a := s.session("A", "order-A", 0)
@@ -164,12 +166,40 @@ func TestWatchdogReleases(t *testing.T) {
 	a.query("COMMIT", 5, 0, "COMMIT")
 	a.disconnect()
 	b.disconnect()
-	res, pool := replayOnto(t, rowSchema, s.sorted(), Options{Poll: 20 * time.Millisecond, Margin: 100 * time.Millisecond})
+	res, pool := replayOnto(t, rowSchema, s.sorted(), Options{Margin: time.Hour})
 	f := res.Fidelity
 	if f.Reordered < 1 || len(f.Reorders) == 0 || f.Reorders[0].Waiter != "B" || f.Reorders[0].Released != "A" {
 		t.Fatalf("reordered %d %+v: want A released for B", f.Reordered, f.Reorders)
 	}
 	if v := value(t, pool); v != 4 || f.Failed != 0 {
 		t.Errorf("v = %d, failed %d: want 4 (A's +1, then B's *2) and no error", v, f.Failed)
+	}
+}
+
+// TestExecuteWaitsInServer: B's prepared UPDATE waited in the capture on
+// A's row lock, and A's next statement started meanwhile. The gates let
+// A's statement go once B's Execute is written, not once it answers
+// (which is after A's commit): the replay keeps the captured order with
+// no reorder. Sent at its answer, B's Execute would hold A at its gate
+// while B waits on A's lock, a cycle only a release ends.
+func TestExecuteWaitsInServer(t *testing.T) {
+	s := &script{}
+	a := s.session("A", "order-A", 0)
+	a.query("BEGIN", 5, 0, "BEGIN")
+	a.query("UPDATE x SET v = v + 1 WHERE id = 1", 5, 1, "UPDATE 1")
+	b := s.session("B", "order-B", 40)
+	b.prepare("dbl", "UPDATE x SET v = v * 2 WHERE id = $1", []uint32{23}, nil)
+	b.execute("dbl", "", nil, [][]byte{[]byte("1")}, 1000, 1, "UPDATE 1")
+	b.disconnect()
+	a.t = 100
+	a.query("SELECT 1", 5, 1, "SELECT 1")
+	a.query("COMMIT", 5, 0, "COMMIT")
+	a.disconnect()
+	res, pool := replayOnto(t, rowSchema, s.sorted(), Options{Poll: 20 * time.Millisecond})
+	if f := res.Fidelity; f.Reordered != 0 || f.Failed != 0 {
+		t.Errorf("reordered %d %+v, failed %d: want the captured order kept", f.Reordered, f.Reorders, f.Failed)
+	}
+	if v := value(t, pool); v != 4 {
+		t.Errorf("v = %d, want 4 (A's +1, then B's *2)", v)
 	}
 }

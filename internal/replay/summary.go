@@ -62,7 +62,7 @@ func printFidelity(w io.Writer, f Fidelity) {
 	} else {
 		fmt.Fprintln(w, "lag: none measured (--speed 0: as fast as possible)")
 	}
-	fmt.Fprintf(w, "lock waits %d, reordered %d (gates released by the watchdog)\n", f.LockWaits, f.Reordered)
+	fmt.Fprintf(w, "lock waits %d, reordered %d (sessions let out of the captured order to end a wait cycle)\n", f.LockWaits, f.Reordered)
 	fmt.Fprintf(w, "skipped %d%s\n", f.Skipped, reasons(f.SkippedBy))
 	if f.ConnectFailures > 0 {
 		fmt.Fprintf(w, "connections refused %d\n", f.ConnectFailures)

@@ -64,6 +64,10 @@ func CreateStream(path string, perm fs.FileMode) (*Stream, error) {
 // it open); the stream owns f from then on.
 func NewStream(f *os.File) *Stream { return &Stream{f: f, path: f.Name()} }
 
+// NewStreamNamed is NewStream with the path to name the file by in
+// messages (a file made in a directory held open).
+func NewStreamNamed(f *os.File, path string) *Stream { return &Stream{f: f, path: path} }
+
 // Path is the stream's file name.
 func (s *Stream) Path() string { return s.path }
 

@@ -15,11 +15,23 @@ import (
 // planted at path is refused. On any failure (a full disk: ENOSPC,
 // EFBIG) nothing is left behind. Errors name the file and wrap the cause.
 func WriteJSON(path string, v any, perm fs.FileMode) error {
+	return writeJSON(v, func(b []byte) error { return safefile.WriteNew(path, b, perm) })
+}
+
+// WriteJSONIn is WriteJSON for the new file name in the directory dir,
+// held open (safefile.Root): nothing is resolved through dir's path.
+func WriteJSONIn(dir *safefile.Root, name string, v any, perm fs.FileMode) error {
+	return writeJSON(v, func(b []byte) error { return dir.WriteNew(name, b, perm) })
+}
+
+// writeJSON encodes v, indented with a final newline, and writes it with
+// write.
+func writeJSON(v any, write func([]byte) error) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("results: encode: %w", err)
 	}
-	if err := safefile.WriteNew(path, append(b, '\n'), perm); err != nil {
+	if err := write(append(b, '\n')); err != nil {
 		return fmt.Errorf("results: %w", err) // err names the file
 	}
 	return nil
@@ -30,12 +42,11 @@ func WriteJSON(path string, v any, perm fs.FileMode) error {
 // every run replaces as pgbench replaces its logs): path may exist, as a
 // regular file of this user only (safefile.Replace).
 func ReplaceJSON(path string, v any, perm fs.FileMode) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("results: encode: %w", err)
-	}
-	if err := safefile.Replace(path, append(b, '\n'), perm); err != nil {
-		return fmt.Errorf("results: %w", err)
-	}
-	return nil
+	return writeJSON(v, func(b []byte) error { return safefile.Replace(path, b, perm) })
+}
+
+// ReplaceJSONIn is ReplaceJSON for name in the directory dir, held open
+// (safefile.Root).
+func ReplaceJSONIn(dir *safefile.Root, name string, v any, perm fs.FileMode) error {
+	return writeJSON(v, func(b []byte) error { return dir.Replace(name, b, perm) })
 }

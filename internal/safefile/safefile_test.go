@@ -164,24 +164,25 @@ func TestReplaceAndOverwriteOnlyOwnFiles(t *testing.T) {
 func TestDir(t *testing.T) {
 	dir := t.TempDir()
 	d := filepath.Join(dir, "erplab-results")
-	if err := Dir(d, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := Dir(d, 0o755); err != nil {
-		t.Fatalf("existing own directory: %v", err)
+	for _, what := range []string{"missing", "existing own"} {
+		r, err := Dir(d, 0o755)
+		if err != nil {
+			t.Fatalf("%s directory: %v", what, err)
+		}
+		r.Close()
 	}
 	link := filepath.Join(dir, "link")
 	if err := os.Symlink(d, link); err != nil {
 		t.Fatal(err)
 	}
-	if err := Dir(link, 0o755); err == nil || err.Error() != link+" is a symbolic link: erplab writes only into a real directory of its user there" {
+	if _, err := Dir(link, 0o755); err == nil || err.Error() != link+" is a symbolic link: erplab writes only into a real directory of its user there" {
 		t.Errorf("symlink: %v", err)
 	}
 	file := filepath.Join(dir, "file")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := Dir(file, 0o755); err == nil || !strings.Contains(err.Error(), "is not a directory") {
+	if _, err := Dir(file, 0o755); err == nil || !strings.Contains(err.Error(), "is not a directory") {
 		t.Errorf("file: %v", err)
 	}
 	if os.Geteuid() == 0 {
@@ -192,7 +193,7 @@ func TestDir(t *testing.T) {
 		if err := os.Chown(other, 65534, 65534); err != nil {
 			t.Fatal(err)
 		}
-		if err := Dir(other, 0o755); err == nil || !strings.Contains(err.Error(), "a directory of another user") {
+		if _, err := Dir(other, 0o755); err == nil || !strings.Contains(err.Error(), "a directory of another user") {
 			t.Errorf("another user's directory: %v", err)
 		}
 	}
@@ -215,4 +216,119 @@ func TestWriteNewFullDisk(t *testing.T) {
 		t.Fatalf("error %v, want ENOSPC naming %s", err, p)
 	}
 	onlyFiles(t, dir)
+}
+
+// swapForLink renames the directory dir away (it returns the new name)
+// and plants a symbolic link to elsewhere at its name, as a user who
+// owns dir's parent can at any time.
+func swapForLink(t *testing.T, dir, elsewhere string) string {
+	t.Helper()
+	moved := dir + ".moved"
+	if err := os.Rename(dir, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, dir); err != nil {
+		t.Fatal(err)
+	}
+	return moved
+}
+
+// A directory swapped for a symbolic link after Dir opened it takes
+// nothing elsewhere: every file (Create, WriteNew, Replace, Overwrite, a
+// subdirectory and its files) lands in the directory Dir opened.
+func TestRootHeldAfterSwap(t *testing.T) {
+	parent, elsewhere := t.TempDir(), t.TempDir()
+	d := filepath.Join(parent, "erplab-results")
+	r, err := Dir(d, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	moved := swapForLink(t, d, elsewhere)
+	if err := r.WriteNew("run.json", []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := r.Create("run.jsonl", 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := r.Replace("cap.json", []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if f, err = r.Overwrite("step.log", 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	steps, err := r.Dir("cap-steps", 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer steps.Close()
+	if err := steps.WriteNew("step-01.json", []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	onlyFiles(t, elsewhere)
+	onlyFiles(t, moved, "cap-steps", "cap.json", "run.json", "run.jsonl", "step.log")
+	onlyFiles(t, filepath.Join(moved, "cap-steps"), "step-01.json")
+	if got := steps.Join("step-01.json"); got != filepath.Join(d, "cap-steps", "step-01.json") {
+		t.Errorf("name for messages %q", got)
+	}
+	// A subdirectory that is a link is refused as Dir refuses it.
+	if err := os.Symlink(elsewhere, filepath.Join(moved, "link-steps")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Dir("link-steps", 0o755); err == nil || !strings.Contains(err.Error(), "is a symbolic link") {
+		t.Errorf("subdirectory link: %v", err)
+	}
+}
+
+// UserDir (run --out DIR) follows a symbolic link of this user or root
+// to a directory of this user or root, and refuses a link of another
+// user, or one reaching another user's directory.
+func TestUserDir(t *testing.T) {
+	base := t.TempDir()
+	mine := filepath.Join(base, "mine")
+	r, err := UserDir(filepath.Join(mine, "new", "deeper"), 0o755)
+	if err != nil {
+		t.Fatalf("missing directories: %v", err)
+	}
+	r.Close()
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(mine, link); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = UserDir(link, 0o755); err != nil {
+		t.Fatalf("own link to own directory: %v", err)
+	}
+	if err := r.WriteNew("x.json", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if _, err := os.Stat(filepath.Join(mine, "x.json")); err != nil {
+		t.Errorf("not written through the own link: %v", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("other users' links and directories need root to make")
+	}
+	other := filepath.Join(base, "other")
+	if err := os.Mkdir(other, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	theirLink, toTheirs := filepath.Join(base, "their-link"), filepath.Join(base, "to-theirs")
+	for _, err := range []error{os.Chown(other, 65534, 65534), os.Symlink(mine, theirLink), os.Lchown(theirLink, 65534, 65534), os.Symlink(other, toTheirs)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct{ path, want string }{
+		{theirLink, theirLink + " is a symbolic link of another user (uid 65534)"},
+		{toTheirs, toTheirs + " (-> " + other + ") is a directory of another user (uid 65534)"},
+		{other, other + " is a directory of another user (uid 65534)"},
+	} {
+		if _, err := UserDir(c.path, 0o755); err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("UserDir(%s): %v, want %q", c.path, err, c.want)
+		}
+	}
+	onlyFiles(t, other)
 }

@@ -716,7 +716,9 @@ func TestUndoAfterServerKilled(t *testing.T) {
 		t.Errorf("the per-database directory went with the unmount: %v", err)
 	}
 	// The cluster directory goes (the next run's reaper, here Stop).
-	if err := c.Stop(); err != nil {
+	// A killed postmaster's Stop says what it cleaned up after it (its
+	// shared memory) as an error; only another error fails the test.
+	if err := c.Stop(); err != nil && !strings.Contains(err.Error(), "exited without removing its shared memory") {
 		t.Fatalf("remove the killed cluster: %v", err)
 	}
 	log.Reset()
