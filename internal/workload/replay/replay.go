@@ -76,56 +76,15 @@ type Workload struct {
 	groups   []replayer.Group
 }
 
-// New builds the workload from its flags: it reads the source (one line
-// naming file:line when nothing of it parses) and groups its statements.
+// New builds the workload from its flags: it checks them, reads the
+// source (one line naming file:line when nothing of it parses) and
+// groups its statements.
 func New(fs *pflag.FlagSet) (workload.Workload, error) {
 	source, _ := fs.GetString("replay-source")
-	from, _ := fs.GetString("replay-from")
-	template, _ := fs.GetString("replay-template")
-	speed, _ := fs.GetFloat64("replay-speed")
-	order, _ := fs.GetString("replay-order")
-	targets, _ := fs.GetString("replay-targets")
-	usersX, _ := fs.GetInt("users-x")
-	w := &Workload{usersX: usersX, template: template}
-	switch {
-	case source == "":
-		return nil, errors.New("--workload replay needs --replay-source FILE: the captured workload (a capture file, server log files or a 1C journal directory)")
-	case template == "":
-		return nil, errors.New("--workload replay needs --replay-template DB: the database as it was before the capture, copied for every run (a replay writes)")
-	case speed < 0:
-		return nil, fmt.Errorf("--replay-speed must not be negative, got %g", speed)
-	case usersX < 1:
-		return nil, fmt.Errorf("--users-x must be at least 1, got %d", usersX)
+	w, lo, err := fromFlags(fs)
+	if err != nil {
+		return nil, err
 	}
-	switch order {
-	case "gates", "capture":
-		w.opts.Order = replayer.OrderCapture
-	case "none":
-		w.opts.Order = replayer.OrderNone
-	default:
-		return nil, fmt.Errorf("--replay-order %q: want gates or none", order)
-	}
-	var lo load.Options
-	switch from {
-	case "":
-	case "capture":
-		lo.From = capture.SourceProxy
-	case "pglog", "techlog":
-		lo.From = capture.Source(from)
-	default:
-		return nil, fmt.Errorf("--replay-from %q: want capture, pglog or techlog", from)
-	}
-	if targets != "" {
-		fh, err := os.Open(targets)
-		if err != nil {
-			return nil, fmt.Errorf("--replay-targets: %w", err)
-		}
-		defer fh.Close()
-		if w.opts.Targets, err = replayer.ParseTargets(fh, targets); err != nil {
-			return nil, err
-		}
-	}
-	w.opts.Speed = speed
 	sources := []string{source}
 	if m, err := filepath.Glob(source); err == nil && len(m) > 0 {
 		sources = m // sorted: a server log's files in order
@@ -144,6 +103,59 @@ func New(fs *pflag.FlagSet) (workload.Workload, error) {
 	}
 	w.sessions = len(seen)
 	return w, nil
+}
+
+// fromFlags checks the flags that need no file but the targets' and
+// returns the workload without its source, and how to read the source.
+func fromFlags(fs *pflag.FlagSet) (*Workload, load.Options, error) {
+	var lo load.Options
+	source, _ := fs.GetString("replay-source")
+	from, _ := fs.GetString("replay-from")
+	template, _ := fs.GetString("replay-template")
+	speed, _ := fs.GetFloat64("replay-speed")
+	order, _ := fs.GetString("replay-order")
+	targets, _ := fs.GetString("replay-targets")
+	usersX, _ := fs.GetInt("users-x")
+	w := &Workload{usersX: usersX, template: template}
+	w.opts.Speed = speed
+	switch {
+	case source == "":
+		return nil, lo, errors.New("--workload replay needs --replay-source FILE: the captured workload (a capture file, server log files or a 1C journal directory)")
+	case template == "":
+		return nil, lo, errors.New("--workload replay needs --replay-template DB: the database as it was before the capture, copied for every run (a replay writes)")
+	case speed < 0:
+		return nil, lo, fmt.Errorf("--replay-speed must not be negative, got %g", speed)
+	case usersX < 1:
+		return nil, lo, fmt.Errorf("--users-x must be at least 1, got %d", usersX)
+	}
+	switch order {
+	case "gates", "capture":
+		w.opts.Order = replayer.OrderCapture
+	case "none":
+		w.opts.Order = replayer.OrderNone
+	default:
+		return nil, lo, fmt.Errorf("--replay-order %q: want gates or none", order)
+	}
+	switch from {
+	case "":
+	case "capture":
+		lo.From = capture.SourceProxy
+	case "pglog", "techlog":
+		lo.From = capture.Source(from)
+	default:
+		return nil, lo, fmt.Errorf("--replay-from %q: want capture, pglog or techlog", from)
+	}
+	if targets != "" {
+		fh, err := os.Open(targets)
+		if err != nil {
+			return nil, lo, fmt.Errorf("--replay-targets: %w", err)
+		}
+		defer fh.Close()
+		if w.opts.Targets, err = replayer.ParseTargets(fh, targets); err != nil {
+			return nil, lo, err
+		}
+	}
+	return w, lo, nil
 }
 
 // Name implements workload.Workload.
@@ -205,6 +217,12 @@ func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, o workload.Set
 	if !o.Force {
 		return fmt.Errorf("--replay-template: a connection string is restored into a database of erplab's own (%s) on a server erplab starts (ab, capacity or run without --dsn); with --dsn give the name of the database before the capture on that server, or --force to make %s there", SourceDB, SourceDB)
 	}
+	return w.restoreSource(ctx, pool)
+}
+
+// restoreSource restores the --replay-template connection string into
+// SourceDB on the server of pool, unless it holds that template already.
+func (w *Workload) restoreSource(ctx context.Context, pool *pgxpool.Pool) error {
 	marker := templateMarker + " " + conninfo.Redact(w.template)
 	var comment *string
 	err := pool.QueryRow(ctx, `SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1`, SourceDB).Scan(&comment)
