@@ -171,8 +171,13 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 				defer base.Close()
 				outDir = base.Join("ab-" + time.Now().Format("20060102-150405"))
 			}
-			if _, driven := opts.Workload.(workload.Driver); driven && rounds == 0 {
-				rounds = experiment.MinRounds // a replay's length is its capture's, not --duration
+			if _, driven := opts.Workload.(workload.Driver); driven {
+				if cmd.Flags().Changed("budget") {
+					return withCode(exitUsage, fmt.Errorf("--workload %s drives its own load, whose length --budget cannot plan: give --rounds", opts.Workload.Name()))
+				}
+				if rounds == 0 {
+					rounds = experiment.MinRounds // a replay lasts as long as its capture, not --duration
+				}
 			}
 			if rounds == 0 {
 				if aa > 0 {

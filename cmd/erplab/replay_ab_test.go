@@ -118,6 +118,7 @@ func TestReplayWorkloadRefusals(t *testing.T) {
 		{append([]string{"ab", "--variant", "x=rewrite-proxy", "--users", "5"}, tpl...), "--users does not apply"},
 		{append([]string{"ab", "--variant", "x=rewrite-proxy", "--connections", "5"}, tpl...), "--connections does not apply"},
 		{append([]string{"ab", "--variant", "x=rewrite-proxy", "--replay-order", "sideways"}, tpl...), `--replay-order "sideways"`},
+		{append([]string{"ab", "--variant", "x=rewrite-proxy", "--budget", "5m"}, tpl...), "--budget cannot plan: give --rounds"},
 		{append([]string{"capacity", "--max-users", "4", "--users-x", "2"}, tpl...), "capacity raises --users-x itself"},
 		{append([]string{"capacity", "--max-users", "4", "--hold", "10s"}, tpl...), "--hold does not apply"},
 		{append([]string{"capacity"}, tpl...), "give --max-users"},
