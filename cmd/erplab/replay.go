@@ -6,12 +6,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/url"
 	"os"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/erplab/erplab/internal/capture"
@@ -197,7 +194,7 @@ func (f *replayFlags) run(cmd *cobra.Command, args []string) error {
 			return err
 		}
 		defer f.dropCopy(out, cmd.ErrOrStderr(), admin, db)
-		opts.DSN = withDatabase(dsn, db)
+		opts.DSN = replay.WithDatabase(dsn, db)
 		fmt.Fprintf(out, "replaying into %s, a copy of %s\n", db, f.template)
 	}
 	streaming = true
@@ -236,35 +233,16 @@ func (f *replayFlags) replay(ctx context.Context, out io.Writer, src *load.Sourc
 }
 
 // copyTemplate creates erplab_replay_<time> as a copy of template on the
-// server of dsn (connected to its database, or to postgres when that is
-// the template: a copy needs its template without other sessions).
+// server of dsn (replay.CopyDatabase).
 func copyTemplate(ctx context.Context, dsn, template string) (db, admin string, err error) {
-	admin = dsn
-	if cfg, perr := pgx.ParseConfig(dsn); perr == nil && cfg.Database == template {
-		admin = withDatabase(dsn, "postgres")
-	}
-	db = "erplab_replay_" + strings.ReplaceAll(time.Now().UTC().Format("20060102_150405.000"), ".", "_")
-	err = adminExec(ctx, admin, "CREATE DATABASE "+pgx.Identifier{db}.Sanitize()+" TEMPLATE "+pgx.Identifier{template}.Sanitize())
+	db, admin, err = replay.CopyDatabase(ctx, dsn, template)
 	if err != nil {
 		return "", "", fmt.Errorf("--template %s: %w", template, err)
 	}
 	return db, admin, nil
 }
 
-// adminExec runs one statement on a connection of its own.
-func adminExec(ctx context.Context, dsn, q string) error {
-	conn, err := conninfo.Connect(ctx, dsn, "erplab-replay", nil)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, q); err != nil {
-		return errors.New(conninfo.Describe(err))
-	}
-	return nil
-}
-
-// dropCopy drops the copy unless --keep, also after an error or an
+// dropCopy drops the copy unless --keep, also after an error or
 // interruption (a process killed outright leaves it: its name starts
 // with erplab_replay_).
 func (f *replayFlags) dropCopy(out, errOut io.Writer, admin, db string) {
@@ -272,22 +250,7 @@ func (f *replayFlags) dropCopy(out, errOut io.Writer, admin, db string) {
 		fmt.Fprintf(out, "kept the replayed database: %s\n", db)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := adminExec(ctx, admin, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)"); err != nil {
+	if err := replay.DropCopy(admin, db); err != nil {
 		fmt.Fprintf(errOut, "warning: could not drop the replayed copy %s: %v\n", db, err)
 	}
-}
-
-// withDatabase is dsn connecting to database db: a URL with its path
-// replaced, else the key=value string with dbname appended (the last
-// one wins in libpq).
-func withDatabase(dsn, db string) string {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		if u, err := url.Parse(dsn); err == nil {
-			u.Path = "/" + db
-			return u.String()
-		}
-	}
-	return strings.TrimSpace(dsn + " dbname=" + conninfo.QuoteValue(db))
 }

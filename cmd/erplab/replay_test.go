@@ -116,7 +116,7 @@ func replayOnto(t *testing.T, server string, args ...string) (string, string, *r
 	if err != nil {
 		t.Fatalf("results: %v\n%s", err, text)
 	}
-	return text, withDatabase(server, m[1]), doc
+	return text, replay.WithDatabase(server, m[1]), doc
 }
 
 // fidelity is the results' extra.replay.

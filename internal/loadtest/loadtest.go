@@ -272,6 +272,12 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	if len(opts.Stages) == 0 {
 		return nil, errors.New("no load profile: give --users/--duration or --stage")
 	}
+	driver, driven := opts.Workload.(workload.Driver)
+	if driven {
+		if err := checkDriven(opts); err != nil {
+			return nil, err
+		}
+	}
 	maxVUs := engine.MaxTarget(opts.Stages)
 	if maxVUs < 1 {
 		return nil, errors.New("the load profile never starts a virtual user")
@@ -397,6 +403,15 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	}
 	if d := time.Since(setupStart); d > time.Second {
 		fmt.Fprintf(out, "set-up took %s\n", d.Round(100*time.Millisecond))
+	}
+	if driven {
+		// The driver may copy the database: no session of ours stays on it.
+		pool.Close()
+		streaming = true
+		if noResults {
+			streamFile = nil
+		}
+		return drive(ctx, opts, driver, dsn, streamFile, loc, perm, out)
 	}
 
 	env, err := readEnvironment(ctx, pool, embedded)

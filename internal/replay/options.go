@@ -117,6 +117,10 @@ type Options struct {
 	// OnInterval, when set, receives each closed interval of the time
 	// series as it closes (for the results stream), from one goroutine.
 	OnInterval func(results.Interval)
+	// OnStart, when set, is called once the replay is about to send its
+	// first event, with its start (the results' time base), e.g. to start
+	// observing the server on the same time base.
+	OnStart func(start time.Time)
 	// Warn, when set, receives one line per thing worth a user's
 	// attention (an unknown type name, a session that could not connect).
 	Warn func(string)

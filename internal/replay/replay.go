@@ -72,6 +72,9 @@ func Run(ctx context.Context, src iter.Seq2[capture.Event, error], opts Options)
 	env := readEnvironment(ctx, mconn)
 	r.mon = newMonitor(mconn, opts.Poll, opts.Margin, r.tally)
 	r.start = time.Now()
+	if opts.OnStart != nil {
+		opts.OnStart(r.start)
+	}
 	r.rec = record.New(p.opInfos(), r.start, 0, opts.Interval)
 	r.runSessions(ctx)
 	end := time.Now()
