@@ -59,9 +59,9 @@ func frame(t *testing.T, m interface{ Encode([]byte) ([]byte, error) }) []byte {
 	return b
 }
 
-// query runs a simple Query on sc as the hooks see it; answer false
+// capQuery runs a simple Query on sc as the hooks see it; answer false
 // leaves it unanswered.
-func query(t *testing.T, sc *capSession, sql string, answer bool) {
+func capQuery(t *testing.T, sc *capSession, sql string, answer bool) {
 	t.Helper()
 	sc.client(frame(t, &pgproto3.Query{String: sql}))
 	if answer {
@@ -84,9 +84,9 @@ func TestCollectorOrder(t *testing.T) {
 	a.server(rfq)
 	b := c.open(map[string]string{"user": "b"}).loggedIn()
 	b.server(rfq)
-	query(t, a, "slow", false)
-	query(t, b, "fast 1", true)
-	query(t, b, "fast 2", true)
+	capQuery(t, a, "slow", false)
+	capQuery(t, b, "fast 1", true)
+	capQuery(t, b, "fast 2", true)
 	c.step()
 	if n := c.w.Count(); n != 2 {
 		t.Fatalf("%d events written while the first statement runs, want the 2 connects", n)
