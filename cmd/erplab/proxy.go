@@ -55,7 +55,7 @@ prepared there (never executed) and used only if it describes like the original,
 statement is never rewritten. If a session's server still rejects a rewritten statement at
 the start of an idle batch, the original is sent instead. --shadow logs what would be
 rewritten and sends the original. Counters go to /metrics (with --metrics) and to a summary on exit.
-SIGUSR1 drops every cached decision (send it after DDL made around the proxy; see the README).
+SIGUSR1 drops every cached decision (send it after DDL made around the proxy; see docs/design/proxy-guarantees.md).
 
 --capture FILE writes every client session to FILE (a new file, gzip JSON Lines, format
 erplab-capture, see docs/capture-format.md) for 'erplab replay': startup parameters (never
@@ -186,7 +186,7 @@ statement cancelled, an open transaction rolled back). The summary is printed ei
 				fmt.Fprintf(cmd.ErrOrStderr(), "metrics on http://%s/metrics\n", ms.Addr())
 			}
 			// SIGUSR1: forget every cached decision (after DDL made
-			// around the proxy, see the README).
+			// around the proxy, see docs/design/proxy-guarantees.md).
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGUSR1)
 			defer signal.Stop(hup)

@@ -59,7 +59,7 @@
 // is sent instead and that text is never rewritten again. Inside a
 // transaction or after a Flush the rejection reaches the client (counted
 // as FallbackErrors); it happens only when a session sees other objects
-// than the side connection in a way the proxy cannot see (see the README).
+// than the side connection in a way the proxy cannot see (see docs/design/proxy-guarantees.md).
 //
 // Relay cost: each direction of a session reads into one reused buffer
 // with the connection's own Read and sends the messages of one read with
