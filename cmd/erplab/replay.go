@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/erplab/erplab/internal/capture"
@@ -192,13 +191,13 @@ func (f *replayFlags) run(cmd *cobra.Command, args []string) error {
 	}()
 	opts.DSN, opts.Header = dsn, src.Header
 	if f.template != "" {
-		db, admin, err := copyTemplate(ctx, dsn, f.template)
+		c, err := copyTemplate(ctx, dsn, f.template)
 		if err != nil {
 			return err
 		}
-		defer f.dropCopy(out, cmd.ErrOrStderr(), admin, db)
-		opts.DSN = withDatabase(dsn, db)
-		fmt.Fprintf(out, "replaying into %s, a copy of %s\n", db, f.template)
+		defer c.drop(out, cmd.ErrOrStderr(), f.keep)
+		opts.DSN = withDatabase(dsn, c.db)
+		fmt.Fprintf(out, "replaying into %s, a copy of %s\n", c.db, f.template)
 	}
 	streaming = true
 	return f.replay(ctx, out, src, opts, res)
@@ -235,22 +234,6 @@ func (f *replayFlags) replay(ctx context.Context, out io.Writer, src *load.Sourc
 	return nil
 }
 
-// copyTemplate creates erplab_replay_<time> as a copy of template on the
-// server of dsn (connected to its database, or to postgres when that is
-// the template: a copy needs its template without other sessions).
-func copyTemplate(ctx context.Context, dsn, template string) (db, admin string, err error) {
-	admin = dsn
-	if cfg, perr := pgx.ParseConfig(dsn); perr == nil && cfg.Database == template {
-		admin = withDatabase(dsn, "postgres")
-	}
-	db = "erplab_replay_" + strings.ReplaceAll(time.Now().UTC().Format("20060102_150405.000"), ".", "_")
-	err = adminExec(ctx, admin, "CREATE DATABASE "+pgx.Identifier{db}.Sanitize()+" TEMPLATE "+pgx.Identifier{template}.Sanitize())
-	if err != nil {
-		return "", "", fmt.Errorf("--template %s: %w", template, err)
-	}
-	return db, admin, nil
-}
-
 // adminExec runs one statement on a connection of its own.
 func adminExec(ctx context.Context, dsn, q string) error {
 	conn, err := conninfo.Connect(ctx, dsn, "erplab-replay", nil)
@@ -262,21 +245,6 @@ func adminExec(ctx context.Context, dsn, q string) error {
 		return errors.New(conninfo.Describe(err))
 	}
 	return nil
-}
-
-// dropCopy drops the copy unless --keep, also after an error or an
-// interruption (a process killed outright leaves it: its name starts
-// with erplab_replay_).
-func (f *replayFlags) dropCopy(out, errOut io.Writer, admin, db string) {
-	if f.keep {
-		fmt.Fprintf(out, "kept the replayed database: %s\n", db)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := adminExec(ctx, admin, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)"); err != nil {
-		fmt.Fprintf(errOut, "warning: could not drop the replayed copy %s: %v\n", db, err)
-	}
 }
 
 // withDatabase is dsn connecting to database db: a URL with its path

@@ -358,3 +358,124 @@ func TestReplayInterrupted(t *testing.T) {
 		t.Errorf("the copy %s is left: %d, %v\n%s", copyName, n, err, text)
 	}
 }
+
+// startReplay starts erplab replay with args and the state directory
+// state, reads its output until it prints a progress line (the replay is
+// under way) and returns the command, the copy's name and the lines so
+// far; the rest of the output is left in the pipe.
+func startReplay(t *testing.T, state string, args ...string) (*exec.Cmd, *bufio.Scanner, string, []string) {
+	t.Helper()
+	cmd := erplab(t, t.TempDir(), append([]string{"replay"}, args...)...)
+	cmd.Env = append(cmd.Env, "ERPLAB_STATE_DIR="+state)
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	copyRE := regexp.MustCompile(`replaying into (\S+),`)
+	var copyName string
+	var lines []string
+	sc := bufio.NewScanner(pipe)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if m := copyRE.FindStringSubmatch(sc.Text()); m != nil {
+			copyName = m[1]
+		}
+		if strings.HasPrefix(sc.Text(), "t=") {
+			return cmd, sc, copyName, lines
+		}
+	}
+	t.Fatalf("the replay ended before a progress line:\n%s", strings.Join(lines, "\n"))
+	return nil, nil, "", nil
+}
+
+// databaseExists reports whether the test server has database db.
+func databaseExists(t *testing.T, db string) bool {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), srv.DSN(t, "postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM pg_database WHERE datname = $1", db).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
+}
+
+// A replay killed outright (kill -9) mid-replay leaves its --template
+// copy; the next erplab command's sweep drops it and says so in one
+// line. A copy the sweep cannot log in to drop (no password) is named in
+// one line with the statement that drops it.
+func TestReplayKilledCopyDropped(t *testing.T) {
+	pgtest.SkipShort(t)
+	dsn := srv.NewDatabase(t)
+	adminSQL(t, dsn, "CREATE TABLE stock (id int PRIMARY KEY, qty int NOT NULL)")
+	adminSQL(t, dsn, "INSERT INTO stock SELECT g, 100 FROM generate_series(1, 10) g")
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	journal := writeJournal(t, []string{"a", "b"}, 2_000_000) // 60 s at --speed 1
+	cmd, _, copyName, lines := startReplay(t, state, journal, "--dsn", srv.DSN(t, "postgres"), "--template", cfg.Database,
+		"--out", filepath.Join(t.TempDir(), "r.json"), "--progress")
+	t.Cleanup(func() { adminSQL(t, srv.DSN(t, "postgres"), "DROP DATABASE IF EXISTS "+copyName+" WITH (FORCE)") })
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if copyName == "" || !databaseExists(t, copyName) {
+		t.Fatalf("no copy %q under way:\n%s", copyName, strings.Join(lines, "\n"))
+	}
+	next := erplab(t, t.TempDir(), "version")
+	next.Env = append(next.Env, "ERPLAB_STATE_DIR="+state)
+	b, err := next.CombinedOutput()
+	text := string(b)
+	if err != nil || databaseExists(t, copyName) {
+		t.Fatalf("after the next command (%v) the copy %s is left:\n%s", err, copyName, text)
+	}
+	want := "erplab: cleaned up after killed erplab commands: replay-copy " + copyName + " on host="
+	if !strings.Contains(text, want) || !strings.Contains(text, "(dropped)") || strings.Contains(text, "password=") {
+		t.Errorf("the sweep's line lacks %q:\n%s", want, text)
+	}
+
+	// Without a password for the sweep: named to drop by hand, once.
+	cmd, _, copyName, lines = startReplay(t, state, journal, "--dsn", srv.DSN(t, "postgres"), "--template", cfg.Database,
+		"--out", filepath.Join(t.TempDir(), "r.json"), "--progress")
+	t.Cleanup(func() { adminSQL(t, srv.DSN(t, "postgres"), "DROP DATABASE IF EXISTS "+copyName+" WITH (FORCE)") })
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if copyName == "" {
+		t.Fatalf("no copy:\n%s", strings.Join(lines, "\n"))
+	}
+	entries, err := filepath.Glob(filepath.Join(state, "leftover", "*.json"))
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("entries %v, %v", entries, err)
+	}
+	b, err = os.ReadFile(entries[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Over TCP (scram-sha-256; the test server's socket trusts) without
+	// the password file.
+	noPass := regexp.MustCompile(`passfile=[^ "]+`).ReplaceAll(b, []byte("passfile=/nonexistent"))
+	noPass = regexp.MustCompile(`host=[^ "]+`).ReplaceAll(noPass, []byte("host=127.0.0.1"))
+	if err := os.WriteFile(entries[0], noPass, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		next = erplab(t, t.TempDir(), "version")
+		next.Env = append(next.Env, "ERPLAB_STATE_DIR="+state)
+		b, _ = next.CombinedOutput()
+		text = string(b)
+		named := strings.Contains(text, "to remove by hand: replay-copy "+copyName) && strings.Contains(text, "DROP DATABASE "+`"`+copyName+`"`)
+		t.Logf("sweep %d: %s", i+1, text)
+		if named != (i == 0) || !databaseExists(t, copyName) {
+			t.Errorf("sweep %d: named %v:\n%s", i+1, named, text)
+		}
+	}
+}
