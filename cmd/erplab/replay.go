@@ -35,6 +35,7 @@ type replayFlags struct {
 	typeMap               string
 	template              string
 	keep, force, progress bool
+	maxErrors             int64
 	out                   string
 	outMode               fs.FileMode
 }
@@ -99,7 +100,8 @@ func newReplayCmd() *cobra.Command {
 	fl.StringVar(&f.template, "template", "", "replay into a fresh copy of database DB (CREATE DATABASE erplab_replay_<time> TEMPLATE DB), dropped at the end")
 	fl.BoolVar(&f.keep, "keep", false, "with --template: keep the copy after the replay and print its name")
 	fl.BoolVar(&f.force, "force", false, "replay into the --dsn database itself (a replay writes)")
-	fl.BoolVar(&f.progress, "progress", false, "print a line every 5 s: statements and failures so far")
+	fl.BoolVar(&f.progress, "progress", false, "print a line every 5 s: statements, failures (new: the capture did not have them), lag behind schedule p99 (--speed > 0) and reorders so far")
+	fl.Int64Var(&f.maxErrors, "max-errors", 0, "stop the replay once this many statements failed with errors the capture did not have (0 = never); the results so far are written, the copy dropped")
 	fl.StringVar(&f.out, "out", "", "results file, or an existing directory for <time>-replay.json (default ./erplab-results/<time>-replay.json); never an existing file")
 	addOutModeFlag(fl, &f.outMode)
 	return cmd
@@ -127,8 +129,8 @@ func (f *replayFlags) options() (replay.Options, load.Options, error) {
 	default:
 		return o, lo, fmt.Errorf("--from %q: want capture, pglog or techlog", f.from)
 	}
-	if f.speed < 0 || f.usersX < 1 || f.target < 0 {
-		return o, lo, errors.New("--speed and --target must not be negative, --users-x at least 1")
+	if f.speed < 0 || f.usersX < 1 || f.target < 0 || f.maxErrors < 0 {
+		return o, lo, errors.New("--speed, --target and --max-errors must not be negative, --users-x at least 1")
 	}
 	if f.keep && f.template == "" {
 		return o, lo, errors.New("--keep keeps the copy --template makes: give --template")
@@ -153,7 +155,7 @@ func (f *replayFlags) options() (replay.Options, load.Options, error) {
 			return o, lo, err
 		}
 	}
-	o.Speed, o.UsersX, o.Target = f.speed, f.usersX, f.target
+	o.Speed, o.UsersX, o.Target, o.MaxNewErrors = f.speed, f.usersX, f.target, f.maxErrors
 	o.Version, o.CommandLine = version, append([]string{"erplab"}, os.Args[1:]...)
 	return o, lo, nil
 }
@@ -209,14 +211,14 @@ func (f *replayFlags) replay(ctx context.Context, out io.Writer, src *load.Sourc
 	head := &results.Document{Format: results.Format, Schema: results.SchemaVersion, Version: version,
 		CommandLine: conninfo.RedactArgs(opts.CommandLine), Workload: replay.Workload, Status: "running", StartedAt: time.Now()}
 	_ = stream.Write(results.StreamLine{Type: "header", Header: head})
-	var n, failed int64
-	var next float64
 	opts.OnInterval = func(iv results.Interval) {
 		_ = stream.Write(results.StreamLine{Type: "interval", Interval: &iv})
-		n, failed = n+iv.Count, failed+iv.Errors
-		if f.progress && iv.T >= next {
-			next = iv.T + replayProgressEvery.Seconds()
-			fmt.Fprintf(out, "t=%.0fs statements %d failed %d\n", iv.T, n, failed)
+	}
+	var next time.Duration
+	opts.OnProgress = func(p replay.Progress) {
+		if f.progress && p.Elapsed >= next {
+			next = p.Elapsed.Truncate(replayProgressEvery) + replayProgressEvery
+			fmt.Fprintln(out, progressLine(p))
 		}
 	}
 	res, err := replay.Run(ctx, replay.Slice(src.Events), opts)
@@ -231,7 +233,20 @@ func (f *replayFlags) replay(ctx context.Context, out io.Writer, src *load.Sourc
 	if res.Doc.Status == "interrupted" {
 		return withCode(exitInterrupted, fmt.Errorf("interrupted; results so far: %s", rsv.Path()))
 	}
+	if why, ok := strings.CutPrefix(res.Doc.Status, "aborted: "); ok {
+		return fmt.Errorf("replay stopped by --max-errors %d: %s; results so far: %s", f.maxErrors, why, rsv.Path())
+	}
 	return nil
+}
+
+// progressLine is --progress's line, e.g. "t=5s statements 1200 failed
+// 3 (new 1) lag p99 2.1 ms reordered 0"; no lag at --speed 0.
+func progressLine(p replay.Progress) string {
+	lag := ""
+	if p.Lagged {
+		lag = " lag p99 " + results.FormatMs(float64(p.LagP99)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("t=%.0fs statements %d failed %d (new %d)%s reordered %d", p.Elapsed.Seconds(), p.Statements, p.Failed, p.NewErrors, lag, p.Reordered)
 }
 
 // adminExec runs one statement on a connection of its own.

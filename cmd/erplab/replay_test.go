@@ -243,7 +243,7 @@ func TestReplayTechlog(t *testing.T) {
 	dir := writeJournal(t, ops, 1000)
 	out := filepath.Join(t.TempDir(), "r.json")
 	code, text := exitCode(t, erplab(t, t.TempDir(), "replay", dir, "--dsn", dsn, "--force", "--speed", "0", "--out", out, "--progress"))
-	if code != 0 || !strings.Contains(text, "source: techlog") || !regexp.MustCompile(`(?m)^t=\d+s statements \d+ failed 0$`).MatchString(text) {
+	if code != 0 || !strings.Contains(text, "source: techlog") || !regexp.MustCompile(`(?m)^t=\d+s statements \d+ failed 0 \(new 0\) reordered 0$`).MatchString(text) {
 		t.Fatalf("exit %d:\n%s", code, text)
 	}
 	doc, err := results.Read(out)
@@ -477,5 +477,48 @@ func TestReplayKilledCopyDropped(t *testing.T) {
 		if named != (i == 0) || !databaseExists(t, copyName) {
 			t.Errorf("sweep %d: named %v:\n%s", i+1, named, text)
 		}
+	}
+}
+
+// --max-errors 3 on a replay whose every UPDATE fails where the capture's
+// did not (the copy lacks the table): the replay stops after the third
+// new error with one line saying why (exit 1), the results so far are
+// written with status "aborted: ...", the copy is dropped. Its
+// --progress lines (at --speed 1) show the new errors, the lag's p99 and
+// the reorders so far.
+func TestReplayMaxErrors(t *testing.T) {
+	pgtest.SkipShort(t)
+	dsn := srv.NewDatabase(t) // no table stock: every UPDATE fails with 42P01
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	journal := writeJournal(t, []string{"a", "b"}, 200_000) // 6 s at --speed 1
+	out := filepath.Join(t.TempDir(), "r.json")
+	cmd := erplab(t, t.TempDir(), "replay", journal, "--dsn", srv.DSN(t, "postgres"), "--template", cfg.Database, "--out", out,
+		"--progress", "--max-errors", "3")
+	cmd.Env = append(cmd.Env, "ERPLAB_STATE_DIR="+filepath.Join(t.TempDir(), "state"))
+	code, text := exitCode(t, cmd)
+	copyName := ""
+	if m := regexp.MustCompile(`replaying into (\S+),`).FindStringSubmatch(text); m != nil {
+		copyName = m[1]
+	}
+	want := regexp.MustCompile(`(?m)^erplab: replay stopped by --max-errors 3: 3 statements failed with errors the capture did not have \(at most 3 allowed\); results so far: \S+$`)
+	if code != exitError || copyName == "" || !want.MatchString(text) {
+		t.Fatalf("exit %d:\n%s", code, text)
+	}
+	if !regexp.MustCompile(`(?m)^t=\d+s statements \d+ failed \d+ \(new \d+\) lag p99 \S+ reordered 0$`).MatchString(text) {
+		t.Errorf("no progress line with the new errors, the lag and the reorders:\n%s", text)
+	}
+	if databaseExists(t, copyName) {
+		t.Errorf("the copy %s is left", copyName)
+	}
+	doc, err := results.Read(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fidelity(t, doc)
+	if !strings.HasPrefix(doc.Status, "aborted: 3 statements failed") || f.NewErrors["42P01"] != 3 || f.Skipped == 0 {
+		t.Errorf("status %q, new errors %v, skipped %d", doc.Status, f.NewErrors, f.Skipped)
 	}
 }
