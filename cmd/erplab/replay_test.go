@@ -522,3 +522,60 @@ func TestReplayMaxErrors(t *testing.T) {
 		t.Errorf("status %q, new errors %v, skipped %d", doc.Status, f.NewErrors, f.Skipped)
 	}
 }
+
+// pgbenchSums are sum(abalance), sum(bbalance), sum(tbalance) and
+// count(*) of pgbench_history in the database of dsn.
+func pgbenchSums(t *testing.T, dsn string) [4]int64 {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var s [4]int64
+	err = conn.QueryRow(t.Context(), `SELECT (SELECT sum(abalance) FROM pgbench_accounts), (SELECT sum(bbalance) FROM pgbench_branches),
+		(SELECT sum(tbalance) FROM pgbench_tellers), (SELECT count(*) FROM pgbench_history)`).Scan(&s[0], &s[1], &s[2], &s[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// --users-x 4 of a pgbench capture (through the proxy) replays every
+// captured session four times: four times the connections and the
+// statements, and, from a copy taken before pgbench (balances 0), four
+// times the history rows and the balances' sums, with no new error.
+func TestReplayUsersX(t *testing.T) {
+	pgtest.SkipShort(t)
+	_, dsn, copyName := pgbenchTemplate(t)
+	path := filepath.Join(t.TempDir(), "w.erpcap.gz")
+	p := startProxyProcess(t, dsn, "--capture", path)
+	runPgbench(t, p.dsn, "-n", "-c", "4", "-t", "25", "-M", "prepared")
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	if code := p.exit(t); code != 0 {
+		t.Fatalf("proxy exit code %d", code)
+	}
+	evs, _ := readCapture(t, path)
+	var sessions, statements int64
+	for _, e := range evs {
+		switch e.Kind {
+		case capture.KindConnect:
+			sessions++
+		case capture.KindQuery, capture.KindExecute, capture.KindCopy:
+			statements++
+		}
+	}
+	text, replayed, doc := replayOnto(t, srv.DSN(t, "postgres"), path, "--template", copyName, "--users-x", "4")
+	f := fidelity(t, doc)
+	if f.UsersX != 4 || int64(f.Sessions) != sessions || f.Connections != 4*sessions || f.Statements != 4*statements {
+		t.Errorf("users-x %d: sessions %d (captured %d), connections %d, statements %d (captured %d): want 4 times\n%s",
+			f.UsersX, f.Sessions, sessions, f.Connections, f.Statements, statements, text)
+	}
+	if len(f.NewErrors) > 0 || f.Skipped > 0 || doc.Status != "completed" {
+		t.Errorf("status %s, new errors %v, skipped %v\n%s", doc.Status, f.NewErrors, f.SkippedBy, text)
+	}
+	orig, got := pgbenchSums(t, dsn), pgbenchSums(t, replayed)
+	if orig[3] != 100 || got != [4]int64{4 * orig[0], 4 * orig[1], 4 * orig[2], 4 * orig[3]} {
+		t.Errorf("original (balances, history) %v, replayed x4 %v: want 4 times\n%s", orig, got, text)
+	}
+}
