@@ -61,7 +61,10 @@ A log or a journal is converted in memory (--save-capture FILE keeps the convers
 A replay writes. It replays into a fresh copy: --template DB makes
 erplab_replay_<time> with CREATE DATABASE ... TEMPLATE DB (as 'createdb -T DB') on the
 --dsn server, replays into it and drops it at the end (--keep keeps it and prints its
-name). Only --force replays into the --dsn database itself.
+name); a copy left by a replay killed outright is dropped by the next erplab command
+(or named, when it cannot log in without a password). Only --force replays into the
+--dsn database itself. --max-errors N stops the replay after N errors the capture did not
+have.
 
 A server log usable as a source is written with these settings (postgresql.conf):
 logging_collector = on
@@ -78,26 +81,28 @@ func newReplayCmd() *cobra.Command {
 		Use:   "replay SOURCE... --dsn DSN --template DB",
 		Short: "Replay a captured workload (proxy capture, server log, 1C journal) and score it",
 		Long:  replayLong,
-		Example: `  createdb -h db2 -T erp erp_before     # the database before the capture, on the replay server
-  erplab proxy --upstream 'host=db1 dbname=erp' --capture erp.erpcap.gz
+		Example: `  pg_dump -h db1 -Fc -f erp.dump erp       # the database before the capture (clients not yet on the proxy)
+  createdb -h db2 erp_before && pg_restore -h db2 -d erp_before erp.dump   # on the replay server
+  erplab proxy --listen 0.0.0.0:6433 --upstream 'host=db1 dbname=erp' --capture erp.erpcap.gz   # clients connect to port 6433
   erplab replay erp.erpcap.gz --dsn 'host=db2 dbname=postgres' --template erp_before
-  erplab replay /var/log/postgresql/postgresql-*.csv --dsn 'host=db2' --template erp_before --speed 2
-  erplab replay /var/log/1c/journal --dsn 'host=db2' --template erp_before --targets ops.txt`,
+  erplab replay erp.erpcap.gz --dsn 'host=db2 dbname=postgres' --template erp_before --users-x 4 --max-errors 100 --progress
+  erplab replay /var/log/postgresql/postgresql-*.csv --dsn 'host=db2 dbname=postgres' --template erp_before --speed 2
+  erplab replay /var/log/1c/journal --dsn 'host=db2 dbname=postgres' --template erp_before --targets ops.txt`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd, args) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.dsn, "dsn", "", "server to replay onto (libpq key=value or URL; default: PG* environment); with --template, the server where the copy is made")
+	fl.StringVar(&f.dsn, "dsn", "", "server to replay onto (libpq key=value or URL; default: PG* environment); with --template, the server where the copy is made, connected to its database (e.g. dbname=postgres)")
 	addDSNFileFlag(fl, &f.dsnFile, "dsn")
 	fl.StringVar(&f.from, "from", "", "source kind: capture, pglog or techlog (default: detected)")
 	fl.StringVar(&f.saveCapture, "save-capture", "", "also write the source as a capture file (never over an existing file)")
 	fl.Float64Var(&f.speed, "speed", 1, "pacing: 1 the captured pace, 2 twice as fast, 0 as fast as the sessions and the order allow")
-	fl.IntVar(&f.usersX, "users-x", 1, "copies of every captured session, offset in time: N times the users, not a fast-forward")
+	fl.IntVar(&f.usersX, "users-x", 1, "N copies of every captured session, copy k started k x (the captured sessions' mean gap between starts)/N/--speed later (all at once at --speed 0): N times the users, not a fast-forward")
 	fl.StringVar(&f.order, "order", "gates", "cross-session order: gates (the captured order and commit order, a watchdog against hangs) or none (each session on its own schedule, as pgreplay)")
 	fl.StringVar(&f.targets, "targets", "", "targets file: lines NAME T [MATCH] grouping statements into key operations with their APDEX T (see docs/replay.md)")
-	fl.DurationVar(&f.target, "target", 0, "APDEX T of the groups the targets file does not give one (default: each group's captured p95)")
-	fl.StringVar(&f.typeMap, "type-map", "", "techlog: type map overrides, from=to,... (default mvarchar=varchar,mchar=bpchar)")
-	fl.StringVar(&f.template, "template", "", "replay into a fresh copy of database DB (CREATE DATABASE erplab_replay_<time> TEMPLATE DB), dropped at the end")
+	fl.DurationVar(&f.target, "target", 0, "APDEX T of the groups the targets file does not give one (default: each group's captured p95 rounded to 1 ms, 500ms without captured durations)")
+	fl.StringVar(&f.typeMap, "type-map", "", "techlog: type map overrides, from=to,... ('from=' leaves a type unmapped; default mvarchar=varchar,mchar=bpchar)")
+	fl.StringVar(&f.template, "template", "", "replay into a fresh copy of database DB (CREATE DATABASE erplab_replay_<time> TEMPLATE DB; DB must have no other sessions), dropped at the end; a copy a killed replay left is dropped by the next erplab command")
 	fl.BoolVar(&f.keep, "keep", false, "with --template: keep the copy after the replay and print its name")
 	fl.BoolVar(&f.force, "force", false, "replay into the --dsn database itself (a replay writes)")
 	fl.BoolVar(&f.progress, "progress", false, "print a line every 5 s: statements, failures (new: the capture did not have them), lag behind schedule p99 (--speed > 0) and reorders so far")

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
 
 	"github.com/erplab/erplab/internal/capture"
 	"github.com/erplab/erplab/internal/capture/techlog"
@@ -577,5 +578,86 @@ func TestReplayUsersX(t *testing.T) {
 	orig, got := pgbenchSums(t, dsn), pgbenchSums(t, replayed)
 	if orig[3] != 100 || got != [4]int64{4 * orig[0], 4 * orig[1], 4 * orig[2], 4 * orig[3]} {
 		t.Errorf("original (balances, history) %v, replayed x4 %v: want 4 times\n%s", orig, got, text)
+	}
+}
+
+// shellWords splits a line of a --help example as sh would: words
+// separated by blanks, '...' quoted, a # word ending the line, && ending
+// a command (words is every command of the line).
+func shellWords(line string) (cmds [][]string) {
+	var cur []string
+	var w strings.Builder
+	inWord, quoted := false, false
+	flush := func() {
+		if inWord {
+			cur = append(cur, w.String())
+		}
+		w.Reset()
+		inWord = false
+	}
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case quoted && c == '\'':
+			quoted = false
+		case quoted:
+			w.WriteByte(c)
+		case c == '\'':
+			quoted, inWord = true, true
+		case c == ' ' || c == '\t':
+			flush()
+		case c == '#' && !inWord:
+			flush()
+			return append(cmds, cur)
+		default:
+			w.WriteByte(c)
+			inWord = true
+		}
+	}
+	flush()
+	return append(cmds, cur)
+}
+
+// Every erplab command of replay's --help examples parses with its
+// command's flags, and every replay names the database its --dsn
+// connects to (the copy is made from that connection; without dbname
+// libpq connects to the user's database, which may not exist).
+func TestReplayHelpExamples(t *testing.T) {
+	ex := newReplayCmd().Example
+	n := 0
+	for line := range strings.Lines(ex) {
+		for _, words := range shellWords(strings.TrimSpace(line)) {
+			if len(words) > 0 && words[len(words)-1] == "&&" {
+				words = words[:len(words)-1]
+			}
+			if len(words) < 2 || words[0] != "erplab" {
+				continue
+			}
+			n++
+			var c *cobra.Command
+			switch words[1] {
+			case "replay":
+				c = newReplayCmd()
+			case "proxy":
+				c = newProxyCmd()
+			default:
+				t.Fatalf("example of another command: %q", line)
+			}
+			if err := c.ParseFlags(words[2:]); err != nil {
+				t.Errorf("%q: %v", line, err)
+				continue
+			}
+			if words[1] != "replay" {
+				continue
+			}
+			dsn, _ := c.Flags().GetString("dsn")
+			tmpl, _ := c.Flags().GetString("template")
+			if cfg, err := pgx.ParseConfig(dsn); err != nil || !strings.Contains(dsn, "dbname=") || cfg.Database == tmpl || len(c.Flags().Args()) == 0 {
+				t.Errorf("%q: --dsn %q names no database other than the template, or no source", line, dsn)
+			}
+		}
+	}
+	if n < 4 {
+		t.Errorf("%d erplab commands in the examples:\n%s", n, ex)
 	}
 }
