@@ -661,3 +661,21 @@ func TestReplayHelpExamples(t *testing.T) {
 		t.Errorf("%d erplab commands in the examples:\n%s", n, ex)
 	}
 }
+
+// A --template that does not exist: one line with the server's words
+// (exit 1), and nothing left in erplab's leftover record.
+func TestReplayTemplateMissing(t *testing.T) {
+	pgtest.SkipShort(t)
+	state := filepath.Join(t.TempDir(), "state")
+	cmd := erplab(t, t.TempDir(), "replay", writeJournal(t, []string{"a", "b"}, 1000), "--dsn", srv.DSN(t, "postgres"),
+		"--template", "no_such_db", "--out", filepath.Join(t.TempDir(), "r.json"))
+	cmd.Env = append(cmd.Env, "ERPLAB_STATE_DIR="+state)
+	code, text := exitCode(t, cmd)
+	want := regexp.MustCompile(`(?m)^erplab: --template no_such_db: CREATE DATABASE erplab_replay_\S+ TEMPLATE no_such_db: template database "no_such_db" does not exist \(SQLSTATE 3D000\)$`)
+	if code != exitError || !want.MatchString(text) {
+		t.Errorf("exit %d:\n%s", code, text)
+	}
+	if left, _ := filepath.Glob(filepath.Join(state, "leftover", "*.json")); len(left) != 0 {
+		t.Errorf("entries left: %v", left)
+	}
+}

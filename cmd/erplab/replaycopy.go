@@ -81,21 +81,38 @@ func copyTemplate(ctx context.Context, dsn, template string) (*replayCopy, error
 		return nil, fmt.Errorf("--template: %w", err)
 	}
 	conn, err := conninfo.Connect(ctx, admin, "erplab-replay", nil)
-	if err == nil {
-		defer conn.Close(context.WithoutCancel(ctx))
-		_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{db}.Sanitize()+" TEMPLATE "+pgx.Identifier{template}.Sanitize())
-		if err != nil {
-			err = errors.New(conninfo.Describe(err))
-		}
-	}
 	if err != nil {
 		_ = rec.Remove(c.entry)
 		return nil, fmt.Errorf("--template %s: %w", template, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{db}.Sanitize()+" TEMPLATE "+pgx.Identifier{template}.Sanitize()); err != nil {
+		c.forgetFailed(err)
+		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) {
+			return nil, fmt.Errorf("--template %s: CREATE DATABASE %s TEMPLATE %s: %s (SQLSTATE %s)", template, db, template, pgErr.Message, pgErr.Code)
+		}
+		return nil, fmt.Errorf("--template %s: %s", template, conninfo.Describe(err))
 	}
 	if conn.QueryRow(ctx, "SELECT oid FROM pg_database WHERE datname = $1", db).Scan(&c.data.OID) == nil {
 		_ = rec.Update(c.entry, c.data)
 	}
 	return c, nil
+}
+
+// forgetFailed removes the entry of a copy whose CREATE DATABASE failed:
+// at once when the name was taken (42P04: not ours), else after a DROP
+// DATABASE IF EXISTS (an interrupted CREATE may have completed); when
+// that fails the entry stays for the next sweep.
+func (c *replayCopy) forgetFailed(err error) {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "42P04" {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if adminExec(ctx, c.admin, "DROP DATABASE IF EXISTS "+pgx.Identifier{c.db}.Sanitize()+" WITH (FORCE)") != nil {
+			return
+		}
+	}
+	_ = c.rec.Remove(c.entry)
 }
 
 // drop drops the copy unless keep, also after an error or an
