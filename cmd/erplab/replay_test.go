@@ -444,8 +444,17 @@ func TestReplayKilledCopyDropped(t *testing.T) {
 		t.Errorf("the sweep's line lacks %q:\n%s", want, text)
 	}
 
-	// Without a password for the sweep: named to drop by hand, once.
-	cmd, _, copyName, lines = startReplay(t, state, journal, "--dsn", srv.DSN(t, "postgres"), "--template", cfg.Database,
+	// The password given in --dsn (not the password file) is not
+	// recorded: the sweep, over TCP, has none and names the copy to drop
+	// by hand, once.
+	pf, err := os.ReadFile(passfileOf(srv.DSN(t, "postgres")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Split(strings.TrimSpace(strings.SplitN(string(pf), "\n", 2)[0]), ":")
+	password := fields[len(fields)-1]
+	withPassword := regexp.MustCompile(`passfile=\S+`).ReplaceAllString(srv.DSN(t, "postgres"), "password="+password)
+	cmd, _, copyName, lines = startReplay(t, state, journal, "--dsn", withPassword, "--template", cfg.Database,
 		"--out", filepath.Join(t.TempDir(), "r.json"), "--progress")
 	t.Cleanup(func() { adminSQL(t, srv.DSN(t, "postgres"), "DROP DATABASE IF EXISTS "+copyName+" WITH (FORCE)") })
 	_ = cmd.Process.Kill()
@@ -458,8 +467,8 @@ func TestReplayKilledCopyDropped(t *testing.T) {
 		t.Fatalf("entries %v, %v", entries, err)
 	}
 	b, err = os.ReadFile(entries[0])
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || len(password) < 8 || strings.Contains(string(b), password) || strings.Contains(string(b), "password=") {
+		t.Fatalf("the entry holds the password (%v):\n%s", err, b)
 	}
 	// Over TCP (scram-sha-256; the test server's socket trusts) without
 	// the password file.
