@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -33,6 +34,7 @@ type replayFlags struct {
 	typeMap               string
 	template              string
 	keep, force, progress bool
+	maxErrors             int64
 	out                   string
 	outMode               fs.FileMode
 }
@@ -58,7 +60,10 @@ A log or a journal is converted in memory (--save-capture FILE keeps the convers
 A replay writes. It replays into a fresh copy: --template DB makes
 erplab_replay_<time> with CREATE DATABASE ... TEMPLATE DB (as 'createdb -T DB') on the
 --dsn server, replays into it and drops it at the end (--keep keeps it and prints its
-name). Only --force replays into the --dsn database itself.
+name); a copy left by a replay killed outright is dropped by the next erplab command
+(or named, when it cannot log in without a password). Only --force replays into the
+--dsn database itself. --max-errors N stops the replay after N errors the capture did not
+have.
 
 A server log usable as a source is written with these settings (postgresql.conf):
 logging_collector = on
@@ -75,29 +80,32 @@ func newReplayCmd() *cobra.Command {
 		Use:   "replay SOURCE... --dsn DSN --template DB",
 		Short: "Replay a captured workload (proxy capture, server log, 1C journal) and score it",
 		Long:  replayLong,
-		Example: `  createdb -h db2 -T erp erp_before     # the database before the capture, on the replay server
-  erplab proxy --upstream 'host=db1 dbname=erp' --capture erp.erpcap.gz
+		Example: `  pg_dump -h db1 -Fc -f erp.dump erp       # the database before the capture (clients not yet on the proxy)
+  createdb -h db2 erp_before && pg_restore -h db2 -d erp_before erp.dump   # on the replay server
+  erplab proxy --listen 0.0.0.0:6433 --upstream 'host=db1 dbname=erp' --capture erp.erpcap.gz   # clients connect to port 6433
   erplab replay erp.erpcap.gz --dsn 'host=db2 dbname=postgres' --template erp_before
-  erplab replay /var/log/postgresql/postgresql-*.csv --dsn 'host=db2' --template erp_before --speed 2
-  erplab replay /var/log/1c/journal --dsn 'host=db2' --template erp_before --targets ops.txt`,
+  erplab replay erp.erpcap.gz --dsn 'host=db2 dbname=postgres' --template erp_before --users-x 4 --max-errors 100 --progress
+  erplab replay /var/log/postgresql/postgresql-*.csv --dsn 'host=db2 dbname=postgres' --template erp_before --speed 2
+  erplab replay /var/log/1c/journal --dsn 'host=db2 dbname=postgres' --template erp_before --targets ops.txt`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd, args) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.dsn, "dsn", "", "server to replay onto (libpq key=value or URL; default: PG* environment); with --template, the server where the copy is made")
+	fl.StringVar(&f.dsn, "dsn", "", "server to replay onto (libpq key=value or URL; default: PG* environment); with --template, the server where the copy is made, connected to its database (e.g. dbname=postgres)")
 	addDSNFileFlag(fl, &f.dsnFile, "dsn")
 	fl.StringVar(&f.from, "from", "", "source kind: capture, pglog or techlog (default: detected)")
 	fl.StringVar(&f.saveCapture, "save-capture", "", "also write the source as a capture file (never over an existing file)")
 	fl.Float64Var(&f.speed, "speed", 1, "pacing: 1 the captured pace, 2 twice as fast, 0 as fast as the sessions and the order allow")
-	fl.IntVar(&f.usersX, "users-x", 1, "copies of every captured session, offset in time: N times the users, not a fast-forward")
+	fl.IntVar(&f.usersX, "users-x", 1, "N copies of every captured session, copy k started k x (the captured sessions' mean gap between starts)/N/--speed later (all at once at --speed 0): N times the users, not a fast-forward")
 	fl.StringVar(&f.order, "order", "gates", "cross-session order: gates (the captured order and commit order, a watchdog against hangs) or none (each session on its own schedule, as pgreplay)")
 	fl.StringVar(&f.targets, "targets", "", "targets file: lines NAME T [MATCH] grouping statements into key operations with their APDEX T (see docs/replay.md)")
-	fl.DurationVar(&f.target, "target", 0, "APDEX T of the groups the targets file does not give one (default: each group's captured p95)")
-	fl.StringVar(&f.typeMap, "type-map", "", "techlog: type map overrides, from=to,... (default mvarchar=varchar,mchar=bpchar)")
-	fl.StringVar(&f.template, "template", "", "replay into a fresh copy of database DB (CREATE DATABASE erplab_replay_<time> TEMPLATE DB), dropped at the end")
+	fl.DurationVar(&f.target, "target", 0, "APDEX T of the groups the targets file does not give one (default: each group's captured p95 rounded to 1 ms, 500ms without captured durations)")
+	fl.StringVar(&f.typeMap, "type-map", "", "techlog: type map overrides, from=to,... ('from=' leaves a type unmapped; default mvarchar=varchar,mchar=bpchar)")
+	fl.StringVar(&f.template, "template", "", "replay into a fresh copy of database DB (CREATE DATABASE erplab_replay_<time> TEMPLATE DB; DB must have no other sessions), dropped at the end; a copy a killed replay left is dropped by the next erplab command")
 	fl.BoolVar(&f.keep, "keep", false, "with --template: keep the copy after the replay and print its name")
 	fl.BoolVar(&f.force, "force", false, "replay into the --dsn database itself (a replay writes)")
-	fl.BoolVar(&f.progress, "progress", false, "print a line every 5 s: statements and failures so far")
+	fl.BoolVar(&f.progress, "progress", false, "print a line every 5 s: statements, failures (new: the capture did not have them), lag behind schedule p99 (--speed > 0) and reorders so far")
+	fl.Int64Var(&f.maxErrors, "max-errors", 0, "stop the replay once this many statements failed with errors the capture did not have (0 = never); the results so far are written, the copy dropped")
 	fl.StringVar(&f.out, "out", "", "results file, or an existing directory for <time>-replay.json (default ./erplab-results/<time>-replay.json); never an existing file")
 	addOutModeFlag(fl, &f.outMode)
 	return cmd
@@ -125,8 +133,8 @@ func (f *replayFlags) options() (replay.Options, load.Options, error) {
 	default:
 		return o, lo, fmt.Errorf("--from %q: want capture, pglog or techlog", f.from)
 	}
-	if f.speed < 0 || f.usersX < 1 || f.target < 0 {
-		return o, lo, errors.New("--speed and --target must not be negative, --users-x at least 1")
+	if f.speed < 0 || f.usersX < 1 || f.target < 0 || f.maxErrors < 0 {
+		return o, lo, errors.New("--speed, --target and --max-errors must not be negative, --users-x at least 1")
 	}
 	if f.keep && f.template == "" {
 		return o, lo, errors.New("--keep keeps the copy --template makes: give --template")
@@ -151,7 +159,7 @@ func (f *replayFlags) options() (replay.Options, load.Options, error) {
 			return o, lo, err
 		}
 	}
-	o.Speed, o.UsersX, o.Target = f.speed, f.usersX, f.target
+	o.Speed, o.UsersX, o.Target, o.MaxNewErrors = f.speed, f.usersX, f.target, f.maxErrors
 	o.Version, o.CommandLine = version, append([]string{"erplab"}, os.Args[1:]...)
 	return o, lo, nil
 }
@@ -189,13 +197,13 @@ func (f *replayFlags) run(cmd *cobra.Command, args []string) error {
 	}()
 	opts.DSN, opts.Header = dsn, src.Header
 	if f.template != "" {
-		db, admin, err := copyTemplate(ctx, dsn, f.template)
+		c, err := copyTemplate(ctx, dsn, f.template)
 		if err != nil {
 			return err
 		}
-		defer f.dropCopy(out, cmd.ErrOrStderr(), admin, db)
-		opts.DSN = replay.WithDatabase(dsn, db)
-		fmt.Fprintf(out, "replaying into %s, a copy of %s\n", db, f.template)
+		defer c.drop(out, cmd.ErrOrStderr(), f.keep)
+		opts.DSN = replay.WithDatabase(dsn, c.db)
+		fmt.Fprintf(out, "replaying into %s, a copy of %s\n", c.db, f.template)
 	}
 	streaming = true
 	return f.replay(ctx, out, src, opts, res)
@@ -207,14 +215,14 @@ func (f *replayFlags) replay(ctx context.Context, out io.Writer, src *load.Sourc
 	head := &results.Document{Format: results.Format, Schema: results.SchemaVersion, Version: version,
 		CommandLine: conninfo.RedactArgs(opts.CommandLine), Workload: replay.Workload, Status: "running", StartedAt: time.Now()}
 	_ = stream.Write(results.StreamLine{Type: "header", Header: head})
-	var n, failed int64
-	var next float64
 	opts.OnInterval = func(iv results.Interval) {
 		_ = stream.Write(results.StreamLine{Type: "interval", Interval: &iv})
-		n, failed = n+iv.Count, failed+iv.Errors
-		if f.progress && iv.T >= next {
-			next = iv.T + replayProgressEvery.Seconds()
-			fmt.Fprintf(out, "t=%.0fs statements %d failed %d\n", iv.T, n, failed)
+	}
+	var next time.Duration
+	opts.OnProgress = func(p replay.Progress) {
+		if f.progress && p.Elapsed >= next {
+			next = p.Elapsed.Truncate(replayProgressEvery) + replayProgressEvery
+			fmt.Fprintln(out, progressLine(p))
 		}
 	}
 	res, err := replay.Run(ctx, replay.Slice(src.Events), opts)
@@ -229,28 +237,18 @@ func (f *replayFlags) replay(ctx context.Context, out io.Writer, src *load.Sourc
 	if res.Doc.Status == "interrupted" {
 		return withCode(exitInterrupted, fmt.Errorf("interrupted; results so far: %s", rsv.Path()))
 	}
+	if why, ok := strings.CutPrefix(res.Doc.Status, "aborted: "); ok {
+		return fmt.Errorf("replay stopped by --max-errors %d: %s; results so far: %s", f.maxErrors, why, rsv.Path())
+	}
 	return nil
 }
 
-// copyTemplate creates erplab_replay_<time> as a copy of template on the
-// server of dsn (replay.CopyDatabase).
-func copyTemplate(ctx context.Context, dsn, template string) (db, admin string, err error) {
-	db, admin, err = replay.CopyDatabase(ctx, dsn, template)
-	if err != nil {
-		return "", "", fmt.Errorf("--template %s: %w", template, err)
+// progressLine is --progress's line, e.g. "t=5s statements 1200 failed
+// 3 (new 1) lag p99 2.1 ms reordered 0"; no lag at --speed 0.
+func progressLine(p replay.Progress) string {
+	lag := ""
+	if p.Lagged {
+		lag = " lag p99 " + results.FormatMs(float64(p.LagP99)/float64(time.Millisecond))
 	}
-	return db, admin, nil
-}
-
-// dropCopy drops the copy unless --keep, also after an error or
-// interruption (a process killed outright leaves it: its name starts
-// with erplab_replay_).
-func (f *replayFlags) dropCopy(out, errOut io.Writer, admin, db string) {
-	if f.keep {
-		fmt.Fprintf(out, "kept the replayed database: %s\n", db)
-		return
-	}
-	if err := replay.DropCopy(admin, db); err != nil {
-		fmt.Fprintf(errOut, "warning: could not drop the replayed copy %s: %v\n", db, err)
-	}
+	return fmt.Sprintf("t=%.0fs statements %d failed %d (new %d)%s reordered %d", p.Elapsed.Seconds(), p.Statements, p.Failed, p.NewErrors, lag, p.Reordered)
 }

@@ -111,6 +111,38 @@ type tally struct {
 	f      Fidelity
 	lag    *hdrhistogram.Histogram // µs
 	lagged bool
+	// newErrs counts the statements that failed with an error the
+	// capture did not have; atMax is called once when it reaches maxNew
+	// (> 0).
+	newErrs, maxNew int64
+	atMax           func(n int64)
+}
+
+// Progress is a replay's figures so far (Options.OnProgress).
+type Progress struct {
+	// Elapsed is the time since the replay's start.
+	Elapsed time.Duration
+	// Statements replayed (not counting prepares), Failed those with an
+	// error, NewErrors those with an error the capture did not have.
+	Statements, Failed, NewErrors int64
+	// Reordered counts the gates the watchdog released.
+	Reordered int64
+	// LagP99 is the 99th percentile of the lag behind schedule so far;
+	// Lagged is false when none was measured (Speed 0, or no statement
+	// yet).
+	LagP99 time.Duration
+	Lagged bool
+}
+
+// progress returns the figures so far.
+func (t *tally) progress() Progress {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := Progress{Statements: t.f.Statements, Failed: t.f.Failed, NewErrors: t.newErrs, Reordered: t.f.Reordered, Lagged: t.lagged}
+	if t.lagged {
+		p.LagP99 = time.Duration(t.lag.ValueAtQuantile(99)) * time.Microsecond
+	}
+	return p
 }
 
 func newTally() *tally {
@@ -158,6 +190,10 @@ func (t *tally) compareErrors(captured, replayed string) {
 		t.f.SameErrors[replayed]++
 	case replayed != "":
 		t.f.NewErrors[replayed]++
+		t.newErrs++
+		if t.newErrs == t.maxNew && t.atMax != nil {
+			t.atMax(t.newErrs)
+		}
 		if captured != "" {
 			t.f.MissingErrors[captured]++
 		}

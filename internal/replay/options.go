@@ -121,6 +121,14 @@ type Options struct {
 	// first event, with its start (the results' time base), e.g. to start
 	// observing the server on the same time base.
 	OnStart func(start time.Time)
+	// OnProgress, when set, receives the figures so far (statements,
+	// errors, lag, reorders) after each closed interval, from the same
+	// goroutine as OnInterval.
+	OnProgress func(Progress)
+	// MaxNewErrors > 0 stops the replay once that many statements failed
+	// with an error the capture did not have: the sessions stop as on an
+	// interruption and the document's status is "aborted: <why>".
+	MaxNewErrors int64
 	// Warn, when set, receives one line per thing worth a user's
 	// attention (an unknown type name, a session that could not connect).
 	Warn func(string)
@@ -135,6 +143,9 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("replay: users-x %d is negative", o.UsersX)
 	}
 	o.UsersX = max(o.UsersX, 1)
+	if o.MaxNewErrors < 0 {
+		return o, fmt.Errorf("replay: max new errors %d is negative", o.MaxNewErrors)
+	}
 	switch o.Order {
 	case "":
 		o.Order = OrderCapture

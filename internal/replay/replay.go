@@ -71,17 +71,25 @@ func Run(ctx context.Context, src iter.Seq2[capture.Event, error], opts Options)
 	}
 	env := readEnvironment(ctx, mconn)
 	r.mon = newMonitor(mconn, opts.Poll, opts.Margin, r.tally)
+	rctx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
+	r.tally.maxNew, r.tally.atMax = opts.MaxNewErrors, func(n int64) {
+		abort(fmt.Errorf("%d statements failed with errors the capture did not have (at most %d allowed)", n, n))
+	}
 	r.start = time.Now()
 	if opts.OnStart != nil {
 		opts.OnStart(r.start)
 	}
 	r.rec = record.New(p.opInfos(), r.start, 0, opts.Interval)
-	r.runSessions(ctx)
+	r.runSessions(rctx)
 	end := time.Now()
 	r.intervals(r.rec.Finish(end))
 	status := "completed"
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
 		status = "interrupted"
+	case rctx.Err() != nil:
+		status = "aborted: " + context.Cause(rctx).Error()
 	}
 	doc, fid := r.document(env, end, status)
 	return &Result{Doc: doc, Fidelity: fid}, nil
@@ -154,13 +162,18 @@ func (r *replay) tick(ctx context.Context) {
 	}
 }
 
-// intervals hands closed intervals to Options.OnInterval.
+// intervals hands closed intervals to Options.OnInterval, then the
+// figures so far to Options.OnProgress.
 func (r *replay) intervals(ivs []results.Interval) {
-	if r.opts.OnInterval == nil {
-		return
+	if r.opts.OnInterval != nil {
+		for _, iv := range ivs {
+			r.opts.OnInterval(iv)
+		}
 	}
-	for _, iv := range ivs {
-		r.opts.OnInterval(iv)
+	if r.opts.OnProgress != nil && len(ivs) > 0 {
+		p := r.tally.progress()
+		p.Elapsed = time.Since(r.start)
+		r.opts.OnProgress(p)
 	}
 }
 
