@@ -4,8 +4,27 @@ import (
 	"container/heap"
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
+
+// kickWhileParked calls kick after d, then again after 2d, 4d ...
+// while the wait lasts (done not set), up to maxKickGap apart: a look
+// that came before the wait it was for could be seen (a statement just
+// sent, not yet waiting on its lock) is not the last one before the
+// monitor's next poll.
+func kickWhileParked(done *atomic.Bool, kick func(), d time.Duration) {
+	time.AfterFunc(d, func() {
+		if done.Load() {
+			return
+		}
+		kick()
+		kickWhileParked(done, kick, min(2*d, maxKickGap))
+	})
+}
+
+// maxKickGap bounds the time between two kicks of one parked statement.
+const maxKickGap = 64 * time.Millisecond
 
 // kickAfter is how long a statement stays parked at a gate before the
 // monitor is asked to look for a wait cycle through it: far above the
@@ -58,17 +77,16 @@ func (g *gates) waitsOn(st *step) int {
 // with ctx's error. by is release's value when it let st go with its
 // gates still closed, else ""; parked is called with true before the
 // first sleep and with false after the last. kick, when not nil, is
-// called once if st is still parked after kickAfter (the monitor then
-// looks for a cycle at once rather than at its next poll).
+// called if st is still parked after kickAfter, and again at doubling
+// periods (the monitor then looks for a cycle at once rather than at its
+// next poll).
 func (g *gates) wait(ctx context.Context, st *step, release <-chan string, parked func(bool), kick func()) (by string, err error) {
 	slept := false
-	var timer *time.Timer
+	var done atomic.Bool // ends the kicks
 	defer func() {
+		done.Store(true)
 		if slept {
 			parked(false)
-		}
-		if timer != nil {
-			timer.Stop()
 		}
 	}()
 	for {
@@ -80,7 +98,7 @@ func (g *gates) wait(ctx context.Context, st *step, release <-chan string, parke
 			slept = true
 			parked(true)
 			if kick != nil {
-				timer = time.AfterFunc(kickAfter, kick)
+				kickWhileParked(&done, kick, kickAfter)
 			}
 		}
 		select {
