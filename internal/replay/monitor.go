@@ -86,16 +86,31 @@ func (m *monitor) unregister(pid uint32) {
 func (m *monitor) run(ctx context.Context) {
 	tick := time.NewTicker(m.poll)
 	defer tick.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		case <-m.kicks:
+			// Kicks come from every parked session: at most one look
+			// per minKickGap, so the monitor's own queries stay a small
+			// load on the server it measures.
+			if d := minKickGap - time.Since(last); d > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(d):
+				}
+			}
 		}
+		last = time.Now()
 		m.check(ctx) //nolint:errcheck // retried at the next tick
 	}
 }
+
+// minKickGap is the shortest time between two looks of the monitor.
+const minKickGap = 10 * time.Millisecond
 
 // blocked is one waiting backend and the backends that block it.
 type blocked struct {
