@@ -146,10 +146,10 @@ func checkErpReplayed(t *testing.T, text, origDSN, copyDSN, replayedDSN string, 
 	if d := diffState(orig, replayed); len(d) > 0 {
 		t.Errorf("end state, original / replayed:\n%s\n%s", strings.Join(d, "\n"), text)
 	}
-	for _, tbl := range []string{"_document187", "_document190", "_accumrg1234", "_accumrgt1239"} {
-		if orig[tbl] == before[tbl] {
-			t.Errorf("the run did not change %s (%s): the round trip proves nothing", tbl, orig[tbl])
-		}
+	// A posting (40% of the mix) changes at least its document, its
+	// lines, a register's movements and its totals.
+	if changed := diffState(before, orig); len(changed) < 4 {
+		t.Errorf("the run changed %d tables: the round trip proves little\n%s", len(changed), strings.Join(changed, "\n"))
 	}
 	t.Logf("%d statements, %d reordered, %d lock waits, same errors %v", f.Statements, f.Reordered, f.LockWaits, f.SameErrors)
 }
