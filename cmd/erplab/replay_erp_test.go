@@ -15,6 +15,7 @@ import (
 	"github.com/erplab/erplab/internal/capture"
 	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/pgtest"
+	"github.com/erplab/erplab/internal/replay"
 	"github.com/erplab/erplab/internal/results"
 )
 
@@ -178,7 +179,7 @@ func TestReplayErpProxyCapture(t *testing.T) {
 		t.Fatalf("proxy exit code %d", code)
 	}
 	text, replayed, doc := replayOnto(t, admin, path, "--template", copyName)
-	checkErpReplayed(t, text, dsn, withDatabase(admin, copyName), replayed, doc, statementEvents(t, path))
+	checkErpReplayed(t, text, dsn, replay.WithDatabase(admin, copyName), replayed, doc, statementEvents(t, path))
 }
 
 // The same from a csvlog (log_statement = all, durations, connections,
