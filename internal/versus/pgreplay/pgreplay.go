@@ -123,6 +123,10 @@ type Measurement struct {
 	Statements, Errors int64
 	// Wall is the process's wall time, CPU its user + system time.
 	Wall, CPU time.Duration
+	// Own is the tool's own figure of its run time: pgreplay's "Total run
+	// time" (parsing included: it reads the log as it replays), erplab's
+	// replay from start to end (after reading the whole log).
+	Own time.Duration
 	// Lag behind schedule at speed > 0, ms; LagQuantiles false when only
 	// LagMax is known (pgreplay, in whole seconds).
 	LagP50, LagP99, LagMax float64
@@ -362,7 +366,7 @@ func (t *target) runErplab(ctx context.Context, opts Options, log, tool string, 
 	if err := json.Unmarshal(doc.Extra["replay"], &f); err != nil {
 		return m, fmt.Errorf("erplab replay: extra.replay of %s: %w", path, err)
 	}
-	m.Statements, m.Errors = f.Statements, f.Failed
+	m.Statements, m.Errors, m.Own = f.Statements, f.Failed, doc.EndedAt.Sub(doc.StartedAt)
 	if f.Lag != nil {
 		m.LagP50, m.LagP99, m.LagMax, m.LagQuantiles = f.Lag.P50, f.Lag.P99, f.Lag.Max, true
 	}
@@ -465,6 +469,9 @@ func parsePgreplay(out []byte, m *Measurement) error {
 				m.Errors, _ = strconv.ParseInt(f[0], 10, 64)
 			}
 		}
+		if v, ok := strings.CutPrefix(line, "Total run time:"); ok {
+			m.Own = runTime(v)
+		}
 		if v, ok := strings.CutPrefix(line, "Maximum lag behind schedule: "); ok {
 			if f := strings.Fields(v); len(f) > 0 {
 				s, _ := strconv.ParseFloat(f[0], 64)
@@ -476,6 +483,27 @@ func parsePgreplay(out []byte, m *Measurement) error {
 		return errors.New("no \"SQL statements executed\" in pgreplay's statistics")
 	}
 	return nil
+}
+
+// runTime reads pgreplay's " [H hours] [M minutes] S.SSS seconds".
+func runTime(v string) time.Duration {
+	f := strings.Fields(v)
+	var d time.Duration
+	for i := 0; i+1 < len(f); i += 2 {
+		n, err := strconv.ParseFloat(f[i], 64)
+		if err != nil {
+			return 0
+		}
+		switch f[i+1] {
+		case "hours":
+			d += time.Duration(n * float64(time.Hour))
+		case "minutes":
+			d += time.Duration(n * float64(time.Minute))
+		case "seconds":
+			d += time.Duration(n * float64(time.Second))
+		}
+	}
+	return d
 }
 
 // lastLines are the last three lines of a tool's output, for an error.

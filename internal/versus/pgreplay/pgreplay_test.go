@@ -21,8 +21,11 @@ func TestParsePgreplay(t *testing.T) {
 	if err := parsePgreplay(out, &m); err != nil {
 		t.Fatal(err)
 	}
-	if m.Statements != 803 || m.Errors != 0 || m.LagMax != 1000 || m.LagQuantiles {
-		t.Fatalf("%+v: want 803 statements, 0 errors, lag max 1 s", m)
+	if m.Statements != 803 || m.Errors != 0 || m.LagMax != 1000 || m.LagQuantiles || m.Own != 1362*time.Millisecond {
+		t.Fatalf("%+v: want 803 statements, 0 errors, lag max 1 s, run time 1.362 s", m)
+	}
+	if d := runTime(" 1 hours 2 minutes 3.500 seconds"); d != time.Hour+2*time.Minute+3500*time.Millisecond {
+		t.Fatalf("run time %s", d)
 	}
 	if err := parsePgreplay([]byte("Error: no connection found for session 0x1\n"), &m); err == nil {
 		t.Fatal("a report without statistics was accepted")
