@@ -91,7 +91,7 @@ func TestRatios(t *testing.T) {
 	}
 	var b strings.Builder
 	Print(&b, r)
-	if !strings.Contains(b.String(), "timed out: pgreplay, speed unlimited, round 3, after 1m0s") {
+	if !strings.Contains(b.String(), "timed out: pgreplay, speed unlimited, round 3, after 1m0s (client CPU 0s)") {
 		t.Errorf("no timeout line:\n%s", b.String())
 	}
 }

@@ -82,6 +82,10 @@ func Print(w io.Writer, r *Report) {
 		own, _ := figures(r.Unlimited, tool, func(m Measurement) float64 { return m.Own.Seconds() })
 		rate, _ := figures(r.Unlimited, tool, Measurement.Rate)
 		cpu, _ := figures(r.Unlimited, tool, Measurement.CPUPerStmt)
+		if n == 0 {
+			fmt.Fprintf(tw, "%s\t0/%d\t-\t-\t-\t-\t-\t-\t\n", tool, rounds)
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%d/%d\t%.0f\t%.0f\t%.1f s\t%.1f s\t%.0f [%.0f-%.0f]\t%.1f µs [%.1f-%.1f]\t\n", tool, n, rounds, st.Median, er.Median,
 			wall.Median, own.Median, rate.Median, rate.Min, rate.Max, cpu.Median, cpu.Min, cpu.Max)
 	}
@@ -106,8 +110,8 @@ func Print(w io.Writer, r *Report) {
 	}
 	for _, m := range append(append([]Measurement(nil), r.Unlimited...), r.Lag...) {
 		if m.TimedOut {
-			fmt.Fprintf(w, "timed out: %s, speed %s, round %d, after %s; the copy's sessions then: %s\n",
-				m.Tool, speedName(m.Speed), m.Round+1, m.Wall.Round(time.Second), m.Stuck)
+			fmt.Fprintf(w, "timed out: %s, speed %s, round %d, after %s (client CPU %s); the copy's sessions then: %s\n",
+				m.Tool, speedName(m.Speed), m.Round+1, m.Wall.Round(time.Second), m.CPU.Round(100*time.Millisecond), m.Stuck)
 		}
 	}
 }
