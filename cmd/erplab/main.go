@@ -65,7 +65,7 @@ func newRoot() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return withCode(exitUsage, fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 	})
-	root.AddCommand(newVersionCmd(), newRunCmd(), newInitCmd(), newCheckCmd(), newTopCmd(), newStressCmd(), newDiskCmd(), newRewriteCmd(), newProxyCmd(), newDoctorCmd(), newCompareCmd(), newReportCmd(), newABCmd(), newCapacityCmd(), newVsPgbenchCmd(), newProfileCmd(), newPgbenchCmd(), newMergeCmd(), newK8sCmd(), newReplayCmd(), newGenDocsCmd())
+	root.AddCommand(newVersionCmd(), newRunCmd(), newInitCmd(), newCheckCmd(), newTopCmd(), newStressCmd(), newDiskCmd(), newRewriteCmd(), newProxyCmd(), newDoctorCmd(), newCompareCmd(), newReportCmd(), newABCmd(), newCapacityCmd(), newVsPgbenchCmd(), newProfileCmd(), newPgbenchCmd(), newMergeCmd(), newK8sCmd(), withReplayBench(newReplayCmd()), newGenDocsCmd())
 	usageCodedArgs(root)
 	guardSplitDSN(root)
 	return root
