@@ -57,6 +57,14 @@ load profile and data: each run starts from CREATE DATABASE run_x TEMPLATE ` + e
 not restarted between runs (warm cache after the first run) unless --cold: then the server is
 restarted before every run and, as root, the OS page cache is dropped.
 
+Your own traffic as the load: --workload replay --replay-source CAPTURE --replay-template DSN
+replays a capture (erplab proxy --capture, a server log, a 1C journal: as erplab replay's
+SOURCE) in every run, --users-x copies of each captured session at --replay-speed. The
+database as it was before the capture, given as a connection string, is copied into ab's
+server with pg_dump; every round replays onto a fresh copy of it. The load profile flags
+(--users, --duration, --connections, --think ...) do not apply; --rounds defaults to 3.
+See docs/replay.md.
+
 A/B of capacity (does a remedy move the knee: how many users each variant carries at
 APDEX >= target) is erplab capacity --variant NAME=remedy: ab compares one load profile.
 
@@ -103,7 +111,8 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 		Example: `  erplab ab --workload erp --scale 0.1 --users 20 --duration 60s --variant proxy=rewrite-proxy
   erplab ab --workload erp --variant tuned=settings:examples/erp-profile.conf --rounds 4
   erplab ab --workload erp --duration 20s --aa 10 --rounds 3
-  erplab ab --workload erp --temp-style 1c --variant tmpfs=tmpfs-temp-tablespace --out-dir ab-tmpfs`,
+  erplab ab --workload erp --temp-style 1c --variant tmpfs=tmpfs-temp-tablespace --out-dir ab-tmpfs
+  erplab ab --workload replay --replay-source erp.erpcap.gz --replay-template 'host=db1 dbname=erp_before' --variant tuned=settings:erp-profile.conf --rounds 4`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(variants) == 0 && aa == 0 {
@@ -161,6 +170,14 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 				}
 				defer base.Close()
 				outDir = base.Join("ab-" + time.Now().Format("20060102-150405"))
+			}
+			if _, driven := opts.Workload.(workload.Driver); driven {
+				if cmd.Flags().Changed("budget") {
+					return withCode(exitUsage, fmt.Errorf("--workload %s drives its own load, whose length --budget cannot plan: give --rounds", opts.Workload.Name()))
+				}
+				if rounds == 0 {
+					rounds = experiment.MinRounds // a replay lasts as long as its capture, not --duration
+				}
 			}
 			if rounds == 0 {
 				if aa > 0 {

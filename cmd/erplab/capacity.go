@@ -85,13 +85,21 @@ side above every round of the other needs 4 rounds each at 0.05); one round each
 "inconclusive: one round each". The A/B document (--out) holds every search with its steps;
 erplab report draws the sides' APDEX curves on one chart with each side's capacity marked.
 
+Your own traffic as the load: --workload replay --replay-source CAPTURE --replay-template DB
+replays a capture in every step onto a fresh copy of DB (a database on the --dsn server; a
+connection string without --dsn: copied into the throwaway server with pg_dump). The step is
+--users-x, the copies of every captured session (--start defaults to 1; give --max-users),
+each step as long as the replay; --ramp, --hold and the think time do not apply. See
+docs/replay.md.
+
 Exit codes: 0 done, 1 error (a server that failed during the search: the finished steps are
 kept and the capacity known so far printed), 2 bad usage, 99 capacity below --require, 130
 interrupted (finished steps kept, capacity so far printed).`,
 		Example: `  erplab capacity --workload smoke --start 4 --max-users 64 --hold 30s --ramp 5s
   erplab capacity --workload erp --user-ops-per-hour 120 --start 50 --step x2 --max-users 2000 --hold 2m --ramp 30s
   erplab capacity --rate --start 50 --step +50 --max-users 1000 --hold 1m --p95 post_invoice=500ms
-  erplab capacity --workload erp --start 8 --max-users 128 --hold 1m --variant tuned=settings:examples/erp-profile.conf --rounds 4`,
+  erplab capacity --workload erp --start 8 --max-users 128 --hold 1m --variant tuned=settings:examples/erp-profile.conf --rounds 4
+  erplab capacity --workload replay --replay-source erp.erpcap.gz --replay-template erp_before --dsn 'host=db2 dbname=postgres' --max-users 16`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := f.config(cmd, runCmd, rf)
@@ -268,6 +276,12 @@ func (f *capacityFlags) config(cmd, runCmd *cobra.Command, rf *runFlags) (capaci
 	if err != nil {
 		return cfg, err
 	}
+	driver, driven := base.Workload.(workload.Driver)
+	if driven {
+		if err := f.drivenSearch(cmd); err != nil {
+			return cfg, err
+		}
+	}
 	errRate, err := parsePct("error-rate", f.errorRateS)
 	if err != nil {
 		return cfg, err
@@ -334,9 +348,38 @@ func (f *capacityFlags) config(cmd, runCmd *cobra.Command, rf *runFlags) (capaci
 	if !f.open && cmd.Flags().Changed("workers") {
 		return cfg, errors.New("--workers applies to the open model (--rate) only")
 	}
+	conns, unit := rf.connections, ""
+	if driven {
+		conns = driver.Connections(int(f.max)) // the server is sized for the last step
+		unit = "users-x"
+	}
 	return capacity.Config{
 		Base: base, Plan: plan, Target: target, Open: f.open, Workers: f.workers,
-		Hold: f.hold, Ramp: f.ramp, Warmup: rf.warmup, Connections: rf.connections,
-		UserOpsPerHour: f.opsPerHour, Out: f.out,
+		Hold: f.hold, Ramp: f.ramp, Warmup: rf.warmup, Connections: conns,
+		UserOpsPerHour: f.opsPerHour, Out: f.out, Unit: unit,
 	}, nil
+}
+
+// drivenSearch checks the flags of a search whose workload drives its own
+// load (a replay): the step's load is --users-x, the copies of every
+// captured session, each step the replay's own length; --start defaults
+// to 1 and --max-users must be given (the server is sized for it).
+func (f *capacityFlags) drivenSearch(cmd *cobra.Command) error {
+	fl := cmd.Flags()
+	if fl.Changed("users-x") {
+		return errors.New("capacity raises --users-x itself: --start, --step and --max-users count the copies of every captured session; drop --users-x")
+	}
+	for _, name := range []string{"ramp", "hold", "rate", "workers", "user-ops-per-hour"} {
+		if fl.Changed(name) {
+			return fmt.Errorf("--workload replay drives its own load (each step replays the captured sessions, --users-x copies of each): --%s does not apply", name)
+		}
+	}
+	if !fl.Changed("max-users") {
+		return errors.New("--workload replay: give --max-users N, the most copies of every captured session to try (the server is sized for them)")
+	}
+	if !fl.Changed("start") {
+		f.start = 1
+	}
+	f.ramp = 0
+	return nil
 }

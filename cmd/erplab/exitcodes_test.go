@@ -77,7 +77,7 @@ func TestExecuteExitCodes(t *testing.T) {
 		{"threshold", 0, []string{"run", "--workload", "smoke", "--dsn", dsn, "--users", "100", "--connections", "1", "--think", "0",
 			"--duration", "1s", "--mix", "temp_churn=1", "--apdex-min", "1", "--out", "t.json", "--progress", "0"}, exitThreshold},
 		{"interrupted", time.Second, []string{"run", "--workload", "smoke", "--dsn", dsn, "--duration", "30s", "--out", "i.json", "--progress", "0"}, exitInterrupted},
-		// The README's table, case by case (issue 16).
+		// The table of docs/exit-codes.md (exitcode.Table), case by case (issue 16).
 		{"unparsable dsn", 0, []string{"run", "--dsn", "port=abc", "--duration", "1s"}, exitUsage},
 		{"unparsable dsn of doctor", 0, []string{"doctor", "--dsn", "port=abc", "--sample", "0"}, exitUsage},
 		{"unparsable dsn of check", 0, []string{"check", "--dsn", "port=abc"}, exitUsage},

@@ -1,5 +1,5 @@
 // Command erplab load-tests and diagnoses PostgreSQL under ERP workloads.
-// See README.md for the commands.
+// See README.md and docs/commands/ for the commands.
 package main
 
 import (
@@ -21,8 +21,8 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "0.1.0-dev"
 
-// Exit codes, by the one table in internal/exitcode (the README's "Exit
-// codes" section repeats it). The cmd files use these short names.
+// Exit codes, by the one table in internal/exitcode (docs/exit-codes.md
+// is generated from it). The cmd files use these short names.
 const (
 	exitOK             = int(exitcode.OK)
 	exitError          = int(exitcode.Error)
@@ -65,7 +65,7 @@ func newRoot() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return withCode(exitUsage, fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 	})
-	root.AddCommand(newVersionCmd(), newRunCmd(), newInitCmd(), newCheckCmd(), newTopCmd(), newStressCmd(), newDiskCmd(), newRewriteCmd(), newProxyCmd(), newDoctorCmd(), newCompareCmd(), newReportCmd(), newABCmd(), newCapacityCmd(), newVsPgbenchCmd(), newProfileCmd(), newPgbenchCmd(), newMergeCmd(), newK8sCmd())
+	root.AddCommand(newVersionCmd(), newRunCmd(), newInitCmd(), newCheckCmd(), newTopCmd(), newStressCmd(), newDiskCmd(), newRewriteCmd(), newProxyCmd(), newDoctorCmd(), newCompareCmd(), newReportCmd(), newABCmd(), newCapacityCmd(), newVsPgbenchCmd(), newProfileCmd(), newPgbenchCmd(), newMergeCmd(), newK8sCmd(), withReplayBench(newReplayCmd()), newGenDocsCmd())
 	usageCodedArgs(root)
 	guardSplitDSN(root)
 	return root

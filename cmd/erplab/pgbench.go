@@ -26,6 +26,8 @@ reports pgbench killed by it, 128 + the signal (130, 143, 129), after the partia
 'erplab pgbench --help' lists pgbench's options.`,
 		DisableFlagParsing: true,
 		SilenceUsage:       true,
+		// Its flags are not cobra's: the generated page shows its --help.
+		Annotations: map[string]string{helpAnnotation: cli.Usage},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			code := cli.Main(cmd.Context(), args, cli.Streams{Stdin: os.Stdin, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr()},
 				os.Getenv, cli.Program{Version: version, Out: os.Getenv("ERPLAB_PGBENCH_OUT")})

@@ -76,7 +76,7 @@ func TestPgbenchInterruptExitStatus(t *testing.T) {
 }
 
 // `erplab pgbench -i` interrupted while generating data: one line saying
-// what was interrupted, exit 130 (the README's code for an interrupt, as
+// what was interrupted, exit 130 (docs/exit-codes.md's code for an interrupt, as
 // the run's).
 func TestPgbenchInitInterrupted(t *testing.T) {
 	dir := t.TempDir()

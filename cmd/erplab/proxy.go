@@ -38,6 +38,7 @@ func newProxyCmd() *cobra.Command {
 		maxClients, maxParseTokens    int
 		maxMessage                    string
 		shutdownTimeout               time.Duration
+		capturePath, captureMemory    string
 	)
 	cmd := &cobra.Command{
 		Use:   "proxy",
@@ -54,7 +55,14 @@ prepared there (never executed) and used only if it describes like the original,
 statement is never rewritten. If a session's server still rejects a rewritten statement at
 the start of an idle batch, the original is sent instead. --shadow logs what would be
 rewritten and sends the original. Counters go to /metrics (with --metrics) and to a summary on exit.
-SIGUSR1 drops every cached decision (send it after DDL made around the proxy; see the README).
+SIGUSR1 drops every cached decision (send it after DDL made around the proxy; see docs/design/proxy-guarantees.md).
+
+--capture FILE writes every client session to FILE (a new file, gzip JSON Lines, format
+erplab-capture, see docs/capture-format.md) for 'erplab replay': startup parameters (never
+a password), each Query, Parse, Bind+Execute (binary values kept, with the parameter types
+the server reported) and COPY FROM STDIN with its data, as the client sent it (also when
+the proxy rewrote it), with its duration, rows, SQLSTATE and the transaction status after
+it. It is readable after a kill up to its last second; the exit summary says what it holds.
 
 Shutdown (PgBouncer's safe shutdown): the first SIGINT, SIGTERM or SIGHUP closes the listener
 and lets every session finish its transaction: an idle session (no transaction, no request
@@ -104,6 +112,10 @@ statement cancelled, an open transaction rolled back). The summary is printed ei
 			if cacheSize < 0 {
 				return withCode(exitUsage, fmt.Errorf("--cache: %d is negative (0 picks the default, 10000)", cacheSize))
 			}
+			capMem, err := parseCaptureMemory(captureMemory)
+			if err != nil {
+				return withCode(exitUsage, fmt.Errorf("--capture-memory: %w", err))
+			}
 			if err := checkListenAddr("--listen", listen); err != nil {
 				return err
 			}
@@ -145,9 +157,23 @@ statement cancelled, an open transaction rolled back). The summary is printed ei
 			if uint64(2*maxClients+128) > nofile {
 				log.Warn("--max-clients exceeds what the open files limit allows (two descriptors per client)", "max_clients", maxClients, "nofile", nofile)
 			}
+			var capt *proxy.Capture
+			if capturePath != "" {
+				origin := map[string]string{"upstream": conninfo.Redact(up), "erplab": version}
+				if up == "" {
+					origin["upstream"] = "PG* environment"
+				}
+				if capt, err = proxy.CreateCapture(capturePath, proxy.CaptureOptions{Origin: origin, Memory: capMem, Logger: log}); err != nil {
+					return withCode(exitUsage, fmt.Errorf("--capture %q: %w (a capture is never written over an existing file or through a link)", capturePath, errors.Unwrap(err)))
+				}
+			}
 			p, err := proxy.New(proxy.Config{Upstream: up, Shadow: shadow, Disabled: dis, CacheSize: cacheSize, Logger: log,
-				MaxClients: maxClients, MaxMessageSize: maxMsg, MaxParseTokens: maxParseTokens})
+				MaxClients: maxClients, MaxMessageSize: maxMsg, MaxParseTokens: maxParseTokens, Capture: capt})
 			if err != nil {
+				if capt != nil {
+					_ = capt.Close()
+					_ = os.Remove(capturePath) // holds a header only
+				}
 				return withCode(exitUsage, errors.New(conninfo.DescribeFlag(err, "--upstream")))
 			}
 			// The parser was warmed by New; the side connection of the
@@ -160,7 +186,7 @@ statement cancelled, an open transaction rolled back). The summary is printed ei
 				fmt.Fprintf(cmd.ErrOrStderr(), "metrics on http://%s/metrics\n", ms.Addr())
 			}
 			// SIGUSR1: forget every cached decision (after DDL made
-			// around the proxy, see the README).
+			// around the proxy, see docs/design/proxy-guarantees.md).
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGUSR1)
 			defer signal.Stop(hup)
@@ -191,6 +217,13 @@ statement cancelled, an open transaction rolled back). The summary is printed ei
 				ln.Addr(), mode, n, maxClients, nofile, maxMsg, stop)
 			err = serveUntilShutdown(ctx, cmd.ErrOrStderr(), p, ln, shutdownTimeout)
 			fmt.Fprintf(cmd.OutOrStdout(), "%s\n", p.Stats())
+			if capt != nil {
+				cerr := capt.Close()
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\n", capt.Summary())
+				if err == nil && cerr != nil {
+					err = fmt.Errorf("proxy: --capture: %w", cerr)
+				}
+			}
 			return err
 		},
 	}
@@ -207,8 +240,23 @@ statement cancelled, an open transaction rolled back). The summary is printed ei
 	cmd.Flags().StringVar(&maxMessage, "max-message-size", "1G", "largest client message after authentication (bytes, or with K, M, G: powers of 1024), 1K to 1G; a client announcing a longer one gets FATAL 54000 and is disconnected")
 	cmd.Flags().IntVar(&maxParseTokens, "max-parse-tokens", proxy.DefaultMaxParseTokens, "statements of more tokens are relayed unchanged without being parsed (counted in the summary, logged once); -1 = no bound")
 	cmd.Flags().DurationVar(&shutdownTimeout, "shutdown-timeout", 30*time.Second, "after SIGINT/SIGTERM, how long sessions may finish their transaction before they are ended at once (0 = at once)")
+	cmd.Flags().StringVar(&capturePath, "capture", "", "write every client session to this new file (erplab-capture: statements with their parameters, COPY data, durations, errors; for 'erplab replay')")
+	cmd.Flags().StringVar(&captureMemory, "capture-memory", "256M", "with --capture: events held at once while an earlier statement still runs (bytes, or with K, M, G); past it the oldest running statement is written without its outcome")
 	cmd.AddCommand(newProxyBenchCmd())
 	return cmd
+}
+
+// parseCaptureMemory parses a --capture-memory value (stress.ParseSize),
+// at least 1M.
+func parseCaptureMemory(v string) (int64, error) {
+	n, err := stress.ParseSize(v)
+	if err != nil {
+		return 0, err
+	}
+	if n < 1<<20 {
+		return 0, fmt.Errorf("%q is below 1M", v)
+	}
+	return n, nil
 }
 
 // serveUntilShutdown serves ln with p until the first SIGINT, SIGTERM or

@@ -98,7 +98,7 @@ INSERT INTO t SELECT generate_series(1, 100); INSERT INTO u VALUES (5), (7), (NU
 // The server sees only the rewritten text: current_query() and another
 // session's pg_stat_activity.query show "= ANY (ARRAY (...))" for a
 // statement the proxy rewrote, and the proxy's --verbose log and exit
-// summary name no statement text (README, "What a client can observe").
+// summary name no statement text (docs/design/proxy-guarantees.md, "What a client can observe").
 func TestProxyServerSeesRewrittenText(t *testing.T) {
 	dsn := srv.NewDatabase(t)
 	pool := srv.Pool(t, dsn)

@@ -276,6 +276,12 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 			return loadtest.Options{}, err
 		}
 	}
+	driver, driven := w.(workload.Driver)
+	if driven {
+		if err := refuseDriven(cmd, f.workload); err != nil {
+			return loadtest.Options{}, err
+		}
+	}
 	m, err := workload.Find(f.workload)
 	if err != nil {
 		return loadtest.Options{}, err
@@ -314,6 +320,12 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 		}
 	} else if stages, err = engine.SimpleStages(f.users, f.ramp, f.duration); err != nil {
 		return loadtest.Options{}, err
+	}
+	if driven {
+		// The load is the driver's own (a replay: the captured sessions,
+		// --users-x copies of each): one "user", connections as it opens.
+		stages = []engine.Stage{{Duration: f.duration, Target: 1}}
+		f.connections = driver.Connections(1)
 	}
 	maxVUs := engine.MaxTarget(stages)
 	if maxVUs < 1 {
@@ -381,6 +393,21 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 		Stress: stressSpec, Observe: f.observe, ObserveInterval: f.observeInterval, MetricsAddr: f.metricsAddr,
 		Out: f.out, OutMode: f.outMode, CommandLine: conninfo.RedactArgs(append([]string{"erplab"}, os.Args[1:]...)), Version: version,
 	}, nil
+}
+
+// drivenRefused are the flags of a load profile that a workload driving
+// its own load (workload.Driver: a replay) refuses.
+var drivenRefused = []string{"users", "ramp", "duration", "stage", "connections", "think", "mix", "warmup", "scale", "rate"}
+
+// refuseDriven refuses, in one line, a load-profile flag given with a
+// workload that drives its own load.
+func refuseDriven(cmd *cobra.Command, name string) error {
+	for _, flag := range drivenRefused {
+		if fl := cmd.Flags().Lookup(flag); fl != nil && fl.Changed {
+			return fmt.Errorf("--workload %s drives its own load (the captured sessions at their pace, --users-x copies of each): --%s does not apply", name, flag)
+		}
+	}
+	return nil
 }
 
 // listWorkload is the workload --list-ops describes: the pgbench scripts

@@ -53,6 +53,10 @@ type Config struct {
 	OutRoot *safefile.Root
 	// Estimate tunes the bootstrap of the per-step intervals.
 	Estimate compare.Options
+	// Unit names the load in the document and the lines ("": users, in
+	// the open model arrivals/s), e.g. "users-x" for a replay, whose
+	// step is the copies of every captured session.
+	Unit string
 }
 
 // ErrInterrupted and ErrServerFailed are wrapped by Run's error when the
@@ -172,6 +176,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 	unit, model := "users", "closed"
 	if cfg.Open {
 		unit, model = "arrivals/s", "open"
+	}
+	if cfg.Unit != "" {
+		unit = cfg.Unit
 	}
 	doc := &Document{
 		Format: Format, Schema: SchemaVersion, Version: base.Version, CommandLine: base.CommandLine, Workload: wname,

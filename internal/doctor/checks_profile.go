@@ -28,7 +28,7 @@ const (
 	profMinSamples = 100
 	// profCatalogWarnPct: catalog access (syscache/relcache misses and
 	// catalog scans) at which the catalogs are a main cost; a select-only
-	// load measured 2.3 %, a temp-table churn 23-30 % (README).
+	// load measured 2.3 %, a temp-table churn 23-30 % (docs/profile.md, docs/measurements/).
 	profCatalogWarnPct = 15.0
 	// srcProfile is where the subsystem signatures are defined.
 	srcProfile = "internal/profile/doc.go and signatures.go (erplab profile: perf record -a -g -e cpu-clock, subsystem signature table with PostgreSQL source files and kernel functions)"

@@ -47,7 +47,10 @@
 // recorded (token, owner, mode, device...) before touching it, undo it and
 // return a few words saying what it did ("" when nothing was left). If it
 // cannot prove it, it returns an error wrapping ErrNotOurs: the thing is
-// left alone and the entry dropped. Any other error keeps the entry for the
+// left alone and the entry dropped. If it can prove it but not undo it
+// (no password to log in with), it returns an error wrapping ErrByHand
+// that says how the user removes it: the thing is named once ("to remove
+// by hand") and the entry dropped. Any other error keeps the entry for the
 // next run. An entry is locked (flock) while swept, so two commands
 // starting at once do not undo the same thing twice. Sweep writes one line
 // on out when it did or refused anything, e.g.
@@ -81,6 +84,12 @@
 // owned by the recorded user with mode 0700. Users: disk's erplab-disk-*
 // (micro patterns), erplab-ts-* (macro tablespaces) and --wal-on-path's
 // erplab-wal-* directories.
+//
+// "replay-copy" (registered by cmd/erplab): a database erplab replay
+// --template made on the user's server. Path is "<database> on <server>",
+// Data the server's DSN without any password and, once made, the
+// database's OID. Undo drops it (WITH (FORCE)) when it exists with that
+// OID, or names it to drop by hand when the sweep cannot connect.
 //
 // Tablespaces have no kind of their own: every tablespace erplab creates
 // outside `doctor fix --apply` (whose state file and --undo keep what it

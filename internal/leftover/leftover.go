@@ -29,6 +29,12 @@ const EnvStateDir = "ERPLAB_STATE_DIR"
 // the entry.
 var ErrNotOurs = errors.New("cannot prove erplab created it")
 
+// ErrByHand is wrapped by an Undo that cannot undo the entry's thing
+// itself (a database on a server the sweep cannot log in to without a
+// password) and says in its error how the user removes it: Sweep names it
+// once in the report's "remove by hand" part and drops the entry.
+var ErrByHand = errors.New("remove it by hand")
+
 // StateDir returns erplab's state directory (see the package doc for the
 // search order), creating it with mode 0700. It returns an error if it
 // cannot be created or is not a directory owned by the effective user
@@ -307,6 +313,9 @@ type Report struct {
 	Cleaned   []string
 	LeftAlone []string
 	Failed    []string
+	// ByHand are the things the sweep could not undo and the user
+	// should (ErrByHand), each with how.
+	ByHand []string
 }
 
 // Line is the report as one line ("" when there is nothing to say).
@@ -317,6 +326,9 @@ func (rep Report) Line() string {
 	}
 	if len(rep.Failed) > 0 {
 		parts = append(parts, "could not clean up (will retry): "+strings.Join(rep.Failed, "; "))
+	}
+	if len(rep.ByHand) > 0 {
+		parts = append(parts, "left by killed erplab commands, to remove by hand: "+strings.Join(rep.ByHand, "; "))
 	}
 	if len(rep.LeftAlone) > 0 {
 		parts = append(parts, "left alone (erplab cannot prove it created them): "+strings.Join(rep.LeftAlone, "; "))
@@ -383,6 +395,8 @@ func (r *Record) sweepOne(ctx context.Context, k Kind, e Entry, rep *Report) {
 	}
 	what, err := k.Undo(ctx, e)
 	switch {
+	case errors.Is(err, ErrByHand):
+		rep.ByHand = append(rep.ByHand, fmt.Sprintf("%s %s (%v)", e.Kind, e.Path, err))
 	case errors.Is(err, ErrNotOurs):
 		rep.LeftAlone = append(rep.LeftAlone, fmt.Sprintf("%s (%v)", e.Path, err))
 	case err != nil:

@@ -28,6 +28,9 @@ var testKind = Kind{
 		if strings.HasSuffix(e.Path, "stuck") {
 			return "", errors.New("device busy")
 		}
+		if strings.HasSuffix(e.Path, "byhand") {
+			return "", fmt.Errorf("no password: %w: rm -r %s", ErrByHand, e.Path)
+		}
 		return "removed", os.RemoveAll(e.Path)
 	},
 }
@@ -70,11 +73,12 @@ func TestRecordSweep(t *testing.T) {
 	forged := mk("forged", false)
 	stuck := mk("stuck", true)
 	live := mk("live", true)
+	byHand := mk("byhand", true)
 	gone, err := rec.Add(testKind.Name, filepath.Join(base, "never-created"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range []*Entry{orphan, forged, stuck, gone} {
+	for _, e := range []*Entry{orphan, forged, stuck, gone, byHand} {
 		e.Owner = deadProcess(t)
 		if err := rec.Update(e, nil); err != nil {
 			t.Fatal(err)
@@ -92,7 +96,7 @@ func TestRecordSweep(t *testing.T) {
 	if _, err := os.Stat(orphan.Path); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("orphan %s not removed", orphan.Path)
 	}
-	for _, keep := range []*Entry{forged, stuck, live} {
+	for _, keep := range []*Entry{forged, stuck, live, byHand} {
 		if _, err := os.Stat(keep.Path); err != nil {
 			t.Errorf("%s was removed", keep.Path)
 		}
@@ -101,6 +105,7 @@ func TestRecordSweep(t *testing.T) {
 		"cleaned up after killed erplab commands: test-dir " + orphan.Path + " (removed)",
 		"could not clean up (will retry): test-dir " + stuck.Path + " (device busy)",
 		forged.Path + " (no marker with the token: cannot prove erplab created it)",
+		"to remove by hand: test-dir " + byHand.Path + " (no password: remove it by hand: rm -r " + byHand.Path + ")",
 	} {
 		if !strings.Contains(line, want) {
 			t.Errorf("line lacks %q:\n%s", want, line)

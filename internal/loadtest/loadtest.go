@@ -272,6 +272,12 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	if len(opts.Stages) == 0 {
 		return nil, errors.New("no load profile: give --users/--duration or --stage")
 	}
+	driver, driven := opts.Workload.(workload.Driver)
+	if driven {
+		if err := checkDriven(opts); err != nil {
+			return nil, err
+		}
+	}
 	maxVUs := engine.MaxTarget(opts.Stages)
 	if maxVUs < 1 {
 		return nil, errors.New("the load profile never starts a virtual user")
@@ -397,6 +403,15 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	}
 	if d := time.Since(setupStart); d > time.Second {
 		fmt.Fprintf(out, "set-up took %s\n", d.Round(100*time.Millisecond))
+	}
+	if driven {
+		// The driver may copy the database: no session of ours stays on it.
+		pool.Close()
+		streaming = true
+		if noResults {
+			streamFile = nil
+		}
+		return drive(ctx, opts, driver, dsn, streamFile, loc, perm, out)
 	}
 
 	env, err := readEnvironment(ctx, pool, embedded)
@@ -1146,4 +1161,56 @@ func stressDesc(s stress.Spec) string {
 		parts = append(parts, fmt.Sprintf("vm-bytes=%d", s.VMBytes))
 	}
 	return strings.Join(parts, ",")
+}
+
+// Reservation is the results files ReserveResults reserved: the
+// document's name and the stream, in a directory held open.
+type Reservation struct {
+	loc    resultsLoc
+	Stream *results.Stream
+}
+
+// Path is the document's path, for messages.
+func (r *Reservation) Path() string { return r.loc.path() }
+
+// Discard removes the empty stream (nothing ran) and closes the
+// directory.
+func (r *Reservation) Discard() {
+	_ = r.Stream.Close()
+	_ = r.loc.dir.Remove(r.loc.streamName())
+	r.loc.close()
+}
+
+// ReserveResults reserves the results files of a command that writes a
+// results document of its own (erplab replay) by `erplab run`'s rules:
+// out is --out (a file X.json, an existing directory, or "" for
+// ./erplab-results/<time>-<workload>.json), the stream beside it created
+// empty with mode perm. The caller writes the stream's header and
+// intervals, then WriteResults; or Discard when nothing runs.
+func ReserveResults(out, workload string, perm fs.FileMode) (*Reservation, error) {
+	dir := ""
+	if st, serr := os.Stat(out); out != "" && serr == nil && st.IsDir() {
+		dir, out = out, ""
+	}
+	if out != "" {
+		if d := filepath.Dir(out); d != "." {
+			if st, serr := os.Stat(d); serr != nil || !st.IsDir() {
+				return nil, fmt.Errorf("--out %s: directory %s does not exist", out, d)
+			}
+		}
+	}
+	loc, f, err := reserveResults(out, dir, nil, workload, time.Now(), false, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &Reservation{loc: loc, Stream: results.NewStream(f)}, nil
+}
+
+// WriteResults ends a reserved stream with the summary line and writes
+// the document beside it, through the held directory, as `erplab run`
+// does (one line on out naming both, or what could not be written;
+// ErrResultsIncomplete then), and closes the directory.
+func WriteResults(out io.Writer, doc *results.Document, r *Reservation, perm fs.FileMode) error {
+	defer r.loc.close()
+	return writeResults(out, doc, r.Stream, r.loc, false, perm)
 }

@@ -39,7 +39,7 @@ func measureRounds() (rounds int, slot time.Duration) {
 	return rounds, slot
 }
 
-// TestMeasureOverhead prints the overhead figures of the README
+// TestMeasureOverhead prints the overhead figures of docs/measurements/2026-12-01-profile-overhead.md
 // (ERPLAB_PROFILE_MEASURE=1; ERPLAB_PROFILE_ROUNDS rounds, default 10, of
 // ERPLAB_PROFILE_ROUND each per variant, default 3s; ERPLAB_PROFILE_VARIANTS
 // a comma list of variant names, default all; off is always run): a

@@ -283,7 +283,7 @@ func shares(s *profile.Summary) string {
 	return fmt.Sprintf("%d samples: %s", s.Samples, strings.Join(parts, ", "))
 }
 
-// TestMeasureTmpfs prints the tmpfs figures of the README
+// TestMeasureTmpfs prints the tmpfs figures of docs/measurements/2026-12-01-profile-overhead.md
 // (ERPLAB_PROFILE_MEASURE=1): the churn's file-system share with temp
 // tables on disk and on a tmpfs tablespace, alternating.
 func TestMeasureTmpfs(t *testing.T) {

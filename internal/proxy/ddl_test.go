@@ -100,7 +100,7 @@ func TestSchemaChangeByFunction(t *testing.T) {
 	}
 }
 
-// The window the README documents: a schema change made around the proxy
+// The window docs/design/proxy-guarantees.md documents: a schema change made around the proxy
 // is not seen until Flush or the decision's time-out. A cached rewrite
 // whose subquery column became an array fails with the server's 42883,
 // as the original does (its kept arm is analysed too); other type changes

@@ -23,7 +23,7 @@ import (
 // The generator avoids expressions whose outcome PostgreSQL leaves to
 // the plan (division, casts that can fail, LIMIT without an ORDER BY of
 // every output column): an error or row set that depends on evaluation
-// order is not the proxy's to preserve (see the README's proxy section).
+// order is not the proxy's to preserve (see docs/design/proxy-guarantees.md).
 
 const fuzzSchema = `
 CREATE DOMAIN dint AS int;

@@ -59,7 +59,7 @@
 // is sent instead and that text is never rewritten again. Inside a
 // transaction or after a Flush the rejection reaches the client (counted
 // as FallbackErrors); it happens only when a session sees other objects
-// than the side connection in a way the proxy cannot see (see the README).
+// than the side connection in a way the proxy cannot see (see docs/design/proxy-guarantees.md).
 //
 // Relay cost: each direction of a session reads into one reused buffer
 // with the connection's own Read and sends the messages of one read with
@@ -144,6 +144,9 @@ type Config struct {
 	// proxy does not see (another connection's DDL, a trigger's)
 	// goes unnoticed. 0 means DefaultDecisionTTL.
 	DecisionTTL time.Duration
+	// Capture, when set, receives every client session (see Capture);
+	// the caller closes it after Serve returned.
+	Capture *Capture
 }
 
 // DefaultMaxParseTokens is Config.MaxParseTokens' default: 20,000 tokens
@@ -474,6 +477,8 @@ func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 		writeFatal(client, codeAdminShutdown, msgRefuseShutdown)
 		return
 	}
+	capt := p.cfg.Capture.open(params) // nil without a capture
+	defer capt.close()
 	up, err := p.dialer.DialContext(ctx, p.upNet, p.upAddr)
 	if err != nil {
 		p.log.Warn("cannot reach upstream", "err", err)
@@ -513,7 +518,7 @@ func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 	s := &session{p: p, client: client, up: up, cin: newInbound(client, p.returnMemory), uin: newInbound(up, p.returnMemory),
 		cw: newOutbound(client), uw: newOutbound(up),
 		db: db, user: user, path: startPath, startPath: startPath, startUnknown: startUnknown,
-		closed: make(chan struct{}), requests: 1}
+		closed: make(chan struct{}), requests: 1, cap: capt.loggedIn()}
 	s.ctxUnknown.Store(startUnknown)
 	s.end.sent.Store(2) // the startup packet: one request, awaiting its ReadyForQuery
 	p.wg.Add(1)

@@ -69,6 +69,7 @@ type session struct {
 	end        sessionEnd    // how the proxy ends the session itself (shutdown.go)
 	st         *dbState      // the database's state (clientLoop only: see state)
 	clientDone atomic.Bool   // the client sent Terminate or EOF: relay until the server closes (see clientEOF)
+	cap        *capSession   // the session's capture, nil without Config.Capture
 }
 
 // pending is a statement sent rewritten for the first time, with what to
@@ -158,6 +159,9 @@ func (s *session) clientLoop(ctx context.Context) {
 				return used, errStop
 			}
 			used += n
+			if s.cap != nil {
+				s.cap.client(frame)
+			}
 			if err := s.fromClient(ctx, frame, &atBatchStart); err != nil {
 				return used, err
 			}
@@ -251,6 +255,9 @@ func (s *session) fromClient(ctx context.Context, frame []byte, atBatchStart *bo
 	}
 	if cap(s.keyBuf) > keyBufKeep {
 		s.keyBuf = nil // the key of a large text: not kept while the session idles
+	}
+	if s.cap != nil && &out[0] != &frame[0] {
+		s.cap.rewritten() // captured as the client sent it
 	}
 	if typ == 'Q' && s.lastPos != nil {
 		s.posMu.Lock()
@@ -525,6 +532,9 @@ func (s *session) upstreamLoop(ctx context.Context) {
 					continue
 				}
 			}
+			if s.cap != nil {
+				s.cap.server(frame)
+			}
 			switch typ {
 			case 'E':
 				if s.setInFlight.Load() {
@@ -666,6 +676,10 @@ func (s *session) verdict(pd *pending, frame []byte, rfqSeen *int) (bool, error)
 // ReadyForQuery frame (transaction status status) that ends its request,
 // and resolves pd.
 func (s *session) passOn(pd *pending, frame []byte, status byte, rfqSeen *int) {
+	if s.cap != nil {
+		s.cap.server(pd.held)
+		s.cap.server(frame)
+	}
 	s.cw.add(s.mappedOr(pd.held, pd.after))
 	s.cw.add(frame)
 	*rfqSeen++

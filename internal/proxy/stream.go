@@ -52,14 +52,17 @@ func (st *streamedStatement) feed(b []byte) {
 // start of head as it arrives (inbound.skip; see streamMin) when the
 // proxy need not see it whole: a CopyData; a Bind (its statement name,
 // which onBind looks at, comes first); a Query or Parse whose text is
-// over rewrite.MaxBytes, never parsed. Not in a batch whose rewritten
+// over rewrite.MaxBytes, never parsed. Not under a capture, nor in a batch whose rewritten
 // statement awaits its verdict (the batch's messages are kept to be sent
 // again), nor during a shutdown (an idle session's next request ends it
 // instead). It does what fromClient does for such a message, a Query's
 // or Parse's part at its end (streamMore).
 func (s *session) streamClient(ctx context.Context, head []byte, atBatchStart *bool) bool {
 	rest := streamRest(head)
-	if rest == 0 || s.p.draining.Load() {
+	if rest == 0 || s.p.draining.Load() || s.cap != nil {
+		// Under --capture every message is gathered whole: the capture
+		// hook takes whole messages (its events hold the bound values
+		// and the COPY data), bounded by --capture-memory.
 		return false
 	}
 	typ, body, total := head[0], head[5:], len(head)+rest

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/erplab/erplab/internal/results"
 )
 
 // What only some workloads have is an optional interface: a command
@@ -100,3 +102,48 @@ type checkFailed string
 
 func (e checkFailed) Error() string        { return string(e) }
 func (e checkFailed) Is(target error) bool { return target == ErrCheckFailed }
+
+// Driver is implemented by workloads that drive their own load instead of
+// the engine's virtual users: a replay of captured sessions
+// (`--workload replay`), whose load is the captured sessions with their
+// own pacing. loadtest.Run sets the data up (Setup) as for any workload,
+// closes its connections, then calls Drive instead of running the engine,
+// and writes the document Drive returns as the run's results (so ab's
+// rounds and verdicts and capacity's steps read it as any run's).
+type Driver interface {
+	// Drive runs the load on the database of o.DSN (which Setup prepared)
+	// and returns the standard results document of the run: its status
+	// "interrupted" when ctx ended it. An error is one line without
+	// passwords, for a run that could not take place.
+	Drive(ctx context.Context, o DriveOptions) (*results.Document, error)
+	// Connections is the most connections Drive opens at once for
+	// DriveOptions.Users users, so that a server started for the run is
+	// sized for them.
+	Connections(users int) int
+}
+
+// DriveOptions are the parameters of [Driver.Drive].
+type DriveOptions struct {
+	// DSN is the run's database (a remedy's proxy in between, for ab).
+	DSN string
+	// Users is the load profile's highest number of virtual users: for a
+	// replay, the multiple of its own --users-x (erplab capacity's step).
+	Users int
+	// Interval is the time-series resolution; OnInterval, when set,
+	// receives each closed interval as it closes (the results stream).
+	Interval   time.Duration
+	OnInterval func(results.Interval)
+	// Version, CommandLine and RunID go into the document as `erplab run`
+	// writes them.
+	Version     string
+	CommandLine []string
+	RunID       string
+	// Out receives the lines a run prints (what was copied, the
+	// summary).
+	Out io.Writer
+	// Observe, when set, is called by Drive as its load starts, with the
+	// DSN of the database the load runs in and the load's start (the
+	// results' time base); Drive calls the function it returns once the
+	// load has ended, before that database goes away.
+	Observe func(dsn string, start time.Time) (stop func())
+}

@@ -80,14 +80,14 @@ func init() {
 }
 
 func TestRegistry(t *testing.T) {
-	if got, want := workload.Names(), []string{"erp", "pgbench", "smoke", "tiny"}; !slices.Equal(got, want) {
+	if got, want := workload.Names(), []string{"erp", "pgbench", "replay", "smoke", "tiny"}; !slices.Equal(got, want) {
 		t.Fatalf("Names() = %v, want %v", got, want)
 	}
 	m, ok := workload.Lookup("erp")
 	if !ok || m.DefaultScale != 0.1 || m.MaxScale != erp.MaxScale {
 		t.Fatalf("erp meta %+v", m)
 	}
-	if _, err := workload.Find("nope"); err == nil || err.Error() != `unknown workload "nope" (known: erp, pgbench, smoke, tiny)` {
+	if _, err := workload.Find("nope"); err == nil || err.Error() != `unknown workload "nope" (known: erp, pgbench, replay, smoke, tiny)` {
 		t.Fatalf("Find(nope): %v", err)
 	}
 	if h := workload.Help("workload to run:"); !strings.Contains(h, "\n  tiny: the registry test's workload") {

@@ -6,5 +6,6 @@ package all
 import (
 	_ "github.com/erplab/erplab/internal/workload/erp"     // erp: the 1C-like ERP workload
 	_ "github.com/erplab/erplab/internal/workload/pgbench" // pgbench: pgbench scripts
+	_ "github.com/erplab/erplab/internal/workload/replay"  // replay: captured sessions replayed
 	_ "github.com/erplab/erplab/internal/workload/smoke"   // smoke: the small built-in workload
 )
