@@ -12,6 +12,7 @@ import (
 
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/opmap"
 	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/sampler"
 	"github.com/erplab/erplab/internal/workload"
@@ -54,8 +55,9 @@ func drive(ctx context.Context, opts Options, d workload.Driver, dsn string, str
 		return nil, err
 	}
 	var obs *sampler.Session
-	observe := func(dsn string, start time.Time) func() {
+	observe := func(dsn string, start time.Time, ops *opmap.Map) func() {
 		so := sampler.SessionOptions{Interval: cmp.Or(opts.ObserveInterval, opts.Interval)}
+		so.Ops = ops
 		s, err := sampler.Start(context.WithoutCancel(ctx), dsn, start, so)
 		if err != nil {
 			fmt.Fprintf(out, "warning: observations off: %v\n", err)

@@ -1,9 +1,11 @@
 package replay
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/erplab/erplab/internal/opmap"
 	"github.com/erplab/erplab/internal/results"
 )
 
@@ -49,5 +51,36 @@ func TestSpeed(t *testing.T) {
 	}
 	if len(streamed) < 3 || len(streamed) != len(res.Doc.Series) {
 		t.Errorf("%d intervals streamed, %d in the document: want the same, at least 3 of 100 ms", len(streamed), len(res.Doc.Series))
+	}
+}
+
+// TestOpsMapped: while a statement runs, the map handed to OnStart names
+// its backend with the statement's group (the samplers' waits per
+// group), and the backend is idle again once it answered.
+func TestOpsMapped(t *testing.T) {
+	s := &script{}
+	a := s.session("A", "ops-A", 0)
+	a.query("SELECT pg_sleep(0.5)", 500_000, 1, "SELECT 1")
+	a.query("SELECT 1", 5, 1, "SELECT 1")
+	a.disconnect()
+	seen := make(chan string, 1)
+	opts := Options{OnStart: func(_ time.Time, ops *opmap.Map) {
+		go func() {
+			deadline := time.Now().Add(deadline)
+			for time.Now().Before(deadline) {
+				for _, st := range ops.Snapshot(nil) {
+					if st.Op >= 0 {
+						seen <- ops.Name(st.Op)
+						return
+					}
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			seen <- ""
+		}()
+	}}
+	replayOnto(t, "", s.sorted(), opts)
+	if name := <-seen; !strings.HasPrefix(name, "SELECT pg_sleep") {
+		t.Errorf("a running backend mapped to %q, want the pg_sleep statement's group", name)
 	}
 }

@@ -16,6 +16,7 @@ package replay
 
 import (
 	"fmt"
+	"github.com/erplab/erplab/internal/opmap"
 	"time"
 
 	"github.com/erplab/erplab/internal/capture"
@@ -120,7 +121,10 @@ type Options struct {
 	// OnStart, when set, is called once the replay is about to send its
 	// first event, with its start (the results' time base), e.g. to start
 	// observing the server on the same time base.
-	OnStart func(start time.Time)
+	// ops is the backend-PID-to-group map the replay keeps while it
+	// runs (indexes as the document's operations), for the samplers'
+	// waits per group.
+	OnStart func(start time.Time, ops *opmap.Map)
 	// OnProgress, when set, receives the figures so far (statements,
 	// errors, lag, reorders) after each closed interval, from the same
 	// goroutine as OnInterval.

@@ -34,9 +34,13 @@ func (ru *runner) statement(ctx context.Context, st *step) error {
 			ru.g.markSent(st.order)
 		}
 	}
+	if st.group >= 0 {
+		ru.r.ops.Begin(ru.conn.PID(), st.group)
+	}
 	begin := time.Now()
 	out, err := ru.send(ctx, st, sent)
 	end := time.Now()
+	ru.r.ops.End(ru.conn.PID())
 	ru.seq.Store(0)
 	if ru.g != nil {
 		ru.g.markEnded(st.ends)

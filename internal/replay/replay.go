@@ -14,6 +14,7 @@ import (
 
 	"github.com/erplab/erplab/internal/capture"
 	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/opmap"
 	"github.com/erplab/erplab/internal/record"
 	"github.com/erplab/erplab/internal/results"
 )
@@ -36,6 +37,7 @@ type replay struct {
 	tally  *tally
 	mon    *monitor
 	oids   map[string]uint32 // Prepare type names resolved on the target
+	ops    *opmap.Map        // backend PID -> the group of the statement it runs
 }
 
 // Run replays the events of src onto opts.DSN and returns the results.
@@ -77,8 +79,9 @@ func Run(ctx context.Context, src iter.Seq2[capture.Event, error], opts Options)
 		abort(fmt.Errorf("%d statements failed with errors the capture did not have (at most %d allowed)", n, n))
 	}
 	r.start = time.Now()
+	r.ops = opmap.New(p.groupNames())
 	if opts.OnStart != nil {
-		opts.OnStart(r.start)
+		opts.OnStart(r.start, r.ops)
 	}
 	r.rec = record.New(p.opInfos(), r.start, 0, opts.Interval)
 	r.runSessions(rctx)

@@ -159,6 +159,15 @@ const (
 
 // opInfos are the groups as the recorder's operations (priority 1 each:
 // every key operation counts equally in the integral APDEX).
+// groupNames are the groups' names, by index.
+func (p *plan) groupNames() []string {
+	out := make([]string, len(p.groups))
+	for i, g := range p.groups {
+		out[i] = g.name
+	}
+	return out
+}
+
 func (p *plan) opInfos() []record.OpInfo {
 	out := make([]record.OpInfo, len(p.groups))
 	for i, g := range p.groups {

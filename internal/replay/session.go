@@ -202,6 +202,7 @@ func (ru *runner) disconnect() {
 		return
 	}
 	ru.r.mon.unregister(ru.conn.PID())
+	ru.r.ops.Forget(ru.conn.PID())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = ru.conn.Close(ctx) // Terminate; nothing to report on a closing session

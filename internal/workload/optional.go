@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"errors"
+	"github.com/erplab/erplab/internal/opmap"
 	"io"
 	"time"
 
@@ -145,5 +146,7 @@ type DriveOptions struct {
 	// DSN of the database the load runs in and the load's start (the
 	// results' time base); Drive calls the function it returns once the
 	// load has ended, before that database goes away.
-	Observe func(dsn string, start time.Time) (stop func())
+	// ops maps the load's backends to the operations they run (the
+	// samplers' waits per operation).
+	Observe func(dsn string, start time.Time, ops *opmap.Map) (stop func())
 }

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/erplab/erplab/internal/opmap"
 	"io"
 	"os"
 	"os/exec"
@@ -329,7 +330,7 @@ func (w *Workload) Drive(ctx context.Context, o workload.DriveOptions) (*results
 		w.src.Kind, len(w.src.Events), w.sessions, opts.UsersX, db, from)
 	var stopObserving func()
 	if o.Observe != nil {
-		opts.OnStart = func(start time.Time) { stopObserving = o.Observe(opts.DSN, start) }
+		opts.OnStart = func(start time.Time, ops *opmap.Map) { stopObserving = o.Observe(opts.DSN, start, ops) }
 	}
 	res, err := replayer.Run(ctx, replayer.Slice(w.src.Events), opts)
 	if stopObserving != nil {
