@@ -81,7 +81,8 @@ every round) has no test; one constant within each side but different between th
 permutation p-value and no interval: neither is ever better or worse. A noise line gives the
 starvation of each side (the time the server's processes and erplab's threads waited for a CPU
 per ms they ran: schedstat run delay, with steal); decided rows read "inconclusive: starvation
-differed" when their B/A (or A/B) is within the square of the sides' contention ratio
+differed" when their B/A (or A/B) is within the square of the sides' contention ratio, or a
+latency moved by no more than the more starved side's extra run delay per operation
 (--noise-guard=false turns this off; internal/compare/doc.go, "Noise guard").
 
 Primary rows: each remedy declares, before any run, the row(s) that answer whether it worked:

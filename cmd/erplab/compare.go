@@ -45,7 +45,8 @@ follows); one whose values do not vary is "no significant difference" untested. 
 gives the starvation of each side: the time the server's processes and erplab's threads waited
 for a CPU per ms they ran (schedstat run delay, with steal); a decided row reads "inconclusive:
 starvation differed" when its B/A (or A/B) is within the square of the sides' contention ratio,
-an effect the starvation difference could explain (--noise-guard=false turns this off). The
+or a latency moved by no more than the more starved side's extra run delay per operation: an
+effect the starvation difference could explain (--noise-guard=false turns this off). The
 foreign CPU is shown for information.
 Warnings say when workloads, data scales (the data set a run ran on) or durations differ (see internal/compare/doc.go).
 

@@ -43,7 +43,8 @@
 //
 // One run per side ends with the rounds hint (Comparison.RoundsHint, one
 // line): the row that the fewest rounds would decide, among the primary
-// rows when declared, else among all, and how many rounds a side. For a
+// rows when declared, else among all, leaving out the rows the noise
+// guard would withhold (below), and how many rounds a side. For a
 // row with bootstrap standard error se (from its interval) the hint
 // takes se/√n as the standard error of B-A over n rounds a side, Welch's
 // degrees of freedom 2n-2, and asks for p <= alpha/m (Holm's first step
@@ -188,14 +189,26 @@
 //     front of a starved server (pool, connections, the virtual users'
 //     closed loop) move latency and throughput more than the CPU-bound
 //     steps themselves.
+//   - Short operations are not scaled but shifted: one wait for a CPU
+//     of a few ms multiplies a sub-ms latency. Per side, S is the run
+//     delay (with the stolen time) per executed operation, ms: the delay
+//     per second over the executions per second of the scored
+//     intervals. The extra delay X = S_more·(1 - ρ_less/ρ_more) is the
+//     run delay per operation the more contended side had beyond what
+//     the other side's contention would have given its operations.
 //   - A decided row (better, worse, higher, lower) is withheld, its
 //     verdict "inconclusive: starvation differed" (Starved), when both
-//     its values are positive and max(B/A, A/B) <= L: the starvation
-//     difference could explain it. A larger effect stands, whatever the
-//     starvation: a 177x faster operation (#31: p50 2,130 -> 12 ms, the
-//     foreign CPU 76 against 96 %) is better unless the contention ratio
-//     exceeds 13. Rows with a value of 0 or less on a side are not
-//     scalings and are not withheld.
+//     its values are positive and the starvation difference could
+//     explain it (NoiseReport.Explains): max(B/A, A/B) <= L, or, for a
+//     latency row (p50, p95, p99), |B-A| <= X. A latency row whose
+//     slower side is the less contended one is never withheld (its
+//     starvation would have made it faster). A larger effect stands,
+//     whatever the starvation: a 177x faster operation (#31: p50 2,130
+//     -> 12 ms, the foreign CPU 76 against 96 %) is better unless the
+//     contention ratio exceeds 13 or its CPU-bound time under the
+//     baseline's extra contention accounts for 2,118 ms. Rows with a
+//     value of 0 or less on a side are not scalings and are not
+//     withheld.
 //
 // Calibration (testdata/starved, record-starved.sh): an A/A of 3 rounds a
 // side of the smoke workload on a 2-core host saturated by others, with
@@ -203,7 +216,9 @@
 // L 5.3); the hog cut throughput by a third and raised the mean latency
 // 2.6 times, and all 7 rows decided without the guard are withheld
 // (the foreign CPU moved from 84.6 to 90.1 %, which the former
-// share-based guard took for the same load). A commit_delay of 40 ms
+// share-based guard took for the same load); every latency row, decided
+// or not, is explained (item_lookup's p50 rose 8 times, 0.3 -> 2.6 ms,
+// within X = 10.8 ms). A commit_delay of 40 ms
 // beside the hog against the quiet side (F 0.38, L 7.0): post_order's
 // and temp_churn's p50 (17 and 7 times) stay better, throughput rows are
 // withheld.

@@ -31,7 +31,7 @@ type NoiseSide struct {
 	// ServerWaiting and ErplabWaiting are the mean number of the
 	// server's tasks and of erplab's threads runnable but waiting for a
 	// CPU (run delay, ms per second / 1000); DelayMsPerOp their run
-	// delay per executed operation, ms (information).
+	// delay (with the estimated stolen time) per executed operation, ms.
 	ServerWaiting float64 `json:"server_waiting"`
 	ErplabWaiting float64 `json:"erplab_waiting"`
 	DelayMsPerOp  float64 `json:"run_delay_ms_per_op"`
@@ -58,6 +58,13 @@ type NoiseReport struct {
 	// is at most Limit is withheld.
 	ContentionRatio float64 `json:"contention_ratio"`
 	Limit           float64 `json:"limit_ratio"`
+	// ExtraDelayMs is the run delay per operation the more contended
+	// side had beyond what the other side's contention would have given
+	// it: S·(1 - ρ_less/ρ_more), S its run delay per operation (with
+	// stolen time), ρ the contentions. A latency row whose slower side is
+	// the more contended one is withheld when its B-A is at most this
+	// (short operations: a few ms of waiting multiply a sub-ms latency).
+	ExtraDelayMs float64 `json:"extra_delay_ms"`
 	// Off is true when the guard was turned off (Options.NoiseGuardOff).
 	Off bool `json:"guard_off,omitempty"`
 	// Withheld is the number of rows the guard withheld (their verdict
@@ -170,6 +177,13 @@ func noiseReport(ra, rb []*runData, opts Options) NoiseReport {
 	if nr.Starvation {
 		nr.ContentionRatio = (1 + nr.B.Contention) / (1 + nr.A.Contention)
 		nr.Limit = math.Pow(max(nr.ContentionRatio, 1/nr.ContentionRatio), StarvationAmplification)
+		more, less := nr.B, nr.A
+		if nr.A.Contention > nr.B.Contention {
+			more, less = nr.A, nr.B
+		}
+		if more.Contention > 0 {
+			nr.ExtraDelayMs = more.DelayMsPerOp * (1 - less.Contention/more.Contention)
+		}
 	}
 	nr.ForeignCPU = NoiseDiff{nan, nan, nan, nan}
 	nr.Runnable = nr.ForeignCPU
@@ -227,33 +241,48 @@ func (rd *runData) starvation() (starvation, bool) {
 		execs += iv.Count
 	}
 	if scored := float64(len(rd.ivs)) * rd.step; execs > 0 && scored > 0 {
-		out.msPerOp = (serverMs + erplabMs) / secs / (float64(execs) / scored)
+		out.msPerOp = delayMs / secs / (float64(execs) / scored)
 	}
 	return out, true
 }
 
-// explains reports whether the contention difference could explain a
-// row's values a and b: both positive and max(b/a, a/b) at most Limit
-// (package doc, "Noise guard"). Rows with a value of 0 or less on a
-// side are not scalings and are never withheld.
-func (n *NoiseReport) explains(a, b float64) bool {
+// Explains reports whether the starvation difference could explain row
+// r's effect (package doc, "Noise guard"): both values positive, and
+// max(B/A, A/B) at most Limit, or for a latency row (p50, p95, p99) its
+// |B-A| at most ExtraDelayMs; a latency row whose slower side is the less
+// contended one is never explained. Rows with a value of 0 or less on a
+// side are not scalings and are never explained. It does not look at
+// whether the guard is on (Off, Starvation).
+func (n *NoiseReport) Explains(r *Row) bool {
+	a, b := r.A, r.B
 	if !(a > 0 && b > 0) {
 		return false
+	}
+	if r.Unit == "ms" {
+		if b != a && (b > a) != (n.B.Contention > n.A.Contention) {
+			return false
+		}
+		if math.Abs(b-a) <= n.ExtraDelayMs {
+			return true
+		}
 	}
 	return max(b/a, a/b) <= n.Limit
 }
 
+// guards reports whether the guard judges this comparison.
+func (n *NoiseReport) guards() bool { return !n.Off && n.Starvation }
+
 // guard withholds r's decided verdict when the starvation difference
 // could explain it; it reports whether it did.
 func (n *NoiseReport) guard(r *Row) bool {
-	if n.Off || !n.Starvation || !r.Verdict.Decided() || !n.explains(r.A, r.B) {
+	if !n.guards() || !r.Verdict.Decided() || !n.Explains(r) {
 		return false
 	}
 	r.Verdict = Starved
 	n.Withheld++
 	n.Differed = true
-	n.Why = fmt.Sprintf("%d decided row%s within a factor %.2f, which the contention ratio %.2f could explain",
-		n.Withheld, map[bool]string{true: "", false: "s"}[n.Withheld == 1], n.Limit, n.ContentionRatio)
+	n.Why = fmt.Sprintf("%d decided row%s within a factor %.2f or, latencies, %.1f ms, which the starvation difference could explain",
+		n.Withheld, map[bool]string{true: "", false: "s"}[n.Withheld == 1], n.Limit, n.ExtraDelayMs)
 	return true
 }
 
@@ -280,7 +309,7 @@ func (n NoiseReport) Line() string {
 	case n.Differed:
 		return s + fmt.Sprintf(": %s, so they read %q", n.Why, Starved)
 	}
-	return s + fmt.Sprintf(": no decided row within a factor %.2f (the ratio to the power %d)", n.Limit, StarvationAmplification)
+	return s + fmt.Sprintf(": no decided row within a factor %.2f (the ratio to the power %d) or, latencies, %.1f ms", n.Limit, StarvationAmplification, n.ExtraDelayMs)
 }
 
 // warnings lists what differs between the runs besides the variant:

@@ -53,7 +53,8 @@ func roundsNeeded(r *Row, m int, alpha float64) int {
 }
 
 // roundsHint picks, among the tested rows of the primary family (all
-// rows without primary rows), the one the fewest rounds would decide.
+// rows without primary rows) that the noise guard would not withhold,
+// the one the fewest rounds would decide.
 func roundsHint(c *Comparison, opts Options) *RoundsHint {
 	role := RoleExploratory
 	if len(opts.Primary) > 0 {
@@ -69,8 +70,8 @@ func roundsHint(c *Comparison, opts Options) *RoundsHint {
 	var best *Row
 	for i := range c.Rows {
 		r := &c.Rows[i]
-		if !in(r) {
-			continue
+		if !in(r) || c.Noise.guards() && c.Noise.Explains(r) {
+			continue // rounds would not decide what starvation explains
 		}
 		if n := roundsNeeded(r, h.Family, opts.Alpha); n > 0 && (h.Rounds == 0 || n < h.Rounds) {
 			h.Rounds, best = n, r
