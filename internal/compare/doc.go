@@ -213,15 +213,15 @@
 // Calibration (testdata/starved, record-starved.sh): an A/A of 3 rounds a
 // side of the smoke workload on a 2-core host saturated by others, with
 // `erplab stress --cpu 4` beside one side: ρ 4.4 against 11.4 (F 2.3,
-// L 5.3); the hog cut throughput by a third and raised the mean latency
-// 2.6 times, and all 7 rows decided without the guard are withheld
+// L 5.3); the hog cut throughput by a third and raised the p50 of the
+// operations 2 to 8 times, and all 7 rows decided without the guard are
+// withheld
 // (the foreign CPU moved from 84.6 to 90.1 %, which the former
 // share-based guard took for the same load); every latency row, decided
 // or not, is explained (item_lookup's p50 rose 8 times, 0.3 -> 2.6 ms,
-// within X = 10.8 ms). A commit_delay of 40 ms
-// beside the hog against the quiet side (F 0.38, L 7.0): post_order's
-// and temp_churn's p50 (17 and 7 times) stay better, throughput rows are
-// withheld.
+// within X = 10.8 ms). A commit_delay of 40 ms beside the hog against
+// the quiet side (F 0.38, L 7.0): post_order's and temp_churn's p50 (17
+// and 7 times) stay better, throughput rows are withheld.
 //
 // The noise line gives per side ρ, the ratio, the server's and erplab's
 // tasks waiting for a CPU on average, the run delay per executed
