@@ -107,7 +107,8 @@ func (d NoiseDiff) MarshalJSON() ([]byte, error) {
 // themselves. Calibrated on testdata/starved (quiet against hog, an A/A
 // with `erplab stress --cpu 4` beside one side on a saturated 2-core
 // host): contention 4.4 against 11.4 (ratio 2.3) moved throughput by
-// 1/0.64 and the mean latency by 2.6, both below 2.3^2 = 5.3.
+// 1/0.64 and the operations' p50 by 2 to 5, below 2.3^2 = 5.3 (and
+// item_lookup's sub-ms p50 by 8, a shift within ExtraDelayMs).
 const StarvationAmplification = 2
 
 // noiseStat is the mean of a noise figure over the selected samples.
@@ -135,13 +136,7 @@ func noiseReport(ra, rb []*runData, opts Options) NoiseReport {
 	side := func(rds []*runData) NoiseSide {
 		var sum [6]float64
 		n := 0
-		var st []starvation
 		for _, rd := range rds {
-			sv, ok := rd.starvation()
-			if !ok {
-				nr.Starvation = false
-			}
-			st = append(st, sv)
 			if !rd.noiseRecorded() {
 				nr.Recorded = false
 				continue
@@ -164,26 +159,14 @@ func noiseReport(ra, rb []*runData, opts Options) NoiseReport {
 				}
 			}
 		}
-		for _, sv := range st {
-			k := float64(len(st))
-			out.ServerWaiting += sv.serverWaiting / k
-			out.ErplabWaiting += sv.erplabWaiting / k
-			out.DelayMsPerOp += sv.msPerOp / k
-			out.Contention += sv.contention / k
+		if !out.addStarvation(rds) {
+			nr.Starvation = false
 		}
 		return out
 	}
 	nr.A, nr.B = side(ra), side(rb)
 	if nr.Starvation {
-		nr.ContentionRatio = (1 + nr.B.Contention) / (1 + nr.A.Contention)
-		nr.Limit = math.Pow(max(nr.ContentionRatio, 1/nr.ContentionRatio), StarvationAmplification)
-		more, less := nr.B, nr.A
-		if nr.A.Contention > nr.B.Contention {
-			more, less = nr.A, nr.B
-		}
-		if more.Contention > 0 {
-			nr.ExtraDelayMs = more.DelayMsPerOp * (1 - less.Contention/more.Contention)
-		}
+		nr.setLimits()
 	}
 	nr.ForeignCPU = NoiseDiff{nan, nan, nan, nan}
 	nr.Runnable = nr.ForeignCPU
@@ -200,6 +183,35 @@ func noiseReport(ra, rb []*runData, opts Options) NoiseReport {
 	diff := func(r Row) NoiseDiff { return NoiseDiff{r.B - r.A, r.Lo, r.Hi, r.P} }
 	nr.ForeignCPU, nr.Runnable = diff(rows[0]), diff(rows[1])
 	return nr
+}
+
+// addStarvation sets the starvation figures of side s from its runs,
+// each the mean over the runs; false when a run has none.
+func (s *NoiseSide) addStarvation(rds []*runData) bool {
+	all := true
+	k := float64(len(rds))
+	for _, rd := range rds {
+		sv, ok := rd.starvation()
+		all = all && ok
+		s.ServerWaiting += sv.serverWaiting / k
+		s.ErplabWaiting += sv.erplabWaiting / k
+		s.DelayMsPerOp += sv.msPerOp / k
+		s.Contention += sv.contention / k
+	}
+	return all
+}
+
+// setLimits sets ContentionRatio, Limit and ExtraDelayMs from the sides.
+func (n *NoiseReport) setLimits() {
+	n.ContentionRatio = (1 + n.B.Contention) / (1 + n.A.Contention)
+	n.Limit = math.Pow(max(n.ContentionRatio, 1/n.ContentionRatio), StarvationAmplification)
+	more, less := n.B, n.A
+	if n.A.Contention > n.B.Contention {
+		more, less = n.A, n.B
+	}
+	if more.Contention > 0 {
+		n.ExtraDelayMs = more.DelayMsPerOp * (1 - less.Contention/more.Contention)
+	}
 }
 
 // starvation is one run's: the mean tasks waiting, the run delay per
