@@ -166,10 +166,10 @@ if [[ -d $OUT/aa ]]; then
 		n=$((n + 1))
 		"$ERPLAB" compare --format json "$(side "$d" baseline)" "$(side "$d" same)" >"$d/compare.json"
 		k=$(jq '[.[0].rows[] | select(.verdict == "better" or .verdict == "worse" or .verdict == "higher" or .verdict == "lower")] | length' "$d/compare.json")
-		g=$(jq '[.[0].rows[] | select(.verdict == "inconclusive: foreign load differed")] | length' "$d/compare.json")
+		g=$(jq '[.[0].rows[] | select(.verdict == "inconclusive: starvation differed")] | length' "$d/compare.json")
 		hogs=$(grep -c "$(basename "$d") .*hog on" "$hogdir/hog.log" || true)
 		printf '  A/A %s: %d decided rows, %d downgraded by the noise guard; hog during %s of its runs; %s\n' \
-			"$(basename "$d")" "$k" "$g" "$hogs" "$(jq -r '.[0].noise | "foreign CPU \(.a.foreign_pct|floor)/\(.b.foreign_pct|floor) %, foreign runnable \((.a.foreign_runnable // 0)*10|floor/10)/\((.b.foreign_runnable // 0)*10|floor/10), differed \(.differed) \(.why // "")"' "$d/compare.json")"
+			"$(basename "$d")" "$k" "$g" "$hogs" "$(jq -r '.[0].noise | "starvation \((.a.contention // 0)*100|floor/100)/\((.b.contention // 0)*100|floor/100), foreign CPU \(.a.foreign_pct|floor)/\(.b.foreign_pct|floor) %, differed \(.differed) \(.why // "")"' "$d/compare.json")"
 		decided "$d/compare.json"
 		[[ $k -gt 0 ]] && bad=$((bad + 1))
 		[[ $g -gt 0 ]] && guarded=$((guarded + 1))

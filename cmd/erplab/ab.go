@@ -42,6 +42,7 @@ func newABCmd() *cobra.Command {
 		alpha      float64
 		minEffect  float64
 		maxForeign float64
+		noiseGuard bool
 		primary    []string
 	)
 	var remedies strings.Builder
@@ -72,21 +73,24 @@ Rounds: every configuration runs --rounds times (default: as many as fit --budge
 in the order A B B A A B ... (--order balanced), so a drift of the machine meets every
 configuration alike. The verdicts come from the per-round values (APDEX, percentiles, throughput,
 observation rates and per-round deltas), Welch's t over rounds, Holm within each family (below);
-with --rounds 1 from a block bootstrap of the two runs. Every tested row gives B-A with its 95 %
-interval; better/worse needs significance after Holm and the whole interval beyond the minimum
-effect (--min-effect of A, and a floor per metric). A row that does not vary (the same value in
+with --rounds 1 from a block bootstrap of the two runs, which decides nothing (one line says how
+many rounds would). Every tested row gives B-A with its 95 % interval; better/worse needs rounds,
+significance after Holm and the whole interval beyond the minimum effect (--min-effect of A, and
+a floor per metric). A row that does not vary (the same value in
 every round) has no test; one constant within each side but different between them has only a
 permutation p-value and no interval: neither is ever better or worse. A noise line gives the
-CPU used by other processes (not the server, not erplab); decided rows read "inconclusive:
-foreign load differed" when it differs between the sides by more than --max-foreign-diff points,
-or when the foreign runnable tasks differ significantly by more than half a task per CPU.
+starvation of each side (the time the server's processes and erplab's threads waited for a CPU
+per ms they ran: schedstat run delay, with steal); decided rows read "inconclusive: starvation
+differed" when their B/A (or A/B) is within the square of the sides' contention ratio, or a
+latency moved by no more than the more starved side's extra run delay per operation
+(--noise-guard=false turns this off; internal/compare/doc.go, "Noise guard").
 
 Primary rows: each remedy declares, before any run, the row(s) that answer whether it worked:
 ` + declaredPrimaries() + `
 The verdict line of a variant is decided by Holm over its primary rows alone; every other row
 is printed as exploratory, with a Holm family of its own, and never decides the verdict (ICH E9
-§2.2.2, §2.2.5; internal/compare/doc.go). The verdict: "inconclusive: foreign load differed" when
-the noise guard downgraded a primary row; better/worse (higher/lower) when at least one primary
+§2.2.2, §2.2.5; internal/compare/doc.go). The verdict: "inconclusive: starvation differed" when
+the noise guard withheld a primary row; better/worse (higher/lower) when at least one primary
 row is and every decided primary row says the same; "mixed: primary rows disagree" when they say
 different things; n/a when every primary row is missing or n/a (no value on a side, too few
 points or rounds); otherwise "no significant difference" ("inconclusive: one round each" with
@@ -238,7 +242,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 				Cluster: c, NewWorkload: newW, Flags: baseFlags, Load: opts, Variants: vs,
 				Rounds: rounds, Balanced: order == "balanced", Interleave: order == "interleaved",
 				OutDir: outDir, OutRoot: outRoot, Params: remedyParamValues(remedyParams), Cold: cold,
-				Compare:   compare.Options{Alpha: alpha, MinEffect: minEffect, MaxForeignDiff: maxForeign},
+				Compare:   compare.Options{Alpha: alpha, MinEffect: minEffect, MaxForeignDiff: maxForeign, NoiseGuardOff: !noiseGuard},
 				AAPrimary: aaPrimary,
 			}
 			if hook != "" {
@@ -260,7 +264,8 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 				}
 				fmt.Fprintf(out, "\n=== erplab ab --aa %d in %s\n", aa, outDir)
 				for i, cp := range res.Comparisons {
-					fmt.Fprintf(out, "  A/A %2d: %s; %s (foreign CPU %.1f / %.1f %%)\n", i+1, primaryShort(cp), cp.Summary(), cp.Noise.A.ForeignPct, cp.Noise.B.ForeignPct)
+					fmt.Fprintf(out, "  A/A %2d: %s; %s (starvation %.2f / %.2f, foreign CPU %.1f / %.1f %%)\n", i+1, primaryShort(cp), cp.Summary(),
+						cp.Noise.A.Contention, cp.Noise.B.Contention, cp.Noise.A.ForeignPct, cp.Noise.B.ForeignPct)
 					for _, r := range cp.Rows {
 						if r.Verdict.Decided() {
 							fmt.Fprintf(out, "          %s %s\n", r.Role, r.Brief())
@@ -306,7 +311,9 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	remedyParams = addRemedyParamFlags(fl) // each remedy's parameters, e.g. --tmpfs-size
 	fl.Float64Var(&alpha, "alpha", compare.DefaultAlpha, "compare: family-wise significance level (Holm)")
 	fl.Float64Var(&minEffect, "min-effect", compare.DefaultMinEffect, "compare: smallest relative difference that counts (0.05 = 5 %)")
-	fl.Float64Var(&maxForeign, "max-foreign-diff", compare.DefaultMaxForeignDiff, "compare: foreign CPU difference (points of all CPUs) beyond which verdicts are inconclusive (negative = off)")
+	fl.BoolVar(&noiseGuard, "noise-guard", true, "compare: withhold decided rows the sides' difference in starvation could explain")
+	fl.Float64Var(&maxForeign, "max-foreign-diff", compare.DefaultMaxForeignDiff, "compare: former foreign CPU guard: negative turns the noise guard off, other values are ignored")
+	_ = fl.MarkDeprecated("max-foreign-diff", "the noise guard judges starvation now; use --noise-guard=false")
 	// The load flags of erplab run that make sense here.
 	fl.StringVar(&f.workload, "workload", "erp", "workload to run")
 	fl.Float64Var(&f.scale, "scale", 0, "data scale factor (0 = the workload's default: erp 0.1)")

@@ -127,7 +127,7 @@ func TestABRounds(t *testing.T) {
 		t.Fatalf("hook log:\n%s\nwant:\n%s", log, want)
 	}
 	s := string(out)
-	for _, want := range []string{"variant  B: res/same-1.json,res/same-2.json,res/same-3.json", "3 and 3 rounds", "noise: foreign CPU A ",
+	for _, want := range []string{"variant  B: res/same-1.json,res/same-2.json,res/same-3.json", "3 and 3 rounds", "noise: starvation (run delay per ms run) A ",
 		"6 runs (3 rounds per configuration, balanced order)", compare.PrimaryHeading, compare.ExploratoryHeading,
 		"VERDICT same: primary verdict: ", "declared by settings;", "  primary integral apdex: A "} {
 		if !strings.Contains(s, want) {

@@ -21,6 +21,7 @@ func newCompareCmd() *cobra.Command {
 		minEffect  float64
 		failOnRegr bool
 		maxForeign float64
+		noiseGuard bool
 		primary    []string
 	)
 	cmd := &cobra.Command{
@@ -32,17 +33,21 @@ observations (wait events, the server's own CPU, catalog growth, temp files), wi
 B-A, its 95 % interval and a verdict per row.
 
 A side may be several rounds, comma-separated (the files erplab ab writes, NAME-1.json,
-NAME-2.json, ...): the rows then come from the per-round values, Welch's t over rounds. One file
-per side is compared by a moving-block bootstrap over the two runs' intervals, and a row the
-data cannot decide reads "inconclusive: one round each". A row is better or worse when its
-p-value is significant after Holm's correction over all tested rows (within each family with
---primary; family-wise --alpha) and the whole interval lies beyond the minimum effect
-(--min-effect of A, and a floor per metric). A row without a value on a side, or with too few
-intervals or rounds, is n/a (the reason follows); one whose values do not vary is "no significant
-difference" untested. A noise line gives the CPU used by other processes than the server and
-erplab; decided rows read "inconclusive: foreign load differed" when it differs by more than
---max-foreign-diff points, or when the foreign runnable tasks differ significantly by more than
-half a task per CPU.
+NAME-2.json, ...): the rows then come from the per-round values, Welch's t over rounds, and only
+rounds decide: one file per side is compared by a moving-block bootstrap over the two runs'
+intervals, shows each row's effect, interval and p-value, reads "inconclusive: one round each"
+and ends with one line saying how many rounds a side would decide the clearest row (a --primary
+row when given). With rounds a row is better or worse when its p-value is significant after
+Holm's correction over all tested rows (within each family with --primary; family-wise --alpha)
+and the whole interval lies beyond the minimum effect (--min-effect of A, and a floor per
+metric). A row without a value on a side, or with too few intervals or rounds, is n/a (the reason
+follows); one whose values do not vary is "no significant difference" untested. A noise line
+gives the starvation of each side: the time the server's processes and erplab's threads waited
+for a CPU per ms they ran (schedstat run delay, with steal); a decided row reads "inconclusive:
+starvation differed" when its B/A (or A/B) is within the square of the sides' contention ratio,
+or a latency moved by no more than the more starved side's extra run delay per operation: an
+effect the starvation difference could explain (--noise-guard=false turns this off). The
+foreign CPU is shown for information.
 Warnings say when workloads, data scales (the data set a run ran on) or durations differ (see internal/compare/doc.go).
 
 --primary SUBJECT[:METRIC] (repeatable, e.g. --primary integral --primary temp_table_storm:apdex)
@@ -60,7 +65,7 @@ Exit codes: 0 compared; 1 an input could not be read; 2 bad usage; 99 with
 			if format != "text" && format != "markdown" && format != "json" {
 				return withCode(exitUsage, fmt.Errorf("--format must be text, markdown or json, got %q", format))
 			}
-			opts := compare.Options{Alpha: alpha, MinEffect: minEffect, MaxForeignDiff: maxForeign, PrimarySource: "--primary"}
+			opts := compare.Options{Alpha: alpha, MinEffect: minEffect, MaxForeignDiff: maxForeign, NoiseGuardOff: !noiseGuard, PrimarySource: "--primary"}
 			for _, s := range primary {
 				k, err := compare.ParseKey(s)
 				if err != nil {
@@ -139,7 +144,9 @@ Exit codes: 0 compared; 1 an input could not be read; 2 bad usage; 99 with
 	f.StringVar(&format, "format", "text", "output: text, markdown or json")
 	f.Float64Var(&alpha, "alpha", compare.DefaultAlpha, "family-wise significance level (Holm) over the tested rows")
 	f.Float64Var(&minEffect, "min-effect", compare.DefaultMinEffect, "smallest relative difference that counts as better or worse (0.05 = 5 %)")
-	f.Float64Var(&maxForeign, "max-foreign-diff", compare.DefaultMaxForeignDiff, "foreign CPU difference (points of all CPUs) beyond which verdicts are inconclusive (negative = off)")
+	f.BoolVar(&noiseGuard, "noise-guard", true, "withhold decided rows the sides' difference in starvation could explain")
+	f.Float64Var(&maxForeign, "max-foreign-diff", compare.DefaultMaxForeignDiff, "former foreign CPU guard: negative turns the noise guard off, other values are ignored")
+	_ = f.MarkDeprecated("max-foreign-diff", "the noise guard judges starvation now; use --noise-guard=false")
 	f.BoolVar(&failOnRegr, "fail-on-regression", false, "exit 99 when any row is worse than the baseline")
 	f.StringArrayVar(&primary, "primary", nil, "primary row SUBJECT[:METRIC] deciding the verdict line (repeatable); the other rows are exploratory")
 	return cmd

@@ -62,19 +62,31 @@ func TestCompareAndReportCommands(t *testing.T) {
 	if code != 0 || strings.Contains(out, "  worse\n") || !strings.Contains(out, "  no significant difference\n") {
 		t.Errorf("a vs a: exit %d\n%s", code, out)
 	}
-	// a and b ran at the same time, so each one's erplab is foreign load
-	// to the other; the noise guard may fire on that by chance (it did in
-	// CI: foreign runnable tasks 3.8 vs 2.4). This test is about the exit
-	// codes of gating, so the guard is off here; it has its own tests.
-	out, errOut, code := run("compare", "a.json", "b.json", "--fail-on-regression", "--max-foreign-diff", "-1")
+	// One run per side decides nothing (#31): no row is worse, so
+	// --fail-on-regression exits 0, and a line says how many rounds a
+	// side would decide. Gating needs rounds: the recorded rounds of
+	// internal/compare/testdata/starved, a commit_delay of 40 ms in the
+	// variant, make post_order worse and exit 99 with one line.
+	out, errOut, code := run("compare", "a.json", "b.json", "--fail-on-regression")
+	if code != 0 || strings.Contains(out, "  worse\n") || !strings.Contains(out, "rounds: one run per side decides nothing") {
+		t.Errorf("a vs b --fail-on-regression: exit %d, want 0, no worse row, the rounds line\n%s%s", code, out, errOut)
+	}
+	td, err := filepath.Abs("../../internal/compare/testdata/starved")
+	if err != nil {
+		t.Fatal(err)
+	}
+	side := func(name string) string {
+		return strings.Join([]string{filepath.Join(td, name+"-1.json"), filepath.Join(td, name+"-2.json"), filepath.Join(td, name+"-3.json")}, ",")
+	}
+	out, errOut, code = run("compare", side("quiet"), side("slow"), "--fail-on-regression")
 	if code != exitThreshold || !strings.Contains(out, "  worse\n") {
-		t.Errorf("a vs b --fail-on-regression: exit %d, want %d\n%s%s", code, exitThreshold, out, errOut)
+		t.Errorf("rounds --fail-on-regression: exit %d, want %d\n%s%s", code, exitThreshold, out, errOut)
 	}
 	if msg := strings.TrimSpace(errOut); strings.Count(msg, "\n") != 0 || !strings.Contains(msg, "regression") {
 		t.Errorf("regression message %q", msg)
 	}
-	if _, _, code := run("compare", "a.json", "b.json"); code != 0 {
-		t.Errorf("a vs b without --fail-on-regression: exit %d, want 0", code)
+	if _, _, code := run("compare", side("quiet"), side("slow")); code != 0 {
+		t.Errorf("rounds without --fail-on-regression: exit %d, want 0", code)
 	}
 	out, _, code = run("compare", "--format", "json", "a.json", "b.json")
 	var cs []struct {

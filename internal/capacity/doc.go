@@ -62,8 +62,10 @@
 // time (half the database time); else the top wait event (not CPU)
 // holding >= 20 % of active time, with its share at the last good step;
 // else server CPU >= 85 %, a host
-// busy >= 95 % (with the share of other processes: a neighbour's load),
-// iowait >= 20 %; the server's CPU is always added. The
+// busy >= 95 % (with the share of other processes: a neighbour's load,
+// and the starvation, Resources.Starvation: the ms the server's
+// processes and erplab's threads waited for a CPU per ms they ran, from
+// schedstat, as compare's noise guard measures it), iowait >= 20 %; the server's CPU is always added. The
 // verdict line (Document.Conclude) reads "capacity 46 users at APDEX
 // 0.86 [0.83-0.88]; at 64 users APDEX 0.74 < 0.85; limited by
 // LWLock:LockManager (38 % of active time, 9 % at 32 users), server CPU

@@ -163,6 +163,14 @@ func TestLimitingWaitAndCPU(t *testing.T) {
 	if got, want := Limiting(nil, bad, "users"), "limited by host CPU busy 100 % (other processes 85 %), server CPU 20 %"; got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
+	// With schedstat figures the busy host's line says how starved the
+	// server and erplab were (#31).
+	starved := 4.4
+	bad.Resources.Starvation = &starved
+	if got, want := Limiting(nil, bad, "users"), "limited by host CPU busy 100 % (other processes 85 %, starvation 4.4 ms waited per ms run), server CPU 20 %"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	bad.Resources.Starvation = nil
 	if got := Limiting(nil, Step{}, "users"); got != "no saturated resource seen (no observations)" {
 		t.Fatalf("got %q", got)
 	}
@@ -173,5 +181,30 @@ func TestLimitingWaitAndCPU(t *testing.T) {
 	refused.Resources.ServerCPU = &low
 	if got, want := Limiting(nil, refused, "users"), "limited by the server's connection limit: connections refused (53300: 12), max_connections 14, server CPU 20 %"; got != want {
 		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+}
+
+// ResourcesOf reads the starvation of a run's observations (schedstat run
+// delay per ms run of the server and erplab): the recorded runs of
+// internal/compare/testdata/starved, quiet (a host saturated by others)
+// and with a CPU hog beside; older documents have none.
+func TestResourcesStarvation(t *testing.T) {
+	read := func(name string) Resources {
+		d, err := results.Read(filepath.Join("..", "compare", "testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := ResourcesOf(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	quiet, hog := read("starved/quiet-1.json"), read("starved/hog-1.json")
+	if quiet.Starvation == nil || hog.Starvation == nil || !(*hog.Starvation > 1.5**quiet.Starvation) || !(*quiet.Starvation > 0) {
+		t.Fatalf("starvation quiet %v, hog %v", quiet.Starvation, hog.Starvation)
+	}
+	if old := read("aa-quiet.json"); old.Starvation != nil || old.ForeignCPU == nil {
+		t.Fatalf("a document without schedstat figures: starvation %v, foreign CPU %v", old.Starvation, old.ForeignCPU)
 	}
 }

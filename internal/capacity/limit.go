@@ -34,6 +34,11 @@ type Resources struct {
 	// ForeignCPU is the host's busy time neither the server's nor
 	// erplab's (other processes: a neighbour's load).
 	ForeignCPU *float64 `json:"foreign_cpu_pct,omitempty"`
+	// Starvation is the run delay of the server's processes and erplab's
+	// threads per ms they ran (sampler.Sched, the contention of compare's
+	// noise guard): the time they waited for a CPU, absent without
+	// schedstat figures.
+	Starvation *float64 `json:"starvation,omitempty"`
 	// PoolWaitShare is the share of the response time spent waiting for
 	// a pool connection, %; PoolWaitMs its mean per execution; PoolSize
 	// the pool's connections (0: one per VU).
@@ -79,6 +84,7 @@ func ResourcesOf(d *results.Document) (Resources, error) {
 	waits := map[string]float64{}
 	var waitTotal, active, conns float64
 	var srv, busy, iow, erp, foreign float64
+	var delayMs, runMs float64
 	var nCPU, nHost int
 	for _, s := range o.Series {
 		if s.Elapsed <= 0 || s.T <= p.WarmupS {
@@ -96,6 +102,10 @@ func ResourcesOf(d *results.Document) (Resources, error) {
 			srv += s.Noise.ServerUser + s.Noise.ServerSystem
 			erp += s.Noise.Erplab
 			foreign += s.Noise.Foreign
+			if sc := s.Noise.Sched; sc != nil {
+				delayMs += sc.ServerDelayMs + sc.ErplabDelayMs
+				runMs += sc.ServerRunMs + sc.ErplabRunMs
+			}
 		}
 		if s.Host != nil {
 			nHost++
@@ -119,6 +129,9 @@ func ResourcesOf(d *results.Document) (Resources, error) {
 	})
 	if nCPU > 0 {
 		r.ServerCPU, r.ErplabCPU, r.ForeignCPU = ptr(srv/float64(nCPU)), ptr(erp/float64(nCPU)), ptr(foreign/float64(nCPU))
+	}
+	if runMs > 0 {
+		r.Starvation = ptr(delayMs / runMs)
 	}
 	if nHost > 0 {
 		r.HostBusy, r.Iowait = ptr(busy/float64(nHost)), ptr(iow/float64(nHost))
@@ -193,8 +206,15 @@ func Limiting(good *Step, bad Step, unit string) string {
 		parts = append(parts, fmt.Sprintf("server CPU %.0f %%", *r.ServerCPU))
 	case limitByHost:
 		s := fmt.Sprintf("host CPU busy %.0f %%", *r.HostBusy)
+		var why []string
 		if r.ForeignCPU != nil {
-			s += fmt.Sprintf(" (other processes %.0f %%)", *r.ForeignCPU)
+			why = append(why, fmt.Sprintf("other processes %.0f %%", *r.ForeignCPU))
+		}
+		if r.Starvation != nil {
+			why = append(why, fmt.Sprintf("starvation %.1f ms waited per ms run", *r.Starvation))
+		}
+		if len(why) > 0 {
+			s += " (" + strings.Join(why, ", ") + ")"
 		}
 		parts = append(parts, s)
 	case limitByIowait:

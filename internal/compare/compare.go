@@ -39,10 +39,11 @@ const (
 	// interval does not decide: one run per side cannot separate the
 	// variant from the run-to-run variation.
 	OneRoundEach Verdict = "inconclusive: one round each"
-	// ForeignLoad replaces better, worse, higher or lower when the CPU
-	// used by other processes differed between the sides by more than
-	// Options.MaxForeignDiff.
-	ForeignLoad   Verdict = "inconclusive: foreign load differed"
+	// Starved replaces better, worse, higher or lower when the
+	// difference in starvation (time the server's tasks and erplab's
+	// threads waited for a CPU) between the sides could explain the
+	// row's effect (package doc, "Noise guard").
+	Starved       Verdict = "inconclusive: starvation differed"
 	NotApplicable Verdict = "n/a"
 )
 
@@ -65,9 +66,9 @@ const (
 	// DefaultReplicates is the number of bootstrap resamples of a
 	// comparison of single runs.
 	DefaultReplicates = 1000
-	// DefaultMaxForeignDiff is the largest difference of the mean foreign
-	// CPU (% of all CPUs) between the sides before verdicts are
-	// downgraded to ForeignLoad.
+	// DefaultMaxForeignDiff is the foreign CPU (% of all CPUs) that
+	// capacity calls a busy host's (capacity.Document.ForeignLimited);
+	// compare's guard judges starvation instead.
 	DefaultMaxForeignDiff = 10.0
 	// MinPoints is the fewest intervals (observation samples) per run a
 	// bootstrap needs.
@@ -90,9 +91,11 @@ type Options struct {
 	// comparison is reproducible.
 	Replicates int
 	Seed       uint64
-	// MaxForeignDiff is the noise guard's threshold in percentage points
-	// of all CPUs (default DefaultMaxForeignDiff); negative turns the
-	// guard off.
+	// NoiseGuardOff turns the noise guard off (starvation is still
+	// reported). MaxForeignDiff is the former guard's threshold, kept for
+	// recipes recorded with it: negative also turns the guard off, other
+	// values are ignored.
+	NoiseGuardOff  bool
 	MaxForeignDiff float64
 	// Primary, when not empty, are the pre-declared primary rows: Holm
 	// over them alone decides the comparison's verdict
@@ -103,6 +106,9 @@ type Options struct {
 	Primary       []Key
 	PrimarySource string
 }
+
+// guardOff reports whether the noise guard is off.
+func (o Options) guardOff() bool { return o.NoiseGuardOff || o.MaxForeignDiff < 0 }
 
 func (o Options) norm() (Options, error) {
 	if o.Alpha == 0 {
@@ -116,9 +122,6 @@ func (o Options) norm() (Options, error) {
 	}
 	if o.Seed == 0 {
 		o.Seed = 1
-	}
-	if o.MaxForeignDiff == 0 {
-		o.MaxForeignDiff = DefaultMaxForeignDiff
 	}
 	if !(o.Alpha > 0 && o.Alpha < 1) {
 		return o, fmt.Errorf("compare: alpha must be in (0, 1), got %g", o.Alpha)
@@ -219,6 +222,10 @@ type Comparison struct {
 	// Slower are the statements that got slower (statements.go), when
 	// both sides recorded pg_stat_statements.
 	Slower []StatementChange `json:"statements_slower,omitempty"`
+	// RoundsHint, for one run per side (which never decides a row),
+	// says how many rounds a side would decide the clearest row (a
+	// primary row when declared): RoundsHint.Line.
+	RoundsHint *RoundsHint `json:"rounds_hint,omitempty"`
 	// Primary is the verdict of the primary rows, nil when none were
 	// declared (Options.Primary).
 	Primary *PrimaryVerdict `json:"primary,omitempty"`
@@ -301,11 +308,14 @@ func CompareRounds(namesA []string, as []*results.Document, namesB []string, bs 
 	} else {
 		c.Rows = roundRows(specs, ra, rb)
 	}
-	c.Noise = noiseReport(ra, rb, opts.MaxForeignDiff, opts)
+	c.Noise = noiseReport(ra, rb, opts)
 	c.Warnings = warnings(as, bs)
 	c.Slower = slowerStatements(as, bs, opts.MinEffect)
 	missing := markRoles(c.Rows, opts.Primary)
 	decide(c, opts)
+	if c.RoundsA == 1 {
+		c.RoundsHint = roundsHint(c, opts)
+	}
 	if len(opts.Primary) > 0 {
 		c.Primary = &PrimaryVerdict{Rows: opts.Primary, Source: opts.PrimarySource, Missing: missing}
 		_, c.Primary.Family, c.Primary.Exploratory = familySignificance(c.Rows, opts.Alpha)
@@ -484,7 +494,10 @@ func decide(c *Comparison, opts Options) {
 		}
 		up := r.Lo > r.MinDelta
 		down := r.Hi < -r.MinDelta
-		if !sig[i] || !up && !down {
+		if !sig[i] || !up && !down || c.RoundsA == 1 {
+			// one run per side decides nothing (package doc, "The unit
+			// of replication is the round"): RoundsHint says how many
+			// rounds would
 			r.Verdict = undecided
 			continue
 		}
@@ -496,9 +509,7 @@ func decide(c *Comparison, opts Options) {
 		default:
 			r.Verdict = map[bool]Verdict{true: Higher, false: Lower}[up]
 		}
-		if c.Noise.Differed {
-			r.Verdict = ForeignLoad
-		}
+		c.Noise.guard(r)
 	}
 }
 

@@ -35,9 +35,23 @@
 //     band). The autocorrelation is that of the per-interval pooled APDEX
 //     score (it moves with latency) for intervals and of the active
 //     sessions for observation samples. The bootstrap captures the
-//     dependence inside a run, not the run-to-run variation, so a row it
-//     cannot decide reads "inconclusive: one round each" rather than "no
-//     significant difference".
+//     dependence inside a run, not the run-to-run variation, so one run
+//     per side never decides a row: every tested row reads
+//     "inconclusive: one round each" with its effect, interval and
+//     p-value (replication is the unit of proof; #31: an A/A of two
+//     single runs once gave 6 rows "better").
+//
+// One run per side ends with the rounds hint (Comparison.RoundsHint, one
+// line): the row that the fewest rounds would decide, among the primary
+// rows when declared, else among all, leaving out the rows the noise
+// guard would withhold (below), and how many rounds a side. For a
+// row with bootstrap standard error se (from its interval) the hint
+// takes se/√n as the standard error of B-A over n rounds a side, Welch's
+// degrees of freedom 2n-2, and asks for p <= alpha/m (Holm's first step
+// over the family's m tested rows) and the whole interval beyond the
+// minimum effect; the smallest such n from 2 to MaxRoundsHint (50), or
+// none. Runs vary at least as much as a run's intervals do, so the
+// count is a lower bound ("at least").
 //
 // The seeds are fixed (Options.Seed), so a comparison is reproducible.
 //
@@ -70,16 +84,18 @@
 // The p-values of all tested rows of a comparison (of each family, with
 // primary rows: see below) are corrected together with Holm's step-down
 // procedure (S. Holm, Scand. J. Statist. 6, 1979;
-// family-wise error rate Options.Alpha). A row is better or worse (higher
-// or lower for neutral rows) only when it is significant after Holm and
+// family-wise error rate Options.Alpha). A row of a comparison of rounds
+// is better or worse (higher or lower for neutral rows; never with one
+// run per side) only when it is significant after Holm and
 // its whole 95 % interval lies beyond the minimum effect MinDelta =
 // max(Options.MinEffect·|A|, the metric's floor): APDEX 0.01, latencies
 // 1 ms, throughput 0.1/s, error rate 0.5 points, wait share 2 points,
 // server CPU 1 point of all CPUs, temp files 0.1/s, temp bytes 64 KiB/s,
 // catalog growth 64 KiB. The floors keep a difference between near-zero
-// values (iowait 0.00 -> 0.14 %) from being "worse". Otherwise a row is
-// "no significant difference" (rounds) or "inconclusive: one round each"
-// (single runs); rows whose values do not vary at all (no errors on
+// values (iowait 0.00 -> 0.14 %) from being "worse", and the noise guard
+// (below) withholds a decided row starvation could explain. Otherwise a
+// row is "no significant difference" (rounds) or "inconclusive: one
+// round each" (single runs, every tested row); rows whose values do not vary at all (no errors on
 // either side) are "no significant difference" without a test, and rows
 // that cannot be tested (no value on a side, too few intervals or
 // rounds: Row.Note) are "n/a". Row.UntestedReason and
@@ -109,8 +125,8 @@
 //     only they decide the comparison's verdict (Comparison.Primary).
 //     Each primary row needs, as every row, significance after Holm
 //     within its family and the whole 95 % interval beyond the minimum
-//     effect. The verdict is, in this order: "inconclusive: foreign load
-//     differed" when the noise guard downgraded a primary row (one that
+//     effect. The verdict is, in this order: "inconclusive: starvation
+//     differed" when the noise guard withheld a primary row (one that
 //     would have been decided); better, worse, higher or lower when at
 //     least one primary row is decided and every decided primary row
 //     says the same (undecided rows do not count against it); "mixed:
@@ -146,28 +162,75 @@
 //
 // # Noise guard
 //
-// The sampler records per sample (sampler.Noise) the CPU of the server's
-// process tree, of erplab itself, and the rest of the host's busy time:
-// the foreign load, plus steal time, the run queue and the foreign
-// runnable tasks (runnable tasks that are neither the server's nor
-// erplab's). The comparison's noise line gives their means per side
-// (mean of per-round means with rounds). Every decided row reads
-// "inconclusive: foreign load differed" (the difference may be the
-// neighbour's) when
+// A neighbour's load moves latencies through starvation: the server's
+// processes and erplab's load generator are runnable but wait for a CPU.
+// CPU shares do not show it on a saturated host (both sides read ~99 %
+// busy while the server gets less of it), so the guard measures the
+// waiting itself. The sampler records per sample (sampler.Sched) the
+// time the postmaster's process tree (every thread) and erplab's own
+// threads ran and spent runnable but not running (the run delay of
+// /proc/<pid>/task/<tid>/schedstat, the kernel's
+// Documentation/scheduler/sched-stats.rst), with the host's steal time
+// (sampler.Noise.Steal).
 //
-//   - the foreign CPU of the two sides differs by more than
-//     Options.MaxForeignDiff (default 10 percentage points of all CPUs:
-//     on a 2-core host, a fifth of a core busy for the whole run), or
-//   - the foreign runnable tasks differ significantly (p < 0.05, by the
-//     row method: Welch over rounds, or the block bootstrap of one run
-//     each) and by more than RunnablePerCPU (0.5) tasks per CPU. On a
-//     saturated host the foreign CPU cannot grow (the server's share
-//     shrinks instead), but the number of competitors does.
+// The rule, per comparison:
 //
-// Runs without these figures (remote servers, older files) say so and
-// are not guarded. The foreign load is counted from /proc: a process
-// started by erplab's own process tree (an in-process stress, a
-// --run-hook child that is still attached) counts as erplab's.
+//   - Per run, the contention ρ = (run delay of the server's tasks and
+//     erplab's threads + their stolen time) / (the time they ran), over
+//     the observation samples after the warm-up; the stolen time is
+//     estimated as their run time × steal / (host busy - steal). ρ = 1
+//     means a CPU-bound step took twice its CPU time. Per side, ρ is the
+//     mean over its rounds. Unlike the run delay per operation it does
+//     not grow with the side's own work (a slow query waits more because
+//     it runs more, not because the host is busier).
+//   - The contention ratio F = (1+ρ_B)/(1+ρ_A) is the factor by which
+//     waiting for CPUs alone slows CPU-bound work on B against A. The
+//     limit L = max(F, 1/F)^StarvationAmplification (2): the queues in
+//     front of a starved server (pool, connections, the virtual users'
+//     closed loop) move latency and throughput more than the CPU-bound
+//     steps themselves.
+//   - Short operations are not scaled but shifted: one wait for a CPU
+//     of a few ms multiplies a sub-ms latency. Per side, S is the run
+//     delay (with the stolen time) per executed operation, ms: the delay
+//     per second over the executions per second of the scored
+//     intervals. The extra delay X = S_more·(1 - ρ_less/ρ_more) is the
+//     run delay per operation the more contended side had beyond what
+//     the other side's contention would have given its operations.
+//   - A decided row (better, worse, higher, lower) is withheld, its
+//     verdict "inconclusive: starvation differed" (Starved), when both
+//     its values are positive and the starvation difference could
+//     explain it (NoiseReport.Explains): max(B/A, A/B) <= L, or, for a
+//     latency row (p50, p95, p99), |B-A| <= X. A latency row whose
+//     slower side is the less contended one is never withheld (its
+//     starvation would have made it faster). A larger effect stands,
+//     whatever the starvation: a 177x faster operation (#31: p50 2,130
+//     -> 12 ms, the foreign CPU 76 against 96 %) is better unless the
+//     contention ratio exceeds 13 or its CPU-bound time under the
+//     baseline's extra contention accounts for 2,118 ms. Rows with a
+//     value of 0 or less on a side are not scalings and are not
+//     withheld.
+//
+// Calibration (testdata/starved, record-starved.sh): an A/A of 3 rounds a
+// side of the smoke workload on a 2-core host saturated by others, with
+// `erplab stress --cpu 4` beside one side: ρ 4.4 against 11.4 (F 2.3,
+// L 5.3); the hog cut throughput by a third and raised the p50 of the
+// operations 2 to 8 times, and all 7 rows decided without the guard are
+// withheld
+// (the foreign CPU moved from 84.6 to 90.1 %, which the former
+// share-based guard took for the same load); every latency row, decided
+// or not, is explained (item_lookup's p50 rose 8 times, 0.3 -> 2.6 ms,
+// within X = 10.8 ms). A commit_delay of 40 ms beside the hog against
+// the quiet side (F 0.38, L 7.0): post_order's and temp_churn's p50 (17
+// and 7 times) stay better, throughput rows are withheld.
+//
+// The noise line gives per side ρ, the ratio, the server's and erplab's
+// tasks waiting for a CPU on average, the run delay per executed
+// operation and steal, then for information the foreign CPU (host busy
+// minus the server's and erplab's), the foreign runnable tasks and the
+// server's CPU. Runs without schedstat figures (a remote server, older
+// files, a kernel without schedstat) say so and are not guarded;
+// Options.NoiseGuardOff (or a negative MaxForeignDiff, recipes of the
+// former guard) turns the guard off.
 //
 // # Small or constant figures
 //

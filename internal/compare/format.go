@@ -146,7 +146,7 @@ func (c *Comparison) Summary() string { return summaryOf(c.Rows) }
 
 func summaryOf(rows []Row) string {
 	parts := []string{}
-	for _, v := range []Verdict{Better, Worse, Higher, Lower, ForeignLoad, NoDifference, OneRoundEach, NotApplicable} {
+	for _, v := range []Verdict{Better, Worse, Higher, Lower, Starved, NoDifference, OneRoundEach, NotApplicable} {
 		n := 0
 		for _, r := range rows {
 			if r.Verdict == v {
@@ -210,9 +210,14 @@ func (c *Comparison) MethodNote() string {
 		family = fmt.Sprintf("within its family (the primary rows, declared before the runs, decide the verdict: %d of %d tested; "+
 			"the exploratory rows form a family of their own: %s)", c.Primary.Family, len(c.PrimaryRows()), c.Primary.exploratoryCount())
 	}
-	return fmt.Sprintf("Method: %s. Verdicts: better/worse when the p-value is significant after Holm's correction %s "+
-		"at family-wise alpha %g and the whole interval lies beyond the minimum effect (max(%g %% of A, the metric's floor)). "+
-		"Host CPU rows are the server's own process tree. See internal/compare/doc.go.", how, family, c.Alpha, 100*c.MinEffect)
+	rounds := ""
+	if c.RoundsA == 1 {
+		rounds = "with rounds only (one run per side decides nothing), "
+	}
+	return fmt.Sprintf("Method: %s. Verdicts: better/worse %swhen the p-value is significant after Holm's correction %s "+
+		"at family-wise alpha %g, the whole interval lies beyond the minimum effect (max(%g %% of A, the metric's floor)) "+
+		"and the starvation difference could not explain it. "+
+		"Host CPU rows are the server's own process tree. See internal/compare/doc.go.", how, rounds, family, c.Alpha, 100*c.MinEffect)
 }
 
 func (c *Comparison) tested() int {
@@ -232,6 +237,9 @@ func (c *Comparison) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "warning: %s\n", s)
 	}
 	fmt.Fprintf(w, "%s\n\n", c.Noise.Line())
+	if c.RoundsHint != nil {
+		fmt.Fprintf(w, "%s\n\n", c.RoundsHint.Line)
+	}
 	if c.Primary == nil {
 		if err := writeTextRows(w, c.Rows); err != nil {
 			return err
@@ -280,6 +288,9 @@ func (c *Comparison) WriteMarkdown(w io.Writer) error {
 		fmt.Fprintf(w, "> warning: %s\n", s)
 	}
 	fmt.Fprintf(w, "%s\n\n", c.Noise.Line())
+	if c.RoundsHint != nil {
+		fmt.Fprintf(w, "%s\n\n", c.RoundsHint.Line)
+	}
 	if c.Primary == nil {
 		writeMarkdownRows(w, c.Rows)
 	} else {

@@ -76,7 +76,7 @@ type PrimaryVerdict struct {
 	ExploratoryRows int `json:"exploratory_rows"`
 	// Verdict is better or worse (higher, lower) when every decided
 	// primary row says the same and at least one is decided; Mixed when
-	// the decided rows say different things; ForeignLoad when the noise
+	// the decided rows say different things; Starved when the noise
 	// guard fired on a primary row; n/a when no declared row has a value
 	// on both sides; otherwise the comparison's undecided verdict: no
 	// significant difference (rounds) or inconclusive: one round each.
@@ -179,8 +179,8 @@ func primaryVerdict(rows []Row, undecided Verdict) Verdict {
 			present = true
 		}
 		switch {
-		case r.Verdict == ForeignLoad:
-			return ForeignLoad
+		case r.Verdict == Starved:
+			return Starved
 		case r.Verdict.Decided():
 			decided = append(decided, r.Verdict)
 		}

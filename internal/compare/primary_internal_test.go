@@ -15,7 +15,7 @@ func TestPrimaryVerdictCombination(t *testing.T) {
 		{[]Row{row(RolePrimary, NoDifference), row(RoleExploratory, Better)}, NoDifference},
 		{[]Row{row(RolePrimary, Better), row(RolePrimary, Worse)}, Mixed},
 		{[]Row{row(RolePrimary, Worse), row(RolePrimary, Worse)}, Worse},
-		{[]Row{row(RolePrimary, Better), row(RolePrimary, ForeignLoad)}, ForeignLoad},
+		{[]Row{row(RolePrimary, Better), row(RolePrimary, Starved)}, Starved},
 		{[]Row{row(RolePrimary, NotApplicable), row(RoleExploratory, Better)}, NotApplicable},
 		{[]Row{row(RolePrimary, NotApplicable), row(RolePrimary, OneRoundEach)}, OneRoundEach},
 		// as internal/compare/doc.go documents: a neutral row's higher

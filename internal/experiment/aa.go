@@ -55,11 +55,11 @@ func (a *AAOutcome) Rate() float64 {
 
 // Line is the one-line account, e.g. "A/A: 1 of 20 comparisons (5.0 %)
 // showed a better/worse row; 1 of 700 tested rows; 3 inconclusive
-// (foreign load differed); 3 rounds each".
+// (starvation differed); 3 rounds each".
 func (a *AAOutcome) Line() string {
 	r, lo, hi := a.PrimaryRate()
 	return fmt.Sprintf("A/A: primary verdict false in %d of %d comparisons (%.1f %%, 95 %% CI [%.1f, %.1f] %%; nominal %g %%); "+
-		"any row of either family: %d of %d comparisons (%.1f %%), %d of %d tested rows; %d with foreign load differing; %d rounds per side",
+		"any row of either family: %d of %d comparisons (%.1f %%), %d of %d tested rows; %d with rows withheld (starvation differed); %d rounds per side",
 		a.FalsePrimary, len(a.Comparisons), 100*r, 100*lo, 100*hi, 100*a.alpha(),
 		a.FalseComparisons, len(a.Comparisons), 100*a.Rate(), a.FalseRows, a.TestedRows, a.Inconclusive, a.Rounds)
 }

@@ -4,8 +4,10 @@
 // /proc/vmstat), the sysctls and sysfs choice files the doctor judges
 // (transparent_hugepage/enabled, defrag, shmem_enabled and the per-size
 // hugepages-<N>kB/enabled, or RHEL 6's redhat_transparent_hugepage, in
-// [FS.THPSettings]; vm.overcommit_memory), and the
-// CPU time split between two /proc/stat readings.
+// [FS.THPSettings]; vm.overcommit_memory), the
+// CPU time split between two /proc/stat readings, and the scheduler
+// accounting of a process's threads ([FS.ThreadSchedstats]: run time and
+// run delay from /proc/<pid>/task/<tid>/schedstat, for the noise guard).
 //
 // Every reader goes through an [FS] made by [New] from a proc root and a
 // sys root ("/proc" and "/sys" on a live host), so that tests feed it

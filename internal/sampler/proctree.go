@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"time"
 
 	"github.com/prometheus/procfs"
+
+	"github.com/erplab/erplab/internal/hostfacts"
 )
 
 // Noise is one interval's account of who used the host's CPU, for the
@@ -44,6 +47,27 @@ type Noise struct {
 	// CPUs of /proc/stat.
 	ForeignRunnable int `json:"foreign_runnable"`
 	CPUs            int `json:"cpus"`
+	// Sched is the starvation of the interval (schedstat run delay);
+	// nil when the kernel has no schedstat files (and in results written
+	// before it was recorded).
+	Sched *Sched `json:"sched,omitempty"`
+}
+
+// Sched is the time, ms over the interval, the server's processes (every
+// thread of the postmaster's tree) and erplab's own threads (the load
+// generator, this process's /proc/self/task) spent on a CPU (Run) and
+// runnable but waiting for one (Delay, the schedstat "run delay"; the
+// kernel's Documentation/scheduler/sched-stats.rst), summed over their
+// tasks: 2,000 ms of ServerDelayMs in a 1 s interval means two server
+// tasks waited for a CPU the whole second. A task that started during
+// the interval counts from its start; one that ended during it loses its
+// last part. This is the starvation compare's noise guard judges (CPU
+// shares cannot show it on a saturated host).
+type Sched struct {
+	ServerRunMs   float64 `json:"server_run_ms"`
+	ServerDelayMs float64 `json:"server_run_delay_ms"`
+	ErplabRunMs   float64 `json:"erplab_run_ms"`
+	ErplabDelayMs float64 `json:"erplab_run_delay_ms"`
 }
 
 // treeCounters are cumulative CPU seconds of one reading.
@@ -52,11 +76,15 @@ type treeCounters struct {
 	serverUser, serverSys      float64
 	erplab                     float64
 	procsRunning               uint64
+	// server and erplab are the tasks' schedstat by thread id (nil
+	// when unreadable).
+	serverSched, erplabSched map[int]hostfacts.SchedTime
 }
 
 // treeReader reads the process-tree CPU of a local server.
 type treeReader struct {
 	fs         procfs.FS
+	facts      hostfacts.FS
 	postmaster int
 	self       int
 	cpus       int
@@ -88,7 +116,11 @@ func newTreeReader(root string, backend int) (*treeReader, error) {
 	if err != nil || pst.Comm != "postgres" {
 		return nil, fmt.Errorf("process tree: parent %d of backend %d is not postgres", st.PPID, backend)
 	}
-	return &treeReader{fs: fs, postmaster: st.PPID, self: os.Getpid()}, nil
+	facts, err := hostfacts.New(root, "")
+	if err != nil {
+		return nil, fmt.Errorf("process tree: %w", err)
+	}
+	return &treeReader{fs: fs, facts: facts, postmaster: st.PPID, self: os.Getpid()}, nil
 }
 
 // userHZ is the clock tick of /proc/<pid>/stat times (procfs uses 100).
@@ -141,7 +173,10 @@ func (t *treeReader) counters() (*treeCounters, int, error) {
 	}
 	c := &treeCounters{}
 	ours := 0 // runnable tasks of the server and erplab
-	for _, pid := range tree(t.postmaster, -1) {
+	serverPIDs := tree(t.postmaster, -1)
+	c.serverSched = t.schedstats(serverPIDs)
+	c.erplabSched = t.schedstats([]int{t.self})
+	for _, pid := range serverPIDs {
 		c.serverUser += all[pid].user
 		c.serverSys += all[pid].sys
 		if all[pid].running {
@@ -160,6 +195,44 @@ func (t *treeReader) counters() (*treeCounters, int, error) {
 	c.steal = h.Steal
 	c.procsRunning = st.ProcessesRunning
 	return c, running, nil
+}
+
+// schedstats reads the schedstat of every thread of pids; nil when none
+// could be read (no schedstat files, or every process gone).
+func (t *treeReader) schedstats(pids []int) map[int]hostfacts.SchedTime {
+	var out map[int]hostfacts.SchedTime
+	for _, pid := range pids {
+		ts, err := t.facts.ThreadSchedstats(pid)
+		if err != nil {
+			continue
+		}
+		if out == nil {
+			out = make(map[int]hostfacts.SchedTime, len(pids))
+		}
+		for tid, st := range ts {
+			out[tid] = st
+		}
+	}
+	return out
+}
+
+// schedDelta sums cur-prev per task, ms (a task new in cur counts
+// whole: it started during the interval); ok false when either reading
+// is missing.
+func schedDelta(prev, cur map[int]hostfacts.SchedTime) (run, delay float64, ok bool) {
+	if prev == nil || cur == nil {
+		return 0, 0, false
+	}
+	var r, d time.Duration
+	for tid, c := range cur {
+		p := prev[tid]
+		if c.Run >= p.Run && c.Delay >= p.Delay {
+			r += c.Run - p.Run
+			d += c.Delay - p.Delay
+		} // else a reused thread id: skip it
+	}
+	ms := func(x time.Duration) float64 { return math.Round(float64(x)/1e4) / 100 }
+	return ms(r), ms(d), true
 }
 
 // runnableThreads counts the threads of pid in state R (the process's
@@ -201,6 +274,11 @@ func (t *treeReader) read() (*Noise, error) {
 		ServerUser: pct(prev.serverUser, cur.serverUser), ServerSystem: pct(prev.serverSys, cur.serverSys),
 		Erplab: pct(prev.erplab, cur.erplab), HostBusy: pct(prev.hostBusy, cur.hostBusy), Steal: pct(prev.steal, cur.steal)}
 	n.Foreign = math.Round(100*max(n.HostBusy-n.ServerUser-n.ServerSystem-n.Erplab, 0)) / 100
+	sr, sd, okS := schedDelta(prev.serverSched, cur.serverSched)
+	er, ed, okE := schedDelta(prev.erplabSched, cur.erplabSched)
+	if okS && okE {
+		n.Sched = &Sched{ServerRunMs: sr, ServerDelayMs: sd, ErplabRunMs: er, ErplabDelayMs: ed}
+	}
 	return n, nil
 }
 
