@@ -705,9 +705,11 @@ func lastLines(b []byte, n int) string {
 // DSN returns a libpq key/value connection string for dbname over the Unix
 // socket as superuser "postgres", e.g. "host=/tmp/erplab-pg-1a2b3c4d5e6f/sock
 // port=5432 user=postgres dbname=erplab sslmode=disable
-// passfile=/tmp/erplab-pg-1a2b3c4d5e6f/pgpass". The password is not in it:
-// pgx and libpq (psql, pgbench) read it from the passfile, which only the
-// invoking user can read, so the DSN may go into a child's argv.
+// password='' passfile=/tmp/erplab-pg-1a2b3c4d5e6f/pgpass". The password
+// is not in it: pgx and libpq (psql, pgbench) read it from the passfile,
+// which only the invoking user can read, so the DSN may go into a child's
+// argv. The empty password keeps a PGPASSWORD in erplab's environment
+// (meant for the user's own server) from taking the passfile's place.
 func (c *Cluster) DSN(dbname string) string {
 	return c.DSNAt(c.sockDir, c.port, dbname)
 }
@@ -716,7 +718,7 @@ func (c *Cluster) DSN(dbname string) string {
 // this cluster, or 127.0.0.1 and Port() with Options.TCP), with the same
 // passfile.
 func (c *Cluster) DSNAt(host string, port int, dbname string) string {
-	return fmt.Sprintf("host=%s port=%d user=postgres dbname=%s sslmode=disable passfile=%s",
+	return fmt.Sprintf("host=%s port=%d user=postgres dbname=%s sslmode=disable password='' passfile=%s",
 		quoteKV(host), port, quoteKV(dbname), quoteKV(c.passFile))
 }
 

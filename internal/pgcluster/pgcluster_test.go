@@ -725,3 +725,22 @@ func TestStopFrozenServer(t *testing.T) {
 
 // zombie reports whether pid has exited but is not yet reaped.
 func zombie(pid int) bool { return procState(pid) == "Z" }
+
+// TestPGPasswordIgnored: a PGPASSWORD in erplab's environment (meant for
+// the user's own server, e.g. a replay template's) does not replace the
+// cluster's passfile: start-up and a connection by DSN succeed.
+func TestPGPasswordIgnored(t *testing.T) {
+	t.Setenv("PGPASSWORD", "not-the-cluster-password")
+	opts := startOpts()
+	opts.TCP = true
+	c := start(t, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, dsn := range []string{c.DSN("postgres"), c.DSNAt("127.0.0.1", c.Port(), "postgres")} {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatalf("%s: %v", dsn, err)
+		}
+		conn.Close(ctx)
+	}
+}
