@@ -704,12 +704,12 @@ func lastLines(b []byte, n int) string {
 
 // DSN returns a libpq key/value connection string for dbname over the Unix
 // socket as superuser "postgres", e.g. "host=/tmp/erplab-pg-1a2b3c4d5e6f/sock
-// port=5432 user=postgres dbname=erplab sslmode=disable
-// password='' passfile=/tmp/erplab-pg-1a2b3c4d5e6f/pgpass". The password
-// is not in it: pgx and libpq (psql, pgbench) read it from the passfile,
-// which only the invoking user can read, so the DSN may go into a child's
-// argv. The empty password keeps a PGPASSWORD in erplab's environment
-// (meant for the user's own server) from taking the passfile's place.
+// port=5432 user=postgres dbname=erplab sslmode=disable password=(empty)
+// passfile=/tmp/erplab-pg-1a2b3c4d5e6f/pgpass". The password is not in it:
+// pgx and libpq (psql, pgbench) read it from the passfile, which only the
+// invoking user can read, so the DSN may go into a child's argv. The
+// empty password keeps a PGPASSWORD in erplab's environment (meant for
+// the user's own server) from taking the passfile's place.
 func (c *Cluster) DSN(dbname string) string {
 	return c.DSNAt(c.sockDir, c.port, dbname)
 }
