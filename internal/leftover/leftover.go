@@ -105,16 +105,21 @@ func ProcessOf(pid int) (Process, error) {
 }
 
 // Alive reports whether this very process still exists: same PID and same
-// start time. A zero Start only checks the PID.
+// start time, and not a zombie (killed, its parent not yet told: it will
+// never undo anything). A zero Start only checks the PID.
 func (p Process) Alive() bool {
 	if p.PID <= 0 {
 		return false
 	}
-	now, err := ProcessOf(p.PID)
+	proc, err := procfs.NewProc(p.PID)
 	if err != nil {
 		return false
 	}
-	return p.Start == 0 || now.Start == p.Start
+	st, err := proc.Stat()
+	if err != nil || st.State == "Z" || st.State == "X" {
+		return false
+	}
+	return p.Start == 0 || st.Starttime == p.Start
 }
 
 // Entry is one thing a command created. Data is the kind's own JSON.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // testKind removes a directory holding a "marker" file with the token, and
@@ -166,5 +167,30 @@ func TestProcessAlive(t *testing.T) {
 	}
 	if deadProcess(t).Alive() {
 		t.Error("exited process counts as alive")
+	}
+}
+
+// TestZombieNotAlive: a killed process whose parent has not yet waited
+// for it (a zombie, as after kill -9 of a command a shell has not reaped)
+// is dead to the sweep.
+func TestZombieNotAlive(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait() //nolint:errcheck // reaped at the end
+	p, err := ProcessOf(cmd.Process.Pid)
+	if err != nil || !p.Alive() {
+		t.Fatalf("running child %v: alive=%v err=%v", p, p.Alive(), err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for p.Alive() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if p.Alive() {
+		t.Error("a killed, unreaped child (zombie) counts as alive")
 	}
 }
