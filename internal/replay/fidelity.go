@@ -28,10 +28,12 @@ type Fidelity struct {
 	ConnectFailures int64 `json:"connect_failures,omitempty"`
 	// Statements counts the statements replayed (queries, executes,
 	// copies; every copy's), Prepares the Parses; Failed those of both
-	// that the server answered with an error.
-	Statements int64 `json:"statements"`
-	Prepares   int64 `json:"prepares"`
-	Failed     int64 `json:"failed"`
+	// that the server answered with an error, PreparesFailed the Parses
+	// among them (in no key operation: the scores do not count them).
+	Statements     int64 `json:"statements"`
+	Prepares       int64 `json:"prepares"`
+	Failed         int64 `json:"failed"`
+	PreparesFailed int64 `json:"prepares_failed,omitempty"`
 	// Errors by SQLSTATE: NewErrors the replay got and the capture did
 	// not (or with another code), SameErrors as in the capture,
 	// MissingErrors the capture's that the replay did not get.
@@ -168,6 +170,9 @@ func (t *tally) statement(sess string, st *step, out outcome, lag time.Duration,
 		_ = t.lag.RecordValue(min(max(lag.Microseconds(), 1), t.lag.HighestTrackableValue()))
 	}
 	t.compareErrors(e.SQLState, out.sqlState)
+	if e.Kind == capture.KindPrepare && out.sqlState != "" {
+		t.f.PreparesFailed++
+	}
 	if out.sqlState != "" || e.SQLState != "" || e.Rows < 0 || e.Kind == capture.KindPrepare {
 		return
 	}

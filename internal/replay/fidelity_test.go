@@ -53,3 +53,31 @@ func TestFidelityErrors(t *testing.T) {
 		t.Errorf("warnings %q: want mvarchar's and session G's", warnings)
 	}
 }
+
+// TestPrepareFailedCounted: a Parse that fails (its table is missing on
+// the target) counts in failed and in prepares_failed, and the failures
+// the scores show (its Execute's 26000) are failed less those.
+func TestPrepareFailedCounted(t *testing.T) {
+	s := &script{}
+	a := s.session("A", "fid-P", 0)
+	a.prepare("gone", "SELECT * FROM missing_here", nil, nil)
+	a.execute("gone", "", nil, nil, 5, 0, "SELECT 0")
+	a.disconnect()
+	res, _ := replayOnto(t, "SELECT 1", s.sorted(), Options{})
+	f := res.Fidelity
+	if f.Failed != 2 || f.PreparesFailed != 1 || f.NewErrors["42P01"] != 1 || f.NewErrors["26000"] != 1 {
+		t.Errorf("failed %d, prepares failed %d, new %v: want the Parse's 42P01 and the Execute's 26000", f.Failed, f.PreparesFailed, f.NewErrors)
+	}
+	var scored int64
+	for _, op := range res.Doc.Operations {
+		scored += op.Errors
+	}
+	if scored != f.Failed-f.PreparesFailed {
+		t.Errorf("errors in the scores %d, want failed less prepares %d", scored, f.Failed-f.PreparesFailed)
+	}
+	var b strings.Builder
+	printFidelity(&b, f)
+	if !strings.Contains(b.String(), "failed 2 (1 of them prepares, in no key operation)") {
+		t.Errorf("summary:\n%s", b.String())
+	}
+}

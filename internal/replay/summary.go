@@ -54,8 +54,12 @@ func PrintSummary(w io.Writer, res *Result, src *load.Source) {
 func printFidelity(w io.Writer, f Fidelity) {
 	fmt.Fprintf(w, "statements replayed %d (and %d prepares) in %d connections for %d captured sessions x %d\n",
 		f.Statements, f.Prepares, f.Connections, f.Sessions, f.UsersX)
-	fmt.Fprintf(w, "failed %d: new (the capture did not have them) %s; as captured %s; captured but not replayed %s\n",
-		f.Failed, byCode(f.NewErrors), byCode(f.SameErrors), byCode(f.MissingErrors))
+	prep := ""
+	if f.PreparesFailed > 0 {
+		prep = fmt.Sprintf(" (%d of them prepares, in no key operation)", f.PreparesFailed)
+	}
+	fmt.Fprintf(w, "failed %d%s: new (the capture did not have them) %s; as captured %s; captured but not replayed %s\n",
+		f.Failed, prep, byCode(f.NewErrors), byCode(f.SameErrors), byCode(f.MissingErrors))
 	fmt.Fprintf(w, "rows differing %d of %d compared\n", f.RowsDiffer, f.RowsCompared)
 	if f.Lag != nil {
 		fmt.Fprintf(w, "lag behind schedule p50 %s, p99 %s, max %s\n", results.FormatMs(f.Lag.P50), results.FormatMs(f.Lag.P99), results.FormatMs(f.Lag.Max))
