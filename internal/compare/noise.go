@@ -325,8 +325,9 @@ func (n NoiseReport) Line() string {
 }
 
 // warnings lists what differs between the runs besides the variant:
-// workload, data scale and planned duration (by more than 10 %), each
-// run against the first baseline run.
+// workload, data scale and planned duration (by more than 10 %; not for
+// a replay, whose length is its capture's and its pace), each run
+// against the first baseline run.
 func warnings(as, bs []*results.Document) []string {
 	ref := as[0]
 	var out []string
@@ -344,7 +345,7 @@ func warnings(as, bs []*results.Document) []string {
 		if sa, sb := dataScale(ref), dataScale(d); sa != sb {
 			add(fmt.Sprintf("scales differ: %g and %g", sa, sb))
 		}
-		if da, db := plannedSeconds(ref), plannedSeconds(d); math.Abs(da-db) > 0.1*max(da, db) {
+		if da, db := plannedSeconds(ref), plannedSeconds(d); d.Workload != replayWorkload && math.Abs(da-db) > 0.1*max(da, db) {
 			add(fmt.Sprintf("durations differ: %.0f s and %.0f s planned (load profile)", da, db))
 		}
 	}
@@ -392,3 +393,7 @@ func plannedSeconds(d *results.Document) float64 {
 	}
 	return d.Totals.ScoredSeconds + paramFloat(d, "warmup_s")
 }
+
+// replayWorkload is the workload name of a replay's results (package
+// replay's Workload): it has no load profile to plan a duration by.
+const replayWorkload = "replay"

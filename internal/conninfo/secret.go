@@ -78,7 +78,7 @@ func HasPassword(dsn string) bool {
 }
 
 // ArgvWarning is the one-line warning for a password given on the command
-// line in flag (e.g. "--dsn"), or "" when dsn holds none. alt names the
+// line in flag (e.g. "--dsn"), or "" when dsn holds none or an empty one. alt names the
 // flag that reads a file ("--dsn-file") and, if not "", an environment
 // variable that may hold the whole DSN. The line never contains the
 // password, e.g.
@@ -87,6 +87,9 @@ func HasPassword(dsn string) bool {
 func ArgvWarning(flag, dsn, fileFlag, envVar string) string {
 	if !HasPassword(dsn) {
 		return ""
+	}
+	if _, env, err := Split(dsn); err == nil && len(env) == 1 && env[0] == PasswordEnv+"=" {
+		return "" // an empty password (password=''): nothing to see
 	}
 	whole := "a 0600 file with " + fileFlag
 	if envVar != "" {

@@ -161,6 +161,9 @@ func TestArgvWarning(t *testing.T) {
 	if w := conninfo.ArgvWarning("--dsn", "postgres://u:Hunter@h/db", "--dsn-file", ""); w == "" || strings.Contains(w, "Hunter") {
 		t.Fatalf("URL password: warning %q", w)
 	}
+	if w := conninfo.ArgvWarning("--dsn", "host=/tmp/s port=5432 password='' passfile=/tmp/p", "--dsn-file", ""); w != "" {
+		t.Fatalf("empty password (erplab's throwaway server's DSN): warning %q", w)
+	}
 }
 
 func TestReadFile(t *testing.T) {
