@@ -67,6 +67,7 @@ details { margin: .5em 0; } code { background: #f6f6f6; padding: .1em .3em; word
 {{range .Ops}}<tr><td class="l">{{.Name}}</td><td>{{.Target}}</td><td>{{.Priority}}</td>{{range .Cells}}<td class="{{.Class}}"{{if .Small}} title="fewer than 100 samples"{{end}}>{{.Apdex}} {{if .Rating}}({{.Rating}}){{end}}</td><td>{{.P50}} / {{.P95}} / {{.P99}}</td><td>{{.Count}}</td><td>{{.Errors}}</td>{{end}}</tr>
 {{end}}</table></div>
 <p class="muted">APDEX values are truncated to two decimals, as erplab run prints them (0.9399 shows as 0.93, in its band "good").{{if .Small}} * fewer than 100 samples: APDEX of such operations is indicative only.{{end}}</p>
+` + replayHTML + `
 
 {{if .Stages.Rows}}<h2 id="stages">APDEX per stage</h2>
 <div class="scroll"><table>

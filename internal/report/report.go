@@ -148,6 +148,10 @@ func summarize(r Run) summaryRow {
 	if r.Obs != nil {
 		s.Storms = len(r.Obs.Storms)
 	}
+	if x, ok := replayOf(r); ok { // a replay has sessions, not VUs
+		s.MaxVUs = fmt.Sprintf("%d sessions x %d", x.Sessions, max(x.UsersX, 1))
+		s.Connections = "one per session"
+	}
 	return s
 }
 
@@ -390,6 +394,9 @@ type page struct {
 	Churn      []churnRow
 	// Profile is the server CPU profile section, nil when no run has one.
 	Profile *profileSection
+	// Replays are the runs that replay a capture, with the captured
+	// durations beside the replayed ones (replay.go).
+	Replays []replaySection
 	// Verdicts are the primary verdicts of erplab ab experiments among
 	// the runs (verdicts.go).
 	Verdicts []abVerdict
@@ -435,6 +442,7 @@ func buildPage(runs []Run, charts []Chart) page {
 	pg.Storms = stormRows(runs)
 	pg.OpWaits, pg.Statements, pg.StmtNotes, pg.Churn = operationSections(runs)
 	pg.Verdicts = abVerdicts(runs)
+	pg.Replays = replaySections(runs)
 	return pg
 }
 
@@ -585,6 +593,7 @@ func WriteMarkdown(w io.Writer, runs []Run) error {
 			b.WriteString("\n")
 		}
 	}
+	writeReplayMarkdown(&b, pg.Replays)
 	b.WriteString("\n### Observations (means over the run)\n\n| run | top wait events (share of active sessions) | CPU user | CPU system | iowait | softirq | catalog before → after (growth) | temp files |\n|---|---|---:|---:|---:|---:|---|---:|\n")
 	for _, o := range pg.Obs {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s → %s (%s) | %s |\n", md(o.Name), md(o.TopWaits), o.CPUUser, o.CPUSystem,
