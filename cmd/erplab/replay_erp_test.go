@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/erplab/erplab/internal/capture"
+	"github.com/erplab/erplab/internal/capture/techlog"
 	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/replay"
@@ -212,4 +214,86 @@ func TestReplayErpCsvlog(t *testing.T) {
 		t.Errorf("not read as a server log:\n%s", text)
 	}
 	checkErpReplayed(t, text, dsn, c.DSN("a_copy"), replayed, doc, statementEvents(t, saved))
+}
+
+// A 1C technological journal written from erplab's own erp workload:
+// three key operations, each run alone through the proxy's capture, the
+// captures written as one journal with the operation as the 1C Context
+// (its sessions numbered apart, one capture after the other), replayed
+// onto the copy: scored per Context with APDEX, every statement, no new
+// error, every table as the original's.
+func TestReplayErpTechlog(t *testing.T) {
+	pgtest.SkipShort(t)
+	dsn := srv.NewDatabase(t)
+	erpInit(t, dsn)
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyName := cfg.Database + "_copy"
+	admin := srv.DSN(t, "postgres")
+	adminSQL(t, admin, "CREATE DATABASE "+copyName+" TEMPLATE "+cfg.Database)
+	t.Cleanup(func() { adminSQL(t, admin, "DROP DATABASE IF EXISTS "+copyName+" WITH (FORCE)") })
+	ops := []string{"post_sales_invoice", "document_list", "stock_balance_report"}
+	contexts := make([]string, len(ops))
+	dir := filepath.Join(t.TempDir(), "journal")
+	w, err := techlog.NewWriter(dir, techlog.WriterOptions{Started: time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offset, statements int64
+	for k, op := range ops {
+		contexts[k] = "ОбщийМодуль.ERP." + op
+		path := filepath.Join(t.TempDir(), op+".erpcap.gz")
+		p := startProxyProcess(t, dsn, "--capture", path)
+		erpRun(t, p.dsn, "--mix", op+"=1", "--users", "2", "--duration", "1s")
+		_ = p.cmd.Process.Signal(syscall.SIGINT)
+		if code := p.exit(t); code != 0 {
+			t.Fatalf("proxy exit code %d", code)
+		}
+		evs, torn := readCapture(t, path)
+		if torn {
+			t.Fatalf("%s is torn", path)
+		}
+		var last int64
+		for _, e := range evs {
+			e.T += offset
+			last = max(last, e.T+e.Duration)
+			id, err := strconv.Atoi(e.Session)
+			if err != nil {
+				t.Fatalf("session %q: %v", e.Session, err)
+			}
+			e.Session = strconv.Itoa((k+1)*1000 + id)
+			switch e.Kind {
+			case capture.KindQuery, capture.KindExecute:
+				e.Operation = contexts[k]
+				statements++
+			}
+			if err := w.Write(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		offset = last + 1_000_000
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Skipped) > 0 {
+		t.Fatalf("events the journal cannot hold: %v", w.Skipped)
+	}
+	text, replayed, doc := replayOnto(t, admin, dir, "--template", copyName)
+	if !strings.Contains(text, "source: techlog") {
+		t.Errorf("not read as a journal:\n%s", text)
+	}
+	var names []string
+	for _, o := range doc.Operations {
+		names = append(names, o.Name)
+		if o.Count == 0 || o.Apdex.Samples != o.Count {
+			t.Errorf("group %s: count %d, APDEX %+v", o.Name, o.Count, o.Apdex)
+		}
+	}
+	if strings.Join(names, "|") != strings.Join(contexts, "|") {
+		t.Errorf("groups %q, want the Contexts %q\n%s", names, contexts, text)
+	}
+	checkErpReplayed(t, text, dsn, replay.WithDatabase(admin, copyName), replayed, doc, statements)
 }

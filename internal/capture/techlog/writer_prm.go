@@ -14,8 +14,9 @@ import (
 // per value, "" without values.
 func (w *Writer) statement(e capture.Event) (string, string, error) {
 	sql, names, oids := e.SQL, e.TypeNames, e.ParamOIDs
-	if e.Kind == capture.KindExecute && e.Name != "" {
-		p := w.prepared[[2]string{e.Session, e.Name}]
+	// The statement's Prepare: by name, or the session's last unnamed
+	// one of the same text (an unnamed Parse+Bind+Execute, as pgx sends).
+	if p, ok := w.prepared[[2]string{e.Session, e.Name}]; e.Kind == capture.KindExecute && ok && (e.Name != "" || p.SQL == e.SQL) {
 		sql = cmpOr(sql, p.SQL)
 		if names == nil {
 			names = p.TypeNames
@@ -23,6 +24,7 @@ func (w *Writer) statement(e capture.Event) (string, string, error) {
 		if oids == nil {
 			oids = p.ParamOIDs
 		}
+		oids = withServerOIDs(oids, p.ServerParamOIDs)
 	}
 	if strings.TrimSpace(sql) == "" {
 		return "", "", fmt.Errorf("session %s, t %d µs: a %s without SQL (prepared statement %q not seen)", e.Session, e.T, e.Kind, e.Name)
@@ -150,4 +152,21 @@ func bareToken(v []byte) bool {
 		}
 	}
 	return true
+}
+
+// withServerOIDs fills the types a Parse left to the server (OID 0, or
+// none declared) with those the server reported (ServerParamOIDs): the
+// types binary values are in.
+func withServerOIDs(oids, server []uint32) []uint32 {
+	if len(server) == 0 {
+		return oids
+	}
+	out := make([]uint32, max(len(oids), len(server)))
+	copy(out, oids)
+	for i := range out {
+		if out[i] == 0 && i < len(server) {
+			out[i] = server[i]
+		}
+	}
+	return out
 }
