@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/erplab/erplab/internal/compare"
+	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/remedy"
 	"github.com/erplab/erplab/internal/results"
 )
@@ -175,6 +176,11 @@ func TestABStatements(t *testing.T) {
 	if strings.Contains(s, "CREATE EXTENSION pg_stat_statements") {
 		t.Fatalf("a run database lacks pg_stat_statements:\n%s", s)
 	}
+	bin, err := pgcluster.FindBinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, werr := os.Stat(filepath.Join(bin, "..", "lib", "pg_wait_sampling.so"))
 	var ops []string // attributed in every run
 	for i, f := range []string{"baseline-1.json", "baseline-2.json", "planner-1.json", "planner-2.json"} {
 		doc, err := results.Read(filepath.Join(dir, "res", f))
@@ -184,6 +190,9 @@ func TestABStatements(t *testing.T) {
 		obs, err := compare.Observations(doc)
 		if err != nil || obs == nil || obs.Statements == nil {
 			t.Fatalf("%s: no statements in the observations (%v)\n%s", f, err, s)
+		}
+		if obs.Server.WaitSampling != (werr == nil) {
+			t.Fatalf("%s: pg_wait_sampling in the run database %v, its library installed %v", f, obs.Server.WaitSampling, werr == nil)
 		}
 		st := obs.Statements
 		if st.Note != "" || !st.TrackPlanning || st.Total.Calls == 0 || st.Total.PlanMs <= 0 || st.Total.ExecMs <= 0 {
