@@ -488,7 +488,7 @@ func variantWorkload(cmd *cobra.Command, name string, vs []experiment.Variant) (
 // (stopEmbedded). A start interrupted before the server runs is
 // exitInterrupted.
 func startTemplate(ctx context.Context, out io.Writer, osUser string, maxConns int, tw workload.Workload, scale float64, seed uint64) (*pgcluster.Cluster, error) {
-	c, err := loadtest.StartEmbedded(ctx, out, osUser, maxConns, false)
+	c, err := loadtest.StartEmbeddedWaits(ctx, out, osUser, maxConns)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, withCode(exitInterrupted, loadtest.ErrInterrupted)

@@ -5,11 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/erplab/erplab/internal/compare"
+	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/remedy"
+	"github.com/erplab/erplab/internal/results"
 )
 
 func TestABUsageErrors(t *testing.T) {
@@ -146,4 +149,80 @@ func writeConf(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// Every run database of ab has pg_stat_statements (with planning
+// tracked): each run's observations carry per-operation planning and
+// execution times, and the comparison over rounds has a plan_ms and an
+// exec_ms row for the key operations they were attributed to, with a
+// settings variant that changes the planner.
+func TestABStatements(t *testing.T) {
+	pgtest.SkipShort(t) // starts an embedded server
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "planner.conf")
+	if err := os.WriteFile(conf, []byte("join_collapse_limit = 1\nplan_cache_mode = force_custom_plan\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Statements are attributed to the operations they were seen running
+	// in by the sampler: sample often, an operation slow enough to be seen
+	// (temp_churn) beside one that plans a join.
+	out, err := erplab(t, dir, "ab", "--workload", "smoke", "--users", "3", "--duration", "3s", "--think", "20ms",
+		"--mix", "temp_churn=2,order_list=1", "--interval", "100ms", "--progress", "0", "--graceful-stop", "1s", "--rounds", "2",
+		"--variant", "planner=settings:"+conf, "--out-dir", "res").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	s := string(out)
+	if strings.Contains(s, "CREATE EXTENSION pg_stat_statements") {
+		t.Fatalf("a run database lacks pg_stat_statements:\n%s", s)
+	}
+	bin, err := pgcluster.FindBinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, werr := os.Stat(filepath.Join(bin, "..", "lib", "pg_wait_sampling.so"))
+	var ops []string // attributed in every run
+	for i, f := range []string{"baseline-1.json", "baseline-2.json", "planner-1.json", "planner-2.json"} {
+		doc, err := results.Read(filepath.Join(dir, "res", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs, err := compare.Observations(doc)
+		if err != nil || obs == nil || obs.Statements == nil {
+			t.Fatalf("%s: no statements in the observations (%v)\n%s", f, err, s)
+		}
+		if obs.Server.WaitSampling != (werr == nil) {
+			t.Fatalf("%s: pg_wait_sampling in the run database %v, its library installed %v", f, obs.Server.WaitSampling, werr == nil)
+		}
+		st := obs.Statements
+		if st.Note != "" || !st.TrackPlanning || st.Total.Calls == 0 || st.Total.PlanMs <= 0 || st.Total.ExecMs <= 0 {
+			t.Fatalf("%s: statements note %q, track_planning %v, total %+v", f, st.Note, st.TrackPlanning, st.Total)
+		}
+		here := map[string]bool{}
+		for _, o := range st.Operations {
+			if o.Operation != "" && o.Calls > 0 && o.ExecMs > 0 {
+				here[o.Operation] = true
+			}
+		}
+		if len(here) == 0 {
+			t.Fatalf("%s: no key operation with statements attributed: %+v", f, st.Operations)
+		}
+		if i == 0 {
+			for op := range here {
+				ops = append(ops, op)
+			}
+			continue
+		}
+		ops = slices.DeleteFunc(ops, func(op string) bool { return !here[op] })
+	}
+	if len(ops) == 0 {
+		t.Fatalf("no key operation has statements in every run:\n%s", s)
+	}
+	for _, op := range ops {
+		for _, metric := range []string{"plan_ms", "exec_ms"} {
+			if !regexp.MustCompile(`(?m)^` + op + ` +` + metric + ` +[0-9.]+ +[0-9.]+ `).MatchString(s) {
+				t.Fatalf("no %s %s row with values in the comparison:\n%s", op, metric, s)
+			}
+		}
+	}
 }

@@ -137,9 +137,11 @@ func (o Options) norm() (Options, error) {
 
 // Row is one compared figure.
 type Row struct {
-	// Section is "operation", "integral", "observations" or "profile"; Subject the
-	// operation name, "integral", or the observed quantity's name
-	// ("wait IO:DataFileRead", "host CPU").
+	// Section is "operation", "integral", "statements" (an operation's
+	// plan_ms and exec_ms per execution from pg_stat_statements),
+	// "observations" or "profile"; Subject the operation name,
+	// "integral", or the observed quantity's name ("wait
+	// IO:DataFileRead", "host CPU").
 	Section string `json:"section"`
 	Subject string `json:"subject"`
 	// Metric names the figure ("apdex", "p95_ms", "per_second",

@@ -24,7 +24,8 @@ type runData struct {
 	ivs    []results.Interval
 	obs    []sampler.Sample
 	hasObs bool
-	prof   *profile.Summary // extra.profile, nil when not recorded
+	prof   *profile.Summary    // extra.profile, nil when not recorded
+	stmts  *sampler.Statements // observations' pg_stat_statements, nil without
 	hists  map[string]*opHist
 	// bIv and bObs are the moving-block lengths (blockLength).
 	bIv, bObs int
@@ -77,6 +78,7 @@ func prepare(d *results.Document) (*runData, error) {
 	}
 	if o != nil {
 		rd.hasObs = true
+		rd.stmts = o.Statements
 		warm := paramFloat(d, "warmup_s")
 		for _, s := range o.Series {
 			if s.Elapsed > 0 && s.T > warm {
@@ -334,6 +336,7 @@ func buildSpecs(ra, rb []*runData) []spec {
 		}
 		return pct(e, n)
 	}})
+	specs = append(specs, statementSpecs(ra, rb)...)
 	specs = append(specs, observationSpecs(ra, rb)...)
 	return append(specs, profileSpecs(ra, rb)...)
 }

@@ -138,3 +138,81 @@ func (c *Comparison) writeSlower(w io.Writer, markdown bool) {
 			s.SlowerPct, s.PlanMsA, s.PlanMsB, s.ExecMsA, s.ExecMsB, s.CallsA, s.CallsB, s.AddedMs, q, s.Operations)
 	}
 }
+
+// floorStmtMs is the absolute floor of the minimum effect of a planning
+// or execution time per execution (ms).
+const floorStmtMs = 0.1
+
+// statementSpecs are the rows of the database time per execution of
+// each key operation, from the runs' pg_stat_statements deltas
+// attributed to the operations by the sampler
+// (extra.observations.statements.operations): plan_ms (when every run
+// tracked planning) and exec_ms, the time summed over the operation's
+// statements divided by its executions (warm-up included, as the delta
+// is). An operation gets rows when some run of each side attributed
+// statements to it. One delta per run: with one run per side the rows
+// are untested; with rounds they are tested over the rounds.
+func statementSpecs(ra, rb []*runData) []spec {
+	plan := true
+	seen := map[string]bool{}
+	var names []string
+	sideHas := map[string]int{}
+	for i, side := range [][]*runData{ra, rb} {
+		for _, rd := range side {
+			if rd.stmts == nil {
+				continue
+			}
+			plan = plan && rd.stmts.TrackPlanning
+			for _, o := range rd.stmts.Operations {
+				if o.Operation == "" {
+					continue
+				}
+				if !seen[o.Operation] {
+					seen[o.Operation] = true
+					names = append(names, o.Operation)
+				}
+				sideHas[o.Operation] |= 1 << i
+			}
+		}
+	}
+	var specs []spec
+	for _, name := range names {
+		if sideHas[name] != 3 {
+			continue
+		}
+		metrics := []string{"exec_ms"}
+		if plan {
+			metrics = []string{"plan_ms", "exec_ms"}
+		}
+		for _, metric := range metrics {
+			specs = append(specs, spec{
+				row:      Row{Section: "statements", Subject: name, Metric: metric, Unit: "ms", Direction: LowerBetter},
+				floor:    floorStmtMs,
+				bootNote: "one pg_stat_statements delta per run: not resampled",
+				stat:     func(rd *runData, _ *sel) float64 { return opStatementMs(rd, name, metric == "plan_ms") },
+			})
+		}
+	}
+	return specs
+}
+
+// opStatementMs is operation name's planning (plan) or execution time
+// per execution in run rd, NaN when the run has no statements attributed
+// to it or no executions.
+func opStatementMs(rd *runData, name string, plan bool) float64 {
+	op := findOp(rd.doc, name)
+	if rd.stmts == nil || op == nil || op.Count+op.WarmupCount <= 0 {
+		return nan
+	}
+	for _, o := range rd.stmts.Operations {
+		if o.Operation != name {
+			continue
+		}
+		ms := o.ExecMs
+		if plan {
+			ms = o.PlanMs
+		}
+		return ms / float64(op.Count+op.WarmupCount)
+	}
+	return nan
+}

@@ -69,3 +69,39 @@ func TestSlowerStatements(t *testing.T) {
 		t.Errorf("A/A lists slower statements: %+v", c.Slower)
 	}
 }
+
+// Two rounds a side of erplab ab on erp (testdata/stmts-erp): each key
+// operation whose statements were attributed in the runs has a plan_ms
+// and an exec_ms row per execution (section statements) tested over the
+// rounds; one seen in only one baseline round has its rows untested.
+func TestStatementRows(t *testing.T) {
+	var docs [4]*results.Document
+	names := [4]string{"baseline-1", "baseline-2", "x-1", "x-2"}
+	for i, n := range names {
+		d, err := results.Read("testdata/stmts-erp/" + n + ".json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs[i] = d
+	}
+	c, err := compare.CompareRounds(names[:2], docs[:2], names[2:], docs[2:], compare.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, metric := range []string{"plan_ms", "exec_ms"} {
+		r := c.Find("stock_balance_report", metric)
+		if r == nil || r.Section != "statements" || r.Unit != "ms" || r.Method != compare.MethodRounds || math.IsNaN(r.P) || !(r.A > 0) || !(r.B > 0) {
+			t.Fatalf("stock_balance_report %s: %+v", metric, r)
+		}
+		if r := c.Find("temp_table_storm", metric); r == nil || !math.IsNaN(r.P) || !strings.Contains(r.Note, "too few rounds with a value (1, 2") {
+			t.Fatalf("temp_table_storm %s: %+v", metric, r)
+		}
+	}
+	r := c.Find("stock_balance_report", "plan_ms")
+	if math.Abs(r.A-1.69) > 0.01 || math.Abs(r.B-1.36) > 0.01 {
+		t.Fatalf("stock_balance_report plan_ms per execution: A %.3f, B %.3f; want 1.69, 1.36", r.A, r.B)
+	}
+	if c.Find("document_list", "plan_ms") != nil {
+		t.Fatal("a row for document_list, whose statements were never attributed")
+	}
+}

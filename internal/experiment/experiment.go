@@ -235,6 +235,42 @@ func CopyTemplate(ctx context.Context, c *pgcluster.Cluster, template, db string
 	return nil
 }
 
+// statsExtensions are the extensions StatsExtensions creates when the
+// server preloads their libraries: statement statistics (planning and
+// execution per statement, attributed to the key operations by the
+// sampler) and the wait-event profile.
+var statsExtensions = [...]string{"pg_stat_statements", "pg_wait_sampling"}
+
+// StatsExtensions creates pg_stat_statements and pg_wait_sampling in the
+// database of dsn when shared_preload_libraries names them (the
+// throwaway server preloads them when installed), so that a run database
+// of ab, made and dropped per run, has per-operation planning and
+// execution times and waits like erplab run's database.
+func StatsExtensions(ctx context.Context, dsn string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("statistics extensions: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var libs string
+	if err := conn.QueryRow(ctx, `SELECT current_setting('shared_preload_libraries')`).Scan(&libs); err != nil {
+		return fmt.Errorf("statistics extensions: %w", err)
+	}
+	loaded := map[string]bool{}
+	for _, l := range strings.Split(libs, ",") {
+		loaded[strings.Trim(strings.TrimSpace(l), `"`)] = true
+	}
+	for _, ext := range statsExtensions {
+		if !loaded[ext] {
+			continue
+		}
+		if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS "+pgx.Identifier{ext}.Sanitize()); err != nil {
+			return fmt.Errorf("statistics extensions: CREATE EXTENSION %s in database %s: %w", ext, conn.Config().Database, err)
+		}
+	}
+	return nil
+}
+
 // DropDatabase drops db WITH (FORCE) (closing its sessions), if it exists.
 func DropDatabase(ctx context.Context, c *pgcluster.Cluster, db string) error {
 	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
@@ -444,6 +480,10 @@ func InVariant(ctx context.Context, cfg Config, v Variant, round int, out io.Wri
 		return nil, err
 	}
 	if err := CopyTemplate(ctx, c, cfg.Template, db); err != nil {
+		return nil, err
+	}
+	if err := StatsExtensions(ctx, c.DSN(db)); err != nil {
+		_ = DropDatabase(context.WithoutCancel(ctx), c, db)
 		return nil, err
 	}
 	cache := "warm (server not restarted between runs)"

@@ -791,16 +791,24 @@ func writeResults(out io.Writer, doc *results.Document, stream *results.Stream, 
 // tells whether the cluster will be handed to the user at the end; if
 // not, it dies with this process even when erplab is killed outright.
 func StartEmbedded(ctx context.Context, out io.Writer, osUser string, maxConnections int, keep bool) (*pgcluster.Cluster, error) {
+	return startEmbedded(ctx, out, pgcluster.Options{OSUser: osUser, MaxConnections: maxConnections, StopWithParent: !keep})
+}
+
+// StartEmbeddedWaits is StartEmbedded (not kept) with pg_wait_sampling
+// preloaded beside pg_stat_statements when it is installed
+// (pgcluster.Options.WaitSampling): erplab ab's server, whose run
+// databases get both extensions.
+func StartEmbeddedWaits(ctx context.Context, out io.Writer, osUser string, maxConnections int) (*pgcluster.Cluster, error) {
+	return startEmbedded(ctx, out, pgcluster.Options{OSUser: osUser, MaxConnections: maxConnections, StopWithParent: true, WaitSampling: true})
+}
+
+func startEmbedded(ctx context.Context, out io.Writer, opts pgcluster.Options) (*pgcluster.Cluster, error) {
 	if _, err := pgcluster.ReapOrphans(ctx, out); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(out, "no --dsn: starting a throwaway PostgreSQL (initdb into a temporary directory)...\n")
 	t0 := time.Now()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{
-		OSUser:         osUser,
-		MaxConnections: maxConnections,
-		StopWithParent: !keep,
-	})
+	c, err := pgcluster.Start(ctx, opts)
 	if err != nil {
 		return nil, err
 	}

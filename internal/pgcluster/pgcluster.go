@@ -78,6 +78,13 @@ type Options struct {
 	// a timeout. The temporary directory is then left behind. Do not combine
 	// with Keep: a kept server would die with this process.
 	StopWithParent bool
+	// WaitSampling preloads pg_wait_sampling after pg_stat_statements
+	// when both libraries are installed next to the server binaries
+	// (statementStats): the wait-event profile per key operation of
+	// erplab ab's runs. Its collector wakes every 10 ms, so only callers
+	// that compare waits ask for it. Settings' shared_preload_libraries,
+	// when given, wins.
+	WaitSampling bool
 }
 
 // Timeouts of Start and Stop.
@@ -239,7 +246,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		conf["shared_buffers"] = defaultSharedBuffers()
 	}
 	maps.Copy(conf, labSettings())
-	maps.Copy(conf, statementStats(c.binDir))
+	maps.Copy(conf, statementStats(c.binDir, opts.WaitSampling))
 	maps.Copy(conf, opts.Settings)
 	c.info.DSM = conf["dynamic_shared_memory_type"]
 
@@ -390,12 +397,19 @@ func labSettings() map[string]string {
 // throwaway server can name slow and OR-over-subquery statements
 // (pgstatstatements.html). The extension itself is created per database
 // by the caller (Cluster.CreateDatabase does it when preloaded).
-func statementStats(binDir string) map[string]string {
-	if _, err := os.Stat(filepath.Join(binDir, "..", "lib", "pg_stat_statements.so")); err != nil {
+// With waits, pg_wait_sampling is preloaded too when installed
+// (Options.WaitSampling).
+func statementStats(binDir string, waits bool) map[string]string {
+	lib := filepath.Join(binDir, "..", "lib")
+	if _, err := os.Stat(filepath.Join(lib, "pg_stat_statements.so")); err != nil {
 		return nil
 	}
+	preload := "pg_stat_statements"
+	if _, err := os.Stat(filepath.Join(lib, "pg_wait_sampling.so")); err == nil && waits {
+		preload += ",pg_wait_sampling"
+	}
 	return map[string]string{
-		"shared_preload_libraries":          "pg_stat_statements",
+		"shared_preload_libraries":          preload,
 		"pg_stat_statements.track_planning": "on",
 	}
 }
