@@ -181,3 +181,12 @@ func (f FS) ChildPIDs(pid int) ([]int, error) {
 	}
 	return out, nil
 }
+
+// LoadAverage returns the one-minute load average (<proc>/loadavg).
+func (f FS) LoadAverage() (float64, error) {
+	l, err := f.proc.LoadAvg()
+	if err != nil {
+		return 0, fmt.Errorf("load average: %w", err)
+	}
+	return l.Load1, nil
+}

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/prometheus/procfs"
+
+	"github.com/erplab/erplab/internal/hostfacts"
 )
 
 // Event is the perf event: the software CPU clock, which works in VMs
@@ -53,7 +55,7 @@ func (h Host) norm() (Host, bool) {
 		h.Perf = "perf"
 	}
 	if h.Proc == "" {
-		h.Proc = "/proc"
+		h.Proc = hostfacts.DefaultProcRoot
 	}
 	return h, os.Geteuid() == 0 && !h.Unprivileged
 }
