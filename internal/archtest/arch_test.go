@@ -80,7 +80,6 @@ var allowedHostReads = []edge{
 	{"internal/doctor/checks_catalog.go", "/proc", "an evidence label (`From: \"/proc/self/mountinfo\"`), not a read"},
 	{"internal/doctor/env.go", procfs, "debt: `procfs.Meminfo` as a type of the facts hostfacts hands the doctor; hostfacts should export its own"},
 	{"internal/doctor/tmpfs_alldb.go", "/proc", "an evidence label (`From: \"/proc/self/mountinfo\"`), not a read"},
-	{"internal/experiment/experiment.go", "/proc", "a write, not a read (`/proc/sys/vm/drop_caches` between rounds); debt: belongs in hostfacts"},
 	{"internal/leftover/kinds.go", procfs, "debt: the mount table, to sweep tmpfs mounts left behind"},
 	{"internal/leftover/leftover.go", procfs, "debt: whether the process that wrote an entry still runs"},
 	{"internal/pgcluster/pgcluster.go", procfs, "debt: the throwaway server's processes"},
