@@ -80,11 +80,9 @@ var allowedHostReads = []edge{
 	{"internal/doctor/checks_catalog.go", "/proc", "an evidence label (`From: \"/proc/self/mountinfo\"`), not a read"},
 	{"internal/doctor/tmpfs_alldb.go", "/proc", "an evidence label (`From: \"/proc/self/mountinfo\"`), not a read"},
 	{"internal/leftover/kinds.go", procfs, "debt: the mount table, to sweep tmpfs mounts left behind"},
-	{"internal/leftover/leftover.go", procfs, "debt: whether the process that wrote an entry still runs"},
 	{"internal/pgcluster/pgcluster.go", procfs, "debt: the throwaway server's processes"},
 	{"internal/pgcluster/reap.go", procfs, "debt: the throwaway server's processes, reaped after a crash"},
 	{"internal/profile/locate.go", procfs, "debt: the postmaster found from a session's backend"},
-	{"internal/profile/perf.go", procfs, "debt: the perf process's state"},
 	{"internal/remedy/tmpfs/apply.go", procfs, "debt: the mount table, to verify the tmpfs mount"},
 	{"internal/sampler/proctree.go", procfs, "debt: a `procfs.FS` of its own for the server's process tree"},
 }

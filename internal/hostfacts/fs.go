@@ -165,6 +165,15 @@ func (f FS) ProcStat(pid int) (procfs.ProcStat, error) {
 	return st, nil
 }
 
+// LiveProcStat is ProcStat of process pid on this host (DefaultProcRoot).
+func LiveProcStat(pid int) (procfs.ProcStat, error) {
+	f, err := New("", "")
+	if err != nil {
+		return procfs.ProcStat{}, err
+	}
+	return f.ProcStat(pid)
+}
+
 // ChildPIDs lists the processes whose parent is pid (the PPID field of
 // every /proc/<n>/stat); processes that exit while the tree is read are
 // skipped. Errors: the proc root cannot be listed.

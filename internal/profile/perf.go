@@ -15,8 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/procfs"
-
 	"github.com/erplab/erplab/internal/hostfacts"
 )
 
@@ -120,11 +118,7 @@ type Recording struct {
 // procCPU is the CPU seconds (user and system) of process pid so far, -1
 // if unknown.
 func procCPU(pid int) float64 {
-	p, err := procfs.NewProc(pid)
-	if err != nil {
-		return -1
-	}
-	st, err := p.Stat()
+	st, err := hostfacts.LiveProcStat(pid)
 	if err != nil {
 		return -1
 	}
