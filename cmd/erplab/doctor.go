@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/erplab/erplab/internal/doctor"
+	"github.com/erplab/erplab/internal/hostfacts"
 	"github.com/erplab/erplab/internal/loadtest"
 	tmpfsfix "github.com/erplab/erplab/internal/remedy/tmpfs"
 	"github.com/erplab/erplab/internal/sampler"
@@ -75,8 +76,8 @@ procedure that moves temp-table files to tmpfs.`,
 	fl.BoolVar(&f.noHost, "no-host", false, "never run host checks")
 	fl.BoolVar(&f.list, "list", false, "list the checks with their severity rules and sources, and exit")
 	fl.StringVar(&f.osUser, "os-user", "", "embedded server: OS user to run PostgreSQL as when erplab runs as root (default postgres)")
-	fl.StringVar(&f.procRoot, "proc-root", "/proc", "proc tree host checks read")
-	fl.StringVar(&f.sysRoot, "sys-root", "/sys", "sys tree host checks read")
+	fl.StringVar(&f.procRoot, "proc-root", hostfacts.DefaultProcRoot, "proc tree host checks read")
+	fl.StringVar(&f.sysRoot, "sys-root", hostfacts.DefaultSysRoot, "sys tree host checks read")
 	_ = fl.MarkHidden("proc-root")
 	_ = fl.MarkHidden("sys-root")
 	cmd.AddCommand(newDoctorFixCmd())
@@ -278,7 +279,7 @@ ALTER DATABASE: this database only, new sessions only.
 	fl.StringSliceVar(&f.grantTo, "grant-to", nil, "roles given CREATE on the tablespace (the application's roles; comma-separated); PUBLIC only when named here, since CREATE also lets a role put permanent tables on the tmpfs")
 	fl.StringVar(&f.location, "location", "", "tablespace directory (default: next to the data directory, <parent of data_directory>/<tablespace>)")
 	fl.StringVar(&f.scope, "scope", string(tmpfsfix.ScopeSystem), "where temp_tablespaces is set: system (ALTER SYSTEM) or database (ALTER DATABASE)")
-	fl.StringVar(&f.procRoot, "proc-root", "/proc", "proc tree whose self/mountinfo is read")
+	fl.StringVar(&f.procRoot, "proc-root", hostfacts.DefaultProcRoot, "proc tree whose self/mountinfo is read")
 	fl.StringVar(&f.stateDir, "state-dir", "", "erplab's state directory (default /var/lib/erplab for root, else $XDG_STATE_HOME/erplab)")
 	_ = fl.MarkHidden("proc-root")
 	_ = fl.MarkHidden("state-dir")

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/hostfacts"
 	"github.com/erplab/erplab/internal/versus/pgreplay"
 )
 
@@ -78,9 +79,8 @@ The log is written with (postgresql.conf):
 			defer os.RemoveAll(dir)
 			fmt.Fprintf(out, "erplab replay vs pgreplay: %d rounds at unlimited speed, %d at speed 1, server %s, template %s, pgreplay %s\n",
 				rounds, lagRuns, conninfo.Redact(target), template, bin)
-			if load, err := os.ReadFile("/proc/loadavg"); err == nil {
-				var l1 float64
-				if _, err := fmt.Sscan(string(load), &l1); err == nil && l1 > float64(runtime.NumCPU()) {
+			if host, err := hostfacts.New("", ""); err == nil {
+				if l1, err := host.LoadAverage(); err == nil && l1 > float64(runtime.NumCPU()) {
 					fmt.Fprintf(out, "warning: load average %.1f on %d CPUs before the start: other work will distort the rates (the CPU per statement less so)\n", l1, runtime.NumCPU())
 				}
 			}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -173,17 +172,9 @@ func checkExplain(sql string, params []string, analyze bool) error {
 			return withCode(exitUsage, fmt.Errorf("--analyze runs both statements in a read-only transaction (rolled back), and %s: use --explain without --analyze", why))
 		}
 	}
-	scan, err := pg_query.Scan(sql)
+	n, err := rewrite.MaxParam(sql)
 	if err != nil {
 		return withCode(exitUsage, fmt.Errorf("scan: %w", err))
-	}
-	n := 0
-	for _, t := range scan.Tokens {
-		if t.Token == pg_query.Token_PARAM {
-			if k, err := strconv.Atoi(sql[t.Start+1 : t.End]); err == nil {
-				n = max(n, k)
-			}
-		}
 	}
 	if n != len(params) {
 		if n == 0 {

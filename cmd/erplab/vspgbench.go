@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/hostfacts"
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/versus/pgbenchinit"
@@ -122,9 +123,8 @@ CPU bounds both, and the CPU per transaction is where the generators differ.`,
 			defer os.RemoveAll(dir)
 			fmt.Fprintf(out, "erplab vs pgbench: %s, clients %s, %s each, %d runs per cell, -M %s, server %s, pgbench %s\n",
 				strings.Join(scripts, ", "), joinInts(clients), duration, repeat, mode, conninfo.Redact(target), pgbench)
-			if load, err := os.ReadFile("/proc/loadavg"); err == nil {
-				var l1 float64
-				if _, err := fmt.Sscan(string(load), &l1); err == nil && l1 > float64(runtime.NumCPU()) {
+			if host, err := hostfacts.New("", ""); err == nil {
+				if l1, err := host.LoadAverage(); err == nil && l1 > float64(runtime.NumCPU()) {
 					fmt.Fprintf(out, "warning: load average %.1f on %d CPUs before the start: other work will distort the tps figures (the CPU per transaction less so)\n", l1, runtime.NumCPU())
 				}
 			}

@@ -6,9 +6,8 @@ import (
 	"sort"
 	"strings"
 
-	pg_query "github.com/pganalyze/pg_query_go/v6"
-
 	"github.com/erplab/erplab/internal/results"
+	"github.com/erplab/erplab/internal/rewrite"
 )
 
 // Statement comparison bounds: a statement is compared when it ran at
@@ -45,9 +44,10 @@ type stmtSide struct {
 }
 
 // statementKey is the pg_query fingerprint of a normalized statement, or
-// its whitespace-folded text when it does not parse (cut short).
+// its whitespace-folded text when it does not parse (cut short) or is
+// beyond rewrite's limits.
 func statementKey(q string) string {
-	if fp, err := pg_query.Fingerprint(q); err == nil {
+	if fp, err := rewrite.Fingerprint(q); err == nil {
 		return fp
 	}
 	return strings.Join(strings.Fields(q), " ")

@@ -39,10 +39,7 @@ const (
 // thpLiveDir is the THP directory on a live host, for the fix commands
 // (the RHEL 6 one when the host has it).
 func (h *hostFacts) thpLiveDir() string {
-	if h.thp.RedHat {
-		return "/sys/kernel/mm/redhat_transparent_hugepage"
-	}
-	return "/sys/kernel/mm/transparent_hugepage"
+	return hostfacts.THPLiveDir(h.thp.RedHat)
 }
 
 // thpUnknown is the finding for a THP file that could not be read: the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/erplab/erplab/internal/hostfacts"
 	"github.com/erplab/erplab/internal/profile"
 )
 
@@ -35,7 +36,7 @@ func checkProfileTHP(_ context.Context, e *env) result {
 		if mode != "" {
 			r.summary += " (enabled = " + mode + ")"
 		}
-		dir := "/sys/kernel/mm/transparent_hugepage"
+		dir := hostfacts.THPLiveDir(false)
 		if e.host != nil {
 			dir = e.host.thpLiveDir()
 		}

@@ -82,13 +82,13 @@ func (e *env) joinStats(ctx context.Context) ([]joinColStat, error) {
 	return out, rows.Err()
 }
 
-// joinColumns parses sql (pg_query) and returns the relations it reads
+// joinColumns parses sql (pg_query, through rewrite.Parse) and returns the relations it reads
 // (RangeVar names, unqualified) and the column names compared by an
 // equality between two column references (a.x = b.y: a join clause,
 // in JOIN ON or WHERE). Errors: the parser's, for text that does not
-// parse.
+// parse, or rewrite's *LimitError for text too large or deep for it.
 func joinColumns(sql string) (rels, cols []string, err error) {
-	tree, err := pg_query.Parse(sql)
+	tree, err := rewrite.Parse(sql)
 	if err != nil {
 		return nil, nil, fmt.Errorf("parse: %w", err)
 	}

@@ -63,6 +63,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/hostfacts"
 	"github.com/erplab/erplab/internal/sampler"
 	"github.com/erplab/erplab/internal/storm"
 )
@@ -510,10 +511,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, fmt.Errorf("sampling interval must be at least %s, got %s", sampler.MinInterval, opts.Interval)
 	}
 	if opts.ProcRoot == "" {
-		opts.ProcRoot = "/proc"
+		opts.ProcRoot = hostfacts.DefaultProcRoot
 	}
 	if opts.SysRoot == "" {
-		opts.SysRoot = "/sys"
+		opts.SysRoot = hostfacts.DefaultSysRoot
 	}
 
 	conn, err := connect(ctx, opts.DSN)

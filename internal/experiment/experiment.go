@@ -38,16 +38,15 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"golang.org/x/sys/unix"
 
 	"github.com/erplab/erplab/internal/compare"
 	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/hostfacts"
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/remedy"
@@ -492,7 +491,7 @@ func InVariant(ctx context.Context, cfg Config, v Variant, round int, out io.Wri
 			return nil, err
 		}
 		cache = "cold: server restarted before the run"
-		if err := dropPageCache(); err == nil {
+		if err := hostfacts.DropPageCache(""); err == nil {
 			cache += ", OS page cache dropped"
 		} else {
 			cache += ", OS page cache kept (" + err.Error() + ")"
@@ -640,16 +639,6 @@ func Remedies(doc *results.Document) ([]remedy.Record, error) {
 		return nil, fmt.Errorf("results: extra.remedies: %w", err)
 	}
 	return recs, nil
-}
-
-// dropPageCache writes back dirty pages and drops the clean page cache
-// (echo 1 > /proc/sys/vm/drop_caches after sync; root only).
-func dropPageCache() error {
-	unix.Sync()
-	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0); err != nil {
-		return fmt.Errorf("drop page cache: %w", err)
-	}
-	return nil
 }
 
 // quoteLiteral quotes s as an SQL string literal.

@@ -165,6 +165,15 @@ func (f FS) ProcStat(pid int) (procfs.ProcStat, error) {
 	return st, nil
 }
 
+// LiveProcStat is ProcStat of process pid on this host (DefaultProcRoot).
+func LiveProcStat(pid int) (procfs.ProcStat, error) {
+	f, err := New("", "")
+	if err != nil {
+		return procfs.ProcStat{}, err
+	}
+	return f.ProcStat(pid)
+}
+
 // ChildPIDs lists the processes whose parent is pid (the PPID field of
 // every /proc/<n>/stat); processes that exit while the tree is read are
 // skipped. Errors: the proc root cannot be listed.
@@ -180,4 +189,13 @@ func (f FS) ChildPIDs(pid int) ([]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// LoadAverage returns the one-minute load average (<proc>/loadavg).
+func (f FS) LoadAverage() (float64, error) {
+	l, err := f.proc.LoadAvg()
+	if err != nil {
+		return 0, fmt.Errorf("load average: %w", err)
+	}
+	return l.Load1, nil
 }

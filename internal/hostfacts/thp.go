@@ -111,3 +111,12 @@ func readChoice(path string) THPValue {
 	}
 	return v
 }
+
+// THPLiveDir is the THP directory of a live host (under DefaultSysRoot),
+// the RHEL 6 one when redHat, for fix commands that name it.
+func THPLiveDir(redHat bool) string {
+	if redHat {
+		return DefaultSysRoot + "/kernel/mm/" + thpDirRedHat
+	}
+	return DefaultSysRoot + "/kernel/mm/" + thpDir
+}

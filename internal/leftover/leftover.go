@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/procfs"
+	"github.com/erplab/erplab/internal/hostfacts"
 )
 
 // EnvStateDir names the environment variable that, when set, is erplab's
@@ -93,11 +93,7 @@ type Process struct {
 
 // ProcessOf returns the Process for pid, an error if it does not exist.
 func ProcessOf(pid int) (Process, error) {
-	p, err := procfs.NewProc(pid)
-	if err != nil {
-		return Process{}, fmt.Errorf("leftover: process %d: %w", pid, err)
-	}
-	st, err := p.Stat()
+	st, err := hostfacts.LiveProcStat(pid)
 	if err != nil {
 		return Process{}, fmt.Errorf("leftover: process %d: %w", pid, err)
 	}
@@ -111,11 +107,7 @@ func (p Process) Alive() bool {
 	if p.PID <= 0 {
 		return false
 	}
-	proc, err := procfs.NewProc(p.PID)
-	if err != nil {
-		return false
-	}
-	st, err := proc.Stat()
+	st, err := hostfacts.LiveProcStat(p.PID)
 	if err != nil || st.State == "Z" || st.State == "X" {
 		return false
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/hostfacts"
 	"github.com/erplab/erplab/internal/metrics"
 	"github.com/erplab/erplab/internal/opmap"
 	"github.com/erplab/erplab/internal/pgcluster"
@@ -872,7 +873,7 @@ func warmPool(ctx context.Context, pool *pgxpool.Pool, n int) error {
 
 func readEnvironment(ctx context.Context, pool *pgxpool.Pool, embedded bool) (Environment, error) {
 	env := Environment{Embedded: embedded}
-	host, err := runenv.ReadHost("/proc", "/sys")
+	host, err := runenv.ReadHost(hostfacts.DefaultProcRoot, hostfacts.DefaultSysRoot)
 	if err == nil {
 		env.Host = host
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/procfs"
+
+	"github.com/erplab/erplab/internal/hostfacts"
 )
 
 // Server is a local server found from one of its sessions.
@@ -40,7 +42,7 @@ func Locate(ctx context.Context, conn *pgx.Conn, proc string) (Server, error) {
 		return Server{}, fmt.Errorf("profile: locate the server: %w", err)
 	}
 	if proc == "" {
-		proc = "/proc"
+		proc = hostfacts.DefaultProcRoot
 	}
 	remote := func(why string) error {
 		return &Unavailable{fmt.Sprintf("the server is not a local process (%s): perf samples only this host's processes; run erplab profile on the database host", why)}

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/procfs"
+	"github.com/erplab/erplab/internal/hostfacts"
 )
 
 // Event is the perf event: the software CPU clock, which works in VMs
@@ -53,7 +53,7 @@ func (h Host) norm() (Host, bool) {
 		h.Perf = "perf"
 	}
 	if h.Proc == "" {
-		h.Proc = "/proc"
+		h.Proc = hostfacts.DefaultProcRoot
 	}
 	return h, os.Geteuid() == 0 && !h.Unprivileged
 }
@@ -118,11 +118,7 @@ type Recording struct {
 // procCPU is the CPU seconds (user and system) of process pid so far, -1
 // if unknown.
 func procCPU(pid int) float64 {
-	p, err := procfs.NewProc(pid)
-	if err != nil {
-		return -1
-	}
-	st, err := p.Stat()
+	st, err := hostfacts.LiveProcStat(pid)
 	if err != nil {
 		return -1
 	}

@@ -98,7 +98,7 @@ func Begin(ctx context.Context, dsn string, opts Options) (*Session, error) {
 	s := &Session{rec: rec, roots: roots, Warning: warning, stop: make(chan struct{}), done: make(chan []int, 1)}
 	proc := opts.Host.Proc
 	if proc == "" {
-		proc = "/proc"
+		proc = hostfacts.DefaultProcRoot
 	}
 	go poll(proc, roots, s.stop, s.done)
 	return s, nil

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
-	pg_query "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/erplab/erplab/internal/rewrite"
 )
@@ -886,7 +885,7 @@ func (p *Proxy) decide(ctx context.Context, s *session, text string, paramOIDs [
 		p.cache.put(key, d)
 		return key, d, true
 	}
-	fpv, err := pg_query.FingerprintToUInt64(text)
+	fpv, err := checked.Fingerprint()
 	if err != nil {
 		p.stats.parseErrors.Add(1)
 		d := decision{explain: err.Error(), gen: gen, at: now}

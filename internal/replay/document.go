@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/hostfacts"
 	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/runenv"
 )
@@ -29,7 +30,7 @@ type environment struct {
 // cannot read stays empty (the replay does not depend on it).
 func readEnvironment(ctx context.Context, conn *pgx.Conn) environment {
 	var env environment
-	if h, err := runenv.ReadHost("/proc", "/sys"); err == nil {
+	if h, err := runenv.ReadHost(hostfacts.DefaultProcRoot, hostfacts.DefaultSysRoot); err == nil {
 		env.Host = h
 	}
 	if env.Host.CPUs == 0 {

@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/hostfacts"
 	"github.com/erplab/erplab/internal/opmap"
 )
 
@@ -374,7 +375,7 @@ func (s *Sampler) normalize() error {
 		o.Timeout = DefaultTimeout
 	}
 	if o.ProcRoot == "" {
-		o.ProcRoot = "/proc"
+		o.ProcRoot = hostfacts.DefaultProcRoot
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/hostfacts"
 )
 
 // Name is the fix's name on the command line.
@@ -110,7 +111,7 @@ func (o *Options) normalize() error {
 		return fmt.Errorf("scope must be %s or %s, got %q", ScopeSystem, ScopeDatabase, o.Scope)
 	}
 	if o.ProcRoot == "" {
-		o.ProcRoot = "/proc"
+		o.ProcRoot = hostfacts.DefaultProcRoot
 	}
 	if o.Location != "" && !filepath.IsAbs(o.Location) {
 		return fmt.Errorf("location must be an absolute path, got %q", o.Location)

@@ -3,7 +3,7 @@ package script
 import (
 	"strings"
 
-	pg_query "github.com/pganalyze/pg_query_go/v6"
+	"github.com/erplab/erplab/internal/rewrite"
 )
 
 // errCopy is the failure of a COPY FROM STDIN or TO STDOUT: pgbench has no
@@ -12,13 +12,14 @@ const errCopy = "COPY is not supported in pgbench, aborting"
 
 // copyStdio reports whether sql (the $n form of a SQL command) holds a
 // COPY ... FROM STDIN or COPY ... TO STDOUT statement, by the PostgreSQL
-// grammar (pg_query). Text that does not parse is not a COPY: the server
+// grammar (pg_query, through rewrite.Parse). Text that does not parse, or
+// that is too large or deep to parse, is not a COPY: the server
 // will report its error.
 func copyStdio(sql string) bool {
 	if !strings.Contains(strings.ToLower(sql), "copy") {
 		return false // no COPY keyword: spare the parser
 	}
-	tree, err := pg_query.Parse(sql)
+	tree, err := rewrite.Parse(sql)
 	if err != nil {
 		return false
 	}
