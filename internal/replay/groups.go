@@ -21,16 +21,10 @@ type Group struct {
 // without connecting to anything: what a command checks a --primary or
 // --p95 operation name against before a run.
 func Groups(src iter.Seq2[capture.Event, error], opts Options) ([]Group, error) {
-	opts, err := opts.withDefaults()
+	p, _, err := prepare(src, opts)
 	if err != nil {
 		return nil, err
 	}
-	p, err := collect(src)
-	if err != nil {
-		return nil, err
-	}
-	p.resolve()
-	p.groupSteps(opts)
 	out := make([]Group, len(p.groups))
 	for i, g := range p.groups {
 		out[i] = Group{Name: g.name, Target: g.target, By: g.by}

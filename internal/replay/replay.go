@@ -47,17 +47,10 @@ type replay struct {
 // a source error, a DSN that does not parse or a server that does not
 // answer the monitor's connection.
 func Run(ctx context.Context, src iter.Seq2[capture.Event, error], opts Options) (*Result, error) {
-	opts, err := opts.withDefaults()
+	p, opts, err := prepare(src, opts)
 	if err != nil {
 		return nil, err
 	}
-	p, err := collect(src)
-	if err != nil {
-		return nil, err
-	}
-	p.resolve()
-	p.order()
-	p.groupSteps(opts)
 	cfg, err := pgconn.ParseConfig(opts.DSN)
 	if err != nil {
 		return nil, errors.New(conninfo.Describe(err))
@@ -96,6 +89,23 @@ func Run(ctx context.Context, src iter.Seq2[capture.Event, error], opts Options)
 	}
 	doc, fid := r.document(env, end, status)
 	return &Result{Doc: doc, Fidelity: fid}, nil
+}
+
+// prepare reads src into a plan: its sessions' steps resolved, ordered
+// (the gates) and grouped into key operations, with opts completed.
+func prepare(src iter.Seq2[capture.Event, error], opts Options) (*plan, Options, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, opts, err
+	}
+	p, err := collect(src)
+	if err != nil {
+		return nil, opts, err
+	}
+	p.resolve()
+	p.order()
+	p.groupSteps(opts)
+	return p, opts, nil
 }
 
 // runSessions runs every copy of every session, the monitor beside them,

@@ -14,15 +14,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	meas "github.com/erplab/erplab/internal/versus/measure"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -90,20 +89,9 @@ type Pair struct {
 }
 
 // Spread is the median and range of a ratio over the repetitions.
-type Spread struct{ Median, Min, Max float64 }
+type Spread = meas.Spread
 
-func spread(v []float64) Spread {
-	if len(v) == 0 {
-		return Spread{}
-	}
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	m := s[len(s)/2]
-	if len(s)%2 == 0 {
-		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return Spread{Median: m, Min: s[0], Max: s[len(s)-1]}
-}
+func spread(v []float64) Spread { return meas.SpreadOf(v) }
 
 // TPSRatio is erplab's tps divided by pgbench's over the repetitions
 // (above 1: erplab drove more transactions).
@@ -253,17 +241,8 @@ func measure(ctx context.Context, bin string, args, env []string) ([]byte, Measu
 	cmd.Env = append(os.Environ(), env...)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
-	start := time.Now()
-	err := cmd.Run()
-	m.Wall = time.Since(start)
-	if cmd.ProcessState != nil {
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			m.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		}
-	}
-	if err != nil && ctx.Err() != nil {
-		err = ctx.Err()
-	}
+	var err error
+	m.Wall, m.CPU, err = meas.Run(ctx, cmd)
 	return buf.Bytes(), m, err
 }
 

@@ -27,13 +27,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/erplab/erplab/internal/versus/measure"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -401,17 +401,8 @@ func (t *target) measure(ctx context.Context, opts Options, bin string, args, en
 		}
 		return cmd.Process.Signal(os.Interrupt)
 	}
-	start := time.Now()
-	err := cmd.Run()
-	m.Wall = time.Since(start)
-	if cmd.ProcessState != nil {
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			m.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-		}
-	}
-	if err != nil && ctx.Err() != nil {
-		err = ctx.Err()
-	}
+	var err error
+	m.Wall, m.CPU, err = measure.Run(ctx, cmd)
 	return buf.Bytes(), m, err
 }
 

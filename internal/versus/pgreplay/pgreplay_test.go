@@ -86,7 +86,7 @@ func TestRatios(t *testing.T) {
 		{Tool: ErplabNone, Round: 2, Statements: 1000, Wall: time.Second, CPU: 100 * time.Millisecond},
 	}}
 	rate, cpu, n := r.Ratios(ErplabNone)
-	if n != 2 || rate != (Spread{3, 2, 4}) || cpu != (Spread{1.25, 0.5, 2}) {
+	if n != 2 || rate != (Spread{Median: 3, Min: 2, Max: 4}) || cpu != (Spread{Median: 1.25, Min: 0.5, Max: 2}) {
 		t.Fatalf("rounds %d, rate %+v, cpu %+v; want 2 rounds, rate 3 [2-4], cpu 1.25 [0.5-2]", n, rate, cpu)
 	}
 	var b strings.Builder

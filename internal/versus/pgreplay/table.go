@@ -2,27 +2,16 @@ package pgreplay
 
 import (
 	"fmt"
+	"github.com/erplab/erplab/internal/versus/measure"
 	"io"
-	"sort"
 	"text/tabwriter"
 	"time"
 )
 
 // Spread is the median and range of a figure over the rounds.
-type Spread struct{ Median, Min, Max float64 }
+type Spread = measure.Spread
 
-func spread(v []float64) Spread {
-	if len(v) == 0 {
-		return Spread{}
-	}
-	s := append([]float64(nil), v...)
-	sort.Float64s(s)
-	m := s[len(s)/2]
-	if len(s)%2 == 0 {
-		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return Spread{Median: m, Min: s[0], Max: s[len(s)-1]}
-}
+func spread(v []float64) Spread { return measure.SpreadOf(v) }
 
 // byTool picks tool's measurements, by round.
 func byTool(ms []Measurement, tool string) map[int]Measurement {
