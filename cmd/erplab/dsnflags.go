@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 
@@ -111,6 +112,12 @@ func resolveSource(cmd *cobra.Command, src conninfo.Source) (string, bool, error
 	}
 	if warning != "" {
 		fmt.Fprintln(cmd.ErrOrStderr(), warning)
+	}
+	if given && src.FlagValue == "" && src.File == "" && (src.EnvVar == "" || os.Getenv(src.EnvVar) == "") {
+		// A PGPASSWORD or PGUSER exported for something else would
+		// otherwise send erplab to a server nobody named, silently.
+		fmt.Fprintf(cmd.ErrOrStderr(), "no %s: connecting to the server the environment names (%s set)\n",
+			src.Flag, strings.Join(conninfo.EnvVarsSet(), ", "))
 	}
 	return dsn, given, nil
 }

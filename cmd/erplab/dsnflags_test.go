@@ -64,3 +64,18 @@ func TestSplitDSNArgument(t *testing.T) {
 		}
 	}
 }
+
+// With no --dsn, a PG* variable (here a PGPASSWORD exported for another
+// server and a PGHOST) sends erplab to the environment's server; it says
+// so in one line naming the variables, before the connection fails.
+func TestEnvDSNNamed(t *testing.T) {
+	cmd := erplab(t, t.TempDir(), "top", "--once")
+	cmd.Env = append(cmd.Env, "PGHOST=/nonexistent", "PGPASSWORD=bogus")
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "no --dsn: connecting to the server the environment names (PGHOST, PGPASSWORD set)") {
+		t.Errorf("output:\n%s", out)
+	}
+	if strings.Contains(string(out), "bogus") {
+		t.Errorf("the password is in the output:\n%s", out)
+	}
+}
