@@ -15,7 +15,6 @@ import (
 
 	"github.com/erplab/erplab/internal/capture"
 	"github.com/erplab/erplab/internal/capture/techlog"
-	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/replay"
 	"github.com/erplab/erplab/internal/results"
@@ -93,6 +92,19 @@ func erpInit(t *testing.T, dsn string) {
 	}
 }
 
+// erpDatabase is a database of the test server with the erp data set
+// and its copy taken before any load (copyDatabase).
+func erpDatabase(t *testing.T) (dsn, copyName string) {
+	t.Helper()
+	dsn = srv.NewDatabase(t)
+	erpInit(t, dsn)
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dsn, copyDatabase(t, cfg.Database)
+}
+
 // erpRun runs the erp workload (every operation, 4 users, no think time,
 // 3 s) against dsn. The observers are off: they are erplab's own
 // monitoring sessions, not the application's traffic.
@@ -163,16 +175,8 @@ func checkErpReplayed(t *testing.T, text, origDSN, copyDSN, replayedDSN string, 
 // run: every statement, no new error, every table as the original's.
 func TestReplayErpProxyCapture(t *testing.T) {
 	pgtest.SkipShort(t)
-	dsn := srv.NewDatabase(t)
-	erpInit(t, dsn)
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	copyName := cfg.Database + "_copy"
+	dsn, copyName := erpDatabase(t)
 	admin := srv.DSN(t, "postgres")
-	adminSQL(t, admin, "CREATE DATABASE "+copyName+" TEMPLATE "+cfg.Database)
-	t.Cleanup(func() { adminSQL(t, admin, "DROP DATABASE IF EXISTS "+copyName+" WITH (FORCE)") })
 	path := filepath.Join(t.TempDir(), "erp.erpcap.gz")
 	p := startProxyProcess(t, dsn, "--capture", path)
 	erpRun(t, p.dsn)
@@ -190,22 +194,11 @@ func TestReplayErpProxyCapture(t *testing.T) {
 // only the end state tells what the replay did.
 func TestReplayErpCsvlog(t *testing.T) {
 	pgtest.SkipShort(t)
-	c, err := pgcluster.Start(t.Context(), pgcluster.Options{BinDir: srv.BinDir(t), StopWithParent: true, MaxConnections: 30,
-		Settings: map[string]string{"logging_collector": "on", "log_destination": "csvlog", "log_filename": "pg.log", "lc_messages": "C"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
-	admin := c.DSN("postgres")
-	adminSQL(t, admin, "CREATE DATABASE a")
-	dsn := c.DSN("a")
+	c, admin, dsn := csvlogCluster(t)
 	erpInit(t, dsn)
 	adminSQL(t, admin, "CREATE DATABASE a_copy TEMPLATE a")
 	// Logging from here: init and the copy are not in the log.
-	for _, q := range []string{"ALTER SYSTEM SET log_statement = 'all'", "ALTER SYSTEM SET log_min_duration_statement = 0",
-		"ALTER SYSTEM SET log_connections = on", "ALTER SYSTEM SET log_disconnections = on", "SELECT pg_reload_conf()"} {
-		adminSQL(t, admin, q)
-	}
+	logAll(t, admin)
 	erpRun(t, dsn, "--temp-style", "lsfusion")
 	log := filepath.Join(c.DataDir(), "log", "pg.csv")
 	saved := filepath.Join(t.TempDir(), "log.erpcap.gz")
@@ -224,16 +217,8 @@ func TestReplayErpCsvlog(t *testing.T) {
 // error, every table as the original's.
 func TestReplayErpTechlog(t *testing.T) {
 	pgtest.SkipShort(t)
-	dsn := srv.NewDatabase(t)
-	erpInit(t, dsn)
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	copyName := cfg.Database + "_copy"
+	dsn, copyName := erpDatabase(t)
 	admin := srv.DSN(t, "postgres")
-	adminSQL(t, admin, "CREATE DATABASE "+copyName+" TEMPLATE "+cfg.Database)
-	t.Cleanup(func() { adminSQL(t, admin, "DROP DATABASE IF EXISTS "+copyName+" WITH (FORCE)") })
 	ops := []string{"post_sales_invoice", "document_list", "stock_balance_report"}
 	contexts := make([]string, len(ops))
 	dir := filepath.Join(t.TempDir(), "journal")

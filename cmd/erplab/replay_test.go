@@ -70,10 +70,58 @@ func pgbenchTemplate(t *testing.T) (db, dsn, copyName string) {
 	}
 	db = cfg.Database
 	runPgbench(t, dsn, "-i", "-q", "-s", "1")
-	copyName = db + "_copy"
+	return db, dsn, copyDatabase(t, db)
+}
+
+// copyDatabase copies db on the test server into <db>_copy (CREATE
+// DATABASE ... TEMPLATE: the database before a capture), dropped at the
+// test's end, and returns the copy's name.
+func copyDatabase(t *testing.T, db string) string {
+	t.Helper()
+	copyName := db + "_copy"
 	adminSQL(t, srv.DSN(t, "postgres"), "CREATE DATABASE "+copyName+" TEMPLATE "+db)
 	t.Cleanup(func() { adminSQL(t, srv.DSN(t, "postgres"), "DROP DATABASE IF EXISTS "+copyName+" WITH (FORCE)") })
-	return db, dsn, copyName
+	return copyName
+}
+
+// csvlogCluster starts a server of its own writing a csvlog (log/pg.csv
+// in its data directory, messages in C) with database a; logAll then
+// makes it log every statement with its duration, connection and
+// disconnection, as erplab replay --help says.
+func csvlogCluster(t *testing.T) (c *pgcluster.Cluster, admin, dsn string) {
+	t.Helper()
+	c, err := pgcluster.Start(t.Context(), pgcluster.Options{BinDir: srv.BinDir(t), StopWithParent: true, MaxConnections: 30,
+		Settings: map[string]string{"logging_collector": "on", "log_destination": "csvlog", "log_filename": "pg.log", "lc_messages": "C"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	admin = c.DSN("postgres")
+	adminSQL(t, admin, "CREATE DATABASE a")
+	return c, admin, c.DSN("a")
+}
+
+// logAll turns on the logging a replay from a server log needs.
+func logAll(t *testing.T, admin string) {
+	t.Helper()
+	for _, q := range []string{"ALTER SYSTEM SET log_statement = 'all'", "ALTER SYSTEM SET log_min_duration_statement = 0",
+		"ALTER SYSTEM SET log_connections = on", "ALTER SYSTEM SET log_disconnections = on", "SELECT pg_reload_conf()"} {
+		adminSQL(t, admin, q)
+	}
+}
+
+// stockDatabase is a database of the test server with table stock (ids
+// 1 to 10, qty 100), what writeJournal's statements update, and its name.
+func stockDatabase(t *testing.T) (dsn, db string) {
+	t.Helper()
+	dsn = srv.NewDatabase(t)
+	adminSQL(t, dsn, "CREATE TABLE stock (id int PRIMARY KEY, qty int NOT NULL)")
+	adminSQL(t, dsn, "INSERT INTO stock SELECT g, 100 FROM generate_series(1, 10) g")
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dsn, cfg.Database
 }
 
 // runPgbench runs PostgreSQL's pgbench against the server of dsn (or
@@ -202,22 +250,11 @@ func TestReplayRefusals(t *testing.T) {
 // it, its csvlog replayed onto a copy taken before.
 func TestReplayCsvlog(t *testing.T) {
 	pgtest.SkipShort(t)
-	c, err := pgcluster.Start(t.Context(), pgcluster.Options{BinDir: srv.BinDir(t), StopWithParent: true, MaxConnections: 30,
-		Settings: map[string]string{"logging_collector": "on", "log_destination": "csvlog", "log_filename": "pg.log", "lc_messages": "C"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
-	admin := c.DSN("postgres")
-	adminSQL(t, admin, "CREATE DATABASE a")
-	dsn := c.DSN("a")
+	c, admin, dsn := csvlogCluster(t)
 	runPgbench(t, dsn, "-i", "-q", "-s", "1")
 	adminSQL(t, admin, "CREATE DATABASE a_copy TEMPLATE a")
 	// Logging from here: init and the copy are not in the log.
-	for _, q := range []string{"ALTER SYSTEM SET log_statement = 'all'", "ALTER SYSTEM SET log_min_duration_statement = 0",
-		"ALTER SYSTEM SET log_connections = on", "ALTER SYSTEM SET log_disconnections = on", "SELECT pg_reload_conf()"} {
-		adminSQL(t, admin, q)
-	}
+	logAll(t, admin)
 	runPgbench(t, dsn, "-n", "-c", "4", "-t", "50", "-M", "prepared")
 	runPgbench(t, dsn, "-n", "-c", "4", "-t", "50", "-M", "extended")
 	log := filepath.Join(c.DataDir(), "log", "pg.csv")
@@ -237,9 +274,7 @@ func TestReplayCsvlog(t *testing.T) {
 // APDEX in each group.
 func TestReplayTechlog(t *testing.T) {
 	pgtest.SkipShort(t)
-	dsn := srv.NewDatabase(t)
-	adminSQL(t, dsn, "CREATE TABLE stock (id int PRIMARY KEY, qty int NOT NULL)")
-	adminSQL(t, dsn, "INSERT INTO stock SELECT g, 100 FROM generate_series(1, 10) g")
+	dsn, _ := stockDatabase(t)
 	ops := []string{"Документ.РеализацияТоваров.Форма.ФормаДокумента", "Справочник.Номенклатура.Форма.ФормаСписка"}
 	dir := writeJournal(t, ops, 1000)
 	out := filepath.Join(t.TempDir(), "r.json")
@@ -311,15 +346,9 @@ func writeJournal(t *testing.T, ops []string, gap int64) string {
 // so far written, the copy dropped.
 func TestReplayInterrupted(t *testing.T) {
 	pgtest.SkipShort(t)
-	dsn := srv.NewDatabase(t)
-	adminSQL(t, dsn, "CREATE TABLE stock (id int PRIMARY KEY, qty int NOT NULL)")
-	adminSQL(t, dsn, "INSERT INTO stock SELECT g, 100 FROM generate_series(1, 10) g")
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, db := stockDatabase(t)
 	dir := writeJournal(t, []string{"a", "b"}, 2_000_000) // 60 s at --speed 1
-	cmd := erplab(t, t.TempDir(), "replay", dir, "--dsn", srv.DSN(t, "postgres"), "--template", cfg.Database, "--out", filepath.Join(t.TempDir(), "r.json"), "--progress")
+	cmd := erplab(t, t.TempDir(), "replay", dir, "--dsn", srv.DSN(t, "postgres"), "--template", db, "--out", filepath.Join(t.TempDir(), "r.json"), "--progress")
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -415,16 +444,10 @@ func databaseExists(t *testing.T, db string) bool {
 // one line with the statement that drops it.
 func TestReplayKilledCopyDropped(t *testing.T) {
 	pgtest.SkipShort(t)
-	dsn := srv.NewDatabase(t)
-	adminSQL(t, dsn, "CREATE TABLE stock (id int PRIMARY KEY, qty int NOT NULL)")
-	adminSQL(t, dsn, "INSERT INTO stock SELECT g, 100 FROM generate_series(1, 10) g")
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, db := stockDatabase(t)
 	state := filepath.Join(t.TempDir(), "state")
 	journal := writeJournal(t, []string{"a", "b"}, 2_000_000) // 60 s at --speed 1
-	cmd, _, copyName, lines := startReplay(t, state, journal, "--dsn", srv.DSN(t, "postgres"), "--template", cfg.Database,
+	cmd, _, copyName, lines := startReplay(t, state, journal, "--dsn", srv.DSN(t, "postgres"), "--template", db,
 		"--out", filepath.Join(t.TempDir(), "r.json"), "--progress")
 	t.Cleanup(func() { adminSQL(t, srv.DSN(t, "postgres"), "DROP DATABASE IF EXISTS "+copyName+" WITH (FORCE)") })
 	_ = cmd.Process.Kill()
@@ -454,7 +477,7 @@ func TestReplayKilledCopyDropped(t *testing.T) {
 	fields := strings.Split(strings.TrimSpace(strings.SplitN(string(pf), "\n", 2)[0]), ":")
 	password := fields[len(fields)-1]
 	withPassword := regexp.MustCompile(`passfile=\S+`).ReplaceAllString(srv.DSN(t, "postgres"), "password="+password)
-	cmd, _, copyName, lines = startReplay(t, state, journal, "--dsn", withPassword, "--template", cfg.Database,
+	cmd, _, copyName, lines = startReplay(t, state, journal, "--dsn", withPassword, "--template", db,
 		"--out", filepath.Join(t.TempDir(), "r.json"), "--progress")
 	t.Cleanup(func() { adminSQL(t, srv.DSN(t, "postgres"), "DROP DATABASE IF EXISTS "+copyName+" WITH (FORCE)") })
 	_ = cmd.Process.Kill()
