@@ -182,9 +182,70 @@ type ABVerdict struct {
 	// ForeignLoad are the finished rounds of the two sides whose first
 	// bad step was limited by other processes' load
 	// (Document.ForeignLimited), e.g. "baseline round 2 (other processes
-	// 98 %)"; a better or worse verdict with any of them reads
-	// "inconclusive: foreign load".
+	// 98 %)": information only (a saturated host reads ~100 % on both
+	// sides); the guard judges Starvation.
 	ForeignLoad []string `json:"foreign_load_rounds,omitempty"`
+	// Starvation is the noise guard of compare applied to the
+	// capacities: each side's mean starvation at its searches' knees
+	// (Document.KneeStarvation); nil when a finished search has none.
+	Starvation *ABStarvation `json:"starvation,omitempty"`
+}
+
+// ABStarvation is the starvation of the two sides of a capacity A/B and
+// the guard's judgement (compare.StarvationLimit): a better or worse
+// verdict whose capacity ratio is within Limit, the more starved side
+// carrying fewer users, reads "inconclusive: starvation differed".
+type ABStarvation struct {
+	A        float64 `json:"a"`
+	B        float64 `json:"b"`
+	Ratio    float64 `json:"ratio"`
+	Limit    float64 `json:"limit_ratio"`
+	Withheld bool    `json:"withheld,omitempty"`
+}
+
+// Line is the noise line, e.g. "noise: starvation (run delay per ms run
+// at the knee) A 4.38 B 11.35, ratio 2.30: capacities within a factor
+// 5.30 read inconclusive".
+func (s *ABStarvation) Line() string {
+	return fmt.Sprintf("noise: starvation (run delay per ms run at the knee) A %.2f B %.2f, ratio %.2f: a capacity change within a factor %.2f toward the less starved side reads inconclusive",
+		s.A, s.B, s.Ratio, s.Limit)
+}
+
+// starvationOf is the mean knee starvation of the sides' searches; nil
+// when a search has none.
+func starvationOf(fa, fb []*Document) *ABStarvation {
+	mean := func(ds []*Document) (float64, bool) {
+		sum := 0.0
+		for _, d := range ds {
+			v, ok := d.KneeStarvation()
+			if !ok {
+				return 0, false
+			}
+			sum += v
+		}
+		return sum / float64(len(ds)), len(ds) > 0
+	}
+	a, okA := mean(fa)
+	b, okB := mean(fb)
+	if !okA || !okB {
+		return nil
+	}
+	s := &ABStarvation{A: a, B: b}
+	s.Ratio, s.Limit = compare.StarvationLimit(a, b)
+	return s
+}
+
+// explains reports whether the starvation difference could explain a
+// capacity change from a to b: the side carrying more users is the less
+// starved one and max(b/a, a/b) is at most Limit.
+func (s *ABStarvation) explains(a, b float64) bool {
+	if s == nil || !(a > 0 && b > 0) || a == b {
+		return false
+	}
+	if (b > a) != (s.B < s.A) {
+		return false
+	}
+	return max(b/a, a/b) <= s.Limit
 }
 
 // RunAB runs the searches in the experiment's order (experiment.Order),
@@ -507,10 +568,13 @@ func VerdictOf(name, unit string, a, b []*Document, alpha float64) ABVerdict {
 			v.Verdict, v.Why = ABNoDifference, fmt.Sprintf("exact rank-sum p %.3g > %g over %d and %d rounds%s", p, alpha, len(ca), len(cb), capped)
 		}
 	}
-	if len(v.ForeignLoad) > 0 && (v.Verdict == ABBetter || v.Verdict == ABWorse) {
-		// the noise guard of compare: a decided verdict whose rounds
-		// were limited by a neighbour's load may be the neighbour's
-		v.Verdict, v.Why = ABInconclusive, fmt.Sprintf("foreign load: %s limited by other processes' load (else %s: %s)", strings.Join(v.ForeignLoad, ", "), v.Verdict, v.Why)
+	v.Starvation = starvationOf(fa, fb)
+	if (v.Verdict == ABBetter || v.Verdict == ABWorse) && v.Starvation.explains(v.Baseline.Median, v.Capacity.Median) {
+		// the noise guard of compare: a change the starvation
+		// difference could explain may be the neighbours'
+		v.Starvation.Withheld = true
+		v.Verdict, v.Why = ABInconclusive, fmt.Sprintf("starvation differed: A %.2f B %.2f ms waited per ms run at the knee, the capacity ratio %.2f within %.2f (else %s: %s)",
+			v.Starvation.A, v.Starvation.B, max(v.Capacity.Median/v.Baseline.Median, v.Baseline.Median/v.Capacity.Median), v.Starvation.Limit, v.Verdict, v.Why)
 	}
 	v.Line = head + "; " + v.Verdict
 	if v.Why != "" {
@@ -722,6 +786,9 @@ func (d *ABDocument) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "warning: %s\n", d.ForeignText())
 	}
 	for _, v := range d.Verdicts {
+		if v.Starvation != nil {
+			fmt.Fprintf(w, "%s: %s\n", v.Variant, v.Starvation.Line())
+		}
 		fmt.Fprintf(w, "VERDICT %s: %s\n", v.Variant, v.Line)
 	}
 }
@@ -733,7 +800,7 @@ func (d *ABDocument) ForeignText() string {
 	if len(d.ForeignLoad) == 0 {
 		return ""
 	}
-	return "foreign load: " + strings.Join(d.ForeignLoad, ", ") + " limited by other processes' load, not the server's own: a verdict they decide reads inconclusive; rerun on a quiet host"
+	return "foreign load: " + strings.Join(d.ForeignLoad, ", ") + " limited by other processes' load, not the server's own (information: the verdict's guard judges starvation)"
 }
 
 // StatusText is Status as a reader should see it (Writer.Describe):

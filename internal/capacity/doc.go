@@ -140,18 +140,22 @@
 //     lower bound ("(>= +39 %)" for the variant's, "(<= -10 %)" for the
 //     baseline's) and left out when both are.
 //
-// Foreign load (the noise guard of compare, internal/compare/doc.go):
-// a search whose first bad step was limited by other processes' load
-// (Document.ForeignLimited: Limiting named the busy host, and processes
-// neither the server's nor erplab's used at least
-// compare.DefaultMaxForeignDiff, 10 % of all CPUs) found the host's
-// capacity that day, not the server's. Such rounds are named in a
-// warning line ("warning: foreign load: baseline round 2 (other
-// processes 98 %) limited by other processes' load ...",
-// ABDocument.ForeignLoad), and a better or worse verdict with any of
-// them on either side reads "inconclusive: foreign load: ... (else
-// better: ...)", as compare downgrades decided rows. A "no significant
-// difference" keeps its verdict beside the warning.
+// Starvation (the noise guard of compare, internal/compare/doc.go
+// "Noise guard"): each side's starvation is the mean over its finished
+// searches of the run delay per ms run of the server's processes and
+// erplab's threads at the step that decided the capacity
+// (Document.KneeStarvation: the first bad step, else the last good
+// one). With F = (1+ρB)/(1+ρA) (compare.StarvationLimit), a better or
+// worse verdict whose capacity ratio max(B/A, A/B) is at most F², the
+// side carrying more users being the less starved one, reads
+// "inconclusive: starvation differed: ... (else better: ...)"
+// (ABVerdict.Starvation, its noise line printed before the VERDICT
+// line). A "no significant difference" keeps its verdict. Searches
+// whose first bad step was limited by other processes' load
+// (Document.ForeignLimited) are still named in a warning line
+// ("warning: foreign load: ..."), information only: on a saturated host
+// both sides read ~100 % and the share says nothing of how much CPU the
+// server was denied.
 //
 // When the rounds cannot reach --alpha at all the reason quotes the
 // smallest possible p (complete separation), not an observed one.

@@ -324,3 +324,18 @@ func maxConnections(d *results.Document) string {
 	}
 	return env.Server.Settings["max_connections"]
 }
+
+// KneeStarvation is the starvation (Resources.Starvation: run delay per
+// ms run) of the step that decided the search's capacity: its first bad
+// step, or without one (every step good) its last good step; false when
+// that step has no schedstat figures.
+func (d *Document) KneeStarvation() (float64, bool) {
+	s := d.latest(d.Result.FirstBad, OutcomeBad)
+	if s == nil {
+		s = d.latest(d.Result.Capacity, OutcomeGood)
+	}
+	if s == nil || s.Resources.Starvation == nil {
+		return 0, false
+	}
+	return *s.Resources.Starvation, true
+}

@@ -201,10 +201,19 @@ func (s *NoiseSide) addStarvation(rds []*runData) bool {
 	return all
 }
 
+// StarvationLimit is the noise guard's rule for two sides' contentions
+// ca and cb (run delay per ms run, package doc "Noise guard"): ratio is
+// (1+cb)/(1+ca), limit max(ratio, 1/ratio) to the power
+// StarvationAmplification; an effect whose B/A (or A/B) is at most limit
+// could be the starvation difference's. Also capacity's A/B guard.
+func StarvationLimit(ca, cb float64) (ratio, limit float64) {
+	ratio = (1 + cb) / (1 + ca)
+	return ratio, math.Pow(max(ratio, 1/ratio), StarvationAmplification)
+}
+
 // setLimits sets ContentionRatio, Limit and ExtraDelayMs from the sides.
 func (n *NoiseReport) setLimits() {
-	n.ContentionRatio = (1 + n.B.Contention) / (1 + n.A.Contention)
-	n.Limit = math.Pow(max(n.ContentionRatio, 1/n.ContentionRatio), StarvationAmplification)
+	n.ContentionRatio, n.Limit = StarvationLimit(n.A.Contention, n.B.Contention)
 	more, less := n.B, n.A
 	if n.A.Contention > n.B.Contention {
 		more, less = n.A, n.B
