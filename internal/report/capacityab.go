@@ -276,7 +276,7 @@ figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; border: 1p
 .muted { color: #777; font-size: .85em; } code { background: #f6f6f6; padding: .1em .3em; } ul { margin: 0; padding-left: 1.2em; }
 </style></head><body>
 <h1>erplab capacity{{if .Doc.Order}} A/B{{end}}: {{.Doc.Workload}} ({{.Doc.Model}} model)</h1>
-{{range .Doc.Verdicts}}<p class="verdict">{{.Variant}}: {{.Line}}</p>
+{{range .Doc.Verdicts}}<p class="verdict">{{.Variant}}: {{.Line}}{{if .Starvation}}<br><span class="muted">{{.Starvation.Line}}</span>{{end}}</p>
 {{end}}{{if not .Doc.Order}}<p class="verdict">Separate searches: not an A/B experiment (their servers, data and times may differ), so no verdict; <code>erplab capacity --variant</code> runs one.</p>
 {{end}}{{if .Doc.ForeignLoad}}<p class="verdict">Warning: {{.Doc.ForeignText}}.</p>
 {{end}}<p>Status: {{.Doc.StatusText}}.{{if .Doc.Order}} {{.Doc.Rounds}} round(s) per side, {{.Doc.Order}} order.{{end}} Target: integral APDEX &ge; {{.Doc.Target.Apdex}}, errors &le; {{.Doc.Target.ErrorRatePct}} %{{range $op, $ms := .Doc.Target.P95Ms}}, p95 {{$op}} &le; {{$ms}} ms{{end}}.
@@ -331,6 +331,9 @@ func WriteCapacityABMarkdown(w io.Writer, d *capacity.ABDocument) error {
 	fmt.Fprintf(&b, "## erplab capacity A/B: %s (%s model)\n\nStatus: %s.\n\n", d.Workload, d.Model, d.StatusText())
 	for _, v := range d.Verdicts {
 		fmt.Fprintf(&b, "**%s: %s**\n\n", v.Variant, v.Line)
+		if v.Starvation != nil {
+			fmt.Fprintf(&b, "%s\n\n", v.Starvation.Line())
+		}
 	}
 	if len(d.ForeignLoad) > 0 {
 		fmt.Fprintf(&b, "Warning: %s.\n\n", d.ForeignText())
