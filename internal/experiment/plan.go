@@ -26,7 +26,8 @@ const MinPercentileSamples = 20
 type Plan struct {
 	// Rounds is the runs of each configuration; Comparisons the
 	// comparisons (variants, or --aa's N); Runs all runs; RunLength one
-	// run's expected wall time (load profile + RunOverhead).
+	// run's expected wall time (load profile + RunOverhead; 0 for a
+	// workload that drives its own load).
 	Rounds, Comparisons, Runs int
 	RunLength                 time.Duration
 	// Order is the running order of the first rounds by configuration
@@ -40,8 +41,9 @@ type Plan struct {
 	// all A/A comparisons, named AAName).
 	Variants []VariantPlan
 
-	mix   string             // --mix, for the proposals
-	share map[string]float64 // opShares
+	mix      string             // --mix, for the proposals
+	workload string             // the workload's name
+	share    map[string]float64 // opShares
 }
 
 // VariantPlan is the plan of one comparison: its primary rows, who
@@ -88,7 +90,13 @@ type RowPlan struct {
 	// lower bound, since runs vary more than their executions do. NaN
 	// otherwise.
 	Resolution float64
+	// Missing: the row is an operation's and the workload has no such
+	// operation (a remedy's declared row on another workload).
+	Missing bool
 }
+
+// opMetrics are the metrics of an operation's rows.
+var opMetrics = map[string]bool{"apdex": true, "p50_ms": true, "p95_ms": true, "p99_ms": true, "per_second": true, "error_pct": true}
 
 // NewPlan computes the plan of cfg (no server: cfg.Cluster is unused).
 // cfg.Rounds must be set (ab computes the default from --budget before);
@@ -114,6 +122,9 @@ func NewPlan(cfg Config, aa int) (*Plan, error) {
 	for _, v := range vs {
 		names = append(names, v.Name)
 	}
+	if _, driven := cfg.Load.Workload.(workload.Driver); driven {
+		p.RunLength = 0 // as long as what it replays
+	}
 	p.Comparisons = len(vs)
 	if aa > 0 {
 		p.Comparisons = aa
@@ -132,6 +143,9 @@ func NewPlan(cfg Config, aa int) (*Plan, error) {
 		return nil, err
 	}
 	p.share = share
+	if cfg.Load.Workload != nil {
+		p.workload = cfg.Load.Workload.Name()
+	}
 	scored := ScoredExecutions(cfg.Load)
 	for _, v := range vs {
 		keys, src, err := Primaries(v)
@@ -149,7 +163,11 @@ func NewPlan(cfg Config, aa int) (*Plan, error) {
 					ex = 0 // not a NaN from +Inf·0: the mix never runs it
 				}
 			}
-			vp.Rows = append(vp.Rows, PlanRow(k, ex, p.Rounds, alpha, vp.K))
+			r := PlanRow(k, ex, p.Rounds, alpha, vp.K)
+			if _, op := share[k.Subject]; share != nil && !op && k.Subject != compare.IntegralApdex.Subject && opMetrics[k.Metric] {
+				r.Missing, r.Decidable, r.Rounds = true, false, 0
+			}
+			vp.Rows = append(vp.Rows, r)
 		}
 		p.Variants = append(p.Variants, vp)
 	}
@@ -327,8 +345,12 @@ func (p *Plan) Lines() []string {
 	if p.RoundsFrom != "" {
 		from = " (" + p.RoundsFrom + ")"
 	}
-	lines := []string{fmt.Sprintf("plan: %d round%s a side%s, %s order %s; %d runs of ~%s, ~%s in all; executions a run are upper bounds (operations taking no time)",
-		p.Rounds, plural(p.Rounds), from, p.OrderName, p.Order, p.Runs, p.RunLength.Round(time.Second), (p.RunLength * time.Duration(p.Runs)).Round(time.Second))}
+	runs := fmt.Sprintf("%d runs", p.Runs)
+	if p.RunLength > 0 {
+		runs += fmt.Sprintf(" of ~%s, ~%s in all", p.RunLength.Round(time.Second), (p.RunLength * time.Duration(p.Runs)).Round(time.Second))
+	}
+	lines := []string{fmt.Sprintf("plan: %d round%s a side%s, %s order %s; %s; executions a run are upper bounds (operations taking no time)",
+		p.Rounds, plural(p.Rounds), from, p.OrderName, p.Order, runs)}
 	var undecided []string
 	for _, v := range p.Variants {
 		var rows []string
@@ -351,6 +373,9 @@ func (p *Plan) Lines() []string {
 // brief is what a row can reach, e.g. "Welch's t (no floor), ~600
 // executions a run" or "smallest p 0.33 (constant within each side)".
 func (r RowPlan) brief() string {
+	if r.Missing {
+		return "missing"
+	}
 	var parts []string
 	switch {
 	case r.MinP == 0:
@@ -380,6 +405,9 @@ func (p *Plan) undecided(v VariantPlan, r RowPlan) string {
 	scope := v.Name + "="
 	if v.AA {
 		scope = ""
+	}
+	if r.Missing {
+		return fmt.Sprintf("plan: %s: %s cannot be decided: workload %s has no operation %s (the row will be missing); use --primary %sSUBJECT[:METRIC]", v.Name, r.Key, p.workload, op, scope)
 	}
 	if r.Executions == 0 {
 		return fmt.Sprintf("plan: %s: %s cannot be decided: the load never runs %s; give it a weight (--mix %s=1)", v.Name, r.Key, op, op)

@@ -11,6 +11,7 @@ import (
 	"github.com/erplab/erplab/internal/loadtest"
 	_ "github.com/erplab/erplab/internal/remedy/all"
 	"github.com/erplab/erplab/internal/workload/erp"
+	"github.com/erplab/erplab/internal/workload/smoke"
 )
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-4*math.Max(1, math.Abs(b)) }
@@ -157,6 +158,16 @@ func TestPlanLines(t *testing.T) {
 	if len(lines) != 3 || lines[2] != want {
 		t.Fatalf("lines:\n%s\nwant last:\n%s", strings.Join(lines, "\n"), want)
 	}
+	// rewrite-proxy's rows on a workload without the report
+	load.Workload, load.Mix = smoke.New(), ""
+	if p, err = NewPlan(Config{Load: load, Variants: []Variant{v}, Rounds: 2}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if l := p.Lines(); len(l) != 4 || !p.Variants[0].Rows[1].Missing || p.Order != "baseline baseline proxy proxy" ||
+		l[3] != "plan: proxy: or_subquery_report:apdex cannot be decided: workload smoke has no operation or_subquery_report (the row will be missing); use --primary proxy=SUBJECT[:METRIC]" {
+		t.Fatalf("smoke plan: %q", l)
+	}
+	load.Workload = erp.New(erp.WorkloadOptions{})
 	// --aa 5 of 3 rounds: 30 runs, the integral APDEX decidable.
 	p, err = NewPlan(Config{Load: load, Rounds: 3, Balanced: true}, 5)
 	if err != nil {
