@@ -108,28 +108,47 @@ func NewPlan(cfg Config, aa int) (*Plan, error) {
 	if alpha == 0 {
 		alpha = compare.DefaultAlpha
 	}
-	p := &Plan{Rounds: max(cfg.Rounds, 1), Alpha: alpha, RunLength: RunLength(cfg.Load), mix: cfg.Load.Mix, OrderName: "blocked"}
+	p := &Plan{Rounds: max(cfg.Rounds, 1), Alpha: alpha, RunLength: RunLength(cfg.Load), mix: cfg.Load.Mix, Comparisons: len(cfg.Variants)}
+	vs := cfg.Variants
+	if aa > 0 {
+		vs, p.Comparisons = []Variant{{Name: AAName, Primary: cfg.AAPrimary}}, aa
+	}
+	if _, driven := cfg.Load.Workload.(workload.Driver); driven {
+		p.RunLength = 0 // as long as what it replays
+	}
+	if cfg.Load.Workload != nil {
+		p.workload = cfg.Load.Workload.Name()
+	}
+	p.order(cfg, vs, aa)
+	var err error
+	if p.share, err = opShares(cfg.Load); err != nil {
+		return nil, err
+	}
+	scored := ScoredExecutions(cfg.Load)
+	for _, v := range vs {
+		vp, err := p.variant(v, aa > 0, scored)
+		if err != nil {
+			return nil, err
+		}
+		p.Variants = append(p.Variants, vp)
+	}
+	return p, nil
+}
+
+// order sets p's Runs, OrderName and Order (the first two rounds by
+// configuration name) for variants vs, aa times (once without --aa).
+func (p *Plan) order(cfg Config, vs []Variant, aa int) {
+	names := []string{BaselineName}
+	for _, v := range vs {
+		names = append(names, v.Name)
+	}
+	p.Runs = p.Rounds * len(names) * max(aa, 1)
+	p.OrderName = "blocked"
 	if cfg.Balanced {
 		p.OrderName = "balanced"
 	} else if cfg.Interleave {
 		p.OrderName = "interleaved"
 	}
-	names := []string{BaselineName}
-	vs := cfg.Variants
-	if aa > 0 {
-		vs = []Variant{{Name: AAName, Primary: cfg.AAPrimary}}
-	}
-	for _, v := range vs {
-		names = append(names, v.Name)
-	}
-	if _, driven := cfg.Load.Workload.(workload.Driver); driven {
-		p.RunLength = 0 // as long as what it replays
-	}
-	p.Comparisons = len(vs)
-	if aa > 0 {
-		p.Comparisons = aa
-	}
-	p.Runs = p.Rounds * len(names) * max(aa, 1)
 	var seq []string
 	for _, s := range Order(len(names), min(p.Rounds, 2), cfg.Balanced, cfg.Interleave) {
 		seq = append(seq, names[s[0]])
@@ -138,40 +157,34 @@ func NewPlan(cfg Config, aa int) (*Plan, error) {
 	if p.Rounds > 2 {
 		p.Order += " ..."
 	}
-	share, err := opShares(cfg.Load)
+}
+
+// variant is the plan of v's comparison with the baseline, scored the
+// executions a run of all operations.
+func (p *Plan) variant(v Variant, aa bool, scored float64) (VariantPlan, error) {
+	keys, src, err := Primaries(v)
 	if err != nil {
-		return nil, err
+		return VariantPlan{}, err
 	}
-	p.share = share
-	if cfg.Load.Workload != nil {
-		p.workload = cfg.Load.Workload.Name()
-	}
-	scored := ScoredExecutions(cfg.Load)
-	for _, v := range vs {
-		keys, src, err := Primaries(v)
-		if err != nil {
-			return nil, err
+	vp := VariantPlan{Name: v.Name, Source: src, K: len(keys), AA: aa}
+	for _, k := range keys {
+		ex := math.NaN()
+		f, isOp := p.share[k.Subject]
+		switch {
+		case p.share != nil && k.Subject == compare.IntegralApdex.Subject:
+			ex = scored
+		case isOp && f == 0:
+			ex = 0 // not a NaN from +Inf·0: the mix never runs it
+		case isOp:
+			ex = scored * f
 		}
-		vp := VariantPlan{Name: v.Name, Source: src, K: len(keys), AA: aa > 0}
-		for _, k := range keys {
-			ex := math.NaN()
-			if share != nil && k.Subject == compare.IntegralApdex.Subject {
-				ex = scored
-			} else if f, ok := share[k.Subject]; ok {
-				ex = scored * f
-				if f == 0 {
-					ex = 0 // not a NaN from +Inf·0: the mix never runs it
-				}
-			}
-			r := PlanRow(k, ex, p.Rounds, alpha, vp.K)
-			if _, op := share[k.Subject]; share != nil && !op && k.Subject != compare.IntegralApdex.Subject && opMetrics[k.Metric] {
-				r.Missing, r.Decidable, r.Rounds = true, false, 0
-			}
-			vp.Rows = append(vp.Rows, r)
+		r := PlanRow(k, ex, p.Rounds, p.Alpha, vp.K)
+		if p.share != nil && !isOp && k.Subject != compare.IntegralApdex.Subject && opMetrics[k.Metric] {
+			r.Missing, r.Decidable, r.Rounds = true, false, 0
 		}
-		p.Variants = append(p.Variants, vp)
+		vp.Rows = append(vp.Rows, r)
 	}
-	return p, nil
+	return vp, nil
 }
 
 // PlanRow is the prospect of primary row k over rounds a side in a Holm
