@@ -132,8 +132,8 @@ cp95() {
 # The primary rows each remedy declares (internal/remedy/*), as --primary flags.
 declare -A families=(
 	[integral]="--primary integral:apdex"
-	[tmpfs]="--primary integral:apdex --primary temp_table_storm:apdex"
-	[proxy]="--primary or_subquery_report:apdex"
+	[tmpfs]="--primary integral:apdex --primary temp_table_storm:p95_ms --primary temp_table_storm:apdex"
+	[proxy]="--primary or_subquery_report:p95_ms --primary or_subquery_report:apdex"
 )
 
 echo "=== erplab ab calibration ($OUT)"

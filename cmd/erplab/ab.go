@@ -44,6 +44,7 @@ func newABCmd() *cobra.Command {
 		maxForeign float64
 		noiseGuard bool
 		primary    []string
+		dryRun     bool
 	)
 	var remedies strings.Builder
 	_ = remedy.WriteHelp(&remedies) // a strings.Builder does not fail
@@ -101,6 +102,17 @@ none could), and the exploratory rows listed and tested.
 every variant (and the A/A comparisons), e.g. --primary temp_table_storm or
 --primary tmpfs=integral:apdex. ab ends with a line "VERDICT NAME: primary verdict: ..." per
 variant and its primary rows (A -> B, delta with its 95 % interval and p, or why it has none).
+
+Plan: before the first run ab prints what the experiment can decide, from its configuration
+alone: the rounds a side, the order and the runs; per variant Holm's count k over its primary
+rows and, per row, the smallest p-value its test reaches (Welch's t has no floor; a row constant
+within each side has only the permutation p 2/C(2n,n): 0.33 with 2 rounds, 0.1 with 3, 0.029
+with 4; an operation's APDEX is so when each side's executions stay in one APDEX zone),
+the executions of its operation a run (an upper bound: VU time after the warm-up over the mean
+think time, times the operation's share of the mix) and the smallest APDEX change they resolve.
+A primary row that cannot reach alpha/k gets one line saying so and the change that would
+decide it (--rounds N, --primary VARIANT=OP:p95_ms, more executions). --dry-run prints the plan
+and exits: no server, no files.
 
 --aa N runs the baseline against itself N times (each an experiment with the same rounds) and
 reports the false-verdict rate: how many of the N primary verdicts (default row: integral APDEX)
@@ -166,15 +178,6 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 			if err := checkPrimaryAPDEX(primary, opts.Workload); err != nil {
 				return withCode(exitUsage, err)
 			}
-			var base *safefile.Root // ./erplab-results held open when it takes the runs
-			if outDir == "" {
-				// ./erplab-results: made when missing, refused when a link or another user's
-				if base, err = loadtest.ResultsDir(""); err != nil {
-					return withCode(exitUsage, err)
-				}
-				defer base.Close()
-				outDir = base.Join("ab-" + time.Now().Format("20060102-150405"))
-			}
 			if _, driven := opts.Workload.(workload.Driver); driven {
 				if cmd.Flags().Changed("budget") {
 					return withCode(exitUsage, fmt.Errorf("--workload %s drives its own load, whose length --budget cannot plan: give --rounds", opts.Workload.Name()))
@@ -183,12 +186,42 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 					rounds = experiment.MinRounds // a replay lasts as long as its capture, not --duration
 				}
 			}
+			roundsFrom := "--rounds"
 			if rounds == 0 {
+				roundsFrom = "as fit --budget " + budget.String()
 				if aa > 0 {
 					rounds = experiment.RoundsFor(budget/time.Duration(aa), 2, opts)
 				} else {
 					rounds = experiment.RoundsFor(budget, 1+len(vs), opts)
 				}
+			}
+			for _, v := range vs {
+				if err := remedy.CheckRunnable("ab", v.Remedies, remedyParamValues(remedyParams), os.Geteuid() == 0); err != nil {
+					return withCode(exitUsage, fmt.Errorf("--variant %s: %w", v.Name, err))
+				}
+			}
+			baseFlags, newW, err := variantWorkload(cmd, f.workload, vs)
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
+			ecfg := experiment.Config{
+				NewWorkload: newW, Flags: baseFlags, Load: opts, Variants: vs,
+				Rounds: rounds, Balanced: order == "balanced", Interleave: order == "interleaved",
+				Params: remedyParamValues(remedyParams), Cold: cold,
+				Compare:   compare.Options{Alpha: alpha, MinEffect: minEffect, MaxForeignDiff: maxForeign, NoiseGuardOff: !noiseGuard},
+				AAPrimary: aaPrimary,
+			}
+			if err := writeABPlan(cmd.OutOrStdout(), ecfg, aa, roundsFrom); err != nil || dryRun {
+				return err // --dry-run: the plan alone, no server, no directory
+			}
+			var base *safefile.Root // ./erplab-results held open when it takes the runs
+			if outDir == "" {
+				// ./erplab-results: made when missing, refused when a link or another user's
+				if base, err = loadtest.ResultsDir(""); err != nil {
+					return withCode(exitUsage, err)
+				}
+				defer base.Close()
+				outDir = base.Join("ab-" + time.Now().Format("20060102-150405"))
 			}
 			if aa > 0 {
 				if _, err := os.Lstat(filepath.Join(outDir, "aa-01")); err == nil {
@@ -202,15 +235,6 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 						return withCode(exitUsage, fmt.Errorf("results file %s exists; choose another --out-dir", p))
 					}
 				}
-			}
-			for _, v := range vs {
-				if err := remedy.CheckRunnable("ab", v.Remedies, remedyParamValues(remedyParams), os.Geteuid() == 0); err != nil {
-					return withCode(exitUsage, fmt.Errorf("--variant %s: %w", v.Name, err))
-				}
-			}
-			baseFlags, newW, err := variantWorkload(cmd, f.workload, vs)
-			if err != nil {
-				return withCode(exitUsage, err)
 			}
 			out := cmd.OutOrStdout()
 			ctx := cmd.Context()
@@ -238,13 +262,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 				}
 				defer outRoot.Close()
 			}
-			ecfg := experiment.Config{
-				Cluster: c, NewWorkload: newW, Flags: baseFlags, Load: opts, Variants: vs,
-				Rounds: rounds, Balanced: order == "balanced", Interleave: order == "interleaved",
-				OutDir: outDir, OutRoot: outRoot, Params: remedyParamValues(remedyParams), Cold: cold,
-				Compare:   compare.Options{Alpha: alpha, MinEffect: minEffect, MaxForeignDiff: maxForeign, NoiseGuardOff: !noiseGuard},
-				AAPrimary: aaPrimary,
-			}
+			ecfg.Cluster, ecfg.OutDir, ecfg.OutRoot = c, outDir, outRoot
 			if hook != "" {
 				ecfg.BeforeRun = func(ctx context.Context, ri experiment.RunInfo) error {
 					hc := exec.CommandContext(ctx, "sh", "-c", hook)
@@ -308,6 +326,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	fl.BoolVar(&cold, "cold", false, "restart the server before every run (and drop the OS page cache as root): cold-cache runs")
 	fl.IntVar(&rounds, "rounds", 0, "runs of each configuration (default: as many as fit --budget, at least 3)")
 	fl.StringArrayVar(&primary, "primary", nil, "primary row [VARIANT=]SUBJECT[:METRIC] deciding the verdict (repeatable; default: the remedies' declared rows)")
+	fl.BoolVar(&dryRun, "dry-run", false, "print the plan (rounds, order, what each primary row can reach) and exit: no server, no files")
 	remedyParams = addRemedyParamFlags(fl) // each remedy's parameters, e.g. --tmpfs-size
 	fl.Float64Var(&alpha, "alpha", compare.DefaultAlpha, "compare: family-wise significance level (Holm)")
 	fl.Float64Var(&minEffect, "min-effect", compare.DefaultMinEffect, "compare: smallest relative difference that counts (0.05 = 5 %)")
@@ -387,7 +406,7 @@ func primaryShort(cp *compare.Comparison) string {
 
 // declaredPrimaries lists each registered remedy's primary rows
 // (remedy.Kind.Primary), one indented line per remedy, e.g.
-// "  rewrite-proxy: or_subquery_report:apdex".
+// "  rewrite-proxy: or_subquery_report:p95_ms and or_subquery_report:apdex".
 func declaredPrimaries() string {
 	var lines []string
 	for _, k := range remedy.Kinds() {

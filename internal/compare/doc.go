@@ -241,6 +241,20 @@
 // interval, so it is never better or worse (it reads "no significant
 // difference"; Row.Note says why there is no interval).
 //
+// An operation's APDEX is such a row whenever each side's executions
+// stay in one APDEX zone (#31: or_subquery_report's p95 fell 268 -> 89
+// ms around its 100 ms target, its APDEX 0.5 -> 1 in both rounds, p
+// 0.33 over 2 rounds a side, so "no significant difference"). A remedy
+// aimed at one key operation therefore declares that operation's p95
+// with its APDEX: the p95 varies from round to round and takes Welch's
+// t, and the verdict rule (a decided primary row, no decided row
+// disagreeing) lets it decide when the APDEX cannot. Before the first
+// run `erplab ab` prints its plan (experiment.NewPlan): per primary row
+// the smallest p-value it can reach with the rounds (2/C(2n, n) for a
+// row that can be constant, none for Welch's t) against Holm's first
+// step alpha/k, and one line per row that cannot reach it with the
+// change that would (more rounds, the operation's p95, more executions).
+//
 // # Warnings
 //
 // Comparison.Warnings names what differs besides the variant: the

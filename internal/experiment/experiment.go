@@ -160,15 +160,7 @@ const MinRounds = 3
 // RoundsFor is how many rounds of configs configurations fit budget when
 // one run takes its load profile plus RunOverhead: at least MinRounds.
 func RoundsFor(budget time.Duration, configs int, load loadtest.Options) int {
-	var closed, open time.Duration
-	for _, s := range load.Stages {
-		closed += s.Duration
-	}
-	for _, s := range load.Rate {
-		open += s.Duration
-	}
-	run := RunOverhead + max(closed, open)
-	n := int(budget / (run * time.Duration(max(configs, 1))))
+	n := int(budget / (RunLength(load) * time.Duration(max(configs, 1))))
 	return max(n, MinRounds)
 }
 

@@ -215,7 +215,7 @@ func TestABRun(t *testing.T) {
 	// executions) may have too few intervals (CI saw 1 of 2), and with
 	// one round per side the noise guard may call the comparison
 	// "inconclusive: one round each" before any test (Family 0).
-	for i, want := range []string{"integral:apdex or_subquery_report:apdex by settings, rewrite-proxy: ", "integral:apdex by temp-style: "} {
+	for i, want := range []string{"integral:apdex or_subquery_report:p95_ms or_subquery_report:apdex by settings, rewrite-proxy: ", "integral:apdex by temp-style: "} {
 		p := oc.Comparisons[i].Primary
 		if p == nil {
 			t.Fatalf("comparison %d has no primary verdict", i)
@@ -234,7 +234,7 @@ func TestABRun(t *testing.T) {
 	// Every run records what its comparison is computed with
 	// (extra.experiment.compare), so erplab report repeats the verdict:
 	// the variant's primary rows, none for the baseline.
-	for name, want := range map[string]string{"baseline": " by ", "tuned": "integral:apdex or_subquery_report:apdex by settings, rewrite-proxy",
+	for name, want := range map[string]string{"baseline": " by ", "tuned": "integral:apdex or_subquery_report:p95_ms or_subquery_report:apdex by settings, rewrite-proxy",
 		"ls": "integral:apdex by temp-style"} {
 		d, err := results.Read(filepath.Join(outDir, name+"-1.json"))
 		if err != nil {

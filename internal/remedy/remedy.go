@@ -41,7 +41,10 @@ type Kind struct {
 	// them, e.g. "integral:apdex", "temp_table_storm:apdex". `erplab ab`
 	// decides a variant's verdict by Holm over its remedies' primary
 	// rows alone (--primary overrides them); empty means the integral
-	// APDEX.
+	// APDEX. A remedy aimed at one key operation declares its p95 with
+	// its APDEX: an operation's APDEX can be the same in every round of
+	// a side, which only a permutation p-value tests (2/C(2n, n): 0.33
+	// with 2 rounds a side), while its p95 takes Welch's t.
 	Primary []string
 	// Parse checks the argument (the text after "Name:") and returns a
 	// one-line error without the remedy's text (Parse adds it). Nil means
