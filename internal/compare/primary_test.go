@@ -130,7 +130,7 @@ var aaRounds = [2][]string{
 // verdict.
 func TestAAChanceHitStaysExploratory(t *testing.T) {
 	c := compareFiles(t, compare.Options{Primary: []compare.Key{compare.IntegralApdex}, PrimarySource: "default"}, aaRounds[0], aaRounds[1])
-	if c.Primary == nil || c.Primary.Verdict != compare.NoDifference || c.Primary.Family != 1 || c.Primary.Exploratory < 40 {
+	if c.Primary == nil || c.Primary.Verdict != compare.NoDifference || c.Primary.Family != 1 || c.Primary.Exploratory < 30 {
 		t.Fatalf("A/A primary %+v", c.Primary)
 	}
 	if r := c.Find("integral", "apdex"); r.Role != compare.RolePrimary || r.Verdict != compare.NoDifference {
@@ -179,5 +179,38 @@ func TestTmpfsPrimaryFamily(t *testing.T) {
 	if e := d.Find(sys.Subject, sys.Metric); d.Primary.Verdict != compare.NoDifference || d.Primary.Family != 3 ||
 		e.Role != compare.RoleExploratory || e.Verdict != compare.NoDifference || e.P != r.P {
 		t.Fatalf("declared family %+v, system CPU %+v", d.Primary, e)
+	}
+}
+
+// aaSaturated is one A/A comparison of issue 31's acceptance
+// (examples/ab-calibration.sh PARTS=aa HOG=baseline BG_HOG=2: erp scale
+// 0.2, 20 VUs, 8 s runs, 3 rounds a side, `erplab stress --cpu 4` beside
+// every baseline run and `--cpu 2` throughout, load average ~27):
+// testdata/aa-saturated. stock_balance_report ran 6-10 times a run; in
+// every baseline round one execution took ~5 s at the end of the run.
+var aaSaturated = [2][]string{
+	{"aa-saturated/baseline-1.json", "aa-saturated/baseline-2.json", "aa-saturated/baseline-3.json"},
+	{"aa-saturated/same-1.json", "aa-saturated/same-2.json", "aa-saturated/same-3.json"},
+}
+
+// The percentiles of an operation with fewer than 20 (p95) or 100 (p99)
+// executions a run are its maxima and are not tested: in the recorded
+// A/A, stock_balance_report's p95 and p99 (4.9 s against 1.2 s, Welch p
+// 3e-5 over rounds) read "better" before, though nothing differed but
+// the load beside the server; its p50 (2 executions or more) is tested.
+func TestFewExecutionsPercentilesNotTested(t *testing.T) {
+	c := compareFiles(t, compare.Options{}, aaSaturated[0], aaSaturated[1])
+	for _, m := range []string{"p95_ms", "p99_ms"} {
+		r := c.Find("stock_balance_report", m)
+		if r == nil || !math.IsNaN(r.P) || r.Verdict.Decided() ||
+			!strings.Contains(r.Note, "fewer than ") || !strings.Contains(r.Note, "executions in a run (6): its "+m[:3]+" is its slowest execution, not tested") {
+			t.Fatalf("stock_balance_report %s: %+v", m, r)
+		}
+	}
+	if r := c.Find("stock_balance_report", "p50_ms"); r == nil || math.IsNaN(r.P) {
+		t.Fatalf("stock_balance_report p50 not tested: %+v", r)
+	}
+	if d := c.Decided(); d != 0 {
+		t.Fatalf("%d decided rows in an A/A", d)
 	}
 }

@@ -291,10 +291,14 @@ func buildSpecs(ra, rb []*runData) []spec {
 			return &specs[len(specs)-1]
 		}
 		add("apdex", "", HigherBetter, floorApdex, func(rd *runData, s *sel) float64 { return opScore(rd, s, name) })
+		least := leastExecutions(name, ra, rb)
 		for q, metric := range []string{"p50_ms", "p95_ms", "p99_ms"} {
 			sp := add(metric, "ms", LowerBetter, floorMs, func(rd *runData, s *sel) float64 { return rd.percentile(s, name, q) })
 			if !histOK(name) {
 				sp.bootNote = "no interval histograms (results schema 1)"
+			}
+			if need := quantileExecutions[q]; least < need {
+				sp.note = fmt.Sprintf("fewer than %d executions in a run (%d): its %s is its slowest execution, not tested", need, least, metric[:3])
 			}
 		}
 		add("per_second", "1/s", HigherBetter, floorPerSecond, func(rd *runData, s *sel) float64 {
@@ -631,4 +635,28 @@ func (rd *runData) noiseRecorded() bool {
 		}
 	}
 	return false
+}
+
+// quantileExecutions are the executions a run needs for its p50, p95
+// and p99 to be tested: 1/(1-q) (2, 20, 100). With fewer, the quantile
+// is the run's slowest execution (HdrHistogram's, as PostgreSQL's
+// pgbench and k6 report it), a maximum: one stall of a shared host
+// decides it, so a row of maxima compares the hosts' worst moments, not
+// the configurations (package doc, "Percentiles of few executions").
+var quantileExecutions = [3]int64{2, 20, 100}
+
+// leastExecutions is the fewest successful scored executions of
+// operation name in any run of either side.
+func leastExecutions(name string, sides ...[]*runData) int64 {
+	least := int64(math.MaxInt64)
+	for _, side := range sides {
+		for _, rd := range side {
+			n := int64(0)
+			if op := findOp(rd.doc, name); op != nil {
+				n = op.Count - op.Errors
+			}
+			least = min(least, n)
+		}
+	}
+	return least
 }
