@@ -22,6 +22,11 @@
 // comparisons of RunAA take Config.AAPrimary, by default the integral
 // APDEX, and count the false primary verdicts.
 //
+// On a server erplab did not start (Config.External, ab --dsn) the
+// template and the run copies are databases erplab_ab_<id>_..., each
+// recorded (External.Track) before it is made and dropped after; nothing
+// else there is written, and a Cold run is refused.
+//
 // Remedies are opaque here: a run applies its variant's remedies in order
 // to a remedy.Target (the run's cluster and database, the DSN its
 // connections use, the workload flag values), builds the workload from

@@ -4,7 +4,11 @@
 // SYSTEM RESET after it (PostgreSQL docs: sql-altersystem.html). Settings
 // of context postmaster or internal (they need a restart) and unknown
 // settings are refused. The record keeps, per setting, its value in a new
-// session before, during (after the reload) and after the reset.
+// session before, during (after the reload) and after the reset. On a
+// server erplab did not start (Target.RecordSettings set, ab --dsn) the
+// settings are recorded in the leftover record before they are set, and
+// one postgresql.auto.conf already sets is refused; Preflight checks a
+// file against such a server before any run.
 package settings
 
 import (
