@@ -16,6 +16,7 @@ import (
 
 	"github.com/erplab/erplab/internal/compare"
 	"github.com/erplab/erplab/internal/experiment"
+	"github.com/erplab/erplab/internal/leftover"
 	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/results"
 )
@@ -222,4 +223,50 @@ func TestABDSNKilled(t *testing.T) {
 			t.Errorf("the sweep's line does not name %s:\n%s", d, out)
 		}
 	}
+}
+
+// The sweep of ab --dsn's entries when it cannot log in (a server gone,
+// a password it does not have): each names what to run by hand
+// (leftover.ErrByHand); an entry that is not ab's database is refused.
+func TestABDSNSweepByHand(t *testing.T) {
+	gone := "host=/nonexistent-erplab-test port=1 user=x dbname=postgres connect_timeout=2"
+	db, _ := json.Marshal(abDatabaseData{DSN: gone, DB: experiment.ExternalPrefix + "0123abcd_run_s_1"})
+	_, err := undoABDatabase(context.Background(), leftover.Entry{Kind: kindABDatabase, Data: db})
+	if !errors.Is(err, leftover.ErrByHand) || !strings.Contains(err.Error(), `DROP DATABASE "erplab_ab_0123abcd_run_s_1" WITH (FORCE)`) {
+		t.Fatalf("database: %v", err)
+	}
+	st, _ := json.Marshal(abSettingsData{DSN: gone, Names: []string{"work_mem"}, Values: []string{"7777kB"}})
+	_, err = undoABSettings(context.Background(), leftover.Entry{Kind: kindABSettings, Data: st})
+	if !errors.Is(err, leftover.ErrByHand) || !strings.Contains(err.Error(), `ALTER SYSTEM RESET "work_mem"; SELECT pg_reload_conf()`) {
+		t.Fatalf("settings: %v", err)
+	}
+	notOurs, _ := json.Marshal(abDatabaseData{DSN: gone, DB: "shop"})
+	if _, err := undoABDatabase(context.Background(), leftover.Entry{Kind: kindABDatabase, Data: notOurs}); !errors.Is(err, leftover.ErrNotOurs) {
+		t.Fatalf("a database not named erplab_ab_...: %v", err)
+	}
+}
+
+// ab --dsn as a role with CREATEDB and nothing more, through the proxy
+// with that role's credentials: the runs go on without the statistics
+// extensions it may not create (one note each), and nothing stays.
+func TestABDSNNotSuperuser(t *testing.T) {
+	pgtest.SkipShort(t)
+	dir := t.TempDir()
+	dsn := srv.DSN(t, "postgres")
+	pool := srv.Pool(t, dsn)
+	role, roleDSN := srv.NewRole(t, dsn)
+	if _, err := pool.Exec(context.Background(), `ALTER ROLE "`+role+`" CREATEDB`); err != nil {
+		t.Fatal(err)
+	}
+	_, _, before := abDSNState(t, pool)
+	out, err := withState(erplab(t, dir, "ab", "--dsn", roleDSN, "--workload", "smoke", "--users", "2", "--duration", "1s",
+		"--think", "20ms", "--progress", "0", "--observe=false", "--graceful-stop", "1s", "--rounds", "1",
+		"--variant", "p=rewrite-proxy", "--out-dir", "res"), filepath.Join(dir, "state")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if _, err := results.Read(filepath.Join(dir, "res", "p-1.json")); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	waitClean(t, pool, before, string(out))
 }
