@@ -45,6 +45,7 @@ func newABCmd() *cobra.Command {
 		noiseGuard bool
 		primary    []string
 		dryRun     bool
+		templateDB string
 	)
 	var remedies strings.Builder
 	_ = remedy.WriteHelp(&remedies) // a strings.Builder does not fail
@@ -58,6 +59,15 @@ load profile and data: each run starts from CREATE DATABASE run_x TEMPLATE ` + e
 (dropped afterwards), so postings of one run cannot change the next one's data. The server is
 not restarted between runs (warm cache after the first run) unless --cold: then the server is
 restarted before every run and, as root, the OS page cache is dropped.
+
+Your own server: --dsn (or --dsn-file) runs everything there instead. The workload's data is built
+once into erplab_ab_<id>_template (or --template-db NAME: your database, copied, never written) and
+every run is CREATE DATABASE erplab_ab_<id>_run_x TEMPLATE it, dropped after; CREATE DATABASE ...
+TEMPLATE needs no other session on the template. settings:FILE is ALTER SYSTEM SET + reload and
+ALTER SYSTEM RESET after. Every database made and setting changed is in erplab's leftover record:
+after a kill -9 the next erplab command drops and resets them (or prints what to run by hand).
+Refused before any run: a role without CREATEDB; settings the role may not ALTER SYSTEM, that need
+a restart (ab never restarts your server) or that ALTER SYSTEM already sets; --cold; the tmpfs remedy.
 
 Your own traffic as the load: --workload replay --replay-source CAPTURE --replay-template DSN
 replays a capture (erplab proxy --capture, a server log, a 1C journal: as erplab replay's
@@ -249,11 +259,26 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
-			c, err := startTemplate(ctx, out, f.osUser, pool+30, tw, opts.Scale, opts.Seed)
-			if err != nil {
-				return err
+			var c *pgcluster.Cluster
+			var ext *experiment.External
+			template := experiment.DefaultTemplate
+			if opts.DSN != "" { // the user's server: abdsn.go
+				if err := checkABServer(ctx, opts.DSN, templateDB, cold, vs); err != nil {
+					return err
+				}
+				var done func()
+				if ext, template, done, err = startABServer(ctx, out, opts.DSN, templateDB, tw, opts.Scale, opts.Seed); err != nil {
+					return err
+				}
+				defer done()
+			} else if templateDB != "" {
+				return withCode(exitUsage, errors.New("--template-db names a database on the --dsn server: give --dsn"))
+			} else {
+				if c, err = startTemplate(ctx, out, f.osUser, pool+30, tw, opts.Scale, opts.Seed); err != nil {
+					return err
+				}
+				defer stopEmbedded(c, out)
 			}
-			defer stopEmbedded(c, out)
 			var outRoot *safefile.Root
 			if base != nil {
 				// made through the directory checked above, and held open
@@ -262,7 +287,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 				}
 				defer outRoot.Close()
 			}
-			ecfg.Cluster, ecfg.OutDir, ecfg.OutRoot = c, outDir, outRoot
+			ecfg.Cluster, ecfg.External, ecfg.Template, ecfg.OutDir, ecfg.OutRoot = c, ext, template, outDir, outRoot
 			if hook != "" {
 				ecfg.BeforeRun = func(ctx context.Context, ri experiment.RunInfo) error {
 					hc := exec.CommandContext(ctx, "sh", "-c", hook)
@@ -333,6 +358,9 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	fl.BoolVar(&noiseGuard, "noise-guard", true, "compare: withhold decided rows the sides' difference in starvation could explain")
 	fl.Float64Var(&maxForeign, "max-foreign-diff", compare.DefaultMaxForeignDiff, "compare: former foreign CPU guard: negative turns the noise guard off, other values are ignored")
 	_ = fl.MarkDeprecated("max-foreign-diff", "the noise guard judges starvation now; use --noise-guard=false")
+	fl.StringVar(&f.dsn, "dsn", "", "your server (libpq key=value or URL) instead of a throwaway one: runs on copies, settings reset after (see above)")
+	addDSNFileFlag(fl, &f.dsnFile, "dsn")
+	fl.StringVar(&templateDB, "template-db", "", "with --dsn: copy your database NAME for every run instead of building the workload's data")
 	// The load flags of erplab run that make sense here.
 	fl.StringVar(&f.workload, "workload", "erp", "workload to run")
 	fl.Float64Var(&f.scale, "scale", 0, "data scale factor (0 = the workload's default: erp 0.1)")

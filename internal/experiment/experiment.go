@@ -22,6 +22,11 @@
 // comparisons of RunAA take Config.AAPrimary, by default the integral
 // APDEX, and count the false primary verdicts.
 //
+// On a server erplab did not start (Config.External, ab --dsn) the
+// template and the run copies are databases erplab_ab_<id>_..., each
+// recorded (External.Track) before it is made and dropped after; nothing
+// else there is written, and a Cold run is refused.
+//
 // Remedies are opaque here: a run applies its variant's remedies in order
 // to a remedy.Target (the run's cluster and database, the DSN its
 // connections use, the workload flag values), builds the workload from
@@ -69,6 +74,9 @@ type Config struct {
 	// Cluster is the server the runs use (embedded: remedies change its
 	// configuration and mounts).
 	Cluster *pgcluster.Cluster
+	// External, when set, is the server the runs use instead of Cluster
+	// (ab --dsn): a server erplab did not start.
+	External *External
 	// Template is the template database (default DefaultTemplate).
 	Template string
 	// NewWorkload returns a fresh workload built from workload flag
@@ -172,7 +180,13 @@ func BuildTemplate(ctx context.Context, c *pgcluster.Cluster, name string, w wor
 	if err := c.CreateDatabase(ctx, name); err != nil {
 		return fmt.Errorf("template: %w", err)
 	}
-	pool, err := conninfo.OpenPool(ctx, c.DSN(name), 4)
+	return fillTemplate(ctx, embedded{c}, name, w, scale, seed, out)
+}
+
+// fillTemplate installs w's data into the new database name on s and
+// marks it as BuildTemplate says.
+func fillTemplate(ctx context.Context, s server, name string, w workload.Workload, scale float64, seed uint64, out io.Writer) error {
+	pool, err := conninfo.OpenPool(ctx, s.DSN(name), 4)
 	if err != nil {
 		return fmt.Errorf("template: %w", err)
 	}
@@ -183,7 +197,7 @@ func BuildTemplate(ctx context.Context, c *pgcluster.Cluster, name string, w wor
 	if err != nil {
 		return fmt.Errorf("template %s: workload set-up: %w", name, err)
 	}
-	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+	conn, err := conninfo.Connect(ctx, s.Admin(), "erplab-ab", nil)
 	if err != nil {
 		return fmt.Errorf("template: %w", err)
 	}
@@ -204,7 +218,13 @@ func BuildTemplate(ctx context.Context, c *pgcluster.Cluster, name string, w wor
 // is not marked as erplab's, or has sessions (PostgreSQL refuses to copy
 // a database others are connected to).
 func CopyTemplate(ctx context.Context, c *pgcluster.Cluster, template, db string) error {
-	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
+	return copyTemplate(ctx, embedded{c}, template, db, true)
+}
+
+// copyTemplate is CopyTemplate on s; marked false copies any database
+// (the user's own, ab --template-db).
+func copyTemplate(ctx context.Context, s server, template, db string, marked bool) error {
+	conn, err := conninfo.Connect(ctx, s.Admin(), "erplab-ab", nil)
 	if err != nil {
 		return fmt.Errorf("copy template: %w", err)
 	}
@@ -217,11 +237,11 @@ func CopyTemplate(ctx context.Context, c *pgcluster.Cluster, template, db string
 	if err != nil {
 		return fmt.Errorf("copy template: %w", err)
 	}
-	if comment == nil || !strings.HasPrefix(*comment, templateMarker) {
+	if marked && (comment == nil || !strings.HasPrefix(*comment, templateMarker)) {
 		return fmt.Errorf("copy template: database %s is not an erplab template (no %q comment)", template, templateMarker)
 	}
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{db}.Sanitize()+" TEMPLATE "+pgx.Identifier{template}.Sanitize()); err != nil {
-		return fmt.Errorf("copy template %s to %s: %w", template, db, err)
+		return copyError(template, db, err)
 	}
 	return nil
 }
@@ -264,15 +284,7 @@ func StatsExtensions(ctx context.Context, dsn string) error {
 
 // DropDatabase drops db WITH (FORCE) (closing its sessions), if it exists.
 func DropDatabase(ctx context.Context, c *pgcluster.Cluster, db string) error {
-	conn, err := pgx.Connect(ctx, c.DSN("postgres"))
-	if err != nil {
-		return fmt.Errorf("drop %s: %w", db, err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize()+" WITH (FORCE)"); err != nil {
-		return fmt.Errorf("drop %s: %w", db, err)
-	}
-	return nil
+	return dropOn(ctx, embedded{c}, db)
 }
 
 // Order is the running order of n configurations (index 0 the
@@ -332,7 +344,7 @@ func balanced(n, rounds int) [][2]int {
 // drop the run database. It stops at the first failed run (its remedies
 // undone) and returns what ran so far with the error.
 func Run(ctx context.Context, cfg Config, out io.Writer) (*Outcome, error) {
-	if cfg.Cluster == nil || cfg.NewWorkload == nil {
+	if cfg.Cluster == nil && cfg.External == nil || cfg.NewWorkload == nil {
 		return nil, errors.New("experiment: no cluster or workload")
 	}
 	if cfg.Template == "" {
@@ -462,25 +474,45 @@ type Prepared struct {
 // An error of the copy or of a remedy's Apply is returned before fn
 // runs (records nil).
 func InVariant(ctx context.Context, cfg Config, v Variant, round int, out io.Writer, fn func(ctx context.Context, p Prepared) error) (recs []remedy.Record, err error) {
-	c := cfg.Cluster
+	srv := cfg.server()
 	if cfg.Template == "" {
 		cfg.Template = DefaultTemplate
 	}
-	db := fmt.Sprintf("run_%s_%d", strings.ToLower(strings.ReplaceAll(v.Name, "-", "_")), round)
-	if err := DropDatabase(ctx, c, db); err != nil {
+	db := cfg.runDatabase(v, round)
+	if cfg.External == nil { // a server of erplab's own: an older run's copy may be there
+		if err := dropOn(ctx, srv, db); err != nil {
+			return nil, err
+		}
+	} else if cfg.Cold {
+		return nil, errors.New("a cold run restarts the server: not on a server erplab did not start")
+	}
+	forget, err := cfg.track(ctx, db)
+	if err != nil {
 		return nil, err
 	}
-	if err := CopyTemplate(ctx, c, cfg.Template, db); err != nil {
-		return nil, err
+	cleanup := context.WithoutCancel(ctx)
+	drop := func() error {
+		if err := dropOn(cleanup, srv, db); err != nil {
+			return err
+		}
+		forget()
+		return nil
 	}
-	if err := StatsExtensions(ctx, c.DSN(db)); err != nil {
-		_ = DropDatabase(context.WithoutCancel(ctx), c, db)
-		return nil, err
+	if err := copyTemplate(ctx, srv, cfg.Template, db, cfg.External == nil || cfg.External.UserTemplate == ""); err != nil {
+		return nil, errors.Join(err, drop())
+	}
+	if err := StatsExtensions(ctx, srv.DSN(db)); err != nil {
+		if cfg.External == nil {
+			return nil, errors.Join(err, drop())
+		}
+		// Your server, your role: CREATE EXTENSION of an untrusted
+		// extension needs a superuser; the run goes on without it.
+		fmt.Fprintf(out, "note: %v: the run has no statement statistics\n", err)
 	}
 	cache := "warm (server not restarted between runs)"
 	if cfg.Cold {
-		if err := c.Restart(ctx); err != nil {
-			return nil, err
+		if err := cfg.Cluster.Restart(ctx); err != nil {
+			return nil, errors.Join(err, drop())
 		}
 		cache = "cold: server restarted before the run"
 		if err := hostfacts.DropPageCache(""); err == nil {
@@ -489,14 +521,17 @@ func InVariant(ctx context.Context, cfg Config, v Variant, round int, out io.Wri
 			cache += ", OS page cache kept (" + err.Error() + ")"
 		}
 	}
-	cleanup := context.WithoutCancel(ctx)
 	defer func() {
-		if derr := DropDatabase(cleanup, c, db); derr != nil {
+		if derr := drop(); derr != nil {
 			err = errors.Join(err, derr)
 		}
 	}()
 
-	t := &remedy.Target{Cluster: c, Database: db, DSN: c.DSN(db), Flags: make(map[string]string, len(cfg.Flags)), Params: cfg.Params, Log: out}
+	t := &remedy.Target{Cluster: cfg.Cluster, Database: db, DSN: srv.DSN(db), Admin: srv.Admin(), DSNAt: srv.DSNAt,
+		Flags: make(map[string]string, len(cfg.Flags)), Params: cfg.Params, Log: out}
+	if cfg.External != nil {
+		t.RecordSettings = cfg.External.TrackSettings
+	}
 	for k, val := range cfg.Flags {
 		t.Flags[k] = val
 	}

@@ -101,6 +101,19 @@ type Target struct {
 	// Cluster.DSN(Database), and a remedy that puts something between
 	// clients and server replaces it.
 	DSN string
+	// Admin is a maintenance connection's DSN (ALTER SYSTEM is sent
+	// there): the cluster's database postgres, or the user's --dsn on a
+	// server erplab did not start (Cluster nil). "" means
+	// Cluster.DSN("postgres").
+	Admin string
+	// DSNAt, when set, is the run database's DSN at host:port (a proxy in
+	// front of the server) with the run's credentials.
+	DSNAt func(host string, port int, db string) string
+	// RecordSettings, when set (a server erplab did not start), records
+	// the settings a remedy is about to change with ALTER SYSTEM in the
+	// crash-safe leftover record, so that the next erplab command resets
+	// them after a kill -9; forget removes the record once they are reset.
+	RecordSettings func(ctx context.Context, names, values []string) (forget func(), err error)
 	// Flags are the workload's flag values by flag name (e.g.
 	// "temp-style": "1c"), starting from the baseline's; a remedy may
 	// override one. The run's workload is built from them after every
@@ -127,6 +140,14 @@ func (t *Target) Param(name string) string {
 		}
 	}
 	return ""
+}
+
+// AdminDSN is t.Admin, or the cluster's database postgres.
+func (t *Target) AdminDSN() string {
+	if t.Admin != "" || t.Cluster == nil {
+		return t.Admin
+	}
+	return t.Cluster.DSN("postgres")
 }
 
 // Remedy is a remedy as given for a run: its kind and argument.

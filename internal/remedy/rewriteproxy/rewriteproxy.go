@@ -57,7 +57,11 @@ func apply(ctx context.Context, t *remedy.Target, _ string) (*remedy.Effect, err
 	done := make(chan error, 1)
 	go func() { done <- p.Serve(pctx, ln) }()
 	port := ln.Addr().(*net.TCPAddr).Port
-	if t.Cluster != nil {
+	if t.DSNAt != nil {
+		// The run's credentials (the cluster's passfile holds its
+		// password for any host:port).
+		t.DSN = t.DSNAt("127.0.0.1", port, t.Database)
+	} else if t.Cluster != nil {
 		// The cluster's passfile holds its password for any host:port.
 		t.DSN = t.Cluster.DSNAt("127.0.0.1", port, t.Database)
 	} else {

@@ -4,7 +4,11 @@
 // SYSTEM RESET after it (PostgreSQL docs: sql-altersystem.html). Settings
 // of context postmaster or internal (they need a restart) and unknown
 // settings are refused. The record keeps, per setting, its value in a new
-// session before, during (after the reload) and after the reset.
+// session before, during (after the reload) and after the reset. On a
+// server erplab did not start (Target.RecordSettings set, ab --dsn) the
+// settings are recorded in the leftover record before they are set, and
+// one postgresql.auto.conf already sets is refused; Preflight checks a
+// file against such a server before any run.
 package settings
 
 import (
@@ -178,6 +182,7 @@ type state struct {
 	names   []string
 	before  map[string]string
 	changes []SettingChange
+	forget  func() // the leftover record's, after the reset
 }
 
 // apply runs ALTER SYSTEM SET for each setting of file and
@@ -190,7 +195,7 @@ func apply(ctx context.Context, t *remedy.Target, file string) (*remedy.Effect, 
 	if err != nil {
 		return nil, err
 	}
-	dsn := t.Cluster.DSN("postgres")
+	dsn := t.AdminDSN()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("settings: connect: %w", err)
@@ -214,6 +219,17 @@ func apply(ctx context.Context, t *remedy.Target, file string) (*remedy.Effect, 
 	before, err := readSettings(ctx, dsn, names)
 	if err != nil {
 		return nil, err
+	}
+	forget, err := record(ctx, t, conn, file, sets)
+	if err != nil {
+		return nil, err
+	}
+	reset := func(ctx context.Context, conn *pgx.Conn, names []string) error {
+		err := reset(ctx, conn, names)
+		if err == nil {
+			forget()
+		}
+		return err
 	}
 	for _, s := range sets {
 		if _, err := conn.Exec(ctx, "ALTER SYSTEM SET "+pgx.Identifier{s.Name}.Sanitize()+" = "+quoteLiteral(s.Value)); err != nil {
@@ -244,7 +260,7 @@ func apply(ctx context.Context, t *remedy.Target, file string) (*remedy.Effect, 
 	}
 	return &remedy.Effect{
 		Changed: map[string]any{"method": "ALTER SYSTEM SET + pg_reload_conf(), reset after the run", "settings": changes},
-		State:   &state{dsn: dsn, names: names, before: before, changes: changes},
+		State:   &state{dsn: dsn, names: names, before: before, changes: changes, forget: forget},
 	}, nil
 }
 
@@ -261,6 +277,7 @@ func undo(ctx context.Context, _ *remedy.Target, e *remedy.Effect) error {
 	if err := reset(ctx, conn, st.names); err != nil {
 		return err
 	}
+	st.forget()
 	after, err := waitSettings(ctx, st.dsn, st.names, func(m map[string]string) bool {
 		for _, n := range st.names {
 			if m[n] != st.before[n] {
@@ -294,6 +311,24 @@ func reset(ctx context.Context, conn *pgx.Conn, names []string) error {
 		return fmt.Errorf("settings: reset: pg_reload_conf: %w", err)
 	}
 	return nil
+}
+
+// record refuses, on a server erplab did not start
+// (t.RecordSettings set), settings postgresql.auto.conf already sets, and
+// records the others in the leftover record before they are set; it
+// returns the record's forget (a no-op without one).
+func record(ctx context.Context, t *remedy.Target, conn *pgx.Conn, file string, sets []Setting) (func(), error) {
+	if t.RecordSettings == nil {
+		return func() {}, nil
+	}
+	names, values := make([]string, len(sets)), make([]string, len(sets))
+	for i, s := range sets {
+		names[i], values[i] = s.Name, s.Value
+	}
+	if err := autoConfConflict(ctx, conn, file, names); err != nil {
+		return nil, err
+	}
+	return t.RecordSettings(ctx, names, values)
 }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
