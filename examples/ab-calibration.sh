@@ -26,8 +26,16 @@
 # The figures are recomputed from the saved results with `erplab compare`
 # at the end (SUMMARY_ONLY=1 OUT_DIR recomputes them without running).
 # Usage: examples/ab-calibration.sh [OUT_DIR]
+# Issue 31's acceptance is HOG=baseline BG_HOG=2: `erplab stress --cpu 4`
+# during every baseline run (the A side of each A/A) and a second hog of
+# BG_HOG workers saturating the host throughout the A/A part; then at most
+# 1 of the 20 comparisons may show a better/worse row, and none of the
+# SINGLE single-run A/As (the first round of each side, compared alone).
 # env: ERPLAB, AA (20), AA_ROUNDS (3), AA_DURATION (8s), ROUNDS (3), SCALE (0.2),
-#      USERS (20), DURATION (45s), PARTS ("aa sleep proxy tmpfs")
+#      USERS (20), DURATION (45s), PARTS ("aa sleep proxy tmpfs"),
+#      HOG (random: `stress --cpu 2` during a random half of the A/A runs;
+#      baseline: `stress --cpu 4` during every baseline run), BG_HOG (0: CPU
+#      workers of a hog running throughout the A/A part), SINGLE (10)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ERPLAB=${ERPLAB:-}
@@ -44,15 +52,20 @@ SCALE=${SCALE:-0.2}
 USERS=${USERS:-20}
 DURATION=${DURATION:-45s}
 PARTS=${PARTS:-aa sleep proxy tmpfs}
+HOG=${HOG:-random}
+BG_HOG=${BG_HOG:-0}
+SINGLE=${SINGLE:-10}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 
 hogdir=$OUT/hog
 ours=
 stop_hog() { # only a hog this invocation started (another may run the A/A part)
-	if [[ -n $ours && -f $hogdir/hog.pid ]]; then
-		kill "$(cat "$hogdir/hog.pid")" 2>/dev/null || true
-		rm -f "$hogdir/hog.pid"
+	if [[ -n $ours ]]; then
+		for f in "$hogdir/hog.pid" "$hogdir/bg.pid"; do
+			[[ -f $f ]] && kill "$(cat "$f")" 2>/dev/null || true
+			rm -f "$f"
+		done
 	fi
 }
 trap stop_hog EXIT
@@ -64,9 +77,15 @@ if [[ -z ${SUMMARY_ONLY:-} ]]; then
 			# The hog plan: one line per run, exactly half of them 1, shuffled.
 			mkdir -p "$hogdir"
 			runs=$((AA * 2 * AA_ROUNDS))
-			awk -v n="$runs" 'BEGIN { srand(42); for (i = 1; i <= n; i++) { v[i] = (i <= n / 2) ? 1 : 0 }
-				for (i = n; i > 1; i--) { j = int(rand() * i) + 1; t = v[i]; v[i] = v[j]; v[j] = t }
-				for (i = 1; i <= n; i++) print v[i] }' >"$hogdir/plan"
+			hogcpu=2
+			if [[ $HOG == baseline ]]; then
+				hogcpu=4
+				: >"$hogdir/plan" # empty: the hook looks at the variant
+			else
+				awk -v n="$runs" 'BEGIN { srand(42); for (i = 1; i <= n; i++) { v[i] = (i <= n / 2) ? 1 : 0 }
+					for (i = n; i > 1; i--) { j = int(rand() * i) + 1; t = v[i]; v[i] = v[j]; v[j] = t }
+					for (i = 1; i <= n; i++) print v[i] }' >"$hogdir/plan"
+			fi
 			echo 0 >"$hogdir/count"
 			ours=1
 			cat >"$hogdir/hook.sh" <<HOOK
@@ -77,8 +96,8 @@ if [[ -z ${SUMMARY_ONLY:-} ]]; then
 d=$hogdir
 n=\$(( \$(cat \$d/count) + 1 )); echo \$n > \$d/count
 [ -f \$d/hog.pid ] && kill \$(cat \$d/hog.pid) 2>/dev/null; rm -f \$d/hog.pid
-if [ "\$(sed -n \${n}p \$d/plan)" = 1 ]; then
-	$ERPLAB stress --cpu 2 --timeout 1h -q >/dev/null 2>&1 &
+if [ "\$(sed -n \${n}p \$d/plan)" = 1 ] || { [ $HOG = baseline ] && [ "\$ERPLAB_AB_VARIANT" = baseline ]; }; then
+	$ERPLAB stress --cpu $hogcpu --timeout 1h -q >/dev/null 2>&1 &
 	echo \$! > \$d/hog.pid
 	echo "run \$n (\$ERPLAB_AB_DIR \$ERPLAB_AB_VARIANT round \$ERPLAB_AB_ROUND): hog on" >> \$d/hog.log
 else
@@ -86,6 +105,10 @@ else
 fi
 HOOK
 			chmod +x "$hogdir/hook.sh"
+			if [[ $BG_HOG -gt 0 ]]; then
+				"$ERPLAB" stress --cpu "$BG_HOG" --timeout 3h -q >/dev/null 2>&1 &
+				echo $! >"$hogdir/bg.pid"
+			fi
 			"$ERPLAB" ab --workload erp --scale "$SCALE" --users "$USERS" --duration "$AA_DURATION" --warmup 2s \
 				--graceful-stop 2s --think 500ms-1500ms --seed 42 --progress 0 --aa "$AA" --rounds "$AA_ROUNDS" \
 				--run-hook "$hogdir/hook.sh" --out-dir "$OUT/aa" >"$OUT/aa.txt" 2>&1
@@ -175,6 +198,19 @@ if [[ -d $OUT/aa ]]; then
 		[[ $g -gt 0 ]] && guarded=$((guarded + 1))
 	done
 	echo "A/A: $bad of $n comparisons showed a better/worse row (goal: at most 1 of 20); $guarded had verdicts downgraded by the noise guard"
+	# Single-run A/As: the first round of each side of the first SINGLE
+	# comparisons, compared alone (one run a side never decides).
+	n=0 bad=0
+	for d in "$OUT"/aa/aa-*/; do
+		[[ -e $d/same-1.json && $n -lt $SINGLE ]] || continue
+		n=$((n + 1))
+		"$ERPLAB" compare --format json "$d/baseline-1.json" "$d/same-1.json" >"$d/single.json"
+		k=$(jq '[.[0].rows[] | select(.verdict == "better" or .verdict == "worse" or .verdict == "higher" or .verdict == "lower")] | length' "$d/single.json")
+		printf '  single-run A/A %s: %d decided rows; %s\n' "$(basename "$d")" "$k" "$(jq -r '.[0].primary.line // .[0].summary // ""' "$d/single.json" | head -c 200)"
+		decided "$d/single.json"
+		[[ $k -gt 0 ]] && bad=$((bad + 1))
+	done
+	echo "single-run A/A: $bad of $n comparisons showed a better/worse row (goal: none)"
 fi
 power() { # dir variant subject label family
 	local d=$OUT/$1
