@@ -2,11 +2,13 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"strconv"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+	pg_query "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/erplab/erplab/internal/rewrite"
 )
@@ -30,8 +32,9 @@ import (
 // client's text (25P02 in a failed transaction, 42P01 ...), passed on
 // as the answer to the client's Parse, which the server then skips
 // (the pending verdict then acts as for any rejected rewrite). A Close
-// of the client's name closes the private statement too; DEALLOCATE and
-// DISCARD texts make every Bind go to the private original.
+// of the client's name closes the private statement too; after a
+// simple Query that DEALLOCATEs or DISCARDs them the session waits for
+// its answer (condDropped).
 
 // condPrefix starts the names of the private statements.
 const condPrefix = "erplab_orig_"
@@ -42,7 +45,8 @@ type condStmt struct {
 	checks []int  // the parameters to check, $n numbers
 	pd     *pending
 	// poisoned: a DEALLOCATE or DISCARD may have dropped the client's
-	// statement: every Bind goes to the private original.
+	// statement (it failed, its outcome unknown): every Bind goes to the
+	// client's statement as sent.
 	poisoned bool
 }
 
@@ -119,18 +123,113 @@ func (s *session) condClose(frame []byte, atBatchStart bool) []byte {
 	return append(out, frame...)
 }
 
-// condPoison marks every conditional statement as perhaps dropped by a
-// DEALLOCATE or DISCARD in text (a Query or Parse): their Binds then go
-// to the private originals. A text naming the client encoding makes
-// every check fail (the values' bytes are checked as UTF-8).
-func (s *session) condPoison(raw []byte) {
-	if len(s.conds) > 0 && (containsFold(raw, "deallocate") || containsFold(raw, "discard")) {
-		for _, c := range s.conds {
-			c.poisoned = true
+// condPoison follows a Query or Parse text (raw) that may drop
+// conditional statements (DEALLOCATE, DISCARD ALL) and returns their
+// client names, or nil; single: the text is one statement (an error
+// then says it dropped nothing). A text naming the client encoding
+// makes every check fail (the values' bytes are checked as UTF-8).
+func (s *session) condPoison(raw []byte) (names []string, single bool) {
+	if containsFold(raw, "client_encoding") || hasWord(raw, "names") {
+		s.encUnknown = true // SET client_encoding, SET NAMES, set_config
+	}
+	if len(s.conds) == 0 || !(containsFold(raw, "deallocate") || containsFold(raw, "discard")) {
+		return nil, false
+	}
+	all := func() []string {
+		var ns []string
+		for n := range s.conds {
+			ns = append(ns, n)
+		}
+		return ns
+	}
+	tree, err := rewrite.Parse(string(raw))
+	if err != nil {
+		return all(), false
+	}
+	single = len(tree.Stmts) == 1
+	for _, st := range tree.Stmts {
+		switch n := st.Stmt.GetNode().(type) {
+		case *pg_query.Node_DeallocateStmt:
+			if n.DeallocateStmt.Isall || n.DeallocateStmt.Name == "" {
+				return all(), single
+			}
+			if s.conds[n.DeallocateStmt.Name] != nil {
+				names = append(names, n.DeallocateStmt.Name)
+			}
+		case *pg_query.Node_DiscardStmt:
+			if n.DiscardStmt.Target == pg_query.DiscardMode_DISCARD_ALL {
+				return all(), single
+			}
 		}
 	}
-	if containsFold(raw, "encoding") || containsFold(raw, "names") {
-		s.encUnknown = true
+	return names, single
+}
+
+// deallocWatch is a simple Query that may drop conditional statements:
+// the client loop waits for its answers (after the ReadyForQuery number
+// after) before it binds them again.
+type deallocWatch struct {
+	after  int
+	failed bool // an ErrorResponse came: what it dropped is unknown
+	done   chan struct{}
+}
+
+// condWatch is what the upstream loop does for frame, after
+// ReadyForQuery number rfqSeen, when a deallocWatch waits.
+func (s *session) condWatch(frame []byte, rfqSeen int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.dealloc
+	if w == nil || w.after != rfqSeen {
+		return
+	}
+	switch frame[0] {
+	case 'E':
+		w.failed = true
+	case 'Z':
+		s.dealloc = nil
+		close(w.done)
+	}
+}
+
+// condAwait sends the Query that may drop the conditional statements
+// names and waits for its answers (w), then applies them: a Query of one
+// statement that failed dropped nothing.
+func (s *session) condAwait(ctx context.Context, w *deallocWatch, names []string, single bool) error {
+	if err := s.flushUp(); err != nil {
+		return err
+	}
+	select {
+	case <-w.done:
+	case <-s.closed:
+		return errStop
+	case <-ctx.Done():
+		return errStop
+	}
+	s.deallocAny.Store(false)
+	if !(w.failed && single) {
+		s.condDropped(names, !w.failed)
+	}
+	return nil
+}
+
+// condDropped applies the outcome of a text that may have dropped the
+// conditional statements names: without an error they are gone (their
+// private originals closed later), else (a Parse, run later, or a Query
+// of several statements that failed) unknown: each Bind then goes to
+// the client's statement, which fails as directly if it is gone.
+func (s *session) condDropped(names []string, gone bool) {
+	for _, n := range names {
+		c := s.conds[n]
+		if c == nil {
+			continue
+		}
+		if gone {
+			delete(s.conds, n)
+			s.condDrops = append(s.condDrops, c.priv)
+		} else {
+			c.poisoned = true
+		}
 	}
 }
 
@@ -139,6 +238,17 @@ func (s *session) condPoison(raw []byte) {
 func containsFold(b []byte, w string) bool {
 	for i := 0; i+len(w) <= len(b); i++ {
 		if eqFold(b[i:i+len(w)], w) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasWord reports whether b contains ASCII word w (lower case) between
+// characters that cannot continue an identifier, ignoring case.
+func hasWord(b []byte, w string) bool {
+	for i := 0; i+len(w) <= len(b); i++ {
+		if eqFold(b[i:i+len(w)], w) && (i == 0 || !isIdentChar(b[i-1])) && (i+len(w) == len(b) || !isIdentChar(b[i+len(w)])) {
 			return true
 		}
 	}
@@ -162,10 +272,18 @@ func (s *session) condBind(frame []byte) []byte {
 	if c == nil {
 		return frame
 	}
-	if c.pd != nil && c.pd.parseFailed.Load() {
-		return frame // the Parse failed: neither statement is the client's
+	if (c.pd != nil && c.pd.parseFailed.Load()) || c.poisoned {
+		// The Parse failed (neither statement is the client's), or a
+		// DEALLOCATE may have dropped it.
+		return frame
 	}
-	if !c.poisoned && !s.encUnknown && s.clientUTF8.Load() && bindSafe(body[i+1+len(name)+1:], c.checks) {
+	safe, refused := bindSafe(body[i+1+len(name)+1:], c.checks)
+	if refused {
+		// The server refuses the Bind before running anything, in
+		// words that name the client's statement.
+		return frame
+	}
+	if safe && !s.encUnknown && s.clientUTF8.Load() {
 		s.p.stats.bindsRewritten.Add(1)
 		return frame
 	}
@@ -198,7 +316,7 @@ func (s *session) condBindHead(head []byte) []byte {
 	i := bytes.IndexByte(body, 0)
 	name := stmtName(body[i+1:])
 	c := s.conds[string(name)]
-	if c == nil || (c.pd != nil && c.pd.parseFailed.Load()) {
+	if c == nil || (c.pd != nil && c.pd.parseFailed.Load()) || c.poisoned {
 		return head
 	}
 	s.p.stats.bindsOriginal.Add(1)
@@ -207,11 +325,12 @@ func (s *session) condBindHead(head []byte) []byte {
 
 // bindSafe reports whether the parameters checks ($n) of a Bind (rest:
 // its body after the statement name) are each NULL or pass
-// rewrite.LikePatternSafe; false for a malformed Bind. A text type's
-// value is its bytes in both formats.
-func bindSafe(rest []byte, checks []int) bool {
+// rewrite.LikePatternSafe (a text type's value is its bytes in both
+// formats), and whether the server refuses the Bind whatever its
+// statement: malformed, or fewer values than a checked $n.
+func bindSafe(rest []byte, checks []int) (safe, refused bool) {
 	rd := func(n int) ([]byte, bool) {
-		if len(rest) < n {
+		if n < 0 || len(rest) < n {
 			return nil, false
 		}
 		b := rest[:n]
@@ -219,21 +338,21 @@ func bindSafe(rest []byte, checks []int) bool {
 		return b, true
 	}
 	b, ok := rd(2)
+	if ok {
+		_, ok = rd(2 * int(binary.BigEndian.Uint16(b))) // format codes
+	}
+	if ok {
+		b, ok = rd(2)
+	}
 	if !ok {
-		return false
-	}
-	if _, ok = rd(2 * int(binary.BigEndian.Uint16(b))); !ok { // format codes
-		return false
-	}
-	if b, ok = rd(2); !ok {
-		return false
+		return false, true
 	}
 	n := int(binary.BigEndian.Uint16(b))
 	vals := make([][]byte, n)
 	nulls := make([]bool, n)
 	for k := range n {
 		if b, ok = rd(4); !ok {
-			return false
+			return false, true
 		}
 		l := int32(binary.BigEndian.Uint32(b))
 		if l < 0 {
@@ -241,18 +360,19 @@ func bindSafe(rest []byte, checks []int) bool {
 			continue
 		}
 		if vals[k], ok = rd(int(l)); !ok {
-			return false
+			return false, true
 		}
 	}
+	safe = true
 	for _, c := range checks {
 		if c < 1 || c > n {
-			return false
+			return false, true
 		}
 		if !nulls[c-1] && !rewrite.LikePatternSafe(vals[c-1]) {
-			return false
+			safe = false
 		}
 	}
-	return true
+	return safe, false
 }
 
 // inject records messages put before a request's first.
@@ -315,6 +435,8 @@ type condFlags struct {
 	clientUTF8 atomic.Bool          // the server's last client_encoding is UTF8
 	injections []*condInjection     // guarded by mu
 	injAny     atomic.Bool          // injections is not empty
+	dealloc    *deallocWatch        // guarded by mu
+	deallocAny atomic.Bool          // dealloc is set
 }
 
 // condReparse forgets the conditional statement a Parse (frame) replaces:

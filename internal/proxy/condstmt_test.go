@@ -80,7 +80,7 @@ func TestConditionalRewriteCloseAndUnnamed(t *testing.T) {
 		run := func(sql string, args ...any) {
 			out = append(out, outcome(ctx, c, sql, args...))
 		}
-		for round, sql := range []string{condReportEmpty, other, condReportEmpty} {
+		for round, sql := range []string{condReportEmpty, other, condReport} {
 			if round > 0 {
 				if err := c.Deallocate(ctx, "rep"); err != nil {
 					return append(out, sqlstate(err))
@@ -92,6 +92,13 @@ func TestConditionalRewriteCloseAndUnnamed(t *testing.T) {
 			run("rep", 50, `Drill 1%\`, "ART-7%")
 			run("rep", 50, "Drill 1%", "ART-7%")
 		}
+		// A DEALLOCATE that fails drops nothing; one that succeeds
+		// leaves the client's name unknown, as directly.
+		out = append(out, raw(c, "BEGIN; SELECT 1/0"), raw(c, "DEALLOCATE rep"), raw(c, "ROLLBACK"))
+		run("rep", -1, `Drill 1%\`, "ART-7%")
+		out = append(out, raw(c, "DEALLOCATE rep"))
+		run("rep", -1, `Drill 1%\`, "ART-7%")
+		run("rep", 50, "Drill 1%", "ART-7%")
 		for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeDescribeExec, pgx.QueryExecModeExec} {
 			run(condReportEmpty, mode, 50, `Drill 1%\`, "ART-7%")
 			run(condReportEmpty, mode, 50, "Drill 1%", "ART-7%")
@@ -108,13 +115,13 @@ func TestConditionalRewriteCloseAndUnnamed(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("through the proxy %q,\ndirect %q", got, want)
 	}
-	if want[1] != "0 <nil>" || want[3] != "ERROR 22025" {
-		t.Errorf("direct %q: want no error on the empty register, 22025 on the other", want)
+	if want[1] != "0 <nil>" || want[3] != "ERROR 22025" || want[10] != "0 <nil>" || want[12] != "ERROR 26000" {
+		t.Errorf("direct %q: want no error on the empty register, 22025 on the other, none out of the period, 26000 after DEALLOCATE", want)
 	}
-	// The last Close closed rep's first private original; rep's and the
-	// last unnamed statement's remain.
-	if privs != 2 {
-		t.Errorf("%d private statements through the proxy, want 2", privs)
+	// Closed and deallocated statements' private originals are closed:
+	// the last unnamed statement's remains.
+	if privs != 1 {
+		t.Errorf("%d private statements through the proxy, want 1", privs)
 	}
 	s := p.Stats()
 	if s.BindsRewritten < 6 || s.BindsOriginal < 6 {

@@ -243,10 +243,12 @@ func (s *session) fromClient(ctx context.Context, frame []byte, atBatchStart *bo
 		building = nil
 	}
 	var started *pending
+	var dropped []string // conditional statements a Query may drop
+	var single bool      // the Query is one statement
 	switch typ {
 	case 'Q':
 		if raw, ok := statementText(frame[5:], true); ok {
-			s.condPoison(raw)
+			dropped, single = s.condPoison(raw)
 		}
 		out, started = s.onStatement(ctx, frame, true, building == nil, *atBatchStart)
 	case 'B':
@@ -256,6 +258,10 @@ func (s *session) fromClient(ctx context.Context, frame []byte, atBatchStart *bo
 		out = s.condClose(frame, *atBatchStart)
 	case 'P':
 		s.onParse(frame)
+		if raw, ok := statementText(frame[5:], false); ok {
+			names, _ := s.condPoison(raw)
+			s.condDropped(names, false)
+		}
 		out, started = s.onStatement(ctx, frame, false, building == nil, *atBatchStart)
 		if started != nil {
 			started.retryable = *atBatchStart
@@ -290,7 +296,20 @@ func (s *session) fromClient(ctx context.Context, frame []byte, atBatchStart *bo
 			s.mu.Unlock()
 		}
 	}
+	var watch *deallocWatch
+	if len(dropped) > 0 {
+		watch = &deallocWatch{after: s.requests, done: make(chan struct{})}
+		s.mu.Lock()
+		s.dealloc = watch
+		s.deallocAny.Store(true)
+		s.mu.Unlock()
+	}
 	s.writeUp(out)
+	if watch != nil {
+		if err := s.condAwait(ctx, watch, dropped, single); err != nil {
+			return err
+		}
+	}
 	switch typ {
 	case 'S', 'Q':
 		s.requests++
@@ -535,6 +554,9 @@ func (s *session) upstreamLoop(ctx context.Context) {
 			frame := data[start : start+n]
 			used += n
 			typ := frame[0]
+			if s.deallocAny.Load() {
+				s.condWatch(frame, rfqSeen)
+			}
 			if s.injAny.Load() && s.condSwallow(frame, rfqSeen) {
 				s.cw.add(data[run:start])
 				run = used
