@@ -192,6 +192,20 @@ func (s *session) condWatch(frame []byte, rfqSeen int) {
 	}
 }
 
+// watchDealloc starts watching the answers to the Query about to be
+// sent when it may drop conditional statements (names), or returns nil.
+func (s *session) watchDealloc(names []string) *deallocWatch {
+	if len(names) == 0 {
+		return nil
+	}
+	w := &deallocWatch{after: s.requests, done: make(chan struct{})}
+	s.mu.Lock()
+	s.dealloc = w
+	s.deallocAny.Store(true)
+	s.mu.Unlock()
+	return w
+}
+
 // condAwait sends the Query that may drop the conditional statements
 // names and waits for its answers (w), then applies them: a Query of one
 // statement that failed dropped nothing.

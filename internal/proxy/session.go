@@ -296,14 +296,7 @@ func (s *session) fromClient(ctx context.Context, frame []byte, atBatchStart *bo
 			s.mu.Unlock()
 		}
 	}
-	var watch *deallocWatch
-	if len(dropped) > 0 {
-		watch = &deallocWatch{after: s.requests, done: make(chan struct{})}
-		s.mu.Lock()
-		s.dealloc = watch
-		s.deallocAny.Store(true)
-		s.mu.Unlock()
-	}
+	watch := s.watchDealloc(dropped)
 	s.writeUp(out)
 	if watch != nil {
 		if err := s.condAwait(ctx, watch, dropped, single); err != nil {
