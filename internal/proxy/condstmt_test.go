@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -128,4 +129,27 @@ func TestConditionalRewriteCloseAndUnnamed(t *testing.T) {
 		t.Errorf("executions rewritten %d, as written %d: want at least 6 each (%s)", s.BindsRewritten, s.BindsOriginal, s)
 	}
 	noRejections(t, p)
+}
+
+// A Bind too large to gather (relayed as it arrives, its values unseen)
+// of a conditional statement runs the original: here a pattern of many
+// '%' ending with its escape, out of the period (no error directly; the
+// rewritten statement's InitPlan would raise 22025).
+func TestConditionalRewriteStreamedBind(t *testing.T) {
+	ctx := context.Background()
+	long := "Drill 1" + strings.Repeat("%", 5*streamMin) + `\`
+	steps := func(c *pgx.Conn) []string {
+		out := []string{raw(c, "SET plan_cache_mode = force_generic_plan")}
+		if _, err := c.Prepare(ctx, "rep", condReport); err != nil {
+			return append(out, sqlstate(err))
+		}
+		return append(out, outcome(ctx, c, "rep", -1, long, "ART-7%"), outcome(ctx, c, "rep", 50, "Drill 1%", "ART-7%"))
+	}
+	want, got, p := directThenProxied(t, condSchema, steps)
+	if !slices.Equal(got, want) || want[1] != "0 <nil>" {
+		t.Errorf("through the proxy %q,\ndirect %q (want no error out of the period)", got, want)
+	}
+	if s := p.Stats(); s.BindsOriginal != 1 || s.BindsRewritten != 1 {
+		t.Errorf("executions rewritten %d, as written %d: want 1 and 1", s.BindsRewritten, s.BindsOriginal)
+	}
 }
