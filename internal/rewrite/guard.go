@@ -684,8 +684,8 @@ func cannotFail(fn uint32, name string) bool {
 //     (0A000) when the call's collation is not C/POSIX
 //     (lc_ctype_is_c) and pg_newlocale_from_collation finds it
 //     nondeterministic; the default collation (100) cannot be
-//     nondeterministic in 15, and a collation of OID 0 skips the test
-//     (only ILIKE raises "could not determine which collation");
+//     nondeterministic in 15 (pg_newlocale_from_collation returns no
+//     locale for it);
 //
 // and then MatchText (like_match.c, once per encoding: SB_, MB_,
 // UTF8_), which raises
@@ -706,6 +706,11 @@ func cannotFail(fn uint32, name string) bool {
 // function. namelike and the ILIKE functions (lower() per collation)
 // are left to the catalog.
 //
+// (Cited by function, not line: REL_15_STABLE's text could not be
+// fetched here; the review read like.c at postgres commit 51edc4ca and
+// like_match.c's MatchText, whose error paths 15 shares, and the proxy's
+// tests see 22025 from PostgreSQL 15 where this says.)
+//
 // So a LIKE whose collation is one of those and whose pattern is a
 // constant the guard reads (LikePatternSafe decides at once) or a
 // parameter (decided per execution by the caller: Result.BindChecks)
@@ -713,9 +718,10 @@ func cannotFail(fn uint32, name string) bool {
 var likeFuncs = map[string]bool{"textlike": true, "textnlike": true, "bpcharlike": true, "bpcharnlike": true}
 
 // likeCollations are the collations of a LIKE that cannot be
-// nondeterministic: none (0), the database's default (100), C (950)
-// and POSIX (951).
-var likeCollations = map[string]bool{"0": true, "100": true, "950": true, "951": true}
+// nondeterministic: the database's default (100), C (950) and POSIX
+// (951). Any other, and none (0), vetoes: which user collations are
+// deterministic is not asked.
+var likeCollations = map[string]bool{"100": true, "950": true, "951": true}
 
 // MaxLikePercents is the most '%' bytes LikePatternSafe accepts: MatchText
 // recurses once per '%', a few dozen bytes of stack each, far below
