@@ -61,14 +61,28 @@ const guardView = "erplab_guard"
 // checks are the parameters whose values decide, per execution, whether
 // the rewrite holds: a LIKE of the subquery has a parameter for its
 // pattern, which must pass LikePatternSafe (every parameter of the
-// subquery is listed, the server's tree not saying which one it is).
+// subquery but those of notText is listed, the server's tree not saying
+// which one it is).
 func guardBlock(ctx context.Context, st *statement, sl *pg_query.SubLink, params []uint32, sub subquery) (why string, checks []int, err error) {
 	why, paramPattern, err := guardJudge(ctx, st, sl, params, sub)
 	if err != nil || why != "" || !paramPattern {
 		return why, nil, err
 	}
-	return "", subqueryParams(sl), nil
+	for _, n := range subqueryParams(sl) {
+		if n > len(params) || !notText[params[n-1]] {
+			checks = append(checks, n)
+		}
+	}
+	return "", checks, nil
 }
+
+// notText are built-in types no value of which reaches LIKE as its
+// pattern without a function call (a cast to text of them is a function
+// or an I/O conversion, never a relabelling), so a parameter of one is
+// not checked: bool, bytea, int8, int2, int4, oid, float4, float8, date,
+// time, timestamp, timestamptz, interval, numeric, uuid.
+var notText = map[uint32]bool{16: true, 17: true, 20: true, 21: true, 23: true, 26: true, 700: true, 701: true,
+	1082: true, 1083: true, 1114: true, 1184: true, 1186: true, 1700: true, 2950: true}
 
 // guardJudge is guardBlock's judgement, and whether a LIKE pattern is a
 // parameter.

@@ -187,7 +187,9 @@ func TestLikeGuard(t *testing.T) {
 		checks []int
 	}{
 		{"SELECT * FROM e WHERE t = 'x' OR t IN (SELECT s.t FROM s WHERE s.t LIKE $1)", []int{1}},
-		{"SELECT * FROM e WHERE t = $1 OR t IN (SELECT s.t FROM s WHERE s.x = $3 AND s.t NOT LIKE $2)", []int{2, 3}},
+		// $3 is an int: not a pattern.
+		{"SELECT * FROM e WHERE t = $1 OR t IN (SELECT s.t FROM s WHERE s.x = $3 AND s.t NOT LIKE $2)", []int{2}},
+		{"SELECT * FROM e WHERE t = $1 OR t IN (SELECT s.t FROM s WHERE s.t = $3 AND s.t NOT LIKE $2)", []int{2, 3}},
 		{"SELECT * FROM e WHERE t = 'x' OR t IN (SELECT s.t FROM s WHERE s.t LIKE 'a\\\\%')", nil},
 		{"SELECT * FROM e WHERE t = 'x' OR t IN (SELECT s.t FROM s WHERE s.t COLLATE \"C\" LIKE $1)", []int{1}},
 		{"SELECT * FROM e WHERE t = 'x' OR t IN (SELECT s.t FROM s WHERE s.t LIKE 'a%' OR s.t LIKE $1::varchar)", []int{1}},
