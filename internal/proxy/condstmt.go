@@ -17,32 +17,33 @@ import (
 // (rewrite.Result.BindChecks: a moved subquery has a LIKE whose pattern
 // is a parameter, which must not end with an escape character). A Parse
 // of such a statement that starts a batch is sent as three messages: a
-// Close and a Parse of the original text under a private name
-// (condPrefix and a number), then the client's Parse of the rewritten
-// text under the client's name. Each Bind of the client's name goes to
-// the rewritten statement when every checked value passes
-// rewrite.LikePatternSafe, and to the private original otherwise
-// (condBind). Describe sees the rewritten statement, whose parameter and
-// result types validation found equal to the original's.
+// Close and a Parse of the rewritten text under a private name
+// (condPrefix and a number), then the client's Parse as the client sent
+// it. Each Bind of the client's name whose checked values all pass
+// rewrite.LikePatternSafe is bound to the private rewritten statement
+// (condBind); any other Bind, and whatever the proxy is unsure of (the
+// Parse failed, a DEALLOCATE of unknown outcome, a Bind relayed as it
+// arrives), goes to the client's statement as sent, which is what the
+// client would meet directly. Describe sees the client's statement.
 //
 // The private Close and Parse come first, so that their answers are the
 // first after the ReadyForQuery that ends the previous request: the
-// upstream loop drops the CloseComplete and ParseComplete
-// (condInjection). Their failure is the original's own: a Parse of the
-// client's text (25P02 in a failed transaction, 42P01 ...), passed on
-// as the answer to the client's Parse, which the server then skips
-// (the pending verdict then acts as for any rejected rewrite). A Close
-// of the client's name closes the private statement too; after a
-// simple Query that DEALLOCATEs or DISCARDs them the session waits for
-// its answer (condDropped).
+// upstream loop drops the CloseComplete and the ParseComplete
+// (condInjection). An error of the private Parse is the rewritten text
+// rejected: the server skips the client's Parse, and the pending
+// verdict acts as for any rejected rewrite (the original sent again at
+// a batch's start). A Close of the client's name closes the private
+// statement too, and the session follows DEALLOCATE and DISCARD ALL
+// (condPoison, condAwait).
 
 // condPrefix starts the names of the private statements.
-const condPrefix = "erplab_orig_"
+const condPrefix = "erplab_rw_"
 
 // condStmt is a client's statement prepared on condition.
 type condStmt struct {
-	priv   string // the private original's name
+	priv   string // the private rewritten statement's name
 	checks []int  // the parameters to check, $n numbers
+	params int    // the number of parameters a Bind gives (the server's count)
 	pd     *pending
 	// poisoned: a DEALLOCATE or DISCARD may have dropped the client's
 	// statement (it failed, its outcome unknown): every Bind goes to the
@@ -57,10 +58,15 @@ type condInjection struct {
 	expect []byte
 }
 
-// condParse returns the frames to send for the client's Parse (parse, of
-// text; rewritten: the rewritten Parse frame) of a statement rewritten on
-// condition of parameters checks, and registers it with pending pd.
-func (s *session) condParse(parse *pgproto3.Parse, text string, rewritten []byte, checks []int, pd *pending) []byte {
+// condParse returns the frames to send for the client's Parse (frame,
+// parse decoded) of a statement rewritten (rewritten: the text) on
+// condition of parameters checks, and registers it with pending pd; nil
+// when it cannot.
+func (s *session) condParse(frame []byte, parse *pgproto3.Parse, rewritten string, checks []int, pd *pending) []byte {
+	params, err := rewrite.MaxParam(parse.Query)
+	if err != nil {
+		return nil
+	}
 	s.condSeq++
 	priv := condPrefix + strconv.Itoa(s.condSeq)
 	var out []byte
@@ -72,18 +78,18 @@ func (s *session) condParse(parse *pgproto3.Parse, text string, rewritten []byte
 		out, _ = (&pgproto3.Close{ObjectType: 'S', Name: d}).Encode(out) // fails only on a name over 1GB
 		expect = append(expect, '3')
 	}
-	orig := &pgproto3.Parse{Name: priv, Query: text, ParameterOIDs: parse.ParameterOIDs}
-	out, err := orig.Encode(out)
+	rw := &pgproto3.Parse{Name: priv, Query: rewritten, ParameterOIDs: parse.ParameterOIDs}
+	out, err = rw.Encode(out)
 	if err != nil {
 		return nil
 	}
 	s.condDrops = s.condDrops[:0]
 	expect = append(expect, '1')
-	out = append(out, rewritten...)
+	out = append(out, frame...)
 	if s.conds == nil {
 		s.conds = map[string]*condStmt{}
 	}
-	s.conds[parse.Name] = &condStmt{priv: priv, checks: checks, pd: pd}
+	s.conds[parse.Name] = &condStmt{priv: priv, checks: checks, params: max(params, len(parse.ParameterOIDs)), pd: pd}
 	s.inject(&condInjection{after: s.requests, expect: expect})
 	return out
 }
@@ -229,9 +235,10 @@ func (s *session) condAwait(ctx context.Context, w *deallocWatch, names []string
 
 // condDropped applies the outcome of a text that may have dropped the
 // conditional statements names: without an error they are gone (their
-// private originals closed later), else (a Parse, run later, or a Query
+// private statements closed later), else (a Parse, run later, or a Query
 // of several statements that failed) unknown: each Bind then goes to
-// the client's statement, which fails as directly if it is gone.
+// the client's statement as sent, which is what the client meets
+// directly.
 func (s *session) condDropped(names []string, gone bool) {
 	for _, n := range names {
 		c := s.conds[n]
@@ -287,22 +294,22 @@ func (s *session) condBind(frame []byte) []byte {
 		return frame
 	}
 	if (c.pd != nil && c.pd.parseFailed.Load()) || c.poisoned {
-		// The Parse failed (neither statement is the client's), or a
-		// DEALLOCATE may have dropped it.
+		// The Parse failed (the private statement does not exist), or
+		// a DEALLOCATE may have dropped it.
 		return frame
 	}
-	safe, refused := bindSafe(body[i+1+len(name)+1:], c.checks)
-	if refused {
-		// The server refuses the Bind before running anything, in
-		// words that name the client's statement.
+	safe, count := bindSafe(body[i+1+len(name)+1:], c.checks)
+	if count != c.params {
+		// Malformed, or a count the server refuses before running
+		// anything, in words that name the client's statement.
 		return frame
 	}
 	if safe && !s.encUnknown && s.clientUTF8.Load() {
 		s.p.stats.bindsRewritten.Add(1)
-		return frame
+		return renameBind(frame, i, len(name), c.priv)
 	}
 	s.p.stats.bindsOriginal.Add(1)
-	return renameBind(frame, i, len(name), c.priv)
+	return frame
 }
 
 // renameBind is Bind frame (its portal name ending at body offset i, its
@@ -319,30 +326,25 @@ func renameBind(frame []byte, i, nameLen int, priv string) []byte {
 	return out
 }
 
-// condBindHead is the head of a Bind relayed as it arrives (its values
-// unseen): bound to the private original when its statement is
-// conditional.
-func (s *session) condBindHead(head []byte) []byte {
+// condBindHead counts a Bind relayed as it arrives (head: its start, its
+// values unseen) of a conditional statement: it runs the client's
+// statement as sent, the original.
+func (s *session) condBindHead(head []byte) {
 	if len(s.conds) == 0 {
-		return head
+		return
 	}
 	body := head[5:]
 	i := bytes.IndexByte(body, 0)
-	name := stmtName(body[i+1:])
-	c := s.conds[string(name)]
-	if c == nil || (c.pd != nil && c.pd.parseFailed.Load()) || c.poisoned {
-		return head
+	if s.conds[string(stmtName(body[i+1:]))] != nil {
+		s.p.stats.bindsOriginal.Add(1)
 	}
-	s.p.stats.bindsOriginal.Add(1)
-	return renameBind(head, i, len(name), c.priv)
 }
 
 // bindSafe reports whether the parameters checks ($n) of a Bind (rest:
 // its body after the statement name) are each NULL or pass
 // rewrite.LikePatternSafe (a text type's value is its bytes in both
-// formats), and whether the server refuses the Bind whatever its
-// statement: malformed, or fewer values than a checked $n.
-func bindSafe(rest []byte, checks []int) (safe, refused bool) {
+// formats), and the number of values it gives (-1: malformed).
+func bindSafe(rest []byte, checks []int) (safe bool, count int) {
 	rd := func(n int) ([]byte, bool) {
 		if n < 0 || len(rest) < n {
 			return nil, false
@@ -359,14 +361,14 @@ func bindSafe(rest []byte, checks []int) (safe, refused bool) {
 		b, ok = rd(2)
 	}
 	if !ok {
-		return false, true
+		return false, -1
 	}
 	n := int(binary.BigEndian.Uint16(b))
 	vals := make([][]byte, n)
 	nulls := make([]bool, n)
 	for k := range n {
 		if b, ok = rd(4); !ok {
-			return false, true
+			return false, -1
 		}
 		l := int32(binary.BigEndian.Uint32(b))
 		if l < 0 {
@@ -374,19 +376,16 @@ func bindSafe(rest []byte, checks []int) (safe, refused bool) {
 			continue
 		}
 		if vals[k], ok = rd(int(l)); !ok {
-			return false, true
+			return false, -1
 		}
 	}
 	safe = true
 	for _, c := range checks {
-		if c < 1 || c > n {
-			return false, true
-		}
-		if !nulls[c-1] && !rewrite.LikePatternSafe(vals[c-1]) {
+		if c < 1 || c > n || (!nulls[c-1] && !rewrite.LikePatternSafe(vals[c-1])) {
 			safe = false
 		}
 	}
-	return safe, false
+	return safe, n
 }
 
 // inject records messages put before a request's first.
@@ -454,8 +453,9 @@ type condFlags struct {
 }
 
 // condReparse forgets the conditional statement a Parse (frame) replaces:
-// the unnamed one, or one a DEALLOCATE or DISCARD may have dropped (a
-// Parse of a named statement that exists fails and changes nothing).
+// the unnamed one, or one a DEALLOCATE or DISCARD may have dropped (its
+// Binds went to the client's statement already; a Parse of a named
+// statement that exists fails and changes nothing).
 func (s *session) condReparse(frame []byte) {
 	name := string(stmtName(frame[5:]))
 	if c := s.conds[name]; c != nil && (name == "" || c.poisoned) {

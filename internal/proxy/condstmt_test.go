@@ -16,7 +16,7 @@ import (
 // where the original's hashed SubPlan may never run (an empty register),
 // so the proxy rewrites such a statement per execution: each Bind whose
 // patterns cannot fail runs the rewritten statement, any other the
-// original prepared beside it.
+// original under the client's name.
 const condSchema = `
 CREATE TABLE cat (id int PRIMARY KEY, descr varchar(50), art varchar(20));
 INSERT INTO cat SELECT g, 'Drill ' || g, 'ART-' || g FROM generate_series(1, 2000) g;
@@ -69,7 +69,7 @@ func TestConditionalRewritePerBind(t *testing.T) {
 	noRejections(t, p)
 }
 
-// A Close (pgx's Deallocate) closes the private original too, and a new
+// A Close (pgx's Deallocate) closes the private rewritten statement too, and a new
 // Parse of the name with another text binds its own statements; the
 // unnamed statement (pgx's describe-exec and exec modes) works the same.
 func TestConditionalRewriteCloseAndUnnamed(t *testing.T) {
@@ -106,8 +106,8 @@ func TestConditionalRewriteCloseAndUnnamed(t *testing.T) {
 			run(condReport, mode, 50, "Drill 1%", `ART-7%\`)
 			run(condReport, mode, 50, "Drill 1%", "ART-7%")
 		}
-		run("SELECT name FROM pg_prepared_statements WHERE name NOT LIKE 'erplab\\_orig\\_%' AND name NOT LIKE 'stmtcache%'")
-		if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'erplab\\_orig\\_%'").Scan(&privs); err != nil {
+		run("SELECT name FROM pg_prepared_statements WHERE name NOT LIKE 'erplab\\_rw\\_%' AND name NOT LIKE 'stmtcache%'")
+		if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'erplab\\_rw\\_%'").Scan(&privs); err != nil {
 			return append(out, sqlstate(err))
 		}
 		return out
@@ -119,7 +119,7 @@ func TestConditionalRewriteCloseAndUnnamed(t *testing.T) {
 	if want[1] != "0 <nil>" || want[3] != "ERROR 22025" || want[10] != "0 <nil>" || want[12] != "ERROR 26000" {
 		t.Errorf("direct %q: want no error on the empty register, 22025 on the other, none out of the period, 26000 after DEALLOCATE", want)
 	}
-	// Closed and deallocated statements' private originals are closed:
+	// Closed and deallocated statements' private statements are closed:
 	// the last unnamed statement's remains.
 	if privs != 1 {
 		t.Errorf("%d private statements through the proxy, want 1", privs)

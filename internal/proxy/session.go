@@ -456,7 +456,8 @@ func (s *session) onStatement(ctx context.Context, frame []byte, simple, canPend
 	// lock, a COMMIT).
 	pd := &pending{kind: kind, key: key, fp: d.fp, replay: [][]byte{append([]byte(nil), frame...)}, retryable: simple && d.replayable, done: make(chan struct{})}
 	if len(d.checks) > 0 {
-		if out = s.condParse(&parse, text, out, d.checks, pd); out == nil {
+		parse.Query = text
+		if out = s.condParse(frame, &parse, d.rewritten, d.checks, pd); out == nil {
 			return frame, nil
 		}
 	}

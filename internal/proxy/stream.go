@@ -97,7 +97,7 @@ func (s *session) streamClient(ctx context.Context, head []byte, atBatchStart *b
 	switch typ {
 	case 'B':
 		s.onBind(head)
-		head = s.condBindHead(head)
+		s.condBindHead(head)
 	case 'P':
 		s.onParse(head)
 	}
