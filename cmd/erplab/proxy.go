@@ -50,7 +50,9 @@ upstream server directly (trust, md5, SCRAM-SHA-256); TLS is refused (sslmode=pr
 The --upstream DSN's credentials open small side connections, per database and client user
 (SET ROLE), where the rules consult the server with the session's search_path: indexes,
 volatility, the types of compared columns and subquery outputs, the functions a subquery
-evaluates (a temporary view, rolled back; each must be leakproof); a rewritten text is
+evaluates (a temporary view, rolled back; each must be leakproof, or a LIKE whose $n pattern
+is then checked at each Bind: the rewritten text is prepared beside the client's as
+erplab_rw_N and runs only executions whose patterns cannot end with the escape character); a rewritten text is
 prepared there (never executed) and used only if it describes like the original, else that
 statement is never rewritten. If a session's server still rejects a rewritten statement at
 the start of an idle batch, the original is sent instead. --shadow logs what would be

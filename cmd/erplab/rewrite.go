@@ -38,6 +38,9 @@ index leading with each compared column, and the types of the compared columns a
 subqueries' outputs (an arm is rewritten only when both are scalar, non-array types, domains
 resolved), and what each subquery evaluates (every function the server resolves for it must
 be leakproof and not volatile: the rewritten form evaluates it where the original may not;
+LIKE is accepted when its pattern cannot end with its escape character: a constant is checked,
+a $n pattern makes the rewrite hold only for values that pass, which stderr names and
+erplab proxy checks at each execution;
 learnt from a temporary view created in a transaction that is rolled back); the rewritten
 statement is then prepared (never executed) and must describe like the original. Without --dsn the types are unknown and nothing is rewritten ("types unknown:
 not rewritten") unless --assume-types asserts that they are scalar, non-array types. --explain shows both statements' estimated plan

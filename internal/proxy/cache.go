@@ -86,6 +86,10 @@ type decision struct {
 	// failed: the server rejected it (validation or a session); never
 	// rewrite it again.
 	failed bool
+	// checks: the rewritten text holds only for executions whose
+	// parameters checks ($n) pass rewrite.LikePatternSafe
+	// (rewrite.Result.BindChecks; condstmt.go).
+	checks []int
 }
 
 // current reports whether d may still be used at generation gen, when

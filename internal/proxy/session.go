@@ -69,6 +69,7 @@ type session struct {
 	st         *dbState      // the database's state (clientLoop only: see state)
 	clientDone atomic.Bool   // the client sent Terminate or EOF: relay until the server closes (see clientEOF)
 	cap        *capSession   // the session's capture, nil without Config.Capture
+	condFlags                // statements rewritten on condition (condstmt.go)
 }
 
 // pending is a statement sent rewritten for the first time, with what to
@@ -82,6 +83,8 @@ type pending struct {
 	sealed    bool     // the batch's Sync was forwarded
 	retryable bool     // it started a batch and no Flush followed
 	done      chan struct{}
+	// parseFailed: its Parse was answered by an error (set before done).
+	parseFailed atomic.Bool
 	// upstreamLoop only:
 	answered bool
 	held     []byte // the upstream's ErrorResponse, while swallowing until ReadyForQuery
@@ -240,13 +243,25 @@ func (s *session) fromClient(ctx context.Context, frame []byte, atBatchStart *bo
 		building = nil
 	}
 	var started *pending
+	var dropped []string // conditional statements a Query may drop
+	var single bool      // the Query is one statement
 	switch typ {
 	case 'Q':
+		if raw, ok := statementText(frame[5:], true); ok {
+			dropped, single = s.condPoison(raw)
+		}
 		out, started = s.onStatement(ctx, frame, true, building == nil, *atBatchStart)
 	case 'B':
 		s.onBind(frame)
+		out = s.condBind(frame)
+	case 'C':
+		out = s.condClose(frame, *atBatchStart)
 	case 'P':
 		s.onParse(frame)
+		if raw, ok := statementText(frame[5:], false); ok {
+			names, _ := s.condPoison(raw)
+			s.condDropped(names, false)
+		}
 		out, started = s.onStatement(ctx, frame, false, building == nil, *atBatchStart)
 		if started != nil {
 			started.retryable = *atBatchStart
@@ -281,7 +296,13 @@ func (s *session) fromClient(ctx context.Context, frame []byte, atBatchStart *bo
 			s.mu.Unlock()
 		}
 	}
+	watch := s.watchDealloc(dropped)
 	s.writeUp(out)
+	if watch != nil {
+		if err := s.condAwait(ctx, watch, dropped, single); err != nil {
+			return err
+		}
+	}
 	switch typ {
 	case 'S', 'Q':
 		s.requests++
@@ -398,6 +419,10 @@ func (s *session) onStatement(ctx context.Context, frame []byte, simple, canPend
 		}
 		return frame, nil
 	}
+	if len(d.checks) > 0 && s.condKeep(simple, canPend, atBatchStart, parse.Name) {
+		s.p.stats.conditionalKept.Add(1)
+		return frame, nil
+	}
 	if !d.verified && !canPend {
 		return frame, nil
 	}
@@ -429,7 +454,14 @@ func (s *session) onStatement(ctx context.Context, frame []byte, simple, canPend
 	// A Query of several statements is not replayed: an earlier one may
 	// have had effects a rollback does not undo (a sequence, an advisory
 	// lock, a COMMIT).
-	return out, &pending{kind: kind, key: key, fp: d.fp, replay: [][]byte{append([]byte(nil), frame...)}, retryable: simple && d.replayable, done: make(chan struct{})}
+	pd := &pending{kind: kind, key: key, fp: d.fp, replay: [][]byte{append([]byte(nil), frame...)}, retryable: simple && d.replayable, done: make(chan struct{})}
+	if len(d.checks) > 0 {
+		parse.Query = text
+		if out = s.condParse(frame, &parse, d.rewritten, d.checks, pd); out == nil {
+			return frame, nil
+		}
+	}
+	return out, pd
 }
 
 // keptCached reports whether the message's text (raw, inside frame) has
@@ -516,6 +548,14 @@ func (s *session) upstreamLoop(ctx context.Context) {
 			frame := data[start : start+n]
 			used += n
 			typ := frame[0]
+			if s.deallocAny.Load() {
+				s.condWatch(frame, rfqSeen)
+			}
+			if s.injAny.Load() && s.condSwallow(frame, rfqSeen) {
+				s.cw.add(data[run:start])
+				run = used
+				continue
+			}
 			if pd != nil && rfqSeen == pd.after {
 				s.cw.add(data[run:start])
 				run = start
@@ -567,6 +607,8 @@ func (s *session) upstreamLoop(ctx context.Context) {
 					s.namesMu.Unlock()
 					s.p.cache.dropNamed(s.db, names)
 				}
+			case 'S':
+				s.condParamStatus(frame)
 			case 'K':
 				var k pgproto3.BackendKeyData
 				if err := k.Decode(frame[5:]); err == nil {
@@ -646,6 +688,7 @@ func (s *session) verdict(pd *pending, frame []byte, rfqSeen *int) (bool, error)
 	case 'N', 'S', 'A':
 		return false, nil
 	case 'E':
+		pd.parseFailed.Store(true)
 		s.mu.Lock()
 		retryable := pd.retryable
 		s.mu.Unlock()
@@ -840,6 +883,9 @@ func (s *session) onParse(frame []byte) {
 	if len(s.ddlStmts) > 0 {
 		delete(s.ddlStmts, string(stmtName(frame[5:])))
 	}
+	if len(s.conds) > 0 {
+		s.condReparse(frame)
+	}
 }
 
 // neverAgain marks statement k (fingerprint fp) as never to be rewritten
@@ -982,7 +1028,7 @@ func (p *Proxy) decideOnSide(ctx context.Context, s *session, key decisionKey, c
 		p.stats.validationFailures.Add(1)
 		p.log.Info("rewrite failed validation: never rewriting this statement", "database", s.db, "explain", res.Explain())
 	}
-	return decision{changed: res.Changed, rewritten: res.SQL, pos: res.Positions, explain: res.Explain(), names: res.Relations,
+	return decision{changed: res.Changed, rewritten: res.SQL, pos: res.Positions, explain: res.Explain(), names: res.Relations, checks: res.BindChecks,
 		replayable: res.Statements == 1, failed: res.ValidationFailed && !res.Changed}, nil
 }
 

@@ -28,6 +28,8 @@ type counters struct {
 	contextUnknown, sideErrors      atomic.Uint64
 	invalidations                   atomic.Uint64
 	shutdownIdle, shutdownCut       atomic.Uint64
+	bindsRewritten, bindsOriginal   atomic.Uint64
+	conditionalKept                 atomic.Uint64
 }
 
 // Stats is a snapshot of the proxy's counters.
@@ -84,6 +86,13 @@ type Stats struct {
 	// (FATAL 57P01 after Terminate upstream); ShutdownCut: sessions it
 	// ended without waiting (Shutdown's context done).
 	ShutdownIdle, ShutdownCut uint64
+	// BindsRewritten and BindsOriginal count the executions (Binds) of
+	// statements rewritten on condition of their parameters' values
+	// (rewrite.Result.BindChecks): run rewritten, or run as written
+	// because a value did not pass (or could not be checked);
+	// ConditionalKept: such statements sent as written at Parse (a
+	// simple Query, not at a batch's start, ...).
+	BindsRewritten, BindsOriginal, ConditionalKept uint64
 	// Fired and Vetoed count, per rule, the places it fired at (arms
 	// rewritten) and vetoed (ORs left as written); Vetoes above counts
 	// statements left unchanged with a veto.
@@ -104,6 +113,7 @@ func (p *Proxy) Stats() Stats {
 		RefusedStartups: c.refusedStartups.Load(), Oversized: c.oversized.Load(), InvalidMessages: c.invalidMessages.Load(),
 		TooManyClients: c.tooManyClients.Load(), AcceptErrors: c.acceptErrors.Load(), Hangups: c.hangups.Load(),
 		ShutdownIdle: c.shutdownIdle.Load(), ShutdownCut: c.shutdownCut.Load(),
+		BindsRewritten: c.bindsRewritten.Load(), BindsOriginal: c.bindsOriginal.Load(), ConditionalKept: c.conditionalKept.Load(),
 		Rewrites: c.rewrites.Load(), Shadow: c.shadow.Load(), Vetoes: c.vetoes.Load(),
 		Fallbacks: c.fallbacks.Load(), FallbackErrors: c.fallbackErrors.Load(),
 		Cancels: c.cancels.Load(), CancelsUnknown: c.cancelsUnknown.Load(),
@@ -133,6 +143,10 @@ func (s Stats) String() string {
 		s.Parses, s.ParseErrors, float64(s.ParseTime)/1e6, avg.Microseconds(), s.NotParsed, s.NotParsedTokens, s.Rewrites, s.Shadow, s.Vetoes, s.Fallbacks, s.FallbackErrors)
 	fmt.Fprintf(&b, "validated %d, validation failures %d, context unknown %d, side errors %d, schema changes %d\n",
 		s.Validated, s.ValidationFailures, s.ContextUnknown, s.SideErrors, s.Invalidations)
+	if s.BindsRewritten+s.BindsOriginal+s.ConditionalKept > 0 {
+		fmt.Fprintf(&b, "rewritten on condition of parameter values: executions rewritten %d, run as written %d; statements kept as written %d\n",
+			s.BindsRewritten, s.BindsOriginal, s.ConditionalKept)
+	}
 	rules := make([]string, 0, len(s.Fired))
 	for r := range s.Fired {
 		rules = append(rules, r)
@@ -156,7 +170,7 @@ func (p *Proxy) Collector() prometheus.Collector { return collector{p} }
 type collector struct{ p *Proxy }
 
 var (
-	descCounter = prometheus.NewDesc("erplab_proxy_events_total", "Proxy events by kind (sessions, statements, prefilter_skips, cache_hits, cache_misses, parses, parse_errors, not_parsed, not_parsed_tokens, rewrites, shadow, vetoes, fallbacks, fallback_errors, cancels, validated, validation_failures, context_unknown, side_errors, invalidations, refused_startups, oversized, invalid_messages, too_many_clients, accept_errors).", []string{"event"}, nil)
+	descCounter = prometheus.NewDesc("erplab_proxy_events_total", "Proxy events by kind (sessions, statements, prefilter_skips, cache_hits, cache_misses, parses, parse_errors, not_parsed, not_parsed_tokens, rewrites, shadow, vetoes, fallbacks, fallback_errors, cancels, validated, validation_failures, context_unknown, side_errors, invalidations, refused_startups, oversized, invalid_messages, too_many_clients, accept_errors, binds_rewritten, binds_original, conditional_kept).", []string{"event"}, nil)
 	descRule    = prometheus.NewDesc("erplab_proxy_rule_decisions_total", "Rewrite decisions per rule and outcome (fired, vetoed).", []string{"rule", "outcome"}, nil)
 	descParse   = prometheus.NewDesc("erplab_proxy_parse_seconds_total", "Time spent parsing and rewriting statements, seconds.", nil, nil)
 )
@@ -179,7 +193,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		{"validation_failures", s.ValidationFailures}, {"context_unknown", s.ContextUnknown},
 		{"side_errors", s.SideErrors}, {"invalidations", s.Invalidations},
 		{"refused_startups", s.RefusedStartups}, {"oversized", s.Oversized}, {"invalid_messages", s.InvalidMessages},
-		{"too_many_clients", s.TooManyClients}, {"accept_errors", s.AcceptErrors}} {
+		{"too_many_clients", s.TooManyClients}, {"accept_errors", s.AcceptErrors},
+		{"binds_rewritten", s.BindsRewritten}, {"binds_original", s.BindsOriginal}, {"conditional_kept", s.ConditionalKept}} {
 		ch <- prometheus.MustNewConstMetric(descCounter, prometheus.CounterValue, float64(e.v), e.n)
 	}
 	for r, v := range s.Fired {

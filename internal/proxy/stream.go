@@ -97,6 +97,7 @@ func (s *session) streamClient(ctx context.Context, head []byte, atBatchStart *b
 	switch typ {
 	case 'B':
 		s.onBind(head)
+		s.condBindHead(head)
 	case 'P':
 		s.onParse(head)
 	}

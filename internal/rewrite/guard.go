@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -56,41 +57,70 @@ const guardView = "erplab_guard"
 // guardBlock reports why evaluating the subquery of sl where the original
 // would not could raise an error or have a side effect, or "". params
 // are the statement's parameter types ($1 first).
-func guardBlock(ctx context.Context, st *statement, sl *pg_query.SubLink, params []uint32, sub subquery) (string, error) {
+//
+// checks are the parameters whose values decide, per execution, whether
+// the rewrite holds: a LIKE of the subquery has a parameter for its
+// pattern, which must pass LikePatternSafe (every parameter of the
+// subquery but those of notText is listed, the server's tree not saying
+// which one it is).
+func guardBlock(ctx context.Context, st *statement, sl *pg_query.SubLink, params []uint32, sub subquery) (why string, checks []int, err error) {
+	why, paramPattern, err := guardJudge(ctx, st, sl, params, sub)
+	if err != nil || why != "" || !paramPattern {
+		return why, nil, err
+	}
+	for _, n := range subqueryParams(sl) {
+		if n > len(params) || !notText[params[n-1]] {
+			checks = append(checks, n)
+		}
+	}
+	return "", checks, nil
+}
+
+// notText are built-in types no value of which reaches LIKE as its
+// pattern without a function call (a cast to text of them is a function
+// or an I/O conversion, never a relabelling), so a parameter of one is
+// not checked: bool, bytea, int8, int2, int4, oid, float4, float8, date,
+// time, timestamp, timestamptz, interval, numeric, uuid.
+var notText = map[uint32]bool{16: true, 17: true, 20: true, 21: true, 23: true, 26: true, 700: true, 701: true,
+	1082: true, 1083: true, 1114: true, 1184: true, 1186: true, 1700: true, 2950: true}
+
+// guardJudge is guardBlock's judgement, and whether a LIKE pattern is a
+// parameter.
+func guardJudge(ctx context.Context, st *statement, sl *pg_query.SubLink, params []uint32, sub subquery) (string, bool, error) {
 	if why := limitBlock(sl); why != "" {
-		return why, nil
+		return why, false, nil
 	}
 	var idents map[uint32][2]string
 	if sub.params {
 		q := Resolution{TypeNames: params}
 		if err := st.types.Resolve(ctx, &q); err != nil {
-			return "", fmt.Errorf("rewrite: the subquery's parameter types: %w", err)
+			return "", false, fmt.Errorf("rewrite: the subquery's parameter types: %w", err)
 		}
 		idents = q.Idents
 	}
 	view, err := guardViewSQL(st, sl, params, idents)
 	if err != nil {
-		return err.Error(), nil
+		return err.Error(), false, nil
 	}
 	res, err := st.resolveView(ctx, view)
 	if err != nil {
-		return "", fmt.Errorf("rewrite: the subquery's functions: %w", err)
+		return "", false, fmt.Errorf("rewrite: the subquery's functions: %w", err)
 	}
 	if res.ViewErr != nil {
 		why, ok := rejected(res.ViewErr)
 		if !ok {
 			why = res.ViewErr.Error()
 		}
-		return "the server does not create a view of the subquery (" + why + "), so the functions it evaluates are unknown", nil
+		return "the server does not create a view of the subquery (" + why + "), so the functions it evaluates are unknown", false, nil
 	}
 	g := &guardWalk{st: st, res: res}
 	if err := g.complete(ctx); err != nil {
-		return "", err
+		return "", false, err
 	}
 	if g.why == "" {
 		g.visit(g.trees[0], treeFrom{self: res.TreeOID})
 	}
-	return g.why, nil
+	return g.why, g.paramPattern, nil
 }
 
 // resolveView is Types.Resolve of a view, answered from the batch when
@@ -208,6 +238,10 @@ type guardWalk struct {
 	typeNames map[uint32]string
 	why       string // the first reason found
 	depth     int    // views entered
+	// paramPattern: a LIKE of the subquery has a parameter's stand-in
+	// for its pattern (see like): the rewrite holds only for pattern
+	// values LikePatternSafe accepts.
+	paramPattern bool
 }
 
 // treeFrom is where a tree being judged comes from: the subquery (name "")
@@ -426,10 +460,18 @@ func (g *guardWalk) node(n *ptNode, at treeFrom) bool {
 	case "ARRAYEXPR":
 		return g.visit(n.get("elements"), at)
 	case "FUNCEXPR":
+		if g.like(n, oidOf(n.str("funcid")), at) {
+			return false
+		}
 		// (The planner does not fold a set or a record.)
 		c := g.visit(n.get("args"), at) && n.str("funcretset") != "true" && n.str("funcresulttype") != recordOID
 		return g.call(oidOf(n.str("funcid")), c, "", at)
-	case "OPEXPR", "DISTINCTEXPR", "NULLIFEXPR", "SCALARARRAYOPEXPR":
+	case "OPEXPR":
+		if g.like(n, g.opFunc(oidOf(n.str("opno")), oidOf(n.str("opfuncid"))), at) {
+			return false
+		}
+		fallthrough
+	case "DISTINCTEXPR", "NULLIFEXPR", "SCALARARRAYOPEXPR":
 		c := g.visit(n.get("args"), at) && n.str("opretset") != "true" && n.str("opresulttype") != recordOID
 		return g.operator(oidOf(n.str("opno")), oidOf(n.str("opfuncid")), c, at)
 	case "AGGREF":
@@ -644,4 +686,137 @@ const firstNormalOID = 16384
 // errorFree: a user's function of the same name is judged by the catalog.
 func cannotFail(fn uint32, name string) bool {
 	return fn < firstNormalOID && errorFree[name]
+}
+
+// LIKE, reviewed in PostgreSQL 15's source (src/backend/utils/adt/like.c
+// and like_match.c, REL_15_STABLE): textlike and textnlike (operators
+// ~~ and !~~ of text; bpcharlike and bpcharnlike are the same C
+// functions, pg_proc.prosrc textlike/textnlike) read both arguments
+// (PG_GETARG_TEXT_PP: detoasting, as texteq does) and call
+// GenericMatchText, which raises
+//   - "nondeterministic collations are not supported for LIKE"
+//     (0A000) when the call's collation is not C/POSIX
+//     (lc_ctype_is_c) and pg_newlocale_from_collation finds it
+//     nondeterministic; the default collation (100) cannot be
+//     nondeterministic in 15 (pg_newlocale_from_collation returns no
+//     locale for it);
+//
+// and then MatchText (like_match.c, once per encoding: SB_, MB_,
+// UTF8_), which raises
+//   - "LIKE pattern must not end with escape character" (22025) where
+//     the pattern's last byte is a backslash that escapes (the run of
+//     backslashes it ends is odd: each backslash pair is an escaped
+//     backslash), both in its main loop and after a '%';
+//   - "stack depth limit exceeded" (check_stack_depth at its top): it
+//     recurses once per '%' of the pattern that it gets past, so the
+//     depth is bounded by the pattern's '%' count;
+//   - a cancel or statement timeout (CHECK_FOR_INTERRUPTS in its '%'
+//     loop), which no rewrite can promise about anyway.
+//
+// Nothing depends on the text argument's value, nor on the encoding: no
+// server encoding has a backslash or '%' byte inside a multi-byte
+// character. An ESCAPE clause calls like_escape (not leakproof: it
+// raises "invalid escape string"), which the guard judges as any
+// function. namelike and the ILIKE functions (lower() per collation)
+// are left to the catalog.
+//
+// (Cited by function, not line: REL_15_STABLE's text could not be
+// fetched here; the review read like.c at postgres commit 51edc4ca and
+// like_match.c's MatchText, whose error paths 15 shares, and the proxy's
+// tests see 22025 from PostgreSQL 15 where this says.)
+//
+// So a LIKE whose collation is one of those and whose pattern is a
+// constant the guard reads (LikePatternSafe decides at once) or a
+// parameter (decided per execution by the caller: Result.BindChecks)
+// raises no error of its own.
+var likeFuncs = map[string]bool{"textlike": true, "textnlike": true, "bpcharlike": true, "bpcharnlike": true}
+
+// likeCollations are the collations of a LIKE that cannot be
+// nondeterministic: the database's default (100), C (950) and POSIX
+// (951). Any other, and none (0), vetoes: which user collations are
+// deterministic is not asked.
+var likeCollations = map[string]bool{"100": true, "950": true, "951": true}
+
+// MaxLikePercents is the most '%' bytes LikePatternSafe accepts: MatchText
+// recurses once per '%', a few dozen bytes of stack each, far below
+// the smallest max_stack_depth (100kB).
+const MaxLikePercents = 64
+
+// LikePatternSafe reports whether LIKE cannot raise an error for
+// pattern p (the server's bytes; NULL is always safe, textlike being
+// strict): it does not end with an odd run of backslashes and has at
+// most MaxLikePercents '%' bytes.
+func LikePatternSafe(p []byte) bool {
+	run := 0
+	for i := len(p) - 1; i >= 0 && p[i] == '\\'; i-- {
+		run++
+	}
+	return run%2 == 0 && bytes.Count(p, []byte{'%'}) <= MaxLikePercents
+}
+
+// opFunc is the function of operator op (fn when the tree names it).
+func (g *guardWalk) opFunc(op, fn uint32) uint32 {
+	if fn != 0 {
+		return fn
+	}
+	if o, ok := g.res.Ops[op]; ok {
+		return o.Code
+	}
+	return 0
+}
+
+// like judges n, a call of function fn, when it is a built-in LIKE of
+// likeFuncs (see the review above) with a collation of likeCollations
+// and a constant or a parameter's stand-in for its pattern, and reports
+// whether it did; any other call is left to call and operator.
+func (g *guardWalk) like(n *ptNode, fn uint32, at treeFrom) bool {
+	r, ok := g.res.Funcs[fn]
+	if !ok || fn == 0 || fn >= firstNormalOID || !likeFuncs[r.Name] || !likeCollations[n.str("inputcollid")] {
+		return false
+	}
+	args, _ := n.get("args").(ptList)
+	if len(args.items) != 2 {
+		return false
+	}
+	pat := args.items[1]
+	for {
+		rl, ok := pat.(*ptNode)
+		if !ok || rl.tag != "RELABELTYPE" {
+			break
+		}
+		pat = rl.get("arg")
+	}
+	c, ok := pat.(*ptNode)
+	if !ok || c.tag != "CONST" {
+		return false
+	}
+	if c.str("constisnull") == "true" {
+		// The view's stand-in for a parameter (or a NULL as written,
+		// for which checking the parameters is only cautious).
+		g.paramPattern = true
+	} else {
+		d, ok := c.get("constvalue").(ptDatum)
+		v, read := d.varlena()
+		switch {
+		case !ok || !read:
+			g.fail("the subquery%s calls %s with a constant pattern the rule cannot read: %s", inView(at.name), r.Name, mightFail)
+		case !LikePatternSafe(v):
+			g.fail("the subquery%s calls %s with pattern %q, which ends with an escape character or has more than %d %%: %s", inView(at.name), r.Name, v, MaxLikePercents, mightFail)
+		}
+	}
+	g.visit(args.items[0], at)
+	return true
+}
+
+// subqueryParams are the numbers of the parameters sl's subquery reads,
+// in order.
+func subqueryParams(sl *pg_query.SubLink) []int {
+	var ns []int
+	eachNode(sl.Subselect, func(n *pg_query.Node) {
+		if p := n.GetParamRef(); p != nil && !slices.Contains(ns, int(p.Number)) {
+			ns = append(ns, int(p.Number))
+		}
+	})
+	slices.Sort(ns)
+	return ns
 }

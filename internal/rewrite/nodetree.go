@@ -1,8 +1,10 @@
 package rewrite
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -27,7 +29,7 @@ type ptNode struct {
 // ptField is one ":name value" of a node.
 type ptField struct {
 	name string
-	val  any // *ptNode, ptList, string (a token, "" for <>), or nil
+	val  any // *ptNode, ptList, ptDatum, string (a token, "" for <>), or nil
 }
 
 // ptList is a parenthesised list; kind is "i", "o", "x", "b" or "" (a
@@ -166,6 +168,8 @@ func (r *ptReader) value(tok string, depth int) (any, error) {
 	}
 	// A datum: its length, then its bytes in brackets.
 	if p, ok := r.peek(); ok && p == "[" {
+		r.peeked.ok = false
+		d := ptDatum{length: token(tok)}
 		for {
 			t, ok := r.next()
 			if !ok {
@@ -174,9 +178,51 @@ func (r *ptReader) value(tok string, depth int) (any, error) {
 			if t == "]" {
 				break
 			}
+			// outDatum writes each byte as a signed char.
+			b, err := strconv.ParseInt(t, 10, 16)
+			if err != nil || b < -128 || b > 255 {
+				return nil, fmt.Errorf("%w: datum byte %q", errTreeSyntax, t)
+			}
+			d.bytes = append(d.bytes, byte(b))
 		}
+		return d, nil
 	}
 	return token(tok), nil
+}
+
+// ptDatum is a datum of a stored tree (a Const's value): its length
+// token and its bytes as the server holds them in memory.
+type ptDatum struct {
+	length string
+	bytes  []byte
+}
+
+// varlena is the content of a datum of a variable-length type (text),
+// read from its header as PostgreSQL lays it out on a little-endian
+// machine (src/include/varatt.h): a 4-byte header with the length
+// shifted left by 2, or a 1-byte header with it shifted left by 1. A
+// compressed or external value, or a length the bytes do not agree
+// with, is not read (ok false).
+func (d ptDatum) varlena() (content []byte, ok bool) {
+	b := d.bytes
+	if n, err := strconv.Atoi(d.length); err != nil || n != len(b) || len(b) == 0 {
+		return nil, false
+	}
+	switch {
+	case b[0] == 0x01: // external (a TOAST pointer)
+		return nil, false
+	case b[0]&0x01 == 0x01: // 1-byte header
+		if int(b[0]>>1) != len(b) {
+			return nil, false
+		}
+		return b[1:], true
+	case b[0]&0x03 == 0x00 && len(b) >= 4: // 4-byte header, not compressed
+		if int(binary.LittleEndian.Uint32(b)>>2) != len(b) {
+			return nil, false
+		}
+		return b[4:], true
+	}
+	return nil, false
 }
 
 // node reads a node after its "{".

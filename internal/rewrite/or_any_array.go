@@ -140,6 +140,7 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 	veto := func(format string, a ...any) ([]edit, []Firing, []Veto, error) {
 		return vetoAt(loc, format, a...)
 	}
+	var checks []int // parameters the guard's decision depends on
 	if stmtBlock != "" {
 		return veto("%s", stmtBlock)
 	}
@@ -282,17 +283,20 @@ func (r orAnyArray) one(ctx context.Context, st *statement, be *pg_query.BoolExp
 		}
 		if origWhy == "" {
 			for i, sub := range subTexts {
-				if why, err := guardBlock(ctx, st, subs[i], params, sub); err != nil {
+				why, cs, err := guardBlock(ctx, st, subs[i], params, sub)
+				if err != nil {
 					return nil, nil, nil, err
 				} else if why != "" {
 					return vetoAt(int(subs[i].Location), "%s", why)
 				}
+				checks = append(checks, cs...)
 			}
 		}
 		if origWhy != "" {
 			return veto("%s", origWhy)
 		}
 	}
+	st.addBindChecks(checks)
 	var fired []Firing
 	for i, sl := range subs {
 		c := strings.Join(strs(unwrap(sl.Testexpr).(*pg_query.ColumnRef).Fields), ".")

@@ -154,6 +154,13 @@ type Result struct {
 	// Positions maps offsets in SQL back to the input (see
 	// PositionMap); the zero value is the identity.
 	Positions PositionMap
+	// BindChecks, when not empty, are the parameters ($n numbers, in
+	// order) whose values decide whether SQL may be run instead of the
+	// input: only an execution where each is NULL or passes
+	// LikePatternSafe (in the server's encoding) may run SQL; any
+	// other must run the input. A subquery the rewrite moves has a
+	// LIKE whose pattern is one of them (see the guard).
+	BindChecks []int
 }
 
 // warmSQL exercises the parser, scanner, tree walk and splice.
@@ -184,6 +191,13 @@ func (r Result) Explain() string {
 	}
 	if !r.Changed {
 		return "unchanged: " + strings.Join(parts, "; ")
+	}
+	if len(r.BindChecks) > 0 {
+		ps := make([]string, len(r.BindChecks))
+		for i, n := range r.BindChecks {
+			ps[i] = fmt.Sprintf("$%d", n)
+		}
+		parts = append(parts, "only for executions where "+strings.Join(ps, ", ")+" are NULL or LIKE patterns that cannot fail (no trailing escape character)")
 	}
 	return strings.Join(parts, "; ")
 }
@@ -232,6 +246,18 @@ type statement struct {
 	tempFound string
 	views     map[string]*Resolution // Types.Resolve of a view, by its text
 	relations []string               // relation names of the validated statements
+	// bindChecks: Result.BindChecks.
+	bindChecks []int
+}
+
+// addBindChecks adds parameter numbers to s.bindChecks.
+func (s *statement) addBindChecks(ns []int) {
+	for _, n := range ns {
+		if !slices.Contains(s.bindChecks, n) {
+			s.bindChecks = append(s.bindChecks, n)
+		}
+	}
+	slices.Sort(s.bindChecks)
 }
 
 func (s *statement) scan() ([]*pg_query.ScanToken, error) {
@@ -309,6 +335,9 @@ func Rewrite(ctx context.Context, sql string, opts Options) (Result, error) {
 		return res, err
 	}
 	res.SQL, res.Changed = out, out != sql
+	if res.Changed {
+		res.BindChecks = st.bindChecks
+	}
 	res.Positions = PositionMap{edits: edits} // sorted by splice
 	for _, raw := range st.tree.Stmts {
 		sp := st.spanOf(int(raw.StmtLocation))
