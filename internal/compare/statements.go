@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/erplab/erplab/internal/results"
-	"github.com/erplab/erplab/internal/rewrite"
+	"github.com/erplab/erplab/internal/sampler"
 )
 
 // Statement comparison bounds: a statement is compared when it ran at
@@ -43,16 +43,6 @@ type stmtSide struct {
 	ops        map[string]bool
 }
 
-// statementKey is the pg_query fingerprint of a normalized statement, or
-// its whitespace-folded text when it does not parse (cut short) or is
-// beyond rewrite's limits.
-func statementKey(q string) string {
-	if fp, err := rewrite.Fingerprint(q); err == nil {
-		return fp
-	}
-	return strings.Join(strings.Fields(q), " ")
-}
-
 // statementSides sums the top statements of docs by key.
 func statementSides(ds []*results.Document) map[string]*stmtSide {
 	out := map[string]*stmtSide{}
@@ -62,7 +52,7 @@ func statementSides(ds []*results.Document) map[string]*stmtSide {
 			continue
 		}
 		for _, s := range o.Statements.Top {
-			k := statementKey(s.Query)
+			k := sampler.StatementKey(s.Query)
 			x := out[k]
 			if x == nil {
 				x = &stmtSide{query: s.Query, ops: map[string]bool{}}

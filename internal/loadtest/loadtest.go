@@ -379,7 +379,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		serverDesc = "from PG* environment"
 	}
 
-	pool, err := conninfo.OpenPool(ctx, dsn, poolSize, opts.PoolOptions...)
+	pool, err := conninfo.OpenPool(ctx, dsn, poolSize, append(opts.PoolOptions[:len(opts.PoolOptions):len(opts.PoolOptions)], traceStatements)...)
 	if err != nil {
 		return nil, err
 	}
@@ -838,6 +838,16 @@ const poolCloseBound = 3 * time.Second
 // connection with a cancel request and a drain of up to 15 s each, which a
 // server that is not answering never ends. What is left closes in the
 // background (and dies with the process).
+// traceStatements sets the engine's query tracer on the run's
+// connections (unless an option set one): with observations, the engine
+// counts the statement texts each key operation sends, by which the
+// sampler attributes pg_stat_statements to operations exactly.
+func traceStatements(c *pgxpool.Config) {
+	if c.ConnConfig.Tracer == nil {
+		c.ConnConfig.Tracer = engine.Tracer{}
+	}
+}
+
 func closePool(pool *pgxpool.Pool, bound time.Duration) {
 	done := make(chan struct{})
 	go func() { pool.Close(); close(done) }()
