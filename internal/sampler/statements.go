@@ -182,10 +182,25 @@ func versionAtLeast(v string, major, minor int) bool {
 
 // snapshotStatements reads pg_stat_statements; text keeps that many
 // characters of each query (0 = none).
+// A connection lost (since the last sample or in the read) is opened
+// again when the Sampler was made by Connect, and the read retried once:
+// the figures are the server's, whatever the session.
 func (s *Sampler) snapshotStatements(ctx context.Context, text int) (*stmtSnapshot, error) {
 	if s.statementsNote() != "" {
 		return nil, errNoStatements
 	}
+	snap, err := s.readStatements(ctx, text)
+	if err == nil || s.cfg == nil || ctx.Err() != nil || (s.conn != nil && !s.conn.IsClosed()) {
+		return snap, err
+	}
+	if rerr := s.reconnect(ctx); rerr != nil {
+		return nil, fmt.Errorf("%w (reconnecting: %v)", err, rerr)
+	}
+	return s.readStatements(ctx, text)
+}
+
+// readStatements is one read of snapshotStatements.
+func (s *Sampler) readStatements(ctx context.Context, text int) (*stmtSnapshot, error) {
 	if s.conn == nil || s.conn.IsClosed() {
 		return nil, fmt.Errorf("statements: connection closed")
 	}
