@@ -379,7 +379,11 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		serverDesc = "from PG* environment"
 	}
 
-	pool, err := conninfo.OpenPool(ctx, dsn, poolSize, append(opts.PoolOptions[:len(opts.PoolOptions):len(opts.PoolOptions)], traceStatements)...)
+	poolOpts := opts.PoolOptions
+	if opts.Observe {
+		poolOpts = append(poolOpts[:len(poolOpts):len(poolOpts)], traceStatements)
+	}
+	pool, err := conninfo.OpenPool(ctx, dsn, poolSize, poolOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -839,9 +843,9 @@ const poolCloseBound = 3 * time.Second
 // server that is not answering never ends. What is left closes in the
 // background (and dies with the process).
 // traceStatements sets the engine's query tracer on the run's
-// connections (unless an option set one): with observations, the engine
-// counts the statement texts each key operation sends, by which the
-// sampler attributes pg_stat_statements to operations exactly.
+// connections (unless an option set one), for runs with observations:
+// the engine counts the statement texts each key operation sends, by
+// which the sampler attributes pg_stat_statements to operations exactly.
 func traceStatements(c *pgxpool.Config) {
 	if c.ConnConfig.Tracer == nil {
 		c.ConnConfig.Tracer = engine.Tracer{}
