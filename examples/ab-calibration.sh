@@ -16,7 +16,12 @@
 #     proxy: erp at the scale of examples/field-stories.sh, variant
 #            rewrite-proxy: or_subquery_report must be better;
 #     tmpfs: erp --temp-style 1c, variant tmpfs-temp-tablespace (root):
-#            temp_table_storm must be better.
+#            temp_table_storm must be better;
+#     settings: erp, variant settings:examples/join-collapse-limit.conf
+#            (join_collapse_limit = 1: the 20+ LEFT JOINs of document_form's
+#            header planned in the written order, at every execution):
+#            document_form plan_ms (pg_stat_statements, attributed by the
+#            engine's statement texts) must be better.
 # Verdicts are those of the primary rows each remedy declares (erplab ab
 # --help; internal/compare/doc.go "Primary and exploratory rows"): the A/A
 # part counts, for each remedy's family of primary rows, the comparisons
@@ -32,7 +37,7 @@
 # 1 of the 20 comparisons may show a better/worse row, and none of the
 # SINGLE single-run A/As (the first round of each side, compared alone).
 # env: ERPLAB, AA (20), AA_ROUNDS (3), AA_DURATION (8s), ROUNDS (3), SCALE (0.2),
-#      USERS (20), DURATION (45s), PARTS ("aa sleep proxy tmpfs"),
+#      USERS (20), DURATION (45s), PARTS ("aa sleep proxy tmpfs settings"),
 #      HOG (random: `stress --cpu 2` during a random half of the A/A runs;
 #      baseline: `stress --cpu 4` during every baseline run), BG_HOG (0: CPU
 #      workers of a hog running throughout the A/A part), SINGLE (10)
@@ -51,7 +56,7 @@ ROUNDS=${ROUNDS:-3}
 SCALE=${SCALE:-0.2}
 USERS=${USERS:-20}
 DURATION=${DURATION:-45s}
-PARTS=${PARTS:-aa sleep proxy tmpfs}
+PARTS=${PARTS:-aa sleep proxy tmpfs settings}
 HOG=${HOG:-random}
 BG_HOG=${BG_HOG:-0}
 SINGLE=${SINGLE:-10}
@@ -128,6 +133,12 @@ HOOK
 				--think 500ms-1500ms --seed 42 --progress 0 --rounds "$ROUNDS" --temp-style 1c \
 				--variant tmpfs=tmpfs-temp-tablespace --out-dir "$OUT/tmpfs" >"$OUT/tmpfs.txt" 2>&1
 			;;
+		settings)
+			"$ERPLAB" ab --workload erp --scale "$SCALE" --users "$USERS" --duration "$DURATION" --warmup 5s \
+				--think 500ms-1500ms --seed 42 --progress 0 --rounds "$ROUNDS" \
+				--variant jcl=settings:examples/join-collapse-limit.conf --primary jcl=document_form:plan_ms \
+				--out-dir "$OUT/settings" >"$OUT/settings.txt" 2>&1
+			;;
 		*)
 			echo "unknown part $part" >&2
 			exit 2
@@ -157,6 +168,7 @@ declare -A families=(
 	[integral]="--primary integral:apdex"
 	[tmpfs]="--primary integral:apdex --primary temp_table_storm:p95_ms --primary temp_table_storm:apdex"
 	[proxy]="--primary or_subquery_report:p95_ms --primary or_subquery_report:apdex"
+	[plan]="--primary document_form:plan_ms"
 )
 
 echo "=== erplab ab calibration ($OUT)"
@@ -226,3 +238,4 @@ power() { # dir variant subject label family
 power sleep slow post_order "commit_delay 40 ms (want worse)" integral
 power proxy proxy or_subquery_report "rewrite-proxy (want better)" proxy
 power tmpfs tmpfs temp_table_storm "tmpfs-temp-tablespace (want better)" tmpfs
+power settings jcl document_form "join_collapse_limit = 1 (want plan_ms better)" plan

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/erplab/erplab/internal/results"
-	"github.com/erplab/erplab/internal/rewrite"
+	"github.com/erplab/erplab/internal/sampler"
 )
 
 // Statement comparison bounds: a statement is compared when it ran at
@@ -43,16 +43,6 @@ type stmtSide struct {
 	ops        map[string]bool
 }
 
-// statementKey is the pg_query fingerprint of a normalized statement, or
-// its whitespace-folded text when it does not parse (cut short) or is
-// beyond rewrite's limits.
-func statementKey(q string) string {
-	if fp, err := rewrite.Fingerprint(q); err == nil {
-		return fp
-	}
-	return strings.Join(strings.Fields(q), " ")
-}
-
 // statementSides sums the top statements of docs by key.
 func statementSides(ds []*results.Document) map[string]*stmtSide {
 	out := map[string]*stmtSide{}
@@ -62,7 +52,7 @@ func statementSides(ds []*results.Document) map[string]*stmtSide {
 			continue
 		}
 		for _, s := range o.Statements.Top {
-			k := statementKey(s.Query)
+			k := sampler.StatementKey(s.Query)
 			x := out[k]
 			if x == nil {
 				x = &stmtSide{query: s.Query, ops: map[string]bool{}}
@@ -145,9 +135,11 @@ const floorStmtMs = 0.1
 
 // statementSpecs are the rows of the database time per execution of
 // each key operation, from the runs' pg_stat_statements deltas
-// attributed to the operations by the sampler
-// (extra.observations.statements.operations): plan_ms (when every run
-// tracked planning) and exec_ms, the time summed over the operation's
+// attributed to the operations by the sampler (by the texts the engine
+// saw each operation send, else by sightings;
+// extra.observations.statements.operations): plan_ms (when every run
+// tracked planning; a run without statement figures, its closing
+// snapshot failed, has no value in the rows) and exec_ms, the time summed over the operation's
 // statements divided by its executions (warm-up included, as the delta
 // is). An operation gets rows when some run of each side attributed
 // statements to it. One delta per run: with one run per side the rows
@@ -159,8 +151,8 @@ func statementSpecs(ra, rb []*runData) []spec {
 	sideHas := map[string]int{}
 	for i, side := range [][]*runData{ra, rb} {
 		for _, rd := range side {
-			if rd.stmts == nil {
-				continue
+			if rd.stmts == nil || rd.stmts.Count == 0 {
+				continue // no figures (the closing snapshot failed): no value in this run
 			}
 			plan = plan && rd.stmts.TrackPlanning
 			for _, o := range rd.stmts.Operations {
@@ -201,7 +193,7 @@ func statementSpecs(ra, rb []*runData) []spec {
 // to it or no executions.
 func opStatementMs(rd *runData, name string, plan bool) float64 {
 	op := findOp(rd.doc, name)
-	if rd.stmts == nil || op == nil || op.Count+op.WarmupCount <= 0 {
+	if rd.stmts == nil || rd.stmts.Count == 0 || op == nil || op.Count+op.WarmupCount <= 0 {
 		return nan
 	}
 	for _, o := range rd.stmts.Operations {

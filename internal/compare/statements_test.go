@@ -105,3 +105,39 @@ func TestStatementRows(t *testing.T) {
 		t.Fatal("a row for document_list, whose statements were never attributed")
 	}
 }
+
+// A run whose closing pg_stat_statements snapshot failed (its statements
+// only a note, track_planning unknown) lacks a value in the statements
+// rows; the other runs keep their plan_ms rows (one such round of erplab
+// ab dropped every plan_ms row, the --primary row among them).
+func TestStatementRowsRunWithoutStatements(t *testing.T) {
+	var docs [4]*results.Document
+	names := [4]string{"baseline-1", "baseline-2", "x-1", "x-2"}
+	for i, n := range names {
+		d, err := results.Read("testdata/stmts-erp/" + n + ".json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs[i] = d
+	}
+	o, err := sampler.ReadObservations(docs[1].Extra["observations"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Statements = &sampler.Statements{Note: "statements: at the end: statements: connection closed", Top: []sampler.Statement{}}
+	raw, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs[1].Extra["observations"] = raw
+	c, err := compare.CompareRounds(names[:2], docs[:2], names[2:], docs[2:], compare.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, metric := range []string{"plan_ms", "exec_ms"} {
+		r := c.Find("stock_balance_report", metric)
+		if r == nil || r.Section != "statements" || !(r.B > 0) || !strings.Contains(r.Note, "too few rounds with a value (1, 2") {
+			t.Fatalf("stock_balance_report %s: %+v, want a row with one round of A", metric, r)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/opmap"
 	"github.com/erplab/erplab/internal/record"
 )
 
@@ -13,10 +14,20 @@ import (
 // pick from the mix, borrow a pooled connection, call Execute (which does
 // nothing), return the connection, record the sample. One VU, no think
 // time; b.N operations are approximated by running for a fixed time and
-// reporting ns/op from the count.
+// reporting ns/op from the count. The ops cases add the observations'
+// bookkeeping (Config.Ops: the PID map and the statement tracer's
+// context).
 func BenchmarkNoopOperation(b *testing.B) {
-	for _, vus := range []int{1, 8} {
-		b.Run(map[int]string{1: "vus=1", 8: "vus=8"}[vus], func(b *testing.B) {
+	for _, c := range []struct {
+		vus int
+		ops bool
+	}{{1, false}, {8, false}, {1, true}, {8, true}} {
+		vus := c.vus
+		name := map[int]string{1: "vus=1", 8: "vus=8"}[vus]
+		if c.ops {
+			name += "/ops"
+		}
+		b.Run(name, func(b *testing.B) {
 			w := oneOp("", time.Second)
 			pool := poolOf(b, srv.Pool(b, srv.NewDatabase(b)), vus)
 			d := time.Duration(b.N) * 2 * time.Microsecond
@@ -27,7 +38,7 @@ func BenchmarkNoopOperation(b *testing.B) {
 				Workload: w, Roles: w.Roles(),
 				Stages:      []engine.Stage{{Duration: 0, Target: vus}, {Duration: d, Target: vus}},
 				Think:       engine.ThinkTime{Kind: "fixed"},
-				Connections: vus,
+				Connections: vus, Ops: opsOf(c.ops, w),
 			}, rec)
 			b.StopTimer()
 			if err != nil {
@@ -38,6 +49,18 @@ func BenchmarkNoopOperation(b *testing.B) {
 			b.ReportMetric(float64(n)/out.Elapsed.Seconds(), "operations/s")
 		})
 	}
+}
+
+// opsOf is a PID map of w's operations when on, nil otherwise.
+func opsOf(on bool, w *sqlWorkload) *opmap.Map {
+	if !on {
+		return nil
+	}
+	var names []string
+	for _, o := range w.Operations() {
+		names = append(names, o.Name)
+	}
+	return opmap.New(names)
 }
 
 // BenchmarkOpenNoopOperation is the same in the open model: arrivals at

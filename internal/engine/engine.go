@@ -159,7 +159,9 @@ type Config struct {
 	// Ops, when set, is told which key operation runs on which backend:
 	// Begin with the connection's backend PID before each Execute, End
 	// after it (package opmap; the samplers attribute wait events and
-	// statements through it).
+	// statements through it). With Ops, each virtual user's context also
+	// carries what Tracer needs to count the statement texts each
+	// operation sends into Ops.Texts().
 	Ops *opmap.Map
 	// RateFromFirstArrival starts the open model's schedule when the
 	// first worker asks for an arrival instead of at the run's start, as
@@ -559,10 +561,11 @@ control:
 					n   int
 					end vuEnd
 				)
+				vctx := e.traceContext(runCtx)
 				if e.sched != nil {
-					n, end = e.openLoop(runCtx, vu, m, h.stop)
+					n, end = e.openLoop(vctx, vu, m, h.stop)
 				} else {
-					n, end = e.vuLoop(runCtx, vu, m, h.stop)
+					n, end = e.vuLoop(vctx, vu, m, h.stop)
 				}
 				switch {
 				case end == endAborted:
@@ -1011,8 +1014,17 @@ func (e *run) operation(ctx context.Context, vu *workload.VU, op int, own *pgxpo
 	pid := pc.PID()
 	e.watch.enter(pc)
 	e.cfg.Ops.Begin(pid, op)
+	var vt *vuTrace
+	if e.cfg.Ops != nil {
+		if vt = traceOf(ctx); vt != nil {
+			vt.op = op
+		}
+	}
 	vu.Scheduled = sched
 	err := e.cfg.Workload.Execute(ctx, conn.Conn(), vu, op)
+	if vt != nil {
+		vt.op = opmap.Idle
+	}
 	e.cfg.Ops.End(pid)
 	e.watch.leave(pc)
 	db := time.Since(t0)

@@ -379,7 +379,11 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		serverDesc = "from PG* environment"
 	}
 
-	pool, err := conninfo.OpenPool(ctx, dsn, poolSize, opts.PoolOptions...)
+	poolOpts := opts.PoolOptions
+	if opts.Observe {
+		poolOpts = append(poolOpts[:len(poolOpts):len(poolOpts)], traceStatements)
+	}
+	pool, err := conninfo.OpenPool(ctx, dsn, poolSize, poolOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -838,6 +842,16 @@ const poolCloseBound = 3 * time.Second
 // connection with a cancel request and a drain of up to 15 s each, which a
 // server that is not answering never ends. What is left closes in the
 // background (and dies with the process).
+// traceStatements sets the engine's query tracer on the run's
+// connections (unless an option set one), for runs with observations:
+// the engine counts the statement texts each key operation sends, by
+// which the sampler attributes pg_stat_statements to operations exactly.
+func traceStatements(c *pgxpool.Config) {
+	if c.ConnConfig.Tracer == nil {
+		c.ConnConfig.Tracer = engine.Tracer{}
+	}
+}
+
 func closePool(pool *pgxpool.Pool, bound time.Duration) {
 	done := make(chan struct{})
 	go func() { pool.Close(); close(done) }()

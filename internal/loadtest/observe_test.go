@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/erplab/erplab/internal/compare"
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/pgtest"
@@ -80,4 +81,79 @@ func TestRunWaitsAndStatementsPerOperation(t *testing.T) {
 		t.Fatalf("summary lacks the per-operation table or churn:\n%s", s)
 	}
 	t.Logf("%s", s[strings.Index(s, "per key operation"):])
+}
+
+// Every key operation that ran has its statements in the results, each
+// attributed by the texts the engine saw it send (not by the 1 s samples
+// of pg_stat_activity, which see a short statement by chance), so a
+// comparison has plan_ms and exec_ms rows for each (issue 31 item 4).
+func TestRunStatementsEveryOperation(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	admin := srv.Pool(t, dsn)
+	pgtest.NeedExtension(t, dsn, "pg_stat_statements")
+	if _, err := admin.Exec(context.Background(), "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	res, err := loadtest.Run(context.Background(), smokeOptions(t, dsn, 4*time.Second), &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	doc, err := results.Read(res.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := sampler.ReadObservations(doc.Extra["observations"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Statements == nil || !o.Statements.TrackPlanning {
+		t.Fatalf("statements %+v, want them with planning tracked", o.Statements)
+	}
+	got := map[string]sampler.OpStatements{}
+	for _, x := range o.Statements.Operations {
+		got[x.Operation] = x
+	}
+	ran := 0
+	for _, op := range doc.Operations {
+		execs := op.Count + op.WarmupCount
+		if execs == 0 {
+			continue
+		}
+		ran++
+		if x, ok := got[op.Name]; !ok || 2*int64(x.Calls) < execs || x.ExecMs <= 0 {
+			t.Errorf("%s ran %d times; its statements: %+v (ok %v), want about a call per execution", op.Name, execs, x, ok)
+		}
+	}
+	if ran < 4 {
+		t.Fatalf("%d operations ran, want most of smoke's 5", ran)
+	}
+	engine := 0
+	for _, s := range o.Statements.Top {
+		if s.AttributedBy == "engine" {
+			engine++
+		}
+	}
+	if engine == 0 || !strings.Contains(o.Statements.Attribution, "by the texts the engine saw") {
+		t.Errorf("no statement attributed by the engine's texts (%d); attribution %q", engine, o.Statements.Attribution)
+	}
+	c, err := compare.Compare("a", doc, "b", doc, compare.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]int{}
+	for _, r := range c.Rows {
+		if r.Section == "statements" {
+			rows[r.Subject]++
+		}
+	}
+	if len(rows) != ran {
+		t.Errorf("statements rows for %d operations (%v), want all %d that ran", len(rows), rows, ran)
+	}
+	for name, n := range rows {
+		if n != 2 {
+			t.Errorf("%s has %d statements rows, want plan_ms and exec_ms", name, n)
+		}
+	}
+	t.Logf("%s; operations %v", o.Statements.Attribution, rows)
 }

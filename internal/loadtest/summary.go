@@ -354,7 +354,7 @@ func PrintObservations(w io.Writer, doc *results.Document) {
 		}
 		tw.Flush()
 		if x, ok := stmts[""]; ok {
-			fmt.Fprintf(w, "not seen in any key operation: %d statements, %.0f calls, plan %.0f ms, exec %.0f ms in all\n", x.Statements, x.Calls, x.PlanMs, x.ExecMs)
+			fmt.Fprintf(w, "not attributed to any key operation: %d statements, %.0f calls, plan %.0f ms, exec %.0f ms in all\n", x.Statements, x.Calls, x.PlanMs, x.ExecMs)
 		}
 	}
 	if st != nil && st.Note != "" {

@@ -28,12 +28,13 @@ type Map struct {
 	names []string
 	m     sync.Map                 // uint32 -> *atomic.Uint64: seq<<32 | uint32(op+1)
 	tl    atomic.Pointer[Timeline] // nil unless StartTimeline (timeline.go)
+	texts *Texts                   // statement texts per operation (texts.go)
 }
 
 // New returns an empty map for the key operations named by names (index i
 // of Begin is names[i]).
 func New(names []string) *Map {
-	return &Map{names: append([]string(nil), names...)}
+	return &Map{names: append([]string(nil), names...), texts: &Texts{}}
 }
 
 // Names returns the operation names, by index (shared: do not modify).

@@ -93,7 +93,7 @@ func operationSections(runs []Run) (waits []opWaitRow, stmts []stmtRow, notes []
 			}
 			opsText := strings.Join(ops, ", ")
 			if opsText == "" {
-				opsText = "not seen in a key operation"
+				opsText = "not attributed to a key operation"
 			}
 			stmts = append(stmts, stmtRow{Run: r.Name, Query: q, Ops: opsText, Calls: s.Calls,
 				PlanMean: fmt.Sprintf("%.3f", s.MeanPlanMs()), ExecMean: fmt.Sprintf("%.3f", s.MeanExecMs()),

@@ -136,3 +136,48 @@ func TestStatementsAbsent(t *testing.T) {
 		t.Fatalf("observations %+v %v", o, err)
 	}
 }
+
+// TestStatementsAfterLostConnection: the sampler's connection is lost
+// between samples (its backend terminated); the closing pg_stat_statements
+// snapshot reconnects instead of leaving the run without statements (an
+// ab round on a loaded host lost them so).
+func TestStatementsAfterLostConnection(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	admin := connect(t, dsn)
+	ctx := context.Background()
+	pgtest.NeedExtension(t, dsn, "pg_stat_statements")
+	if _, err := admin.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+		t.Fatal(err)
+	}
+	// One sample and the opening snapshot, then no sample for an hour.
+	ss, err := Start(ctx, dsn, time.Now(), SessionOptions{Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Stop()
+	pid := ss.s.info.BackendPID
+	waitFor(t, "the opening snapshot", func() bool {
+		var n int
+		err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND state = 'idle'
+			AND query LIKE '%pg_stat_statements_info%'`, pid).Scan(&n)
+		return err == nil && n == 1
+	})
+	if _, err := admin.Exec(ctx, "SELECT 42 AS lost"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatal(err)
+	}
+	ss.Stop()
+	st := ss.Statements()
+	if st == nil || st.Note != "" || st.Count == 0 {
+		t.Fatalf("statements %+v, want the delta read on a new connection", st)
+	}
+	found := false
+	for _, s := range st.Top {
+		found = found || s.Query == "SELECT $1 AS lost"
+	}
+	if !found {
+		t.Errorf("statement run before the loss missing from %+v", st.Top)
+	}
+}

@@ -290,11 +290,12 @@ func (ss *Session) finish() {
 	defer ss.s.Close(context.Background())
 	st := &Statements{Note: ss.stmtNote, Top: []Statement{}}
 	if ss.stmtStart != nil {
-		end, err := ss.s.snapshotStatements(context.Background(), 2000)
+		end, err := ss.s.snapshotStatements(context.Background(), keyText)
 		if err != nil {
 			st.Note = "statements: at the end: " + err.Error()
 		} else {
-			st = statementsDelta(ss.stmtStart, end, ss.s.sightings, ss.s.opts.Ops.Names())
+			texts, _ := ss.s.opts.Ops.Texts().Counts()
+			st = statementsDelta(ss.stmtStart, end, ss.s.sightings, ss.s.opts.Ops.Names(), textOps(texts))
 		}
 	}
 	ss.mu.Lock()

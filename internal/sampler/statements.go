@@ -9,10 +9,21 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/erplab/erplab/internal/opmap"
+	"github.com/erplab/erplab/internal/rewrite"
 )
 
 // TopStatements is how many statements Statements.Top keeps.
 const TopStatements = 50
+
+// statementText is how many characters of a statement's text Statements
+// keep; keyText how many the closing snapshot reads, to key each text
+// whole (StatementKey) before it is cut.
+const (
+	statementText = 2000
+	keyText       = rewrite.MaxBytes
+)
 
 // statementsSQL (schema-qualified by the caller with %s) reads
 // pg_stat_statements of the connected database (1.9+: toplevel). $1 is the
@@ -75,9 +86,13 @@ type Statement struct {
 	Query    string `json:"query"`
 	StatementCounters
 	// Operations is the share of this statement attributed to each key
-	// operation (summing to 1), from the operations its query_id was seen
-	// running in (Sample.OpWaits' backends); empty when it was never seen.
+	// operation (summing to 1): by the engine's count of the texts each
+	// operation sent that have this statement's key (StatementKey), or
+	// else from the operations its query_id was seen running in
+	// (Sample.OpWaits' backends); empty when neither knows it.
 	Operations map[string]float64 `json:"operations,omitempty"`
+	// AttributedBy says which: "engine" or "samples" ("" when neither).
+	AttributedBy string `json:"attributed_by,omitempty"`
 }
 
 // OpStatements are the statement figures attributed to one key operation
@@ -107,6 +122,13 @@ type Statements struct {
 	// TrackPlanning is pg_stat_statements.track_planning: without it
 	// PlanMs is 0.
 	TrackPlanning bool `json:"track_planning"`
+	// Attribution says how the statements were attributed to key
+	// operations: how many by the statement texts the engine saw each
+	// operation send (exact), how many by the samples of
+	// pg_stat_activity (a statement the engine did not send: a workload
+	// driving its own load, statements nested in functions), how many not
+	// at all.
+	Attribution string `json:"attribution,omitempty"`
 	// Count is the number of statements that ran; Total their sum.
 	Count int               `json:"statements"`
 	Total StatementCounters `json:"total"`
@@ -160,10 +182,25 @@ func versionAtLeast(v string, major, minor int) bool {
 
 // snapshotStatements reads pg_stat_statements; text keeps that many
 // characters of each query (0 = none).
+// A connection lost (since the last sample or in the read) is opened
+// again when the Sampler was made by Connect, and the read retried once:
+// the figures are the server's, whatever the session.
 func (s *Sampler) snapshotStatements(ctx context.Context, text int) (*stmtSnapshot, error) {
 	if s.statementsNote() != "" {
 		return nil, errNoStatements
 	}
+	snap, err := s.readStatements(ctx, text)
+	if err == nil || s.cfg == nil || ctx.Err() != nil || (s.conn != nil && !s.conn.IsClosed()) {
+		return snap, err
+	}
+	if rerr := s.reconnect(ctx); rerr != nil {
+		return nil, fmt.Errorf("%w (reconnecting: %v)", err, rerr)
+	}
+	return s.readStatements(ctx, text)
+}
+
+// readStatements is one read of snapshotStatements.
+func (s *Sampler) readStatements(ctx context.Context, text int) (*stmtSnapshot, error) {
 	if s.conn == nil || s.conn.IsClosed() {
 		return nil, fmt.Errorf("statements: connection closed")
 	}
@@ -203,9 +240,43 @@ func addCounters(a, b StatementCounters) StatementCounters {
 	return a.sub(zero.sub(b))
 }
 
-// statementsDelta is the run's Statements from two snapshots and the
-// query_id sightings per operation (names by index).
-func statementsDelta(a, b *stmtSnapshot, sightings map[sighting]int, names []string) *Statements {
+// StatementKey is the key by which statements are matched: the pg_query
+// fingerprint of a text (which ignores constants, parameter numbers and
+// white space, so a client's text and pg_stat_statements' normalized text
+// of it share it), or the whitespace-folded text when it does not parse
+// (cut short) or is beyond rewrite's limits.
+func StatementKey(q string) string {
+	if fp, err := rewrite.Fingerprint(q); err == nil {
+		return fp
+	}
+	return strings.Join(strings.Fields(q), " ")
+}
+
+// textOps turns the engine's texts per operation into send counts per
+// operation by StatementKey (each distinct text keyed once).
+func textOps(texts map[opmap.OpText]int64) map[string]map[int]int64 {
+	out := map[string]map[int]int64{}
+	keys := map[string]string{}
+	for k, n := range texts {
+		key, ok := keys[k.SQL]
+		if !ok {
+			key = StatementKey(k.SQL)
+			keys[k.SQL] = key
+		}
+		if out[key] == nil {
+			out[key] = map[int]int64{}
+		}
+		out[key][k.Op] += n
+	}
+	return out
+}
+
+// statementsDelta is the run's Statements from two snapshots, the
+// query_id sightings per operation and the engine's sends per operation
+// by StatementKey (textOps; names by index). A top-level statement whose
+// key the engine sent is attributed by those sends; any other by its
+// sightings.
+func statementsDelta(a, b *stmtSnapshot, sightings map[sighting]int, names []string, sent map[string]map[int]int64) *Statements {
 	out := &Statements{TrackPlanning: b.plan, Evicted: max(b.dealloc-a.dealloc, 0), Top: []Statement{}}
 	seen := map[int64]map[int]int{}
 	for k, n := range sightings {
@@ -214,6 +285,7 @@ func statementsDelta(a, b *stmtSnapshot, sightings map[sighting]int, names []str
 		}
 		seen[k.queryID][k.op] += n
 	}
+	var byEngine, bySamples int
 	ops := map[string]*OpStatements{}
 	opOf := func(name string) *OpStatements {
 		if ops[name] == nil {
@@ -233,22 +305,27 @@ func statementsDelta(a, b *stmtSnapshot, sightings map[sighting]int, names []str
 		d.PlanMs, d.ExecMs = round3(d.PlanMs), round3(d.ExecMs)
 		out.Count++
 		out.Total = addCounters(out.Total, d.StatementCounters)
-		total := 0
-		for _, n := range seen[k.queryID] {
-			total += n
-		}
-		share := map[string]float64{"": 1}
-		if total > 0 {
-			share = map[string]float64{}
-			for op, n := range seen[k.queryID] {
-				if op >= 0 && op < len(names) {
-					share[names[op]] += float64(n) / float64(total)
-				}
+		var share map[string]float64
+		if len(sent) > 0 && k.toplevel {
+			if share = shares(sent[StatementKey(d.Query)], names); share != nil {
+				d.AttributedBy = "engine"
+				byEngine++
 			}
+		}
+		if share == nil {
+			if share = shares(seen[k.queryID], names); share != nil {
+				d.AttributedBy = "samples"
+				bySamples++
+			}
+		}
+		d.Query = cutText(d.Query, statementText)
+		if share != nil {
 			d.Operations = map[string]float64{}
 			for name, f := range share {
 				d.Operations[name] = round3(f)
 			}
+		} else {
+			share = map[string]float64{"": 1}
 		}
 		for name, f := range share {
 			o := opOf(name)
@@ -285,6 +362,8 @@ func statementsDelta(a, b *stmtSnapshot, sightings map[sighting]int, names []str
 		}
 		return oi.Operation < oj.Operation
 	})
+	out.Attribution = fmt.Sprintf("%d statements attributed to key operations by the texts the engine saw each send, %d by samples of pg_stat_activity, %d not attributed",
+		byEngine, bySamples, out.Count-byEngine-bySamples)
 	var notes []string
 	if !out.TrackPlanning {
 		notes = append(notes, "plan times need pg_stat_statements.track_planning = on (ALTER SYSTEM SET pg_stat_statements.track_planning = on; SELECT pg_reload_conf())")
@@ -294,4 +373,37 @@ func statementsDelta(a, b *stmtSnapshot, sightings map[sighting]int, names []str
 	}
 	out.Note = strings.Join(notes, "; ")
 	return out
+}
+
+// shares turns counts per operation index into shares per operation name
+// (summing to 1), nil when there are none.
+func shares[N int | int64](counts map[int]N, names []string) map[string]float64 {
+	var total N
+	for op, n := range counts {
+		if op >= 0 && op < len(names) {
+			total += n
+		}
+	}
+	if total <= 0 {
+		return nil
+	}
+	out := map[string]float64{}
+	for op, n := range counts {
+		if op >= 0 && op < len(names) {
+			out[names[op]] += float64(n) / float64(total)
+		}
+	}
+	return out
+}
+
+// cutText is q cut to at most n characters, as the server's left(q, n).
+func cutText(q string, n int) string {
+	i := 0
+	for at := range q {
+		if i == n {
+			return q[:at]
+		}
+		i++
+	}
+	return q
 }
