@@ -16,7 +16,11 @@
 #     proxy: erp at the scale of examples/field-stories.sh, variant
 #            rewrite-proxy: or_subquery_report must be better;
 #     tmpfs: erp --temp-style 1c, variant tmpfs-temp-tablespace (root):
-#            temp_table_storm must be better.
+#            temp_table_storm must be better;
+#     tmpfs-aged: the same with every run database aged for $AGE first
+#            (erplab ab --age) and the server profiled (--profile):
+#            temp_table_storm must be better, and the file system's share
+#            of the server's CPU (row "cpu file system share_pct") lower.
 # Verdicts are those of the primary rows each remedy declares (erplab ab
 # --help; internal/compare/doc.go "Primary and exploratory rows"): the A/A
 # part counts, for each remedy's family of primary rows, the comparisons
@@ -27,7 +31,7 @@
 # at the end (SUMMARY_ONLY=1 OUT_DIR recomputes them without running).
 # Usage: examples/ab-calibration.sh [OUT_DIR]
 # env: ERPLAB, AA (20), AA_ROUNDS (3), AA_DURATION (8s), ROUNDS (3), SCALE (0.2),
-#      USERS (20), DURATION (45s), PARTS ("aa sleep proxy tmpfs")
+#      USERS (20), DURATION (45s), AGE (2m), PARTS ("aa sleep proxy tmpfs"; tmpfs-aged on request)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ERPLAB=${ERPLAB:-}
@@ -43,6 +47,7 @@ ROUNDS=${ROUNDS:-3}
 SCALE=${SCALE:-0.2}
 USERS=${USERS:-20}
 DURATION=${DURATION:-45s}
+AGE=${AGE:-2m}
 PARTS=${PARTS:-aa sleep proxy tmpfs}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -104,6 +109,11 @@ HOOK
 			"$ERPLAB" ab --workload erp --scale "$SCALE" --users "$USERS" --duration "$DURATION" --warmup 5s \
 				--think 500ms-1500ms --seed 42 --progress 0 --rounds "$ROUNDS" --temp-style 1c \
 				--variant tmpfs=tmpfs-temp-tablespace --out-dir "$OUT/tmpfs" >"$OUT/tmpfs.txt" 2>&1
+			;;
+		tmpfs-aged)
+			"$ERPLAB" ab --workload erp --scale "$SCALE" --users "$USERS" --duration "$DURATION" --age "$AGE" --profile \
+				--think 500ms-1500ms --seed 42 --progress 0 --rounds "$ROUNDS" --temp-style 1c \
+				--variant tmpfs=tmpfs-temp-tablespace --out-dir "$OUT/tmpfs-aged" >"$OUT/tmpfs-aged.txt" 2>&1
 			;;
 		*)
 			echo "unknown part $part" >&2
@@ -190,3 +200,7 @@ power() { # dir variant subject label family
 power sleep slow post_order "commit_delay 40 ms (want worse)" integral
 power proxy proxy or_subquery_report "rewrite-proxy (want better)" proxy
 power tmpfs tmpfs temp_table_storm "tmpfs-temp-tablespace (want better)" tmpfs
+power tmpfs-aged tmpfs temp_table_storm "tmpfs-temp-tablespace aged $AGE (want better)" tmpfs
+if [[ -e $OUT/tmpfs-aged/compare.json ]]; then
+	jq -r '.[0].rows[] | select(.subject == "cpu file system") | "    \(.subject) \(.metric): A \(.a) B \(.b), delta \(.delta) [\(.ci95_low), \(.ci95_high)], p \(.p): \(.verdict)"' "$OUT/tmpfs-aged/compare.json"
+fi
