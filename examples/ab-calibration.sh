@@ -22,6 +22,10 @@
 #            header planned in the written order, at every execution):
 #            document_form plan_ms (pg_stat_statements, attributed by the
 #            engine's statement texts) must be better.
+#     tmpfs-aged: the same with every run database aged for $AGE first
+#            (erplab ab --age) and the server profiled (--profile):
+#            temp_table_storm must be better, and the file system's share
+#            of the server's CPU (row "cpu file system share_pct") lower.
 # Verdicts are those of the primary rows each remedy declares (erplab ab
 # --help; internal/compare/doc.go "Primary and exploratory rows"): the A/A
 # part counts, for each remedy's family of primary rows, the comparisons
@@ -37,7 +41,8 @@
 # 1 of the 20 comparisons may show a better/worse row, and none of the
 # SINGLE single-run A/As (the first round of each side, compared alone).
 # env: ERPLAB, AA (20), AA_ROUNDS (3), AA_DURATION (8s), ROUNDS (3), SCALE (0.2),
-#      USERS (20), DURATION (45s), PARTS ("aa sleep proxy tmpfs settings"),
+#      USERS (20), DURATION (45s), AGE (2m), PARTS ("aa sleep proxy tmpfs settings";
+#      tmpfs-aged on request),
 #      HOG (random: `stress --cpu 2` during a random half of the A/A runs;
 #      baseline: `stress --cpu 4` during every baseline run), BG_HOG (0: CPU
 #      workers of a hog running throughout the A/A part), SINGLE (10)
@@ -56,6 +61,7 @@ ROUNDS=${ROUNDS:-3}
 SCALE=${SCALE:-0.2}
 USERS=${USERS:-20}
 DURATION=${DURATION:-45s}
+AGE=${AGE:-2m}
 PARTS=${PARTS:-aa sleep proxy tmpfs settings}
 HOG=${HOG:-random}
 BG_HOG=${BG_HOG:-0}
@@ -138,6 +144,11 @@ HOOK
 				--think 500ms-1500ms --seed 42 --progress 0 --rounds "$ROUNDS" \
 				--variant jcl=settings:examples/join-collapse-limit.conf --primary jcl=document_form:plan_ms \
 				--out-dir "$OUT/settings" >"$OUT/settings.txt" 2>&1
+			;;
+		tmpfs-aged)
+			"$ERPLAB" ab --workload erp --scale "$SCALE" --users "$USERS" --duration "$DURATION" --age "$AGE" --profile \
+				--think 500ms-1500ms --seed 42 --progress 0 --rounds "$ROUNDS" --temp-style 1c \
+				--variant tmpfs=tmpfs-temp-tablespace --out-dir "$OUT/tmpfs-aged" >"$OUT/tmpfs-aged.txt" 2>&1
 			;;
 		*)
 			echo "unknown part $part" >&2
@@ -239,3 +250,7 @@ power sleep slow post_order "commit_delay 40 ms (want worse)" integral
 power proxy proxy or_subquery_report "rewrite-proxy (want better)" proxy
 power tmpfs tmpfs temp_table_storm "tmpfs-temp-tablespace (want better)" tmpfs
 power settings jcl document_form "join_collapse_limit = 1 (want plan_ms better)" plan
+power tmpfs-aged tmpfs temp_table_storm "tmpfs-temp-tablespace aged $AGE (want better)" tmpfs
+if [[ -e $OUT/tmpfs-aged/compare.json ]]; then
+	jq -r '.[0].rows[] | select(.subject == "cpu file system") | "    \(.subject) \(.metric): A \(.a) B \(.b), delta \(.delta) [\(.ci95_low), \(.ci95_high)], p \(.p): \(.verdict)"' "$OUT/tmpfs-aged/compare.json"
+fi

@@ -46,6 +46,7 @@ func newABCmd() *cobra.Command {
 		primary    []string
 		dryRun     bool
 		templateDB string
+		age        time.Duration
 	)
 	var remedies strings.Builder
 	_ = remedy.WriteHelp(&remedies) // a strings.Builder does not fail
@@ -79,6 +80,14 @@ See docs/replay.md.
 
 A/B of capacity (does a remedy move the knee: how many users each variant carries at
 APDEX >= target) is erplab capacity --variant NAME=remedy: ab compares one load profile.
+
+Aged state: --age D runs the load (its peak users, --think as given) for D in every run
+database after the remedies are applied and before the measured run, so a remedy whose
+benefit shows only on an aged catalog or file system is measured as in production. The aging
+is a run of its own that writes no results, observes nothing and is not profiled: every
+figure of the measured run (operations, observations, statement and wait deltas, churn,
+starvation, the perf profile) starts after it. Each results file records age_s and what the
+aging did (extra.experiment.aging: operations, catalog sizes before and after).
 
 Rounds: every configuration runs --rounds times (default: as many as fit --budget, at least 3),
 in the order A B B A A B ... (--order balanced), so a drift of the machine meets every
@@ -188,6 +197,11 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 			if err := checkPrimaryAPDEX(primary, opts.Workload); err != nil {
 				return withCode(exitUsage, err)
 			}
+			if _, driven := opts.Workload.(workload.Driver); driven && age != 0 {
+				return withCode(exitUsage, fmt.Errorf("--age: --workload %s drives its own load and cannot be aged", opts.Workload.Name()))
+			} else if age < 0 {
+				return withCode(exitUsage, fmt.Errorf("--age must not be negative, got %s", age))
+			}
 			if _, driven := opts.Workload.(workload.Driver); driven {
 				if cmd.Flags().Changed("budget") {
 					return withCode(exitUsage, fmt.Errorf("--workload %s drives its own load, whose length --budget cannot plan: give --rounds", opts.Workload.Name()))
@@ -200,9 +214,9 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 			if rounds == 0 {
 				roundsFrom = "as fit --budget " + budget.String()
 				if aa > 0 {
-					rounds = experiment.RoundsFor(budget/time.Duration(aa), 2, opts)
+					rounds = experiment.RoundsFor(budget/time.Duration(aa), 2, opts, age)
 				} else {
-					rounds = experiment.RoundsFor(budget, 1+len(vs), opts)
+					rounds = experiment.RoundsFor(budget, 1+len(vs), opts, age)
 				}
 			}
 			for _, v := range vs {
@@ -217,7 +231,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 			ecfg := experiment.Config{
 				NewWorkload: newW, Flags: baseFlags, Load: opts, Variants: vs,
 				Rounds: rounds, Balanced: order == "balanced", Interleave: order == "interleaved",
-				Params: remedyParamValues(remedyParams), Cold: cold,
+				Params: remedyParamValues(remedyParams), Cold: cold, Age: age,
 				Compare:   compare.Options{Alpha: alpha, MinEffect: minEffect, MaxForeignDiff: maxForeign, NoiseGuardOff: !noiseGuard},
 				AAPrimary: aaPrimary,
 			}
@@ -345,7 +359,8 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	addOutModeFlag(fl, &f.outMode)
 	fl.BoolVar(&interleave, "interleave", false, "same as --order interleaved (A B A B)")
 	fl.StringVar(&order, "order", "balanced", "run order: balanced (A B B A ...), interleaved (A B A B) or blocked (A A B B)")
-	fl.DurationVar(&budget, "budget", 10*time.Minute, "total wall time the default --rounds fills (each run: its load profile + 5s)")
+	fl.DurationVar(&age, "age", 0, "age every run database: run the load for this long before the measured run, unmeasured (0 = no aging)")
+	fl.DurationVar(&budget, "budget", 10*time.Minute, "total wall time the default --rounds fills (each run: --age + its load profile + 5s)")
 	fl.IntVar(&aa, "aa", 0, "A/A calibration: run the baseline against itself N times and report the false-verdict rate")
 	fl.StringVar(&hook, "run-hook", "", "shell command run before every run (env ERPLAB_AB_VARIANT, ERPLAB_AB_ROUND, ERPLAB_AB_RUN, ERPLAB_AB_DIR)")
 	fl.BoolVar(&cold, "cold", false, "restart the server before every run (and drop the OS page cache as root): cold-cache runs")

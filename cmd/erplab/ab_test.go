@@ -24,6 +24,7 @@ func TestABUsageErrors(t *testing.T) {
 		{"ab", "--variant", "x=temp-style:oracle"},
 		{"ab", "--variant", "x=settings:/no/such.conf"},
 		{"ab", "--variant", "x=rewrite-proxy", "--rounds", "0"},
+		{"ab", "--variant", "x=rewrite-proxy", "--age", "-1m"},
 		{"ab", "--variant", "x=rewrite-proxy", "--workload", "nope"},
 		{"ab", "--variant", "x=rewrite-proxy", "--primary", "y=integral"},
 		{"ab", "--variant", "x=rewrite-proxy", "--primary", "integral:"},

@@ -81,7 +81,7 @@ func RunAA(ctx context.Context, cfg Config, n int, out io.Writer) (*AAOutcome, e
 		return nil, fmt.Errorf("experiment: A/A needs at least one comparison, got %d", n)
 	}
 	if cfg.Rounds <= 0 && cfg.Budget > 0 {
-		cfg.Rounds = RoundsFor(cfg.Budget/time.Duration(n), 2, cfg.Load)
+		cfg.Rounds = RoundsFor(cfg.Budget/time.Duration(n), 2, cfg.Load, cfg.Age)
 	}
 	aa := &AAOutcome{}
 	parent := cfg.OutRoot

@@ -27,6 +27,12 @@
 // recorded (External.Track) before it is made and dropped after; nothing
 // else there is written, and a Cold run is refused.
 //
+// Aged state: with Config.Age every run database is aged before its
+// measured run by a run of its own (runAge: the load for Age, after the
+// remedies, no results, samplers or profile), so nothing the measured
+// run records contains the aging; extra.experiment records age_s and
+// the aging (Aging).
+//
 // Remedies are opaque here: a run applies its variant's remedies in order
 // to a remedy.Target (the run's cluster and database, the DSN its
 // connections use, the workload flag values), builds the workload from
@@ -92,6 +98,13 @@ type Config struct {
 	// GracefulStop, MaxErrors, Mix, Version, CommandLine. DSN, Workload
 	// and Out are set per run.
 	Load loadtest.Options
+	// Age, when > 0, ages every run database before its measured run:
+	// after the remedies are applied, the load runs for Age (the load
+	// profile's peak users, or its peak rate) as a run of its own that
+	// is not measured (runAge, Aging); the measured run then starts on
+	// the aged catalog and data. extra.experiment records age_s and
+	// what the aging did.
+	Age time.Duration
 	// Variants are the variants; the baseline (no remedies) runs first.
 	Variants []Variant
 	// Rounds is how many times each configuration runs; 0 takes as many
@@ -166,9 +179,10 @@ const RunOverhead = 5 * time.Second
 const MinRounds = 3
 
 // RoundsFor is how many rounds of configs configurations fit budget when
-// one run takes its load profile plus RunOverhead: at least MinRounds.
-func RoundsFor(budget time.Duration, configs int, load loadtest.Options) int {
-	n := int(budget / (RunLength(load) * time.Duration(max(configs, 1))))
+// one run takes its aging (age), its load profile and RunOverhead: at
+// least MinRounds.
+func RoundsFor(budget time.Duration, configs int, load loadtest.Options, age time.Duration) int {
+	n := int(budget / ((RunLength(load) + age) * time.Duration(max(configs, 1))))
 	return max(n, MinRounds)
 }
 
@@ -354,7 +368,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Outcome, error) {
 	if cfg.Rounds <= 0 {
 		cfg.Rounds = 1
 		if cfg.Budget > 0 {
-			cfg.Rounds = RoundsFor(cfg.Budget, len(all), cfg.Load)
+			cfg.Rounds = RoundsFor(cfg.Budget, len(all), cfg.Load, cfg.Age)
 		}
 	}
 	seen := map[string]bool{}
@@ -577,8 +591,15 @@ func InVariant(ctx context.Context, cfg Config, v Variant, round int, out io.Wri
 func runOne(ctx context.Context, cfg Config, v Variant, round int, out io.Writer) (*RunResult, error) {
 	var res *loadtest.Result
 	var prep Prepared
+	var aging *Aging
 	recs, runErr := InVariant(ctx, cfg, v, round, out, func(ctx context.Context, p Prepared) error {
 		prep = p
+		if cfg.Age > 0 {
+			var err error
+			if aging, err = runAge(ctx, cfg, p, out); err != nil {
+				return err
+			}
+		}
 		w, err := cfg.NewWorkload(p.Target.Flags)
 		if err != nil {
 			return err
@@ -598,7 +619,7 @@ func runOne(ctx context.Context, cfg Config, v Variant, round int, out io.Writer
 		rr.Remedies = nil
 	}
 	exp := Experiment{Variant: v.Name, Round: round, Database: prep.Database, Template: "CREATE DATABASE " + prep.Database + " TEMPLATE " + cfg.Template,
-		TempStyle: prep.Target.Flags[TempStyleFlag], Cache: prep.Cache}
+		TempStyle: prep.Target.Flags[TempStyleFlag], Cache: prep.Cache, AgeS: cfg.Age.Seconds(), Aging: aging}
 	copts := cfg.Compare
 	if v.Name != BaselineName {
 		var perr error
@@ -626,6 +647,10 @@ type Experiment struct {
 	Template  string `json:"template_copy"`
 	TempStyle string `json:"temp_style"`
 	Cache     string `json:"cache"`
+	// AgeS is Config.Age in seconds (0: the run database was not aged);
+	// Aging is what the aging run did.
+	AgeS  float64 `json:"age_s"`
+	Aging *Aging  `json:"aging,omitempty"`
 	// Compare is what this run's comparison with the baseline is
 	// computed with (primary rows: the variant's, none for the
 	// baseline), so that erplab report repeats ab's verdict.

@@ -108,7 +108,7 @@ func NewPlan(cfg Config, aa int) (*Plan, error) {
 	if alpha == 0 {
 		alpha = compare.DefaultAlpha
 	}
-	p := &Plan{Rounds: max(cfg.Rounds, 1), Alpha: alpha, RunLength: RunLength(cfg.Load), mix: cfg.Load.Mix, Comparisons: len(cfg.Variants)}
+	p := &Plan{Rounds: max(cfg.Rounds, 1), Alpha: alpha, RunLength: RunLength(cfg.Load) + cfg.Age, mix: cfg.Load.Mix, Comparisons: len(cfg.Variants)}
 	vs := cfg.Variants
 	if aa > 0 {
 		vs, p.Comparisons = []Variant{{Name: AAName, Primary: cfg.AAPrimary}}, aa
