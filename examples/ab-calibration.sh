@@ -174,12 +174,14 @@ cp95() {
 		BEGIN { lo = (k == 0) ? 0 : root(k - 1, n, 0.975); hi = (k == n) ? 1 : root(k, n, 0.025)
 			printf "[%.1f, %.1f] %%", 100 * lo, 100 * hi }'
 }
-# The primary rows each remedy declares (internal/remedy/*), as --primary flags.
+# The primary rows each remedy declares (internal/remedy/*), as --primary
+# flags separated by | (a row may hold spaces); flags FAM sets the array F.
+flags() { IFS="|" read -ra F <<<"${families[$1]}"; }
 declare -A families=(
-	[integral]="--primary integral:apdex"
-	[tmpfs]="--primary integral:apdex --primary temp_table_storm:p95_ms --primary temp_table_storm:apdex"
-	[proxy]="--primary or_subquery_report:p95_ms --primary or_subquery_report:apdex"
-	[plan]="--primary document_form:plan_ms"
+	[integral]="--primary|integral:apdex"
+	[tmpfs]="--primary|integral:apdex|--primary|temp_table_storm:p95_ms|--primary|temp_table_storm:apdex|--primary|cpu file system:share_pct"
+	[proxy]="--primary|or_subquery_report:p95_ms|--primary|or_subquery_report:apdex"
+	[plan]="--primary|document_form:plan_ms"
 )
 
 echo "=== erplab ab calibration ($OUT)"
@@ -189,8 +191,8 @@ if [[ -d $OUT/aa ]]; then
 		for d in "$OUT"/aa/aa-*/; do
 			[[ -e $d/same-1.json ]] || continue
 			n=$((n + 1))
-			# shellcheck disable=SC2086 # the family's flags are words
-			"$ERPLAB" compare --format json ${families[$fam]} "$(side "$d" baseline)" "$(side "$d" same)" >"$d/primary-$fam.json"
+			flags "$fam"
+			"$ERPLAB" compare --format json "${F[@]}" "$(side "$d" baseline)" "$(side "$d" same)" >"$d/primary-$fam.json"
 			v=$(jq -r '.[0].primary.verdict' "$d/primary-$fam.json")
 			case $v in
 			"no significant difference") ;;
@@ -204,7 +206,7 @@ if [[ -d $OUT/aa ]]; then
 				;;
 			esac
 		done
-		echo "A/A primary verdict ($fam family: ${families[$fam]}): false in $k of $n comparisons, 95 % CI $(cp95 $k $n) (nominal 5 %); $other inconclusive or n/a"
+		echo "A/A primary verdict ($fam family: ${families[$fam]//|/ }): false in $k of $n comparisons, 95 % CI $(cp95 $k $n) (nominal 5 %); $other inconclusive or n/a"
 	done
 	n=0 bad=0 guarded=0
 	for d in "$OUT"/aa/aa-*/; do
@@ -238,8 +240,8 @@ fi
 power() { # dir variant subject label family
 	local d=$OUT/$1
 	[[ -e $d/$2-1.json ]] || return 0
-	# shellcheck disable=SC2086 # the family's flags are words
-	"$ERPLAB" compare --format json ${families[$5]} "$(side "$d" baseline)" "$(side "$d" "$2")" >"$d/compare.json"
+	flags "$5"
+	"$ERPLAB" compare --format json "${F[@]}" "$(side "$d" baseline)" "$(side "$d" "$2")" >"$d/compare.json"
 	echo "power $4: $(jq -r '.[0] | "\(.rounds_a) and \(.rounds_b) rounds; \(.primary.line)"' "$d/compare.json")"
 	jq -r '.[0].rows[] | select(.role == "primary") | "    primary \(.subject) \(.metric): A \(.a) B \(.b), delta \(.delta) \(if .ci95_low == null then "(no interval: \(.note // "not tested"))" else "[\(.ci95_low), \(.ci95_high)]" end), p \(.p): \(.verdict)"' "$d/compare.json"
 	echo "  $3 rows:"
