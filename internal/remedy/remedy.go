@@ -114,6 +114,12 @@ type Target struct {
 	// crash-safe leftover record, so that the next erplab command resets
 	// them after a kill -9; forget removes the record once they are reset.
 	RecordSettings func(ctx context.Context, names, values []string) (forget func(), err error)
+	// Restart, when set (ab --dsn --allow-restart on a local server),
+	// restarts the server and returns once it accepts connections: the
+	// settings remedy then applies settings of context postmaster (ALTER
+	// SYSTEM SET, restart) and undoes them (ALTER SYSTEM RESET, restart).
+	// Nil: such settings are refused.
+	Restart func(ctx context.Context) error
 	// Flags are the workload's flag values by flag name (e.g.
 	// "temp-style": "1c"), starting from the baseline's; a remedy may
 	// override one. The run's workload is built from them after every
