@@ -69,7 +69,10 @@ ALTER SYSTEM RESET after. Every database made and setting changed is in erplab's
 after a kill -9 the next erplab command drops and resets them (or prints what to run by hand).
 Refused before any run: a role without CREATEDB; settings the role may not ALTER SYSTEM, that need
 a restart (without --allow-restart) or that ALTER SYSTEM already sets; --cold without --allow-restart;
-the tmpfs remedy.
+the tmpfs remedy unless erplab is root, the role a superuser and the server on this host (Unix socket
+or localhost, data directory visible): then its tablespace erplab_ab_<id>_run_x_tmpfs is on a tmpfs
+beside the data directory, owned by the server's OS user, temp_tablespaces set for the run database
+only, and all of it undone after the run (the mount also after a kill -9).
 
 --allow-restart lets ab restart your server: settings of context postmaster (shared_buffers,
 max_locks_per_transaction ...) are ALTER SYSTEM SET + restart and ALTER SYSTEM RESET + restart

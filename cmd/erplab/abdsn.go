@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/jackc/pgx/v5"
 
@@ -31,17 +32,13 @@ func checkABServer(ctx context.Context, dsn, templateDB string, cold, allowResta
 	if cold && !allowRestart {
 		return nil, withCode(exitUsage, errors.New("--cold restarts the server before every run: ab --dsn restarts a server erplab did not start only with --allow-restart (a server on this host); drop --cold or add --allow-restart"))
 	}
-	for _, v := range vs {
-		for _, r := range v.Remedies {
-			if r.Kind == tmpfs.Name {
-				return nil, withCode(exitUsage, fmt.Errorf("--variant %s: %s mounts a tmpfs beside the server's data directory: only on ab's own server; drop --dsn", v.Name, tmpfs.Name))
-			}
-		}
+	mounts, err := checkTmpfsServer(ctx, dsn, vs)
+	if err != nil {
+		return nil, err
 	}
 	var local *localServer
 	if allowRestart {
-		var err error
-		if local, err = findLocalServer(ctx, dsn); err != nil {
+		if local, err = findLocalServer(ctx, dsn, "--allow-restart"); err != nil {
 			return nil, withCode(exitUsage, err)
 		}
 	}
@@ -54,6 +51,9 @@ func checkABServer(ctx context.Context, dsn, templateDB string, cold, allowResta
 	var super, createdb bool
 	if err := conn.QueryRow(ctx, `SELECT current_user, rolsuper, rolcreatedb FROM pg_roles WHERE rolname = current_user`).Scan(&role, &super, &createdb); err != nil {
 		return nil, fmt.Errorf("--dsn: role: %s", conninfo.Describe(err))
+	}
+	if mounts != "" && !super {
+		return nil, withCode(exitUsage, fmt.Errorf("--variant %s: %s needs a superuser role (CREATE TABLESPACE); role %s is not one", mounts, tmpfs.Name, role))
 	}
 	if !super && !createdb {
 		return nil, withCode(exitUsage, fmt.Errorf("--dsn: role %s has no CREATEDB: every ab run is a CREATE DATABASE ... TEMPLATE copy (ALTER ROLE %s CREATEDB, or connect as a role that has it)", role, role))
@@ -78,6 +78,28 @@ func checkABServer(ctx context.Context, dsn, templateDB string, cold, allowResta
 		}
 	}
 	return local, nil
+}
+
+// checkTmpfsServer refuses the tmpfs remedy on the server of dsn unless
+// erplab is root and the server is on this host (findLocalServer); it
+// returns the first variant that has it ("" for none).
+func checkTmpfsServer(ctx context.Context, dsn string, vs []experiment.Variant) (string, error) {
+	for _, v := range vs {
+		for _, r := range v.Remedies {
+			if r.Kind != tmpfs.Name {
+				continue
+			}
+			why := "--variant " + v.Name + ": " + tmpfs.Name
+			if os.Geteuid() != 0 {
+				return "", withCode(exitUsage, fmt.Errorf("%s mounts a tmpfs beside your server's data directory: run erplab as root", why))
+			}
+			if _, err := findLocalServer(ctx, dsn, why); err != nil {
+				return "", withCode(exitUsage, err)
+			}
+			return v.Name, nil
+		}
+	}
+	return "", nil
 }
 
 // startABServer prepares the server of dsn for ab: the template is the

@@ -121,7 +121,7 @@ func restartAfterReset(ctx context.Context, conn *pgx.Conn, d abSettingsData, re
 	if d.RestartDataDir == "" {
 		return nil, byHand("the server runs with ab's value until a restart, and ab had no --allow-restart")
 	}
-	local, err := findLocalServer(qctx, d.DSN)
+	local, err := findLocalServer(qctx, d.DSN, "restart")
 	if err != nil {
 		return nil, byHand(err.Error())
 	}

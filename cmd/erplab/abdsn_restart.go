@@ -56,14 +56,15 @@ func localHost(host string) bool {
 }
 
 // findLocalServer checks that the server of dsn is one erplab may
-// restart (localServer) and says, in one line, why not.
-func findLocalServer(ctx context.Context, dsn string) (*localServer, error) {
+// restart or mount beside (localServer) and says, in one line starting
+// with why (the flag or variant asking), why not.
+func findLocalServer(ctx context.Context, dsn, why string) (*localServer, error) {
 	cfg, err := pgconn.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("--allow-restart: %s", conninfo.Describe(err))
+		return nil, fmt.Errorf("%s: %s", why, conninfo.Describe(err))
 	}
 	if !localHost(cfg.Host) {
-		return nil, fmt.Errorf("--allow-restart: the --dsn server (host %s) is not on this host: erplab restarts only a server it reaches through a Unix socket or localhost", cfg.Host)
+		return nil, fmt.Errorf("%s: the --dsn server (host %s) is not on this host: erplab restarts a server and mounts beside it only through a Unix socket or localhost", why, cfg.Host)
 	}
 	conn, err := conninfo.Connect(ctx, dsn, "erplab-ab", nil)
 	if err != nil {
@@ -73,13 +74,13 @@ func findLocalServer(ctx context.Context, dsn string) (*localServer, error) {
 	var dataDir string
 	var port int
 	if err := conn.QueryRow(ctx, `SELECT current_setting('data_directory'), current_setting('port')::int`).Scan(&dataDir, &port); err != nil {
-		return nil, fmt.Errorf("--allow-restart: SHOW data_directory: %s (a superuser or pg_read_all_settings may read it)", conninfo.Describe(err))
+		return nil, fmt.Errorf("%s: SHOW data_directory: %s (a superuser or pg_read_all_settings may read it)", why, conninfo.Describe(err))
 	}
 	s := &localServer{dsn: dsn, dataDir: dataDir}
-	if err := s.owned(); err != nil {
+	if err := s.owned(why); err != nil {
 		return nil, err
 	}
-	pid, err := postmasterPID(dataDir, port)
+	pid, err := postmasterPID(why, dataDir, port)
 	if err != nil {
 		return nil, err
 	}
@@ -92,28 +93,28 @@ func findLocalServer(ctx context.Context, dsn string) (*localServer, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("--allow-restart: pg_ctl beside the postmaster (pid %d): %v", pid, err)
+		return nil, fmt.Errorf("%s: pg_ctl beside the postmaster (pid %d): %v", why, pid, err)
 	}
 	return s, nil
 }
 
 // owned fills the data directory's owner and refuses an erplab that is
 // neither root nor that owner.
-func (s *localServer) owned() error {
+func (s *localServer) owned(why string) error {
 	st, err := os.Stat(s.dataDir)
 	if err != nil {
-		return fmt.Errorf("--allow-restart: the server's data directory %s is not visible here (%v): erplab restarts only a server on this host", s.dataDir, errors.Unwrap(err))
+		return fmt.Errorf("%s: the server's data directory %s is not visible here (%v): erplab restarts a server and mounts beside it only on this host", why, s.dataDir, errors.Unwrap(err))
 	}
 	sys, ok := st.Sys().(*syscall.Stat_t)
 	if !ok {
-		return fmt.Errorf("--allow-restart: %s: no owner", s.dataDir)
+		return fmt.Errorf("%s: %s: no owner", why, s.dataDir)
 	}
 	s.uid, s.gid, s.owner = sys.Uid, sys.Gid, strconv.FormatUint(uint64(sys.Uid), 10)
 	if u, err := user.LookupId(s.owner); err == nil {
 		s.owner = u.Username
 	}
 	if euid := os.Geteuid(); euid != 0 && uint32(euid) != s.uid {
-		return fmt.Errorf("--allow-restart: the data directory %s is %s's: run erplab as root or as %s to restart the server", s.dataDir, s.owner, s.owner)
+		return fmt.Errorf("%s: the data directory %s is %s's: run erplab as root or as %s", why, s.dataDir, s.owner, s.owner)
 	}
 	return nil
 }
@@ -121,22 +122,22 @@ func (s *localServer) owned() error {
 // postmasterPID is the PID in dataDir's postmaster.pid (its first line),
 // which must name port (its fourth line): the data directory is the
 // DSN's server's.
-func postmasterPID(dataDir string, port int) (int, error) {
+func postmasterPID(why, dataDir string, port int) (int, error) {
 	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
 	if err != nil {
-		return 0, fmt.Errorf("--allow-restart: %v: is the server running from %s?", err, dataDir)
+		return 0, fmt.Errorf("%s: %v: is the server running from %s?", why, err, dataDir)
 	}
 	lines := strings.Split(string(b), "\n")
 	if len(lines) < 4 {
-		return 0, fmt.Errorf("--allow-restart: %s/postmaster.pid: %d lines, want at least 4", dataDir, len(lines))
+		return 0, fmt.Errorf("%s: %s/postmaster.pid: %d lines, want at least 4", why, dataDir, len(lines))
 	}
 	pid, err1 := strconv.Atoi(strings.TrimSpace(lines[0]))
 	p, err2 := strconv.Atoi(strings.TrimSpace(lines[3]))
 	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("--allow-restart: %s/postmaster.pid: %v", dataDir, err)
+		return 0, fmt.Errorf("%s: %s/postmaster.pid: %v", why, dataDir, err)
 	}
 	if p != port {
-		return 0, fmt.Errorf("--allow-restart: %s/postmaster.pid names port %d, the --dsn server listens on %d: not the same server", dataDir, p, port)
+		return 0, fmt.Errorf("%s: %s/postmaster.pid names port %d, the --dsn server listens on %d: not the same server", why, dataDir, p, port)
 	}
 	return pid, nil
 }

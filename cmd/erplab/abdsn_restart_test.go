@@ -196,3 +196,63 @@ func TestLocalHost(t *testing.T) {
 		}
 	}
 }
+
+// ab --dsn with tmpfs-temp-tablespace on a local server as root: the run
+// has its temp tablespace on a tmpfs beside the server's data directory,
+// and afterwards the mount is gone, the tablespace dropped and nothing
+// of ab's left.
+func TestABDSNTmpfs(t *testing.T) {
+	pgtest.SkipShort(t)
+	if os.Geteuid() != 0 {
+		t.Skip("the tmpfs remedy mounts: root only")
+	}
+	dir := t.TempDir()
+	dsn := srv.DSN(t, "postgres")
+	pool := srv.Pool(t, dsn)
+	state := filepath.Join(dir, "state")
+	out, err := withState(erplab(t, dir, "ab", "--dsn", dsn, "--workload", "smoke", "--users", "2", "--duration", "2s",
+		"--think", "20ms", "--interval", "500ms", "--progress", "0", "--observe=false", "--graceful-stop", "1s", "--rounds", "1",
+		"--variant", "t=tmpfs-temp-tablespace", "--tmpfs-size", "64m", "--out-dir", "res"), state).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	doc, err := results.Read(filepath.Join(dir, "res", "t-1.json"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	recs, err := experiment.Remedies(doc)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("remedies %+v (%v)\n%s", recs, err, out)
+	}
+	b, _ := json.Marshal(recs[0])
+	var rec struct {
+		Changed struct {
+			Tablespace string `json:"tablespace"`
+			FSType     string `json:"fs_type"`
+			MountPoint string `json:"mount_point"`
+			Scope      string `json:"scope"`
+			Undone     bool   `json:"undone"`
+		} `json:"changed"`
+	}
+	if err := json.Unmarshal(b, &rec); err != nil || rec.Changed.FSType != "tmpfs" || rec.Changed.MountPoint == "" || !rec.Changed.Undone ||
+		rec.Changed.Scope != "database" || !strings.HasPrefix(rec.Changed.Tablespace, experiment.ExternalPrefix) {
+		t.Fatalf("remedy record %s (%v)\n%s", b, err, out)
+	}
+	var ts int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_tablespace WHERE spcname = $1`, rec.Changed.Tablespace).Scan(&ts); err != nil || ts != 0 {
+		t.Errorf("tablespace %s still there (%d, %v)\n%s", rec.Changed.Tablespace, ts, err, out)
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(mounts), " "+rec.Changed.MountPoint+" ") {
+		t.Errorf("%s still mounted\n%s", rec.Changed.MountPoint, out)
+	}
+	if dbs, _, _ := abDSNState(t, pool); len(dbs) != 0 {
+		t.Errorf("ab databases left: %v", dbs)
+	}
+	if left, _ := filepath.Glob(filepath.Join(state, "leftover", "*.json")); len(left) != 0 {
+		t.Fatalf("leftover entries after a clean run: %v\n%s", left, out)
+	}
+}

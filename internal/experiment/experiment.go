@@ -532,7 +532,7 @@ func InVariant(ctx context.Context, cfg Config, v Variant, round int, out io.Wri
 		}
 	}()
 
-	t := &remedy.Target{Cluster: cfg.Cluster, Database: db, DSN: srv.DSN(db), Admin: srv.Admin(), DSNAt: srv.DSNAt,
+	t := &remedy.Target{Cluster: cfg.Cluster, Database: db, DSN: srv.DSN(db), ServerDSN: srv.DSN(db), Admin: srv.Admin(), DSNAt: srv.DSNAt,
 		Flags: make(map[string]string, len(cfg.Flags)), Params: cfg.Params, Log: out}
 	if cfg.External != nil {
 		t.RecordSettings = cfg.External.TrackSettings

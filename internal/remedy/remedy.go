@@ -101,6 +101,10 @@ type Target struct {
 	// Cluster.DSN(Database), and a remedy that puts something between
 	// clients and server replaces it.
 	DSN string
+	// ServerDSN is the run database's DSN at the server itself, never a
+	// proxy's (experiment.InVariant sets it): what a remedy acting on the
+	// server's files connects to. "" means Cluster.DSN(Database).
+	ServerDSN string
 	// Admin is a maintenance connection's DSN (ALTER SYSTEM is sent
 	// there): the cluster's database postgres, or the user's --dsn on a
 	// server erplab did not start (Cluster nil). "" means
