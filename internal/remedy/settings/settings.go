@@ -5,8 +5,9 @@
 // of context postmaster are applied and reset with a restart instead of
 // the reload when the Target can restart its server (Target.Restart: ab
 // --dsn --allow-restart on a local server), and refused otherwise; those
-// of context internal and unknown settings are refused. The record keeps, per setting, its value in a new
-// session before, during (after the reload) and after the reset. On a
+// of context internal and unknown settings are refused. The record
+// keeps, per setting, its value in a new session before, during (after
+// the reload or restart) and after the reset. On a
 // server erplab did not start (Target.RecordSettings set, ab --dsn) the
 // settings are recorded in the leftover record before they are set, and
 // one postgresql.auto.conf already sets is refused; Preflight checks a
@@ -36,8 +37,8 @@ func init() {
 		Name:   Name,
 		Syntax: Name + ":FILE",
 		Doc: `GUCs of a postgresql.conf-style file: ALTER SYSTEM SET + pg_reload_conf()
-before the run, ALTER SYSTEM RESET after (reloadable settings only;
-see examples/erp-profile.conf)`,
+before the run, ALTER SYSTEM RESET after (reloadable settings only; a restart
+for postmaster ones with ab --dsn --allow-restart; see examples/erp-profile.conf)`,
 		// A settings profile is meant to help the whole workload.
 		Primary: []string{"integral:apdex"},
 		Parse:   parse,
@@ -236,7 +237,7 @@ func apply(ctx context.Context, t *remedy.Target, file string) (*remedy.Effect, 
 	if restart != nil {
 		if err := restart(ctx); err != nil {
 			// The restart ended conn's session: reset on a new one.
-			return nil, errors.Join(fmt.Errorf("settings: restart: %w", err), resetAnew(ctx, dsn, func(c *pgx.Conn) error { return reset(ctx, c, names) }))
+			return nil, errors.Join(fmt.Errorf("settings: restart: %w", err), resetAnew(ctx, dsn, func(c *pgx.Conn) error { return reset(context.WithoutCancel(ctx), c, names) }))
 		}
 	} else if _, err := conn.Exec(ctx, `SELECT pg_reload_conf()`); err != nil {
 		return nil, errors.Join(fmt.Errorf("settings: pg_reload_conf: %w", err), reset(ctx, conn, names))
@@ -253,7 +254,7 @@ func apply(ctx context.Context, t *remedy.Target, file string) (*remedy.Effect, 
 		return true
 	})
 	if err != nil {
-		return nil, errors.Join(err, resetAnew(ctx, dsn, func(c *pgx.Conn) error { return reset(ctx, c, names) }))
+		return nil, errors.Join(err, resetAnew(ctx, dsn, func(c *pgx.Conn) error { return reset(context.WithoutCancel(ctx), c, names) }))
 	}
 	changes := make([]SettingChange, len(sets))
 	for i, s := range sets {
