@@ -72,7 +72,7 @@ a restart (without --allow-restart) or that ALTER SYSTEM already sets; --cold wi
 the tmpfs remedy unless erplab is root, the role a superuser and the server on this host (Unix socket
 or localhost, data directory visible): then its tablespace erplab_ab_<id>_run_x_tmpfs is on a tmpfs
 beside the data directory, owned by the server's OS user, temp_tablespaces set for the run database
-only, and all of it undone after the run (the mount also after a kill -9).
+only, and all of it undone after the run (the mount and the tablespace also after a kill -9).
 
 --allow-restart lets ab restart your server: settings of context postmaster (shared_buffers,
 max_locks_per_transaction ...) are ALTER SYSTEM SET + restart and ALTER SYSTEM RESET + restart

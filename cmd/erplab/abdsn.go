@@ -124,6 +124,9 @@ func startABServer(ctx context.Context, out io.Writer, dsn, templateDB string, l
 	ext.Track = func(_ context.Context, db string) (func(), error) {
 		return trackEntry(rec, kindABDatabase, db+" on "+serverName(dsn), abDatabaseData{DSN: argv, DB: db})
 	}
+	ext.TrackTablespace = func(_ context.Context, name string) (func(), error) {
+		return trackEntry(rec, kindABTablespace, "tablespace "+name+" on "+serverName(dsn), abTablespaceData{DSN: argv, Tablespace: name})
+	}
 	data := abSettingsData{DSN: argv}
 	if local != nil {
 		ext.Restart = func(ctx context.Context) error { return local.restart(ctx, out) }

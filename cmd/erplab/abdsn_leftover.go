@@ -22,11 +22,16 @@ import (
 const (
 	kindABDatabase = "ab-database"
 	kindABSettings = "ab-settings"
+	// kindABTablespace is the tablespace of the tmpfs remedy on the
+	// user's server (its mount is a leftover of its own, newer: unmounted
+	// first).
+	kindABTablespace = "ab-tablespace"
 )
 
 func init() {
 	leftover.Register(leftover.Kind{Name: kindABDatabase, Undo: undoABDatabase})
 	leftover.Register(leftover.Kind{Name: kindABSettings, Undo: undoABSettings})
+	leftover.Register(leftover.Kind{Name: kindABTablespace, Undo: undoABTablespace})
 }
 
 // abDatabaseData is the Data of an ab-database entry: the server's DSN
@@ -50,6 +55,46 @@ type abSettingsData struct {
 	Names          []string `json:"names"`
 	Values         []string `json:"values"`
 	RestartDataDir string   `json:"restart_data_dir,omitempty"`
+}
+
+// abTablespaceData is the Data of an ab-tablespace entry: the server's
+// DSN without any password and the tablespace, named
+// experiment.ExternalPrefix...
+type abTablespaceData struct {
+	DSN        string `json:"dsn"`
+	Tablespace string `json:"tablespace"`
+}
+
+// undoABTablespace drops the recorded tablespace when it exists (the
+// sweep has unmounted its tmpfs first, and the sessions that had temp
+// files there ended with ab); when it cannot, it names the statement to
+// run by hand.
+func undoABTablespace(ctx context.Context, e leftover.Entry) (string, error) {
+	var d abTablespaceData
+	if json.Unmarshal(e.Data, &d) != nil || !strings.HasPrefix(d.Tablespace, experiment.ExternalPrefix) {
+		return "", fmt.Errorf("unreadable entry: %w", leftover.ErrNotOurs)
+	}
+	byHand := func(why string) error {
+		return fmt.Errorf("%s: %w: DROP TABLESPACE %s", why, leftover.ErrByHand, quoteIdent(d.Tablespace))
+	}
+	ctx, cancel := context.WithTimeout(ctx, replayCopySweepTimeout)
+	defer cancel()
+	conn, err := sweepConn(ctx, d.DSN)
+	if err != nil {
+		return "", byHand(err.Error())
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_tablespace WHERE spcname = $1`, d.Tablespace).Scan(&n); err != nil {
+		return "", byHand(conninfo.Describe(err))
+	}
+	if n == 0 {
+		return "", nil // never made, or dropped by ab
+	}
+	if _, err := conn.Exec(ctx, "DROP TABLESPACE "+quoteIdent(d.Tablespace)); err != nil {
+		return "", byHand(conninfo.Describe(err))
+	}
+	return "dropped", nil
 }
 
 // sweepConn connects to dsn for the sweep, bounded like replay-copy's.

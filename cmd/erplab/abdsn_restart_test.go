@@ -256,3 +256,61 @@ func TestABDSNTmpfs(t *testing.T) {
 		t.Fatalf("leftover entries after a clean run: %v\n%s", left, out)
 	}
 }
+
+// kill -9 of ab --dsn while its tmpfs variant runs (the tablespace on
+// the tmpfs beside the server's data directory): the next erplab command
+// unmounts the tmpfs, drops the tablespace and ab's databases.
+func TestABDSNTmpfsKilled(t *testing.T) {
+	pgtest.SkipShort(t)
+	if os.Geteuid() != 0 {
+		t.Skip("the tmpfs remedy mounts: root only")
+	}
+	dir := t.TempDir()
+	dsn := srv.DSN(t, "postgres")
+	pool := srv.Pool(t, dsn)
+	state := filepath.Join(dir, "state")
+	tablespaces := func() (names []string) {
+		rows, err := pool.Query(context.Background(), `SELECT spcname FROM pg_tablespace WHERE spcname LIKE $1`, experiment.ExternalPrefix+"%")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, n)
+		}
+		return names
+	}
+	mounted := func(ts string) bool {
+		b, err := os.ReadFile("/proc/self/mountinfo")
+		return err == nil && strings.Contains(string(b), "/"+ts+"/")
+	}
+	cmd := withState(erplab(t, dir, "ab", "--dsn", dsn, "--workload", "smoke", "--users", "2", "--duration", "30s",
+		"--think", "20ms", "--progress", "0", "--observe=false", "--rounds", "1",
+		"--variant", "t=tmpfs-temp-tablespace", "--tmpfs-size", "64m", "--out-dir", "res"), state)
+	var ts string
+	killWhen(t, cmd, "the tmpfs variant running", 4*time.Minute, 300*time.Millisecond, func() bool {
+		names := tablespaces()
+		if len(names) == 1 && mounted(names[0]) {
+			ts = names[0]
+			return true
+		}
+		return false
+	})
+	out, err := withState(erplab(t, dir, "version"), state).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if names := tablespaces(); len(names) != 0 || mounted(ts) {
+		t.Fatalf("after the sweep: tablespaces %v, %s mounted %v\n%s", names, ts, mounted(ts), out)
+	}
+	if dbs, _, _ := abDSNState(t, pool); len(dbs) != 0 {
+		t.Fatalf("ab databases left: %v\n%s", dbs, out)
+	}
+	if !strings.Contains(string(out), "tablespace "+ts) {
+		t.Errorf("the sweep does not name tablespace %s:\n%s", ts, out)
+	}
+}

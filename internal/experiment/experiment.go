@@ -537,6 +537,7 @@ func InVariant(ctx context.Context, cfg Config, v Variant, round int, out io.Wri
 	if cfg.External != nil {
 		t.RecordSettings = cfg.External.TrackSettings
 		t.Restart = cfg.External.Restart
+		t.RecordTablespace = cfg.External.TrackTablespace
 	}
 	for k, val := range cfg.Flags {
 		t.Flags[k] = val

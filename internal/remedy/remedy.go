@@ -118,6 +118,11 @@ type Target struct {
 	// crash-safe leftover record, so that the next erplab command resets
 	// them after a kill -9; forget removes the record once they are reset.
 	RecordSettings func(ctx context.Context, names, values []string) (forget func(), err error)
+	// RecordTablespace, when set (a server erplab did not start), records
+	// a tablespace a remedy is about to create in the crash-safe leftover
+	// record, so that the next erplab command drops it after a kill -9;
+	// forget removes the record once it is dropped.
+	RecordTablespace func(ctx context.Context, name string) (forget func(), err error)
 	// Restart, when set (ab --dsn --allow-restart on a local server),
 	// restarts the server and returns once it accepts connections: the
 	// settings remedy then applies settings of context postmaster (ALTER

@@ -62,25 +62,33 @@ func applyRemedy(ctx context.Context, t *remedy.Target, _ string) (*remedy.Effec
 		}
 		opts.StateDir, opts.Scope, opts.Tablespace = dir, ScopeDatabase, runTablespace(t.Database)
 	}
+	forget := func() {}
+	if t.Cluster == nil && t.RecordTablespace != nil {
+		var err error
+		if forget, err = t.RecordTablespace(ctx, opts.Tablespace); err != nil {
+			return nil, fmt.Errorf("remedy %s: %w", Name, err)
+		}
+	}
 	// Without a DSN pgx would fill in the OS user, which need not be a role.
 	if cfg, err := pgx.ParseConfig(t.DSN); t.DSN != "" && err == nil && cfg.User != "" {
 		opts.GrantTo = []string{cfg.User}
 	}
 	v, err := Apply(ctx, dsn, opts, t.Log)
 	if err != nil {
-		return nil, fmt.Errorf("remedy %s: %w", Name, err)
+		return nil, fmt.Errorf("remedy %s: %w", Name, err) // Apply undid its steps; a record left is dropped by the sweep
 	}
 	return &remedy.Effect{Changed: map[string]any{
 		"tablespace": or(opts.Tablespace, DefaultTablespace), "tmpfs_size": opts.Size, "scope": string(opts.Scope),
 		"verification": v.String(), "fs_type": v.FSType, "mount_point": v.MountPoint,
 		"state_file": v.StateFile,
-	}, State: applied{dsn: dsn, opts: opts}}, nil
+	}, State: applied{dsn: dsn, opts: opts, forget: forget}}, nil
 }
 
 // applied is the Effect.State of the remedy: where and how it applied.
 type applied struct {
-	dsn  string
-	opts Options
+	dsn    string
+	opts   Options
+	forget func() // the tablespace's leftover record, once dropped
 }
 
 // runTablespace is the tablespace of run database db on a server erplab
@@ -100,6 +108,7 @@ func undoRemedy(ctx context.Context, t *remedy.Target, e *remedy.Effect) error {
 	if err := Undo(ctx, a.dsn, a.opts, t.Log); err != nil {
 		return fmt.Errorf("remedy %s: undo: %w", Name, err)
 	}
+	a.forget()
 	e.Changed["undone"] = true
 	return nil
 }
