@@ -29,24 +29,25 @@ import (
 // each run from a fresh copy of a template database, then compared.
 func newABCmd() *cobra.Command {
 	var (
-		f          runFlags
-		variants   []string
-		outDir     string
-		interleave bool
-		order      string
-		budget     time.Duration
-		aa         int
-		hook       string
-		cold       bool
-		rounds     int
-		alpha      float64
-		minEffect  float64
-		maxForeign float64
-		noiseGuard bool
-		primary    []string
-		dryRun     bool
-		templateDB string
-		age        time.Duration
+		f            runFlags
+		variants     []string
+		outDir       string
+		interleave   bool
+		order        string
+		budget       time.Duration
+		aa           int
+		hook         string
+		cold         bool
+		rounds       int
+		alpha        float64
+		minEffect    float64
+		maxForeign   float64
+		noiseGuard   bool
+		primary      []string
+		dryRun       bool
+		templateDB   string
+		allowRestart bool
+		age          time.Duration
 	)
 	var remedies strings.Builder
 	_ = remedy.WriteHelp(&remedies) // a strings.Builder does not fail
@@ -68,7 +69,20 @@ TEMPLATE needs no other session on the template. settings:FILE is ALTER SYSTEM S
 ALTER SYSTEM RESET after. Every database made and setting changed is in erplab's leftover record:
 after a kill -9 the next erplab command drops and resets them (or prints what to run by hand).
 Refused before any run: a role without CREATEDB; settings the role may not ALTER SYSTEM, that need
-a restart (ab never restarts your server) or that ALTER SYSTEM already sets; --cold; the tmpfs remedy.
+a restart (without --allow-restart) or that ALTER SYSTEM already sets; --cold without --allow-restart;
+the tmpfs remedy unless erplab is root, the role a superuser and the server on this host (Unix socket
+or localhost, data directory visible): then its tablespace erplab_ab_<id>_run_x_tmpfs is on a tmpfs
+beside the data directory, owned by the server's OS user, temp_tablespaces set for the run database
+only, and all of it undone after the run (the mount and the tablespace also after a kill -9).
+
+--allow-restart lets ab restart your server: settings of context postmaster (shared_buffers,
+max_locks_per_transaction ...) are ALTER SYSTEM SET + restart and ALTER SYSTEM RESET + restart
+after, and --cold restarts it before every run (and drops the OS page cache as root). Only a server
+on this host: reached through a Unix socket or localhost, its data directory (SHOW data_directory)
+visible here, erplab running as root or as that directory's owner; the restart is pg_ctl restart -D
+DATADIR -m fast -w (the pg_ctl beside the running postmaster, as the owner; the server's output
+goes to erplab-pg_ctl-*.log in the temporary directory), and ab waits until the server accepts
+connections. After a kill -9 the next erplab command resets and restarts it.
 
 Your own traffic as the load: --workload replay --replay-source CAPTURE --replay-template DSN
 replays a capture (erplab proxy --capture, a server log, a 1C journal: as erplab replay's
@@ -277,11 +291,12 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 			var ext *experiment.External
 			template := experiment.DefaultTemplate
 			if opts.DSN != "" { // the user's server: abdsn.go
-				if err := checkABServer(ctx, opts.DSN, templateDB, cold, vs); err != nil {
+				local, err := checkABServer(ctx, opts.DSN, templateDB, cold, allowRestart, vs)
+				if err != nil {
 					return err
 				}
 				var done func()
-				if ext, template, done, err = startABServer(ctx, out, opts.DSN, templateDB, tw, opts.Scale, opts.Seed); err != nil {
+				if ext, template, done, err = startABServer(ctx, out, opts.DSN, templateDB, local, tw, opts.Scale, opts.Seed); err != nil {
 					return err
 				}
 				defer done()
@@ -375,6 +390,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	_ = fl.MarkDeprecated("max-foreign-diff", "the noise guard judges starvation now; use --noise-guard=false")
 	fl.StringVar(&f.dsn, "dsn", "", "your server (libpq key=value or URL) instead of a throwaway one: runs on copies, settings reset after (see above)")
 	addDSNFileFlag(fl, &f.dsnFile, "dsn")
+	fl.BoolVar(&allowRestart, "allow-restart", false, "with --dsn on a server on this host: settings of context postmaster and --cold restart it (pg_ctl restart -m fast, see above)")
 	fl.StringVar(&templateDB, "template-db", "", "with --dsn: copy your database NAME for every run instead of building the workload's data")
 	// The load flags of erplab run that make sense here.
 	fl.StringVar(&f.workload, "workload", "erp", "workload to run")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -21,11 +22,16 @@ import (
 const (
 	kindABDatabase = "ab-database"
 	kindABSettings = "ab-settings"
+	// kindABTablespace is the tablespace of the tmpfs remedy on the
+	// user's server (its mount is a leftover of its own, newer: unmounted
+	// first).
+	kindABTablespace = "ab-tablespace"
 )
 
 func init() {
 	leftover.Register(leftover.Kind{Name: kindABDatabase, Undo: undoABDatabase})
 	leftover.Register(leftover.Kind{Name: kindABSettings, Undo: undoABSettings})
+	leftover.Register(leftover.Kind{Name: kindABTablespace, Undo: undoABTablespace})
 }
 
 // abDatabaseData is the Data of an ab-database entry: the server's DSN
@@ -39,11 +45,56 @@ type abDatabaseData struct {
 
 // abSettingsData is the Data of an ab-settings entry: the server's DSN
 // without any password and the settings set by ALTER SYSTEM, with the
-// values set.
+// values set. RestartDataDir, set when ab had --allow-restart, is the
+// server's data directory: a setting of context postmaster that the
+// sweep resets needs a restart, which the sweep then does (the same
+// checks as ab's: findLocalServer, the same data directory); without it
+// the sweep says what to run by hand.
 type abSettingsData struct {
-	DSN    string   `json:"dsn"`
-	Names  []string `json:"names"`
-	Values []string `json:"values"`
+	DSN            string   `json:"dsn"`
+	Names          []string `json:"names"`
+	Values         []string `json:"values"`
+	RestartDataDir string   `json:"restart_data_dir,omitempty"`
+}
+
+// abTablespaceData is the Data of an ab-tablespace entry: the server's
+// DSN without any password and the tablespace, named
+// experiment.ExternalPrefix...
+type abTablespaceData struct {
+	DSN        string `json:"dsn"`
+	Tablespace string `json:"tablespace"`
+}
+
+// undoABTablespace drops the recorded tablespace when it exists (the
+// sweep has unmounted its tmpfs first, and the sessions that had temp
+// files there ended with ab); when it cannot, it names the statement to
+// run by hand.
+func undoABTablespace(ctx context.Context, e leftover.Entry) (string, error) {
+	var d abTablespaceData
+	if json.Unmarshal(e.Data, &d) != nil || !strings.HasPrefix(d.Tablespace, experiment.ExternalPrefix) {
+		return "", fmt.Errorf("unreadable entry: %w", leftover.ErrNotOurs)
+	}
+	byHand := func(why string) error {
+		return fmt.Errorf("%s: %w: DROP TABLESPACE %s", why, leftover.ErrByHand, quoteIdent(d.Tablespace))
+	}
+	ctx, cancel := context.WithTimeout(ctx, replayCopySweepTimeout)
+	defer cancel()
+	conn, err := sweepConn(ctx, d.DSN)
+	if err != nil {
+		return "", byHand(err.Error())
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_tablespace WHERE spcname = $1`, d.Tablespace).Scan(&n); err != nil {
+		return "", byHand(conninfo.Describe(err))
+	}
+	if n == 0 {
+		return "", nil // never made, or dropped by ab
+	}
+	if _, err := conn.Exec(ctx, "DROP TABLESPACE "+quoteIdent(d.Tablespace)); err != nil {
+		return "", byHand(conninfo.Describe(err))
+	}
+	return "dropped", nil
 }
 
 // sweepConn connects to dsn for the sweep, bounded like replay-copy's.
@@ -95,6 +146,39 @@ func undoABDatabase(ctx context.Context, e leftover.Entry) (string, error) {
 	return "dropped", nil
 }
 
+// restartAfterReset restarts the server when one of the settings reset
+// has context postmaster (the server runs with ab's value until then):
+// with --allow-restart recorded (d.RestartDataDir) on the server of that
+// data directory; otherwise, or when erplab may not restart it now, it
+// names what to run by hand (leftover.ErrByHand).
+func restartAfterReset(ctx context.Context, conn *pgx.Conn, d abSettingsData, reset []string) ([]string, error) {
+	qctx, cancel := context.WithTimeout(ctx, replayCopySweepTimeout)
+	defer cancel()
+	var n int
+	if err := conn.QueryRow(qctx, `SELECT count(*) FROM pg_settings WHERE name = ANY($1) AND context = 'postmaster'`, reset).Scan(&n); err != nil || n == 0 {
+		return nil, nil
+	}
+	var dataDir string
+	_ = conn.QueryRow(qctx, `SELECT current_setting('data_directory')`).Scan(&dataDir)
+	byHand := func(why string) error {
+		return fmt.Errorf("%s: %w: pg_ctl restart -D %s -m fast (as the data directory's owner)", why, leftover.ErrByHand, dataDir)
+	}
+	if d.RestartDataDir == "" {
+		return nil, byHand("the server runs with ab's value until a restart, and ab had no --allow-restart")
+	}
+	local, err := findLocalServer(qctx, d.DSN, "restart")
+	if err != nil {
+		return nil, byHand(err.Error())
+	}
+	if local.dataDir != d.RestartDataDir {
+		return nil, byHand("the server's data directory is " + local.dataDir + ", ab's was " + d.RestartDataDir)
+	}
+	if err := local.restart(ctx, io.Discard); err != nil {
+		return nil, byHand(err.Error())
+	}
+	return []string{"restarted the server (pg_ctl restart -D " + local.dataDir + " -m fast; its output in " + local.log + ")"}, nil
+}
+
 // undoABSettings resets (ALTER SYSTEM RESET, pg_reload_conf) each
 // recorded setting that postgresql.auto.conf still sets to the value ab
 // set; one set to another value since is someone else's and stays. When
@@ -111,15 +195,15 @@ func undoABSettings(ctx context.Context, e leftover.Entry) (string, error) {
 	byHand := func(why string) error {
 		return fmt.Errorf("%s: %w: %s; SELECT pg_reload_conf()", why, leftover.ErrByHand, strings.Join(stmts, "; "))
 	}
-	ctx, cancel := context.WithTimeout(ctx, replayCopySweepTimeout)
+	cctx, cancel := context.WithTimeout(ctx, replayCopySweepTimeout)
 	defer cancel()
-	conn, err := sweepConn(ctx, d.DSN)
+	conn, err := sweepConn(cctx, d.DSN)
 	if err != nil {
 		return "", byHand(err.Error())
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	now := map[string]string{}
-	rows, err := conn.Query(ctx, `SELECT name, setting FROM pg_file_settings WHERE name = ANY($1) AND sourcefile LIKE '%/postgresql.auto.conf'`, d.Names)
+	rows, err := conn.Query(cctx, `SELECT name, setting FROM pg_file_settings WHERE name = ANY($1) AND sourcefile LIKE '%/postgresql.auto.conf'`, d.Names)
 	if err != nil {
 		return "", byHand(conninfo.Describe(err))
 	}
@@ -137,20 +221,25 @@ func undoABSettings(ctx context.Context, e leftover.Entry) (string, error) {
 		case v != d.Values[i]:
 			kept = append(kept, n+" (now "+v+")")
 		default:
-			if _, err := conn.Exec(ctx, "ALTER SYSTEM RESET "+quoteIdent(n)); err != nil {
+			if _, err := conn.Exec(cctx, "ALTER SYSTEM RESET "+quoteIdent(n)); err != nil {
 				return "", byHand(conninfo.Describe(err))
 			}
 			reset = append(reset, n)
 		}
 	}
 	if len(reset) > 0 {
-		if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		if _, err := conn.Exec(cctx, "SELECT pg_reload_conf()"); err != nil {
 			return "", byHand(conninfo.Describe(err))
 		}
 	}
 	var said []string
 	if len(reset) > 0 {
 		said = append(said, "reset "+strings.Join(reset, ", "))
+		restarted, err := restartAfterReset(ctx, conn, d, reset)
+		if err != nil {
+			return "", fmt.Errorf("%s; %w", said[0], err)
+		}
+		said = append(said, restarted...)
 	}
 	if len(kept) > 0 {
 		said = append(said, "left alone, changed since: "+strings.Join(kept, ", "))

@@ -165,10 +165,13 @@ func TestABDSNRefusals(t *testing.T) {
 		want string
 	}{
 		{ab(dsn, "--variant", "s=settings:"+conf, "--cold"), "drop --cold"},
-		{ab(dsn, "--variant", "t=tmpfs-temp-tablespace"), "only on ab's own server"},
+		{ab("host=192.0.2.1 port=5432 user=x dbname=postgres connect_timeout=2", "--variant", "t=tmpfs-temp-tablespace"), "t: tmpfs-temp-tablespace: the --dsn server (host 192.0.2.1) is not on this host"},
 		{ab(plainDSN, "--variant", "p=rewrite-proxy"), "has no CREATEDB"},
 		{ab(creatorDSN, "--variant", "s=settings:"+conf), "may not ALTER SYSTEM SET work_mem"},
 		{ab(dsn, "--variant", "s=settings:"+restart), "shared_buffers needs a server restart"},
+		{ab("host=192.0.2.1 port=5432 user=x dbname=postgres connect_timeout=2", "--allow-restart", "--variant", "s=settings:"+restart), "is not on this host"},
+		{ab("host=192.0.2.1 port=5432 user=x dbname=postgres connect_timeout=2", "--allow-restart", "--cold", "--variant", "p=rewrite-proxy"), "is not on this host"},
+		{ab(plainDSN, "--allow-restart", "--variant", "s=settings:"+restart), "SHOW data_directory"},
 		{ab(dsn, "--variant", "s=settings:"+auto), "log_min_duration_statement already set by ALTER SYSTEM"},
 		{ab(dsn, "--variant", "p=rewrite-proxy", "--template-db", "no_such_database"), "no such database"},
 		{[]string{"ab", "--workload", "smoke", "--variant", "p=rewrite-proxy", "--template-db", "postgres"}, "give --dsn"},

@@ -25,7 +25,8 @@
 // On a server erplab did not start (Config.External, ab --dsn) the
 // template and the run copies are databases erplab_ab_<id>_..., each
 // recorded (External.Track) before it is made and dropped after; nothing
-// else there is written, and a Cold run is refused.
+// else there is written, and a Cold run is refused unless External.Restart
+// is set (--allow-restart on a local server).
 //
 // Aged state: with Config.Age every run database is aged before its
 // measured run by a run of its own (runAge: the load for Age, after the
@@ -497,8 +498,8 @@ func InVariant(ctx context.Context, cfg Config, v Variant, round int, out io.Wri
 		if err := dropOn(ctx, srv, db); err != nil {
 			return nil, err
 		}
-	} else if cfg.Cold {
-		return nil, errors.New("a cold run restarts the server: not on a server erplab did not start")
+	} else if cfg.Cold && cfg.External.Restart == nil {
+		return nil, errors.New("a cold run restarts the server: not on a server erplab did not start without --allow-restart")
 	}
 	forget, err := cfg.track(ctx, db)
 	if err != nil {
@@ -525,7 +526,11 @@ func InVariant(ctx context.Context, cfg Config, v Variant, round int, out io.Wri
 	}
 	cache := "warm (server not restarted between runs)"
 	if cfg.Cold {
-		if err := cfg.Cluster.Restart(ctx); err != nil {
+		restart := func(ctx context.Context) error { return cfg.Cluster.Restart(ctx) }
+		if cfg.External != nil {
+			restart = cfg.External.Restart
+		}
+		if err := restart(ctx); err != nil {
 			return nil, errors.Join(err, drop())
 		}
 		cache = "cold: server restarted before the run"
@@ -541,10 +546,12 @@ func InVariant(ctx context.Context, cfg Config, v Variant, round int, out io.Wri
 		}
 	}()
 
-	t := &remedy.Target{Cluster: cfg.Cluster, Database: db, DSN: srv.DSN(db), Admin: srv.Admin(), DSNAt: srv.DSNAt,
+	t := &remedy.Target{Cluster: cfg.Cluster, Database: db, DSN: srv.DSN(db), ServerDSN: srv.DSN(db), Admin: srv.Admin(), DSNAt: srv.DSNAt,
 		Flags: make(map[string]string, len(cfg.Flags)), Params: cfg.Params, Log: out}
 	if cfg.External != nil {
 		t.RecordSettings = cfg.External.TrackSettings
+		t.Restart = cfg.External.Restart
+		t.RecordTablespace = cfg.External.TrackTablespace
 	}
 	for k, val := range cfg.Flags {
 		t.Flags[k] = val

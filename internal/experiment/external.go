@@ -40,6 +40,13 @@ type External struct {
 	Track func(ctx context.Context, db string) (forget func(), err error)
 	// TrackSettings is remedy.Target.RecordSettings of every run.
 	TrackSettings func(ctx context.Context, names, values []string) (forget func(), err error)
+	// TrackTablespace is remedy.Target.RecordTablespace of every run.
+	TrackTablespace func(ctx context.Context, name string) (forget func(), err error)
+	// Restart, when set (ab --dsn --allow-restart on a local server),
+	// restarts the server and waits until it accepts connections: a Cold
+	// run restarts it before the run, and it is remedy.Target.Restart of
+	// every run (settings of context postmaster). Nil: neither is done.
+	Restart func(ctx context.Context) error
 }
 
 // DSN is Conn with database db ("" keeps Conn's).

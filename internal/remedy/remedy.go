@@ -101,6 +101,10 @@ type Target struct {
 	// Cluster.DSN(Database), and a remedy that puts something between
 	// clients and server replaces it.
 	DSN string
+	// ServerDSN is the run database's DSN at the server itself, never a
+	// proxy's (experiment.InVariant sets it): what a remedy acting on the
+	// server's files connects to. "" means Cluster.DSN(Database).
+	ServerDSN string
 	// Admin is a maintenance connection's DSN (ALTER SYSTEM is sent
 	// there): the cluster's database postgres, or the user's --dsn on a
 	// server erplab did not start (Cluster nil). "" means
@@ -114,6 +118,17 @@ type Target struct {
 	// crash-safe leftover record, so that the next erplab command resets
 	// them after a kill -9; forget removes the record once they are reset.
 	RecordSettings func(ctx context.Context, names, values []string) (forget func(), err error)
+	// RecordTablespace, when set (a server erplab did not start), records
+	// a tablespace a remedy is about to create in the crash-safe leftover
+	// record, so that the next erplab command drops it after a kill -9;
+	// forget removes the record once it is dropped.
+	RecordTablespace func(ctx context.Context, name string) (forget func(), err error)
+	// Restart, when set (ab --dsn --allow-restart on a local server),
+	// restarts the server and returns once it accepts connections: the
+	// settings remedy then applies settings of context postmaster (ALTER
+	// SYSTEM SET, restart) and undoes them (ALTER SYSTEM RESET, restart).
+	// Nil: such settings are refused.
+	Restart func(ctx context.Context) error
 	// Flags are the workload's flag values by flag name (e.g.
 	// "temp-style": "1c"), starting from the baseline's; a remedy may
 	// override one. The run's workload is built from them after every

@@ -12,12 +12,13 @@ import (
 // Preflight checks, before any run, that the settings of file can be
 // applied on the server of admin (a server erplab did not start, ab
 // --dsn) and undone: every setting known and reloadable (one of context
-// postmaster needs a restart, which ab does not do to such a server),
+// postmaster needs a restart, which ab does to such a server only with
+// allowRestart, ab --dsn --allow-restart on a local server),
 // the role allowed to ALTER SYSTEM it (a superuser, or GRANT ALTER
 // SYSTEM ON PARAMETER), and none already set by ALTER SYSTEM
 // (postgresql.auto.conf): the reset after the run would remove the
 // user's value. Errors are one line.
-func Preflight(ctx context.Context, admin, file string) error {
+func Preflight(ctx context.Context, admin, file string, allowRestart bool) error {
 	sets, err := ReadSettingsFile(file)
 	if err != nil {
 		return err
@@ -43,8 +44,8 @@ func Preflight(ctx context.Context, admin, file string) error {
 		if err != nil {
 			return fmt.Errorf("settings: look up %s: %w", s.Name, err)
 		}
-		if sctx == "postmaster" || sctx == "internal" {
-			return fmt.Errorf("settings %s: %s needs a server restart (context %s); ab --dsn applies reloadable settings only and never restarts your server", file, s.Name, sctx)
+		if sctx == "internal" || sctx == "postmaster" && !allowRestart {
+			return fmt.Errorf("settings %s: %s needs a server restart (context %s); ab --dsn applies reloadable settings only and restarts your server only with --allow-restart (a server on this host)", file, s.Name, sctx)
 		}
 		if !super {
 			var may bool

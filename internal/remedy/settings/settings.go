@@ -2,9 +2,12 @@
 // postgresql.conf-style file (ReadSettingsFile) are applied with ALTER
 // SYSTEM SET and pg_reload_conf() before the run and reset with ALTER
 // SYSTEM RESET after it (PostgreSQL docs: sql-altersystem.html). Settings
-// of context postmaster or internal (they need a restart) and unknown
-// settings are refused. The record keeps, per setting, its value in a new
-// session before, during (after the reload) and after the reset. On a
+// of context postmaster are applied and reset with a restart instead of
+// the reload when the Target can restart its server (Target.Restart: ab
+// --dsn --allow-restart on a local server), and refused otherwise; those
+// of context internal and unknown settings are refused. The record
+// keeps, per setting, its value in a new session before, during (after
+// the reload or restart) and after the reset. On a
 // server erplab did not start (Target.RecordSettings set, ab --dsn) the
 // settings are recorded in the leftover record before they are set, and
 // one postgresql.auto.conf already sets is refused; Preflight checks a
@@ -34,8 +37,8 @@ func init() {
 		Name:   Name,
 		Syntax: Name + ":FILE",
 		Doc: `GUCs of a postgresql.conf-style file: ALTER SYSTEM SET + pg_reload_conf()
-before the run, ALTER SYSTEM RESET after (reloadable settings only;
-see examples/erp-profile.conf)`,
+before the run, ALTER SYSTEM RESET after (reloadable settings only; a restart
+for postmaster ones with ab --dsn --allow-restart; see examples/erp-profile.conf)`,
 		// A settings profile is meant to help the whole workload.
 		Primary: []string{"integral:apdex"},
 		Parse:   parse,
@@ -180,16 +183,18 @@ func waitSettings(ctx context.Context, dsn string, names []string, done func(map
 type state struct {
 	dsn     string
 	names   []string
+	restart func(ctx context.Context) error // nil: a reload is enough
 	before  map[string]string
 	changes []SettingChange
 	forget  func() // the leftover record's, after the reset
 }
 
 // apply runs ALTER SYSTEM SET for each setting of file and
-// pg_reload_conf() on the target's cluster (database postgres). It
-// refuses unknown settings and those of context postmaster
-// (pg_settings.context; they need a restart); on any error it resets what
-// it set.
+// pg_reload_conf() on the target's cluster (database postgres), or a
+// restart (t.Restart) when one of them has context postmaster. It refuses
+// unknown settings, those of context internal, and those of context
+// postmaster without t.Restart (pg_settings.context); on any error it
+// resets what it set.
 func apply(ctx context.Context, t *remedy.Target, file string) (*remedy.Effect, error) {
 	sets, err := ReadSettingsFile(file)
 	if err != nil {
@@ -201,20 +206,9 @@ func apply(ctx context.Context, t *remedy.Target, file string) (*remedy.Effect, 
 		return nil, fmt.Errorf("settings: connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	names := make([]string, len(sets))
-	for i, s := range sets {
-		names[i] = s.Name
-		var sctx string
-		err := conn.QueryRow(ctx, `SELECT context FROM pg_settings WHERE name = $1`, s.Name).Scan(&sctx)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, fmt.Errorf("settings %s: unknown setting %s", file, s.Name)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("settings: look up %s: %w", s.Name, err)
-		}
-		if sctx == "postmaster" || sctx == "internal" {
-			return nil, fmt.Errorf("settings %s: %s needs a server restart (context %s); ab applies reloadable settings only", file, s.Name, sctx)
-		}
+	names, restart, err := checkContexts(ctx, conn, t, file, sets)
+	if err != nil {
+		return nil, err
 	}
 	before, err := readSettings(ctx, dsn, names)
 	if err != nil {
@@ -226,6 +220,9 @@ func apply(ctx context.Context, t *remedy.Target, file string) (*remedy.Effect, 
 	}
 	reset := func(ctx context.Context, conn *pgx.Conn, names []string) error {
 		err := reset(ctx, conn, names)
+		if err == nil && restart != nil {
+			err = restart(ctx)
+		}
 		if err == nil {
 			forget()
 		}
@@ -237,7 +234,12 @@ func apply(ctx context.Context, t *remedy.Target, file string) (*remedy.Effect, 
 			return nil, errors.Join(fmt.Errorf("settings: ALTER SYSTEM SET %s = %s: %w", s.Name, s.Value, err), rerr)
 		}
 	}
-	if _, err := conn.Exec(ctx, `SELECT pg_reload_conf()`); err != nil {
+	if restart != nil {
+		if err := restart(ctx); err != nil {
+			// The restart ended conn's session: reset on a new one.
+			return nil, errors.Join(fmt.Errorf("settings: restart: %w", err), resetAnew(ctx, dsn, func(c *pgx.Conn) error { return reset(context.WithoutCancel(ctx), c, names) }))
+		}
+	} else if _, err := conn.Exec(ctx, `SELECT pg_reload_conf()`); err != nil {
 		return nil, errors.Join(fmt.Errorf("settings: pg_reload_conf: %w", err), reset(ctx, conn, names))
 	}
 	// Wait until new sessions see every setting whose file text differs
@@ -252,15 +254,19 @@ func apply(ctx context.Context, t *remedy.Target, file string) (*remedy.Effect, 
 		return true
 	})
 	if err != nil {
-		return nil, errors.Join(err, reset(ctx, conn, names))
+		return nil, errors.Join(err, resetAnew(ctx, dsn, func(c *pgx.Conn) error { return reset(context.WithoutCancel(ctx), c, names) }))
 	}
 	changes := make([]SettingChange, len(sets))
 	for i, s := range sets {
 		changes[i] = SettingChange{Name: s.Name, File: s.Value, Before: before[s.Name], During: during[s.Name]}
 	}
+	method := "ALTER SYSTEM SET + pg_reload_conf(), reset after the run"
+	if restart != nil {
+		method = "ALTER SYSTEM SET + server restart (pg_ctl restart -m fast), reset + restart after the run"
+	}
 	return &remedy.Effect{
-		Changed: map[string]any{"method": "ALTER SYSTEM SET + pg_reload_conf(), reset after the run", "settings": changes},
-		State:   &state{dsn: dsn, names: names, before: before, changes: changes, forget: forget},
+		Changed: map[string]any{"method": method, "settings": changes},
+		State:   &state{dsn: dsn, names: names, restart: restart, before: before, changes: changes, forget: forget},
 	}, nil
 }
 
@@ -276,6 +282,11 @@ func undo(ctx context.Context, _ *remedy.Target, e *remedy.Effect) error {
 	defer conn.Close(context.WithoutCancel(ctx))
 	if err := reset(ctx, conn, st.names); err != nil {
 		return err
+	}
+	if st.restart != nil {
+		if err := st.restart(ctx); err != nil {
+			return fmt.Errorf("settings: reset: restart: %w", err)
+		}
 	}
 	st.forget()
 	after, err := waitSettings(ctx, st.dsn, st.names, func(m map[string]string) bool {
@@ -311,6 +322,43 @@ func reset(ctx context.Context, conn *pgx.Conn, names []string) error {
 		return fmt.Errorf("settings: reset: pg_reload_conf: %w", err)
 	}
 	return nil
+}
+
+// checkContexts returns the names of sets and, when one has context
+// postmaster, t.Restart (the settings need a restart); it refuses unknown
+// settings, context internal, and context postmaster without t.Restart.
+func checkContexts(ctx context.Context, conn *pgx.Conn, t *remedy.Target, file string, sets []Setting) ([]string, func(context.Context) error, error) {
+	names := make([]string, len(sets))
+	var restart func(context.Context) error
+	for i, s := range sets {
+		names[i] = s.Name
+		var sctx string
+		err := conn.QueryRow(ctx, `SELECT context FROM pg_settings WHERE name = $1`, s.Name).Scan(&sctx)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, nil, fmt.Errorf("settings %s: unknown setting %s", file, s.Name)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("settings: look up %s: %w", s.Name, err)
+		}
+		switch {
+		case sctx == "postmaster" && t.Restart != nil:
+			restart = t.Restart
+		case sctx == "postmaster" || sctx == "internal":
+			return nil, nil, fmt.Errorf("settings %s: %s needs a server restart (context %s); ab applies reloadable settings only", file, s.Name, sctx)
+		}
+	}
+	return names, restart, nil
+}
+
+// resetAnew runs reset on a new session to dsn (after a restart, the
+// old one is gone).
+func resetAnew(ctx context.Context, dsn string, reset func(*pgx.Conn) error) error {
+	conn, err := pgx.Connect(context.WithoutCancel(ctx), dsn)
+	if err != nil {
+		return fmt.Errorf("settings: reset: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return reset(conn)
 }
 
 // record refuses, on a server erplab did not start

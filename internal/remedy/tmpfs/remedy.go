@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/erplab/erplab/internal/leftover"
 	"github.com/erplab/erplab/internal/remedy"
 )
 
@@ -37,41 +38,79 @@ func init() {
 	})
 }
 
-// applyRemedy runs Apply with scope system on the target's database
-// (Cluster.DSN(Database), not a proxy's) and records the verification
-// and the state file. The server is ab's throwaway one, so everything
-// goes with it: the state file is kept in the cluster's own directory
-// (<Cluster.Dir()>/erplab-state, removed with it), and the tmpfs is
-// recorded in erplab's crash-safe record (package leftover) before it is
-// mounted: after a kill -9 of ab the next erplab command unmounts it
-// (newest entry first) and then removes the server's directory.
+// applyRemedy runs Apply on the target's database (Cluster.DSN(Database)
+// or ServerDSN, not a proxy's) and records the verification and the
+// state file. On ab's throwaway server (t.Cluster) the scope is system
+// and everything goes with the server: the state file is kept in the
+// cluster's own directory (<Cluster.Dir()>/erplab-state, removed with
+// it). On a server erplab did not start (ab --dsn, local, as root:
+// checked before) the scope is the run database, the tablespace is
+// <run database>_tmpfs and the state file is in erplab's state directory
+// (leftover.StateDir). Either way the tmpfs is recorded in erplab's
+// crash-safe record (package leftover) before it is mounted: after a
+// kill -9 of ab the next erplab command unmounts it (newest entry first).
 //
 // CREATE on the tablespace goes to the role the run connects as (from
 // t.DSN), not to PUBLIC; with no t.DSN to no one (superusers need none).
 func applyRemedy(ctx context.Context, t *remedy.Target, _ string) (*remedy.Effect, error) {
-	opts := Options{Size: t.Param(SizeParam), Scope: ScopeSystem, recordMount: true,
-		StateDir: filepath.Join(t.Cluster.Dir(), "erplab-state")}
+	opts := Options{Size: t.Param(SizeParam), Scope: ScopeSystem, recordMount: true}
+	dsn := t.ServerDSN
+	if t.Cluster != nil {
+		dsn, opts.StateDir = t.Cluster.DSN(t.Database), filepath.Join(t.Cluster.Dir(), "erplab-state")
+	} else {
+		dir, err := leftover.StateDir()
+		if err != nil {
+			return nil, fmt.Errorf("remedy %s: %w", Name, err)
+		}
+		opts.StateDir, opts.Scope, opts.Tablespace = dir, ScopeDatabase, runTablespace(t.Database)
+	}
+	forget := func() {}
+	if t.Cluster == nil && t.RecordTablespace != nil {
+		var err error
+		if forget, err = t.RecordTablespace(ctx, opts.Tablespace); err != nil {
+			return nil, fmt.Errorf("remedy %s: %w", Name, err)
+		}
+	}
 	// Without a DSN pgx would fill in the OS user, which need not be a role.
 	if cfg, err := pgx.ParseConfig(t.DSN); t.DSN != "" && err == nil && cfg.User != "" {
 		opts.GrantTo = []string{cfg.User}
 	}
-	v, err := Apply(ctx, t.Cluster.DSN(t.Database), opts, t.Log)
+	v, err := Apply(ctx, dsn, opts, t.Log)
 	if err != nil {
-		return nil, fmt.Errorf("remedy %s: %w", Name, err)
+		return nil, fmt.Errorf("remedy %s: %w", Name, err) // Apply undid its steps; a record left is dropped by the sweep
 	}
 	return &remedy.Effect{Changed: map[string]any{
-		"tablespace": DefaultTablespace, "tmpfs_size": opts.Size, "scope": string(ScopeSystem),
+		"tablespace": or(opts.Tablespace, DefaultTablespace), "tmpfs_size": opts.Size, "scope": string(opts.Scope),
 		"verification": v.String(), "fs_type": v.FSType, "mount_point": v.MountPoint,
 		"state_file": v.StateFile,
-	}, State: opts}, nil
+	}, State: applied{dsn: dsn, opts: opts, forget: forget}}, nil
+}
+
+// applied is the Effect.State of the remedy: where and how it applied.
+type applied struct {
+	dsn    string
+	opts   Options
+	forget func() // the tablespace's leftover record, once dropped
+}
+
+// runTablespace is the tablespace of run database db on a server erplab
+// did not start: db_tmpfs, db cut to fit PostgreSQL's 63 bytes.
+func runTablespace(db string) string {
+	const suffix, maxIdent = "_tmpfs", 63
+	if len(db) > maxIdent-len(suffix) {
+		db = db[:maxIdent-len(suffix)]
+	}
+	return db + suffix
 }
 
 // undoRemedy runs Undo with the options of applyRemedy and records
 // undone: true.
 func undoRemedy(ctx context.Context, t *remedy.Target, e *remedy.Effect) error {
-	if err := Undo(ctx, t.Cluster.DSN(t.Database), e.State.(Options), t.Log); err != nil {
+	a := e.State.(applied)
+	if err := Undo(ctx, a.dsn, a.opts, t.Log); err != nil {
 		return fmt.Errorf("remedy %s: undo: %w", Name, err)
 	}
+	a.forget()
 	e.Changed["undone"] = true
 	return nil
 }
