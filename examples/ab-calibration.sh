@@ -176,10 +176,12 @@ cp95() {
 }
 # The primary rows each remedy declares (internal/remedy/*), as --primary
 # flags separated by | (a row may hold spaces); flags FAM sets the array F.
+# tmpfsprof adds the profile row tmpfs declares, present with --profile only.
 flags() { IFS="|" read -ra F <<<"${families[$1]}"; }
 declare -A families=(
 	[integral]="--primary|integral:apdex"
-	[tmpfs]="--primary|integral:apdex|--primary|temp_table_storm:p95_ms|--primary|temp_table_storm:apdex|--primary|cpu file system:share_pct"
+	[tmpfs]="--primary|integral:apdex|--primary|temp_table_storm:p95_ms|--primary|temp_table_storm:apdex"
+	[tmpfsprof]="--primary|integral:apdex|--primary|temp_table_storm:p95_ms|--primary|temp_table_storm:apdex|--primary|cpu file system:share_pct"
 	[proxy]="--primary|or_subquery_report:p95_ms|--primary|or_subquery_report:apdex"
 	[plan]="--primary|document_form:plan_ms"
 )
@@ -252,7 +254,7 @@ power sleep slow post_order "commit_delay 40 ms (want worse)" integral
 power proxy proxy or_subquery_report "rewrite-proxy (want better)" proxy
 power tmpfs tmpfs temp_table_storm "tmpfs-temp-tablespace (want better)" tmpfs
 power settings jcl document_form "join_collapse_limit = 1 (want plan_ms better)" plan
-power tmpfs-aged tmpfs temp_table_storm "tmpfs-temp-tablespace aged $AGE (want better)" tmpfs
+power tmpfs-aged tmpfs temp_table_storm "tmpfs-temp-tablespace aged $AGE (want better)" tmpfsprof
 if [[ -e $OUT/tmpfs-aged/compare.json ]]; then
 	jq -r '.[0].rows[] | select(.subject == "cpu file system") | "    \(.subject) \(.metric): A \(.a) B \(.b), delta \(.delta) [\(.ci95_low), \(.ci95_high)], p \(.p): \(.verdict)"' "$OUT/tmpfs-aged/compare.json"
 fi
