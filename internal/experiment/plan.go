@@ -367,11 +367,22 @@ func (p *Plan) Lines() []string {
 	var undecided []string
 	for _, v := range p.Variants {
 		var rows []string
+		missing := map[string][]string{} // by operation
+		var ops []string
 		for _, r := range v.Rows {
 			rows = append(rows, r.Key.String()+" "+r.brief())
-			if !r.Decidable {
+			switch {
+			case r.Missing:
+				if missing[r.Key.Subject] == nil {
+					ops = append(ops, r.Key.Subject)
+				}
+				missing[r.Key.Subject] = append(missing[r.Key.Subject], r.Key.String())
+			case !r.Decidable:
 				undecided = append(undecided, p.undecided(v, r))
 			}
+		}
+		for _, op := range ops {
+			undecided = append(undecided, p.missingLine(v, op, missing[op]))
 		}
 		name := v.Name
 		if v.AA {
@@ -419,9 +430,6 @@ func (p *Plan) undecided(v VariantPlan, r RowPlan) string {
 	if v.AA {
 		scope = ""
 	}
-	if r.Missing {
-		return fmt.Sprintf("plan: %s: %s cannot be decided: workload %s has no operation %s (the row will be missing); use --primary %sSUBJECT[:METRIC]", v.Name, r.Key, p.workload, op, scope)
-	}
 	if r.Executions == 0 {
 		return fmt.Sprintf("plan: %s: %s cannot be decided: the load never runs %s; give it a weight (--mix %s=1)", v.Name, r.Key, op, op)
 	}
@@ -459,6 +467,25 @@ func (p *Plan) undecided(v VariantPlan, r RowPlan) string {
 		line += fmt.Sprintf(" (%s, also primary, can decide the verdict)", p95)
 	}
 	return line
+}
+
+// missingLine is the one line of v's primary rows keys of operation op,
+// which the workload lacks: they will be missing, and when they are all
+// of v's rows, v's primary verdict can only be n/a.
+func (p *Plan) missingLine(v VariantPlan, op string, keys []string) string {
+	scope := v.Name + "="
+	if v.AA {
+		scope = ""
+	}
+	what := "the row"
+	if len(keys) > 1 {
+		what = "the rows"
+	}
+	then := what + " will be missing and cannot decide the verdict"
+	if len(keys) == len(v.Rows) {
+		then = what + " will be missing and the primary verdict can only be n/a"
+	}
+	return fmt.Sprintf("plan: %s: %s: workload %s has no operation %s, so %s; use --primary %sSUBJECT[:METRIC]", v.Name, strings.Join(keys, ", "), p.workload, op, then, scope)
 }
 
 // has reports whether k is one of v's primary rows.
