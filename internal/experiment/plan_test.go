@@ -121,6 +121,10 @@ func TestPlanRow(t *testing.T) {
 		{"or_subquery_report:apdex", 0, 5, 1, 0.05, true, false, 4}, // the mix never runs it
 		{"wait IO:DataFileRead:share_pct", math.NaN(), 2, 1, 0.05, false, true, 2},
 		{"document_list:error_pct", 5, 3, 1, 0.05, true, false, 4}, // a count over few executions
+		// fewer executions than the quantile needs: compare does not test it
+		{"hour_report:p95_ms", 19, 4, 1, 0.05, false, false, 0},
+		{"hour_report:p95_ms", 20, 4, 1, 0.05, false, true, 2},
+		{"hour_report:p99_ms", 99, 4, 1, 0.05, false, false, 0},
 	} {
 		r := PlanRow(key(c.row), c.ex, c.n, c.alpha, c.k)
 		if r.Constant != c.constant || r.Decidable != c.decid || r.Rounds != c.rounds || !near(r.MinP, MinP(c.n, c.constant)) {
