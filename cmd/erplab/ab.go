@@ -235,6 +235,13 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 				Compare:   compare.Options{Alpha: alpha, MinEffect: minEffect, MaxForeignDiff: maxForeign, NoiseGuardOff: !noiseGuard},
 				AAPrimary: aaPrimary,
 			}
+			if err := checkABFlags(opts.DSN, templateDB, outDir, cold, vs); err != nil {
+				return err
+			}
+			tw, err := newW(baseFlags)
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
 			if err := writeABPlan(cmd.OutOrStdout(), ecfg, aa, roundsFrom); err != nil || dryRun {
 				return err // --dry-run: the plan alone, no server, no directory
 			}
@@ -269,15 +276,11 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 					pool = max(pool, s.Target)
 				}
 			}
-			tw, err := newW(baseFlags)
-			if err != nil {
-				return withCode(exitUsage, err)
-			}
 			var c *pgcluster.Cluster
 			var ext *experiment.External
 			template := experiment.DefaultTemplate
 			if opts.DSN != "" { // the user's server: abdsn.go
-				if err := checkABServer(ctx, opts.DSN, templateDB, cold, vs); err != nil {
+				if err := checkABServer(ctx, opts.DSN, templateDB, vs); err != nil {
 					return err
 				}
 				var done func()
@@ -285,8 +288,6 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 					return err
 				}
 				defer done()
-			} else if templateDB != "" {
-				return withCode(exitUsage, errors.New("--template-db names a database on the --dsn server: give --dsn"))
 			} else {
 				if c, err = startTemplate(ctx, out, f.osUser, pool+30, tw, opts.Scale, opts.Seed); err != nil {
 					return err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/jackc/pgx/v5"
 
@@ -18,14 +19,24 @@ import (
 	"github.com/erplab/erplab/internal/workload"
 )
 
-// checkABServer refuses, before anything is built, what ab cannot do on
-// the server of dsn, which erplab did not start (ab --dsn): --cold (a
-// restart), the tmpfs remedy (a mount beside the server's data
-// directory), a role without CREATEDB (every run is a copy), settings
-// the role may not ALTER SYSTEM or that need a restart, and a
-// --template-db that does not exist. Each refusal is one line, a usage
-// error.
-func checkABServer(ctx context.Context, dsn, templateDB string, cold bool, vs []experiment.Variant) error {
+// checkABFlags refuses, before the plan, a file or a server, what the
+// flags alone show ab cannot do: --template-db without --dsn and, with
+// --dsn (the server erplab did not start), --cold (a restart) and the
+// tmpfs remedy (a mount beside the server's data directory); an
+// --out-dir that exists and is no directory. Each refusal is one line,
+// a usage error.
+func checkABFlags(dsn, templateDB, outDir string, cold bool, vs []experiment.Variant) error {
+	if outDir != "" {
+		if fi, err := os.Stat(outDir); err == nil && !fi.IsDir() {
+			return withCode(exitUsage, fmt.Errorf("--out-dir %s exists and is not a directory", outDir))
+		}
+	}
+	if dsn == "" {
+		if templateDB != "" {
+			return withCode(exitUsage, errors.New("--template-db names a database on the --dsn server: give --dsn"))
+		}
+		return nil
+	}
 	if cold {
 		return withCode(exitUsage, errors.New("--cold restarts the server before every run: ab --dsn never restarts a server erplab did not start; drop --cold"))
 	}
@@ -36,6 +47,16 @@ func checkABServer(ctx context.Context, dsn, templateDB string, cold bool, vs []
 			}
 		}
 	}
+	return nil
+}
+
+// checkABServer refuses, before anything is built, what ab cannot do on
+// the server of dsn, which erplab did not start (ab --dsn), beyond
+// checkABFlags: a role without CREATEDB (every run is a copy), settings
+// the role may not ALTER SYSTEM or that need a restart, and a
+// --template-db that does not exist. Each refusal is one line, a usage
+// error.
+func checkABServer(ctx context.Context, dsn, templateDB string, vs []experiment.Variant) error {
 	conn, err := conninfo.Connect(ctx, dsn, "erplab-ab", nil)
 	if err != nil {
 		return err
