@@ -189,6 +189,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 			if !(alpha > 0 && alpha < 1) || !(minEffect >= 0) {
 				return withCode(exitUsage, fmt.Errorf("--alpha must be in (0, 1) and --min-effect >= 0 (got %g, %g)", alpha, minEffect))
 			}
+			f.ignoreEnv = "ab" // its own server unless --dsn
 			opts, err := f.options(cmd)
 			opts.Profile, _ = cmd.Flags().GetBool("profile")
 			if err != nil {
