@@ -378,6 +378,11 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 	if err != nil {
 		return loadtest.Options{}, err
 	}
+	if fl := cmd.Flags().Lookup("replay-template"); fl != nil {
+		if w := conninfo.ArgvWarning("--replay-template", fl.Value.String(), "--replay-template-file", ""); w != "" {
+			fmt.Fprintln(cmd.ErrOrStderr(), w)
+		}
+	}
 	if (dsn != "" || envGiven) && (f.keep || f.osUser != "") {
 		return loadtest.Options{}, errors.New("--keep and --os-user apply to the embedded server only; drop them or drop --dsn")
 	}
