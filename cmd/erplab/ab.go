@@ -203,12 +203,13 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 			if !(alpha > 0 && alpha < 1) || !(minEffect >= 0) {
 				return withCode(exitUsage, fmt.Errorf("--alpha must be in (0, 1) and --min-effect >= 0 (got %g, %g)", alpha, minEffect))
 			}
+			f.ignoreEnv = "ab" // its own server unless --dsn
 			opts, err := f.options(cmd)
 			opts.Profile, _ = cmd.Flags().GetBool("profile")
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
-			if err := checkPrimaryAPDEX(primary, opts.Workload); err != nil {
+			if err := checkPrimaryRows(primary, opts.Workload); err != nil {
 				return withCode(exitUsage, err)
 			}
 			if _, driven := opts.Workload.(workload.Driver); driven && age != 0 {
@@ -249,6 +250,13 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 				Compare:   compare.Options{Alpha: alpha, MinEffect: minEffect, MaxForeignDiff: maxForeign, NoiseGuardOff: !noiseGuard},
 				AAPrimary: aaPrimary,
 			}
+			if err := checkABFlags(opts.DSN, templateDB, outDir, cold, allowRestart, vs); err != nil {
+				return err
+			}
+			tw, err := newW(baseFlags)
+			if err != nil {
+				return withCode(exitUsage, err)
+			}
 			if err := writeABPlan(cmd.OutOrStdout(), ecfg, aa, roundsFrom); err != nil || dryRun {
 				return err // --dry-run: the plan alone, no server, no directory
 			}
@@ -283,10 +291,6 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 					pool = max(pool, s.Target)
 				}
 			}
-			tw, err := newW(baseFlags)
-			if err != nil {
-				return withCode(exitUsage, err)
-			}
 			var c *pgcluster.Cluster
 			var ext *experiment.External
 			template := experiment.DefaultTemplate
@@ -300,8 +304,6 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 					return err
 				}
 				defer done()
-			} else if templateDB != "" {
-				return withCode(exitUsage, errors.New("--template-db names a database on the --dsn server: give --dsn"))
 			} else {
 				if c, err = startTemplate(ctx, out, f.osUser, pool+30, tw, opts.Scale, opts.Seed); err != nil {
 					return err
@@ -478,21 +480,22 @@ func declaredPrimaries() string {
 	return strings.Join(lines, "\n")
 }
 
-// checkPrimaryAPDEX refuses, before the first run, a --primary APDEX row
-// (SUBJECT or SUBJECT:apdex) whose subject is neither "integral" nor a key
-// operation of w: such a row could never be tested, and the experiment
-// would end with "primary verdict n/a". Rows of other metrics are checked
-// by compare on the documents (their subjects include host and server
-// rows that exist only once the runs have observed them).
-func checkPrimaryAPDEX(specs []string, w workload.Workload) error {
+// checkPrimaryRows refuses, before the first run, a --primary row no
+// comparison of w's runs can have (compare.ImpossibleKey): an operation w
+// lacks, a metric no row of its section has. Such a row could never be
+// tested, and the experiment would end with "primary verdict n/a".
+// Observation rows' subjects exist only once the runs observe them and
+// are not checked; nor are the rows remedies declare.
+func checkPrimaryRows(specs []string, w workload.Workload) error {
 	if w == nil {
 		return nil
 	}
-	ops := map[string]bool{"integral": true}
-	var names []string
-	for _, op := range w.Operations() {
-		ops[op.Name] = true
-		names = append(names, op.Name)
+	var ops []string
+	if _, driven := w.(workload.Driver); !driven {
+		ops = []string{}
+		for _, op := range w.Operations() {
+			ops = append(ops, op.Name)
+		}
 	}
 	for _, s := range specs {
 		row := s
@@ -500,10 +503,12 @@ func checkPrimaryAPDEX(specs []string, w workload.Workload) error {
 			row = r
 		}
 		k, err := compare.ParseKey(row)
-		if err != nil || k.Metric != "apdex" || ops[k.Subject] {
+		if err != nil {
 			continue
 		}
-		return fmt.Errorf("--primary %q: workload %s has no key operation %q (it has: integral, %s)", s, w.Name(), k.Subject, strings.Join(names, ", "))
+		if why := compare.ImpossibleKey(k, ops); why != "" {
+			return fmt.Errorf("--primary %q: workload %s: %s", s, w.Name(), why)
+		}
 	}
 	return nil
 }

@@ -29,6 +29,18 @@ func TestABDryRun(t *testing.T) {
 		{append(motivating, "--rounds", "5"),
 			[]string{"or_subquery_report:apdex smallest p 0.0079 when constant within each side, ~600 executions a run, resolves APDEX changes >= 0.04"},
 			[]string{"cannot be decided"}},
+		// a p95 of ~1.7 executions a run is not tested: its own line, and
+		// the APDEX row's line does not call it decisive
+		{[]string{"ab", "--dry-run", "--workload", "smoke", "--users", "2", "--duration", "20s", "--rounds", "2", "--variant", "x=rewrite-proxy", "--primary", "x=hour_report:p95_ms"},
+			[]string{"plan: x: Holm over 1 primary row (--primary) at 0.05/1: hour_report:p95_ms ~1.7 executions a run, not tested: a p95 needs 20\n",
+				"plan: x: hour_report:p95_ms cannot be decided: ~1.7 executions a run, a p95 needs 20; use --duration 4m0s, or --users 25, or --mix hour_report=1\n"},
+			nil},
+		{[]string{"ab", "--dry-run", "--workload", "smoke", "--users", "2", "--duration", "20s", "--rounds", "2", "--variant", "x=rewrite-proxy", "--primary", "x=hour_report:apdex", "--primary", "x=hour_report:p95_ms"},
+			[]string{"hour_report:p95_ms cannot be decided"},
+			[]string{"can decide the verdict"}},
+		{[]string{"ab", "--dry-run", "--workload", "smoke", "--variant", "x=rewrite-proxy", "--primary", "x=hour_report:p99_ms"},
+			[]string{"plan: x: hour_report:p99_ms cannot be decided: ~25 executions a run, a p99 needs 100; use --duration 4m1s, or --users 40, or --mix hour_report=1\n"},
+			nil},
 		{[]string{"ab", "--dry-run", "--workload", "smoke", "--aa", "4", "--rounds", "3"},
 			[]string{"24 runs", "plan: A/A (same): Holm over 1 primary row (default: integral APDEX) at 0.05/1: integral:apdex Welch's t (no floor)"},
 			[]string{"cannot be decided"}},

@@ -31,6 +31,14 @@ func TestABUsageErrors(t *testing.T) {
 		// an APDEX row of no key operation: refused before the first run
 		{"ab", "--workload", "smoke", "--aa", "1", "--primary", "nosuch_op"},
 		{"ab", "--workload", "smoke", "--variant", "x=temp-style:1c", "--primary", "x=nosuch_op:apdex"},
+		// any row no comparison of the workload's runs can have
+		// any row no comparison of the workload's runs can have (--dry-run:
+		// refused before the plan too)
+		{"ab", "--dry-run", "--workload", "smoke", "--variant", "x=rewrite-proxy", "--primary", "x=nosuchop:p95_ms"},
+		{"ab", "--dry-run", "--workload", "smoke", "--variant", "x=rewrite-proxy", "--primary", "integral:nosuchmetric"},
+		{"ab", "--dry-run", "--workload", "smoke", "--aa", "1", "--primary", "integral:p95_ms"},
+		{"ab", "--dry-run", "--workload", "smoke", "--variant", "x=rewrite-proxy", "--primary", "item_lookup:share_pct"},
+		{"ab", "--dry-run", "--workload", "smoke", "--variant", "x=rewrite-proxy", "--primary", "wait IO:DataFileRead:nosuch"},
 		// a remedy parameter the remedy cannot take: refused before the server starts
 		{"ab", "--workload", "erp", "--variant", "x=tmpfs-temp-tablespace", "--tmpfs-size", "banana"},
 	} {

@@ -19,6 +19,49 @@ import (
 	"github.com/erplab/erplab/internal/workload"
 )
 
+// checkABFlags refuses, before the plan, a file or a server, what the
+// flags alone show ab cannot do: --template-db without --dsn, --cold
+// with --dsn (the server erplab did not start) without --allow-restart,
+// --allow-restart without --dsn, --allow-restart or the tmpfs remedy
+// with a --dsn host not on this host (onThisHost), and an --out-dir that
+// exists and is no directory. What needs the server (its data directory,
+// the role's rights) is checkABServer's. Each refusal is one line, a
+// usage error.
+func checkABFlags(dsn, templateDB, outDir string, cold, allowRestart bool, vs []experiment.Variant) error {
+	if outDir != "" {
+		if fi, err := os.Stat(outDir); err == nil && !fi.IsDir() {
+			return withCode(exitUsage, fmt.Errorf("--out-dir %s exists and is not a directory", outDir))
+		}
+	}
+	if dsn == "" {
+		switch {
+		case templateDB != "":
+			return withCode(exitUsage, errors.New("--template-db names a database on the --dsn server: give --dsn"))
+		case allowRestart:
+			return withCode(exitUsage, errors.New("--allow-restart is for a --dsn server on this host: ab restarts its own server anyway"))
+		}
+		return nil
+	}
+	if cold && !allowRestart {
+		return withCode(exitUsage, errors.New("--cold restarts the server before every run: ab --dsn restarts a server erplab did not start only with --allow-restart (a server on this host); drop --cold or add --allow-restart"))
+	}
+	if allowRestart {
+		if err := onThisHost(dsn, "--allow-restart"); err != nil {
+			return withCode(exitUsage, err)
+		}
+	}
+	for _, v := range vs {
+		for _, r := range v.Remedies {
+			if r.Kind == tmpfs.Name {
+				if err := onThisHost(dsn, "--variant "+v.Name+": "+tmpfs.Name); err != nil {
+					return withCode(exitUsage, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // checkABServer refuses, before anything is built, what ab cannot do on
 // the server of dsn, which erplab did not start (ab --dsn): --cold (a
 // restart) without allowRestart, allowRestart on a server erplab may not

@@ -58,13 +58,23 @@ func localHost(host string) bool {
 // findLocalServer checks that the server of dsn is one erplab may
 // restart or mount beside (localServer) and says, in one line starting
 // with why (the flag or variant asking), why not.
-func findLocalServer(ctx context.Context, dsn, why string) (*localServer, error) {
+// onThisHost refuses, without connecting, a dsn whose host is not a Unix
+// socket, localhost or a loopback address (localHost): erplab restarts a
+// server and mounts beside it only on this host. why prefixes the error.
+func onThisHost(dsn, why string) error {
 	cfg, err := pgconn.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s", why, conninfo.Describe(err))
+		return fmt.Errorf("%s: %s", why, conninfo.Describe(err))
 	}
 	if !localHost(cfg.Host) {
-		return nil, fmt.Errorf("%s: the --dsn server (host %s) is not on this host: erplab restarts a server and mounts beside it only through a Unix socket or localhost", why, cfg.Host)
+		return fmt.Errorf("%s: the --dsn server (host %s) is not on this host: erplab restarts a server and mounts beside it only through a Unix socket or localhost", why, cfg.Host)
+	}
+	return nil
+}
+
+func findLocalServer(ctx context.Context, dsn, why string) (*localServer, error) {
+	if err := onThisHost(dsn, why); err != nil {
+		return nil, err
 	}
 	conn, err := conninfo.Connect(ctx, dsn, "erplab-ab", nil)
 	if err != nil {

@@ -273,3 +273,42 @@ func TestABDSNNotSuperuser(t *testing.T) {
 	}
 	waitClean(t, pool, before, string(out))
 }
+
+// A refusal the flags alone decide writes nothing: no plan, no
+// ./erplab-results: --template-db without --dsn, --cold with --dsn(-file)
+// without --allow-restart, tmpfs or --allow-restart with a --dsn host not
+// on this host, --allow-restart without --dsn, an --out-dir that is a
+// regular file.
+func TestABRefusalsWriteNothing(t *testing.T) {
+	files := t.TempDir()
+	dsnFile := filepath.Join(files, "dsn")
+	remote := filepath.Join(files, "remote")
+	conf := filepath.Join(files, "s.conf")
+	notDir := filepath.Join(files, "results")
+	for p, text := range map[string]string{dsnFile: "host=/nonexistent dbname=erp\n", remote: "host=192.0.2.1 dbname=erp\n", conf: "work_mem = '8MB'\n", notDir: "x"} {
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{
+		{"ab", "--workload", "smoke", "--variant", "x=rewrite-proxy", "--template-db", "mydb"},
+		{"ab", "--dsn-file", remote, "--variant", "t=tmpfs-temp-tablespace"},
+		{"ab", "--dsn-file", remote, "--allow-restart", "--variant", "s=settings:" + conf},
+		{"ab", "--allow-restart", "--variant", "s=settings:" + conf},
+		{"ab", "--dsn-file", dsnFile, "--cold", "--variant", "s=settings:" + conf},
+		{"ab", "--workload", "smoke", "--variant", "x=rewrite-proxy", "--out-dir", notDir},
+	} {
+		dir := t.TempDir()
+		cmd := erplab(t, dir, args...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitUsage || len(out) != 0 || strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 {
+			t.Errorf("%v: exit %v, stdout %q, stderr %q; want exit %d, one line", args, err, out, stderr.String(), exitUsage)
+		}
+		if ents, err := os.ReadDir(dir); err != nil || len(ents) > 0 {
+			t.Errorf("%v: refused but left %v (%v)", args, ents, err)
+		}
+	}
+}

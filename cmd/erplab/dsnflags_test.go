@@ -79,3 +79,22 @@ func TestEnvDSNNamed(t *testing.T) {
 		t.Errorf("the password is in the output:\n%s", out)
 	}
 }
+
+// ab starts its own server unless --dsn: with PG* variables set it says
+// in one line that it ignores them, never that it connects to them, also
+// with --dry-run.
+func TestABEnvIgnored(t *testing.T) {
+	cmd := erplab(t, t.TempDir(), "ab", "--dry-run", "--workload", "smoke", "--variant", "x=rewrite-proxy")
+	cmd.Env = append(cmd.Env, "PGHOST=/nonexistent", "PGPASSWORD=bogus")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "connecting to the server the environment names") ||
+		!strings.Contains(string(out), "PG* variables are ignored by ab (PGHOST, PGPASSWORD set): give --dsn to use that server\n") {
+		t.Errorf("output:\n%s", out)
+	}
+	if strings.Contains(string(out), "bogus") {
+		t.Errorf("the password is in the output:\n%s", out)
+	}
+}

@@ -176,3 +176,38 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// A password in --replay-template stays in erplab's argv: one warning
+// line names --replay-template-file, which reads it from a 0600 file
+// (refused with group or world access, or beside --replay-template).
+func TestReplayTemplateArgvWarning(t *testing.T) {
+	dir := t.TempDir()
+	journal := writeJournal(t, []string{"a", "b"}, 1000)
+	conn := "host=/nonexistent password=s3cret dbname=before"
+	file := filepath.Join(dir, "tpl")
+	if err := os.WriteFile(file, []byte(conn+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	open := filepath.Join(dir, "tpl-open")
+	if err := os.WriteFile(open, []byte(conn+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ab := []string{"ab", "--dry-run", "--rounds", "2", "--variant", "x=rewrite-proxy", "--workload", "replay", "--replay-source", journal}
+	warning := "warning: the password in --replay-template is visible to every user of this host (ps, /proc); pass it in PGPASSWORD or ~/.pgpass (PGPASSFILE), or the whole DSN in a 0600 file with --replay-template-file"
+	for _, c := range []struct {
+		args      []string
+		code      int
+		want, not string
+	}{
+		{append(ab, "--replay-template", conn), 0, warning, ""},
+		{[]string{"capacity", "--workload", "replay", "--replay-source", journal, "--replay-template", conn}, exitUsage, warning, ""},
+		{append(ab, "--replay-template-file", file), 0, "plan: ", "warning"},
+		{append(ab, "--replay-template-file", open), exitUsage, "chmod 600", "warning"},
+		{append(ab, "--replay-template-file", file, "--replay-template", "before"), exitUsage, "give one", "warning"},
+	} {
+		code, text := exitCode(t, erplab(t, dir, c.args...))
+		if code != c.code || !strings.Contains(text, c.want) || (c.not != "" && strings.Contains(text, c.not)) || strings.Contains(text, "s3cret") {
+			t.Errorf("%v: exit %d (want %d), want %q, not %q:\n%s", c.args, code, c.code, c.want, c.not, text)
+		}
+	}
+}

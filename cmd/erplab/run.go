@@ -40,6 +40,9 @@ func workloadByName(name string, fs *pflag.FlagSet) (workload.Workload, error) {
 }
 
 type runFlags struct {
+	// ignoreEnv names a command (ab) that starts its own server unless
+	// --dsn or --dsn-file is given: the PG* variables name no server.
+	ignoreEnv                              string
 	dsn, workload, mix, think, out, osUser string
 	dsnFile                                string
 	users, connections                     int
@@ -371,9 +374,14 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 		}
 		stressSpec = &sp
 	}
-	dsn, envGiven, err := resolveDSN(cmd, f.dsn, f.dsnFile)
+	dsn, envGiven, err := f.resolveDSN(cmd)
 	if err != nil {
 		return loadtest.Options{}, err
+	}
+	if fl := cmd.Flags().Lookup("replay-template"); fl != nil {
+		if w := conninfo.ArgvWarning("--replay-template", fl.Value.String(), "--replay-template-file", ""); w != "" {
+			fmt.Fprintln(cmd.ErrOrStderr(), w)
+		}
 	}
 	if (dsn != "" || envGiven) && (f.keep || f.osUser != "") {
 		return loadtest.Options{}, errors.New("--keep and --os-user apply to the embedded server only; drop them or drop --dsn")
@@ -393,6 +401,19 @@ func (f *runFlags) options(cmd *cobra.Command) (loadtest.Options, error) {
 		Stress: stressSpec, Observe: f.observe, ObserveInterval: f.observeInterval, MetricsAddr: f.metricsAddr,
 		Out: f.out, OutMode: f.outMode, CommandLine: conninfo.RedactArgs(append([]string{"erplab"}, os.Args[1:]...)), Version: version,
 	}, nil
+}
+
+// resolveDSN is resolveDSN of f's --dsn and --dsn-file, except for a
+// command that ignores the environment (f.ignoreEnv) given neither: it
+// says in one line that the PG* variables set are ignored.
+func (f *runFlags) resolveDSN(cmd *cobra.Command) (string, bool, error) {
+	if f.ignoreEnv == "" || f.dsn != "" || f.dsnFile != "" {
+		return resolveDSN(cmd, f.dsn, f.dsnFile)
+	}
+	if set := conninfo.EnvVarsSet(); len(set) > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "PG* variables are ignored by %s (%s set): give --dsn to use that server\n", f.ignoreEnv, strings.Join(set, ", "))
+	}
+	return "", false, nil
 }
 
 // drivenRefused are the flags of a load profile that a workload driving

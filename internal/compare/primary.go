@@ -320,3 +320,46 @@ func BinomialCI(k, n int, level float64) (lo, hi float64) {
 	}
 	return lo, hi
 }
+
+// OperationMetrics are the metrics of an operation's rows (its
+// statements' plan_ms and exec_ms included); IntegralMetrics the
+// integral's; otherMetrics those of the observation and profile rows.
+var (
+	OperationMetrics = []string{"apdex", "p50_ms", "p95_ms", "p99_ms", "per_second", "error_pct", "plan_ms", "exec_ms"}
+	IntegralMetrics  = []string{"apdex", "per_second", "error_pct"}
+	otherMetrics     = []string{"share_pct", "growth_bytes", "user_pct", "system_pct", "temp_files_per_s", "temp_bytes_per_s"}
+)
+
+// ImpossibleKey says why no comparison of runs of a workload with
+// operations ops (nil: unknown, e.g. a replay's) can have row k, or ""
+// when one can: an operation row of an operation ops lack, an integral
+// or operation row of a metric such rows do not have, a metric no row
+// has. Observation and profile subjects are open-ended (they exist once
+// the runs observe them) and are not checked.
+func ImpossibleKey(k Key, ops []string) string {
+	has := func(list []string, s string) bool {
+		for _, x := range list {
+			if x == s {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case k.Subject == IntegralApdex.Subject:
+		if !has(IntegralMetrics, k.Metric) {
+			return fmt.Sprintf("the integral has no metric %q (it has: %s)", k.Metric, strings.Join(IntegralMetrics, ", "))
+		}
+	case ops != nil && has(ops, k.Subject):
+		if !has(OperationMetrics, k.Metric) {
+			return fmt.Sprintf("operation %s has no metric %q (it has: %s)", k.Subject, k.Metric, strings.Join(OperationMetrics, ", "))
+		}
+	case has(OperationMetrics, k.Metric):
+		if ops != nil {
+			return fmt.Sprintf("no operation %q (operations: %s)", k.Subject, strings.Join(ops, ", "))
+		}
+	case !has(otherMetrics, k.Metric):
+		return fmt.Sprintf("no row has metric %q (metrics: %s, %s)", k.Metric, strings.Join(OperationMetrics, ", "), strings.Join(otherMetrics, ", "))
+	}
+	return ""
+}

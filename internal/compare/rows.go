@@ -645,6 +645,18 @@ func (rd *runData) noiseRecorded() bool {
 // the configurations (package doc, "Percentiles of few executions").
 var quantileExecutions = [3]int64{2, 20, 100}
 
+// QuantileExecutions is the executions a run needs for a row of metric
+// (p50_ms, p95_ms, p99_ms) to be tested (quantileExecutions); 0 for a
+// metric that is no quantile.
+func QuantileExecutions(metric string) int64 {
+	for q, m := range []string{"p50_ms", "p95_ms", "p99_ms"} {
+		if m == metric {
+			return quantileExecutions[q]
+		}
+	}
+	return 0
+}
+
 // leastExecutions is the fewest successful scored executions of
 // operation name in any run of either side.
 func leastExecutions(name string, sides ...[]*runData) int64 {

@@ -42,6 +42,7 @@ type Plan struct {
 	Variants []VariantPlan
 
 	mix      string             // --mix, for the proposals
+	load     loadtest.Options   // the load, for the proposals
 	workload string             // the workload's name
 	share    map[string]float64 // opShares
 }
@@ -93,6 +94,10 @@ type RowPlan struct {
 	// Missing: the row is an operation's and the workload has no such
 	// operation (a remedy's declared row on another workload).
 	Missing bool
+	// Needs is, for a quantile row whose run has fewer executions than
+	// its quantile needs to be tested (compare.QuantileExecutions: 20 for
+	// a p95), that number; compare will not test the row. 0 otherwise.
+	Needs int64
 }
 
 // opMetrics are the metrics of an operation's rows.
@@ -108,7 +113,7 @@ func NewPlan(cfg Config, aa int) (*Plan, error) {
 	if alpha == 0 {
 		alpha = compare.DefaultAlpha
 	}
-	p := &Plan{Rounds: max(cfg.Rounds, 1), Alpha: alpha, RunLength: RunLength(cfg.Load) + cfg.Age, mix: cfg.Load.Mix, Comparisons: len(cfg.Variants)}
+	p := &Plan{Rounds: max(cfg.Rounds, 1), Alpha: alpha, RunLength: RunLength(cfg.Load) + cfg.Age, mix: cfg.Load.Mix, Comparisons: len(cfg.Variants), load: cfg.Load}
 	vs := cfg.Variants
 	if aa > 0 {
 		vs, p.Comparisons = []Variant{{Name: AAName, Primary: cfg.AAPrimary}}, aa
@@ -209,6 +214,9 @@ func PlanRow(k compare.Key, ex float64, rounds int, alpha float64, family int) R
 		if MinP(n, r.Constant) <= level {
 			r.Rounds = n
 		}
+	}
+	if need := compare.QuantileExecutions(k.Metric); ex < float64(need) { // false for NaN and +Inf
+		r.Needs, r.Decidable, r.Rounds = need, false, 0
 	}
 	return r
 }
@@ -367,11 +375,22 @@ func (p *Plan) Lines() []string {
 	var undecided []string
 	for _, v := range p.Variants {
 		var rows []string
+		missing := map[string][]string{} // by operation
+		var ops []string
 		for _, r := range v.Rows {
 			rows = append(rows, r.Key.String()+" "+r.brief())
-			if !r.Decidable {
+			switch {
+			case r.Missing:
+				if missing[r.Key.Subject] == nil {
+					ops = append(ops, r.Key.Subject)
+				}
+				missing[r.Key.Subject] = append(missing[r.Key.Subject], r.Key.String())
+			case !r.Decidable:
 				undecided = append(undecided, p.undecided(v, r))
 			}
+		}
+		for _, op := range ops {
+			undecided = append(undecided, p.missingLine(v, op, missing[op]))
 		}
 		name := v.Name
 		if v.AA {
@@ -389,6 +408,9 @@ func (r RowPlan) brief() string {
 	if r.Missing {
 		return "missing"
 	}
+	if r.Needs > 0 {
+		return fmt.Sprintf("%s executions a run, not tested: a %s needs %d", fmtCount(r.Executions), strings.TrimSuffix(r.Key.Metric, "_ms"), r.Needs)
+	}
 	var parts []string
 	switch {
 	case r.MinP == 0:
@@ -404,9 +426,6 @@ func (r RowPlan) brief() string {
 	if !math.IsNaN(r.Resolution) {
 		parts = append(parts, fmt.Sprintf("resolves APDEX changes >= %.2f", r.Resolution))
 	}
-	if strings.HasPrefix(r.Key.Metric, "p9") && r.Executions > 0 && r.Executions < MinPercentileSamples {
-		parts = append(parts, fmt.Sprintf("a %s of %s executions is about their maximum (a percentile needs >= %d)", strings.TrimSuffix(r.Key.Metric, "_ms"), fmtCount(r.Executions), MinPercentileSamples))
-	}
 	return strings.Join(parts, ", ")
 }
 
@@ -419,11 +438,15 @@ func (p *Plan) undecided(v VariantPlan, r RowPlan) string {
 	if v.AA {
 		scope = ""
 	}
-	if r.Missing {
-		return fmt.Sprintf("plan: %s: %s cannot be decided: workload %s has no operation %s (the row will be missing); use --primary %sSUBJECT[:METRIC]", v.Name, r.Key, p.workload, op, scope)
-	}
 	if r.Executions == 0 {
 		return fmt.Sprintf("plan: %s: %s cannot be decided: the load never runs %s; give it a weight (--mix %s=1)", v.Name, r.Key, op, op)
+	}
+	if r.Needs > 0 {
+		line := fmt.Sprintf("plan: %s: %s cannot be decided: %s executions a run, a %s needs %d", v.Name, r.Key, fmtCount(r.Executions), strings.TrimSuffix(r.Key.Metric, "_ms"), r.Needs)
+		if fix := p.moreExecutions(op, r.Executions, r.Needs); fix != "" {
+			line += "; use " + fix
+		}
+		return line
 	}
 	why := fmt.Sprintf("%d round%s a side decides nothing", p.Rounds, plural(p.Rounds))
 	if p.Rounds >= 2 {
@@ -441,7 +464,7 @@ func (p *Plan) undecided(v VariantPlan, r RowPlan) string {
 		fix = append(fix, fmt.Sprintf("--rounds %d", r.Rounds))
 	}
 	p95 := compare.Key{Subject: op, Metric: "p95_ms"}
-	if r.Key.Metric == "apdex" && isOp && !v.has(p95) && p.Rounds >= 2 {
+	if r.Key.Metric == "apdex" && isOp && !v.has(p95) && p.Rounds >= 2 && !(r.Executions < float64(compare.QuantileExecutions(p95.Metric))) {
 		fix = append(fix, "--primary "+scope+p95.String())
 	}
 	if isOp && r.Executions < MinPercentileSamples {
@@ -459,6 +482,44 @@ func (p *Plan) undecided(v VariantPlan, r RowPlan) string {
 		line += fmt.Sprintf(" (%s, also primary, can decide the verdict)", p95)
 	}
 	return line
+}
+
+// missingLine is the one line of v's primary rows keys of operation op,
+// which the workload lacks: they will be missing, and when they are all
+// of v's rows, v's primary verdict can only be n/a.
+func (p *Plan) missingLine(v VariantPlan, op string, keys []string) string {
+	scope := v.Name + "="
+	if v.AA {
+		scope = ""
+	}
+	what := "the row"
+	if len(keys) > 1 {
+		what = "the rows"
+	}
+	then := what + " will be missing and cannot decide the verdict"
+	if len(keys) == len(v.Rows) {
+		then = what + " will be missing and the primary verdict can only be n/a"
+	}
+	return fmt.Sprintf("plan: %s: %s: workload %s has no operation %s, so %s; use --primary %sSUBJECT[:METRIC]", v.Name, strings.Join(keys, ", "), p.workload, op, then, scope)
+}
+
+// moreExecutions is the changes of the load that give operation op need
+// executions a run where it has ex (0 < ex < need): a longer --duration
+// or more --users when the load is --users held for --duration, and
+// --mix op=1 when the whole load would run need; "" when none applies.
+func (p *Plan) moreExecutions(op string, ex float64, need int64) string {
+	var fix []string
+	st, share := p.load.Stages, p.share[op]
+	think := p.load.Think.Mean().Seconds()
+	if n := len(st); n >= 2 && st[n-1].Target == st[n-2].Target && st[n-1].Target > 0 && think > 0 && share > 0 {
+		rate := share * float64(st[n-1].Target) / think // executions a second of the hold
+		d := st[n-1].Duration + time.Duration(math.Ceil((float64(need)-ex)/rate))*time.Second
+		fix = append(fix, "--duration "+d.String(), fmt.Sprintf("--users %d", int(math.Ceil(float64(st[n-1].Target)*float64(need)/ex))))
+	}
+	if share > 0 && share < 1 && ex/share >= float64(need) {
+		fix = append(fix, "--mix "+op+"=1")
+	}
+	return strings.Join(fix, ", or ")
 }
 
 // has reports whether k is one of v's primary rows.

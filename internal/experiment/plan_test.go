@@ -121,6 +121,10 @@ func TestPlanRow(t *testing.T) {
 		{"or_subquery_report:apdex", 0, 5, 1, 0.05, true, false, 4}, // the mix never runs it
 		{"wait IO:DataFileRead:share_pct", math.NaN(), 2, 1, 0.05, false, true, 2},
 		{"document_list:error_pct", 5, 3, 1, 0.05, true, false, 4}, // a count over few executions
+		// fewer executions than the quantile needs: compare does not test it
+		{"hour_report:p95_ms", 19, 4, 1, 0.05, false, false, 0},
+		{"hour_report:p95_ms", 20, 4, 1, 0.05, false, true, 2},
+		{"hour_report:p99_ms", 99, 4, 1, 0.05, false, false, 0},
 	} {
 		r := PlanRow(key(c.row), c.ex, c.n, c.alpha, c.k)
 		if r.Constant != c.constant || r.Decidable != c.decid || r.Rounds != c.rounds || !near(r.MinP, MinP(c.n, c.constant)) {
@@ -163,8 +167,9 @@ func TestPlanLines(t *testing.T) {
 	if p, err = NewPlan(Config{Load: load, Variants: []Variant{v}, Rounds: 2}, 0); err != nil {
 		t.Fatal(err)
 	}
-	if l := p.Lines(); len(l) != 4 || !p.Variants[0].Rows[1].Missing || p.Order != "baseline baseline proxy proxy" ||
-		l[3] != "plan: proxy: or_subquery_report:apdex cannot be decided: workload smoke has no operation or_subquery_report (the row will be missing); use --primary proxy=SUBJECT[:METRIC]" {
+	// one line for both rows: the variant's verdict can only be n/a
+	if l := p.Lines(); len(l) != 3 || !p.Variants[0].Rows[1].Missing || p.Order != "baseline baseline proxy proxy" ||
+		l[2] != "plan: proxy: or_subquery_report:p95_ms, or_subquery_report:apdex: workload smoke has no operation or_subquery_report, so the rows will be missing and the primary verdict can only be n/a; use --primary proxy=SUBJECT[:METRIC]" {
 		t.Fatalf("smoke plan: %q", l)
 	}
 	load.Workload = erp.New(erp.WorkloadOptions{})

@@ -60,6 +60,7 @@ func flags(fs *pflag.FlagSet) {
 	fs.String("replay-source", "", "replay: the captured workload, as erplab replay's SOURCE: a capture file, a 1C journal directory, server log files (a glob pattern, quoted: 'postgresql-*.csv')")
 	fs.String("replay-from", "", "replay: source kind capture, pglog or techlog (default: detected)")
 	fs.String("replay-template", "", "replay: the database as it was before the capture, copied for every run: a database name on the server under test, or a connection string of it (copied in with pg_dump: ab, capacity without --dsn)")
+	fs.String("replay-template-file", "", "replay: a file (mode 0600) holding the --replay-template connection string, so that its password is not in erplab's argv")
 	fs.Float64("replay-speed", 1, "replay: pacing, 1 the captured pace, 2 twice as fast, 0 as fast as the sessions and the order allow")
 	fs.String("replay-order", "gates", "replay: cross-session order, gates (the captured order) or none (each session on its own schedule)")
 	fs.String("replay-targets", "", "replay: targets file grouping statements into key operations with their APDEX T (docs/replay.md)")
@@ -113,6 +114,16 @@ func fromFlags(fs *pflag.FlagSet) (*Workload, load.Options, error) {
 	source, _ := fs.GetString("replay-source")
 	from, _ := fs.GetString("replay-from")
 	template, _ := fs.GetString("replay-template")
+	if file, _ := fs.GetString("replay-template-file"); file != "" {
+		if template != "" {
+			return nil, lo, errors.New("--replay-template and --replay-template-file both name the template: give one")
+		}
+		t, err := conninfo.ReadFile(file)
+		if err != nil {
+			return nil, lo, fmt.Errorf("--replay-template-file: %w", err)
+		}
+		template = t
+	}
 	speed, _ := fs.GetFloat64("replay-speed")
 	order, _ := fs.GetString("replay-order")
 	targets, _ := fs.GetString("replay-targets")
@@ -123,7 +134,7 @@ func fromFlags(fs *pflag.FlagSet) (*Workload, load.Options, error) {
 	case source == "":
 		return nil, lo, errors.New("--workload replay needs --replay-source FILE: the captured workload (a capture file, server log files or a 1C journal directory)")
 	case template == "":
-		return nil, lo, errors.New("--workload replay needs --replay-template DB: the database as it was before the capture, copied for every run (a replay writes)")
+		return nil, lo, errors.New("--workload replay needs --replay-template DB (or --replay-template-file): the database as it was before the capture, copied for every run (a replay writes)")
 	case speed < 0:
 		return nil, lo, fmt.Errorf("--replay-speed must not be negative, got %g", speed)
 	case usersX < 1:
