@@ -163,8 +163,16 @@ func TestReplayTemplatePassword(t *testing.T) {
 	// a database of erplab's there: refused without --force.
 	code, text = exitCode(t, erplab(t, dir, "run", "--workload", "replay", "--replay-source", journal, "--replay-template", withPW,
 		"--dsn", srv.DSN(t, "postgres"), "--out", filepath.Join(dir, "r2.json")))
-	if msg := strings.TrimSpace(text); code != exitError || strings.Contains(msg, "\n") || !strings.Contains(msg, "--force") || strings.Contains(msg, secretCore) {
-		t.Errorf("--dsn with a template connection string: exit %d:\n%s", code, msg)
+	// the password on argv is warned about first, then refused in one line
+	const warned = "warning: the password in --replay-template is visible to every user of this host"
+	msg := strings.TrimSpace(text)
+	if rest, ok := strings.CutPrefix(msg, warned); ok {
+		_, msg, _ = strings.Cut(rest, "\n")
+	} else {
+		t.Errorf("no warning about the password on the command line:\n%s", text)
+	}
+	if code != exitError || strings.Contains(msg, "\n") || !strings.Contains(msg, "--force") || strings.Contains(text, secretCore) {
+		t.Errorf("--dsn with a template connection string: exit %d:\n%s", code, text)
 	}
 }
 

@@ -74,8 +74,8 @@ func TestWriteHelp(t *testing.T) {
 	}
 	want := `  rewrite-proxy            the run's connections go through an in-process erplab proxy
   settings:FILE            GUCs of a postgresql.conf-style file: ALTER SYSTEM SET + pg_reload_conf()
-                           before the run, ALTER SYSTEM RESET after (reloadable settings only;
-                           see examples/erp-profile.conf)
+                           before the run, ALTER SYSTEM RESET after (reloadable settings only; a restart
+                           for postmaster ones with ab --dsn --allow-restart; see examples/erp-profile.conf)
   temp-style:1c|lsfusion   how the ERP workload treats temp tables in this run
   test-counted             counts
                            its calls
