@@ -25,10 +25,11 @@ type Server struct {
 // Locate finds the postmaster of the server conn is connected to among
 // the processes of proc (procfs root, "" = /proc): the session's backend
 // (pg_backend_pid) must be a visible process named postgres whose parent
-// is a postgres process started when the server says it started
-// (pg_postmaster_start_time, within 5 s) and, when both can be read,
-// whose working directory is the server's data_directory (the postmaster
-// runs in it). Anything else is a server on another host or in another
+// is a postgres process whose working directory is the server's
+// data_directory (the postmaster runs in it) or, when either cannot be
+// read, that started when the server says it started
+// (pg_postmaster_start_time, within 5 s; a wall clock stepped since
+// then moves /proc's start times, so the directory is preferred). Anything else is a server on another host or in another
 // PID namespace, or a pid that only happens to exist here: an
 // *Unavailable error says so in one line.
 func Locate(ctx context.Context, conn *pgx.Conn, proc string) (Server, error) {
@@ -67,16 +68,26 @@ func Locate(ctx context.Context, conn *pgx.Conn, proc string) (Server, error) {
 	if err != nil || pst.Comm != "postgres" {
 		return Server{}, remote(fmt.Sprintf("the parent %d of pid %d is not postgres", st.PPID, backend))
 	}
-	if t, err := pst.StartTime(); err == nil && math.Abs(t-start) > 5 {
-		return Server{}, remote(fmt.Sprintf("pid %d here started at %s, the server at %s",
-			st.PPID, time.Unix(int64(t), 0).UTC().Format(time.RFC3339), time.Unix(int64(start), 0).UTC().Format(time.RFC3339)))
-	}
 	s := Server{Postmaster: st.PPID}
 	if dataDir != nil {
 		s.DataDir = *dataDir
-		if cwd, err := os.Readlink(filepath.Join(proc, fmt.Sprint(st.PPID), "cwd")); err == nil && !sameDir(cwd, *dataDir) {
+		cwd, err := os.Readlink(filepath.Join(proc, fmt.Sprint(st.PPID), "cwd"))
+		if err == nil && !sameDir(cwd, *dataDir) {
 			return Server{}, remote(fmt.Sprintf("postgres pid %d here runs in %s, the server's data directory is %s", st.PPID, cwd, *dataDir))
 		}
+		if err == nil {
+			// the postmaster runs in the server's data directory: that
+			// is the server, whatever the clocks say (below)
+			return s, nil
+		}
+	}
+	// Without the data directory, the start time: a process's is
+	// computed from the boot time as the wall clock gives it now, so a
+	// wall clock stepped since the start (NTP, a paused VM) moves it;
+	// the check above does not depend on clocks.
+	if t, err := pst.StartTime(); err == nil && math.Abs(t-start) > 5 {
+		return Server{}, remote(fmt.Sprintf("pid %d here started at %s, the server at %s",
+			st.PPID, time.Unix(int64(t), 0).UTC().Format(time.RFC3339), time.Unix(int64(start), 0).UTC().Format(time.RFC3339)))
 	}
 	return s, nil
 }

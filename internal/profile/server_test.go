@@ -324,3 +324,73 @@ func TestMeasureTmpfs(t *testing.T) {
 		t.Logf("  tmpfs: %s", shares(tmp))
 	}
 }
+
+// A wall clock stepped since the server started moves the start times
+// /proc gives (boot time as the wall clock says now + ticks since boot):
+// an ab run lost its profile so ("pid 18210 here started at 03:41:35Z,
+// the server at 03:41:21Z") on a VM whose clock was stepped 14 s. Locate
+// trusts the postmaster's working directory when it is the server's data
+// directory, whatever the clocks say. The proc root here is the real
+// backend's and postmaster's stat files with /proc/stat's btime an hour
+// later and the postmaster's cwd linked to the data directory.
+func TestLocateSteppedClock(t *testing.T) {
+	dsn := srv.DSN(t, "postgres")
+	c := srv.Cluster(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var backend int
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		t.Fatal(err)
+	}
+	proc := t.TempDir()
+	copyFile := func(from, to string, edit func(string) string) {
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, []byte(edit(string(b))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	same := func(s string) string { return s }
+	stepped := func(s string) string {
+		lines := strings.Split(s, "\n")
+		for i, l := range lines {
+			var bt int64
+			if _, err := fmt.Sscanf(l, "btime %d", &bt); err == nil {
+				lines[i] = fmt.Sprintf("btime %d", bt+3600)
+			}
+		}
+		return strings.Join(lines, "\n")
+	}
+	copyFile("/proc/stat", filepath.Join(proc, "stat"), stepped)
+	for _, pid := range []int{backend, c.PID()} {
+		copyFile(fmt.Sprintf("/proc/%d/stat", pid), filepath.Join(proc, fmt.Sprint(pid), "stat"), same)
+	}
+	cwd := filepath.Join(proc, fmt.Sprint(c.PID()), "cwd")
+	if err := os.Symlink(c.DataDir(), cwd); err != nil {
+		t.Fatal(err)
+	}
+	s, err := profile.Locate(ctx, conn, proc)
+	if err != nil || s.Postmaster != c.PID() {
+		t.Fatalf("Locate with the clock stepped an hour: %+v, %v", s, err)
+	}
+	// Another directory: not this server, clocks or not.
+	if err := os.Remove(cwd); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(t.TempDir(), cwd); err != nil {
+		t.Fatal(err)
+	}
+	var u *profile.Unavailable
+	if _, err := profile.Locate(ctx, conn, proc); !errors.As(err, &u) || !strings.Contains(err.Error(), "the server's data directory is") {
+		t.Fatalf("Locate with the postmaster elsewhere: %v", err)
+	}
+}
