@@ -144,14 +144,11 @@ func undoReplayCopy(ctx context.Context, e leftover.Entry) (string, error) {
 	byHand := func(why string) error {
 		return fmt.Errorf("%s: %w: DROP DATABASE %s WITH (FORCE)", why, leftover.ErrByHand, pgx.Identifier{d.DB}.Sanitize())
 	}
-	if d.DSN == "" {
-		return "", byHand("no DSN recorded (a password erplab could not set apart)")
-	}
 	ctx, cancel := context.WithTimeout(ctx, replayCopySweepTimeout)
 	defer cancel()
-	conn, err := conninfo.Connect(ctx, d.DSN, "erplab-sweep", nil)
+	conn, err := sweepConn(ctx, d.DSN)
 	if err != nil {
-		return "", byHand("could not connect without a password: " + conninfo.Describe(err))
+		return "", byHand(err.Error())
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var oid uint32
