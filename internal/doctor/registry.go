@@ -53,11 +53,11 @@ var checks []Check
 // order outside the sections, an ID or order registered twice.
 func register(c Check) {
 	if c.ID == "" || c.Title == "" || c.run == nil || c.order <= secHost || c.order >= secEnd || c.order%100 == 0 {
-		panic(fmt.Sprintf("doctor: register %q: needs an ID, a title, run and an order inside a section", c.ID))
+		panic(fmt.Sprintf("doctor.register: %q needs an ID, a title, run and an order inside a section", c.ID))
 	}
 	for _, o := range checks {
 		if o.ID == c.ID || o.order == c.order {
-			panic(fmt.Sprintf("doctor: register %q: ID or order %d registered twice (%q)", c.ID, c.order, o.ID))
+			panic(fmt.Sprintf("doctor.register: %q (order %d) registered twice: %q has its ID or order", c.ID, c.order, o.ID))
 		}
 	}
 	i, _ := slices.BinarySearchFunc(checks, c.order, func(o Check, order int) int { return o.order - order })

@@ -291,8 +291,11 @@ var registered []rule
 func register(r rule) {
 	n := r.name()
 	i, dup := slices.BinarySearchFunc(registered, n, func(o rule, n string) int { return strings.Compare(o.name(), n) })
-	if n == "" || dup {
-		panic(fmt.Sprintf("rewrite: register %q: a rule needs a name, registered once", n))
+	if n == "" {
+		panic("rewrite.register: a rule needs a name")
+	}
+	if dup {
+		panic(fmt.Sprintf("rewrite.register: %q registered twice", n))
 	}
 	registered = slices.Insert(registered, i, r)
 }
