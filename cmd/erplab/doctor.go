@@ -89,12 +89,12 @@ func runDoctor(cmd *cobra.Command, f doctorFlags) error {
 	if f.list {
 		for _, c := range doctor.Checks() {
 			kind := ""
-			switch {
-			case c.Host && c.Sampled:
+			switch host, sampled := c.Needs.Has(doctor.NeedsHost), c.Needs.Has(doctor.NeedsSample); {
+			case host && sampled:
 				kind = " [host, sampled]"
-			case c.Host:
+			case host:
 				kind = " [host]"
-			case c.Sampled:
+			case sampled:
 				kind = " [sampled]"
 			}
 			fmt.Fprintf(out, "%s%s: %s\n    rule: %s\n    source: %s\n", c.ID, kind, c.Title, c.Rule, strings.Join(c.Sources, "\n            "))

@@ -454,6 +454,7 @@ func render() string {
 	list("Imports allowed against these rules (today's; the list only shrinks):", allowedImports)
 	list("Files outside `hostfacts` that name a path under /proc or /sys or call a procfs function:", allowedHostReads)
 	list("Files outside `rewrite` that call a pg_query_go function:", allowedParserCalls)
+	renderRegistrations(&b)
 	b.WriteString("\n")
 	return b.String()
 }

@@ -108,6 +108,13 @@ func (e *env) vacuumFix(ctx context.Context, fix []string) ([]string, []Evidence
 	return out, []Evidence{{Text: "dead tuples cannot be removed: the xmin horizon is held by " + b.String(), From: "pg_stat_activity, pg_prepared_xacts, pg_replication_slots"}}, b
 }
 
+func init() {
+	register(Check{ID: "catalog-size", Title: "Catalog size and dead tuples", order: secCatalog + 10, run: checkCatalogSize,
+		Rule:    "warning when pg_class + pg_attribute + pg_depend + pg_type >= 1 GiB, or one of them has >= 20 % and >= 10,000 dead tuples",
+		Why:     "Every temp table and index adds and removes catalog rows; a bloated catalog slows every cache miss, planning and autovacuum.",
+		Sources: []string{srcHeapCreate, srcPgStatTables, srcFieldCatalog}})
+}
+
 func checkCatalogSize(ctx context.Context, e *env) result {
 	rels, err := e.catalogRels(ctx)
 	if err != nil {
@@ -155,6 +162,13 @@ func checkCatalogSize(ctx context.Context, e *env) result {
 		return result{sev: Warning, summary: fmt.Sprintf("%s is %.0f %% dead tuples (%d dead)%s", worst.Name, 100*worstShare, worst.Dead, held), evidence: ev, metrics: m, fix: fix}
 	}
 	return result{sev: Warning, summary: fmt.Sprintf("%s is %.0f %% dead tuples (%d dead): temp-table DDL churns the catalog faster than vacuum cleans it", worst.Name, 100*worstShare, worst.Dead), evidence: ev, metrics: m, fix: fix}
+}
+
+func init() {
+	register(Check{ID: "catalog-bloat", Title: "Catalog free space (pgstattuple)", order: secCatalog + 20, run: checkCatalogBloat,
+		Rule:    "warning when a catalog of >= 64 MiB is >= 50 % free space and dead tuples (pgstattuple_approx)",
+		Why:     "Space freed by vacuum stays in the catalog files, so scans of pg_class and pg_attribute read mostly empty pages.",
+		Sources: []string{srcPgstattuple, srcFieldCatalog}})
 }
 
 func checkCatalogBloat(ctx context.Context, e *env) result {
@@ -234,6 +248,13 @@ func churnByWindow(ws []window) (mean, worst churnRates, worstN int, ok bool) {
 		}
 	}
 	return mean, worst, worstN, true
+}
+
+func init() {
+	register(Check{ID: "catalog-churn", Title: "Catalog churn rate (temp-table DDL and TRUNCATE)", Needs: NeedsSample, order: secCatalog + 40, run: checkCatalogChurn,
+		Rule:    "warning at >= 50 new relation files per second (pg_class inserts + non-HOT updates: CREATE, TRUNCATE, rewrites) in the worst sampling window of any database read (--catalog-databases, default all)",
+		Why:     "Temp-table DDL at this rate writes catalog rows, creates and unlinks files and floods the shared invalidation queue that every backend must read.",
+		Sources: []string{srcHeapCreate, srcSinval, srcFieldCatalog, srcFieldLockMgr}})
 }
 
 func checkCatalogChurn(_ context.Context, e *env) result {
@@ -412,6 +433,13 @@ func (e *env) tablespaces(ctx context.Context, names []string) ([]tsFact, error)
 	return out, nil
 }
 
+func init() {
+	register(Check{ID: "temp-tablespace", Title: "Temp tablespace on tmpfs under temp-table churn", Needs: WantsSample, order: secCatalog + 50, run: checkTempTablespace,
+		Rule:    "critical when a tmpfs tablespace directory of any database holds a non-temporary relation (lost at reboot); warning when churn >= 50 new relation files/s (worst window) and temp_tablespaces is empty or (local server) not on tmpfs; warning when a tmpfs temp tablespace is >= 90 % full",
+		Why:     "Each CREATE, TRUNCATE and DROP of a temp table creates or unlinks files; on a disk file system that is kernel time and I/O waits a RAM-backed tmpfs avoids.",
+		Sources: []string{srcTempTblspc, srcTablespaces, srcTmpfsKernel, srcFieldCatalog}})
+}
+
 func checkTempTablespace(ctx context.Context, e *env) result {
 	val := e.show("temp_tablespaces")
 	names := tmpfsfix.TablespaceNames(val)
@@ -553,6 +581,13 @@ func topWaits(w map[string]int) []string {
 		top = append(top, fmt.Sprintf("%s %d", k, w[k]))
 	}
 	return top
+}
+
+func init() {
+	register(Check{ID: "lwlock-waits", Title: "LWLock:LockManager and SInval waits during the sample", Needs: NeedsSample, order: secWaits + 10, run: checkLWLockWaits,
+		Rule:    "judged on the worst sampling window: critical when >= 50 % of active session-samples wait on LWLock:LockManager or LockFastPath with >= 10 active on average; warning >= 20 % (>= 1 active), SInval >= 5 %, or a session storm; waits from pg_wait_sampling's 10 ms profile when it is created in the database",
+		Why:     "Sessions queued on the lock manager or the invalidation queue make active sessions jump to thousands while the CPU idles.",
+		Sources: []string{srcWaitEvents, srcLockManager, srcSinval, srcFieldLockMgr}})
 }
 
 func checkLWLockWaits(ctx context.Context, e *env) result {

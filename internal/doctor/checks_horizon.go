@@ -196,6 +196,13 @@ func (h *horizon) evidence() []Evidence {
 	return ev
 }
 
+func init() {
+	register(Check{ID: "xmin-horizon", Title: "What holds back the xmin horizon", order: secCatalog + 30, run: checkXminHorizon,
+		Rule:    "warning when a backend (backend_xmin/backend_xid), prepared transaction, replication slot (xmin/catalog_xmin) or walsender (hot_standby_feedback) is >= 10,000 transactions old, or a backend or prepared transaction has been open >= 1 min; info on a standby sending hot_standby_feedback",
+		Why:     "Vacuum keeps every dead row that the oldest snapshot might still see; while it is held, VACUUM of a bloated catalog or table removes nothing.",
+		Sources: []string{srcVacuumHorizon, srcProcArray, srcPreparedXacts, srcReplSlots, srcHotStandbyFB}})
+}
+
 func checkXminHorizon(ctx context.Context, e *env) result {
 	hz, err := e.horizon(ctx)
 	if err != nil {

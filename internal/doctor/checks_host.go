@@ -62,6 +62,13 @@ func thpUnknown(e *env, v hostfacts.THPValue) result {
 // visible and neither THP directory exists.
 func thpAbsent(e *env) bool { return e.host.thp.Dir == "" && e.host.sysMM }
 
+func init() {
+	register(Check{ID: "thp-enabled", Title: "Transparent huge pages mode", Needs: NeedsHost, order: secHost + 10, run: checkTHPEnabled,
+		Rule:    "warning when /sys/kernel/mm/transparent_hugepage/enabled (RHEL 6: redhat_transparent_hugepage) is 'always', shmem_enabled is 'always' or 'force', or a hugepages-<N>kB/enabled is 'always' (or 'inherit' under 'always'); ok for madvise, never or a kernel without THP; not checked (unknown) when a file is missing or malformed",
+		Why:     "With THP 'always' every backend's private memory is faulted and compacted into huge pages by the kernel, and system time can exceed user time under load.",
+		Sources: []string{srcTHPKernel, srcHugePagesPG, srcFieldTHP}})
+}
+
 func checkTHPEnabled(_ context.Context, e *env) result {
 	t := e.host.thp
 	if thpAbsent(e) {
@@ -135,6 +142,13 @@ func checkTHPEnabled(_ context.Context, e *env) result {
 	return result{sev: OK, summary: sum, evidence: ev, metrics: m}
 }
 
+func init() {
+	register(Check{ID: "thp-defrag", Title: "Transparent huge pages defrag mode", Needs: NeedsHost, order: secHost + 20, run: checkTHPDefrag,
+		Rule:    "warning when /sys/kernel/mm/transparent_hugepage/defrag (RHEL 6: redhat_transparent_hugepage) is 'always'; unknown when missing or malformed",
+		Why:     "With defrag 'always' an allocation that finds no free huge page stalls the process in direct compaction.",
+		Sources: []string{srcTHPKernel}})
+}
+
 func checkTHPDefrag(_ context.Context, e *env) result {
 	v := e.host.thp.Defrag
 	if thpAbsent(e) {
@@ -150,6 +164,13 @@ func checkTHPDefrag(_ context.Context, e *env) result {
 			evidence: ev, fix: []string{"echo madvise > " + e.host.thpLiveDir() + "/defrag   # or defer+madvise, never"}}
 	}
 	return result{sev: OK, summary: "THP defrag: " + v.Mode, evidence: ev}
+}
+
+func init() {
+	register(Check{ID: "thp-activity", Title: "THP and compaction activity during the sample", Needs: NeedsHost | NeedsSample, order: secHost + 30, run: checkTHPActivity,
+		Rule:    "warning at >= 1 compact_stall/s (/proc/vmstat) during the sample; info when THP faults or collapses occur",
+		Why:     "Direct compaction stalls are time backends spend in the kernel moving pages instead of running queries.",
+		Sources: []string{srcTHPKernel, srcProc5, srcFieldTHP}})
 }
 
 func checkTHPActivity(_ context.Context, e *env) result {
@@ -189,6 +210,13 @@ func checkTHPActivity(_ context.Context, e *env) result {
 		return result{sev: Info, summary: fmt.Sprintf("huge pages being allocated (%.2f faults/s, %.2f collapses/s), no compaction stalls", fault, collapse), evidence: ev, metrics: m}
 	}
 	return result{sev: OK, summary: "no THP allocation or compaction during the sample", evidence: ev, metrics: m}
+}
+
+func init() {
+	register(Check{ID: "huge-pages", Title: "Huge pages for shared memory", order: secHost + 40, run: checkHugePages,
+		Rule:    "ok under 1 GiB of shared memory; warning when huge pages are off (or 'try' without enough HugePages_Total) and page tables for max_connections backends could reach 1 GiB; info otherwise",
+		Why:     "Every backend maps all of shared memory; with 4 kB pages each needs its own page tables for it, which costs RAM and TLB misses that huge pages avoid.",
+		Sources: []string{srcHugePagesGUC, srcHugePagesPG, srcHugetlbKernel}})
 }
 
 func checkHugePages(_ context.Context, e *env) result {
@@ -254,6 +282,13 @@ func checkHugePages(_ context.Context, e *env) result {
 	return result{sev: OK, summary: fmt.Sprintf("huge pages available and in use (%.0f in use or reserved, %.0f needed)", inUse, need), evidence: ev, metrics: m}
 }
 
+func init() {
+	register(Check{ID: "overcommit", Title: "Memory overcommit policy", Needs: NeedsHost, order: secHost + 50, run: checkOvercommit,
+		Rule:    "ok for vm.overcommit_memory = 2; info for 0; warning for 1",
+		Why:     "When the OOM killer ends one backend, the postmaster restarts all sessions to protect shared memory.",
+		Sources: []string{srcOvercommitPG, srcOvercommitKernel}})
+}
+
 func checkOvercommit(_ context.Context, e *env) result {
 	path := e.host.procPath("sys", "vm", "overcommit_memory")
 	if e.host.overcommit == nil {
@@ -283,6 +318,13 @@ func checkOvercommit(_ context.Context, e *env) result {
 		return result{sev: Warning, summary: "vm.overcommit_memory = 1: the kernel never refuses memory; the OOM killer ends a backend and the postmaster restarts every session", evidence: ev, metrics: m, fix: fix}
 	}
 	return result{sev: Info, summary: fmt.Sprintf("vm.overcommit_memory = %d (heuristic): under memory pressure the OOM killer may end a backend and the postmaster restarts every session", v), evidence: ev, metrics: m, fix: fix}
+}
+
+func init() {
+	register(Check{ID: "swap", Title: "Swap use", Needs: NeedsHost, order: secHost + 60, run: checkSwap,
+		Rule:    "warning when pages are swapped in or out during the sample; info when swap holds data",
+		Why:     "A backend whose memory is swapped out waits for the disk on every access, in the middle of a transaction holding locks.",
+		Sources: []string{srcProc5, srcResource}})
 }
 
 func checkSwap(_ context.Context, e *env) result {

@@ -36,36 +36,6 @@ const (
 	profFrom = "perf record (erplab doctor --profile)"
 )
 
-// profileChecks are the checks that read Options.Profile, in report order
-// after allChecks (everyCheck).
-var profileChecks = []Check{
-	{ID: "profile-lock-manager", Title: "Lock manager share of server CPU (profile)", run: checkProfileLockManager,
-		Rule:    fmt.Sprintf("needs --profile; warning when the lock manager (LWLockAcquire/LWLockAttemptLock, LockAcquireExtended, LockRelationOid, fast-path) is >= %g %% of the server's CPU samples, info >= %g %%", profile.AdviceLockPct, profile.AdviceLockPct/2),
-		Why:     "Relation locks beyond the 16 fast-path slots of a backend go through the shared lock table and its partition LWLocks, which is where the field's sessions queued by the thousand.",
-		Sources: []string{srcProfile, srcLockManager, srcFieldLockMgr}},
-	{ID: "profile-sinval", Title: "Shared invalidation share of server CPU (profile)", run: checkProfileSinval,
-		Rule:    fmt.Sprintf("needs --profile; warning when shared invalidation (SIInsertDataEntries, SIGetDataEntries, ReceiveSharedInvalidMessages, CatCacheInvalidate, InvalidateSystemCaches) is >= %g %% of the server's CPU samples, info >= %g %%", profile.AdviceSinvalPct, profile.AdviceSinvalPct/2),
-		Why:     "Every catalog change (CREATE or DROP of a temp table and its indexes) queues invalidation messages that every backend must read and apply, flushing its catalog caches.",
-		Sources: []string{srcProfile, srcSinval, srcFieldLockMgr, srcFieldCatalog}},
-	{ID: "profile-catalog", Title: "Catalog access share of server CPU (profile)", run: checkProfileCatalog,
-		Rule:    fmt.Sprintf("needs --profile; warning when catalog access (syscache and relcache builds, catalog index scans, heap_create_with_catalog) is >= %g %% of the server's CPU samples, info >= %g %%", profCatalogWarnPct, profCatalogWarnPct/2),
-		Why:     "A backend whose caches are flushed or empty (temp-table DDL, new sessions) reads the catalogs again for every relation it touches, and a bloated catalog makes each read slower.",
-		Sources: []string{srcProfile, srcHeapCreate, srcFieldCatalog}},
-	{ID: "profile-file-system", Title: "File-system share of server CPU (profile)", run: checkProfileFS,
-		Rule:    fmt.Sprintf("needs --profile; warning when the file system (ext4/xfs/VFS, open/unlink/truncate/fsync) is >= %g %% of the server's CPU samples, info >= %g %%; the fix is the tmpfs temp tablespace when relation files are created and unlinked (temp-table churn)", profile.AdviceFSPct, profile.AdviceFSPct/2),
-		Why:     "Each CREATE, TRUNCATE and DROP of a temp table creates or unlinks files; on ext4 that is inode, directory and block-group work in the kernel (the field: 13.5 % of CPU, 1.6 % on tmpfs).",
-		Sources: []string{srcProfile, srcTempTblspc, srcTmpfsKernel, srcFieldCatalog}},
-	{ID: "profile-thp", Title: "Kernel page handling share of server CPU (profile)", run: checkProfileTHP,
-		Rule:    fmt.Sprintf("needs --profile; warning when kernel compaction (compact_*, isolate_migratepages*, migrate_pages*) or huge-page clearing (clear_huge_page, folio_zero_user) is >= %g %% of the server's CPU samples; info when page faults are >= 10 %%", profile.AdviceCompactionPct),
-		Why:     "With transparent huge pages 'always' the kernel compacts memory and zeroes 2 MB pages inside the backends' page faults, which the field saw as system time above user time.",
-		Sources: []string{srcProfile, srcTHPKernel, srcFieldTHP}},
-}
-
-// everyCheck is allChecks then profileChecks: what --list, --only and
-// --skip know. The profile checks run only when a profile was asked for
-// (profileSelection).
-func everyCheck() []Check { return append(slices.Clone(allChecks), profileChecks...) }
-
 // profileSelection drops the profile checks from checks unless a profile
 // was asked for (opts.Profile set: taken, or why not) or --only names
 // them: without --profile they would only say "not checked".
@@ -74,7 +44,7 @@ func profileSelection(checks []Check, opts Options) []Check {
 		return checks
 	}
 	return slices.DeleteFunc(checks, func(c Check) bool {
-		return slices.ContainsFunc(profileChecks, func(p Check) bool { return p.ID == c.ID }) && !slices.Contains(opts.Only, c.ID)
+		return c.isProfile() && !slices.Contains(opts.Only, c.ID)
 	})
 }
 

@@ -7,6 +7,13 @@ import (
 	"github.com/erplab/erplab/internal/profile"
 )
 
+func init() {
+	register(Check{ID: "profile-sinval", Title: "Shared invalidation share of server CPU (profile)", order: secProfile + 20, run: checkProfileSinval,
+		Rule:    fmt.Sprintf("needs --profile; warning when shared invalidation (SIInsertDataEntries, SIGetDataEntries, ReceiveSharedInvalidMessages, CatCacheInvalidate, InvalidateSystemCaches) is >= %g %% of the server's CPU samples, info >= %g %%", profile.AdviceSinvalPct, profile.AdviceSinvalPct/2),
+		Why:     "Every catalog change (CREATE or DROP of a temp table and its indexes) queues invalidation messages that every backend must read and apply, flushing its catalog caches.",
+		Sources: []string{srcProfile, srcSinval, srcFieldLockMgr, srcFieldCatalog}})
+}
+
 // checkProfileSinval judges shared invalidation's share of the profile.
 func checkProfileSinval(_ context.Context, e *env) result {
 	s, r, ok := e.profSubsystem(profile.SubSinval, profile.AdviceSinvalPct, "sinval_share_pct")
@@ -29,6 +36,13 @@ func checkProfileSinval(_ context.Context, e *env) result {
 		"# the rate and the catalogs' growth: checks catalog-churn, catalog-size and lwlock-waits (SInval waits)",
 	}
 	return r
+}
+
+func init() {
+	register(Check{ID: "profile-catalog", Title: "Catalog access share of server CPU (profile)", order: secProfile + 30, run: checkProfileCatalog,
+		Rule:    fmt.Sprintf("needs --profile; warning when catalog access (syscache and relcache builds, catalog index scans, heap_create_with_catalog) is >= %g %% of the server's CPU samples, info >= %g %%", profCatalogWarnPct, profCatalogWarnPct/2),
+		Why:     "A backend whose caches are flushed or empty (temp-table DDL, new sessions) reads the catalogs again for every relation it touches, and a bloated catalog makes each read slower.",
+		Sources: []string{srcProfile, srcHeapCreate, srcFieldCatalog}})
 }
 
 // checkProfileCatalog judges catalog access's share of the profile.

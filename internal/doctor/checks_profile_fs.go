@@ -14,6 +14,13 @@ import (
 var relFileFrames = []string{"heap_create", "heap_create_with_catalog", "RelationCreateStorage", "smgrcreate", "smgrdounlinkall", "smgrtruncate",
 	"do_unlinkat_[k]", "vfs_unlink_[k]", "ext4_create_[k]", "xfs_create_[k]", "vfs_create_[k]", "do_truncate_[k]"}
 
+func init() {
+	register(Check{ID: "profile-file-system", Title: "File-system share of server CPU (profile)", order: secProfile + 40, run: checkProfileFS,
+		Rule:    fmt.Sprintf("needs --profile; warning when the file system (ext4/xfs/VFS, open/unlink/truncate/fsync) is >= %g %% of the server's CPU samples, info >= %g %%; the fix is the tmpfs temp tablespace when relation files are created and unlinked (temp-table churn)", profile.AdviceFSPct, profile.AdviceFSPct/2),
+		Why:     "Each CREATE, TRUNCATE and DROP of a temp table creates or unlinks files; on ext4 that is inode, directory and block-group work in the kernel (the field: 13.5 % of CPU, 1.6 % on tmpfs).",
+		Sources: []string{srcProfile, srcTempTblspc, srcTmpfsKernel, srcFieldCatalog}})
+}
+
 // checkProfileFS judges the file system's share of the profile: with
 // relation files created and unlinked (temp-table churn) the fix is the
 // tmpfs temp tablespace.

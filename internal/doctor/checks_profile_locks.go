@@ -7,6 +7,13 @@ import (
 	"github.com/erplab/erplab/internal/profile"
 )
 
+func init() {
+	register(Check{ID: "profile-lock-manager", Title: "Lock manager share of server CPU (profile)", order: secProfile + 10, run: checkProfileLockManager,
+		Rule:    fmt.Sprintf("needs --profile; warning when the lock manager (LWLockAcquire/LWLockAttemptLock, LockAcquireExtended, LockRelationOid, fast-path) is >= %g %% of the server's CPU samples, info >= %g %%", profile.AdviceLockPct, profile.AdviceLockPct/2),
+		Why:     "Relation locks beyond the 16 fast-path slots of a backend go through the shared lock table and its partition LWLocks, which is where the field's sessions queued by the thousand.",
+		Sources: []string{srcProfile, srcLockManager, srcFieldLockMgr}})
+}
+
 // checkProfileLockManager judges the lock manager's share of the
 // profile.
 func checkProfileLockManager(_ context.Context, e *env) result {

@@ -12,6 +12,13 @@ import (
 // them.
 const profPageFaultInfoPct = 10.0
 
+func init() {
+	register(Check{ID: "profile-thp", Title: "Kernel page handling share of server CPU (profile)", order: secProfile + 50, run: checkProfileTHP,
+		Rule:    fmt.Sprintf("needs --profile; warning when kernel compaction (compact_*, isolate_migratepages*, migrate_pages*) or huge-page clearing (clear_huge_page, folio_zero_user) is >= %g %% of the server's CPU samples; info when page faults are >= 10 %%", profile.AdviceCompactionPct),
+		Why:     "With transparent huge pages 'always' the kernel compacts memory and zeroes 2 MB pages inside the backends' page faults, which the field saw as system time above user time.",
+		Sources: []string{srcProfile, srcTHPKernel, srcFieldTHP}})
+}
+
 // checkProfileTHP judges the kernel's page handling in the profile:
 // compaction and huge-page clearing point at transparent huge pages.
 func checkProfileTHP(_ context.Context, e *env) result {

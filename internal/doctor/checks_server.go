@@ -56,6 +56,13 @@ const (
 	freezeWarnFactor   = 1.5
 )
 
+func init() {
+	register(Check{ID: "max-connections", Title: "Connections vs max_connections and CPUs", order: secSessions + 10, run: checkMaxConnections,
+		Rule:    "critical at >= 90 % of usable connections in use (peak over the sample), warning at >= 75 %; info when max_connections > 10 per CPU",
+		Why:     "At the limit new sessions are refused, and far more sessions than CPUs turn a short stall into thousands of queued active sessions.",
+		Sources: []string{srcConnections, srcConnWiki, srcFieldLockMgr}})
+}
+
 func checkMaxConnections(ctx context.Context, e *env) result {
 	maxConn, _ := e.num("max_connections")
 	reserved, _ := e.num("superuser_reserved_connections")
@@ -96,6 +103,13 @@ func checkMaxConnections(ctx context.Context, e *env) result {
 		return result{sev: Info, summary: fmt.Sprintf("max_connections %.0f is over %d per CPU (%d CPUs): a burst of active sessions queues on locks, not on CPUs", maxConn, connsPerCPUInfo, cpus), evidence: ev, metrics: m, fix: pool}
 	}
 	return result{sev: OK, summary: fmt.Sprintf("%d client sessions, %.0f %% of usable connections", peak, 100*usage), evidence: ev, metrics: m}
+}
+
+func init() {
+	register(Check{ID: "connection-age", Title: "Connection pooling (session age, new sessions)", order: secSessions + 20, run: checkConnectionAge,
+		Rule:    "warning at >= 10 new sessions/s during the sample (pg_stat_database.sessions, PostgreSQL 14+); info at >= 1/s, or (no sample) >= 10 sessions averaging under 60 s of age",
+		Why:     "Each new session forks a backend and rebuilds its catalog caches, which costs CPU and catalog reads that a pool pays once.",
+		Sources: []string{srcPgStatAct, srcPgStatDB, srcConnWiki}})
 }
 
 func checkConnectionAge(ctx context.Context, e *env) result {
@@ -157,6 +171,13 @@ ORDER BY 7 DESC`
 	})
 }
 
+func init() {
+	register(Check{ID: "idle-in-transaction", Title: "Sessions idle in transaction", order: secSessions + 30, run: checkIdleInTransaction,
+		Rule:    "warning when one has been idle in transaction >= 1 min, critical >= 30 min",
+		Why:     "An open transaction keeps its locks and holds back the xmin horizon, so vacuum cannot remove dead rows, catalogs included.",
+		Sources: []string{srcPgStatAct, srcIdleTimeout}})
+}
+
 func checkIdleInTransaction(ctx context.Context, e *env) result {
 	if !e.srv.StatsPrivileged && !e.srv.Superuser {
 		return needsMonitor(e, "other users' session states are hidden")
@@ -193,6 +214,13 @@ func checkIdleInTransaction(ctx context.Context, e *env) result {
 		return result{sev: Warning, summary: sum, evidence: ev, metrics: m, fix: fix}
 	}
 	return result{sev: OK, summary: sum + " (short)", evidence: ev, metrics: m}
+}
+
+func init() {
+	register(Check{ID: "long-queries", Title: "Long-running active queries", order: secSessions + 40, run: checkLongQueries,
+		Rule:    "warning when a query has been active >= 1 min, critical >= 1 h",
+		Why:     "A minute-long statement in an OLTP ERP is a key operation far beyond its target time and holds its locks and snapshot all along.",
+		Sources: []string{srcPgStatAct, srcStmtTimeout}})
 }
 
 func checkLongQueries(ctx context.Context, e *env) result {
@@ -235,6 +263,13 @@ func checkLongQueries(ctx context.Context, e *env) result {
 		sev = Critical
 	}
 	return result{sev: sev, summary: fmt.Sprintf("%d queries running %s or longer, the longest %s", len(long), fmtDur(longQueryWarn), fmtDur(secs(long[0].age))), evidence: ev, metrics: m, fix: fix}
+}
+
+func init() {
+	register(Check{ID: "memory-budget", Title: "Memory budget vs RAM", Needs: NeedsHost, order: secMemory + 10, run: checkMemoryBudget,
+		Rule:    "warning when shared_buffers + max_connections x (work_mem x hash_mem_multiplier + temp_buffers) + autovacuum_max_workers x autovacuum_work_mem + maintenance_work_mem exceeds MemTotal",
+		Why:     "The settings promise more memory than the host has, so a burst of sorting sessions ends in swap or the OOM killer.",
+		Sources: []string{srcResource}})
 }
 
 func checkMemoryBudget(_ context.Context, e *env) result {
@@ -280,6 +315,13 @@ type dbTemp struct {
 	files, bytes int64
 	xacts        int64
 	since        string
+}
+
+func init() {
+	register(Check{ID: "temp-files", Title: "Temp files (work_mem, hash_mem_multiplier)", order: secMemory + 20, run: checkTempFiles,
+		Rule:    "warning when a database wrote >= 1 temp file per 1000 transactions since its statistics reset, or did during the sample",
+		Why:     "A sort or hash that exceeds work_mem (x hash_mem_multiplier) spills to temp files on disk and runs many times slower.",
+		Sources: []string{srcResource, srcPgStatDB, srcLogTempFiles, srcFieldTemp}})
 }
 
 func checkTempFiles(ctx context.Context, e *env) result {
@@ -402,6 +444,13 @@ func topBy(rows []pgssRow, key func(pgssRow) float64, n int) []pgssRow {
 	return out
 }
 
+func init() {
+	register(Check{ID: "temp-buffers", Title: "temp_buffers vs local-buffer writes", order: secMemory + 30, run: checkTempBuffers,
+		Rule:    "warning when client backends wrote >= 1024 temp-relation blocks (pg_stat_io, PostgreSQL 16+)",
+		Why:     "A temp table larger than temp_buffers is written to and read back from disk although it lives only as long as the session.",
+		Sources: []string{srcResource, srcPgStatIO, srcFieldTemp}})
+}
+
 func checkTempBuffers(ctx context.Context, e *env) result {
 	if e.srv.VersionNum < 160000 {
 		return notChecked("PostgreSQL 16 or later (pg_stat_io counts local-buffer writes of temp tables)")
@@ -425,6 +474,13 @@ FROM pg_catalog.pg_stat_io WHERE object = 'temp relation'`).Scan(&reads, &writes
 				"# and see check memory-budget: max_connections x temp_buffers"}}
 	}
 	return result{sev: OK, summary: fmt.Sprintf("temp tables fit temp_buffers (%d blocks written)", writes), evidence: ev, metrics: m}
+}
+
+func init() {
+	register(Check{ID: "autovacuum", Title: "Autovacuum enabled, workers, cost limit", order: secMaintenance + 10, run: checkAutovacuum,
+		Rule:    "critical when autovacuum or track_counts is off; warning with < 3 workers; info when all workers are busy now",
+		Why:     "Temp-table churn leaves dead catalog rows that only vacuum removes, and fresh statistics keep ERP plans sane.",
+		Sources: []string{srcAutovacuum, srcAutovacuumGUC}})
 }
 
 func checkAutovacuum(ctx context.Context, e *env) result {
@@ -452,6 +508,13 @@ func checkAutovacuum(ctx context.Context, e *env) result {
 			fix: []string{"ALTER SYSTEM SET autovacuum_vacuum_cost_limit = 2000; SELECT pg_reload_conf();   -- let each worker do more per cycle"}}
 	}
 	return result{sev: OK, summary: fmt.Sprintf("autovacuum on with %.0f workers", workers), evidence: ev, metrics: m}
+}
+
+func init() {
+	register(Check{ID: "jit", Title: "JIT on an OLTP workload", order: secStatements + 40, run: checkJIT,
+		Rule:    "warning when JIT compile time is >= 10 % of execution time in pg_stat_statements; info when jit is on and used or unmeasurable",
+		Why:     "JIT compiles a costly plan on every execution, which costs more than it saves for the short queries of an OLTP workload.",
+		Sources: []string{srcJIT, srcPgss}})
 }
 
 func checkJIT(ctx context.Context, e *env) result {
@@ -495,6 +558,13 @@ func checkJIT(ctx context.Context, e *env) result {
 		return result{sev: Info, summary: fmt.Sprintf("JIT used (%d functions, %.1f %% of execution time)", funcs, share), evidence: ev, metrics: m, fix: fix}
 	}
 	return result{sev: OK, summary: "jit = on but no statement was JIT-compiled", evidence: ev, metrics: m}
+}
+
+func init() {
+	register(Check{ID: "wraparound", Title: "Transaction ID and multixact wraparound age", order: secMaintenance + 20, run: checkWraparound,
+		Rule:    "critical at age >= 1.5 billion; warning at >= 1.5 x autovacuum_freeze_max_age (or the multixact one)",
+		Why:     "Near 2^31 transactions the server stops assigning transaction IDs to avoid data loss and needs a long vacuum to recover.",
+		Sources: []string{srcWraparound}})
 }
 
 func checkWraparound(ctx context.Context, e *env) result {

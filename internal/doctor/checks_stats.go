@@ -124,6 +124,13 @@ type statsHit struct {
 	stmt pgssRow
 }
 
+func init() {
+	register(Check{ID: "statistics-targets", Title: "Large statistics targets and MCV lists on join columns", order: secStatements + 20, run: checkStatisticsTargets,
+		Rule:    "warning when a column with a statistics target or MCV list of >= 1000 (pg_stats, attstattarget, default_statistics_target) is a join key (a.x = b.y, parsed with pg_query) of a statement that plans >= 5 ms and longer than it runs; info when such columns exist without that evidence",
+		Why:     "The planner compares the most-common-value lists of both sides of every join clause, so a target of thousands turns a 1 ms plan into 100 ms; join_collapse_limit does not help.",
+		Sources: []string{srcStatsTarget, srcPgStats, srcEqjoinsel, srcPgss, srcFieldStats}})
+}
+
 func checkStatisticsTargets(ctx context.Context, e *env) result {
 	cols, err := e.joinStats(ctx)
 	if err != nil {

@@ -24,7 +24,7 @@
 // n_tup_upd, n_tup_hot_upd, n_tup_del, size) at every window bound.
 // Catalog churn and wait shares are judged on the worst window and
 // reported with the mean. The sample is taken only when a selected check
-// is Sampled or WantsSample, and only after the server has answered. The
+// has NeedsSample or WantsSample, and only after the server has answered. The
 // thresholds are constants of this package, listed with each check in
 // Checks and in the CLI help.
 //
@@ -38,14 +38,14 @@
 // Host facts come from package hostfacts under Options.ProcRoot and
 // SysRoot; meminfo is required, every other host file is read on its own,
 // so a malformed one makes only the checks reading it NotChecked (naming
-// the file). Checks marked Offline read nothing but the server's identity,
-// its settings and the host facts; testdata/doctor/<case>/ holds golden
-// cases for them (server.json, settings.json as pg_settings rows, proc/
-// and sys/ trees, expected.json). Checks marked Recorded read the server
-// through fact loaders of env that a case's facts.json can fill (sample
-// windows, pg_stat_statements rows, catalog counts, horizon holders,
-// join-column statistics, temp tablespaces); a case lists in "checks"
-// which of them it runs. And
+// the file). Checks that read nothing but the server's identity, its
+// settings and the host facts run offline on golden cases in
+// testdata/doctor/<case>/ (server.json, settings.json as pg_settings rows,
+// proc/ and sys/ trees, expected.json); checks that read the server
+// through fact loaders of env run there on what a case's facts.json can
+// fill (sample windows, pg_stat_statements rows, catalog counts, horizon
+// holders, join-column statistics, temp tablespaces); a case lists in
+// "checks" which of them it runs, and golden_test.go lists both kinds. And
 // `go test ./internal/doctor -run Golden -update` rewrites the expected
 // findings after a deliberate change.
 package doctor
@@ -182,38 +182,23 @@ type Statement struct {
 	Note string `json:"note,omitempty"`
 }
 
-// Check describes one check.
+// Check describes one check. Each check registers its Check from an init
+// function beside its run function (register, registry.go).
 type Check struct {
 	ID    string
 	Title string
-	// Host is true for checks that read the host's /proc or /sys; they
-	// run only when the server is local or Options.Host is HostOn.
-	Host bool
-	// Sampled is true for checks that need a sample (Options.Sample > 0);
-	// UsesSample for checks that use one when taken (rates, peaks) and
-	// judge the current state without.
-	Sampled    bool
-	UsesSample bool
-	// WantsSample marks UsesSample checks whose main advice rests on the
-	// sample: selecting one makes the doctor sample (with --sample > 0),
-	// as a Sampled check does; the other UsesSample checks only use a
-	// sample taken anyway.
-	WantsSample bool
-	// Offline is true for checks that read only the server's identity,
-	// its settings and the host facts: no query, no sample. They run from
-	// recorded facts (the golden tests in testdata/doctor).
-	Offline bool
-	// Recorded is true for checks whose queries go through fact loaders
-	// that a golden case can record (testdata/doctor/<case>/facts.json):
-	// sample windows, pg_stat_statements rows, catalog counts, xmin
-	// horizon holders, join-column statistics, temp tablespaces.
-	Recorded bool
+	// Needs says what the check needs beyond a session on the server (a
+	// local host, a sample); zero for none.
+	Needs Needs
 	// Rule is the severity rule in one line (for --list and the docs).
 	Rule string
 	Why  string
 	// Sources justify the rule.
 	Sources []string
-	run     func(ctx context.Context, e *env) result
+	// order places the check in the report: its section (secHost, ...)
+	// plus its place in the section.
+	order int
+	run   func(ctx context.Context, e *env) result
 }
 
 // result is what a check's run returns; the static parts of Finding come
@@ -485,7 +470,7 @@ func selectChecks(only, skip []string) ([]Check, error) {
 }
 
 // Run connects to the server (a bad DSN fails here, before any
-// sampling), samples it for opts.Sample when a selected check is Sampled, runs the selected checks and returns the report.
+// sampling), samples it for opts.Sample when a selected check needs or wants a sample, runs the selected checks and returns the report.
 // Errors: bad options (unknown check id), the connection failing (one
 // line, no password), ctx cancelled. A check that fails on its own
 // reports NotChecked with the error instead of failing Run.
@@ -534,8 +519,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	e.readHost()
 
 	// Only checks that cannot judge (or advise) without a sample make the
-	// doctor sample; other UsesSample checks use one when it is taken.
-	needSample := slices.ContainsFunc(checks, func(c Check) bool { return c.Sampled || c.WantsSample })
+	// doctor sample; other checks use one when it is taken.
+	needSample := slices.ContainsFunc(checks, func(c Check) bool { return c.Needs&(NeedsSample|WantsSample) != 0 })
 	e.smpWhy = "a sample (--sample > 0)"
 	switch {
 	case !needSample, opts.Sample == 0:
@@ -571,10 +556,10 @@ func (e *env) report(ctx context.Context, checks []Check) (*Report, error) {
 		f := Finding{ID: c.ID, Title: c.Title, Why: c.Why, Sources: c.Sources}
 		var r result
 		switch {
-		case c.Host && e.host == nil:
+		case c.Needs.Has(NeedsHost) && e.host == nil:
 			r = notChecked(e.hostWhy)
 			r.couldNotRun = e.hostFailed
-		case c.Sampled && e.smp == nil:
+		case c.Needs.Has(NeedsSample) && e.smp == nil:
 			r = notChecked(e.smpWhy)
 			r.couldNotRun = e.smpFailed
 		default:

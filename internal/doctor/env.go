@@ -37,7 +37,7 @@ type env struct {
 	pgss    *pgssState // loaded on first use
 	hz      *horizon   // loaded on first use
 	// rec, when set (golden tests), holds recorded facts that the
-	// Recorded checks read instead of querying the server.
+	// checks' fact loaders read instead of querying the server.
 	rec *recorded
 	// hostFailed and smpFailed are Failed when reading the host or
 	// taking the sample failed (hostWhy, smpWhy say how), "" otherwise.
@@ -45,11 +45,11 @@ type env struct {
 }
 
 // recorded are the facts of a golden case (testdata/doctor/<case>/
-// facts.json) that Recorded checks read instead of the server: each
+// facts.json) that fact loaders read instead of the server: each
 // loader returns errNotRecorded for a fact the case does not hold.
 type recorded struct {
-	// Checks are the Recorded checks the case runs (beside the Offline
-	// ones).
+	// Checks are the checks the case runs from these facts (beside the
+	// offline ones; golden_test.go lists which may).
 	Checks []string `json:"checks"`
 	// Windows is the sample (sampled checks); ProfilePeriodMs
 	// pg_wait_sampling's profile_period when the windows carry its profile.

@@ -26,8 +26,8 @@ var update = flag.Bool("update", false, "rewrite testdata/doctor/*/expected.json
 //	               PostgreSQL 15), so a case lists only what it changes
 //	proc/, sys/    the host's proc and sys trees (absent: host unreadable)
 //	facts.json     optional: recorded query results (type recorded) and
-//	               the Recorded checks to run on them ("checks")
-//	expected.json  the findings of the Offline checks (and those Recorded)
+//	               the recordedChecks to run on them ("checks")
+//	expected.json  the findings of the offlineChecks (and those recorded)
 const goldenDir = "testdata/doctor"
 
 // envFromFixture builds the doctor's env from a case directory, without a
@@ -85,12 +85,29 @@ type goldenReport struct {
 	Findings    []Finding `json:"findings"`
 }
 
-// TestGolden runs the Offline checks on every case directory and compares
+// offlineChecks are the checks TestGolden runs on every case: they read
+// only the server's identity, its settings and the host facts (no query,
+// no sample).
+var offlineChecks = []string{"thp-enabled", "thp-defrag", "huge-pages", "overcommit", "swap", "memory-budget"}
+
+// recordedChecks are the checks whose queries go through fact loaders of
+// env that a case's facts.json can record (sample windows,
+// pg_stat_statements rows, catalog counts, xmin horizon holders,
+// join-column statistics, temp tablespaces); a case names in "checks"
+// which of them it runs.
+var recordedChecks = []string{"catalog-size", "xmin-horizon", "catalog-churn", "temp-tablespace", "lwlock-waits", "planning-time", "statistics-targets"}
+
+// TestGolden runs the offline checks on every case directory and compares
 // the findings with expected.json; -update rewrites them.
 func TestGolden(t *testing.T) {
+	for _, id := range append(slices.Clone(offlineChecks), recordedChecks...) {
+		if !slices.Contains(IDs(), id) {
+			t.Fatalf("golden_test.go names %q, which is no registered check", id)
+		}
+	}
 	var offline []Check
-	for _, c := range allChecks {
-		if c.Offline {
+	for _, c := range everyCheck() {
+		if slices.Contains(offlineChecks, c.ID) {
 			offline = append(offline, c)
 		}
 	}
@@ -116,11 +133,12 @@ func TestGolden(t *testing.T) {
 			checks := offline
 			if e.rec != nil {
 				for _, id := range e.rec.Checks {
-					i := slices.IndexFunc(allChecks, func(c Check) bool { return c.ID == id })
-					if i < 0 || !allChecks[i].Recorded {
-						t.Fatalf("facts.json: %q is not a Recorded check", id)
+					all := everyCheck()
+					i := slices.IndexFunc(all, func(c Check) bool { return c.ID == id })
+					if i < 0 || !slices.Contains(recordedChecks, id) {
+						t.Fatalf("facts.json: %q is not a recorded check", id)
 					}
-					checks = append(checks, allChecks[i])
+					checks = append(checks, all[i])
 				}
 			}
 			rep, err := e.report(context.Background(), checks)

@@ -54,7 +54,7 @@ func TestProfileGolden(t *testing.T) {
 			if err := readJSON(filepath.Join(goldenDir, "settings.json"), &e.set); err != nil {
 				t.Fatal(err)
 			}
-			rep, err := e.report(context.Background(), profileChecks)
+			rep, err := e.report(context.Background(), profileChecks())
 			if err != nil {
 				t.Fatal(err)
 			}

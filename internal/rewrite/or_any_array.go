@@ -40,6 +40,8 @@ const RuleORAnyArray = "or_any_array"
 // not with S's rows.
 type orAnyArray struct{}
 
+func init() { register(orAnyArray{}) }
+
 func (orAnyArray) name() string { return RuleORAnyArray }
 
 // volatileBuiltins are volatile whatever the catalog says

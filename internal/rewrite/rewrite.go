@@ -280,7 +280,28 @@ func Rules() []string {
 	return out
 }
 
-func allRules() []rule { return []rule{orAnyArray{}} }
+// registered is every rule, in the order they run (by name). register
+// fills it from the init functions of the files that declare the rules;
+// nothing changes it after.
+var registered []rule
+
+// register adds r to the rules; call it from an init function of the file
+// that declares r's type. It panics on a programming error, found by the
+// first test of the package: an empty name or a name registered twice.
+func register(r rule) {
+	n := r.name()
+	i, dup := slices.BinarySearchFunc(registered, n, func(o rule, n string) int { return strings.Compare(o.name(), n) })
+	if n == "" {
+		panic("rewrite.register: a rule needs a name")
+	}
+	if dup {
+		panic(fmt.Sprintf("rewrite.register: %q registered twice", n))
+	}
+	registered = slices.Insert(registered, i, r)
+}
+
+// allRules is every rule, in the order they run.
+func allRules() []rule { return registered }
 
 // Rewrite parses sql (one or more statements) with the PostgreSQL parser
 // and applies every enabled rule. A text that CheckWork refuses is
