@@ -27,7 +27,7 @@
 // proxy's FATAL 08P01 at once (frontendLimit); Config.MaxClients bounds the
 // connections served (53300 above); accept errors are retried with
 // back-off; the server's close ends its session at once (the relay's
-// next read sees it; watchHangups counts it); the client's (EOF or Terminate) is passed upstream as a
+// next read sees it; Stats.Hangups counts it); the client's (EOF or Terminate) is passed upstream as a
 // half-close after every byte read from it, and the session ends when the
 // server closes, once its answers are relayed (session.clientEOF).
 //
@@ -326,14 +326,10 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	p.listeners[ln] = struct{}{}
 	p.mu.Unlock()
-	p.wg.Add(2)
+	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		_ = p.Warm(ctx)
-	}()
-	go func() {
-		defer p.wg.Done()
-		p.watchHangups(ctx)
 	}()
 	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
 	defer stop()

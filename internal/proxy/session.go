@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,7 +63,7 @@ type session struct {
 	posAny     atomic.Bool
 	lastPos    *posEntry     // set by onStatement for the Query being relayed (clientLoop only)
 	txStatus   atomic.Uint32 // the last ReadyForQuery's status byte
-	hungUp     atomic.Bool   // checkHangups found a peer closed (counted)
+	hungUp     atomic.Bool   // a peer closed first (counted once: countHangup)
 	end        sessionEnd    // how the proxy ends the session itself (shutdown.go)
 	st         *dbState      // the database's state (clientLoop only: see state)
 	clientDone atomic.Bool   // the client sent Terminate or EOF: relay until the server closes (see clientEOF)
@@ -174,8 +173,22 @@ func (s *session) clientLoop(ctx context.Context) {
 	s.uwMu.Lock()
 	s.uw.pending, s.uw.inUse = nil, false
 	s.uwMu.Unlock()
-	if err == errTerminate || peerClosed(err, s.client) {
+	if errors.Is(err, io.EOF) {
+		s.countHangup()
+	}
+	if err == errTerminate || errors.Is(err, io.EOF) {
 		s.clientEOF(ctx)
+	}
+}
+
+// countHangup counts the session in Stats.Hangups, once: its client
+// closed without a Terminate, or its server closed while the client was
+// still connected. A relay loop sees the close as the EOF of its next
+// read (the connection's own Read): at once when it was waiting for
+// data, after the write in progress when it was writing the other way.
+func (s *session) countHangup() {
+	if !s.hungUp.Swap(true) {
+		s.p.stats.hangups.Add(1)
 	}
 }
 
@@ -186,13 +199,6 @@ const keyBufKeep = 64 * 1024
 // errTerminate ends clientLoop after the client's Terminate was relayed:
 // the session ends when the server closes (see clientEOF).
 var errTerminate = errors.New("terminate")
-
-// peerClosed reports whether err, the end of inbound.run on c, is the
-// peer's close: EOF, or the deadline checkHangups set once it found c
-// hung up (nothing left to read).
-func peerClosed(err error, c net.Conn) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded) && hungUp(c)
-}
 
 // clientEOF passes the client's close (EOF without Terminate) on as a
 // direct connection would: the bytes of a message the client did not
@@ -622,7 +628,10 @@ func (s *session) upstreamLoop(ctx context.Context) {
 		s.cw.add(data[run:used])
 		return used, s.cw.flush()
 	})
-	if s.uin.n > 0 && peerClosed(err, s.up) {
+	if errors.Is(err, io.EOF) && !s.clientDone.Load() {
+		s.countHangup()
+	}
+	if s.uin.n > 0 && errors.Is(err, io.EOF) {
 		// The server closed in the middle of a message: the client
 		// gets its bytes then EOF, as on a direct connection.
 		s.cw.add(s.uin.buf[:s.uin.n])

@@ -76,8 +76,9 @@ type Stats struct {
 	// (before authentication PostgreSQL's, after it
 	// Config.MaxMessageSize); TooManyClients: connections over
 	// Config.MaxClients, refused with 53300; AcceptErrors: failed
-	// accepts (retried); Hangups: sessions ended because a peer had
-	// closed while the session waited for data (see watchHangups);
+	// accepts (retried); Hangups: sessions whose client closed without
+	// a Terminate or whose server closed while the client was still
+	// connected (session.countHangup);
 	// InvalidMessages: clients disconnected with FATAL 08P01 for a
 	// message type PostgreSQL does not know or an invalid length after
 	// authentication.
@@ -156,7 +157,7 @@ func (s Stats) String() string {
 		fmt.Fprintf(&b, "rule %s: fired %d (arms rewritten), vetoed %d (ORs left as written), per decision\n", r, s.Fired[r], s.Vetoed[r])
 	}
 	fmt.Fprintf(&b, "cancels forwarded %d, unknown keys %d\n", s.Cancels, s.CancelsUnknown)
-	fmt.Fprintf(&b, "refused: startups %d, oversized messages %d, invalid messages %d, too many clients %d; accept errors %d; hang-ups found %d",
+	fmt.Fprintf(&b, "refused: startups %d, oversized messages %d, invalid messages %d, too many clients %d; accept errors %d; hang-ups %d",
 		s.RefusedStartups, s.Oversized, s.InvalidMessages, s.TooManyClients, s.AcceptErrors, s.Hangups)
 	if s.ShutdownIdle+s.ShutdownCut > 0 {
 		fmt.Fprintf(&b, "\nshutdown: sessions ended between transactions %d, without waiting %d", s.ShutdownIdle, s.ShutdownCut)
