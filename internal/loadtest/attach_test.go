@@ -1,10 +1,8 @@
 package loadtest_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,24 +11,6 @@ import (
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/stress"
 )
-
-// syncBuffer is a bytes.Buffer safe for the run's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // An attachment that fails to start (stress workers that cannot read
 // /proc) ends the run with its error, and the attachments started before
@@ -41,8 +21,8 @@ func TestAttachmentStartFailureStopsTheOthers(t *testing.T) {
 	opts := smokeOptions(t, dsn, 4*time.Second)
 	opts.Progress = 50 * time.Millisecond
 	opts.Stress = &stress.Spec{CPU: 1, ProcRoot: t.TempDir()}
-	var out syncBuffer
-	_, err := loadtest.Run(context.Background(), opts, &out)
+	out := &lineWatcher{want: "erplab run: ", hit: make(chan struct{})} // a buffer safe for the run's goroutines
+	_, err := loadtest.Run(context.Background(), opts, out)
 	if err == nil || !strings.Contains(err.Error(), "stress") {
 		t.Fatalf("err = %v, want the stress workers' failure\n%s", err, out.String())
 	}
