@@ -16,24 +16,17 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/hostfacts"
-	"github.com/erplab/erplab/internal/metrics"
-	"github.com/erplab/erplab/internal/opmap"
-	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/record"
 	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/runenv"
 	"github.com/erplab/erplab/internal/safefile"
-	"github.com/erplab/erplab/internal/sampler"
-	"github.com/erplab/erplab/internal/storm"
 	"github.com/erplab/erplab/internal/stress"
 	"github.com/erplab/erplab/internal/workload"
 )
@@ -259,138 +252,116 @@ type Result struct {
 // engine.ErrServerGone (also for a run that ended with its server lost,
 // engine.Outcome.LostAtEnd), or ErrResultsIncomplete (which wins when
 // several apply).
+//
+// It is a sequence: the plan, the results files reserved, the server
+// (embedded or given), its pool and the workload's set-up, then the
+// load test proper (loadTest): the attachments started, the engine, the
+// attachments stopped, the summary, the results written.
 func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
-	if err := workload.Validate(opts.Workload); err != nil {
-		return nil, err
-	}
-	roles := opts.Workload.Roles()
-	if opts.Mix != "" {
-		var err error
-		if roles, err = workload.OverrideMix(opts.Workload, opts.Mix); err != nil {
-			return nil, err
-		}
-	}
-	if len(opts.Stages) == 0 {
-		return nil, errors.New("no load profile: give --users/--duration or --stage")
-	}
-	driver, driven := opts.Workload.(workload.Driver)
-	if driven {
-		if err := checkDriven(opts); err != nil {
-			return nil, err
-		}
-	}
-	maxVUs := engine.MaxTarget(opts.Stages)
-	if maxVUs < 1 {
-		return nil, errors.New("the load profile never starts a virtual user")
-	}
-	if opts.Interval <= 0 {
-		opts.Interval = time.Second
-	}
-	segmented := !opts.Segment.Whole()
-	if segmented && opts.DSN == "" && !opts.EnvGiven {
-		return nil, errors.New("--segment needs the server all agents share: give --dsn (or the PG* environment)")
-	}
-	if err := opts.Segment.CheckShare(maxVUs, opts.Connections); err != nil {
-		return nil, err
-	}
-	if opts.RunID == "" {
-		if segmented {
-			return nil, errors.New("--segment needs --run-id: every agent of the run must be given the same one")
-		}
-		opts.RunID = NewRunID()
-	}
-	poolSize := opts.Segment.Scale(opts.Connections)
-	if poolSize == 0 {
-		poolSize = opts.Segment.Scale(maxVUs)
-	}
-
-	// The results files, checked and reserved before anything starts.
-	var (
-		path, streamPath, restarted string
-		streamFile                  *os.File
-		loc                         resultsLoc
-		attempt                     int
-		err                         error
-	)
-	perm := cmp.Or(opts.OutMode, results.DefaultPerm)
-	if st, serr := os.Stat(opts.Out); opts.OutRoot == nil && opts.Out != "" && !segmented && serr == nil && st.IsDir() {
-		opts.OutDir, opts.Out = opts.Out, "" // --out DIR: DIR/<time>-<workload>.json
-	}
-	if opts.Out != "" && opts.OutRoot == nil && !opts.NoResults {
-		// A typo in --out must not create directories: only the default
-		// ./erplab-results (or OutDir) is made on demand.
-		if dir := filepath.Dir(opts.Out); dir != "." {
-			if st, serr := os.Stat(dir); serr != nil || !st.IsDir() {
-				err = fmt.Errorf("--out %s: directory %s does not exist", opts.Out, dir)
-			}
-		}
-	}
-	noResults := opts.NoResults
-	switch {
-	case noResults || err != nil:
-	case segmented:
-		loc, streamFile, restarted, attempt, err = segmentPath(opts.Out, opts.OutRoot, opts.RunID, opts.Segment, perm)
-	default:
-		loc, streamFile, err = reserveResults(opts.Out, opts.OutDir, opts.OutRoot, opts.Workload.Name(), time.Now(), opts.ReplaceOut, perm)
-	}
-	defer loc.close()
-	if streamFile != nil {
-		path, streamPath = loc.path(), loc.dir.Join(loc.streamName())
-	}
-	if err != nil && opts.OnNoResults != nil && !segmented {
-		opts.OnNoResults(err)
-		noResults, err = true, nil
-	}
+	p, err := newPlan(opts)
 	if err != nil {
 		return nil, err
 	}
-	streaming := false
-	defer func() {
-		if !streaming && streamPath != "" {
-			// The run ended before its stream began: give the name back.
-			streamFile.Close()
-			loc.dir.Remove(loc.streamName())
-		}
-	}()
-
-	// The server.
-	dsn, serverDesc := opts.DSN, conninfo.Redact(opts.DSN)
-	embedded := opts.DSN == "" && !opts.EnvGiven
-	force := opts.Force
-	if embedded {
-		c, err := StartEmbedded(ctx, out, opts.OSUser, poolSize+20, opts.Keep)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ErrInterrupted
-			}
-			return nil, err
-		}
-		defer func() {
-			if opts.Keep {
-				fmt.Fprintln(out, c.Keep("erplab"))
-				return
-			}
-			if err := c.Stop(); err != nil {
-				fmt.Fprintf(out, "warning: stopping the embedded server: %v\n", err)
-			}
-		}()
-		dsn, serverDesc, force = c.DSN("erplab"), "embedded", true
-	} else if opts.DSN == "" {
-		serverDesc = "from PG* environment"
+	files, err := reserve(p)
+	if err != nil {
+		return nil, err
 	}
-
-	poolOpts := opts.PoolOptions
-	if opts.Observe {
-		poolOpts = append(poolOpts[:len(poolOpts):len(poolOpts)], traceStatements)
+	defer files.release()
+	srv, err := openServer(ctx, p.opts, p.poolSize, out)
+	if err != nil {
+		return nil, err
 	}
-	pool, err := conninfo.OpenPool(ctx, dsn, poolSize, poolOpts...)
+	defer srv.close(out)
+	pool, err := openPool(ctx, p.opts, srv.dsn, p.poolSize)
 	if err != nil {
 		return nil, err
 	}
 	defer closePool(pool, poolCloseBound)
+	if err := setUp(ctx, p.opts, pool, srv.force, out); err != nil {
+		return nil, err
+	}
+	if p.driver != nil {
+		// The driver may copy the database: no session of ours stays on it.
+		pool.Close()
+		return drive(ctx, p.opts, p.driver, srv.dsn, files.handOver(), files.loc, files.perm, out)
+	}
+	r, err := prepare(ctx, p, srv, pool, files, out)
+	if err != nil {
+		return nil, err
+	}
+	defer r.closeAttachments()
+	return r.loadTest(ctx)
+}
 
+// plan is what Run makes of its Options before anything starts.
+type plan struct {
+	opts      Options // with the defaults filled in
+	roles     []workload.Role
+	driver    workload.Driver // nil unless the workload drives its own load
+	maxVUs    int
+	poolSize  int
+	segmented bool
+}
+
+// newPlan checks opts and fills in their defaults: the interval, the run
+// id, --out naming a directory.
+func newPlan(opts Options) (plan, error) {
+	p := plan{opts: opts, segmented: !opts.Segment.Whole()}
+	if err := workload.Validate(opts.Workload); err != nil {
+		return p, err
+	}
+	p.roles = opts.Workload.Roles()
+	if opts.Mix != "" {
+		var err error
+		if p.roles, err = workload.OverrideMix(opts.Workload, opts.Mix); err != nil {
+			return p, err
+		}
+	}
+	if len(opts.Stages) == 0 {
+		return p, errors.New("no load profile: give --users/--duration or --stage")
+	}
+	if d, ok := opts.Workload.(workload.Driver); ok {
+		if err := checkDriven(opts); err != nil {
+			return p, err
+		}
+		p.driver = d
+	}
+	if p.maxVUs = engine.MaxTarget(opts.Stages); p.maxVUs < 1 {
+		return p, errors.New("the load profile never starts a virtual user")
+	}
+	if p.opts.Interval <= 0 {
+		p.opts.Interval = time.Second
+	}
+	if err := checkSegment(opts, p.maxVUs); err != nil {
+		return p, err
+	}
+	if p.opts.RunID == "" {
+		p.opts.RunID = NewRunID()
+	}
+	if p.poolSize = opts.Segment.Scale(opts.Connections); p.poolSize == 0 {
+		p.poolSize = opts.Segment.Scale(p.maxVUs)
+	}
+	if st, err := os.Stat(opts.Out); opts.OutRoot == nil && opts.Out != "" && !p.segmented && err == nil && st.IsDir() {
+		p.opts.OutDir, p.opts.Out = opts.Out, "" // --out DIR: DIR/<time>-<workload>.json
+	}
+	return p, nil
+}
+
+// openPool opens the run's pool on dsn (with the statement tracer for
+// runs with observations).
+func openPool(ctx context.Context, opts Options, dsn string, size int) (*pgxpool.Pool, error) {
+	poolOpts := opts.PoolOptions
+	if opts.Observe {
+		poolOpts = append(poolOpts[:len(poolOpts):len(poolOpts)], traceStatements)
+	}
+	return conninfo.OpenPool(ctx, dsn, size, poolOpts...)
+}
+
+// setUp sets the workload's data up (not for a segmented run, nor with
+// SkipSetup) and says how long that took when it took long.
+func setUp(ctx context.Context, opts Options, pool *pgxpool.Pool, force bool, out io.Writer) error {
 	setupStart := time.Now()
-	if segmented {
+	if !opts.Segment.Whole() {
 		fmt.Fprintf(out, "segment %s: data set-up skipped (a segmented run uses the data set made once before the agents start: erplab init)\n", opts.Segment)
 	} else if opts.SkipSetup {
 		// set up by an earlier run on this server
@@ -399,323 +370,256 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		Progress: func(f string, a ...any) { fmt.Fprintf(out, f+"\n", a...) },
 	}); err != nil {
 		if errors.Is(err, workload.ErrForeignDatabase) {
-			return nil, err
+			return err
 		}
 		if ctx.Err() != nil {
-			return nil, ErrInterrupted
+			return ErrInterrupted
 		}
-		return nil, fmt.Errorf("workload set-up: %s", strings.Join(strings.Fields(err.Error()), " "))
+		return fmt.Errorf("workload set-up: %s", strings.Join(strings.Fields(err.Error()), " "))
 	}
 	if d := time.Since(setupStart); d > time.Second {
 		fmt.Fprintf(out, "set-up took %s\n", d.Round(100*time.Millisecond))
 	}
-	if driven {
-		// The driver may copy the database: no session of ours stays on it.
-		pool.Close()
-		streaming = true
-		if noResults {
-			streamFile = nil
-		}
-		return drive(ctx, opts, driver, dsn, streamFile, loc, perm, out)
-	}
+	return nil
+}
 
-	env, err := readEnvironment(ctx, pool, embedded)
+// prepare readies the load test on a set-up server: the environment read,
+// every connection opened, a segmented agent's clock checked, the
+// document's head made and the attachments made (perf starts here).
+func prepare(ctx context.Context, p plan, srv *server, pool *pgxpool.Pool, files *runFiles, out io.Writer) (*runState, error) {
+	env, err := readEnvironment(ctx, pool, srv.embedded)
 	if err != nil {
 		return nil, err
 	}
 	// Open every connection the run will need before it starts: connection
 	// set-up is not part of any operation, and a server that cannot take
 	// them all is refused now rather than leaving VUs without one.
-	if err := warmPool(ctx, pool, poolSize); err != nil {
-		rule := opts.PoolRule
+	if err := warmPool(ctx, pool, p.poolSize); err != nil {
+		rule := p.opts.PoolRule
 		if rule == "" {
-			rule = fmt.Sprintf("with --connections %d", opts.Connections)
+			rule = fmt.Sprintf("with --connections %d", p.opts.Connections)
 		}
-		return nil, fmt.Errorf("open %d connections: %s (%s)", poolSize, conninfo.Describe(err), rule)
+		return nil, fmt.Errorf("open %d connections: %s (%s)", p.poolSize, conninfo.Describe(err), rule)
 	}
-
-	segInfo := segmentInfo(opts)
-	if segmented {
-		bound := cmp.Or(opts.MaxClockOffset, DefaultMaxClockOffset)
-		offset, rtt, err := measureClock(ctx, pool, 7)
-		if err != nil {
-			return nil, err
-		}
-		if offset.Abs() > bound {
-			return nil, fmt.Errorf("%w: this agent's clock is %+.1fms off the server's (round trip %.1fms), more than --max-clock-offset %s: synchronise the clocks (chrony, NTP)",
-				ErrClockOffset, float64(offset)/1e6, float64(rtt)/1e6, bound)
-		}
-		segInfo.ClockOffsetMs, segInfo.ClockRTTMs = round3(float64(offset)/1e6), round3(float64(rtt)/1e6)
-		if restarted != "" {
-			segInfo.Restart = attempt
-			segInfo.Incomplete = append(segInfo.Incomplete, fmt.Sprintf("restarted: an earlier attempt of this segment left %s", restarted))
-			fmt.Fprintf(out, "segment %s: an earlier attempt left %s; this attempt runs into %s and marks the segment incomplete\n", opts.Segment, restarted, path)
-		}
+	seg, err := checkAgent(ctx, p.opts, pool, files, out)
+	if err != nil {
+		return nil, err
 	}
+	r := &runState{opts: p.opts, out: out, roles: p.roles, maxVUs: p.maxVUs, srv: srv, pool: pool, files: files,
+		env: env, seg: seg, health: &engine.Health{}, ops: p.opts.Workload.Operations()}
+	r.document()
+	r.attachments(ctx)
+	return r, nil
+}
 
-	stream := results.DiscardStream()
-	if !noResults {
-		stream = results.NewStreamNamed(streamFile, streamPath)
-	}
-	streaming = true
-	defer stream.Close()
-
-	ops := opts.Workload.Operations()
-	recOps := make([]record.OpInfo, len(ops))
-	params := Parameters{
-		Workload: opts.Workload.Name(), Scale: opts.Scale, Seed: opts.Seed, MaxVUs: maxVUs,
+// document makes the results document's head: parameters, environment,
+// run id.
+func (r *runState) document() {
+	opts := r.opts
+	r.params = Parameters{
+		Workload: opts.Workload.Name(), Scale: opts.Scale, Seed: opts.Seed, MaxVUs: r.maxVUs,
 		WarmupS: opts.Warmup.Seconds(), Think: opts.Think.String(), Connections: opts.Connections,
-		MaxErrors: opts.MaxErrors, IntervalS: opts.Interval.Seconds(), Server: serverDesc,
+		MaxErrors: opts.MaxErrors, IntervalS: opts.Interval.Seconds(), Server: r.srv.desc,
 	}
-	for _, r := range roles {
-		params.Roles = append(params.Roles, roleJSON{r.Name, r.Share, r.Mix})
+	for _, role := range r.roles {
+		r.params.Roles = append(r.params.Roles, roleJSON{role.Name, role.Share, role.Mix})
 	}
-	for i, op := range ops {
-		recOps[i] = record.OpInfo{Name: op.Name, Target: op.Target, Priority: op.Priority}
-		params.Operations = append(params.Operations, opJSON{op.Name, float64(op.Target) / 1e6, op.Priority, op.Description})
+	for _, op := range r.ops {
+		r.params.Operations = append(r.params.Operations, opJSON{op.Name, float64(op.Target) / 1e6, op.Priority, op.Description})
 	}
 	for _, s := range opts.Stages {
-		params.Stages = append(params.Stages, stageJSON{s.Duration.Seconds(), s.Target})
+		r.params.Stages = append(r.params.Stages, stageJSON{s.Duration.Seconds(), s.Target})
 	}
-	for _, r := range opts.Rate {
-		params.RateStages = append(params.RateStages, rateJSON{r.Duration.Seconds(), r.Rate})
+	for _, rs := range opts.Rate {
+		r.params.RateStages = append(r.params.RateStages, rateJSON{rs.Duration.Seconds(), rs.Rate})
 	}
-	params.LatencyLimitMs = float64(opts.LatencyLimit) / float64(time.Millisecond)
-	params.TxPerVU = opts.TxPerVU
+	r.params.LatencyLimitMs = float64(opts.LatencyLimit) / float64(time.Millisecond)
+	r.params.TxPerVU = opts.TxPerVU
 	doc := &results.Document{
 		Format: results.Format, Schema: results.SchemaVersion, Version: opts.Version, CommandLine: conninfo.RedactArgs(opts.CommandLine),
 		Workload: opts.Workload.Name(), Status: "running",
 	}
-	doc.Environment, _ = json.Marshal(env)
-	doc.Parameters, _ = json.Marshal(params)
-	doc.RunID, doc.ConfigHash, doc.Segment = opts.RunID, configHash(params, opts), segInfo
+	doc.Environment, _ = json.Marshal(r.env)
+	doc.Parameters, _ = json.Marshal(r.params)
+	doc.RunID, doc.ConfigHash, doc.Segment = opts.RunID, configHash(r.params, opts), r.seg
+	r.doc = doc
+}
 
-	// perf first: its start-up (reading every process's maps, seconds on
-	// a busy host) must not eat the run's schedule, and it starts before
-	// the --start-at barrier so that it does not delay the segment.
-	prof := startProfile(ctx, opts.Profile, dsn, func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) })
-	defer prof.abort()
-	late, err := waitStart(ctx, opts.StartAt, func(f string, a ...any) { fmt.Fprintf(out, f+"\n", a...) })
+// attachments makes the run's attachments in start order: those that
+// observe the run (stream, metrics, catalog, samplers), then those beside
+// the load (progress, stress, profile: the last to start, the first to
+// stop). The profile's perf starts here, before the --start-at barrier.
+func (r *runState) attachments(ctx context.Context) {
+	st := newStream(r.files)
+	r.stream = st.stream
+	r.atts = []attachment{st}
+	if r.opts.MetricsAddr != "" {
+		r.atts = append(r.atts, &metricsAttachment{})
+	}
+	r.atts = append(r.atts, &catalogAttachment{})
+	if r.opts.Observe {
+		r.atts = append(r.atts, &samplersAttachment{})
+	}
+	r.observers = len(r.atts)
+	if r.opts.Progress > 0 {
+		r.atts = append(r.atts, &progressAttachment{})
+	}
+	if r.opts.Stress != nil {
+		r.atts = append(r.atts, &stressAttachment{spec: *r.opts.Stress})
+	}
+	if r.opts.Profile {
+		r.atts = append(r.atts, startProfile(ctx, r.srv.dsn, r.say))
+	}
+}
+
+// loadTest waits for the start, runs the load between the attachments'
+// start and stop, prints the summary and writes the results.
+func (r *runState) loadTest(ctx context.Context) (*Result, error) {
+	if err := r.begin(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.attach(ctx); err != nil {
+		return nil, err
+	}
+	outcome, runErr := r.load(ctx)
+	r.finish(ctx, outcome, runErr)
+	r.summary()
+	return r.write(runErr)
+}
+
+// begin waits for the --start-at barrier and sets the run's time base.
+func (r *runState) begin(ctx context.Context) error {
+	late, err := waitStart(ctx, r.opts.StartAt, r.say)
 	if err != nil {
-		stream.Close()
-		if streamPath != "" {
-			loc.dir.Remove(loc.streamName()) // nothing ran: no attempt to report
-		}
-		return nil, err
+		return err // nothing ran: the stream is removed, no attempt to report
 	}
+	r.files.began = true
 	if late > StartGrace {
-		reason := fmt.Sprintf("late start: began %s after --start-at %s", late.Round(time.Millisecond), opts.StartAt.Format(time.RFC3339Nano))
-		fmt.Fprintf(out, "warning: %s; the run goes on and its segment is marked incomplete\n", reason)
-		if segInfo != nil {
-			segInfo.Incomplete = append(segInfo.Incomplete, reason)
+		reason := fmt.Sprintf("late start: began %s after --start-at %s", late.Round(time.Millisecond), r.opts.StartAt.Format(time.RFC3339Nano))
+		fmt.Fprintf(r.out, "warning: %s; the run goes on and its segment is marked incomplete\n", reason)
+		if r.seg != nil {
+			r.seg.Incomplete = append(r.seg.Incomplete, reason)
 		}
 	}
-	start := time.Now()
-	doc.StartedAt = start
-	if err := stream.Write(results.StreamLine{Type: "header", Header: doc}); err != nil {
-		return nil, err
+	r.start = time.Now()
+	r.doc.StartedAt = r.start
+	recOps := make([]record.OpInfo, len(r.ops))
+	for i, op := range r.ops {
+		recOps[i] = record.OpInfo{Name: op.Name, Target: op.Target, Priority: op.Priority}
 	}
-	rec := record.New(recOps, start, opts.Warmup, opts.Interval)
-	cpu := newCPUMeter(start)
+	r.rec = record.New(recOps, r.start, r.opts.Warmup, r.opts.Interval)
+	r.cpu = newCPUMeter(r.start)
+	return nil
+}
 
-	// Metrics and observations, on the run's time base.
-	var (
-		outMu sync.Mutex // serialises lines from the progress and sampler goroutines
-		exp   *metrics.Exporter
-		obs   *sampler.Session
-		opm   *opmap.Map // backend PID -> key operation, for the samplers
-	)
-	say := func(format string, args ...any) {
-		outMu.Lock()
-		defer outMu.Unlock()
-		fmt.Fprintf(out, format+"\n", args...)
+// banner is the run's opening lines: what runs where, the segment, the
+// stream.
+func (r *runState) banner() {
+	opts := r.opts
+	fmt.Fprintf(r.out, "erplab run: workload %s, %d VUs max on %s, %s, server %s (PostgreSQL %s)\n",
+		opts.Workload.Name(), r.maxVUs, poolDesc(opts.Connections), profileDesc(opts), r.srv.desc, shortVersion(r.env.Server.Version))
+	if r.seg != nil {
+		printSegmentBanner(r.out, opts, r.seg, r.maxVUs)
 	}
-	if opts.MetricsAddr != "" {
-		if exp, err = metrics.New(metrics.Options{}); err != nil {
-			return nil, fmt.Errorf("metrics: %w", err)
-		}
-		exp.SetOpSource(metrics.RecorderSource(rec))
-		msrv, err := metrics.Serve(ctx, opts.MetricsAddr, exp.Handler())
-		if err != nil {
-			return nil, err
-		}
-		defer msrv.Close()
-		say("metrics: http://%s/metrics", msrv.Addr())
+	if !r.files.none {
+		fmt.Fprintf(r.out, "streaming results to %s\n", r.files.streamPath)
 	}
-	if opts.Observe {
-		names := make([]string, len(ops))
-		for i, op := range ops {
-			names[i] = op.Name
-		}
-		opm = opmap.New(names)
-		so := sampler.SessionOptions{Interval: cmp.Or(opts.ObserveInterval, opts.Interval), Options: sampler.Options{Ops: opm}}
-		so.OnStorm = func(e storm.Event) {
-			if e.EndT == nil {
-				say("storm at %.0f s: %s", e.T, e.Message)
-			}
-			if exp != nil {
-				exp.ObserveStorm(e)
-			}
-		}
-		if exp != nil {
-			so.OnSample = exp.ObserveSample
-		}
-		// Sampling goes on through the graceful stop; Stop ends it.
-		if obs, err = sampler.Start(context.WithoutCancel(ctx), dsn, start, so); err != nil {
-			say("warning: observations off: %v", err)
-			obs, opm = nil, nil
-		}
-	}
-	opm = profileOpMap(opts.Profile, opm, ops)
+}
 
-	fmt.Fprintf(out, "erplab run: workload %s, %d VUs max on %s, %s, server %s (PostgreSQL %s)\n",
-		opts.Workload.Name(), maxVUs, poolDesc(opts.Connections), profileDesc(opts), serverDesc, shortVersion(env.Server.Version))
-	if segmented {
-		fmt.Fprintf(out, "run %s, segment %s (%s:%s of %s): this agent runs %d of the %d VUs max on %s, %.4g of the arrival rate\n",
-			opts.RunID, opts.Segment, segInfo.From, segInfo.To, segInfo.Sequence, opts.Segment.Scale(maxVUs), maxVUs, poolDesc(opts.Segment.Scale(opts.Connections)), opts.Segment.Length())
-	}
-	if !noResults {
-		fmt.Fprintf(out, "streaming results to %s\n", streamPath)
-	}
-
-	health := &engine.Health{}
+// load runs the engine. The load's own span ends with it: what follows
+// (perf's stop and its parse, the stress workers, the samplers) must not
+// count in the run's duration, its rates or the generator's CPU.
+func (r *runState) load(ctx context.Context) (engine.Outcome, error) {
+	opts := r.opts
 	cfg := engine.Config{
-		Workload: opts.Workload, Roles: roles, Stages: opts.Stages, Warmup: opts.Warmup,
+		Workload: opts.Workload, Roles: r.roles, Stages: opts.Stages, Warmup: opts.Warmup,
 		Think: opts.Think, Connections: opts.Connections, MaxErrors: opts.MaxErrors,
-		Seed: opts.Seed, GracefulStop: opts.GracefulStop, ServerGone: opts.ServerGoneAfter, Health: health,
-		Rate: opts.Rate, LatencyLimit: opts.LatencyLimit, TxPerVU: opts.TxPerVU, Ops: opm, OnSample: opts.OnSample, OnSkip: opts.OnSkip,
+		Seed: opts.Seed, GracefulStop: opts.GracefulStop, ServerGone: opts.ServerGoneAfter, Health: r.health,
+		Rate: opts.Rate, LatencyLimit: opts.LatencyLimit, TxPerVU: opts.TxPerVU, Ops: r.opm, OnSample: opts.OnSample, OnSkip: opts.OnSkip,
 		RateFromFirstArrival: opts.RateFromFirstArrival, Segment: opts.Segment,
-		OnInterval: func(iv results.Interval) {
-			cpu.interval(time.Now())
-			if stream.Err() != nil {
-				return // reported when it failed
-			}
-			if err := stream.Write(results.StreamLine{Type: "interval", Interval: &iv}); err != nil {
-				// At once, whatever the progress period: the run goes on
-				// and the final document will hold everything.
-				say("warning: at t=%.1f s: %v; the stream stops here (intervals up to t=%s s kept), the run goes on and the final document will hold everything",
-					iv.T, err, fmtSeconds(stream.LastT()))
-			}
-		},
+		OnInterval: r.onInterval,
 	}
-	progressDone := make(chan struct{})
-	var progressWG sync.WaitGroup
-	if opts.Progress > 0 {
-		progressWG.Add(1)
-		go func() {
-			defer progressWG.Done()
-			printProgress(say, rec, obs, health, stream, opts, progressDone)
-		}()
-	}
-	catBefore := catalogSizes(ctx, pool)
-	var stressRun *stress.Run
-	if opts.Stress != nil {
-		if stressRun, err = stress.Start(ctx, *opts.Stress); err != nil {
-			return nil, err
-		}
-		say("stress workers started beside the load: %s", stressDesc(*opts.Stress))
-	}
-	prof.follow(opm, say)
-	outcome, runErr := engine.Run(ctx, pool, cfg, rec)
-	// The load's own span ends here: what follows (perf's stop and its
-	// parse, the stress workers, the samplers) must not count in the run's
-	// duration, its rates or the generator's CPU.
-	end := loadEnd(start, outcome)
-	agent := cpu.finish(end)
-	profSum := prof.end(ctx, say)
-	var stressRep *stress.Report
-	if stressRun != nil {
-		r := stressRun.Stop()
-		stressRep = &r
-	}
-	close(progressDone)
-	progressWG.Wait()
-	var storms []storm.Event
-	if obs != nil {
-		obs.Stop()
-		storms = obs.Storms()
-	}
+	outcome, err := engine.Run(ctx, r.pool, cfg, r.rec)
+	r.end = loadEnd(r.start, outcome)
+	r.doc.Agent = r.cpu.finish(r.end)
+	return outcome, err
+}
+
+// finish stops the attachments and completes the document: status,
+// figures, the segment's completeness, the attachments' extras.
+func (r *runState) finish(ctx context.Context, outcome engine.Outcome, runErr error) {
+	opts, doc := r.opts, r.doc
+	r.outcome = outcome
 	// A server that is not answering would hold every clean-up query for
 	// its whole timeout: skip them.
-	frozen := outcome.NotAnsweringAtEnd() || errors.Is(runErr, engine.ErrNotAnswering) || outcome.StuckClosed > 0
+	r.frozen = outcome.NotAnsweringAtEnd() || errors.Is(runErr, engine.ErrNotAnswering) || outcome.StuckClosed > 0
+	doc.Extra = map[string]json.RawMessage{}
+	r.detach(ctx, doc)
 
-	doc.EndedAt = end
-	doc.Status = outcome.Status
+	doc.EndedAt = r.end
+	doc.Status = runStatus(outcome, opts.AbortedBy)
 	doc.ServerUnresponsive = outcome.Unresponsive
-	if outcome.NotAnsweringAtEnd() && outcome.Status == "completed" {
-		sp := outcome.Unresponsive[len(outcome.Unresponsive)-1]
-		doc.Status = fmt.Sprintf("stalled: the server answered nothing from t=%s s to the end (%d operations waiting)", fmtSeconds(sp.FromS), sp.MaxWaiting)
-	}
-	if l := outcome.LostAtEnd; l != nil && doc.Status == "completed" {
-		doc.Status = fmt.Sprintf("lost: no operation succeeded from t=%s s to the end (%s)", fmtSeconds(l.FromS), l.Condition.Gone())
-	}
-	if opts.AbortedBy != nil && doc.Status == "completed" {
-		if why := opts.AbortedBy(); why != "" {
-			doc.Status = "aborted: " + why
-		}
-	}
-	scored := end.Sub(start) - opts.Warmup
-	if scored < 0 {
-		scored = 0
-	}
-	doc.Operations = rec.Results(scored)
+	scored := max(r.end.Sub(r.start)-opts.Warmup, 0)
+	doc.Operations = r.rec.Results(scored)
 	if d, ok := opts.Workload.(workload.Describer); ok {
-		params.WorkloadDetails = d.Describe()
-		doc.Parameters, _ = json.Marshal(params)
+		r.params.WorkloadDetails = d.Describe()
+		doc.Parameters, _ = json.Marshal(r.params)
 	}
 	v, ok := results.Integral(doc.Operations)
 	doc.Integral = results.NewIntegralScore(v, ok)
-	doc.Totals = rec.Totals(scored)
-	doc.Series = rec.Series()
-	doc.Agent = agent
-	if segInfo != nil {
-		segInfo.Incomplete = append(segInfo.Incomplete, incompleteReasons(doc, outcome)...)
+	doc.Totals = r.rec.Totals(scored)
+	doc.Series = r.rec.Series()
+	if r.seg != nil {
+		r.seg.Incomplete = append(r.seg.Incomplete, incompleteReasons(doc, outcome)...)
 	}
+	var err error
 	if doc.Stages, err = results.StageFigures(doc); err != nil {
-		say("warning: per-stage figures: %v", err)
+		r.say("warning: per-stage figures: %v", err)
 	}
-	cat := CatalogGrowth{Before: catBefore}
-	if !frozen {
-		cat.After = catalogSizes(context.WithoutCancel(ctx), pool)
-	}
-	doc.Extra = map[string]json.RawMessage{}
-	if cat.Before != nil && cat.After != nil {
-		doc.Extra["catalog"], _ = json.Marshal(cat)
-	}
-	if obs != nil {
-		doc.Extra["observations"] = obs.Observations()
-	}
-	if stressRep != nil {
-		doc.Extra["stress"], _ = json.Marshal(stressRep)
-	}
-	if profSum != nil {
-		doc.Extra["profile"], _ = json.Marshal(profSum)
-	}
+}
 
-	if err := stream.Err(); err != nil {
-		doc.StreamError = err.Error()
+// runStatus is the document's status of a run with this outcome.
+func runStatus(outcome engine.Outcome, abortedBy func() string) string {
+	status := outcome.Status
+	if outcome.NotAnsweringAtEnd() && status == "completed" {
+		sp := outcome.Unresponsive[len(outcome.Unresponsive)-1]
+		status = fmt.Sprintf("stalled: the server answered nothing from t=%s s to the end (%d operations waiting)", fmtSeconds(sp.FromS), sp.MaxWaiting)
 	}
-	// The summary first: nothing the run measured depends on the disk.
-	PrintSummary(out, doc, outcome)
+	if l := outcome.LostAtEnd; l != nil && status == "completed" {
+		status = fmt.Sprintf("lost: no operation succeeded from t=%s s to the end (%s)", fmtSeconds(l.FromS), l.Condition.Gone())
+	}
+	if abortedBy != nil && status == "completed" {
+		if why := abortedBy(); why != "" {
+			status = "aborted: " + why
+		}
+	}
+	return status
+}
+
+// summary prints the summary: nothing the run measured depends on the
+// disk, so it comes before the results are written.
+func (r *runState) summary() {
+	out, doc := r.out, r.doc
+	PrintSummary(out, doc, r.outcome)
 	printAgent(out, doc)
-	if r, ok := opts.Workload.(workload.Reporter); ok {
+	if rep, ok := r.opts.Workload.(workload.Reporter); ok {
 		fmt.Fprintln(out)
-		r.Report(out, doc)
+		rep.Report(out, doc)
 	}
 	fmt.Fprintln(out)
-	printCatalog(out, cat)
-	printStorms(out, storms)
-	PrintObservations(out, doc)
-	if stressRep != nil {
-		fmt.Fprintln(out, "\nstress workers beside the load:")
-		stress.WriteTable(out, *stressRep)
-	}
-	printProfile(out, profSum)
-	res := &Result{Doc: doc, Path: path, StreamPath: streamPath}
+	r.report(out, doc)
+}
+
+// write writes the results (unless the run keeps none) and returns them
+// with the run's error: the results' failure first, then the engine's,
+// then a server that stopped answering or was lost at the end.
+func (r *runState) write(runErr error) (*Result, error) {
+	opts, doc, outcome, files := r.opts, r.doc, r.outcome, r.files
+	res := &Result{Doc: doc, Path: files.path, StreamPath: files.streamPath}
 	var writeErr error
-	if noResults {
-		stream.Close()
-	} else if writeErr = writeResults(out, doc, stream, loc, opts.ReplaceOut && opts.Out != "", perm); writeErr != nil {
+	if files.none {
+		r.stream.Close()
+	} else if writeErr = writeResults(r.out, doc, r.stream, files.loc, opts.ReplaceOut && opts.Out != "", files.perm); writeErr != nil {
 		res.Path = ""
 	}
 	switch {
@@ -725,10 +629,10 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		return res, runErr
 	case outcome.NotAnsweringAtEnd() && outcome.Status == "completed":
 		return res, fmt.Errorf("%w at t=%s s and had not answered by the end of the run%s",
-			engine.ErrNotAnswering, fmtSeconds(outcome.Unresponsive[len(outcome.Unresponsive)-1].FromS), resultsAt(path))
+			engine.ErrNotAnswering, fmtSeconds(outcome.Unresponsive[len(outcome.Unresponsive)-1].FromS), resultsAt(files.path))
 	case strings.HasPrefix(doc.Status, "lost: "):
 		return res, fmt.Errorf("%w: no operation succeeded from t=%s s to the end of the run (%s)%s",
-			engine.ErrServerGone, fmtSeconds(outcome.LostAtEnd.FromS), outcome.LostAtEnd.Condition.Gone(), resultsAt(path))
+			engine.ErrServerGone, fmtSeconds(outcome.LostAtEnd.FromS), outcome.LostAtEnd.Condition.Gone(), resultsAt(files.path))
 	}
 	return res, nil
 }
@@ -787,51 +691,6 @@ func writeResults(out io.Writer, doc *results.Document, stream *results.Stream, 
 	}
 	fmt.Fprintf(out, "results: %s (time series: %s)\n", path, streamPath)
 	return nil
-}
-
-// StartEmbedded starts erplab's throwaway server for a command that was
-// given no server: it first removes clusters left by killed erplab
-// processes, then starts one sized for maxConnections, creates database
-// "erplab" (see its DSN with c.DSN("erplab")) and says so on out. keep
-// tells whether the cluster will be handed to the user at the end; if
-// not, it dies with this process even when erplab is killed outright.
-func StartEmbedded(ctx context.Context, out io.Writer, osUser string, maxConnections int, keep bool) (*pgcluster.Cluster, error) {
-	return startEmbedded(ctx, out, pgcluster.Options{OSUser: osUser, MaxConnections: maxConnections, StopWithParent: !keep})
-}
-
-// StartEmbeddedWaits is StartEmbedded (not kept) with pg_wait_sampling
-// preloaded beside pg_stat_statements when it is installed
-// (pgcluster.Options.WaitSampling): erplab ab's server, whose run
-// databases get both extensions.
-func StartEmbeddedWaits(ctx context.Context, out io.Writer, osUser string, maxConnections int) (*pgcluster.Cluster, error) {
-	return startEmbedded(ctx, out, pgcluster.Options{OSUser: osUser, MaxConnections: maxConnections, StopWithParent: true, WaitSampling: true})
-}
-
-func startEmbedded(ctx context.Context, out io.Writer, opts pgcluster.Options) (*pgcluster.Cluster, error) {
-	if _, err := pgcluster.ReapOrphans(ctx, out); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(out, "no --dsn: starting a throwaway PostgreSQL (initdb into a temporary directory)...\n")
-	t0 := time.Now()
-	c, err := pgcluster.Start(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.CreateDatabase(ctx, "erplab"); err != nil {
-		c.Stop()
-		return nil, fmt.Errorf("embedded server: %w", err)
-	}
-	// Statement statistics for doctor and diagnosis, when the contrib
-	// library is preloaded (pgcluster does so when it is installed).
-	if conn, err := pgx.Connect(ctx, c.DSN("erplab")); err == nil {
-		var libs string
-		if conn.QueryRow(ctx, `SELECT current_setting('shared_preload_libraries')`).Scan(&libs) == nil && strings.Contains(libs, "pg_stat_statements") {
-			conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`) //nolint:errcheck // optional
-		}
-		conn.Close(ctx)
-	}
-	fmt.Fprintf(out, "PostgreSQL %s ready in %s (data %s, port %d, Unix socket only)\n", c.Version(), time.Since(t0).Round(10*time.Millisecond), c.Dir(), c.Port())
-	return c, nil
 }
 
 // poolCloseBound bounds the wait for the pool's connections to close at
@@ -982,6 +841,81 @@ func (l resultsLoc) close() {
 	}
 }
 
+// runFiles is a run's results files, reserved before anything starts:
+// the document's name and the stream, created empty, in a directory held
+// open; none when the run keeps no results.
+type runFiles struct {
+	loc              resultsLoc
+	file             *os.File // the stream; nil without results
+	path, streamPath string
+	perm             fs.FileMode
+	none             bool
+	// restarted names the file an earlier attempt of a segment left (its
+	// attempt number is attempt), "" for the first.
+	restarted string
+	attempt   int
+	// began is set once the load test is under way (past --start-at) or
+	// handed to a driver: the stream then stays.
+	began bool
+}
+
+// reserve checks and reserves the run's results files (segmentPath for a
+// segmented run, else reserveResults). With OnNoResults, files that
+// cannot be reserved are said there and the run keeps no results.
+func reserve(p plan) (*runFiles, error) {
+	opts := p.opts
+	f := &runFiles{perm: cmp.Or(opts.OutMode, results.DefaultPerm), none: opts.NoResults}
+	var err error
+	if opts.Out != "" && opts.OutRoot == nil && !opts.NoResults {
+		// A typo in --out must not create directories: only the default
+		// ./erplab-results (or OutDir) is made on demand.
+		if dir := filepath.Dir(opts.Out); dir != "." {
+			if st, serr := os.Stat(dir); serr != nil || !st.IsDir() {
+				err = fmt.Errorf("--out %s: directory %s does not exist", opts.Out, dir)
+			}
+		}
+	}
+	switch {
+	case f.none || err != nil:
+	case p.segmented:
+		f.loc, f.file, f.restarted, f.attempt, err = segmentPath(opts.Out, opts.OutRoot, opts.RunID, opts.Segment, f.perm)
+	default:
+		f.loc, f.file, err = reserveResults(opts.Out, opts.OutDir, opts.OutRoot, opts.Workload.Name(), time.Now(), opts.ReplaceOut, f.perm)
+	}
+	if f.file != nil {
+		f.path, f.streamPath = f.loc.path(), f.loc.dir.Join(f.loc.streamName())
+	}
+	if err != nil && opts.OnNoResults != nil && !p.segmented {
+		opts.OnNoResults(err)
+		f.none, err = true, nil
+	}
+	if err != nil {
+		f.release()
+		return nil, err
+	}
+	return f, nil
+}
+
+// handOver gives the stream to a workload that drives its own load
+// (nil without results).
+func (f *runFiles) handOver() *os.File {
+	f.began = true
+	if f.none {
+		return nil
+	}
+	return f.file
+}
+
+// release gives the stream's name back when the run ended before its
+// load began, and closes the directory opened for the run.
+func (f *runFiles) release() {
+	if !f.began && f.streamPath != "" {
+		f.file.Close()
+		f.loc.dir.Remove(f.loc.streamName())
+	}
+	f.loc.close()
+}
+
 // reserveResults chooses the run's results files and reserves them before
 // any server is started: the file is out (in its directory, or in in
 // when the caller holds one open), or by default
@@ -1104,86 +1038,6 @@ func checkFree(replace bool, dir *safefile.Root, name string) error {
 		return resultsExistError{path, nil}
 	}
 	return nil
-}
-
-// CatalogGrowth is the size of the system catalogs that temp tables grow,
-// before and after the run (bytes by catalog name; see
-// runenv.CatalogTables). It goes into the results as extra.catalog.
-type CatalogGrowth struct {
-	Before map[string]int64 `json:"before_bytes"`
-	After  map[string]int64 `json:"after_bytes"`
-}
-
-// catalogSizes measures the catalogs, or returns nil if it cannot (a
-// server gone mid-run): the results are written without them.
-func catalogSizes(ctx context.Context, pool *pgxpool.Pool) map[string]int64 {
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	conn, err := pool.Acquire(cctx)
-	if err != nil {
-		return nil
-	}
-	defer conn.Release()
-	m, err := runenv.CatalogSizes(cctx, conn.Conn())
-	if err != nil {
-		return nil
-	}
-	return m
-}
-
-func printCatalog(w io.Writer, c CatalogGrowth) {
-	if c.Before == nil || c.After == nil {
-		return
-	}
-	parts := make([]string, 0, len(c.Before))
-	for _, name := range runenv.CatalogTables() {
-		parts = append(parts, fmt.Sprintf("%s %s -> %s", name, fmtBytes(c.Before[name]), fmtBytes(c.After[name])))
-	}
-	fmt.Fprintf(w, "catalog size before -> after: %s\n", strings.Join(parts, ", "))
-}
-
-// fmtBytes prints a size in binary units (kB = 1024 bytes, as PostgreSQL's
-// pg_size_pretty does).
-func fmtBytes(b int64) string {
-	switch {
-	case b >= 1<<30:
-		return fmt.Sprintf("%.1f GB", float64(b)/(1<<30))
-	case b >= 1<<20:
-		return fmt.Sprintf("%.1f MB", float64(b)/(1<<20))
-	default:
-		return fmt.Sprintf("%d kB", b>>10)
-	}
-}
-
-// printStorms lists the storms the samplers saw, with their times.
-func printStorms(w io.Writer, storms []storm.Event) {
-	if len(storms) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "storms (%d):\n", len(storms))
-	for _, e := range storms {
-		end := "until the end"
-		if e.EndT != nil {
-			end = fmt.Sprintf("to %.0f s", *e.EndT)
-		}
-		fmt.Fprintf(w, "  at %.0f s %s, peak %d active: %s\n", e.T, end, e.Peak, e.Message)
-	}
-}
-
-func stressDesc(s stress.Spec) string {
-	var parts []string
-	for _, kv := range []struct {
-		name string
-		n    int
-	}{{"cpu", s.CPU}, {"io", s.IO}, {"vm", s.VM}} {
-		if kv.n > 0 {
-			parts = append(parts, fmt.Sprintf("%s=%d", kv.name, kv.n))
-		}
-	}
-	if s.VM > 0 && s.VMBytes > 0 {
-		parts = append(parts, fmt.Sprintf("vm-bytes=%d", s.VMBytes))
-	}
-	return strings.Join(parts, ",")
 }
 
 // Reservation is the results files ReserveResults reserved: the

@@ -2,11 +2,13 @@ package loadtest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 
 	"github.com/erplab/erplab/internal/opmap"
 	"github.com/erplab/erplab/internal/profile"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/workload"
 )
 
@@ -14,20 +16,28 @@ import (
 // (24 bytes each): later ones are counted and left unattributed.
 const timelineMax = 1 << 20
 
-// runProfile is the perf recording of a run (--profile); nil when off.
+// runProfile is the perf recording of a run (--profile), an attachment:
+// perf starts when it is made, before the --start-at barrier (reading
+// every process's maps takes seconds on a busy host and must not eat the
+// run's schedule or delay the segment); start follows the key
+// operations just before the load; stop reads the profile back
+// (extra.profile). When perf cannot run, sess is nil and one warning
+// line said why.
 type runProfile struct {
+	quiet
 	sess  *profile.Session
 	opm   *opmap.Map
 	tl    *opmap.Timeline
 	clock profile.Clock
 	ended bool
+	sum   *profile.Summary
 }
 
 // profileOpMap returns the run's PID-to-operation map: opm (the
 // observations' one) or, for a profiled run without observations, a new
 // one, so that samples can be attributed to key operations.
-func profileOpMap(on bool, opm *opmap.Map, ops []workload.Operation) *opmap.Map {
-	if !on || opm != nil {
+func profileOpMap(opm *opmap.Map, ops []workload.Operation) *opmap.Map {
+	if opm != nil {
 		return opm
 	}
 	names := make([]string, len(ops))
@@ -37,17 +47,14 @@ func profileOpMap(on bool, opm *opmap.Map, ops []workload.Operation) *opmap.Map 
 	return opmap.New(names)
 }
 
-// startProfile starts recording the server at dsn when on; when it
-// cannot (perf missing or not permitted, remote server) it says why in
-// one line and returns nil.
-func startProfile(ctx context.Context, on bool, dsn string, say func(string, ...any)) *runProfile {
-	if !on {
-		return nil
-	}
+// startProfile starts recording the server at dsn; when it cannot (perf
+// missing or not permitted, remote server) it says why in one line and
+// the attachment records nothing.
+func startProfile(ctx context.Context, dsn string, say func(string, ...any)) *runProfile {
 	sess, err := profile.Begin(ctx, dsn, profile.Options{})
 	if err != nil {
 		say("warning: profile off: %v", err)
-		return nil
+		return &runProfile{}
 	}
 	if sess.Warning != "" {
 		say("warning: %s", sess.Warning)
@@ -56,10 +63,28 @@ func startProfile(ctx context.Context, on bool, dsn string, say func(string, ...
 	return &runProfile{sess: sess}
 }
 
+// start makes the run's operation map (r.opm) when the samplers did not,
+// and follows the key operations on it.
+func (p *runProfile) start(_ context.Context, r *runState) error {
+	r.opm = profileOpMap(r.opm, r.ops)
+	p.follow(r.opm, r.say)
+	return nil
+}
+
+func (p *runProfile) stop(ctx context.Context, r *runState, doc *results.Document) {
+	if p.sum = p.end(ctx, r.say); p.sum != nil {
+		doc.Extra["profile"], _ = json.Marshal(p.sum)
+	}
+}
+
+func (p *runProfile) report(w io.Writer, _ *results.Document) { printProfile(w, p.sum) }
+
+func (p *runProfile) close() { p.abort() }
+
 // follow starts the timeline of key operations on opm (nil: none), for
 // attributing the samples to them; called just before the load starts.
 func (p *runProfile) follow(opm *opmap.Map, say func(string, ...any)) {
-	if p == nil || opm == nil {
+	if p.sess == nil || opm == nil {
 		return
 	}
 	c, err := profile.NewClock()
@@ -73,7 +98,7 @@ func (p *runProfile) follow(opm *opmap.Map, say func(string, ...any)) {
 // abort discards a recording that end did not read (the run failed
 // before its load).
 func (p *runProfile) abort() {
-	if p != nil && !p.ended {
+	if p.sess != nil && !p.ended {
 		p.ended = true
 		p.sess.Abort()
 	}
@@ -83,7 +108,7 @@ func (p *runProfile) abort() {
 // attributed to key operations (nil when off or when reading it back
 // failed, said in one line).
 func (p *runProfile) end(ctx context.Context, say func(string, ...any)) *profile.Summary {
-	if p == nil {
+	if p.sess == nil {
 		return nil
 	}
 	p.ended = true

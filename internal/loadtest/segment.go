@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -314,4 +315,54 @@ func printAgent(w io.Writer, doc *results.Document) {
 		}
 		fmt.Fprintf(w, "load generator CPU: %.1f s over %.1f s on %d cores (%.0f%%)%s\n", a.CPUSeconds, a.WallSeconds, a.Cores, a.Utilization*100, sat)
 	}
+}
+
+// checkSegment refuses a segmented run without a shared server or a run
+// id, and a share of VUs or connections the segment cannot take.
+func checkSegment(opts Options, maxVUs int) error {
+	segmented := !opts.Segment.Whole()
+	if segmented && opts.DSN == "" && !opts.EnvGiven {
+		return errors.New("--segment needs the server all agents share: give --dsn (or the PG* environment)")
+	}
+	if err := opts.Segment.CheckShare(maxVUs, opts.Connections); err != nil {
+		return err
+	}
+	if segmented && opts.RunID == "" {
+		return errors.New("--segment needs --run-id: every agent of the run must be given the same one")
+	}
+	return nil
+}
+
+// checkAgent is a segmented agent's check before its load: its clock
+// against the server's (refused beyond --max-clock-offset), and a
+// restart after an earlier attempt said and recorded. It returns the
+// document's segment section (nil for a whole run).
+func checkAgent(ctx context.Context, opts Options, pool *pgxpool.Pool, files *runFiles, out io.Writer) (*results.SegmentInfo, error) {
+	seg := segmentInfo(opts)
+	if seg == nil {
+		return nil, nil
+	}
+	bound := cmp.Or(opts.MaxClockOffset, DefaultMaxClockOffset)
+	offset, rtt, err := measureClock(ctx, pool, 7)
+	if err != nil {
+		return nil, err
+	}
+	if offset.Abs() > bound {
+		return nil, fmt.Errorf("%w: this agent's clock is %+.1fms off the server's (round trip %.1fms), more than --max-clock-offset %s: synchronise the clocks (chrony, NTP)",
+			ErrClockOffset, float64(offset)/1e6, float64(rtt)/1e6, bound)
+	}
+	seg.ClockOffsetMs, seg.ClockRTTMs = round3(float64(offset)/1e6), round3(float64(rtt)/1e6)
+	if files.restarted != "" {
+		seg.Restart = files.attempt
+		seg.Incomplete = append(seg.Incomplete, fmt.Sprintf("restarted: an earlier attempt of this segment left %s", files.restarted))
+		fmt.Fprintf(out, "segment %s: an earlier attempt left %s; this attempt runs into %s and marks the segment incomplete\n", opts.Segment, files.restarted, files.path)
+	}
+	return seg, nil
+}
+
+// printSegmentBanner is the banner's line of a segmented agent: its
+// piece of the run.
+func printSegmentBanner(w io.Writer, opts Options, seg *results.SegmentInfo, maxVUs int) {
+	fmt.Fprintf(w, "run %s, segment %s (%s:%s of %s): this agent runs %d of the %d VUs max on %s, %.4g of the arrival rate\n",
+		opts.RunID, opts.Segment, seg.From, seg.To, seg.Sequence, opts.Segment.Scale(maxVUs), maxVUs, poolDesc(opts.Segment.Scale(opts.Connections)), opts.Segment.Length())
 }

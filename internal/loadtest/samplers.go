@@ -1,0 +1,88 @@
+package loadtest
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/erplab/erplab/internal/opmap"
+	"github.com/erplab/erplab/internal/results"
+	"github.com/erplab/erplab/internal/sampler"
+	"github.com/erplab/erplab/internal/storm"
+)
+
+// samplersAttachment runs the samplers (--observe: sessions by state and
+// wait event, pg_stat_database, catalog, host) on the run's time base,
+// through the graceful stop, and keeps their observations
+// (extra.observations) and the storms they saw. When they cannot start,
+// one warning line says why and the run goes on without them.
+type samplersAttachment struct {
+	quiet
+	obs    *sampler.Session
+	storms []storm.Event
+}
+
+func (s *samplersAttachment) start(ctx context.Context, r *runState) error {
+	names := make([]string, len(r.ops))
+	for i, op := range r.ops {
+		names[i] = op.Name
+	}
+	opm := opmap.New(names)
+	so := sampler.SessionOptions{Interval: cmp.Or(r.opts.ObserveInterval, r.opts.Interval), Options: sampler.Options{Ops: opm}}
+	exp := r.exp
+	so.OnStorm = func(e storm.Event) {
+		if e.EndT == nil {
+			r.say("storm at %.0f s: %s", e.T, e.Message)
+		}
+		if exp != nil {
+			exp.ObserveStorm(e)
+		}
+	}
+	if exp != nil {
+		so.OnSample = exp.ObserveSample
+	}
+	// Sampling goes on through the graceful stop; stop ends it.
+	obs, err := sampler.Start(context.WithoutCancel(ctx), r.srv.dsn, r.start, so)
+	if err != nil {
+		r.say("warning: observations off: %v", err)
+		return nil
+	}
+	s.obs, r.obs, r.opm = obs, obs, opm
+	return nil
+}
+
+func (s *samplersAttachment) stop(_ context.Context, _ *runState, doc *results.Document) {
+	if s.obs == nil {
+		return
+	}
+	s.obs.Stop()
+	s.storms = s.obs.Storms()
+	doc.Extra["observations"] = s.obs.Observations()
+}
+
+func (s *samplersAttachment) report(w io.Writer, doc *results.Document) {
+	printStorms(w, s.storms)
+	PrintObservations(w, doc)
+}
+
+func (s *samplersAttachment) close() {
+	if s.obs != nil {
+		s.obs.Stop()
+	}
+}
+
+// printStorms lists the storms the samplers saw, with their times.
+func printStorms(w io.Writer, storms []storm.Event) {
+	if len(storms) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "storms (%d):\n", len(storms))
+	for _, e := range storms {
+		end := "until the end"
+		if e.EndT != nil {
+			end = fmt.Sprintf("to %.0f s", *e.EndT)
+		}
+		fmt.Fprintf(w, "  at %.0f s %s, peak %d active: %s\n", e.T, end, e.Peak, e.Message)
+	}
+}
