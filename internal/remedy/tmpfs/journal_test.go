@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -118,36 +117,17 @@ func TestUndoOldStateFile(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range oldStates {
 		t.Run(tc.file, func(t *testing.T) {
-			dsn := srv.NewDatabase(t)
-			conn := dial(t, dsn)
-			opts := stateOpts(t, Options{Size: "16M", GrantTo: []string{"PUBLIC"}})
-			crash := opts
-			crash.stopBefore = tc.stopBefore
-			if _, err := Apply(ctx, dsn, crash, io.Discard); !errors.Is(err, errStopped) {
-				t.Fatalf("apply stopping before %s: %v", tc.stopBefore, err)
-			}
-			tg, err := Inspect(ctx, conn, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			path, err := StatePath(opts, tg.SystemIdentifier, tg.DataDir, DefaultTablespace)
-			if err != nil {
-				t.Fatal(err)
-			}
-			now, err := LoadState(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, oldStateFor(t, tc.file, now), 0o600); err != nil {
+			c := crashedApply(t, tc.stopBefore)
+			if err := os.WriteFile(c.path, oldStateFor(t, tc.file, c.st), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			var log strings.Builder
-			if err := Undo(ctx, dsn, opts, &log); err != nil {
+			if err := Undo(ctx, c.dsn, c.opts, &log); err != nil {
 				t.Fatalf("undo of the old state file: %v\n%s", err, log.String())
 			}
 			t.Log(log.String())
-			assertNothingLeft(t, conn, tg, path)
-			assertInOrder(t, log.String(), "umount ", "DROP TABLESPACE", "rmdir "+tg.Location, "undone: ")
+			assertNothingLeft(t, c.conn, c.tg, c.path)
+			assertInOrder(t, log.String(), "umount ", "DROP TABLESPACE", "rmdir "+c.tg.Location, "undone: ")
 		})
 	}
 }
