@@ -10,14 +10,10 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/procfs"
-	"golang.org/x/sys/unix"
-
-	"github.com/erplab/erplab/internal/leftover"
 )
 
 // Verification is the proof that temp tables land on the tmpfs.
@@ -48,17 +44,15 @@ func (v *Verification) String() string {
 	return fmt.Sprintf("temp_tablespaces = '%s'; new temp table file %s is on %s mounted at %s (%s)", v.TempTablespaces, v.File, v.FSType, v.MountPoint, v.MountOptions)
 }
 
-// errStopped is what Apply returns at Options.stopBefore (tests only).
-var errStopped = errors.New("tmpfs fix: stopped as a crash would (test)")
-
 // Apply performs the procedure on the server dsn names, which must run on
-// this host, as root, with a superuser role: see the package
-// documentation for the steps. Before each step it records in the state
-// file (StatePath) what the step will create or change, and after it what
-// it did, so that Undo reverts exactly that even after a crash between
-// steps. It writes one line per step to log and returns the verification.
-// On failure it undoes the steps already done (through the same records)
-// and returns the error (with the undo's error joined, if any). Applying
+// this host, as root, with a superuser role: the steps of procedure()
+// (see the package documentation). Each step records in the state file
+// (StatePath), the journal, what it will create or change before doing
+// it, and what it did once done, before the next step starts, so that
+// Undo reverts exactly that even after a crash between steps. It writes
+// one line per step to log and returns the verification. On failure (or
+// ctx cancelled) it runs the undos of the journaled steps in reverse and
+// returns the error (with the undo's error joined, if any). Applying
 // again what a complete state file records verifies it and changes
 // nothing. Errors: not root, remote server, not superuser, the tablespace
 // existing without a state file (not erplab's), an unfinished earlier
@@ -78,6 +72,34 @@ func Apply(ctx context.Context, dsn string, opts Options, log io.Writer) (*Verif
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	t, err := applyTarget(ctx, conn, opts)
+	if err != nil {
+		return nil, err
+	}
+	say := func(format string, a ...any) { fmt.Fprintf(log, format+"\n", a...) }
+	path, err := StatePath(opts, t.SystemIdentifier, t.DataDir, t.Tablespace)
+	if err != nil {
+		return nil, err
+	}
+	if prev, err := LoadState(path); err == nil {
+		return reapply(ctx, conn, dsn, t, prev, path, opts, say)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if err := checkFresh(t); err != nil {
+		return nil, err
+	}
+	st := &State{Version: StateVersion, SystemIdentifier: t.SystemIdentifier, DataDir: t.DataDir, Database: t.Database, DBOID: t.DBOID,
+		Created: time.Now().UTC().Truncate(time.Second), Size: opts.Size, Scope: opts.Scope}
+	a := &applier{conn: conn, dsn: dsn, t: t, opts: opts, st: st, path: path, say: say}
+	return a.run(ctx)
+}
+
+// applyTarget inspects the server and refuses, in one line, what Apply
+// cannot do there: a remote server, a role that is not a superuser, a
+// data directory (or its owner) it cannot read or owned by root, no
+// system identifier, a role of Options.GrantTo that does not exist.
+func applyTarget(ctx context.Context, conn *pgx.Conn, opts Options) (*Target, error) {
 	t, err := Inspect(ctx, conn, opts)
 	if err != nil {
 		return nil, err
@@ -106,239 +128,30 @@ func Apply(ctx context.Context, dsn string, opts Options, log io.Writer) (*Verif
 			return nil, fmt.Errorf("tmpfs fix: --grant-to: role %q does not exist", r)
 		}
 	}
-	say := func(format string, a ...any) { fmt.Fprintf(log, format+"\n", a...) }
-	path, err := StatePath(opts, t.SystemIdentifier, t.DataDir, t.Tablespace)
-	if err != nil {
-		return nil, err
-	}
-	if prev, err := LoadState(path); err == nil {
-		return reapply(ctx, conn, dsn, t, prev, path, opts, say)
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
+	return t, nil
+}
+
+// checkFresh refuses, without a state file, a tablespace of the name
+// that exists (not erplab's) and a location that is not a missing or
+// empty directory.
+func checkFresh(t *Target) error {
 	if t.TablespaceExists {
-		return nil, fmt.Errorf("tmpfs fix: tablespace %s already exists (oid %d at %s) and erplab has no record of creating it; pick another --tablespace", t.Tablespace, t.TablespaceOID, t.Location)
+		return fmt.Errorf("tmpfs fix: tablespace %s already exists (oid %d at %s) and erplab has no record of creating it; pick another --tablespace", t.Tablespace, t.TablespaceOID, t.Location)
 	}
 	fi, err := os.Stat(t.Location)
 	switch {
 	case err == nil && !fi.IsDir():
-		return nil, fmt.Errorf("tmpfs fix: %s exists and is not a directory; pick another --location", t.Location)
+		return fmt.Errorf("tmpfs fix: %s exists and is not a directory; pick another --location", t.Location)
 	case err == nil:
 		if ents, err := os.ReadDir(t.Location); err != nil {
-			return nil, fmt.Errorf("tmpfs fix: %w", err)
+			return fmt.Errorf("tmpfs fix: %w", err)
 		} else if len(ents) > 0 {
-			return nil, fmt.Errorf("tmpfs fix: %s exists and is not empty; pick another --location", t.Location)
+			return fmt.Errorf("tmpfs fix: %s exists and is not empty; pick another --location", t.Location)
 		}
 	case !errors.Is(err, os.ErrNotExist):
-		return nil, fmt.Errorf("tmpfs fix: %w", err)
+		return fmt.Errorf("tmpfs fix: %w", err)
 	}
-
-	now := time.Now().UTC().Truncate(time.Second)
-	st := &State{Version: StateVersion, SystemIdentifier: t.SystemIdentifier, DataDir: t.DataDir, Database: t.Database, DBOID: t.DBOID,
-		Created: now, Size: opts.Size, Scope: opts.Scope}
-	// record saves st; intend saves it and stops there in a test's crash.
-	record := func() error { return st.save(path) }
-	intend := func(step string) error {
-		if err := record(); err != nil {
-			return err
-		}
-		if opts.stopBefore == step {
-			return errStopped
-		}
-		return nil
-	}
-	fail := func(cause error) (*Verification, error) {
-		if errors.Is(cause, errStopped) {
-			return nil, cause
-		}
-		uerr := undoState(context.WithoutCancel(ctx), conn, dsn, st, path, opts, func(format string, a ...any) { say("rollback: "+format, a...) })
-		if uerr != nil {
-			return nil, errors.Join(cause, fmt.Errorf("rollback: %w (state kept in %s; run --undo again)", uerr, path))
-		}
-		return nil, cause
-	}
-	exec := func(sql string) error {
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			return fmt.Errorf("tmpfs fix: %s: %w", sql, err)
-		}
-		return nil
-	}
-
-	// 1. Directory.
-	dir := &DirRecord{Path: t.Location}
-	if fi != nil {
-		sys := fi.Sys().(*syscall.Stat_t)
-		dir.Existed, dir.PrevUID, dir.PrevGID, dir.PrevMode = true, int(sys.Uid), int(sys.Gid), fi.Mode().Perm()
-	}
-	st.Directory = dir
-	if err := intend("directory"); err != nil {
-		return fail(err)
-	}
-	if !dir.Existed {
-		if err := os.Mkdir(t.Location, 0o700); err != nil {
-			return fail(fmt.Errorf("tmpfs fix: %w", err))
-		}
-	}
-	if err := os.Chown(t.Location, t.UID, t.GID); err != nil {
-		return fail(fmt.Errorf("tmpfs fix: %w", err))
-	}
-	if err := os.Chmod(t.Location, 0o700); err != nil {
-		return fail(fmt.Errorf("tmpfs fix: %w", err))
-	}
-	dir.Done = true
-	if err := record(); err != nil {
-		return fail(err)
-	}
-	say("1. directory %s owned by %s (uid %d, gid %d), mode 0700", t.Location, or(t.OSUser, "the server's user"), t.UID, t.GID)
-
-	// 2. Tablespace and grant.
-	ts := ident(t.Tablespace)
-	st.Tablespace = &TablespaceRecord{Name: t.Tablespace, Location: t.Location}
-	if err := intend("tablespace"); err != nil {
-		return fail(err)
-	}
-	if err := exec("CREATE TABLESPACE " + ts + " LOCATION " + quoteLiteral(t.Location)); err != nil {
-		return fail(err)
-	}
-	var oid int64
-	if err := conn.QueryRow(ctx, `SELECT oid::int8 FROM pg_catalog.pg_tablespace WHERE spcname = $1`, t.Tablespace).Scan(&oid); err != nil {
-		return fail(fmt.Errorf("tmpfs fix: oid of the new tablespace: %w", err))
-	}
-	st.Tablespace.OID, st.Tablespace.Done = uint32(oid), true
-	if err := record(); err != nil {
-		return fail(err)
-	}
-	grant := "no grant (--grant-to not given: only superusers and the owner use it)"
-	if len(opts.GrantTo) > 0 {
-		to := grantees(opts.GrantTo)
-		st.Grant = &GrantRecord{Privilege: "CREATE", To: to}
-		if err := intend("grant"); err != nil {
-			return fail(err)
-		}
-		if err := exec("GRANT CREATE ON TABLESPACE " + ts + " TO " + to); err != nil {
-			return fail(err)
-		}
-		st.Grant.Done = true
-		if err := record(); err != nil {
-			return fail(err)
-		}
-		grant = "GRANT CREATE ON TABLESPACE " + ts + " TO " + to
-	}
-	say("2. CREATE TABLESPACE %s LOCATION '%s' (oid %d); %s", ts, t.Location, oid, grant)
-
-	// 3. Per-database directory via a dummy temp table (inside the
-	// tablespace: DROP TABLESPACE removes it).
-	var rel string
-	if err := exec("CREATE TEMP TABLE " + probeTable + " (x int) TABLESPACE " + ts); err != nil {
-		return fail(err)
-	}
-	err = conn.QueryRow(ctx, "SELECT pg_catalog.pg_relation_filepath('pg_temp."+probeTable+"')").Scan(&rel)
-	if derr := exec("DROP TABLE pg_temp." + probeTable); err == nil {
-		err = derr
-	}
-	if err != nil {
-		return fail(fmt.Errorf("tmpfs fix: dummy temp table: %w", err))
-	}
-	dbDir := resolve(filepath.Dir(filepath.Join(t.DataDir, rel)))
-	if t.DBDir != "" && dbDir != resolve(t.DBDir) {
-		return fail(fmt.Errorf("tmpfs fix: the dummy temp table went to %s, expected %s", dbDir, t.DBDir))
-	}
-	t.DBDir = dbDir
-	say("3. dummy temp table %s: %s; per-database directory %s", probeTable, rel, dbDir)
-
-	// 4. tmpfs.
-	mopts := mountOptions(opts.Size, t.UID, t.GID)
-	st.Mount = &MountRecord{Point: dbDir, FSType: "tmpfs", Size: opts.Size, Options: mopts + ",nodev,nosuid,noexec"}
-	if err := intend("mount"); err != nil {
-		return fail(err)
-	}
-	if ents, err := os.ReadDir(dbDir); err != nil || len(ents) > 0 {
-		return fail(fmt.Errorf("tmpfs fix: %s must exist and be empty before mounting (%d entries, %v)", dbDir, len(ents), err))
-	}
-	source := "tmpfs"
-	if opts.recordMount {
-		rec, err := leftover.Open()
-		if err != nil {
-			return fail(fmt.Errorf("tmpfs fix: %w", err))
-		}
-		e, src, err := rec.AddMount(dbDir, "tmpfs", false)
-		if err != nil {
-			return fail(fmt.Errorf("tmpfs fix: %w", err))
-		}
-		source, st.Mount.LeftoverID = src, e.ID
-		if err := record(); err != nil {
-			return fail(err)
-		}
-	}
-	if err := unix.Mount(source, dbDir, "tmpfs", unix.MS_NODEV|unix.MS_NOSUID|unix.MS_NOEXEC, mopts); err != nil {
-		forgetMount(st.Mount)
-		return fail(fmt.Errorf("tmpfs fix: mount tmpfs on %s: %w", dbDir, err))
-	}
-	st.Mount.Mounted = true
-	mounts, err := readMounts(opts.ProcRoot)
-	if err != nil {
-		return fail(err)
-	}
-	mi := topMountAt(mounts, dbDir)
-	if mi == nil || mi.FSType != "tmpfs" {
-		return fail(fmt.Errorf("tmpfs fix: the tmpfs mounted on %s is not in %s/self/mountinfo", dbDir, opts.ProcRoot))
-	}
-	st.Mount.MountID, st.Mount.Device, st.Mount.Done = mi.MountID, mi.MajorMinorVer, true
-	if err := record(); err != nil {
-		return fail(err)
-	}
-	say("4. mount -t tmpfs -o %s,nodev,nosuid,noexec tmpfs %s (mount id %d)", mopts, dbDir, mi.MountID)
-
-	// 5. temp_tablespaces, the previous value recorded first.
-	set := &SettingRecord{Scope: opts.Scope, Value: t.Tablespace}
-	if opts.Scope == ScopeDatabase {
-		set.Database = t.Database
-	}
-	if set.WasSet, set.Previous, err = scopeSetting(ctx, conn, opts.Scope, t.DBOID); err != nil {
-		return fail(err)
-	}
-	st.Setting = set
-	if err := intend("setting"); err != nil {
-		return fail(err)
-	}
-	if err := exec(settingSQL(opts.Scope, t.Database, []string{t.Tablespace})); err != nil {
-		return fail(err)
-	}
-	if err := exec("SELECT pg_catalog.pg_reload_conf()"); err != nil {
-		return fail(err)
-	}
-	set.Done = true
-	if err := record(); err != nil {
-		return fail(err)
-	}
-	was := "unset"
-	if set.WasSet {
-		was = "'" + set.Previous + "'"
-	}
-	say("5. %s; SELECT pg_reload_conf() (was %s)", settingSQL(opts.Scope, t.Database, []string{t.Tablespace}), was)
-	for _, o := range t.Overrides {
-		say("   note: overridden for some sessions by %s", o)
-	}
-
-	// 6. Verify.
-	if opts.stopBefore == "verify" {
-		return nil, errStopped
-	}
-	v, err := Verify(ctx, dsn, opts)
-	if err != nil {
-		return fail(err)
-	}
-	if !v.OnTmpfs(dbDir) {
-		return fail(fmt.Errorf("tmpfs fix: verification failed: %s", v))
-	}
-	st.Complete = true
-	if err := record(); err != nil {
-		return fail(err)
-	}
-	say("6. verified: %s", v)
-	say("recorded in %s (--undo reverts exactly that)", path)
-	v.StateFile = path
-	return v, nil
+	return nil
 }
 
 // reapply is Apply when a state file exists: a complete one whose

@@ -49,6 +49,13 @@
 // verifies and changes nothing; over an incomplete one it asks for
 // --undo first.
 //
+// The steps are one table (procedure in journal.go), each a name, a do
+// and an undo that reverts the step from what its do journaled alone.
+// Apply runs the table in order, the state file saved with each step's
+// record before the next starts; after an error or Ctrl-C in a step
+// Apply, and Undo later, run the undos of the journaled steps in
+// reverse.
+//
 // # State file
 //
 // One file per server and tablespace, named by StatePath:

@@ -350,3 +350,42 @@ func pending(done bool) string {
 	}
 	return " (intended, maybe not done)"
 }
+
+// journaled reports whether the journal holds the record of step name
+// (intended or done): the steps of procedure() with a record of their own.
+func (s *State) journaled(name string) bool {
+	switch name {
+	case "directory":
+		return s.Directory != nil
+	case "tablespace":
+		return s.Tablespace != nil
+	case "grant":
+		return s.Grant != nil
+	case "mount":
+		return s.Mount != nil
+	case "setting":
+		return s.Setting != nil
+	}
+	return false
+}
+
+// forget drops the record of step name once its undo has run.
+func (s *State) forget(name string) {
+	switch name {
+	case "directory":
+		s.Directory = nil
+	case "tablespace":
+		s.Tablespace = nil
+	case "grant":
+		s.Grant = nil
+	case "mount":
+		s.Mount = nil
+	case "setting":
+		s.Setting = nil
+	}
+}
+
+// empty reports whether no step is journaled.
+func (s *State) empty() bool {
+	return s.Directory == nil && s.Tablespace == nil && s.Grant == nil && s.Mount == nil && s.Setting == nil
+}

@@ -238,6 +238,18 @@ func Inspect(ctx context.Context, conn *pgx.Conn, opts Options) (*Target, error)
 	case !errors.Is(err, pgx.ErrNoRows):
 		return nil, fmt.Errorf("tmpfs fix: inspect tablespace: %w", err)
 	}
+	t.locate(opts)
+	if t.Overrides, err = inspectOverrides(ctx, conn); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// locate fills in the tablespace directory (the tablespace's, else
+// opts.Location, else next to the data directory), the per-database
+// directory under it, and, for a local server, the data directory's
+// owner.
+func (t *Target) locate(opts Options) {
 	if t.Location == "" {
 		t.Location = opts.Location
 	}
@@ -247,16 +259,22 @@ func Inspect(ctx context.Context, conn *pgx.Conn, opts Options) (*Target, error)
 	if t.Location != "" && t.VersionDir != "" {
 		t.DBDir = filepath.Join(t.Location, t.VersionDir, strconv.FormatUint(uint64(t.DBOID), 10))
 	}
-	if t.DataDir != "" && t.Local {
-		if st, err := os.Stat(t.DataDir); err == nil {
-			if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-				t.UID, t.GID = int(sys.Uid), int(sys.Gid)
-				if u, err := user.LookupId(strconv.Itoa(t.UID)); err == nil {
-					t.OSUser = u.Username
-				}
+	if t.DataDir == "" || !t.Local {
+		return
+	}
+	if st, err := os.Stat(t.DataDir); err == nil {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			t.UID, t.GID = int(sys.Uid), int(sys.Gid)
+			if u, err := user.LookupId(strconv.Itoa(t.UID)); err == nil {
+				t.OSUser = u.Username
 			}
 		}
 	}
+}
+
+// inspectOverrides reads the per-database and per-role temp_tablespaces
+// settings as Target.Overrides shows them.
+func inspectOverrides(ctx context.Context, conn *pgx.Conn) ([]string, error) {
 	rows, err := conn.Query(ctx, `SELECT coalesce(d.datname::text, ''), coalesce(r.rolname::text, ''), c
 FROM pg_catalog.pg_db_role_setting s
 LEFT JOIN pg_catalog.pg_database d ON d.oid = s.setdatabase
@@ -266,14 +284,15 @@ WHERE c LIKE 'temp\_tablespaces=%'`)
 	if err != nil {
 		return nil, fmt.Errorf("tmpfs fix: inspect settings: %w", err)
 	}
+	var out []string
 	var db, role, cfg string
 	if _, err := pgx.ForEachRow(rows, []any{&db, &role, &cfg}, func() error {
-		t.Overrides = append(t.Overrides, overrideText(db, role, cfg))
+		out = append(out, overrideText(db, role, cfg))
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("tmpfs fix: inspect settings: %w", err)
 	}
-	return t, nil
+	return out, nil
 }
 
 func overrideText(db, role, cfg string) string {

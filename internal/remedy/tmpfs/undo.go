@@ -51,17 +51,9 @@ func Undo(ctx context.Context, dsn string, opts Options, log io.Writer) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	t, err := Inspect(ctx, conn, opts)
+	t, err := undoTarget(ctx, conn, opts)
 	if err != nil {
 		return err
-	}
-	switch {
-	case !t.Local:
-		return errors.New("tmpfs fix: --undo works on a server on this host only (Unix socket or loopback)")
-	case !t.Superuser:
-		return errors.New("tmpfs fix: --undo needs a superuser role")
-	case t.SystemIdentifier == "" || t.DataDir == "":
-		return errors.New("tmpfs fix: cannot read pg_control_system() and data_directory (they name the server in erplab's state file)")
 	}
 	say := func(format string, a ...any) { fmt.Fprintf(log, format+"\n", a...) }
 	path, err := StatePath(opts, t.SystemIdentifier, t.DataDir, t.Tablespace)
@@ -71,13 +63,42 @@ func Undo(ctx context.Context, dsn string, opts Options, log io.Writer) error {
 	st, err := LoadState(path)
 	switch {
 	case err == nil:
-		return undoState(ctx, conn, dsn, st, path, opts, say)
+		return undoJournal(ctx, conn, dsn, st, path, opts, say)
 	case !errors.Is(err, os.ErrNotExist):
 		return err
 	case opts.Force:
 		say("no state file %s: --force removes tablespace %s and every mount under %s whoever made them", path, t.Tablespace, or(t.Location, "its directory"))
 		return forceUndo(ctx, conn, dsn, t, opts, say)
 	}
+	if err := refuseUnrecorded(t, opts, path); err != nil {
+		return err
+	}
+	say("nothing to undo: no state file %s and no tablespace %s", path, t.Tablespace)
+	return nil
+}
+
+// undoTarget inspects the server and refuses, in one line, what Undo
+// cannot do there: a remote server, a role that is not a superuser, no
+// system identifier or data directory.
+func undoTarget(ctx context.Context, conn *pgx.Conn, opts Options) (*Target, error) {
+	t, err := Inspect(ctx, conn, opts)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !t.Local:
+		return nil, errors.New("tmpfs fix: --undo works on a server on this host only (Unix socket or loopback)")
+	case !t.Superuser:
+		return nil, errors.New("tmpfs fix: --undo needs a superuser role")
+	case t.SystemIdentifier == "" || t.DataDir == "":
+		return nil, errors.New("tmpfs fix: cannot read pg_control_system() and data_directory (they name the server in erplab's state file)")
+	}
+	return t, nil
+}
+
+// refuseUnrecorded refuses, without a state file, the tablespace and
+// the mounts under its directory that exist: erplab did not create them.
+func refuseUnrecorded(t *Target, opts Options, path string) error {
 	var found []string
 	if t.TablespaceExists {
 		found = append(found, fmt.Sprintf("tablespace %s (oid %d at %s)", t.Tablespace, t.TablespaceOID, t.Location))
@@ -94,7 +115,6 @@ func Undo(ctx context.Context, dsn string, opts Options, log io.Writer) error {
 	if len(found) > 0 {
 		return fmt.Errorf("tmpfs fix: refusing to undo what erplab did not create: found %s, but no state file %s (--force removes them anyway)", strings.Join(found, " and "), path)
 	}
-	say("nothing to undo: no state file %s and no tablespace %s", path, t.Tablespace)
 	return nil
 }
 
@@ -105,20 +125,53 @@ func forceUndo(ctx context.Context, conn *pgx.Conn, dsn string, t *Target, opts 
 	if t.Location == "" {
 		return errors.New("tmpfs fix: cannot tell the tablespace directory: pass --location")
 	}
+	if err := resetSettingsNaming(ctx, conn, dsn, t.Tablespace, say); err != nil {
+		return err
+	}
+	mounts, err := readMounts(opts.ProcRoot)
+	if err != nil {
+		return err
+	}
+	for _, mi := range mountsUnder(mounts, resolve(t.Location)) { // deepest first
+		if err := unmountEmpty(mi.MountPoint, say); err != nil {
+			return err
+		}
+	}
+	if t.TablespaceExists {
+		if err := dropTablespace(ctx, conn, t.Tablespace, t.Location, say); err != nil {
+			return err
+		}
+	}
+	if err := os.Remove(t.Location); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("tmpfs fix: remove %s: %w", t.Location, err)
+	} else if err == nil {
+		say("rmdir %s", t.Location)
+	}
+	if left, err := Leftovers(ctx, conn, opts, t.Location); err != nil {
+		return err
+	} else if len(left) > 0 {
+		return fmt.Errorf("tmpfs fix: undo left: %s", strings.Join(left, "; "))
+	}
+	say("undone: no mount, no tablespace, no directory left")
+	return nil
+}
+
+// resetSettingsNaming resets every temp_tablespaces setting naming
+// tablespace ts (postgresql.auto.conf, per database, per role), reloads
+// and waits until new sessions no longer see it.
+func resetSettingsNaming(ctx context.Context, conn *pgx.Conn, dsn, ts string, say func(string, ...any)) error {
 	exec := func(sql string) error {
 		if _, err := conn.Exec(ctx, sql); err != nil {
 			return fmt.Errorf("tmpfs fix: %s: %w", sql, err)
 		}
 		return nil
 	}
-
-	// 1. Settings naming the tablespace.
 	reset := false
 	_, auto, err := scopeSetting(ctx, conn, ScopeSystem, 0)
 	if err != nil {
 		return err
 	}
-	if slices.Contains(TablespaceNames(auto), t.Tablespace) {
+	if slices.Contains(TablespaceNames(auto), ts) {
 		if err := exec("ALTER SYSTEM RESET temp_tablespaces"); err != nil {
 			return err
 		}
@@ -130,75 +183,26 @@ func forceUndo(ctx context.Context, conn *pgx.Conn, dsn string, t *Target, opts 
 		return err
 	}
 	for _, o := range ovs {
-		if !slices.Contains(TablespaceNames(o.value), t.Tablespace) {
+		if !slices.Contains(TablespaceNames(o.value), ts) {
 			continue
 		}
-		var sql string
-		switch {
-		case o.role != "" && o.db != "":
-			sql = "ALTER ROLE " + ident(o.role) + " IN DATABASE " + ident(o.db) + " RESET temp_tablespaces"
-		case o.role != "":
-			sql = "ALTER ROLE " + ident(o.role) + " RESET temp_tablespaces"
-		default:
-			sql = "ALTER DATABASE " + ident(o.db) + " RESET temp_tablespaces"
-		}
-		if err := exec(sql); err != nil {
+		if err := exec(o.resetSQL()); err != nil {
 			return err
 		}
-		say("%s (was temp_tablespaces=%s)", sql, o.value)
+		say("%s (was temp_tablespaces=%s)", o.resetSQL(), o.value)
 		reset = true
 	}
-	if reset {
-		if err := exec("SELECT pg_catalog.pg_reload_conf()"); err != nil {
-			return err
-		}
-		// Let sessions see the reset before the files are checked.
-		if err := waitSetting(ctx, dsn, t.Tablespace); err != nil {
-			return err
-		}
-		say("SELECT pg_reload_conf()")
+	if !reset {
+		return nil
 	}
-
-	// 2. Mounts under the tablespace directory, deepest first.
-	mounts, err := readMounts(opts.ProcRoot)
-	if err != nil {
+	if err := exec("SELECT pg_catalog.pg_reload_conf()"); err != nil {
 		return err
 	}
-	loc := resolve(t.Location)
-	var under []string
-	for _, mi := range mounts {
-		if strings.HasPrefix(mi.MountPoint, loc+"/") || mi.MountPoint == loc {
-			under = append(under, mi.MountPoint)
-		}
-	}
-	sort.Slice(under, func(i, j int) bool { return len(under[i]) > len(under[j]) })
-	for _, mp := range under {
-		if err := unmountEmpty(mp, say); err != nil {
-			return err
-		}
-	}
-
-	// 3. Tablespace.
-	if t.TablespaceExists {
-		if err := dropTablespace(ctx, conn, t.Tablespace, t.Location, say); err != nil {
-			return err
-		}
-	}
-
-	// 4. Directory.
-	if err := os.Remove(t.Location); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("tmpfs fix: remove %s: %w", t.Location, err)
-	} else if err == nil {
-		say("rmdir %s", t.Location)
-	}
-
-	// 5. Nothing left.
-	if left, err := Leftovers(ctx, conn, opts, t.Location); err != nil {
+	// Let sessions see the reset before the files are checked.
+	if err := waitSetting(ctx, dsn, ts); err != nil {
 		return err
-	} else if len(left) > 0 {
-		return fmt.Errorf("tmpfs fix: undo left: %s", strings.Join(left, "; "))
 	}
-	say("undone: no mount, no tablespace, no directory left")
+	say("SELECT pg_reload_conf()")
 	return nil
 }
 
@@ -362,126 +366,6 @@ func settingSQL(scope Scope, db string, names []string) string {
 	return head + " SET temp_tablespaces = " + strings.Join(lits, ", ")
 }
 
-// undoState reverts what st records, newest step first, saving st after
-// each reverted step and removing the state file at the end. Unless
-// opts.Force it first refuses a tablespace or mount that is not the
-// recorded one (checkOwned), changing nothing.
-func undoState(ctx context.Context, conn *pgx.Conn, dsn string, st *State, path string, opts Options, say func(string, ...any)) error {
-	if !opts.Force {
-		if err := checkOwned(ctx, conn, st, opts, path); err != nil {
-			return err
-		}
-	}
-	tsName := ""
-	if st.Tablespace != nil {
-		tsName = st.Tablespace.Name
-	}
-	save := func() error {
-		st.Complete = false
-		return st.save(path)
-	}
-
-	// 5. temp_tablespaces back to its value before Apply, when it is still
-	// what Apply set.
-	if s := st.Setting; s != nil {
-		set, cur, err := scopeSetting(ctx, conn, s.Scope, st.DBOID)
-		if err != nil {
-			return err
-		}
-		switch {
-		case set && slices.Equal(TablespaceNames(cur), []string{s.Value}):
-			var prev []string
-			if s.WasSet {
-				prev = TablespaceNames(s.Previous)
-			}
-			sql := settingSQL(s.Scope, s.Database, prev)
-			if _, err := conn.Exec(ctx, sql); err != nil {
-				return fmt.Errorf("tmpfs fix: %s: %w", sql, err)
-			}
-			if _, err := conn.Exec(ctx, "SELECT pg_catalog.pg_reload_conf()"); err != nil {
-				return fmt.Errorf("tmpfs fix: pg_reload_conf: %w", err)
-			}
-			was := "unset before apply"
-			if s.WasSet {
-				was = "'" + s.Previous + "' before apply"
-			}
-			say("%s; SELECT pg_reload_conf() (temp_tablespaces was %s)", sql, was)
-			if !slices.Contains(prev, s.Value) && (s.Scope == ScopeSystem || currentDB(ctx, conn) == s.Database) {
-				if err := waitSetting(ctx, dsn, s.Value); err != nil {
-					return err
-				}
-			}
-		case s.Done:
-			now := "unset"
-			if set {
-				now = "'" + cur + "'"
-			}
-			say("temp_tablespaces at %s scope is now %s, not what erplab set ('%s'): left as it is", s.Scope, now, s.Value)
-		}
-		st.Setting = nil
-		if err := save(); err != nil {
-			return err
-		}
-	}
-	if tsName != "" {
-		if ovs, err := overrides(ctx, conn); err == nil {
-			for _, o := range ovs {
-				if slices.Contains(TablespaceNames(o.value), tsName) {
-					say("note: %s still names %s; erplab did not set it and leaves it", o, tsName)
-				}
-			}
-		}
-	}
-
-	// 4. The tmpfs.
-	if r := st.Mount; r != nil {
-		mounts, err := readMounts(opts.ProcRoot)
-		if err != nil {
-			return err
-		}
-		if mi := topMountAt(mounts, resolve(r.Point)); mi != nil && (opts.Force || sameMount(mi, r)) {
-			if err := unmountEmpty(mi.MountPoint, say); err != nil {
-				return err
-			}
-		}
-		forgetMount(r)
-		st.Mount = nil
-		if err := save(); err != nil {
-			return err
-		}
-	}
-
-	// 2. The tablespace, with its grant.
-	if r := st.Tablespace; r != nil {
-		oid, _, found, err := tablespaceByName(ctx, conn, r.Name)
-		if err != nil {
-			return err
-		}
-		if found && (opts.Force || r.OID == 0 || oid == r.OID) {
-			if err := dropTablespace(ctx, conn, r.Name, r.Location, say); err != nil {
-				return err
-			}
-		}
-		st.Tablespace, st.Grant = nil, nil
-		if err := save(); err != nil {
-			return err
-		}
-	}
-
-	// 1. The directory.
-	if d := st.Directory; d != nil {
-		if err := undoDirectory(d, say); err != nil {
-			return err
-		}
-		st.Directory = nil
-	}
-	if err := removeState(path); err != nil {
-		return err
-	}
-	say("undone: what erplab recorded is reverted; state file %s removed", path)
-	return nil
-}
-
 // undoDirectory removes the directory Apply created (it must be empty by
 // now), or gives one that existed its owner and mode back.
 func undoDirectory(d *DirRecord, say func(string, ...any)) error {
@@ -523,6 +407,17 @@ func (o override) String() string {
 		return "the setting of role " + o.role
 	}
 	return "the setting of database " + o.db
+}
+
+// resetSQL is the statement that resets the setting.
+func (o override) resetSQL() string {
+	switch {
+	case o.role != "" && o.db != "":
+		return "ALTER ROLE " + ident(o.role) + " IN DATABASE " + ident(o.db) + " RESET temp_tablespaces"
+	case o.role != "":
+		return "ALTER ROLE " + ident(o.role) + " RESET temp_tablespaces"
+	}
+	return "ALTER DATABASE " + ident(o.db) + " RESET temp_tablespaces"
 }
 
 // overrides reads every per-database/role temp_tablespaces setting.
@@ -570,24 +465,8 @@ func UndoOrphan(ctx context.Context, path string, opts Options, log io.Writer) e
 	if pid, alive := postmasterAlive(st.DataDir); alive {
 		return fmt.Errorf("tmpfs fix: the server of %s is running (postmaster pid %d): undo with --dsn naming it, or stop it first", st.DataDir, pid)
 	}
-	if r := st.Mount; r != nil {
-		mounts, err := readMounts(opts.ProcRoot)
-		if err != nil {
-			return err
-		}
-		if mi := topMountAt(mounts, resolve(r.Point)); mi != nil {
-			if !opts.Force && !sameMount(mi, r) {
-				return fmt.Errorf("tmpfs fix: refusing to undo: the mount at %s is %s (mount id %d, device %s), not the %s erplab mounted (mount id %d, device %s; state file %s; --force unmounts it anyway)",
-					r.Point, mi.FSType, mi.MountID, mi.MajorMinorVer, r.FSType, r.MountID, r.Device, path)
-			}
-			if err := unix.Unmount(mi.MountPoint, 0); err != nil {
-				return fmt.Errorf("tmpfs fix: umount %s: %w", mi.MountPoint, err)
-			}
-			say("umount %s (the server is not running: files on it were temp files of ended sessions)", mi.MountPoint)
-		}
-		forgetMount(r)
-		st.Mount = nil
-		if err := st.save(path); err != nil {
+	if st.Mount != nil {
+		if err := orphanUnmount(st, path, opts, say); err != nil {
 			return err
 		}
 	}
@@ -596,20 +475,7 @@ func UndoOrphan(ctx context.Context, path string, opts Options, log io.Writer) e
 		return nil
 	}
 	if d := st.Directory; d != nil {
-		if ents, err := os.ReadDir(d.Path); err == nil {
-			for _, e := range ents {
-				if !e.IsDir() || !strings.HasPrefix(e.Name(), "PG_") {
-					return fmt.Errorf("tmpfs fix: %s holds %s, which is not a server's PG_* directory: left alone (state file %s)", d.Path, e.Name(), path)
-				}
-			}
-			for _, e := range ents {
-				if err := os.RemoveAll(filepath.Join(d.Path, e.Name())); err != nil {
-					return fmt.Errorf("tmpfs fix: %w", err)
-				}
-				say("rm -r %s (tablespace files of the removed server %s)", filepath.Join(d.Path, e.Name()), st.DataDir)
-			}
-		}
-		if err := undoDirectory(d, say); err != nil {
+		if err := orphanDirectory(d, st.DataDir, path, say); err != nil {
 			return err
 		}
 	}
@@ -618,6 +484,50 @@ func UndoOrphan(ctx context.Context, path string, opts Options, log io.Writer) e
 	}
 	say("undone: the server's data directory %s is gone; state file %s removed", st.DataDir, path)
 	return nil
+}
+
+// orphanUnmount unmounts the tmpfs st records, files and all (they are
+// temp files of ended sessions), when it is still the recorded mount (any
+// with opts.Force), and journals the mount as undone.
+func orphanUnmount(st *State, path string, opts Options, say func(string, ...any)) error {
+	r := st.Mount
+	mounts, err := readMounts(opts.ProcRoot)
+	if err != nil {
+		return err
+	}
+	if mi := topMountAt(mounts, resolve(r.Point)); mi != nil {
+		if !opts.Force && !sameMount(mi, r) {
+			return fmt.Errorf("tmpfs fix: refusing to undo: the mount at %s is %s (mount id %d, device %s), not the %s erplab mounted (mount id %d, device %s; state file %s; --force unmounts it anyway)",
+				r.Point, mi.FSType, mi.MountID, mi.MajorMinorVer, r.FSType, r.MountID, r.Device, path)
+		}
+		if err := unix.Unmount(mi.MountPoint, 0); err != nil {
+			return fmt.Errorf("tmpfs fix: umount %s: %w", mi.MountPoint, err)
+		}
+		say("umount %s (the server is not running: files on it were temp files of ended sessions)", mi.MountPoint)
+	}
+	forgetMount(r)
+	st.Mount = nil
+	return st.save(path)
+}
+
+// orphanDirectory removes the PG_* directories of the removed server at
+// dataDir under the tablespace directory d records (anything else there
+// is refused), then undoes the directory.
+func orphanDirectory(d *DirRecord, dataDir, path string, say func(string, ...any)) error {
+	if ents, err := os.ReadDir(d.Path); err == nil {
+		for _, e := range ents {
+			if !e.IsDir() || !strings.HasPrefix(e.Name(), "PG_") {
+				return fmt.Errorf("tmpfs fix: %s holds %s, which is not a server's PG_* directory: left alone (state file %s)", d.Path, e.Name(), path)
+			}
+		}
+		for _, e := range ents {
+			if err := os.RemoveAll(filepath.Join(d.Path, e.Name())); err != nil {
+				return fmt.Errorf("tmpfs fix: %w", err)
+			}
+			say("rm -r %s (tablespace files of the removed server %s)", filepath.Join(d.Path, e.Name()), dataDir)
+		}
+	}
+	return undoDirectory(d, say)
 }
 
 // postmasterAlive reads the PID on the first line of

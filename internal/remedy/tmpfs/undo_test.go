@@ -508,26 +508,8 @@ func TestUndoAfterCrashBetweenSteps(t *testing.T) {
 			name += " done"
 		}
 		t.Run(name, func(t *testing.T) {
-			dsn := srv.NewDatabase(t)
-			conn := dial(t, dsn)
-			opts := stateOpts(t, Options{Size: "16M", GrantTo: []string{"PUBLIC"}})
-			crash := opts
-			crash.stopBefore = tc.step
-			if _, err := Apply(ctx, dsn, crash, io.Discard); !errors.Is(err, errStopped) {
-				t.Fatalf("apply stopping before %s: %v", tc.step, err)
-			}
-			tg, err := Inspect(ctx, conn, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			path, err := StatePath(opts, tg.SystemIdentifier, tg.DataDir, DefaultTablespace)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err := LoadState(path)
-			if err != nil {
-				t.Fatalf("state file after a crash before %s: %v", tc.step, err)
-			}
+			c := crashedApply(t, tc.step)
+			dsn, conn, opts, tg, path, st := c.dsn, c.conn, c.opts, c.tg, c.path, c.st
 			if st.Complete {
 				t.Fatalf("state complete after a crash before %s", tc.step)
 			}
@@ -545,6 +527,43 @@ func TestUndoAfterCrashBetweenSteps(t *testing.T) {
 			assertNothingLeft(t, conn, tg, path)
 		})
 	}
+}
+
+// crashed is what crashedApply leaves.
+type crashed struct {
+	dsn  string
+	conn *pgx.Conn
+	opts Options
+	tg   *Target
+	path string
+	st   *State // the state file's content
+}
+
+// crashedApply applies the fix (16M, --grant-to PUBLIC, a state
+// directory of the test's own) to a new database, stopped right after
+// recording the intent of step as a crash there would leave it.
+func crashedApply(t *testing.T, step string) *crashed {
+	t.Helper()
+	ctx := context.Background()
+	c := &crashed{dsn: srv.NewDatabase(t)}
+	c.conn = dial(t, c.dsn)
+	c.opts = stateOpts(t, Options{Size: "16M", GrantTo: []string{"PUBLIC"}})
+	crash := c.opts
+	crash.stopBefore = step
+	if _, err := Apply(ctx, c.dsn, crash, io.Discard); !errors.Is(err, errStopped) {
+		t.Fatalf("apply stopping before %s: %v", step, err)
+	}
+	var err error
+	if c.tg, err = Inspect(ctx, c.conn, c.opts); err != nil {
+		t.Fatal(err)
+	}
+	if c.path, err = StatePath(c.opts, c.tg.SystemIdentifier, c.tg.DataDir, DefaultTablespace); err != nil {
+		t.Fatal(err)
+	}
+	if c.st, err = LoadState(c.path); err != nil {
+		t.Fatalf("state file after a crash before %s: %v", step, err)
+	}
+	return c
 }
 
 // A state file whose server is gone: UndoOrphan refuses while the
