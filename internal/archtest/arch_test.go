@@ -69,8 +69,6 @@ type edge struct{ from, to, why string }
 var allowedImports = []edge{
 	{"internal/disk", "internal/workload/erp", "debt: disk's ERP macro operations reuse the erp workload's schema; it belongs in a shared package"},
 	{"internal/doctor", "internal/remedy/tmpfs", "exception: `doctor fix tmpfs-temp-tablespace` applies the tmpfs remedy"},
-	{"internal/remedy/tempstyle", "internal/workload/erp", "debt: the temp-table styles are erp's; they belong in `workload`"},
-	{"internal/pgbench/tables", "internal/workload/erp", "debt: `erp.ForeignTables`, the --force guard's list, belongs in `workload`"},
 }
 
 // allowedHostReads are the non-test files outside hostfacts that name a path

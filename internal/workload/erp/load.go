@@ -82,7 +82,7 @@ type Meta struct {
 var ErrInstalledDifferent = errors.New("database already holds erplab ERP data with other parameters (drop it first)")
 
 // metaWorkload is the "workload" value of the marker.
-const metaWorkload = "erp"
+const metaWorkload = workload.MarkerWorkload
 
 // Init creates the ERP schema in the current schema of the pool's database
 // and loads it with generated data: tables without indexes, binary COPY on
@@ -120,7 +120,7 @@ func Init(ctx context.Context, pool *pgxpool.Pool, opts Options) (LoadStats, err
 			return LoadStats{}, fmt.Errorf("erp: drop the unfinished data set of an interrupted init: %w", err)
 		}
 	}
-	foreign, err := ForeignTables(ctx, pool)
+	foreign, err := workload.ForeignTables(ctx, pool)
 	if err != nil {
 		return LoadStats{}, err
 	}
@@ -690,28 +690,4 @@ func Drop(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("erp: drop: %w", err)
 	}
 	return nil
-}
-
-// ForeignTables lists the objects of the database that erplab did not
-// create (workload.ForeignObjects: every relation kind, type and routine
-// outside the system schemas, extension members such as
-// pg_stat_statements' views, and schemas named erplab_*), less the tables
-// listed in the ERP marker. Tables are "schema.name", other objects
-// "schema.name (kind)".
-func ForeignTables(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
-	m, ok, err := Installed(ctx, pool)
-	if err != nil {
-		return nil, err
-	}
-	var ours []string
-	if ok {
-		for _, t := range append(m.Tables, TableMeta) {
-			ours = append(ours, m.Schema+"."+t)
-		}
-	}
-	out, err := workload.ForeignObjects(ctx, pool, ours)
-	if err != nil {
-		return nil, fmt.Errorf("erp: %w", err)
-	}
-	return out, nil
 }

@@ -24,6 +24,8 @@ import (
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/erplab/erplab/internal/workload"
 )
 
 //go:embed schema.sql
@@ -77,7 +79,7 @@ const (
 	TableRLSKeyValues        = "_inforg1410"
 	TableRLSUserValues       = "_inforg1420"
 	// TableMeta is erplab's marker table: what Init created (see [Meta]).
-	TableMeta = "_erplab_meta"
+	TableMeta = workload.MarkerTable
 	// SeparatorColumn is the data-separator column added as the first
 	// column of every table and index when Options.Separator is set.
 	SeparatorColumn = "_fld1000"
