@@ -57,8 +57,9 @@
 // [TempStyle1C] and [TempStyleLsFusion] of erp's --temp-style, which the
 // remedy temp-style sets. A workload whose code serves more than the
 // registry (a command of its own) lives outside workload/ with a thin
-// registering package here, as internal/pgbench and
-// internal/workload/pgbench.
+// registering package here: internal/pgbench (with `erplab pgbench`) and
+// internal/erp (with `erplab disk --macro`), registered by
+// internal/workload/pgbench and internal/workload/erp.
 //
 // Adding a workload: a package under internal/workload with a type
 // implementing [Workload] (and the optional interfaces it has), an init

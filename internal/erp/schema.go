@@ -15,6 +15,10 @@
 // Scale 1 is about 1 GB: ~100,000 sales invoices of ~8 lines, ~25,000 goods
 // receipts (+ opening-stock receipts), 20,000 items, 10,000 counterparties,
 // 24 months of history ending on [HistoryEnd].
+//
+// It is a service, knowing no command and no plugin:
+// internal/workload/erp registers it as the workload "erp", and package
+// disk times its operations on each storage path (`erplab disk --macro`).
 package erp
 
 import (
