@@ -609,24 +609,9 @@ func tableRows(ctx context.Context, pool *pgxpool.Pool, tables []string) (map[st
 // Installed reads the marker table of the pool's database. ok is false
 // when there is no marker (or it is not an ERP marker).
 func Installed(ctx context.Context, pool *pgxpool.Pool) (Meta, bool, error) {
-	var exists bool
-	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", TableMeta).Scan(&exists); err != nil {
-		return Meta{}, false, fmt.Errorf("erp: look for %s: %w", TableMeta, err)
-	}
-	if !exists {
-		return Meta{}, false, nil
-	}
-	rows, err := pool.Query(ctx, "SELECT key, value FROM "+TableMeta)
-	if err != nil {
-		return Meta{}, false, fmt.Errorf("erp: read %s: %w", TableMeta, err)
-	}
-	kv, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([2]string, error) {
-		var e [2]string
-		err := r.Scan(&e[0], &e[1])
-		return e, err
-	})
-	if err != nil {
-		return Meta{}, false, fmt.Errorf("erp: read %s: %w", TableMeta, err)
+	kv, ok, err := workload.MarkerRows(ctx, pool)
+	if err != nil || !ok {
+		return Meta{}, false, err
 	}
 	var m Meta
 	for _, e := range kv {

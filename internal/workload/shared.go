@@ -45,24 +45,9 @@ func ForeignTables(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
 // itself as "schema.name", none when there is no marker or it is not an
 // ERP marker.
 func markerTables(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
-	var exists bool
-	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", MarkerTable).Scan(&exists); err != nil {
-		return nil, fmt.Errorf("erp: look for %s: %w", MarkerTable, err)
-	}
-	if !exists {
-		return nil, nil
-	}
-	rows, err := pool.Query(ctx, "SELECT key, value FROM "+MarkerTable)
-	if err != nil {
-		return nil, fmt.Errorf("erp: read %s: %w", MarkerTable, err)
-	}
-	kv, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([2]string, error) {
-		var e [2]string
-		err := r.Scan(&e[0], &e[1])
-		return e, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("erp: read %s: %w", MarkerTable, err)
+	kv, ok, err := MarkerRows(ctx, pool)
+	if err != nil || !ok {
+		return nil, err
 	}
 	var wl, schema string
 	var tables []string
@@ -86,6 +71,32 @@ func markerTables(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
 		ours = append(ours, schema+"."+t)
 	}
 	return ours, nil
+}
+
+// MarkerRows returns the key and value rows of the pool's database's
+// MarkerTable (erp's Installed reads them); ok is false when there is no
+// such table.
+func MarkerRows(ctx context.Context, pool *pgxpool.Pool) (kv [][2]string, ok bool, err error) {
+	var exists bool
+	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", MarkerTable).Scan(&exists); err != nil {
+		return nil, false, fmt.Errorf("erp: look for %s: %w", MarkerTable, err)
+	}
+	if !exists {
+		return nil, false, nil
+	}
+	rows, err := pool.Query(ctx, "SELECT key, value FROM "+MarkerTable)
+	if err != nil {
+		return nil, false, fmt.Errorf("erp: read %s: %w", MarkerTable, err)
+	}
+	kv, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) ([2]string, error) {
+		var e [2]string
+		err := r.Scan(&e[0], &e[1])
+		return e, err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("erp: read %s: %w", MarkerTable, err)
+	}
+	return kv, true, nil
 }
 
 // Temp-table styles: the erp workload's --temp-style (see erp's
