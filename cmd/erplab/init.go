@@ -11,10 +11,10 @@ import (
 
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/pgbench/tables"
 	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/versus/pgbenchinit"
 	"github.com/erplab/erplab/internal/workload"
-	"github.com/erplab/erplab/internal/workload/pgbench/tables"
 )
 
 type initFlags struct {

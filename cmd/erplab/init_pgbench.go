@@ -8,9 +8,9 @@ import (
 	"text/tabwriter"
 
 	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/pgbench/tables"
 	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/versus/pgbenchinit"
-	"github.com/erplab/erplab/internal/workload/pgbench/tables"
 )
 
 // comparePgbenchInit runs `pgbench -i` with the same options into a

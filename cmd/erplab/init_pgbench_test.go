@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/erplab/erplab/internal/pgbench/tables"
 	"github.com/erplab/erplab/internal/versus/pgbenchinit"
-	"github.com/erplab/erplab/internal/workload/pgbench/tables"
 )
 
 // erplab init --workload pgbench into a --dsn database: pgbench's tables

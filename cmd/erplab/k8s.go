@@ -19,9 +19,9 @@ import (
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/k8s"
 	"github.com/erplab/erplab/internal/loadtest"
+	wpgbench "github.com/erplab/erplab/internal/pgbench"
 	"github.com/erplab/erplab/internal/safefile"
 	"github.com/erplab/erplab/internal/workload"
-	wpgbench "github.com/erplab/erplab/internal/workload/pgbench"
 )
 
 func newK8sCmd() *cobra.Command {

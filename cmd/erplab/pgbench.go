@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/erplab/erplab/internal/exitcode"
-	"github.com/erplab/erplab/internal/workload/pgbench/cli"
+	"github.com/erplab/erplab/internal/pgbench/cli"
 )
 
 // newPgbenchCmd is `erplab pgbench`: pgbench's own command line, parsed

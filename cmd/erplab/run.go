@@ -19,11 +19,11 @@ import (
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/loadtest"
+	wpgbench "github.com/erplab/erplab/internal/pgbench"
 	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/stress"
 	"github.com/erplab/erplab/internal/workload"
 	_ "github.com/erplab/erplab/internal/workload/all" // every built-in workload
-	wpgbench "github.com/erplab/erplab/internal/workload/pgbench"
 )
 
 // workloadByName builds the registered workload name with its own options

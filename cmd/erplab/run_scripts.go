@@ -16,9 +16,9 @@ import (
 
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/loadtest"
+	wpgbench "github.com/erplab/erplab/internal/pgbench"
+	"github.com/erplab/erplab/internal/pgbench/script"
 	"github.com/erplab/erplab/internal/workload"
-	wpgbench "github.com/erplab/erplab/internal/workload/pgbench"
-	"github.com/erplab/erplab/internal/workload/pgbench/script"
 )
 
 // scriptFlags are pgbench's run options, accepted by `erplab run` when it

@@ -13,11 +13,11 @@ import (
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/hostfacts"
 	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/pgbench/script"
+	"github.com/erplab/erplab/internal/pgbench/tables"
 	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/versus/pgbenchinit"
 	"github.com/erplab/erplab/internal/versus/pgbenchrun"
-	"github.com/erplab/erplab/internal/workload/pgbench/script"
-	"github.com/erplab/erplab/internal/workload/pgbench/tables"
 )
 
 func newVsPgbenchCmd() *cobra.Command {

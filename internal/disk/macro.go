@@ -15,9 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/erplab/erplab/internal/erp"
 	"github.com/erplab/erplab/internal/leftover"
 	"github.com/erplab/erplab/internal/workload"
-	"github.com/erplab/erplab/internal/workload/erp"
 )
 
 // Macro operation names: the ERP workload's key operations timed on each

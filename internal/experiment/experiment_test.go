@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/erp"
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/pgtest"
@@ -22,7 +23,6 @@ import (
 	"github.com/erplab/erplab/internal/remedy/settings"
 	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/workload"
-	"github.com/erplab/erplab/internal/workload/erp"
 )
 
 var srv *pgtest.Server

@@ -8,9 +8,9 @@ import (
 
 	"github.com/erplab/erplab/internal/compare"
 	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/erp"
 	"github.com/erplab/erplab/internal/loadtest"
 	_ "github.com/erplab/erplab/internal/remedy/all"
-	"github.com/erplab/erplab/internal/workload/erp"
 	"github.com/erplab/erplab/internal/workload/smoke"
 )
 

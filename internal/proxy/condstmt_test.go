@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The erp report's shape (internal/workload/erp/queries/
+// The erp report's shape (internal/erp/queries/
 // or_subquery_report.sql): a register filtered by OR over subqueries of
 // the item catalog with LIKE patterns that are parameters. LIKE fails on
 // a pattern ending with its escape character, and ARRAY(subquery) runs

@@ -46,7 +46,20 @@
 // tables erplab creates) and partitions of one, and the relations the
 // caller proves are its own (the ERP marker's tables; any pgbench tables
 // for a run). [ForeignError] is the
-// refusal, wrapping [ErrForeignDatabase].
+// refusal, wrapping [ErrForeignDatabase]. [ForeignTables] is that list
+// less the tables the ERP data set's marker ([MarkerTable]) names, the
+// start of erp's guard and of pgbench's tables' guard.
+//
+// # Shared between plugins
+//
+// What two plugins need is here, so that no plugin imports another
+// (internal/archtest): [ForeignTables] and the temp-table styles
+// [TempStyle1C] and [TempStyleLsFusion] of erp's --temp-style, which the
+// remedy temp-style sets. A workload whose code serves more than the
+// registry (a command of its own) lives outside workload/ with a thin
+// registering package here: internal/pgbench (with `erplab pgbench`) and
+// internal/erp (with `erplab disk --macro`), registered by
+// internal/workload/pgbench and internal/workload/erp.
 //
 // Adding a workload: a package under internal/workload with a type
 // implementing [Workload] (and the optional interfaces it has), an init

@@ -16,11 +16,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/erp"
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/workload"
 	_ "github.com/erplab/erplab/internal/workload/all"
-	"github.com/erplab/erplab/internal/workload/erp"
 )
 
 var srv *pgtest.Server

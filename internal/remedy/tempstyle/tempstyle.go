@@ -1,8 +1,8 @@
 // Package tempstyle is the remedy "temp-style:1c|lsfusion": the run's ERP
-// workload treats temporary tables in the given style (erp
-// WorkloadOptions.TempStyle) instead of the baseline's. It changes no
-// server state: it overrides the workload flag temp-style of the run and
-// records both styles.
+// workload treats temporary tables in the given style (erp's --temp-style:
+// workload.TempStyle1C or TempStyleLsFusion) instead of the baseline's. It
+// changes no server state: it overrides the workload flag temp-style of
+// the run and records both styles.
 package tempstyle
 
 import (
@@ -10,7 +10,7 @@ import (
 	"fmt"
 
 	"github.com/erplab/erplab/internal/remedy"
-	"github.com/erplab/erplab/internal/workload/erp"
+	"github.com/erplab/erplab/internal/workload"
 )
 
 // Name is the remedy's name on the command line.
@@ -22,7 +22,7 @@ const Flag = "temp-style"
 func init() {
 	remedy.Register(remedy.Kind{
 		Name:   Name,
-		Syntax: Name + ":" + erp.TempStyle1C + "|" + erp.TempStyleLsFusion,
+		Syntax: Name + ":" + workload.TempStyle1C + "|" + workload.TempStyleLsFusion,
 		Doc:    "how the ERP workload treats temp tables in this run",
 		// The temp-table style changes every operation that uses temp
 		// tables: the whole workload's score answers it.
@@ -35,8 +35,8 @@ func init() {
 }
 
 func parse(arg string) error {
-	if arg != erp.TempStyle1C && arg != erp.TempStyleLsFusion {
-		return fmt.Errorf("temp-style must be %s or %s", erp.TempStyle1C, erp.TempStyleLsFusion)
+	if arg != workload.TempStyle1C && arg != workload.TempStyleLsFusion {
+		return fmt.Errorf("temp-style must be %s or %s", workload.TempStyle1C, workload.TempStyleLsFusion)
 	}
 	return nil
 }

@@ -3,7 +3,10 @@
 // operation, scored with APDEX against its target time T like any other;
 // one virtual user is one pgbench client with its own variables, random
 // state and (by default) its own connection. The interpreter is
-// internal/workload/pgbench/script, the tables internal/workload/pgbench/tables.
+// internal/pgbench/script, the tables internal/pgbench/tables, `erplab
+// pgbench`'s command line internal/pgbench/cli. It is a service: it knows
+// no command and no plugin; internal/workload/pgbench registers it as the
+// workload "pgbench" (`erplab run --workload pgbench`, `erplab init`).
 package pgbench
 
 import (
@@ -22,10 +25,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/erplab/erplab/internal/pgbench/expr"
+	"github.com/erplab/erplab/internal/pgbench/script"
+	"github.com/erplab/erplab/internal/pgbench/tables"
 	"github.com/erplab/erplab/internal/workload"
-	"github.com/erplab/erplab/internal/workload/pgbench/expr"
-	"github.com/erplab/erplab/internal/workload/pgbench/script"
-	"github.com/erplab/erplab/internal/workload/pgbench/tables"
 )
 
 // DefaultTarget is the APDEX target time T of a script when --target does
@@ -76,6 +79,9 @@ type Options struct {
 	// Init are the table options used when the tables must be created
 	// (partitions etc.; Scale is taken from Scale).
 	Init tables.Options
+	// EmptyInitSteps tells that `erplab init --init-steps` was given empty
+	// (CheckInit refuses it).
+	EmptyInitSteps bool
 	// Clients is -c (for the summary and the seeding order).
 	Clients int
 	// Threads is -j as given (for the summary only: erplab's clients are
@@ -134,8 +140,6 @@ type Workload struct {
 	opts    Options
 	ops     []workload.Operation
 	builtin bool
-	// emptySteps: --init-steps was given empty (CheckInit refuses it).
-	emptySteps bool
 
 	// set by Setup
 	scale       int

@@ -13,7 +13,7 @@
 // evaluateSleep, doRetry, printResults), src/bin/pgbench/exprscan.l,
 // src/fe_utils/psqlscan.l and the "pgbench" reference page of PostgreSQL 15,
 // 16 and 17. Expressions (\set, \if, \elif) are package
-// internal/workload/pgbench/expr.
+// internal/pgbench/expr.
 //
 // Variables are substituted exactly where pgbench substitutes them: every
 // ":name" of the SQL text whose first character is a letter, "_" or a
@@ -57,7 +57,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/erplab/erplab/internal/workload/pgbench/expr"
+	"github.com/erplab/erplab/internal/pgbench/expr"
 )
 
 // MaxArgs is pgbench's MAX_ARGS: at most MaxArgs-1 variable references in

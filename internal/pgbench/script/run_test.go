@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/erplab/erplab/internal/workload/pgbench/expr"
+	"github.com/erplab/erplab/internal/pgbench/expr"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 

@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/erplab/erplab/internal/pgbench/expr"
 	"github.com/erplab/erplab/internal/pgtest"
-	"github.com/erplab/erplab/internal/workload/pgbench/expr"
 )
 
 // scaleOneTables creates pgbench's four tables at scale 1 (1 branch, 10

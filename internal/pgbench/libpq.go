@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/sys/unix"
 
-	"github.com/erplab/erplab/internal/workload/pgbench/script"
+	"github.com/erplab/erplab/internal/pgbench/script"
 )
 
 // ConnectMessage words a failed connection like libpq 15 (and so pgbench),

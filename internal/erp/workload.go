@@ -17,12 +17,13 @@ import (
 // Temp-table styles of WorkloadOptions.TempStyle (see queries/temp_tables.sql).
 const (
 	// TempStyle1C creates, indexes, fills, analyzes and drops a temporary
-	// table on every use, as 1C:Enterprise does.
-	TempStyle1C = "1c"
+	// table on every use, as 1C:Enterprise does (workload.TempStyle1C).
+	TempStyle1C = workload.TempStyle1C
 	// TempStyleLsFusion keeps temporary tables t_N per connection, fills
 	// and analyzes them (statistics target 10) and returns them with
-	// TRUNCATE, dropping one whose TRUNCATE fails, as lsFusion does.
-	TempStyleLsFusion = "lsfusion"
+	// TRUNCATE, dropping one whose TRUNCATE fails, as lsFusion does
+	// (workload.TempStyleLsFusion).
+	TempStyleLsFusion = workload.TempStyleLsFusion
 )
 
 // WorkloadOptions configure the ERP workload ([New]); the zero value is
@@ -217,7 +218,7 @@ func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, opts workload.
 			return err
 		}
 		if !opts.Force {
-			foreign, err := ForeignTables(ctx, pool)
+			foreign, err := workload.ForeignTables(ctx, pool)
 			if err != nil {
 				return fmt.Errorf("erp setup: %w", err)
 			}

@@ -10,7 +10,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/erplab/erplab/internal/workload/pgbench/expr"
+	"github.com/erplab/erplab/internal/pgbench/expr"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 )

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/pgbench/script"
 	"github.com/erplab/erplab/internal/record"
-	"github.com/erplab/erplab/internal/workload/pgbench/script"
 )
 
 // simpleStats is pgbench's SimpleStats: count, sum, sum of squares and

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/erplab/erplab/internal/workload/pgbench/expr"
+	"github.com/erplab/erplab/internal/pgbench/expr"
 )
 
 // pgbenchPath finds the pgbench binary next to the server binaries or on

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	wpgbench "github.com/erplab/erplab/internal/workload/pgbench"
-	"github.com/erplab/erplab/internal/workload/pgbench/script"
-	"github.com/erplab/erplab/internal/workload/pgbench/tables"
+	wpgbench "github.com/erplab/erplab/internal/pgbench"
+	"github.com/erplab/erplab/internal/pgbench/script"
+	"github.com/erplab/erplab/internal/pgbench/tables"
 )
 
 // reportInput is what the end-of-run report is made of.

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/erplab/erplab/internal/workload"
-	"github.com/erplab/erplab/internal/workload/erp"
 )
 
 // Querier is what Installed, Vacuum, Drop and Size need: *pgx.Conn,
@@ -203,7 +202,7 @@ func Marked(ctx context.Context, pool workload.Rows) (bool, error) {
 
 // ForeignTables lists the objects of the database that Init must not
 // overwrite (its first step drops the pgbench tables): those that erplab
-// did not create (workload.ForeignObjects, erp.ForeignTables' rule), less
+// did not create (workload.ForeignTables), less
 // the four pgbench tables and the partitions of pgbench_accounts when
 // they carry erplab's Marker. Tables made by pgbench -i are foreign here.
 func ForeignTables(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
@@ -219,7 +218,7 @@ func ForeignForRun(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
 }
 
 func foreign(ctx context.Context, pool *pgxpool.Pool, anyPgbench bool) ([]string, error) {
-	all, err := erp.ForeignTables(ctx, pool)
+	all, err := workload.ForeignTables(ctx, pool)
 	if err != nil || len(all) == 0 {
 		return nil, err
 	}

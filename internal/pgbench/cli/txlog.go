@@ -11,9 +11,9 @@ import (
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
+	wpgbench "github.com/erplab/erplab/internal/pgbench"
+	"github.com/erplab/erplab/internal/pgbench/script"
 	"github.com/erplab/erplab/internal/safefile"
-	wpgbench "github.com/erplab/erplab/internal/workload/pgbench"
-	"github.com/erplab/erplab/internal/workload/pgbench/script"
 )
 
 // txLog writes pgbench -l's log files: one per thread, PREFIX.PID for

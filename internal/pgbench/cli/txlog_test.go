@@ -10,8 +10,8 @@ import (
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
 
-	wpgbench "github.com/erplab/erplab/internal/workload/pgbench"
-	"github.com/erplab/erplab/internal/workload/pgbench/script"
+	wpgbench "github.com/erplab/erplab/internal/pgbench"
+	"github.com/erplab/erplab/internal/pgbench/script"
 )
 
 // -l's files: pgbench's per-transaction lines, clients dealt to threads,

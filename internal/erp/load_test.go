@@ -208,7 +208,7 @@ func TestForeignTablesAndDrop(t *testing.T) {
 	if _, err := pool.Exec(ctx, "CREATE TABLE customer_data (id int PRIMARY KEY, note text); INSERT INTO customer_data VALUES (1, 'keep me')"); err != nil {
 		t.Fatal(err)
 	}
-	foreign, err := ForeignTables(ctx, pool)
+	foreign, err := workload.ForeignTables(ctx, pool)
 	if err != nil || len(foreign) != 1 || foreign[0] != "public.customer_data" {
 		t.Fatalf("ForeignTables = %v, %v; want [public.customer_data]", foreign, err)
 	}
@@ -223,7 +223,7 @@ func TestForeignTablesAndDrop(t *testing.T) {
 		t.Fatalf("Init with Force: %v", err)
 	}
 	// Our own tables are not foreign.
-	foreign, err = ForeignTables(ctx, pool)
+	foreign, err = workload.ForeignTables(ctx, pool)
 	if err != nil || len(foreign) != 1 {
 		t.Errorf("ForeignTables after Init = %v, %v; want only public.customer_data", foreign, err)
 	}

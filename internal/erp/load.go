@@ -82,7 +82,7 @@ type Meta struct {
 var ErrInstalledDifferent = errors.New("database already holds erplab ERP data with other parameters (drop it first)")
 
 // metaWorkload is the "workload" value of the marker.
-const metaWorkload = "erp"
+const metaWorkload = workload.MarkerWorkload
 
 // Init creates the ERP schema in the current schema of the pool's database
 // and loads it with generated data: tables without indexes, binary COPY on
@@ -120,7 +120,7 @@ func Init(ctx context.Context, pool *pgxpool.Pool, opts Options) (LoadStats, err
 			return LoadStats{}, fmt.Errorf("erp: drop the unfinished data set of an interrupted init: %w", err)
 		}
 	}
-	foreign, err := ForeignTables(ctx, pool)
+	foreign, err := workload.ForeignTables(ctx, pool)
 	if err != nil {
 		return LoadStats{}, err
 	}
@@ -609,24 +609,9 @@ func tableRows(ctx context.Context, pool *pgxpool.Pool, tables []string) (map[st
 // Installed reads the marker table of the pool's database. ok is false
 // when there is no marker (or it is not an ERP marker).
 func Installed(ctx context.Context, pool *pgxpool.Pool) (Meta, bool, error) {
-	var exists bool
-	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", TableMeta).Scan(&exists); err != nil {
-		return Meta{}, false, fmt.Errorf("erp: look for %s: %w", TableMeta, err)
-	}
-	if !exists {
-		return Meta{}, false, nil
-	}
-	rows, err := pool.Query(ctx, "SELECT key, value FROM "+TableMeta)
-	if err != nil {
-		return Meta{}, false, fmt.Errorf("erp: read %s: %w", TableMeta, err)
-	}
-	kv, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([2]string, error) {
-		var e [2]string
-		err := r.Scan(&e[0], &e[1])
-		return e, err
-	})
-	if err != nil {
-		return Meta{}, false, fmt.Errorf("erp: read %s: %w", TableMeta, err)
+	kv, ok, err := workload.MarkerRows(ctx, pool)
+	if err != nil || !ok {
+		return Meta{}, false, err
 	}
 	var m Meta
 	for _, e := range kv {
@@ -690,28 +675,4 @@ func Drop(ctx context.Context, pool *pgxpool.Pool) error {
 		return fmt.Errorf("erp: drop: %w", err)
 	}
 	return nil
-}
-
-// ForeignTables lists the objects of the database that erplab did not
-// create (workload.ForeignObjects: every relation kind, type and routine
-// outside the system schemas, extension members such as
-// pg_stat_statements' views, and schemas named erplab_*), less the tables
-// listed in the ERP marker. Tables are "schema.name", other objects
-// "schema.name (kind)".
-func ForeignTables(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
-	m, ok, err := Installed(ctx, pool)
-	if err != nil {
-		return nil, err
-	}
-	var ours []string
-	if ok {
-		for _, t := range append(m.Tables, TableMeta) {
-			ours = append(ours, m.Schema+"."+t)
-		}
-	}
-	out, err := workload.ForeignObjects(ctx, pool, ours)
-	if err != nil {
-		return nil, fmt.Errorf("erp: %w", err)
-	}
-	return out, nil
 }

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/erplab/erplab/internal/apdex"
+	"github.com/erplab/erplab/internal/pgbench/script"
 	"github.com/erplab/erplab/internal/results"
-	"github.com/erplab/erplab/internal/workload/pgbench/script"
 )
 
 // Report implements workload.Reporter: pgbench 15's familiar end-of-run

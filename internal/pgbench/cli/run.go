@@ -19,10 +19,10 @@ import (
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/exitcode"
 	"github.com/erplab/erplab/internal/loadtest"
+	wpgbench "github.com/erplab/erplab/internal/pgbench"
+	"github.com/erplab/erplab/internal/pgbench/script"
+	"github.com/erplab/erplab/internal/pgbench/tables"
 	"github.com/erplab/erplab/internal/results"
-	wpgbench "github.com/erplab/erplab/internal/workload/pgbench"
-	"github.com/erplab/erplab/internal/workload/pgbench/script"
-	"github.com/erplab/erplab/internal/workload/pgbench/tables"
 )
 
 // Streams are the command's standard streams.

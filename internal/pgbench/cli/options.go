@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/erplab/erplab/internal/workload/pgbench/script"
-	"github.com/erplab/erplab/internal/workload/pgbench/tables"
+	"github.com/erplab/erplab/internal/pgbench/script"
+	"github.com/erplab/erplab/internal/pgbench/tables"
 )
 
 // MaxScripts is pgbench's MAX_SCRIPTS: at most 128 -f/-b/-S/-N options.

@@ -15,6 +15,10 @@
 // Scale 1 is about 1 GB: ~100,000 sales invoices of ~8 lines, ~25,000 goods
 // receipts (+ opening-stock receipts), 20,000 items, 10,000 counterparties,
 // 24 months of history ending on [HistoryEnd].
+//
+// It is a service, knowing no command and no plugin:
+// internal/workload/erp registers it as the workload "erp", and package
+// disk times its operations on each storage path (`erplab disk --macro`).
 package erp
 
 import (
@@ -24,6 +28,8 @@ import (
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/erplab/erplab/internal/workload"
 )
 
 //go:embed schema.sql
@@ -77,7 +83,7 @@ const (
 	TableRLSKeyValues        = "_inforg1410"
 	TableRLSUserValues       = "_inforg1420"
 	// TableMeta is erplab's marker table: what Init created (see [Meta]).
-	TableMeta = "_erplab_meta"
+	TableMeta = workload.MarkerTable
 	// SeparatorColumn is the data-separator column added as the first
 	// column of every table and index when Options.Separator is set.
 	SeparatorColumn = "_fld1000"

@@ -13,12 +13,12 @@ import (
 
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/loadtest"
+	wpgbench "github.com/erplab/erplab/internal/pgbench"
+	"github.com/erplab/erplab/internal/pgbench/script"
+	"github.com/erplab/erplab/internal/pgbench/tables"
 	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/versus/pgbenchinit"
 	"github.com/erplab/erplab/internal/workload"
-	wpgbench "github.com/erplab/erplab/internal/workload/pgbench"
-	"github.com/erplab/erplab/internal/workload/pgbench/script"
-	"github.com/erplab/erplab/internal/workload/pgbench/tables"
 )
 
 var srv *pgtest.Server

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/erplab/erplab/internal/workload/pgbench/expr"
+	"github.com/erplab/erplab/internal/pgbench/expr"
 )
 
 // Parse parses the text of a pgbench script; file names the script in
