@@ -181,7 +181,7 @@ flags() { IFS="|" read -ra F <<<"${families[$1]}"; }
 declare -A families=(
 	[integral]="--primary|integral:apdex"
 	[tmpfs]="--primary|integral:apdex|--primary|temp_table_storm:p95_ms|--primary|temp_table_storm:apdex"
-	[tmpfsprof]="--primary|integral:apdex|--primary|temp_table_storm:p95_ms|--primary|temp_table_storm:apdex|--primary|cpu file system:share_pct"
+	[tmpfsprof]="--primary|integral:apdex|--primary|temp_table_storm:p95_ms|--primary|temp_table_storm:apdex|--primary|cpu file system:share_pct:lower"
 	[proxy]="--primary|or_subquery_report:p95_ms|--primary|or_subquery_report:apdex"
 	[plan]="--primary|document_form:plan_ms"
 )

@@ -131,9 +131,11 @@ points or rounds); otherwise "no significant difference" ("inconclusive: one rou
 --rounds 1).
 The line names the primary rows Holm ran over, those that could not be tested and why (or that
 none could), and the exploratory rows listed and tested.
---primary [VARIANT=]SUBJECT[:METRIC] (repeatable) declares them instead, for VARIANT or for
-every variant (and the A/A comparisons), e.g. --primary temp_table_storm or
---primary tmpfs=integral:apdex. ab ends with a line "VERDICT NAME: primary verdict: ..." per
+--primary [VARIANT=]SUBJECT[:METRIC[:AIM]] (repeatable) declares them instead, for VARIANT or
+for every variant (and the A/A comparisons), e.g. --primary temp_table_storm or
+--primary tmpfs=integral:apdex; AIM (lower or higher) says which way a metric without a good
+direction of its own (a CPU or wait share) should move: that change is better, the other worse
+(--primary 'cpu file system:share_pct:lower'). ab ends with a line "VERDICT NAME: primary verdict: ..." per
 variant and its primary rows (A -> B, delta with its 95 % interval and p, or why it has none).
 
 Plan: before the first run ab prints what the experiment can decide, from its configuration
@@ -382,7 +384,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	fl.StringVar(&hook, "run-hook", "", "shell command run before every run (env ERPLAB_AB_VARIANT, ERPLAB_AB_ROUND, ERPLAB_AB_RUN, ERPLAB_AB_DIR)")
 	fl.BoolVar(&cold, "cold", false, "restart the server before every run (and drop the OS page cache as root): cold-cache runs")
 	fl.IntVar(&rounds, "rounds", 0, "runs of each configuration (default: as many as fit --budget, at least 3)")
-	fl.StringArrayVar(&primary, "primary", nil, "primary row [VARIANT=]SUBJECT[:METRIC] deciding the verdict (repeatable; default: the remedies' declared rows)")
+	fl.StringArrayVar(&primary, "primary", nil, "primary row [VARIANT=]SUBJECT[:METRIC[:lower|higher]] deciding the verdict (repeatable; default: the remedies' declared rows)")
 	fl.BoolVar(&dryRun, "dry-run", false, "print the plan (rounds, order, what each primary row can reach) and exit: no server, no files")
 	remedyParams = addRemedyParamFlags(fl) // each remedy's parameters, e.g. --tmpfs-size
 	fl.Float64Var(&alpha, "alpha", compare.DefaultAlpha, "compare: family-wise significance level (Holm)")

@@ -109,7 +109,7 @@ func TestABHelpListsRemedies(t *testing.T) {
 			t.Errorf("help lacks %q", want)
 		}
 	}
-	if !strings.Contains(s, "tmpfs-temp-tablespace: integral:apdex and temp_table_storm:p95_ms and temp_table_storm:apdex and cpu file system:share_pct") ||
+	if !strings.Contains(s, "tmpfs-temp-tablespace: integral:apdex and temp_table_storm:p95_ms and temp_table_storm:apdex and cpu file system:share_pct:lower") ||
 		!strings.Contains(s, "rewrite-proxy: or_subquery_report:p95_ms and or_subquery_report:apdex") {
 		t.Errorf("help lacks the remedies' primary rows")
 	}

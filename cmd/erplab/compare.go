@@ -50,7 +50,8 @@ effect the starvation difference could explain (--noise-guard=false turns this o
 foreign CPU is shown for information.
 Warnings say when workloads, data scales (the data set a run ran on) or durations differ (see internal/compare/doc.go).
 
---primary SUBJECT[:METRIC] (repeatable, e.g. --primary integral --primary temp_table_storm:apdex)
+--primary SUBJECT[:METRIC[:AIM]] (repeatable, e.g. --primary integral --primary temp_table_storm:apdex;
+AIM lower or higher makes a share's aimed-for change better, e.g. 'cpu file system:share_pct:lower')
 declares primary rows, as erplab ab does from its remedies: Holm over them alone decides the
 primary verdict line (the rules in erplab ab --help); the other rows are exploratory, with a Holm
 family of their own. The line names the primary rows tested, those that could not be tested and
@@ -148,6 +149,6 @@ Exit codes: 0 compared; 1 an input could not be read; 2 bad usage; 99 with
 	f.Float64Var(&maxForeign, "max-foreign-diff", compare.DefaultMaxForeignDiff, "former foreign CPU guard: negative turns the noise guard off, other values are ignored")
 	_ = f.MarkDeprecated("max-foreign-diff", "the noise guard judges starvation now; use --noise-guard=false")
 	f.BoolVar(&failOnRegr, "fail-on-regression", false, "exit 99 when any row is worse than the baseline")
-	f.StringArrayVar(&primary, "primary", nil, "primary row SUBJECT[:METRIC] deciding the verdict line (repeatable); the other rows are exploratory")
+	f.StringArrayVar(&primary, "primary", nil, "primary row SUBJECT[:METRIC[:lower|higher]] deciding the verdict line (repeatable); the other rows are exploratory")
 	return cmd
 }

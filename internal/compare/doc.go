@@ -132,7 +132,11 @@
 //     says the same (undecided rows do not count against it); "mixed:
 //     primary rows disagree" when the decided rows say different things
 //     (better and worse, or a neutral row's higher beside another's
-//     better); n/a when every declared row is missing or n/a (no value
+//     better); a declared row may carry an aim (Key.Aim, written
+//     "cpu file system:share_pct:lower"): on a metric without a good
+//     direction of its own the aimed-for change is then better and the
+//     other worse, so a remedy that means to lower a share can be decided
+//     better beside its operations' rows; n/a when every declared row is missing or n/a (no value
 //     on a side, or not testable: Row.Note); otherwise the comparison's
 //     undecided verdict: "no significant difference" with rounds,
 //     "inconclusive: one round each" with one run per side (also when

@@ -9,32 +9,60 @@ import (
 )
 
 // Key names a row of a comparison: its Subject and Metric, e.g.
-// {"temp_table_storm", "apdex"} or {"integral", "apdex"}.
+// {"temp_table_storm", "apdex"} or {"integral", "apdex"}. A declared
+// primary row may carry an Aim, the way its remedy means to move a metric
+// that has no good direction of its own (a CPU share, a wait share):
+// AimLower or AimHigher. On such a row the aimed-for change is "better"
+// and the other "worse"; a metric with a direction ignores Aim.
 type Key struct {
 	Subject string `json:"subject"`
 	Metric  string `json:"metric"`
+	Aim     string `json:"aim,omitempty"`
 }
 
-// String is the key as ParseKey reads it: "SUBJECT:METRIC".
-func (k Key) String() string { return k.Subject + ":" + k.Metric }
+// The aims a declared primary row may carry (Key.Aim).
+const (
+	AimLower  = "lower"
+	AimHigher = "higher"
+)
+
+// String is the key as ParseKey reads it: "SUBJECT:METRIC", then ":AIM"
+// when it has one.
+func (k Key) String() string {
+	if k.Aim != "" {
+		return k.Subject + ":" + k.Metric + ":" + k.Aim
+	}
+	return k.Subject + ":" + k.Metric
+}
+
+// Row is k without its Aim: the row it names.
+func (k Key) Row() Key { return Key{Subject: k.Subject, Metric: k.Metric} }
 
 // IntegralApdex is the row every comparison has and the primary row of a
 // variant whose remedies declare none.
 var IntegralApdex = Key{Subject: "integral", Metric: "apdex"}
 
-// ParseKey reads "SUBJECT[:METRIC]": the metric after the last ':'
+// ParseKey reads "SUBJECT[:METRIC[:AIM]]": the metric after the last ':'
 // (default "apdex"), so "temp_table_storm" is temp_table_storm's APDEX
 // and "wait IO:DataFileRead:share_pct" a wait row; a subject that itself
-// contains ':' needs its metric. It returns an error for an empty subject
-// or metric.
+// contains ':' needs its metric. A last part "lower" or "higher" after a
+// metric is the row's Aim ("cpu file system:share_pct:lower"). It
+// returns an error for an empty subject or metric.
 func ParseKey(s string) (Key, error) {
 	s = strings.TrimSpace(s)
 	k := Key{Subject: s, Metric: "apdex"}
 	if i := strings.LastIndex(s, ":"); i >= 0 {
 		k = Key{Subject: strings.TrimSpace(s[:i]), Metric: strings.TrimSpace(s[i+1:])}
 	}
+	if (k.Metric == AimLower || k.Metric == AimHigher) && strings.Contains(k.Subject, ":") {
+		aim := k.Metric
+		if k, _ = ParseKey(k.Subject); k.Aim != "" {
+			return Key{}, fmt.Errorf("row %q: two aims", s)
+		}
+		k.Aim = aim
+	}
 	if k.Subject == "" || k.Metric == "" {
-		return Key{}, fmt.Errorf("row %q: want SUBJECT[:METRIC], e.g. integral:apdex or temp_table_storm:p95_ms", s)
+		return Key{}, fmt.Errorf("row %q: want SUBJECT[:METRIC[:lower|higher]], e.g. integral:apdex or temp_table_storm:p95_ms", s)
 	}
 	return k, nil
 }
@@ -105,29 +133,37 @@ type UntestedRow struct {
 func (c *Comparison) PrimaryRows() []Row { return c.rowsOf(RolePrimary) }
 
 // markRoles sets Row.Role from keys and returns the declared keys no row
-// has; with no keys it leaves every Role empty.
+// has; with no keys it leaves every Role empty. A declared key's Aim gives
+// its row, when the metric has no direction (Neutral), the direction the
+// aim calls better.
 func markRoles(rows []Row, keys []Key) (missing []Key) {
 	if len(keys) == 0 {
 		return nil
 	}
-	want := map[Key]bool{}
+	want := map[Key]string{}
 	for _, k := range keys {
-		want[k] = true
+		if a, ok := want[k.Row()]; !ok || a == "" {
+			want[k.Row()] = k.Aim
+		}
 	}
 	found := map[Key]bool{}
 	for i := range rows {
-		k := Key{rows[i].Subject, rows[i].Metric}
-		if want[k] {
-			rows[i].Role = RolePrimary
-			found[k] = true
-		} else {
+		k := Key{Subject: rows[i].Subject, Metric: rows[i].Metric}
+		aim, ok := want[k]
+		if !ok {
 			rows[i].Role = RoleExploratory
+			continue
+		}
+		rows[i].Role = RolePrimary
+		found[k] = true
+		if rows[i].Direction == Neutral && aim != "" {
+			rows[i].Direction = map[string]Direction{AimLower: LowerBetter, AimHigher: HigherBetter}[aim]
 		}
 	}
 	for _, k := range keys {
-		if !found[k] {
+		if !found[k.Row()] {
 			missing = append(missing, k)
-			found[k] = true // once
+			found[k.Row()] = true // once
 		}
 	}
 	return missing
@@ -296,7 +332,7 @@ func untestedRows(rows []Row) []UntestedRow {
 	var out []UntestedRow
 	for _, r := range rows {
 		if r.Role == RolePrimary && !r.Tested() {
-			out = append(out, UntestedRow{Key: Key{r.Subject, r.Metric}, Reason: r.UntestedReason()})
+			out = append(out, UntestedRow{Key: Key{Subject: r.Subject, Metric: r.Metric}, Reason: r.UntestedReason()})
 		}
 	}
 	return out

@@ -11,16 +11,23 @@ import (
 
 func TestParseKey(t *testing.T) {
 	for in, want := range map[string]compare.Key{
-		"integral":                       compare.IntegralApdex,
-		"temp_table_storm:apdex":         {"temp_table_storm", "apdex"},
-		" post_order : p95_ms ":          {"post_order", "p95_ms"},
-		"wait IO:DataFileRead:share_pct": {"wait IO:DataFileRead", "share_pct"},
+		"integral":                              compare.IntegralApdex,
+		"temp_table_storm:apdex":                {Subject: "temp_table_storm", Metric: "apdex"},
+		" post_order : p95_ms ":                 {Subject: "post_order", Metric: "p95_ms"},
+		"wait IO:DataFileRead:share_pct":        {Subject: "wait IO:DataFileRead", Metric: "share_pct"},
+		"cpu file system:share_pct:lower":       {Subject: "cpu file system", Metric: "share_pct", Aim: compare.AimLower},
+		"wait IO:DataFileRead:share_pct:higher": {Subject: "wait IO:DataFileRead", Metric: "share_pct", Aim: compare.AimHigher},
+		"integral:lower":                        {Subject: "integral", Metric: "lower"}, // no metric before it: a metric
 	} {
-		if got, err := compare.ParseKey(in); err != nil || got != want {
+		got, err := compare.ParseKey(in)
+		if err != nil || got != want {
 			t.Errorf("ParseKey(%q) = %v, %v; want %v", in, got, err, want)
 		}
+		if back, err := compare.ParseKey(got.String()); err != nil || back != got {
+			t.Errorf("ParseKey(%q.String() = %q) = %v, %v", in, got.String(), back, err)
+		}
 	}
-	for _, in := range []string{"", ":apdex", "integral:", " : "} {
+	for _, in := range []string{"", ":apdex", "integral:", " : ", ":share_pct:lower", "a:b:lower:lower"} {
 		if _, err := compare.ParseKey(in); err == nil {
 			t.Errorf("ParseKey(%q) accepted", in)
 		}
@@ -214,5 +221,50 @@ func TestFewExecutionsPercentilesNotTested(t *testing.T) {
 	}
 	if d := c.Decided(); d != 0 {
 		t.Fatalf("%d decided rows in an A/A", d)
+	}
+}
+
+// tmpfsAged are the four rounds a side of issue 31's tmpfs acceptance
+// (2026-12-04, docs/measurements/2026-12-04-ab-acceptance.md): erplab ab
+// --workload erp --scale 0.2 --users 24 --duration 45s --age 1m --profile
+// --mix temp_table_storm=1 --temp-style 1c --rounds 4, `erplab stress
+// --cpu 2` throughout; the profiles' folded stacks and function lists
+// removed to keep them small: testdata/tmpfs-aged.
+var tmpfsAged = [2][]string{
+	{"tmpfs-aged/baseline-1.json", "tmpfs-aged/baseline-2.json", "tmpfs-aged/baseline-3.json", "tmpfs-aged/baseline-4.json"},
+	{"tmpfs-aged/tmpfs-1.json", "tmpfs-aged/tmpfs-2.json", "tmpfs-aged/tmpfs-3.json", "tmpfs-aged/tmpfs-4.json"},
+}
+
+// The tmpfs remedy's declared rows decide its recorded acceptance:
+// temp_table_storm's APDEX and p95 better, and the file system's share of
+// the server's CPU (a metric without a good direction) better because the
+// remedy declares it with the aim "lower" (36.5 -> 8.3 %). Declared
+// without the aim the share is "lower", which disagrees with "better" and
+// made the verdict mixed.
+func TestTmpfsAgedDecides(t *testing.T) {
+	var declared []compare.Key
+	for _, s := range []string{"integral:apdex", "temp_table_storm:p95_ms", "temp_table_storm:apdex", "cpu file system:share_pct:lower"} {
+		k, err := compare.ParseKey(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		declared = append(declared, k)
+	}
+	c := compareFiles(t, compare.Options{Primary: declared}, tmpfsAged[0], tmpfsAged[1])
+	if c.Primary.Verdict != compare.Better || c.Primary.Family != 4 {
+		t.Fatalf("primary %+v", c.Primary)
+	}
+	for _, k := range declared {
+		if r := c.Find(k.Subject, k.Metric); r == nil || r.Role != compare.RolePrimary || r.Verdict != compare.Better {
+			t.Errorf("%s: %+v, want a better primary row", k, r)
+		}
+	}
+	if fs := c.Find("cpu file system", "share_pct"); fs == nil || !(fs.A > 30 && fs.B < 10) {
+		t.Errorf("file system share %+v, want 36.5 -> 8.3 %%", fs)
+	}
+	declared[3].Aim = ""
+	d := compareFiles(t, compare.Options{Primary: declared}, tmpfsAged[0], tmpfsAged[1])
+	if fs := d.Find("cpu file system", "share_pct"); d.Primary.Verdict != compare.Mixed || fs.Verdict != compare.Lower {
+		t.Errorf("without the aim: primary %v, file system share %v; want mixed, lower", d.Primary.Verdict, fs.Verdict)
 	}
 }

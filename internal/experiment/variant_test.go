@@ -29,13 +29,13 @@ func TestPrimaries(t *testing.T) {
 		rows   []string
 		source string
 	}{
-		"t=tmpfs-temp-tablespace":                    {[]string{"integral:apdex", "temp_table_storm:p95_ms", "temp_table_storm:apdex", "cpu file system:share_pct"}, "tmpfs-temp-tablespace"},
+		"t=tmpfs-temp-tablespace":                    {[]string{"integral:apdex", "temp_table_storm:p95_ms", "temp_table_storm:apdex", "cpu file system:share_pct:lower"}, "tmpfs-temp-tablespace"},
 		"p=rewrite-proxy":                            {[]string{"or_subquery_report:p95_ms", "or_subquery_report:apdex"}, "rewrite-proxy"},
 		"s=settings:../../examples/erp-profile.conf": {[]string{"integral:apdex"}, "settings"},
 		"l=temp-style:lsfusion":                      {[]string{"integral:apdex"}, "temp-style"},
 		"b=rewrite-proxy,tmpfs-temp-tablespace": {[]string{"or_subquery_report:p95_ms", "or_subquery_report:apdex", "integral:apdex",
-			"temp_table_storm:p95_ms", "temp_table_storm:apdex", "cpu file system:share_pct"}, "rewrite-proxy, tmpfs-temp-tablespace"},
-		"c=temp-style:1c,tmpfs-temp-tablespace": {[]string{"integral:apdex", "temp_table_storm:p95_ms", "temp_table_storm:apdex", "cpu file system:share_pct"}, "temp-style, tmpfs-temp-tablespace"},
+			"temp_table_storm:p95_ms", "temp_table_storm:apdex", "cpu file system:share_pct:lower"}, "rewrite-proxy, tmpfs-temp-tablespace"},
+		"c=temp-style:1c,tmpfs-temp-tablespace": {[]string{"integral:apdex", "temp_table_storm:p95_ms", "temp_table_storm:apdex", "cpu file system:share_pct:lower"}, "temp-style, tmpfs-temp-tablespace"},
 	} {
 		v, err := ParseVariant(spec)
 		if err != nil {
