@@ -18,6 +18,7 @@ import (
 // interrupt), lets the VUs finish within the graceful stop and tells how
 // the run ended.
 
+// vuHandle is the controller's hold on one running VU.
 type vuHandle struct {
 	stop chan struct{}
 	done chan struct{}
