@@ -14,12 +14,12 @@ import (
 // catchUpRun is a run of the open model one second behind a schedule of
 // 100,000 arrivals per second, with a 1 ms latency limit, two operations
 // mixed half and half and a 0.2 s warm-up, whose OnSkip keeps what it saw.
-func catchUpRun(t testing.TB, start time.Time, onSkip func(Skip)) (*run, *mix, *workload.VU) {
+func catchUpRun(t testing.TB, start time.Time, onSkip func(Skip)) (*openModel, *mix, *workload.VU) {
 	t.Helper()
 	rate, _ := ConstantRate(1e5)
 	rec := record.New([]record.OpInfo{{Name: "a", Target: time.Second}, {Name: "b", Target: time.Second}}, start, 200*time.Millisecond, time.Second)
-	e := &run{rec: rec, sched: newSchedule(rate, start, time.Hour, 7),
-		cfg: Config{LatencyLimit: time.Millisecond, OnSkip: onSkip}}
+	e := &openModel{run: &run{rec: rec, cfg: Config{LatencyLimit: time.Millisecond, OnSkip: onSkip}},
+		sched: newSchedule(rate, start, time.Hour, 7)}
 	m := &mix{ops: []int{0, 1}, cum: []float64{1, 2}}
 	return e, m, &workload.VU{ID: 2, Rand: rand.New(rand.NewPCG(1, 2))}
 }

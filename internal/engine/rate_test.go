@@ -314,8 +314,8 @@ func TestSkipAllocations(t *testing.T) {
 	rec := record.New([]record.OpInfo{{Name: "op", Target: time.Second}}, start, 0, time.Second)
 	var n atomic.Int64
 	var last Skip
-	e := &run{rec: rec, sched: newSchedule(rate, start, time.Hour, 1),
-		cfg: Config{OnSkip: func(s Skip) { n.Add(1); last = s }}}
+	e := &openModel{run: &run{rec: rec, cfg: Config{OnSkip: func(s Skip) { n.Add(1); last = s }}},
+		sched: newSchedule(rate, start, time.Hour, 1)}
 	vu := &workload.VU{ID: 3}
 	now := start.Add(time.Second) // a second behind: every arrival taken is late
 	step := func() {
