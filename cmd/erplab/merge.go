@@ -103,7 +103,7 @@ integral APDEX below --apdex-min.`,
 			t0 := time.Now()
 			merged, err := results.Merge(docs, results.MergeOptions{AllowPartial: f.allowPartial, Files: files})
 			if errors.Is(err, results.ErrIncomplete) {
-				return withCode(exitResults, fmt.Errorf("%w; nothing written", err))
+				return fmt.Errorf("%w; nothing written", err)
 			}
 			if err != nil {
 				return err

@@ -232,7 +232,7 @@ func (f *replayFlags) replay(ctx context.Context, out io.Writer, src *load.Sourc
 	}
 	replay.PrintSummary(out, res, src)
 	if err := loadtest.WriteResults(out, res.Doc, rsv, f.outMode); err != nil {
-		return withCode(exitResults, err)
+		return err // loadtest.ErrResultsIncomplete carries its code
 	}
 	if res.Doc.Status == "interrupted" {
 		return withCode(exitInterrupted, fmt.Errorf("interrupted; results so far: %s", rsv.Path()))

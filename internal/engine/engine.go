@@ -31,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/erplab/erplab/internal/exitcode"
 	"github.com/erplab/erplab/internal/opmap"
 	"github.com/erplab/erplab/internal/record"
 	"github.com/erplab/erplab/internal/results"
@@ -277,14 +278,16 @@ var ErrAborted = errors.New("run aborted")
 // ErrServerGone is wrapped, with ErrAborted, by Run's error when every
 // operation failed with a connection error (the server unreachable or
 // shutting down) for Config.ServerGone; callers wrap it too when the run
-// ended with the server lost (Outcome.LostAtEnd).
-var ErrServerGone = errors.New("lost the server")
+// ended with the server lost (Outcome.LostAtEnd). It carries
+// exitcode.ServerNotAnswering: a server fault, as not answering.
+var ErrServerGone = exitcode.New(exitcode.ServerNotAnswering, "lost the server")
 
 // ErrNotAnswering is wrapped, with ErrAborted, by Run's error when the
 // server answered nothing for Config.ServerGone while operations were in
 // flight (see ServerNotAnswering); callers wrap it too when the run ended
-// with the server not answering (Outcome.NotAnsweringAtEnd).
-var ErrNotAnswering = errors.New("the server stopped answering")
+// with the server not answering (Outcome.NotAnsweringAtEnd). It carries
+// exitcode.ServerNotAnswering.
+var ErrNotAnswering = exitcode.New(exitcode.ServerNotAnswering, "the server stopped answering")
 
 // Run executes the load profile against pool until the stages end (or
 // every VU has stopped on its own: cfg.TxPerVU done, workload.ErrStopVU)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/exitcode"
 	"github.com/erplab/erplab/internal/hostfacts"
 	"github.com/erplab/erplab/internal/metrics"
 	"github.com/erplab/erplab/internal/opmap"
@@ -234,13 +235,15 @@ type Environment struct {
 
 // ErrInterrupted is returned when ctx was cancelled before the load test
 // started (e.g. Ctrl-C during initdb or set-up); nothing is left behind.
-var ErrInterrupted = errors.New("interrupted before the load test started; nothing was left behind")
+// It carries exitcode.Interrupted.
+var ErrInterrupted = exitcode.New(exitcode.Interrupted, "interrupted before the load test started; nothing was left behind")
 
 // ErrResultsIncomplete is wrapped by Run's error when a results file
 // could not be written (a full disk): the stream stopped mid-run, or the
 // final document failed. The summary was printed all the same, and what
-// was written is valid (results.Validate).
-var ErrResultsIncomplete = errors.New("results incomplete")
+// was written is valid (results.Validate). It carries
+// exitcode.ResultsIncomplete.
+var ErrResultsIncomplete = exitcode.New(exitcode.ResultsIncomplete, "results incomplete")
 
 // Result is what Run returns: the document and where it was written.
 // Path is "" when the document could not be written (see

@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/erplab/erplab/internal/exitcode"
 )
 
 // ErrIncomplete is wrapped by Merge's error when the set of segments is
 // incomplete (a piece missing, or one marked incomplete) and partial
-// merges were not allowed.
-var ErrIncomplete = errors.New("incomplete set of segments")
+// merges were not allowed. It carries exitcode.ResultsIncomplete.
+var ErrIncomplete = exitcode.New(exitcode.ResultsIncomplete, "incomplete set of segments")
 
 // MergeOptions tune Merge.
 type MergeOptions struct {
