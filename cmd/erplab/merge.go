@@ -300,7 +300,7 @@ func segmentsDone(docs []*results.Document) bool {
 		return false
 	}
 	for _, d := range docs {
-		if len(d.Segment.Incomplete) > 0 || d.Status != "completed" {
+		if len(d.Segment.Incomplete) > 0 || d.Status != results.StatusCompleted {
 			return true
 		}
 	}

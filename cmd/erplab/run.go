@@ -134,7 +134,7 @@ Ctrl-C exits at once).`,
 			if err != nil {
 				return err
 			}
-			if res.Doc.Status == "interrupted" {
+			if res.Doc.Status == results.StatusInterrupted {
 				return withCode(exitInterrupted, fmt.Errorf("interrupted; results so far: %s", res.Path))
 			}
 			if scripts {

@@ -327,7 +327,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 			break
 		}
 		d := res.Doc
-		if d.Status == "interrupted" {
+		if d.Status == results.StatusInterrupted {
 			search.Cancel(fmt.Sprintf("during the step at %s %s (its partial results: %s, not judged)", fmtLoad(load), unit, res.Path))
 			runErr = ErrInterrupted
 			break

@@ -206,8 +206,8 @@ type RetryCounter interface {
 
 // Outcome says how the run ended.
 type Outcome struct {
-	// Status is "completed", "interrupted" or "aborted: <reason>".
-	Status string
+	// Status is completed, interrupted or aborted (with its reason).
+	Status results.Status
 	// Elapsed is the wall time from start to the last VU's exit.
 	Elapsed time.Duration
 	// Cancelled counts operations cut short by the end of the run or by
@@ -492,7 +492,7 @@ func (e *run) loop(ctx context.Context) (Outcome, error) {
 		vus    []*vuHandle
 		wg     sync.WaitGroup
 		nextID = 1
-		out    = Outcome{Status: "completed"}
+		out    = Outcome{Status: results.StatusCompleted}
 		abort  error
 	)
 	stopLast := func() {
@@ -615,7 +615,7 @@ control:
 		}
 		select {
 		case <-ctx.Done():
-			out.Status = "interrupted"
+			out.Status = results.StatusInterrupted
 			cancelOps()
 			break control
 		case <-ticker.C:
@@ -647,7 +647,7 @@ control:
 			hard.Reset(hardStopAfter)
 		}
 	}
-	if abort != nil || out.Status == "interrupted" {
+	if abort != nil || out.Status == results.StatusInterrupted {
 		cancel()
 	}
 	interrupt := ctx.Done() // nil once seen
@@ -661,8 +661,8 @@ wait:
 		case <-hard.C:
 			out.StuckClosed += e.watch.closeInFlight()
 		case <-interrupt:
-			if out.Status == "completed" {
-				out.Status = "interrupted"
+			if out.Status == results.StatusCompleted {
+				out.Status = results.StatusInterrupted
 			}
 			cancel()
 			interrupt = nil
@@ -692,11 +692,11 @@ wait:
 	out.Elapsed = end.Sub(start)
 	out.Cancelled = e.cancelled.Load()
 	out.Unresponsive = e.watch.finish(end, start)
-	if abort == nil && out.Status == "completed" {
+	if abort == nil && out.Status == results.StatusCompleted {
 		out.LostAtEnd = e.lostAtEnd(end, start, lastState)
 	}
 	if abort != nil {
-		out.Status = "aborted: " + abortReason(abort)
+		out.Status = results.StatusAborted.Because(abortReason(abort))
 		return out, abort
 	}
 	return out, nil

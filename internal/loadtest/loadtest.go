@@ -487,7 +487,7 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	params.TxPerVU = opts.TxPerVU
 	doc := &results.Document{
 		Format: results.Format, Schema: results.SchemaVersion, Version: opts.Version, CommandLine: conninfo.RedactArgs(opts.CommandLine),
-		Workload: opts.Workload.Name(), Status: "running",
+		Workload: opts.Workload.Name(), Status: results.StatusRunning,
 	}
 	doc.Environment, _ = json.Marshal(env)
 	doc.Parameters, _ = json.Marshal(params)
@@ -645,16 +645,16 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 	doc.EndedAt = end
 	doc.Status = outcome.Status
 	doc.ServerUnresponsive = outcome.Unresponsive
-	if outcome.NotAnsweringAtEnd() && outcome.Status == "completed" {
+	if outcome.NotAnsweringAtEnd() && outcome.Status == results.StatusCompleted {
 		sp := outcome.Unresponsive[len(outcome.Unresponsive)-1]
-		doc.Status = fmt.Sprintf("stalled: the server answered nothing from t=%s s to the end (%d operations waiting)", fmtSeconds(sp.FromS), sp.MaxWaiting)
+		doc.Status = results.StatusStalled.Because(fmt.Sprintf("the server answered nothing from t=%s s to the end (%d operations waiting)", fmtSeconds(sp.FromS), sp.MaxWaiting))
 	}
-	if l := outcome.LostAtEnd; l != nil && doc.Status == "completed" {
-		doc.Status = fmt.Sprintf("lost: no operation succeeded from t=%s s to the end (%s)", fmtSeconds(l.FromS), l.Condition.Gone())
+	if l := outcome.LostAtEnd; l != nil && doc.Status == results.StatusCompleted {
+		doc.Status = results.StatusLost.Because(fmt.Sprintf("no operation succeeded from t=%s s to the end (%s)", fmtSeconds(l.FromS), l.Condition.Gone()))
 	}
-	if opts.AbortedBy != nil && doc.Status == "completed" {
+	if opts.AbortedBy != nil && doc.Status == results.StatusCompleted {
 		if why := opts.AbortedBy(); why != "" {
-			doc.Status = "aborted: " + why
+			doc.Status = results.StatusAborted.Because(why)
 		}
 	}
 	scored := end.Sub(start) - opts.Warmup
@@ -726,10 +726,10 @@ func Run(ctx context.Context, opts Options, out io.Writer) (*Result, error) {
 		return res, writeErr
 	case runErr != nil:
 		return res, runErr
-	case outcome.NotAnsweringAtEnd() && outcome.Status == "completed":
+	case outcome.NotAnsweringAtEnd() && outcome.Status == results.StatusCompleted:
 		return res, fmt.Errorf("%w at t=%s s and had not answered by the end of the run%s",
 			engine.ErrNotAnswering, fmtSeconds(outcome.Unresponsive[len(outcome.Unresponsive)-1].FromS), resultsAt(path))
-	case strings.HasPrefix(doc.Status, "lost: "):
+	case doc.Status.Kind() == results.StatusLost:
 		return res, fmt.Errorf("%w: no operation succeeded from t=%s s to the end of the run (%s)%s",
 			engine.ErrServerGone, fmtSeconds(outcome.LostAtEnd.FromS), outcome.LostAtEnd.Condition.Gone(), resultsAt(path))
 	}
