@@ -576,7 +576,7 @@ func startTemplate(ctx context.Context, out io.Writer, osUser string, maxConns i
 	c, err := loadtest.StartEmbeddedWaits(ctx, out, osUser, maxConns)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, withCode(exitInterrupted, loadtest.ErrInterrupted)
+			return nil, loadtest.ErrInterrupted
 		}
 		return nil, err
 	}

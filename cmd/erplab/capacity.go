@@ -15,7 +15,6 @@ import (
 	"github.com/erplab/erplab/internal/capacity"
 	"github.com/erplab/erplab/internal/compare"
 	"github.com/erplab/erplab/internal/experiment"
-	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/workload"
 )
 
@@ -113,11 +112,8 @@ interrupted (finished steps kept, capacity so far printed).`,
 				return withCode(exitUsage, err)
 			}
 			doc, err := capacity.Run(cmd.Context(), cfg, cmd.OutOrStdout())
-			switch {
-			case errors.Is(err, capacity.ErrInterrupted) || errors.Is(err, loadtest.ErrInterrupted):
-				return withCode(exitInterrupted, err)
-			case err != nil:
-				return err
+			if err != nil {
+				return err // interrupted: capacity.ErrInterrupted or loadtest's, which carry their code
 			}
 			if cmd.Flags().Changed("require") && doc.Result.Capacity < f.require {
 				return withCode(exitThreshold, fmt.Errorf("%w: capacity %s is below --require %g", capacity.ErrBelowRequired, doc.Result.CapacityText(doc.Unit), f.require))
@@ -236,9 +232,6 @@ func (f *capacityFlags) runAB(cmd *cobra.Command, cfg capacity.Config, rf *runFl
 	defer stopEmbedded(c, out)
 	acfg.Experiment.Cluster = c
 	_, err = capacity.RunAB(ctx, acfg, out)
-	if errors.Is(err, capacity.ErrInterrupted) || errors.Is(err, loadtest.ErrInterrupted) {
-		return withCode(exitInterrupted, err)
-	}
 	return err
 }
 

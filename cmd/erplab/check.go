@@ -51,11 +51,7 @@ mismatches, so it can follow a load test in a script.`,
 				return err
 			}
 			defer pool.Close()
-			err = c.CheckData(cmd.Context(), pool, cmd.OutOrStdout())
-			if errors.Is(err, workload.ErrCheckFailed) {
-				return withCode(exitCheckFailed, err)
-			}
-			return err
+			return c.CheckData(cmd.Context(), pool, cmd.OutOrStdout()) // workload.ErrCheckFailed carries its code
 		},
 	}
 	cmd.Flags().StringVar(&dsn, "dsn", "", "database holding the ERP data (libpq key=value or URL); default: PG* environment")

@@ -86,7 +86,7 @@ Exit codes: 0 compared; 1 an input could not be read; 2 bad usage; 99 with
 					}
 					d, err := results.Read(p)
 					if err != nil {
-						return withCode(exitError, err)
+						return err
 					}
 					names[i], docs[i] = append(names[i], p), append(docs[i], d)
 				}
@@ -98,7 +98,7 @@ Exit codes: 0 compared; 1 an input could not be read; 2 bad usage; 99 with
 			for i := 1; i < len(docs); i++ {
 				c, err := compare.CompareRounds(names[0], docs[0], names[i], docs[i], opts)
 				if err != nil {
-					return withCode(exitError, err)
+					return err
 				}
 				if c.Primary != nil && len(c.Primary.Missing) > 0 {
 					k := c.Primary.Missing[0]
@@ -126,7 +126,7 @@ Exit codes: 0 compared; 1 an input could not be read; 2 bad usage; 99 with
 					err = c.WriteText(out)
 				}
 				if err != nil {
-					return withCode(exitError, err)
+					return err
 				}
 			}
 			if failOnRegr {

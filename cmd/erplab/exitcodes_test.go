@@ -2,9 +2,17 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/erplab/erplab/internal/capacity"
+	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/exitcode"
+	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/results"
+	"github.com/erplab/erplab/internal/workload"
 )
 
 // Every exit code through execute, the function main calls: cobra's own
@@ -103,5 +111,35 @@ func TestExecuteExitCodes(t *testing.T) {
 		if got != c.want {
 			t.Errorf("%s: erplab %q exits %d, want %d", c.name, c.args, got, c.want)
 		}
+	}
+}
+
+// The packages that detect a condition attach its code to their error:
+// a command returns it untouched, and the code survives any wrapping,
+// a later code around it included (first code wins).
+func TestExitSentinelsCarryCodes(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"loadtest.ErrInterrupted", loadtest.ErrInterrupted, exitInterrupted},
+		{"loadtest.ErrResultsIncomplete", loadtest.ErrResultsIncomplete, exitResults},
+		{"engine.ErrNotAnswering", fmt.Errorf("%w: %w at t=3.0 s", engine.ErrAborted, engine.ErrNotAnswering), exitNotAnswering},
+		{"engine.ErrServerGone", fmt.Errorf("%w: %w: no operation succeeded", engine.ErrAborted, engine.ErrServerGone), exitNotAnswering},
+		{"engine.ErrAborted", fmt.Errorf("%w: 5 operations failed (--max-errors 5)", engine.ErrAborted), exitError},
+		{"capacity.ErrInterrupted", capacity.ErrInterrupted, exitInterrupted},
+		{"results.ErrIncomplete", results.ErrIncomplete, exitResults},
+		{"workload.ErrCheckFailed", workload.ErrCheckFailed, exitCheckFailed},
+		{"workload.CheckFailed", workload.CheckFailed("totals differ"), exitCheckFailed},
+	} {
+		err := withCode(exitError, fmt.Errorf("cmd: %w", c.err))
+		if got := int(exitcode.Of(err)); got != c.want {
+			t.Errorf("%s: exits %d, want %d", c.name, got, c.want)
+		}
+	}
+	// Script mode speaks pgbench's codes: a lost server is its 2.
+	if got := exitcode.Of(exitcode.Override(exitcode.ScriptRun, engine.ErrServerGone)); got != exitcode.ScriptRun {
+		t.Errorf("script mode's lost server exits %d, want %d", got, exitcode.ScriptRun)
 	}
 }

@@ -43,7 +43,7 @@ func TestKilledRunStaysReadable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(doc.Status, "killed: stream ended at t=") || len(doc.Series) < 8 {
+	if !strings.HasPrefix(string(doc.Status), "killed: stream ended at t=") || len(doc.Series) < 8 {
 		t.Fatalf("status %q, %d intervals", doc.Status, len(doc.Series))
 	}
 	sums := map[string]int64{}

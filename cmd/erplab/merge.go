@@ -103,7 +103,7 @@ integral APDEX below --apdex-min.`,
 			t0 := time.Now()
 			merged, err := results.Merge(docs, results.MergeOptions{AllowPartial: f.allowPartial, Files: files})
 			if errors.Is(err, results.ErrIncomplete) {
-				return withCode(exitResults, fmt.Errorf("%w; nothing written", err))
+				return fmt.Errorf("%w; nothing written", err)
 			}
 			if err != nil {
 				return err
@@ -300,7 +300,7 @@ func segmentsDone(docs []*results.Document) bool {
 		return false
 	}
 	for _, d := range docs {
-		if len(d.Segment.Incomplete) > 0 || d.Status != "completed" {
+		if len(d.Segment.Incomplete) > 0 || d.Status != results.StatusCompleted {
 			return true
 		}
 	}

@@ -458,10 +458,7 @@ console), so the next target finds the server's connection slots free.`,
 			if len(rs) > 0 {
 				fmt.Fprint(cmd.OutOrStdout(), pgbouncer.Table(rs))
 			}
-			if err != nil && exitcode.InterruptionOf(ctx) != nil {
-				return withCode(exitInterrupted, err) // as every command but pgbench, whatever the signal
-			}
-			return err
+			return err // stopped by a signal: pgbouncer.Run's error carries Interrupted
 		},
 	}
 	cmd.Flags().StringVar(&upstream, "upstream", "", "server with pgbench's tables (libpq key=value or URL); default: "+upstreamEnv+", else PG* environment")

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -213,7 +212,7 @@ func (f *replayFlags) run(cmd *cobra.Command, args []string) error {
 func (f *replayFlags) replay(ctx context.Context, out io.Writer, src *load.Source, opts replay.Options, rsv *loadtest.Reservation) error {
 	stream := rsv.Stream
 	head := &results.Document{Format: results.Format, Schema: results.SchemaVersion, Version: version,
-		CommandLine: conninfo.RedactArgs(opts.CommandLine), Workload: replay.Workload, Status: "running", StartedAt: time.Now()}
+		CommandLine: conninfo.RedactArgs(opts.CommandLine), Workload: replay.Workload, Status: results.StatusRunning, StartedAt: time.Now()}
 	_ = stream.Write(results.StreamLine{Type: "header", Header: head})
 	opts.OnInterval = func(iv results.Interval) {
 		_ = stream.Write(results.StreamLine{Type: "interval", Interval: &iv})
@@ -232,12 +231,12 @@ func (f *replayFlags) replay(ctx context.Context, out io.Writer, src *load.Sourc
 	}
 	replay.PrintSummary(out, res, src)
 	if err := loadtest.WriteResults(out, res.Doc, rsv, f.outMode); err != nil {
-		return withCode(exitResults, err)
+		return err // loadtest.ErrResultsIncomplete carries its code
 	}
-	if res.Doc.Status == "interrupted" {
+	if res.Doc.Status == results.StatusInterrupted {
 		return withCode(exitInterrupted, fmt.Errorf("interrupted; results so far: %s", rsv.Path()))
 	}
-	if why, ok := strings.CutPrefix(res.Doc.Status, "aborted: "); ok {
+	if why, ok := res.Doc.Status.Reason(results.StatusAborted); ok {
 		return fmt.Errorf("replay stopped by --max-errors %d: %s; results so far: %s", f.maxErrors, why, rsv.Path())
 	}
 	return nil

@@ -551,7 +551,7 @@ func TestReplayMaxErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := fidelity(t, doc)
-	if !strings.HasPrefix(doc.Status, "aborted: 3 statements failed") || f.NewErrors["42P01"] != 3 || f.Skipped == 0 {
+	if !strings.HasPrefix(string(doc.Status), "aborted: 3 statements failed") || f.NewErrors["42P01"] != 3 || f.Skipped == 0 {
 		t.Errorf("status %q, new errors %v, skipped %d", doc.Status, f.NewErrors, f.Skipped)
 	}
 }

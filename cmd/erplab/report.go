@@ -53,7 +53,7 @@ Exit codes: 0 written; 1 an input could not be read or the output not written; 2
 					err = report.WriteCapacityABHTML(&buf, doc)
 				}
 				if err != nil {
-					return withCode(exitError, err)
+					return err
 				}
 				return writeReport(cmd, out, perm, buf.Bytes())
 			}
@@ -64,7 +64,7 @@ Exit codes: 0 written; 1 an input could not be read or the output not written; 2
 				for _, a := range args {
 					d, err := capacity.Read(a)
 					if err != nil {
-						return withCode(exitError, err)
+						return err
 					}
 					docs, names = append(docs, d), append(names, strings.TrimSuffix(filepath.Base(a), ".json"))
 				}
@@ -76,7 +76,7 @@ Exit codes: 0 written; 1 an input could not be read or the output not written; 2
 					err = report.WriteCapacityABHTML(&buf, ab)
 				}
 				if err != nil {
-					return withCode(exitError, err)
+					return err
 				}
 				return writeReport(cmd, out, perm, buf.Bytes())
 			}
@@ -89,13 +89,13 @@ Exit codes: 0 written; 1 an input could not be read or the output not written; 2
 					err = report.WriteCapacityHTML(&buf, doc)
 				}
 				if err != nil {
-					return withCode(exitError, err)
+					return err
 				}
 				return writeReport(cmd, out, perm, buf.Bytes())
 			}
 			runs, err := report.Load(args)
 			if err != nil {
-				return withCode(exitError, err)
+				return err
 			}
 			if format == "markdown" {
 				err = report.WriteMarkdown(&buf, runs)
@@ -103,7 +103,7 @@ Exit codes: 0 written; 1 an input could not be read or the output not written; 2
 				err = report.WriteHTML(&buf, runs)
 			}
 			if err != nil {
-				return withCode(exitError, err)
+				return err
 			}
 			return writeReport(cmd, out, perm, buf.Bytes())
 		},
@@ -147,7 +147,7 @@ func writeReport(cmd *cobra.Command, out string, perm fs.FileMode, b []byte) err
 		return err
 	}
 	if err := safefile.WriteNew(out, b, perm); err != nil {
-		return withCode(exitError, fmt.Errorf("report: %w", err))
+		return fmt.Errorf("report: %w", err)
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "report: %s (%d bytes)\n", out, len(b))
 	return nil

@@ -93,19 +93,9 @@ untyped literals).`,
 				return withCode(exitUsage, errors.New("--explain needs a server: pass --dsn (or set PG* variables)"))
 			}
 			res, err := rewrite.Rewrite(ctx, src, opts)
-			if le := (*rewrite.LimitError)(nil); errors.As(err, &le) {
-				line, _ := rewrite.LineColumn(raw, start+le.Offset)
-				return withCode(exitUsage, fmt.Errorf("%s:%d: %w", name, line, le))
-			}
-			if se := (*rewrite.SyntaxError)(nil); errors.As(err, &se) {
-				if se.Offset < 0 {
-					return withCode(exitUsage, fmt.Errorf("%s: %w", name, se))
-				}
-				line, col := rewrite.LineColumn(raw, start+se.Offset)
-				return withCode(exitUsage, fmt.Errorf("%s:%d:%d: %w", name, line, col, se))
-			}
 			if err != nil {
-				return withCode(exitUsage, err)
+				// What rewrite refuses is the input given: a usage error.
+				return withCode(exitUsage, placeSQLError(name, raw, start, err))
 			}
 			if explain {
 				if err := checkExplain(src, params, analyze); err != nil {
@@ -132,6 +122,24 @@ untyped literals).`,
 	cmd.Flags().StringSliceVar(&disable, "disable", nil, "rules to switch off (comma-separated)")
 	cmd.Flags().BoolVar(&assumeTypes, "assume-types", false, "without --dsn: assert that the compared columns and the subqueries' outputs are scalar, non-array types of one = operator and that the subqueries cannot fail or have side effects, and rewrite on the text alone")
 	return cmd
+}
+
+// placeSQLError prefixes err, rewrite's refusal of the statement at byte
+// start of raw read from name, with name:line:column where it knows the
+// offset (a *rewrite.SyntaxError; a *rewrite.LimitError's line only).
+func placeSQLError(name, raw string, start int, err error) error {
+	if le := (*rewrite.LimitError)(nil); errors.As(err, &le) {
+		line, _ := rewrite.LineColumn(raw, start+le.Offset)
+		return fmt.Errorf("%s:%d: %w", name, line, le)
+	}
+	if se := (*rewrite.SyntaxError)(nil); errors.As(err, &se) {
+		if se.Offset < 0 {
+			return fmt.Errorf("%s: %w", name, se)
+		}
+		line, col := rewrite.LineColumn(raw, start+se.Offset)
+		return fmt.Errorf("%s:%d:%d: %w", name, line, col, se)
+	}
+	return err
 }
 
 // readSQL returns the SQL of the file or standard input args name,

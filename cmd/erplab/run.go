@@ -18,6 +18,7 @@ import (
 
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/exitcode"
 	"github.com/erplab/erplab/internal/loadtest"
 	wpgbench "github.com/erplab/erplab/internal/pgbench"
 	"github.com/erplab/erplab/internal/results"
@@ -110,7 +111,7 @@ Ctrl-C exits at once).`,
 			if err != nil {
 				if scripts {
 					// pgbench exits 1 for script and option errors.
-					return withCode(exitError, err)
+					return exitcode.Override(exitcode.Error, err)
 				}
 				return withCode(exitUsage, err)
 			}
@@ -119,31 +120,21 @@ Ctrl-C exits at once).`,
 				prev := runtime.GOMAXPROCS(f.scripts.jobs)
 				defer runtime.GOMAXPROCS(prev)
 			}
+			// Its error carries its exit code (interrupted, results
+			// incomplete, not answering or lost: loadtest and engine).
 			res, err := loadtest.Run(cmd.Context(), opts, cmd.OutOrStdout())
-			if errors.Is(err, loadtest.ErrInterrupted) {
-				return withCode(exitInterrupted, err)
-			}
-			switch {
-			case errors.Is(err, loadtest.ErrResultsIncomplete):
-				return withCode(exitResults, err)
-			case errors.Is(err, engine.ErrNotAnswering):
-				return withCode(exitNotAnswering, err)
-			}
-			if err != nil {
-				if res != nil && errors.Is(err, engine.ErrAborted) {
+			if err != nil && res != nil && !errors.Is(err, loadtest.ErrResultsIncomplete) && !errors.Is(err, engine.ErrNotAnswering) {
+				if errors.Is(err, engine.ErrAborted) {
 					err = fmt.Errorf("%w; results so far: %s", err, res.Path)
 				}
-				switch {
-				case res != nil && scripts && (errors.Is(err, engine.ErrAborted) || errors.Is(err, engine.ErrServerGone)):
-					return withCode(exitScriptRun, err) // pgbench's clients aborted
-				case res != nil && errors.Is(err, engine.ErrServerGone):
-					// Gone (unreachable, shutting down, not back from
-					// recovery): a server fault, as not answering.
-					return withCode(exitNotAnswering, err)
+				if scripts && (errors.Is(err, engine.ErrAborted) || errors.Is(err, engine.ErrServerGone)) {
+					return exitcode.Override(exitcode.ScriptRun, err) // pgbench's clients aborted, a lost server too
 				}
+			}
+			if err != nil {
 				return err
 			}
-			if res.Doc.Status == "interrupted" {
+			if res.Doc.Status == results.StatusInterrupted {
 				return withCode(exitInterrupted, fmt.Errorf("interrupted; results so far: %s", res.Path))
 			}
 			if scripts {

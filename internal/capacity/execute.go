@@ -16,6 +16,7 @@ import (
 
 	"github.com/erplab/erplab/internal/compare"
 	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/exitcode"
 	"github.com/erplab/erplab/internal/hostfacts"
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/results"
@@ -63,7 +64,7 @@ type Config struct {
 // search ended on Ctrl-C or because the server failed; the document
 // holds every finished step and the capacity known so far.
 var (
-	ErrInterrupted  = errors.New("capacity search interrupted")
+	ErrInterrupted  = exitcode.New(exitcode.Interrupted, "capacity search interrupted")
 	ErrServerFailed = errors.New("the server failed during the capacity search")
 	// ErrDiskFull: a step could not write (its results, its log, or the
 	// server its files) because a disk is full; not the server's capacity.
@@ -326,7 +327,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 			break
 		}
 		d := res.Doc
-		if d.Status == "interrupted" {
+		if d.Status == results.StatusInterrupted {
 			search.Cancel(fmt.Sprintf("during the step at %s %s (its partial results: %s, not judged)", fmtLoad(load), unit, res.Path))
 			runErr = ErrInterrupted
 			break

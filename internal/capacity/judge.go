@@ -103,9 +103,9 @@ func refusedState(code string) bool {
 // criterion.
 func Judge(d *results.Document, est *compare.Estimates, res Resources, t Target, g Generator) Judgement {
 	j := Judgement{Apdex: est.Integral, target: t.Apdex, GeneratorCPU: math.NaN()}
-	if d.Status != "completed" {
-		j.Outcome, j.Detail = OutcomeServer, d.Status
-		j.Reasons = []string{d.Status}
+	if d.Status != results.StatusCompleted {
+		j.Outcome, j.Detail = OutcomeServer, string(d.Status)
+		j.Reasons = []string{string(d.Status)}
 		return j
 	}
 	if gen, why := generatorSaturated(res, t, g); gen {

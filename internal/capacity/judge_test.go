@@ -99,7 +99,7 @@ func TestJudgeOtherCriteria(t *testing.T) {
 	// A run that did not complete: the server failed.
 	e = *d
 	e.Status = "aborted: server gone for 30s"
-	if j = Judge(&e, est, res, target, idle()); j.Outcome != OutcomeServer || j.Detail != e.Status {
+	if j = Judge(&e, est, res, target, idle()); j.Outcome != OutcomeServer || j.Detail != string(e.Status) {
 		t.Fatalf("aborted: %+v", j)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/workload"
 )
 
@@ -54,7 +55,7 @@ type controller struct {
 // loop runs the load model x from the recorder's start to the end of the
 // run and returns how it ended.
 func (e *run) loop(ctx context.Context, x executor) (Outcome, error) {
-	c := &controller{run: e, exec: x, ctx: ctx, start: e.rec.Start(), nextID: 1, out: Outcome{Status: "completed"}}
+	c := &controller{run: e, exec: x, ctx: ctx, start: e.rec.Start(), nextID: 1, out: Outcome{Status: results.StatusCompleted}}
 	c.runCtx, c.cancelOps = context.WithCancel(context.WithoutCancel(ctx))
 	defer c.cancelOps()
 	c.ticker = time.NewTicker(e.cfg.Tick)
@@ -86,7 +87,7 @@ func (c *controller) drive() {
 		}
 		select {
 		case <-c.ctx.Done():
-			c.out.Status = "interrupted"
+			c.out.Status = results.StatusInterrupted
 			c.cancelOps()
 			return
 		case <-c.ticker.C:
@@ -226,7 +227,7 @@ func (c *controller) drain() {
 	defer grace.Stop()
 	hard := newHardStop(c.cancelOps)
 	defer hard.stop()
-	if c.abort != nil || c.out.Status == "interrupted" {
+	if c.abort != nil || c.out.Status == results.StatusInterrupted {
 		hard.cancel()
 	}
 	interrupt := c.ctx.Done() // nil once seen
@@ -239,8 +240,8 @@ func (c *controller) drain() {
 		case <-hard.timer.C:
 			c.out.StuckClosed += c.watch.closeInFlight()
 		case <-interrupt:
-			if c.out.Status == "completed" {
-				c.out.Status = "interrupted"
+			if c.out.Status == results.StatusCompleted {
+				c.out.Status = results.StatusInterrupted
 			}
 			hard.cancel()
 			interrupt = nil
@@ -300,11 +301,11 @@ func (c *controller) outcome(end time.Time) (Outcome, error) {
 	out.Elapsed = end.Sub(c.start)
 	out.Cancelled = c.cancelled.Load()
 	out.Unresponsive = c.watch.finish(end, c.start)
-	if c.abort == nil && out.Status == "completed" {
+	if c.abort == nil && out.Status == results.StatusCompleted {
 		out.LostAtEnd = c.lostAtEnd(end, c.start, c.lastState)
 	}
 	if c.abort != nil {
-		out.Status = "aborted: " + abortReason(c.abort)
+		out.Status = results.StatusAborted.Because(abortReason(c.abort))
 		return out, c.abort
 	}
 	return out, nil

@@ -32,6 +32,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/erplab/erplab/internal/exitcode"
 	"github.com/erplab/erplab/internal/opmap"
 	"github.com/erplab/erplab/internal/record"
 	"github.com/erplab/erplab/internal/results"
@@ -206,8 +207,8 @@ type RetryCounter interface {
 
 // Outcome says how the run ended.
 type Outcome struct {
-	// Status is "completed", "interrupted" or "aborted: <reason>".
-	Status string
+	// Status is completed, interrupted or aborted (with its reason).
+	Status results.Status
 	// Elapsed is the wall time from start to the last VU's exit.
 	Elapsed time.Duration
 	// Cancelled counts operations cut short by the end of the run or by
@@ -278,14 +279,16 @@ var ErrAborted = errors.New("run aborted")
 // ErrServerGone is wrapped, with ErrAborted, by Run's error when every
 // operation failed with a connection error (the server unreachable or
 // shutting down) for Config.ServerGone; callers wrap it too when the run
-// ended with the server lost (Outcome.LostAtEnd).
-var ErrServerGone = errors.New("lost the server")
+// ended with the server lost (Outcome.LostAtEnd). It carries
+// exitcode.ServerNotAnswering: a server fault, as not answering.
+var ErrServerGone = exitcode.New(exitcode.ServerNotAnswering, "lost the server")
 
 // ErrNotAnswering is wrapped, with ErrAborted, by Run's error when the
 // server answered nothing for Config.ServerGone while operations were in
 // flight (see ServerNotAnswering); callers wrap it too when the run ended
-// with the server not answering (Outcome.NotAnsweringAtEnd).
-var ErrNotAnswering = errors.New("the server stopped answering")
+// with the server not answering (Outcome.NotAnsweringAtEnd). It carries
+// exitcode.ServerNotAnswering.
+var ErrNotAnswering = exitcode.New(exitcode.ServerNotAnswering, "the server stopped answering")
 
 // Run executes the load profile against pool until the stages end (or
 // every VU has stopped on its own: cfg.TxPerVU done, workload.ErrStopVU)

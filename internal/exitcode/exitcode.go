@@ -51,16 +51,17 @@ func Table() []Entry {
 }
 
 // Coder is implemented by errors that carry an exit code. Of finds it
-// with errors.As anywhere in an error's chain.
+// anywhere in an error's chain (first code wins).
 type Coder interface {
 	error
 	ExitCode() Code
 }
 
-// coded is the error With returns.
+// coded is the error With, New and Override return.
 type coded struct {
-	code Code
-	err  error
+	code     Code
+	err      error
+	override bool
 }
 
 func (e *coded) Error() string  { return e.err.Error() }
@@ -68,7 +69,8 @@ func (e *coded) Unwrap() error  { return e.err }
 func (e *coded) ExitCode() Code { return e.code }
 
 // With returns err carrying code: its message and chain are err's
-// (errors.Is/As see through it). With of a nil err is nil.
+// (errors.Is/As see through it). With of a nil err is nil. A code err
+// already carries wins over code (see Of).
 func With(code Code, err error) error {
 	if err == nil {
 		return nil
@@ -76,15 +78,67 @@ func With(code Code, err error) error {
 	return &coded{code: code, err: err}
 }
 
-// Of returns the exit code for err: OK for nil, the code of the outermost
-// Coder in its chain, Error when none carries one.
+// New returns a new error with text msg that carries code: the sentinel
+// of a condition whose code is known where it is declared
+// (errors.Is(err, ErrX) finds it through any wrapping).
+func New(code Code, msg string) error {
+	return &coded{code: code, err: errors.New(msg)}
+}
+
+// Override returns err carrying code in place of every code its chain
+// carries: the one exception to "first code wins", for a command that
+// speaks another program's codes (run's script mode exits as pgbench,
+// 2 for a lost server). Override of a nil err is nil.
+func Override(code Code, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &coded{code: code, err: err, override: true}
+}
+
+// Of returns the exit code for err: OK for nil, Error when nothing in its
+// chain carries a code, else the code attached first: the innermost
+// Coder, where the condition was detected, wins over any code a caller
+// wrapped around it later (With(Interrupted, fmt.Errorf("x: %w",
+// With(Usage, e))) is Usage). Of walks the chain as errors.As does, depth
+// first, and in a joined error (errors.Join, several %w) the first member
+// that carries a code wins. An Override met on the way ends the walk with
+// its code.
 func Of(err error) Code {
 	if err == nil {
 		return OK
 	}
-	var c Coder
-	if errors.As(err, &c) {
-		return c.ExitCode()
+	if c, ok := first(err); ok {
+		return c
 	}
 	return Error
+}
+
+// first is the code attached first in err's tree (see Of) and whether
+// any is.
+func first(err error) (Code, bool) {
+	if c, ok := err.(*coded); ok && c.override {
+		return c.code, true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		if inner := u.Unwrap(); inner != nil {
+			if c, ok := first(inner); ok {
+				return c, true
+			}
+		}
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if e == nil {
+				continue
+			}
+			if c, ok := first(e); ok {
+				return c, true
+			}
+		}
+	}
+	if c, ok := err.(Coder); ok {
+		return c.ExitCode(), true
+	}
+	return 0, false
 }

@@ -11,6 +11,7 @@ import (
 
 func TestOf(t *testing.T) {
 	base := errors.New("boom")
+	sentinel := New(ServerNotAnswering, "the server stopped answering")
 	for _, c := range []struct {
 		name string
 		err  error
@@ -20,12 +21,36 @@ func TestOf(t *testing.T) {
 		{"plain", base, Error},
 		{"coded", With(Usage, base), Usage},
 		{"wrapped after coding", fmt.Errorf("run: %w", With(Threshold, base)), Threshold},
-		{"outermost wins", With(Interrupted, fmt.Errorf("x: %w", With(Usage, base))), Interrupted},
+		{"first code wins", With(Interrupted, fmt.Errorf("x: %w", With(Usage, base))), Usage},
+		{"sentinel", fmt.Errorf("run: %w", sentinel), ServerNotAnswering},
+		{"sentinel wins over a later code", With(Error, fmt.Errorf("run: %w", sentinel)), ServerNotAnswering},
 		{"joined", errors.Join(base, With(CheckFailed, base)), CheckFailed},
+		{"joined: first member with a code", errors.Join(base, With(Threshold, base), With(CheckFailed, base)), Threshold},
+		{"two %w: first member with a code", fmt.Errorf("%w: %w: %w", base, sentinel, With(Usage, base)), ServerNotAnswering},
+		{"innermost in the first member", errors.Join(With(Usage, fmt.Errorf("y: %w", sentinel)), With(Threshold, base)), ServerNotAnswering},
+		{"override", Override(ScriptRun, fmt.Errorf("x: %w", sentinel)), ScriptRun},
+		{"override wrapped", With(Threshold, fmt.Errorf("y: %w", Override(ScriptRun, sentinel))), ScriptRun},
 	} {
 		if got := Of(c.err); got != c.want {
 			t.Errorf("%s: Of = %d, want %d", c.name, got, c.want)
 		}
+	}
+}
+
+// A sentinel made by New is found by errors.Is through wrapping and
+// reads as its text; With and Override of nil are nil.
+func TestNewSentinel(t *testing.T) {
+	s := New(Interrupted, "interrupted before the load test started")
+	other := New(Interrupted, "interrupted before the load test started")
+	err := fmt.Errorf("capacity: %w", s)
+	if !errors.Is(err, s) || errors.Is(err, other) || s.Error() != "interrupted before the load test started" {
+		t.Errorf("New: errors.Is or the text is wrong: %v", err)
+	}
+	if Override(Usage, nil) != nil {
+		t.Error("Override(code, nil) is not nil")
+	}
+	if !errors.Is(Override(ScriptRun, err), s) {
+		t.Error("Override hides the chain")
 	}
 }
 

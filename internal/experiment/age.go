@@ -11,6 +11,7 @@ import (
 
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/runenv"
 	"github.com/erplab/erplab/internal/workload"
 )
@@ -73,13 +74,13 @@ func runAge(ctx context.Context, cfg Config, p Prepared, out io.Writer) (*Aging,
 	users := engine.MaxTarget(opts.Stages)
 	fmt.Fprintf(out, "age: %s of the load at %d users in %s before the measured run (not measured)\n", cfg.Age, users, p.Database)
 	res, err := loadtest.Run(ctx, opts, io.Discard)
-	if err == nil && res != nil && res.Doc.Status == "interrupted" {
+	if err == nil && res != nil && res.Doc.Status == results.StatusInterrupted {
 		err = errors.New("interrupted")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("age: %w", err)
 	}
-	a := &Aging{Seconds: cfg.Age.Seconds(), Users: users, Status: res.Doc.Status, StartedAt: res.Doc.StartedAt, EndedAt: res.Doc.EndedAt}
+	a := &Aging{Seconds: cfg.Age.Seconds(), Users: users, Status: string(res.Doc.Status), StartedAt: res.Doc.StartedAt, EndedAt: res.Doc.EndedAt}
 	for _, op := range res.Doc.Operations {
 		a.Operations += op.Count + op.WarmupCount
 		a.Errors += op.Errors

@@ -407,7 +407,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Outcome, error) {
 			return oc, fmt.Errorf("%s round %d: %w", v.Name, round, err)
 		}
 		oc.Runs = append(oc.Runs, *rr)
-		if rr.Doc.Status == "interrupted" {
+		if rr.Doc.Status == results.StatusInterrupted {
 			return oc, fmt.Errorf("%s round %d: interrupted; results so far: %s", v.Name, round, rr.Path)
 		}
 	}

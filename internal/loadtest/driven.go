@@ -50,7 +50,7 @@ func drive(ctx context.Context, opts Options, d workload.Driver, dsn string, str
 	}
 	defer stream.Close()
 	head := &results.Document{Format: results.Format, Schema: results.SchemaVersion, Version: opts.Version,
-		CommandLine: conninfo.RedactArgs(opts.CommandLine), Workload: opts.Workload.Name(), Status: "running", RunID: opts.RunID}
+		CommandLine: conninfo.RedactArgs(opts.CommandLine), Workload: opts.Workload.Name(), Status: results.StatusRunning, RunID: opts.RunID}
 	if err := stream.Write(results.StreamLine{Type: "header", Header: head}); err != nil {
 		return nil, err
 	}

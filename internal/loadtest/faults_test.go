@@ -168,7 +168,7 @@ func TestFrozenServerIsReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(doc.Status, "stalled: ") || len(doc.ServerUnresponsive) != 1 {
+	if !strings.HasPrefix(string(doc.Status), "stalled: ") || len(doc.ServerUnresponsive) != 1 {
 		t.Fatalf("status %q, unresponsive %+v", doc.Status, doc.ServerUnresponsive)
 	}
 	// The span starts at the last answer before the freeze (at 2 s).
@@ -203,7 +203,7 @@ func TestFrozenServerAbortsAfterServerGone(t *testing.T) {
 	if took > 30*time.Second {
 		t.Errorf("run took %s with --server-gone-after 6s", took)
 	}
-	if !strings.HasPrefix(res.Doc.Status, "aborted: the server stopped answering at t=") || len(res.Doc.ServerUnresponsive) != 1 {
+	if !strings.HasPrefix(string(res.Doc.Status), "aborted: the server stopped answering at t=") || len(res.Doc.ServerUnresponsive) != 1 {
 		t.Fatalf("status %q, unresponsive %+v", res.Doc.Status, res.Doc.ServerUnresponsive)
 	}
 	t.Logf("frozen at 1 s, --server-gone-after 6s: aborted, returned after %s", took.Round(100*time.Millisecond))
@@ -295,7 +295,7 @@ func TestServerNotBackIsLost(t *testing.T) {
 	if !errors.Is(err, engine.ErrServerGone) || errors.Is(err, engine.ErrAborted) || res == nil {
 		t.Fatalf("err %v, want ErrServerGone without ErrAborted\n%s", err, s)
 	}
-	if !strings.HasPrefix(res.Doc.Status, "lost: no operation succeeded from t=") || !strings.HasSuffix(res.Doc.Status, " s to the end (the server was starting up / in recovery and had not come back)") {
+	if !strings.HasPrefix(string(res.Doc.Status), "lost: no operation succeeded from t=") || !strings.HasSuffix(string(res.Doc.Status), " s to the end (the server was starting up / in recovery and had not come back)") {
 		t.Fatalf("status %q\n%s", res.Doc.Status, s)
 	}
 	if !strings.Contains(s, "[server starting up / in recovery for 5 s]") {

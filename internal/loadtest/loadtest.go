@@ -22,6 +22,7 @@ import (
 
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/exitcode"
 	"github.com/erplab/erplab/internal/hostfacts"
 	"github.com/erplab/erplab/internal/record"
 	"github.com/erplab/erplab/internal/results"
@@ -227,13 +228,15 @@ type Environment struct {
 
 // ErrInterrupted is returned when ctx was cancelled before the load test
 // started (e.g. Ctrl-C during initdb or set-up); nothing is left behind.
-var ErrInterrupted = errors.New("interrupted before the load test started; nothing was left behind")
+// It carries exitcode.Interrupted.
+var ErrInterrupted = exitcode.New(exitcode.Interrupted, "interrupted before the load test started; nothing was left behind")
 
 // ErrResultsIncomplete is wrapped by Run's error when a results file
 // could not be written (a full disk): the stream stopped mid-run, or the
 // final document failed. The summary was printed all the same, and what
-// was written is valid (results.Validate).
-var ErrResultsIncomplete = errors.New("results incomplete")
+// was written is valid (results.Validate). It carries
+// exitcode.ResultsIncomplete.
+var ErrResultsIncomplete = exitcode.New(exitcode.ResultsIncomplete, "results incomplete")
 
 // Result is what Run returns: the document and where it was written.
 // Path is "" when the document could not be written (see
@@ -437,7 +440,7 @@ func (r *runState) document() {
 	r.params.TxPerVU = opts.TxPerVU
 	doc := &results.Document{
 		Format: results.Format, Schema: results.SchemaVersion, Version: opts.Version, CommandLine: conninfo.RedactArgs(opts.CommandLine),
-		Workload: opts.Workload.Name(), Status: "running",
+		Workload: opts.Workload.Name(), Status: results.StatusRunning,
 	}
 	doc.Environment, _ = json.Marshal(r.env)
 	doc.Parameters, _ = json.Marshal(r.params)
@@ -579,18 +582,18 @@ func (r *runState) finish(ctx context.Context, outcome engine.Outcome, runErr er
 }
 
 // runStatus is the document's status of a run with this outcome.
-func runStatus(outcome engine.Outcome, abortedBy func() string) string {
+func runStatus(outcome engine.Outcome, abortedBy func() string) results.Status {
 	status := outcome.Status
-	if outcome.NotAnsweringAtEnd() && status == "completed" {
+	if outcome.NotAnsweringAtEnd() && status == results.StatusCompleted {
 		sp := outcome.Unresponsive[len(outcome.Unresponsive)-1]
-		status = fmt.Sprintf("stalled: the server answered nothing from t=%s s to the end (%d operations waiting)", fmtSeconds(sp.FromS), sp.MaxWaiting)
+		status = results.StatusStalled.Because(fmt.Sprintf("the server answered nothing from t=%s s to the end (%d operations waiting)", fmtSeconds(sp.FromS), sp.MaxWaiting))
 	}
-	if l := outcome.LostAtEnd; l != nil && status == "completed" {
-		status = fmt.Sprintf("lost: no operation succeeded from t=%s s to the end (%s)", fmtSeconds(l.FromS), l.Condition.Gone())
+	if l := outcome.LostAtEnd; l != nil && status == results.StatusCompleted {
+		status = results.StatusLost.Because(fmt.Sprintf("no operation succeeded from t=%s s to the end (%s)", fmtSeconds(l.FromS), l.Condition.Gone()))
 	}
-	if abortedBy != nil && status == "completed" {
+	if abortedBy != nil && status == results.StatusCompleted {
 		if why := abortedBy(); why != "" {
-			status = "aborted: " + why
+			status = results.StatusAborted.Because(why)
 		}
 	}
 	return status
@@ -627,10 +630,10 @@ func (r *runState) write(runErr error) (*Result, error) {
 		return res, writeErr
 	case runErr != nil:
 		return res, runErr
-	case outcome.NotAnsweringAtEnd() && outcome.Status == "completed":
+	case outcome.NotAnsweringAtEnd() && outcome.Status == results.StatusCompleted:
 		return res, fmt.Errorf("%w at t=%s s and had not answered by the end of the run%s",
 			engine.ErrNotAnswering, fmtSeconds(outcome.Unresponsive[len(outcome.Unresponsive)-1].FromS), resultsAt(files.path))
-	case strings.HasPrefix(doc.Status, "lost: "):
+	case doc.Status.Kind() == results.StatusLost:
 		return res, fmt.Errorf("%w: no operation succeeded from t=%s s to the end of the run (%s)%s",
 			engine.ErrServerGone, fmtSeconds(outcome.LostAtEnd.FromS), outcome.LostAtEnd.Condition.Gone(), resultsAt(files.path))
 	}

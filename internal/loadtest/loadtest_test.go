@@ -210,7 +210,7 @@ func TestServerGoneMidRunKeepsResults(t *testing.T) {
 	if rerr != nil {
 		t.Fatal(rerr)
 	}
-	if !strings.HasPrefix(doc.Status, "aborted: lost the server") || doc.Totals.Count-doc.Totals.Errors < 20 {
+	if !strings.HasPrefix(string(doc.Status), "aborted: lost the server") || doc.Totals.Count-doc.Totals.Errors < 20 {
 		t.Fatalf("status %q, %d ok operations kept", doc.Status, doc.Totals.Count-doc.Totals.Errors)
 	}
 }

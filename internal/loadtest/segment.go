@@ -290,10 +290,10 @@ func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }
 // a status other than completed, the server unanswering until the end.
 func incompleteReasons(doc *results.Document, outcome engine.Outcome) []string {
 	var why []string
-	if doc.Status != "completed" {
-		why = append(why, "run "+doc.Status)
+	if doc.Status != results.StatusCompleted {
+		why = append(why, "run "+string(doc.Status))
 	}
-	if outcome.NotAnsweringAtEnd() && doc.Status == "completed" {
+	if outcome.NotAnsweringAtEnd() && doc.Status == results.StatusCompleted {
 		why = append(why, "lost the server: it answered nothing until the end")
 	}
 	return why

@@ -68,7 +68,7 @@ type operation struct {
 
 // document builds the results document from the recorder, as `erplab run`
 // does, with the fidelity in extra.replay.
-func (r *replay) document(env environment, end time.Time, status string) (*results.Document, Fidelity) {
+func (r *replay) document(env environment, end time.Time, status results.Status) (*results.Document, Fidelity) {
 	o := r.opts
 	params := parameters{
 		Workload: Workload, Source: string(o.Header.Source), Speed: o.Speed, UsersX: o.UsersX,

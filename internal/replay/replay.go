@@ -80,12 +80,12 @@ func Run(ctx context.Context, src iter.Seq2[capture.Event, error], opts Options)
 	r.runSessions(rctx)
 	end := time.Now()
 	r.intervals(r.rec.Finish(end))
-	status := "completed"
+	status := results.StatusCompleted
 	switch {
 	case ctx.Err() != nil:
-		status = "interrupted"
+		status = results.StatusInterrupted
 	case rctx.Err() != nil:
-		status = "aborted: " + context.Cause(rctx).Error()
+		status = results.StatusAborted.Because(context.Cause(rctx).Error())
 	}
 	doc, fid := r.document(env, end, status)
 	return &Result{Doc: doc, Fidelity: fid}, nil

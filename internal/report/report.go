@@ -137,7 +137,7 @@ func summarize(r Run) summaryRow {
 		conns = fmt.Sprint(p.Connections)
 	}
 	s := summaryRow{
-		Name: r.Name, Workload: r.Doc.Workload, Status: r.Doc.Status,
+		Name: r.Name, Workload: r.Doc.Workload, Status: string(r.Doc.Status),
 		Started:  r.Doc.StartedAt.UTC().Format(time.RFC3339),
 		Duration: r.Doc.EndedAt.Sub(r.Doc.StartedAt).Round(100 * time.Millisecond).String(),
 		MaxVUs:   fmt.Sprint(p.MaxVUs), Connections: conns,

@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/erplab/erplab/internal/exitcode"
 )
 
 // ErrIncomplete is wrapped by Merge's error when the set of segments is
 // incomplete (a piece missing, or one marked incomplete) and partial
-// merges were not allowed.
-var ErrIncomplete = errors.New("incomplete set of segments")
+// merges were not allowed. It carries exitcode.ResultsIncomplete.
+var ErrIncomplete = exitcode.New(exitcode.ResultsIncomplete, "incomplete set of segments")
 
 // MergeOptions tune Merge.
 type MergeOptions struct {
@@ -135,7 +137,7 @@ func Merge(docs []*Document, opts MergeOptions) (*Document, error) {
 			}
 			incomplete = append(incomplete, fmt.Sprintf("segment %s restarted (%d attempts: %s)", docs[i].Segment.Label(), len(attempts), strings.Join(restartNames, ", ")))
 			why := "the latest, none completed"
-			if docs[i].Status == "completed" {
+			if docs[i].Status == StatusCompleted {
 				why = "completed"
 			}
 			notes = append(notes, fmt.Sprintf("segment %s: used the attempt %s (%s), left out %s", docs[i].Segment.Label(), name(i), why, strings.Join(left, ", ")))
@@ -155,9 +157,9 @@ func Merge(docs []*Document, opts MergeOptions) (*Document, error) {
 				why = append(why, r)
 			}
 		}
-		if d.Status != "completed" && !slices.Contains(why, "run "+d.Status) {
+		if d.Status != StatusCompleted && !slices.Contains(why, "run "+string(d.Status)) {
 			// e.g. a killed agent's stream, rebuilt by Read
-			why = append(why, "run "+d.Status)
+			why = append(why, "run "+string(d.Status))
 		}
 		if len(why) > 0 {
 			incomplete = append(incomplete, fmt.Sprintf("segment %s %s", d.Segment.Label(), strings.Join(why, "; ")))
@@ -210,7 +212,7 @@ func Merge(docs []*Document, opts MergeOptions) (*Document, error) {
 		mi.Segments = append(mi.Segments, s)
 	}
 	out.Merged = mi
-	out.Status = "completed"
+	out.Status = StatusCompleted
 	if mi.Partial {
 		// Every segment whose status is not completed is in incomplete.
 		var why []string
@@ -218,7 +220,7 @@ func Merge(docs []*Document, opts MergeOptions) (*Document, error) {
 			why = append(why, "segment "+strings.Join(missing, ", ")+" missing")
 		}
 		why = append(why, incomplete...)
-		out.Status = "partial (--allow-partial): " + strings.Join(why, "; ")
+		out.Status = StatusPartial.Because(strings.Join(why, "; "))
 	}
 	return out, nil
 }
@@ -248,7 +250,7 @@ func pickAttempt(docs []*Document, attempts []int) int {
 	best := -1
 	better := func(a, b int) bool { // a after b
 		da, db := docs[a], docs[b]
-		if ca, cb := da.Status == "completed", db.Status == "completed"; ca != cb {
+		if ca, cb := da.Status == StatusCompleted, db.Status == StatusCompleted; ca != cb {
 			return ca
 		}
 		if da.Segment.Restart != db.Segment.Restart {

@@ -125,7 +125,7 @@ func TestMergeRefusals(t *testing.T) {
 		t.Errorf("missing segment: %v does not wrap ErrIncomplete", err)
 	}
 	p, err := Merge([]*Document{d[0], d[2]}, MergeOptions{AllowPartial: true})
-	if err != nil || !p.Merged.Partial || len(p.Merged.Missing) != 1 || p.Merged.Missing[0] != "2/3" || !strings.HasPrefix(p.Status, "partial") {
+	if err != nil || !p.Merged.Partial || len(p.Merged.Missing) != 1 || p.Merged.Missing[0] != "2/3" || !strings.HasPrefix(string(p.Status), "partial") {
 		t.Errorf("--allow-partial: %v, %+v, status %q", err, p.Merged, p.Status)
 	}
 	_, err = Merge([]*Document{d[0], d[1]}, MergeOptions{})
@@ -163,7 +163,7 @@ func TestMergeRefusals(t *testing.T) {
 	d[2].Segment.Incomplete = []string{"late start: began 3s after --start-at"}
 	_, err = Merge(d, MergeOptions{})
 	oneLine(t, err, "segment 3/3 late start")
-	if p, err := Merge(d, MergeOptions{AllowPartial: true}); err != nil || !p.Merged.Partial || !strings.Contains(p.Status, "late start") {
+	if p, err := Merge(d, MergeOptions{AllowPartial: true}); err != nil || !p.Merged.Partial || !strings.Contains(string(p.Status), "late start") {
 		t.Errorf("--allow-partial with an incomplete segment: %v, status %q", err, p.Status)
 	}
 }
@@ -239,7 +239,7 @@ func TestMergeRestartedSegment(t *testing.T) {
 	if want := []string{"segment 3/3: used the attempt c2 (completed), left out c"}; !slices.Equal(m.Merged.Notes, want) {
 		t.Errorf("notes %q, want %q", m.Merged.Notes, want)
 	}
-	if want := "partial (--allow-partial): segment 3/3 restarted (2 attempts: c, c2)"; m.Status != want || !m.Merged.Partial {
+	if want := "partial (--allow-partial): segment 3/3 restarted (2 attempts: c, c2)"; string(m.Status) != want || !m.Merged.Partial {
 		t.Errorf("status %q, want %q", m.Status, want)
 	}
 	// No attempt completed: the latest is used.
@@ -248,7 +248,7 @@ func TestMergeRestartedSegment(t *testing.T) {
 	if err != nil || m.Merged.Segments[2].File != "c2" || !strings.Contains(m.Merged.Notes[0], "(the latest, none completed)") {
 		t.Errorf("no completed attempt: %v, notes %q", err, m.Merged.Notes)
 	}
-	if want := "partial (--allow-partial): segment 3/3 restarted (2 attempts: c, c2); segment 3/3 run interrupted"; m.Status != want {
+	if want := "partial (--allow-partial): segment 3/3 restarted (2 attempts: c, c2); segment 3/3 run interrupted"; string(m.Status) != want {
 		t.Errorf("status %q, want %q", m.Status, want)
 	}
 
@@ -256,13 +256,13 @@ func TestMergeRestartedSegment(t *testing.T) {
 	d = readSegments(t)
 	d[1].Status, d[1].Segment.Incomplete = "interrupted", []string{"run interrupted"}
 	m, err = Merge(d, MergeOptions{AllowPartial: true})
-	if want := "partial (--allow-partial): segment 2/3 run interrupted"; err != nil || m.Status != want {
+	if want := "partial (--allow-partial): segment 2/3 run interrupted"; err != nil || string(m.Status) != want {
 		t.Errorf("interrupted agent: %v, status %q, want %q", err, m.Status, want)
 	}
 	d = readSegments(t)
 	d[0].Segment.Incomplete = []string{"late start: began 3s after --start-at"}
 	m, err = Merge(d[:2], MergeOptions{AllowPartial: true})
-	if want := "partial (--allow-partial): segment 3/3 missing; segment 1/3 late start: began 3s after --start-at"; err != nil || m.Status != want {
+	if want := "partial (--allow-partial): segment 3/3 missing; segment 1/3 late start: began 3s after --start-at"; err != nil || string(m.Status) != want {
 		t.Errorf("late and missing: %v, status %q, want %q", err, m.Status, want)
 	}
 }

@@ -122,7 +122,7 @@ func Rebuild(header *Document, series []Interval) (*Document, error) {
 	}
 	scored := max(end-p.WarmupS, 0)
 	d.EndedAt = d.StartedAt.Add(time.Duration(end * float64(time.Second)))
-	d.Status = fmt.Sprintf("killed: stream ended at t=%gs without a summary", end)
+	d.Status = StatusKilled.Because(fmt.Sprintf("stream ended at t=%gs without a summary", end))
 	d.Totals = Totals{ScoredSeconds: scored}
 	d.Operations = make([]OpResult, 0, len(order))
 	allExact := true

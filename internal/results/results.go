@@ -132,7 +132,7 @@ type Document struct {
 	// Status is "completed", "interrupted" (Ctrl-C), or "aborted: <why>";
 	// "running" in the stream's header; "killed: <why>" when Read rebuilt
 	// the document from the stream of a run that left no summary.
-	Status      string          `json:"status"`
+	Status      Status          `json:"status"`
 	Environment json.RawMessage `json:"environment,omitempty"`
 	Parameters  json.RawMessage `json:"parameters,omitempty"`
 	Operations  []OpResult      `json:"operations"`
@@ -247,7 +247,7 @@ type MergeInfo struct {
 type MergedSegment struct {
 	SegmentInfo
 	File   string    `json:"file,omitempty"`
-	Status string    `json:"status"`
+	Status Status    `json:"status"`
 	Agent  *AgentCPU `json:"agent,omitempty"`
 	// Extra holds the segment's own sections of extra, those that were
 	// not the same in every segment (its machine's stress, its view of

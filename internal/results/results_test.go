@@ -97,7 +97,7 @@ func TestReadKilledStream(t *testing.T) {
 			if len(d.Series) != len(ivs) || len(ivs) != 6 {
 				t.Fatalf("%d intervals, want %d (6)", len(d.Series), len(ivs))
 			}
-			if want := "killed: stream ended at t=6s without a summary"; d.Status != want {
+			if want := "killed: stream ended at t=6s without a summary"; string(d.Status) != want {
 				t.Errorf("status %q, want %q", d.Status, want)
 			}
 			var total int64
@@ -158,7 +158,7 @@ func TestReadOldFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasSuffix(k.Status, "(intervals of schema 1: no APDEX or latencies)") {
+	if !strings.HasSuffix(string(k.Status), "(intervals of schema 1: no APDEX or latencies)") {
 		t.Errorf("status %q", k.Status)
 	}
 	ref, err := Read("testdata/killed.jsonl")

@@ -31,7 +31,7 @@ func Validate(d *Document) error {
 		return fmt.Errorf("status: missing")
 	}
 	// A rebuild from intervals without zones (schema 1) has no APDEX.
-	noZones := strings.HasPrefix(d.Status, "killed")
+	noZones := strings.HasPrefix(string(d.Status), string(StatusKilled))
 	var sum Totals
 	seen := map[string]bool{}
 	for i, op := range d.Operations {

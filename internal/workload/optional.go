@@ -2,13 +2,13 @@ package workload
 
 import (
 	"context"
-	"errors"
 	"github.com/erplab/erplab/internal/opmap"
 	"io"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/erplab/erplab/internal/exitcode"
 	"github.com/erplab/erplab/internal/results"
 )
 
@@ -92,8 +92,9 @@ type Checker interface {
 }
 
 // ErrCheckFailed is wrapped by [Checker.CheckData] errors when the data
-// is inconsistent (`erplab check` exits 3).
-var ErrCheckFailed = errors.New("data check failed")
+// is inconsistent: it carries exitcode.CheckFailed (`erplab check` exits
+// 3), as CheckFailed's errors do.
+var ErrCheckFailed = exitcode.New(exitcode.CheckFailed, "data check failed")
 
 // CheckFailed returns an error saying msg that wraps ErrCheckFailed, for
 // [Checker.CheckData].
@@ -101,8 +102,9 @@ func CheckFailed(msg string) error { return checkFailed(msg) }
 
 type checkFailed string
 
-func (e checkFailed) Error() string        { return string(e) }
-func (e checkFailed) Is(target error) bool { return target == ErrCheckFailed }
+func (e checkFailed) Error() string           { return string(e) }
+func (e checkFailed) Is(target error) bool    { return target == ErrCheckFailed }
+func (e checkFailed) ExitCode() exitcode.Code { return exitcode.CheckFailed }
 
 // Driver is implemented by workloads that drive their own load instead of
 // the engine's virtual users: a replay of captured sessions

@@ -33,6 +33,7 @@ import (
 
 	"github.com/erplab/erplab/internal/compare"
 	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/exitcode"
 	"github.com/erplab/erplab/internal/proxy"
 	"github.com/erplab/erplab/internal/versus/floor"
 )
@@ -200,8 +201,10 @@ func Run(ctx context.Context, opts Options) ([]Result, error) {
 					}
 					if ctx.Err() != nil {
 						// The signal (main's Interruption) is the cause, not
-						// pgbench's exit status.
-						return out, fmt.Errorf("proxybench: stopped during %s, -M %s -c %d: %w", t.name, mode, c, context.Cause(ctx))
+						// pgbench's exit status; it exits Interrupted as every
+						// command but pgbench, whatever the signal (the
+						// Interruption's own 128+N code is pgbench's).
+						return out, exitcode.With(exitcode.Interrupted, fmt.Errorf("proxybench: stopped during %s, -M %s -c %d: %v", t.name, mode, c, context.Cause(ctx)))
 					}
 					if err != nil {
 						return out, fmt.Errorf("proxybench: %s, -M %s -c %d: %w", t.name, mode, c, err)
