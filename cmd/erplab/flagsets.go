@@ -29,6 +29,7 @@ type flagGroup struct{ flags map[string]*pflag.Flag }
 func (g *flagGroup) add(fl, decl *pflag.FlagSet, names []string) {
 	g.flags = map[string]*pflag.Flag{}
 	pick := func(f *pflag.Flag) {
+		markSet(f, decl.Name())
 		fl.AddFlag(f)
 		g.flags[f.Name] = f
 	}
@@ -49,6 +50,37 @@ func (g *flagGroup) add(fl, decl *pflag.FlagSet, names []string) {
 func (g *flagGroup) changed(name string) bool {
 	f := g.flags[name]
 	return f != nil && f.Changed
+}
+
+// setAnnotation is the pflag annotation naming the set a flag came from:
+// the command pages list each set's flags under its own heading.
+const setAnnotation = "erplab/flagset"
+
+// setNames are the sets in the order the command pages list them.
+var setNames = []string{"load", "server", "output", "observe"}
+
+func markSet(f *pflag.Flag, set string) {
+	if f.Annotations == nil {
+		f.Annotations = map[string][]string{}
+	}
+	f.Annotations[setAnnotation] = []string{set}
+}
+
+// flagSections splits fl into the command's own flags (key "") and one
+// flag set per shared set that has flags there.
+func flagSections(fl *pflag.FlagSet) map[string]*pflag.FlagSet {
+	out := map[string]*pflag.FlagSet{}
+	fl.VisitAll(func(f *pflag.Flag) {
+		set := ""
+		if v := f.Annotations[setAnnotation]; len(v) == 1 {
+			set = v[0]
+		}
+		if out[set] == nil {
+			out[set] = pflag.NewFlagSet(set, pflag.ContinueOnError)
+		}
+		out[set].AddFlag(f)
+	})
+	return out
 }
 
 // loadFlags is the load set: what runs (--workload with its own options,
@@ -90,7 +122,10 @@ func (s *loadFlags) register(fl *pflag.FlagSet, names ...string) {
 	d.DurationVar(&s.gracefulStop, "graceful-stop", 10*time.Second, "at the end, how long VUs may finish their current operation")
 	d.StringVar(&s.stress, "stress", "", "run stress workers beside the load: vm=2, cpu=1, io=1, vm-bytes=512M, thp=huge|nohuge (see erplab stress)")
 	s.add(fl, d, names)
-	workload.AddFlags(fl) // erp's --temp-style and --separator, pgbench's --protocol and --define
+	workload.AddFlags(fl) // erp's --temp-style and --separator, pgbench's --protocol
+	w := pflag.NewFlagSet("", pflag.ContinueOnError)
+	workload.AddFlags(w)
+	w.VisitAll(func(f *pflag.Flag) { markSet(fl.Lookup(f.Name), d.Name()) })
 }
 
 // serverFlags is the server set: the server to test (--dsn, --dsn-file,
