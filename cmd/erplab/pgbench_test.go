@@ -95,14 +95,7 @@ func TestPgbenchScriptFlags(t *testing.T) {
 func TestPgbenchScriptExitCodes(t *testing.T) {
 	dsn := srv.NewDatabase(t)
 	dir := t.TempDir()
-	bad := filepath.Join(dir, "bad.sql")
-	if err := os.WriteFile(bad, []byte("select 1;\n\\set x 1 +\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	failing := filepath.Join(dir, "fail.sql")
-	if err := os.WriteFile(failing, []byte("select 1/0;\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bad, failing := errorScripts(t, dir)
 	cases := []struct {
 		name string
 		args []string
@@ -141,10 +134,7 @@ func TestPgbenchScriptExitCodes(t *testing.T) {
 func TestPgbenchScriptOrderAndFlagErrors(t *testing.T) {
 	dsn := srv.NewDatabase(t)
 	dir := t.TempDir()
-	file := filepath.Join(dir, "mine.sql")
-	if err := os.WriteFile(file, []byte("select 1;\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	file := writeScript(t, dir, "mine.sql", "select 1;\n")
 	if code, text := exitCode(t, pgbenchCmd(t, dir, dsn, nil, "-i", "-q")); code != 0 {
 		t.Fatalf("-i: exit %d:\n%s", code, text)
 	}
@@ -157,12 +147,8 @@ func TestPgbenchScriptOrderAndFlagErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, op := range doc.Operations {
-		names = append(names, op.Name)
-	}
-	if strings.Join(names, ",") != "mine,select-only,simple-update" {
-		t.Fatalf("operations %v, want command-line order mine,select-only,simple-update", names)
+	if names := opNames(doc); names != "mine,select-only,simple-update" {
+		t.Fatalf("operations %s, want command-line order mine,select-only,simple-update", names)
 	}
 	if !strings.Contains(text, "SQL script 1: "+file) {
 		t.Fatalf("script 1 is not %s:\n%s", file, text)

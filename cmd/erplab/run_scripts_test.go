@@ -60,14 +60,7 @@ func TestRunScriptFlags(t *testing.T) {
 func TestRunScriptExitCodes(t *testing.T) {
 	dsn := srv.NewDatabase(t)
 	dir := t.TempDir()
-	bad := filepath.Join(dir, "bad.sql")
-	if err := os.WriteFile(bad, []byte("select 1;\n\\set x 1 +\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	failing := filepath.Join(dir, "fail.sql")
-	if err := os.WriteFile(failing, []byte("select 1/0;\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	bad, failing := errorScripts(t, dir)
 	cases := []struct {
 		name string
 		args []string
@@ -161,10 +154,7 @@ func TestVsPgbenchCommand(t *testing.T) {
 func TestRunScriptOrderAndFlagErrors(t *testing.T) {
 	dsn := srv.NewDatabase(t)
 	dir := t.TempDir()
-	file := filepath.Join(dir, "mine.sql")
-	if err := os.WriteFile(file, []byte("select 1;\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	file := writeScript(t, dir, "mine.sql", "select 1;\n")
 	out := filepath.Join(dir, "r.json")
 	code, text := exitCode(t, erplab(t, dir, "run", "--dsn", dsn, "--force", "-f", file, "-b", "select-only", "-b", "simple@2",
 		"--users", "1", "--duration", "1s", "--observe=false", "--progress", "0", "--out", out))
@@ -175,12 +165,8 @@ func TestRunScriptOrderAndFlagErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, op := range doc.Operations {
-		names = append(names, op.Name)
-	}
-	if strings.Join(names, ",") != "mine,select-only,simple-update" {
-		t.Fatalf("operations %v, want command-line order mine,select-only,simple-update", names)
+	if names := opNames(doc); names != "mine,select-only,simple-update" {
+		t.Fatalf("operations %s, want command-line order mine,select-only,simple-update", names)
 	}
 	if !strings.Contains(text, "SQL script 1: "+file) {
 		t.Fatalf("script 1 is not %s:\n%s", file, text)
@@ -193,4 +179,30 @@ func TestRunScriptOrderAndFlagErrors(t *testing.T) {
 	if code, _ := exitCode(t, erplab(t, dir, "run", "--workload", "smoke", "--bogus")); code != exitUsage {
 		t.Errorf("a bad flag outside script runs: exit %d, want %d", code, exitUsage)
 	}
+}
+
+// writeScript writes a pgbench script file name into dir; its path.
+func writeScript(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// errorScripts are a script with a syntax error at line 2 (bad.sql) and
+// one that fails at run time with 22012 (fail.sql), in dir.
+func errorScripts(t *testing.T, dir string) (bad, failing string) {
+	t.Helper()
+	return writeScript(t, dir, "bad.sql", "select 1;\n\\set x 1 +\n"), writeScript(t, dir, "fail.sql", "select 1/0;\n")
+}
+
+// opNames are the results' key operations, comma-separated, in order.
+func opNames(doc *results.Document) string {
+	var names []string
+	for _, op := range doc.Operations {
+		names = append(names, op.Name)
+	}
+	return strings.Join(names, ",")
 }
