@@ -388,6 +388,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	fl.BoolVar(&noiseGuard, "noise-guard", true, "compare: withhold decided rows the sides' difference in starvation could explain")
 	fl.Float64Var(&maxForeign, "max-foreign-diff", compare.DefaultMaxForeignDiff, "compare: former foreign CPU guard: negative turns the noise guard off, other values are ignored")
 	_ = fl.MarkDeprecated("max-foreign-diff", "the noise guard judges starvation now; use --noise-guard=false")
+	cmd.SetUsageFunc(groupedUsage) // own flags, then each set's
 	// The shared sets (flagsets.go), less what ab has no use for.
 	f.loadFlags.register(fl, "workload", "scale", "seed", "mix", "users", "ramp", "duration", "stage", "warmup", "think",
 		"connections", "max-errors", "graceful-stop")

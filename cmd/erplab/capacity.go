@@ -123,6 +123,7 @@ interrupted (finished steps kept, capacity so far printed).`,
 	// The shared sets (flagsets.go): the workload, the server, the
 	// observations. The load profile is the search's (--start, --step,
 	// --max-users, --hold, --ramp, --rate, --workers).
+	cmd.SetUsageFunc(groupedUsage) // own flags, then each set's
 	rf.loadFlags.register(fl, "workload", "scale", "seed", "mix", "think", "connections", "max-errors", "graceful-stop", "warmup", "stress")
 	rf.serverFlags.register(fl, "dsn", "dsn-file", "force", "os-user", "server-gone-after")
 	rf.outputFlags.register(fl, "out", "out-mode", "interval")

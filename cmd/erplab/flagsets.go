@@ -1,9 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"io/fs"
+	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/erplab/erplab/internal/engine"
@@ -81,6 +84,30 @@ func flagSections(fl *pflag.FlagSet) map[string]*pflag.FlagSet {
 		out[set].AddFlag(f)
 	})
 	return out
+}
+
+// groupedUsage is the usage (the end of --help) of a command composing
+// the shared sets: cobra's, with the command's own flags first and then
+// each set's under its name, as the command pages list them.
+func groupedUsage(c *cobra.Command) error {
+	w := c.OutOrStderr()
+	fmt.Fprintf(w, "Usage:\n  %s\n", c.UseLine())
+	if c.HasExample() {
+		fmt.Fprintf(w, "\nExamples:\n%s\n", strings.TrimRight(c.Example, "\n"))
+	}
+	secs := flagSections(c.LocalFlags())
+	if own := secs[""]; own != nil && own.HasAvailableFlags() {
+		fmt.Fprintf(w, "\nFlags:\n%s", own.FlagUsages())
+	}
+	for _, name := range setNames {
+		if set := secs[name]; set != nil && set.HasAvailableFlags() {
+			fmt.Fprintf(w, "\nFlags of the %s set:\n%s", name, set.FlagUsages())
+		}
+	}
+	if c.HasAvailableInheritedFlags() {
+		fmt.Fprintf(w, "\nGlobal Flags:\n%s", c.InheritedFlags().FlagUsages())
+	}
+	return nil
 }
 
 // loadFlags is the load set: what runs (--workload with its own options,

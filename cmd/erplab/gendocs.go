@@ -126,7 +126,7 @@ func commandPage(c *cobra.Command) []byte {
 		}
 		for _, name := range setNames {
 			if set := secs[name]; set != nil && set.HasAvailableFlags() {
-				fmt.Fprintf(&b, "## Flags: %s set\n\n```text\n%s```\n\n", name, set.FlagUsages())
+				fmt.Fprintf(&b, "## Flags of the %s set\n\n```text\n%s```\n\n", name, set.FlagUsages())
 			}
 		}
 	}

@@ -91,6 +91,7 @@ func newReplayCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd, args) },
 	}
 	fl := cmd.Flags()
+	cmd.SetUsageFunc(groupedUsage) // own flags, then each set's
 	f.serverFlags.register(fl, "dsn", "dsn-file", "force")
 	f.outputFlags.register(fl, "out", "out-mode")
 	fl.Lookup("dsn").Usage = "server to replay onto (libpq key=value or URL; default: PG* environment); with --template, the server where the copy is made, connected to its database (e.g. dbname=postgres)"

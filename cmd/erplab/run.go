@@ -146,6 +146,7 @@ Ctrl-C exits at once).`,
 		return withCode(exitUsage, fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 	})
 	fl := cmd.Flags()
+	cmd.SetUsageFunc(groupedUsage) // own flags, then each set's
 	f.loadFlags.register(fl)
 	f.serverFlags.register(fl)
 	f.outputFlags.register(fl)
