@@ -207,7 +207,6 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 			}
 			f.ignoreEnv = "ab" // its own server unless --dsn
 			opts, err := f.options(cmd)
-			opts.Profile, _ = cmd.Flags().GetBool("profile")
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
@@ -375,7 +374,6 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	fl := cmd.Flags()
 	fl.StringArrayVar(&variants, "variant", nil, "variant NAME=remedy[,remedy...], repeatable (remedies: "+remedy.Known()+")")
 	fl.StringVar(&outDir, "out-dir", "", "directory of the results files <variant>-<round>.json (default ./erplab-results/ab-<time>)")
-	addOutModeFlag(fl, &f.outMode)
 	fl.BoolVar(&interleave, "interleave", false, "same as --order interleaved (A B A B)")
 	fl.StringVar(&order, "order", "balanced", "run order: balanced (A B B A ...), interleaved (A B A B) or blocked (A A B B)")
 	fl.DurationVar(&age, "age", 0, "age every run database: run the load for this long before the measured run, unmeasured (0 = no aging)")
@@ -392,34 +390,20 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	fl.BoolVar(&noiseGuard, "noise-guard", true, "compare: withhold decided rows the sides' difference in starvation could explain")
 	fl.Float64Var(&maxForeign, "max-foreign-diff", compare.DefaultMaxForeignDiff, "compare: former foreign CPU guard: negative turns the noise guard off, other values are ignored")
 	_ = fl.MarkDeprecated("max-foreign-diff", "the noise guard judges starvation now; use --noise-guard=false")
-	fl.StringVar(&f.dsn, "dsn", "", "your server (libpq key=value or URL) instead of a throwaway one: runs on copies, settings reset after (see above)")
-	addDSNFileFlag(fl, &f.dsnFile, "dsn")
-	fl.BoolVar(&allowRestart, "allow-restart", false, "with --dsn on a server on this host: settings of context postmaster and --cold restart it (pg_ctl restart -m fast, see above)")
-	fl.StringVar(&templateDB, "template-db", "", "with --dsn: copy your database NAME for every run instead of building the workload's data")
-	// The load flags of erplab run that make sense here.
-	fl.StringVar(&f.workload, "workload", "erp", "workload to run")
-	fl.Float64Var(&f.scale, "scale", 0, "data scale factor (0 = the workload's default: erp 0.1)")
-	workload.AddFlags(fl) // erp's --temp-style and --separator, with ab's help:
+	cmd.SetUsageFunc(groupedUsage) // own flags, then each set's
+	// The shared sets (flagsets.go), less what ab has no use for.
+	f.loadFlags.register(fl, "workload", "scale", "seed", "mix", "users", "ramp", "duration", "stage", "warmup", "think",
+		"connections", "max-errors", "graceful-stop")
+	f.serverFlags.register(fl, "dsn", "dsn-file", "os-user", "server-gone-after")
+	f.outputFlags.register(fl, "out-mode", "progress", "interval")
+	f.observeFlags.register(fl, "observe", "observe-interval", "profile")
+	fl.Lookup("dsn").Usage = "your server (libpq key=value or URL) instead of a throwaway one: runs on copies, settings reset after (see above)"
+	fl.Lookup("seed").Usage = "seed of data generation and of the VUs' random choices (same in every run)"
 	fl.Lookup("temp-style").Usage = "erp: the baseline's temp-table style, 1c or lsfusion"
 	fl.Lookup("separator").Usage = "erp: build the data with the data-separator column"
-	fl.Uint64Var(&f.seed, "seed", 1, "seed of data generation and of the VUs' random choices (same in every run)")
-	fl.StringVar(&f.mix, "mix", "", "override the roles' operation mix: op=weight,op=weight")
-	fl.IntVar(&f.users, "users", 10, "virtual users to ramp up to (ignored with --stage)")
-	fl.DurationVar(&f.ramp, "ramp", 0, "ramp-up time (ignored with --stage)")
-	fl.DurationVar(&f.duration, "duration", time.Minute, "time to hold --users (ignored with --stage)")
-	fl.StringArrayVar(&f.stages, "stage", nil, "load profile step DURATION:VUS, repeatable")
-	fl.DurationVar(&f.warmup, "warmup", 0, "first part of each run not scored")
-	fl.StringVar(&f.think, "think", "500ms-1500ms", "think time between a VU's operations")
-	fl.IntVar(&f.connections, "connections", -1, "database connections shared by the VUs; 0 = one per VU; -1 = min(max VUs, 100)")
-	fl.Int64Var(&f.maxErrors, "max-errors", 0, "stop a run after this many failed operations (0 = never)")
-	fl.DurationVar(&f.progress, "progress", 10*time.Second, "progress line period (0 = none)")
-	fl.DurationVar(&f.interval, "interval", time.Second, "time-series resolution of the results")
-	fl.DurationVar(&f.gracefulStop, "graceful-stop", 10*time.Second, "at the end, how long VUs may finish their current operation")
-	addServerGoneFlag(fl, &f.serverGoneAfter)
-	fl.BoolVar(&f.observe, "observe", true, "record observations (waits, CPU, catalogs) in every run")
-	fl.DurationVar(&f.observeInterval, "observe-interval", 0, "sampling period of the observations (default: --interval)")
-	fl.StringVar(&f.osUser, "os-user", "", "OS user to run the embedded PostgreSQL as when erplab runs as root (default postgres)")
-	fl.Bool("profile", false, "sample the server's CPU with perf in every run (see erplab profile); compare puts the subsystem shares side by side")
+	fl.Lookup("profile").Usage = "sample the server's CPU with perf in every run (see erplab profile); compare puts the subsystem shares side by side"
+	fl.BoolVar(&allowRestart, "allow-restart", false, "with --dsn on a server on this host: settings of context postmaster and --cold restart it (pg_ctl restart -m fast, see above)")
+	fl.StringVar(&templateDB, "template-db", "", "with --dsn: copy your database NAME for every run instead of building the workload's data")
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		hint := ""
 		for _, name := range capacitySearchFlags {

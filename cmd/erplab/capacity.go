@@ -10,21 +10,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/erplab/erplab/internal/capacity"
 	"github.com/erplab/erplab/internal/compare"
 	"github.com/erplab/erplab/internal/experiment"
 	"github.com/erplab/erplab/internal/workload"
 )
-
-// capacityRunFlags are the run command's flags that erplab capacity
-// takes as they are (the workload's own flags are added too): the
-// workload, the server and the observations. The load profile (--users,
-// --ramp, --duration, --stage), --out and the pgbench options are the
-// run's own.
-var capacityRunFlags = []string{"dsn", "dsn-file", "workload", "scale", "seed", "force", "mix", "think", "connections",
-	"max-errors", "interval", "graceful-stop", "server-gone-after", "observe", "observe-interval", "stress", "os-user", "warmup", "out-mode"}
 
 type capacityFlags struct {
 	apdex, resolution, start, max, errorRate float64
@@ -45,7 +36,7 @@ type capacityFlags struct {
 }
 
 func newCapacityCmd() *cobra.Command {
-	runCmd, rf := newRunCmdFlags()
+	rf := &runFlags{}
 	var f capacityFlags
 	cmd := &cobra.Command{
 		Use:   "capacity",
@@ -101,7 +92,7 @@ interrupted (finished steps kept, capacity so far printed).`,
   erplab capacity --workload replay --replay-source erp.erpcap.gz --replay-template erp_before --dsn 'host=db2 dbname=postgres' --max-users 16`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := f.config(cmd, runCmd, rf)
+			cfg, err := f.config(cmd, rf)
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
@@ -125,13 +116,15 @@ interrupted (finished steps kept, capacity so far printed).`,
 		return withCode(exitUsage, fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
 	})
 	fl := cmd.Flags()
-	rfl := runCmd.Flags()
-	for _, name := range capacityRunFlags {
-		fl.AddFlag(rfl.Lookup(name))
-	}
-	wfl := pflag.NewFlagSet("workload", pflag.ContinueOnError)
-	workload.AddFlags(wfl)
-	wfl.VisitAll(func(w *pflag.Flag) { fl.AddFlag(rfl.Lookup(w.Name)) })
+	// The shared sets (flagsets.go): the workload, the server, the
+	// observations. The load profile is the search's (--start, --step,
+	// --max-users, --hold, --ramp, --rate, --workers).
+	cmd.SetUsageFunc(groupedUsage) // own flags, then each set's
+	rf.loadFlags.register(fl, "workload", "scale", "seed", "mix", "think", "connections", "max-errors", "graceful-stop", "warmup", "stress")
+	rf.serverFlags.register(fl, "dsn", "dsn-file", "force", "os-user", "server-gone-after")
+	rf.outputFlags.register(fl, "out", "out-mode", "interval")
+	rf.observeFlags.register(fl, "observe", "observe-interval")
+	fl.Lookup("out").Usage = "capacity document, a new file, or an existing directory for the default name (default ./erplab-results/<time>-capacity-<workload>.json; with --variant <time>-capacity-ab-<workload>.json)"
 	fl.Float64Var(&f.apdex, "apdex", 0.85, "target integral APDEX of a good step, in (0, 1]")
 	fl.StringArrayVar(&f.p95, "p95", nil, "a good step's highest p95 of an operation, OP=DURATION (e.g. post_invoice=500ms); repeatable")
 	fl.StringVar(&f.errorRateS, "error-rate", "1%", "a good step's highest share of failed operations (e.g. 1%, 0.5%)")
@@ -145,7 +138,6 @@ interrupted (finished steps kept, capacity so far printed).`,
 	fl.Float64Var(&f.require, "require", 0, "exit with code 99 when the capacity is below this")
 	fl.BoolVar(&f.open, "rate", false, "open model: the load is arrivals per second (Poisson) served by --workers VUs, not users")
 	fl.IntVar(&f.workers, "workers", 200, "open model (--rate): VUs serving the arrivals")
-	fl.StringVar(&f.out, "out", "", "capacity document, a new file, or an existing directory for the default name (default ./erplab-results/<time>-capacity-<workload>.json; with --variant <time>-capacity-ab-<workload>.json)")
 	fl.StringArrayVar(&f.variants, "variant", nil, "A/B of capacity: search the baseline and this variant NAME=remedy[,remedy...] (repeatable; remedies as in erplab ab)")
 	fl.IntVar(&f.rounds, "rounds", 1, "with --variant: searches per side (a verdict needs 4 or more)")
 	fl.StringVar(&f.order, "order", "balanced", "with --variant: order of the searches: balanced (A B B A ...), interleaved (A B A B) or blocked (A A B B)")
@@ -251,8 +243,9 @@ func parsePct(flag, s string) (float64, error) {
 
 // config turns the flags into the search's Config; errors are usage
 // errors in one line.
-func (f *capacityFlags) config(cmd, runCmd *cobra.Command, rf *runFlags) (capacity.Config, error) {
+func (f *capacityFlags) config(cmd *cobra.Command, rf *runFlags) (capacity.Config, error) {
 	var cfg capacity.Config
+	f.out = rf.out // the output set's --out: the capacity document
 	if cmd.Flags().Changed("user-ops-per-hour") {
 		if cmd.Flags().Changed("think") {
 			return cfg, errors.New("--user-ops-per-hour sets the think time: drop --think")
@@ -265,7 +258,7 @@ func (f *capacityFlags) config(cmd, runCmd *cobra.Command, rf *runFlags) (capaci
 	}
 	// The run's flags are checked as the run checks them; the load
 	// profile is the search's.
-	base, err := rf.options(runCmd)
+	base, err := rf.options(cmd)
 	if err != nil {
 		return cfg, err
 	}

@@ -119,7 +119,16 @@ func commandPage(c *cobra.Command) []byte {
 		fmt.Fprintf(&b, "## Options\n\n```text\n%s\n```\n\n", strings.TrimRight(h, "\n"))
 	}
 	if fl := c.NonInheritedFlags(); fl.HasAvailableFlags() {
-		fmt.Fprintf(&b, "## Flags\n\n```text\n%s```\n\n", fl.FlagUsages())
+		// the command's own flags, then those of each shared set (flagsets.go)
+		secs := flagSections(fl)
+		if own := secs[""]; own != nil && own.HasAvailableFlags() {
+			fmt.Fprintf(&b, "## Flags\n\n```text\n%s```\n\n", own.FlagUsages())
+		}
+		for _, name := range setNames {
+			if set := secs[name]; set != nil && set.HasAvailableFlags() {
+				fmt.Fprintf(&b, "## Flags of the %s set\n\n```text\n%s```\n\n", name, set.FlagUsages())
+			}
+		}
 	}
 	if fl := c.InheritedFlags(); fl.HasAvailableFlags() {
 		fmt.Fprintf(&b, "## Flags of the parent commands\n\n```text\n%s```\n\n", fl.FlagUsages())

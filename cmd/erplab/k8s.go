@@ -215,7 +215,7 @@ func (f *k8sRenderFlags) render(runArgs []string, now time.Time) ([]byte, error)
 		spec.ApdexMin = run.Lookup("apdex-min").Value.String()
 	}
 	if f.setup {
-		if spec.Setup, err = setupOf(run, runArgs); err != nil {
+		if spec.Setup, err = setupOf(run, rf.scriptMode()); err != nil {
 			return nil, err
 		}
 	}
@@ -292,9 +292,9 @@ func newRunID(name string, start time.Time) (string, error) {
 // setupOf is the set-up of the run flags: their workload (pgbench for a
 // script run) and scale (the workload's default when not given), and
 // --force when given.
-func setupOf(run *pflag.FlagSet, runArgs []string) (*k8s.Setup, error) {
+func setupOf(run *pflag.FlagSet, scripts bool) (*k8s.Setup, error) {
 	name, _ := run.GetString("workload")
-	if looksLikeScriptRun(runArgs) {
+	if scripts {
 		name = wpgbench.Name
 	}
 	m, err := workload.Find(name)

@@ -27,7 +27,6 @@ const (
 	exitOK             = int(exitcode.OK)
 	exitError          = int(exitcode.Error)
 	exitUsage          = int(exitcode.Usage)
-	exitScriptRun      = int(exitcode.ScriptRun) // = exitUsage on purpose: pgbench's 2 for errors during a run
 	exitCheckFailed    = int(exitcode.CheckFailed)
 	exitDoctorWarning  = int(exitcode.DoctorWarning)
 	exitDoctorCritical = int(exitcode.DoctorCritical)

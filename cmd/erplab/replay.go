@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"time"
 
@@ -21,21 +20,22 @@ import (
 	"github.com/erplab/erplab/internal/results"
 )
 
-// replayFlags are erplab replay's flags.
+// replayFlags are erplab replay's flags: the server set's --dsn,
+// --dsn-file and --force, the output set's --out and --out-mode
+// (flagsets.go), and replay's own.
 type replayFlags struct {
-	dsn, dsnFile          string
-	from, saveCapture     string
-	speed                 float64
-	usersX                int
-	order                 string
-	targets               string
-	target                time.Duration
-	typeMap               string
-	template              string
-	keep, force, progress bool
-	maxErrors             int64
-	out                   string
-	outMode               fs.FileMode
+	serverFlags
+	outputFlags
+	from, saveCapture string
+	speed             float64
+	usersX            int
+	order             string
+	targets           string
+	target            time.Duration
+	typeMap           string
+	template          string
+	keep, progress    bool
+	maxErrors         int64
 }
 
 // replayProgressEvery is how often --progress prints a line.
@@ -90,8 +90,12 @@ func newReplayCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error { return f.run(cmd, args) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.dsn, "dsn", "", "server to replay onto (libpq key=value or URL; default: PG* environment); with --template, the server where the copy is made, connected to its database (e.g. dbname=postgres)")
-	addDSNFileFlag(fl, &f.dsnFile, "dsn")
+	cmd.SetUsageFunc(groupedUsage) // own flags, then each set's
+	f.serverFlags.register(fl, "dsn", "dsn-file", "force")
+	f.outputFlags.register(fl, "out", "out-mode")
+	fl.Lookup("dsn").Usage = "server to replay onto (libpq key=value or URL; default: PG* environment); with --template, the server where the copy is made, connected to its database (e.g. dbname=postgres)"
+	fl.Lookup("force").Usage = "replay into the --dsn database itself (a replay writes)"
+	fl.Lookup("out").Usage = "results file, or an existing directory for <time>-replay.json (default ./erplab-results/<time>-replay.json); never an existing file"
 	fl.StringVar(&f.from, "from", "", "source kind: capture, pglog or techlog (default: detected)")
 	fl.StringVar(&f.saveCapture, "save-capture", "", "also write the source as a capture file (never over an existing file)")
 	fl.Float64Var(&f.speed, "speed", 1, "pacing: 1 the captured pace, 2 twice as fast, 0 as fast as the sessions and the order allow")
@@ -102,11 +106,8 @@ func newReplayCmd() *cobra.Command {
 	fl.StringVar(&f.typeMap, "type-map", "", "techlog: type map overrides, from=to,... ('from=' leaves a type unmapped; default mvarchar=varchar,mchar=bpchar)")
 	fl.StringVar(&f.template, "template", "", "replay into a fresh copy of database DB (CREATE DATABASE erplab_replay_<time> TEMPLATE DB; DB must have no other sessions), dropped at the end; a copy a killed replay left is dropped by the next erplab command")
 	fl.BoolVar(&f.keep, "keep", false, "with --template: keep the copy after the replay and print its name")
-	fl.BoolVar(&f.force, "force", false, "replay into the --dsn database itself (a replay writes)")
 	fl.BoolVar(&f.progress, "progress", false, "print a line every 5 s: statements, failures (new: the capture did not have them), lag behind schedule p99 (--speed > 0) and reorders so far")
 	fl.Int64Var(&f.maxErrors, "max-errors", 0, "stop the replay once this many statements failed with errors the capture did not have (0 = never); the results so far are written, the copy dropped")
-	fl.StringVar(&f.out, "out", "", "results file, or an existing directory for <time>-replay.json (default ./erplab-results/<time>-replay.json); never an existing file")
-	addOutModeFlag(fl, &f.outMode)
 	return cmd
 }
 

@@ -63,9 +63,6 @@ func (f *segmentFlags) apply(cmd *cobra.Command, opts *loadtest.Options) error {
 		if opts.Keep || opts.OSUser != "" || (opts.DSN == "" && !opts.EnvGiven) {
 			return errors.New("--segment needs the server all agents share: give --dsn (or the PG* environment), not the throwaway server")
 		}
-		if opts.TxPerVU > 0 {
-			return errors.New("--segment does not split -t/--transactions (each VU's count): give a duration")
-		}
 		opts.Segment = seg
 	}
 	if f.startAt != "" {

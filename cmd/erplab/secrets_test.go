@@ -237,7 +237,7 @@ func sawChild(t *testing.T, seen []string, prog string, has ...string) {
 }
 
 // vs-pgbench on a role that needs its password: the DSN comes from a
-// 0600 file, and neither pgbench nor the erplab run children ever have
+// 0600 file, and neither pgbench nor the erplab pgbench children ever have
 // the password on their command line.
 func TestVsPgbenchPasswordNotInArgv(t *testing.T) {
 	withPW, _ := passwordRole(t)
@@ -253,7 +253,7 @@ func TestVsPgbenchPasswordNotInArgv(t *testing.T) {
 		t.Fatalf("vs-pgbench output lacks the table or holds the password:\n%s", out)
 	}
 	sawChild(t, seen, "pgbench", "-b select-only", "dbname=")
-	sawChild(t, seen, filepath.Base(os.Args[0]), "run --dsn", "select-only")
+	sawChild(t, seen, filepath.Base(os.Args[0]), "pgbench -n", "select-only", "dbname=")
 }
 
 // proxy bench (direct, erplab proxy, PgBouncer when installed, plus

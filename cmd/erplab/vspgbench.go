@@ -34,7 +34,7 @@ func newVsPgbenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "vs-pgbench",
 		Short: "Compare erplab's load generator with pgbench: tps and client CPU per transaction, side by side",
-		Long: `Run pgbench and 'erplab run' one after the other on the same server, for every built-in
+		Long: `Run pgbench and 'erplab pgbench' one after the other on the same server, for every built-in
 script and client count, in the same query mode for the same time, and print both
 generators' tps and client CPU per transaction (user + system time of the process, from
 getrusage) with the ratios erplab / pgbench. Without --dsn a throwaway server is started

@@ -1,6 +1,6 @@
 // Package pgbenchrun compares erplab's load generator with pgbench on the same
 // server in one go: for each built-in script and client count, pgbench and
-// `erplab run` run the same script for the same time in the same query
+// `erplab pgbench` run the same script for the same time in the same query
 // mode, one after the other, and the comparison is their throughput (tps)
 // and the client CPU each spent per transaction (user + system time of the
 // generator's process from getrusage(2), divided by the transactions it
@@ -214,15 +214,17 @@ func runErplab(ctx context.Context, opts Options, script string, clients, n int)
 	if err != nil {
 		return Measurement{}, fmt.Errorf("versus: %w", err)
 	}
-	args := []string{"run", "--dsn", dsn, "-n", "-b", script, "-M", opts.Mode, "-c", strconv.Itoa(clients),
-		"-j", strconv.Itoa(Jobs(clients)), "-T", secs(opts.Duration), "--observe=false", "--progress", "0", "--out", path}
-	out, m, err := measure(ctx, opts.Erplab, args, env)
+	// pgbench's own command line, run by erplab pgbench; its results
+	// document goes to path (ERPLAB_PGBENCH_OUT).
+	args := []string{"pgbench", "-n", "-b", script, "-M", opts.Mode, "-c", strconv.Itoa(clients),
+		"-j", strconv.Itoa(Jobs(clients)), "-T", secs(opts.Duration), dsn}
+	out, m, err := measure(ctx, opts.Erplab, args, append(env, "ERPLAB_PGBENCH_OUT="+path))
 	if err != nil {
-		return m, fmt.Errorf("versus: erplab run %s -c %d: %w: %s", script, clients, err, lastLine(out))
+		return m, fmt.Errorf("versus: erplab pgbench %s -c %d: %w: %s", script, clients, err, lastLine(out))
 	}
 	doc, err := results.Read(path)
 	if err != nil {
-		return m, fmt.Errorf("versus: erplab run %s -c %d: %w", script, clients, err)
+		return m, fmt.Errorf("versus: erplab pgbench %s -c %d: %w", script, clients, err)
 	}
 	m.Transactions = doc.Totals.Count - doc.Totals.Errors
 	if doc.Totals.ScoredSeconds > 0 {

@@ -19,11 +19,16 @@ import (
 )
 
 // Description is the pgbench workload's line in `--workload` help.
-const Description = "pgbench scripts (-b, -f, -S, -N; default tpcb-like) as key operations on pgbench's tables"
+const Description = "pgbench scripts (-f, -b; default tpcb-like) as key operations on pgbench's tables"
 
 func init() {
 	workload.Register(workload.Meta{
 		Name: "pgbench", Description: Description, DefaultScale: 1, MaxScale: tables.MaxScale,
+		// The scripts' own options of `erplab run -f/-b`; the rest of
+		// pgbench's command line is `erplab pgbench`'s.
+		Flags: func(fs *pflag.FlagSet) {
+			fs.String("protocol", "simple", "pgbench: query protocol of the scripts: simple, extended or prepared (pgbench -M)")
+		},
 		InitFlags: func(fs *pflag.FlagSet) {
 			fs.Int("partitions", 0, "pgbench: partition pgbench_accounts into this many parts (pgbench --partitions)")
 			fs.String("partition-method", "", "pgbench: range or hash (default range when --partitions > 0)")
@@ -37,11 +42,15 @@ func init() {
 }
 
 // newFromFlags is Meta.New: the built-in tpcb-like script (`erplab run`
-// builds its scripts from pgbench's run options itself) and the table
+// builds its scripts from -f/-b itself) in the --protocol, and the table
 // options of `erplab init`, checked by CheckInit.
 func newFromFlags(fs *pflag.FlagSet) (workload.Workload, error) {
 	var o tables.Options
 	var err error
+	mode, err := pgbench.ScriptMode(fs)
+	if err != nil {
+		return nil, err
+	}
 	get := func(name string, dst any) {
 		if err != nil {
 			return
@@ -68,7 +77,7 @@ func newFromFlags(fs *pflag.FlagSet) (workload.Workload, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := pgbench.New(pgbench.Options{Scripts: []*script.Script{sc}, Init: o, EmptyInitSteps: fs.Changed("init-steps") && o.Steps == ""})
+	w, err := pgbench.New(pgbench.Options{Scripts: []*script.Script{sc}, Mode: mode, Init: o, EmptyInitSteps: fs.Changed("init-steps") && o.Steps == ""})
 	if err != nil {
 		return nil, err
 	}

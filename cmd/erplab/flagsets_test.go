@@ -1,0 +1,76 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// ownMeaning are the commands' own flags that bear a set flag's name with
+// another meaning (and so another type or default): capacity's search
+// (--ramp of every step, 10s; --rate, the load counted in arrivals/s) and
+// replay's --progress switch.
+var ownMeaning = map[string]bool{"capacity --ramp": true, "capacity --rate": true, "replay --progress": true}
+
+// A flag that run, ab, capacity and replay share has one type and one
+// default on all of them (the sets of flagsets.go), whatever help text a
+// command gives it.
+func TestFlagSetsOneDefault(t *testing.T) {
+	cmds := map[string]*cobra.Command{"run": newRunCmd(), "ab": newABCmd(), "capacity": newCapacityCmd(), "replay": newReplayCmd()}
+	type seen struct{ cmd, typ, def string }
+	first := map[string]seen{}
+	var shared pflag.FlagSet
+	var l loadFlags
+	var s serverFlags
+	var o outputFlags
+	var b observeFlags
+	l.register(&shared)
+	s.register(&shared)
+	o.register(&shared)
+	b.register(&shared)
+	n := 0
+	for _, name := range []string{"run", "ab", "capacity", "replay"} {
+		cmds[name].Flags().VisitAll(func(f *pflag.Flag) {
+			if shared.Lookup(f.Name) == nil || ownMeaning[name+" --"+f.Name] {
+				return // the command's own flag
+			}
+			n++
+			if p, ok := first[f.Name]; !ok {
+				first[f.Name] = seen{name, f.Value.Type(), f.DefValue}
+			} else if p.typ != f.Value.Type() || p.def != f.DefValue {
+				t.Errorf("--%s: %s %s default %q, %s %s default %q", f.Name, p.cmd, p.typ, p.def, name, f.Value.Type(), f.DefValue)
+			}
+		})
+	}
+	if n < 4*len([]string{"dsn", "dsn-file", "out-mode"}) {
+		t.Errorf("only %d shared flags on the four commands", n)
+	}
+	// run with no flags keeps its defaults (the README's first command)
+	for name, want := range map[string]string{"workload": "smoke", "progress": "5s", "users": "10", "duration": "1m0s"} {
+		if got := cmds["run"].Flags().Lookup(name).DefValue; got != want {
+			t.Errorf("run --%s defaults to %q, want %q", name, got, want)
+		}
+	}
+}
+
+// erplab run has none of pgbench's own flags: they are erplab pgbench's.
+func TestRunHasNoPgbenchFlags(t *testing.T) {
+	fl := newRunCmd().Flags()
+	for _, sh := range []string{"c", "j", "T", "t", "M", "S", "N", "L", "D", "n", "r", "P", "R"} {
+		if f := fl.ShorthandLookup(sh); f != nil {
+			t.Errorf("run has -%s (--%s)", sh, f.Name)
+		}
+	}
+	for _, name := range []string{"client", "jobs", "time", "transactions", "define", "no-vacuum", "report-per-command",
+		"random-seed", "max-tries", "continue-on-error", "select-only", "skip-some-updates"} {
+		if fl.Lookup(name) != nil {
+			t.Errorf("run has --%s", name)
+		}
+	}
+	for _, name := range []string{"file", "builtin", "target", "protocol"} {
+		if fl.Lookup(name) == nil {
+			t.Errorf("run lacks --%s (the script workload's)", name)
+		}
+	}
+}
