@@ -79,7 +79,6 @@ var allowedHostReads = []edge{
 	{"internal/pgcluster/pgcluster.go", procfs, "debt: the throwaway server's processes"},
 	{"internal/pgcluster/reap.go", procfs, "debt: the throwaway server's processes, reaped after a crash"},
 	{"internal/profile/locate.go", procfs, "debt: the postmaster found from a session's backend"},
-	{"internal/remedy/tmpfs/apply.go", procfs, "debt: the mount table, to verify the tmpfs mount"},
 	{"internal/sampler/proctree.go", procfs, "debt: a `procfs.FS` of its own for the server's process tree"},
 }
 
