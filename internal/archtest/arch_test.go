@@ -77,7 +77,6 @@ var allowedHostReads = []edge{
 	{"internal/doctor/tmpfs_alldb.go", "/proc", "an evidence label (`From: \"/proc/self/mountinfo\"`), not a read"},
 	{"internal/pgcluster/pgcluster.go", procfs, "debt: the throwaway server's processes"},
 	{"internal/pgcluster/reap.go", procfs, "debt: the throwaway server's processes, reaped after a crash"},
-	{"internal/sampler/proctree.go", procfs, "debt: a `procfs.FS` of its own for the server's process tree"},
 }
 
 // allowedParserCalls are the files outside rewrite that call a function of
