@@ -75,8 +75,6 @@ var allowedImports = []edge{
 var allowedHostReads = []edge{
 	{"internal/doctor/checks_catalog.go", "/proc", "an evidence label (`From: \"/proc/self/mountinfo\"`), not a read"},
 	{"internal/doctor/tmpfs_alldb.go", "/proc", "an evidence label (`From: \"/proc/self/mountinfo\"`), not a read"},
-	{"internal/pgcluster/pgcluster.go", procfs, "debt: the throwaway server's processes"},
-	{"internal/pgcluster/reap.go", procfs, "debt: the throwaway server's processes, reaped after a crash"},
 }
 
 // allowedParserCalls are the files outside rewrite that call a function of
