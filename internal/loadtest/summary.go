@@ -354,6 +354,10 @@ func PrintObservations(w io.Writer, doc *results.Document) {
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t\n", r.Name, n, waits, ns, plan, exec)
 		}
 		tw.Flush()
+		if st != nil {
+			fmt.Fprintf(w, "statements: %d calls, %.1f %% of the workload's attributed to key operations; not attributed: observer %d, other %d\n",
+				st.Total.Calls, st.AttributedPct(), st.ObserverCalls, st.OtherCalls)
+		}
 		if x, ok := stmts[""]; ok {
 			fmt.Fprintf(w, "not attributed to any key operation: %d statements, %.0f calls, plan %.0f ms, exec %.0f ms in all\n", x.Statements, x.Calls, x.PlanMs, x.ExecMs)
 		}
