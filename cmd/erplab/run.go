@@ -106,6 +106,11 @@ Ctrl-C exits at once).`,
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
+			if pw, ok := opts.Workload.(*wpgbench.Workload); ok && f.scriptMode() {
+				// clients stopped on errors: the run says "aborted", not
+				// "completed" (exit 1: scriptFailures)
+				opts.AbortedBy = func() string { return scriptsAborted(pw, opts.Stages) }
+			}
 			// Its error carries its exit code (interrupted, results
 			// incomplete, not answering or lost: loadtest and engine).
 			res, err := loadtest.Run(cmd.Context(), opts, cmd.OutOrStdout())

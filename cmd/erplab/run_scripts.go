@@ -185,6 +185,15 @@ func scriptFailures(res *loadtest.Result, w workload.Workload) error {
 	return fmt.Errorf("%d transactions failed (%s); results: %s", n, strings.Join(parts, ", "), res.Path)
 }
 
+// scriptsAborted is the reason of a script run's status "aborted: 2 of
+// 8 clients aborted" when clients stopped on errors, "" when none did.
+func scriptsAborted(w *wpgbench.Workload, stages []engine.Stage) string {
+	if n := w.AbortedClients(); n > 0 {
+		return fmt.Sprintf("%d of %d clients aborted", n, engine.MaxTarget(stages))
+	}
+	return ""
+}
+
 // readScript reads a -f script; "-" is standard input, as for pgbench.
 func readScript(path string) ([]byte, error) {
 	if path == "-" {

@@ -84,6 +84,9 @@ func TestRunScriptExitCodes(t *testing.T) {
 			if c.code == exitUsage && strings.Count(strings.TrimSpace(text), "\n") > 0 {
 				t.Errorf("script/option error is not one line:\n%s", text)
 			}
+			if c.code == exitError && (!strings.Contains(text, "\nrun aborted: 2 of 2 clients aborted after ") || strings.Contains(text, "run completed")) {
+				t.Errorf("a run whose clients stopped on errors does not say it was aborted:\n%s", text)
+			}
 		})
 	}
 }
