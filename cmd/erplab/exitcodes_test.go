@@ -29,6 +29,10 @@ func TestExecuteExitCodes(t *testing.T) {
 	proc, sys := thpHost(t, "always")
 	dsn := srv.NewDatabase(t)
 	_, plainDSN := srv.NewRole(t, dsn) // no pg_monitor
+	emptyDSN := srv.NewDatabase(t)     // no workload's data set
+	if err := os.Mkdir("seg", 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for name, body := range map[string]string{"ok.sql": "SELECT 1\n", "bad.sql": "SELEC 1\n", "ok.conf": "work_mem = '8MB'\n"} {
 		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
@@ -96,6 +100,10 @@ func TestExecuteExitCodes(t *testing.T) {
 		{"ab variant name twice", 0, []string{"ab", "--variant", "t=temp-style:lsfusion", "--variant", "t=temp-style:1c"}, exitUsage},
 		{"ab remedy the workload lacks", 0, []string{"ab", "--workload", "smoke", "--variant", "t=temp-style:lsfusion"}, exitUsage},
 		{"check of a workload without a check", 0, []string{"check", "--workload", "pgbench", "--dsn", dsn}, exitUsage},
+		{"segment without the data set", 0, []string{"run", "--workload", "erp", "--dsn", emptyDSN, "--segment", "1/2", "--run-id", "nodata", "--duration", "1s", "--out", "seg"}, exitError},
+		{"failed run", 0, []string{"run", "--workload", "smoke", "--dsn", emptyDSN, "--segment", "1/2", "--run-id", "nodata", "--duration", "1s", "--think", "0",
+			"--users", "2", "--observe=false", "--progress", "0", "--out", "seg"}, exitRunFailed},
+		{"merge of a failed run", 0, []string{"merge", "--allow-partial", "seg", "-o", "merged.json"}, exitRunFailed},
 		{"doctor fix interrupted", -1, []string{"doctor", "fix", "tmpfs-temp-tablespace", "--undo", "--dsn", dsn}, exitInterrupted},
 		{"ab interrupted", 20 * time.Second, []string{"ab", "--workload", "smoke", "--variant", "t=settings:ok.conf", "--duration", "30s", "--out-dir", "ab-i"}, exitInterrupted},
 	} {
@@ -127,6 +135,7 @@ func TestExitSentinelsCarryCodes(t *testing.T) {
 		{"loadtest.ErrResultsIncomplete", loadtest.ErrResultsIncomplete, exitResults},
 		{"engine.ErrNotAnswering", fmt.Errorf("%w: %w at t=3.0 s", engine.ErrAborted, engine.ErrNotAnswering), exitNotAnswering},
 		{"engine.ErrServerGone", fmt.Errorf("%w: %w: no operation succeeded", engine.ErrAborted, engine.ErrServerGone), exitNotAnswering},
+		{"loadtest.ErrRunFailed", loadtest.ErrRunFailed, exitRunFailed},
 		{"engine.ErrAborted", fmt.Errorf("%w: 5 operations failed (--max-errors 5)", engine.ErrAborted), exitError},
 		{"capacity.ErrInterrupted", capacity.ErrInterrupted, exitInterrupted},
 		{"results.ErrIncomplete", results.ErrIncomplete, exitResults},

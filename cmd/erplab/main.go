@@ -32,6 +32,7 @@ const (
 	exitDoctorCritical = int(exitcode.DoctorCritical)
 	exitResults        = int(exitcode.ResultsIncomplete)
 	exitNotAnswering   = int(exitcode.ServerNotAnswering)
+	exitRunFailed      = int(exitcode.RunFailed)
 	exitThreshold      = int(exitcode.Threshold)
 	exitInterrupted    = int(exitcode.Interrupted)
 )

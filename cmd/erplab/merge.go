@@ -51,7 +51,9 @@ agent's stream too) except OUT; --wait D waits up to D until all N segments of t
 are there, or one is marked incomplete.
 
 Exit codes: 0 merged, 1 refused (foreign, duplicated or overlapping segments), 2 bad
-usage (OUT an existing file too), 6 an incomplete set without --allow-partial (nothing written), 99 the merged
+usage (OUT an existing file too), 6 an incomplete set without --allow-partial (nothing written; a failed segment
+is incomplete), 8 every attempt of every key operation in the merged segments failed (the
+document is written, status failed), 99 the merged
 integral APDEX below --apdex-min.`,
 		Example: `  erplab merge erplab-results/r42-*of3.json -o r42.json
   erplab merge --wait 30m --dir /results -o /results/run.json`,
@@ -117,6 +119,9 @@ integral APDEX below --apdex-min.`,
 				return err
 			}
 			printMerged(w, merged, out, took)
+			if why, failed := merged.Status.Reason(results.StatusFailed); failed {
+				return withCode(exitRunFailed, fmt.Errorf("merge: the merged run failed: %s (written: %s)", why, out))
+			}
 			if cmd.Flags().Changed("apdex-min") {
 				return checkApdexMin(merged.Integral, f.apdexMin)
 			}

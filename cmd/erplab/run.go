@@ -85,7 +85,9 @@ bad usage (a bad script too), 6 a results file could not be written (full
 disk; the summary is printed and one line says where everything so far is), 7 the server
 stopped answering or was lost (every operation failing: unreachable, shutting down, or not
 back from start-up / recovery) and had not come back by the end (or for
---server-gone-after), 99
+--server-gone-after), 8 the run failed: every attempt of every key operation failed, the
+server answering with errors (results written, status failed; a segment on a database
+without the workload's data set is refused before the load, exit 1), 99
 integral APDEX below --apdex-min, 130 interrupted (results so far are written; a second
 Ctrl-C exits at once).`,
 		Example: `  erplab run --workload smoke --duration 30s

@@ -343,6 +343,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Document, error) {
 			// erplab's CPU after the warm-up, from the observations.
 			gen.CPU = *resr.ErplabCPU / 100 * float64(runtime.NumCPU())
 		}
+		if errors.Is(err, loadtest.ErrRunFailed) {
+			err = nil // every operation failed: a step the criteria judge (bad)
+		}
 		j := Judge(d, est, resr, cfg.Target, gen)
 		if err != nil && j.Outcome != OutcomeServer {
 			j.Outcome, j.Detail, j.Reasons = OutcomeServer, err.Error(), []string{err.Error()}

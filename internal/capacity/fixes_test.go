@@ -220,3 +220,23 @@ func TestConcludeQuotesTheDecidingMean(t *testing.T) {
 		t.Errorf("p95: line %q\n want %q", d.Result.Line, want)
 	}
 }
+
+// TestFailedStepIsBad: a step whose every operation failed (status
+// "failed", as at a load where every operation times out) is judged by
+// the criteria, a bad step the search goes below, not a server failure
+// that ends it; a lost server still ends it.
+func TestFailedStepIsBad(t *testing.T) {
+	d, est, res := recorded(t, "good-18.json")
+	failed := *d
+	failed.Status = results.StatusFailed.Because("every one of the 9 attempts of the key operations failed (SQLSTATE 57014 x9)")
+	failed.Totals.Errors = failed.Totals.Count
+	tg := Target{Apdex: 0.5, ErrorRate: 0.01}
+	if j := Judge(&failed, est, res, tg, idle()); j.Outcome != OutcomeBad {
+		t.Errorf("a failed step: %+v", j)
+	}
+	lost := *d
+	lost.Status = results.StatusLost.Because("no operation succeeded")
+	if j := Judge(&lost, est, res, tg, idle()); j.Outcome != OutcomeServer {
+		t.Errorf("a lost server: %+v", j)
+	}
+}

@@ -99,11 +99,12 @@ func refusedState(code string) bool {
 // Judge decides a step from its results document d, its estimates est
 // (compare.Estimate of d), its resources (ResourcesOf d) and the
 // generator's own CPU g. The order: a status other than "completed"
-// (the server failed), the generator saturated, then every target
-// criterion.
+// (the server failed) or "failed" (every operation failed: judged by the
+// criteria, as a step whose operations all time out), the generator
+// saturated, then every target criterion.
 func Judge(d *results.Document, est *compare.Estimates, res Resources, t Target, g Generator) Judgement {
 	j := Judgement{Apdex: est.Integral, target: t.Apdex, GeneratorCPU: math.NaN()}
-	if d.Status != results.StatusCompleted {
+	if d.Status != results.StatusCompleted && d.Status.Kind() != results.StatusFailed {
 		j.Outcome, j.Detail = OutcomeServer, string(d.Status)
 		j.Reasons = []string{string(d.Status)}
 		return j

@@ -384,3 +384,19 @@ func (w *Workload) execute(ctx context.Context, conn *pgx.Conn, vu *workload.VU,
 
 // errRefused ends a posting transaction that would leave negative stock.
 var errRefused = errors.New("posting refused: negative stock")
+
+// VerifyData implements workload.DataVerifier: a ready ERP data set
+// (Installed) with every table of it, else what is missing and to run
+// erplab init.
+func (w *Workload) VerifyData(ctx context.Context, pool *pgxpool.Pool) error {
+	meta, ok, err := Installed(ctx, pool)
+	switch {
+	case err != nil:
+		return fmt.Errorf("erp: %w", err)
+	case !ok:
+		return fmt.Errorf("no erp data set in this database (no marker table %s): build it once with erplab init --workload erp (same --dsn) before the run", TableMeta)
+	case !meta.Ready:
+		return errors.New("the erp data set in this database is unfinished (an erplab init was interrupted): run erplab init --workload erp again before the run")
+	}
+	return verifyTables(ctx, pool, meta)
+}

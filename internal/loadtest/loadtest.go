@@ -238,6 +238,12 @@ var ErrInterrupted = exitcode.New(exitcode.Interrupted, "interrupted before the 
 // exitcode.ResultsIncomplete.
 var ErrResultsIncomplete = exitcode.New(exitcode.ResultsIncomplete, "results incomplete")
 
+// ErrRunFailed is wrapped by Run's error when every attempt of every
+// key operation failed while the server answered (results.AllFailed; the
+// results' Status "failed: ..."): the data set missing, a role without
+// rights. It carries exitcode.RunFailed.
+var ErrRunFailed = exitcode.New(exitcode.RunFailed, "the run failed")
+
 // Result is what Run returns: the document and where it was written.
 // Path is "" when the document could not be written (see
 // ErrResultsIncomplete; StreamPath then holds what was kept).
@@ -253,8 +259,8 @@ type Result struct {
 // the load ran, the Result is returned with the errors too: one wrapping
 // engine.ErrAborted (max errors, server gone), engine.ErrNotAnswering,
 // engine.ErrServerGone (also for a run that ended with its server lost,
-// engine.Outcome.LostAtEnd), or ErrResultsIncomplete (which wins when
-// several apply).
+// engine.Outcome.LostAtEnd), ErrRunFailed (every attempt failed), or
+// ErrResultsIncomplete (which wins when several apply).
 //
 // It is a sequence: the plan, the results files reserved, the server
 // (embedded or given), its pool and the workload's set-up, then the
@@ -361,13 +367,16 @@ func openPool(ctx context.Context, opts Options, dsn string, size int) (*pgxpool
 }
 
 // setUp sets the workload's data up (not for a segmented run, nor with
-// SkipSetup) and says how long that took when it took long.
+// SkipSetup: then a workload.DataVerifier is asked whether the data is
+// there, and a run without it refused) and says how long that took when
+// it took long.
 func setUp(ctx context.Context, opts Options, pool *pgxpool.Pool, force bool, out io.Writer) error {
 	setupStart := time.Now()
-	if !opts.Segment.Whole() {
-		fmt.Fprintf(out, "segment %s: data set-up skipped (a segmented run uses the data set made once before the agents start: erplab init)\n", opts.Segment)
-	} else if opts.SkipSetup {
-		// set up by an earlier run on this server
+	if !opts.Segment.Whole() || opts.SkipSetup {
+		if !opts.Segment.Whole() {
+			fmt.Fprintf(out, "segment %s: data set-up skipped (a segmented run uses the data set made once before the agents start: erplab init)\n", opts.Segment)
+		} // else set up by an earlier run on this server
+		return verifyData(ctx, opts.Workload, pool)
 	} else if err := opts.Workload.Setup(ctx, pool, workload.SetupOptions{
 		Scale: opts.Scale, Seed: opts.Seed, Force: force,
 		Progress: func(f string, a ...any) { fmt.Fprintf(out, f+"\n", a...) },
@@ -382,6 +391,23 @@ func setUp(ctx context.Context, opts Options, pool *pgxpool.Pool, force bool, ou
 	}
 	if d := time.Since(setupStart); d > time.Second {
 		fmt.Fprintf(out, "set-up took %s\n", d.Round(100*time.Millisecond))
+	}
+	return nil
+}
+
+// verifyData refuses a run whose set-up is skipped on a database without
+// the workload's data set (workload.DataVerifier), before the load: its
+// every operation would fail.
+func verifyData(ctx context.Context, w workload.Workload, pool *pgxpool.Pool) error {
+	v, ok := w.(workload.DataVerifier)
+	if !ok {
+		return nil
+	}
+	if err := v.VerifyData(ctx, pool); err != nil {
+		if ctx.Err() != nil {
+			return ErrInterrupted
+		}
+		return fmt.Errorf("%w: refused before the load", err)
 	}
 	return nil
 }
@@ -560,10 +586,10 @@ func (r *runState) finish(ctx context.Context, outcome engine.Outcome, runErr er
 	r.detach(ctx, doc)
 
 	doc.EndedAt = r.end
-	doc.Status = runStatus(outcome, opts.AbortedBy)
 	doc.ServerUnresponsive = outcome.Unresponsive
 	scored := max(r.end.Sub(r.start)-opts.Warmup, 0)
 	doc.Operations = r.rec.Results(scored)
+	doc.Status = runStatus(outcome, doc.Operations, opts.AbortedBy)
 	if d, ok := opts.Workload.(workload.Describer); ok {
 		r.params.WorkloadDetails = d.Describe()
 		doc.Parameters, _ = json.Marshal(r.params)
@@ -581,8 +607,11 @@ func (r *runState) finish(ctx context.Context, outcome engine.Outcome, runErr er
 	}
 }
 
-// runStatus is the document's status of a run with this outcome.
-func runStatus(outcome engine.Outcome, abortedBy func() string) results.Status {
+// runStatus is the document's status of a run with this outcome and
+// these operations' figures: a run that would be "completed" is
+// "stalled", "lost", "aborted" (abortedBy) or, when every attempt of
+// every key operation failed, "failed".
+func runStatus(outcome engine.Outcome, ops []results.OpResult, abortedBy func() string) results.Status {
 	status := outcome.Status
 	if outcome.NotAnsweringAtEnd() && status == results.StatusCompleted {
 		sp := outcome.Unresponsive[len(outcome.Unresponsive)-1]
@@ -595,6 +624,9 @@ func runStatus(outcome engine.Outcome, abortedBy func() string) results.Status {
 		if why := abortedBy(); why != "" {
 			status = results.StatusAborted.Because(why)
 		}
+	}
+	if why, failed := results.AllFailed(ops); failed && status == results.StatusCompleted {
+		status = results.StatusFailed.Because(why)
 	}
 	return status
 }
@@ -636,6 +668,9 @@ func (r *runState) write(runErr error) (*Result, error) {
 	case doc.Status.Kind() == results.StatusLost:
 		return res, fmt.Errorf("%w: no operation succeeded from t=%s s to the end of the run (%s)%s",
 			engine.ErrServerGone, fmtSeconds(outcome.LostAtEnd.FromS), outcome.LostAtEnd.Condition.Gone(), resultsAt(files.path))
+	case doc.Status.Kind() == results.StatusFailed:
+		why, _ := doc.Status.Reason(results.StatusFailed)
+		return res, fmt.Errorf("%w: %s%s", ErrRunFailed, why, resultsAt(files.path))
 	}
 	return res, nil
 }

@@ -609,3 +609,19 @@ func (w *Workload) Close() {
 		cl.c.Close()
 	}
 }
+
+// VerifyData implements workload.DataVerifier: the built-in scripts need
+// pgbench's tables; a custom script's needs are its author's (nil).
+func (w *Workload) VerifyData(ctx context.Context, pool *pgxpool.Pool) error {
+	if !w.builtin {
+		return nil
+	}
+	_, _, ok, err := tables.Installed(ctx, pool)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return errors.New("no pgbench tables in this database: create them once with erplab init --workload pgbench -s N (same --dsn) before the run")
+	}
+	return nil
+}

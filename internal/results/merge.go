@@ -222,6 +222,10 @@ func Merge(docs []*Document, opts MergeOptions) (*Document, error) {
 		why = append(why, incomplete...)
 		out.Status = StatusPartial.Because(strings.Join(why, "; "))
 	}
+	if why, failed := AllFailed(out.Operations); failed {
+		// the merged run failed, as each of its segments did
+		out.Status = StatusFailed.Because(why)
+	}
 	return out, nil
 }
 

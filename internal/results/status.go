@@ -1,6 +1,9 @@
 package results
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Status is a run's status in its results document (the "status" field,
 // a JSON string): one of the constants, those of a kind with a reason
@@ -29,6 +32,10 @@ const (
 	// StatusKilled: Read rebuilt the document from the stream of a run
 	// that left no summary.
 	StatusKilled Status = "killed"
+	// StatusFailed: every attempt of every key operation failed, the
+	// server answering with errors (AllFailed): the data set missing, a
+	// role without rights.
+	StatusFailed Status = "failed"
 	// StatusPartial: a merge of an incomplete set of segments.
 	StatusPartial Status = "partial (--allow-partial)"
 )
@@ -47,4 +54,32 @@ func (s Status) Kind() Status {
 // it is.
 func (s Status) Reason(k Status) (string, bool) {
 	return strings.CutPrefix(string(s), string(k)+": ")
+}
+
+// AllFailed reports whether every attempt of the key operations ops
+// recorded failed (warm-up and scored attempts; there was at least one)
+// and then why, in a few words: "every one of the 12 attempts of the
+// key operations failed (SQLSTATE 42P01 x12)".
+func AllFailed(ops []OpResult) (string, bool) {
+	var attempts, failed int64
+	for _, op := range ops {
+		attempts += op.Count + op.WarmupCount
+		failed += op.Errors + op.WarmupErrors
+	}
+	if attempts == 0 || failed < attempts {
+		return "", false
+	}
+	var codes []string
+	for _, c := range SQLStates(ops) {
+		var n int64
+		for _, op := range ops {
+			n += op.ErrorsBySQLState[c]
+		}
+		codes = append(codes, fmt.Sprintf("%s x%d", c, n))
+	}
+	why := fmt.Sprintf("every one of the %d attempts of the key operations failed", attempts)
+	if len(codes) > 0 {
+		why += " (SQLSTATE " + strings.Join(codes, ", ") + ")"
+	}
+	return why, true
 }

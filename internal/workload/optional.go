@@ -152,3 +152,14 @@ type DriveOptions struct {
 	// samplers' waits per operation).
 	Observe func(dsn string, start time.Time, ops *opmap.Map) (stop func())
 }
+
+// DataVerifier is implemented by workloads that can tell, read-only,
+// whether the database holds the data set their key operations need. A
+// run that does not set the data up (a segment of a run split over
+// several load machines: erplab init made the data before the agents
+// started) asks before the load and refuses a database without it.
+type DataVerifier interface {
+	// VerifyData returns nil when the data set is there, else a one-line
+	// error saying what is missing and how to make it.
+	VerifyData(ctx context.Context, pool *pgxpool.Pool) error
+}

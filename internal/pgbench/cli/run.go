@@ -399,7 +399,9 @@ func (r *runner) bench(ctx context.Context) int {
 		fmt.Fprintf(r.st.Stderr, "erplab: %s: the above results are incomplete.\n", why)
 		return code
 	}
-	if runErr != nil && !errors.Is(runErr, engine.ErrAborted) && !c.ExitOnAbort {
+	// Every transaction failed (loadtest.ErrRunFailed): pgbench reports
+	// the failures and exits by its own rules.
+	if runErr != nil && !errors.Is(runErr, engine.ErrAborted) && !errors.Is(runErr, loadtest.ErrRunFailed) && !c.ExitOnAbort {
 		fmt.Fprintf(r.st.Stderr, "pgbench: error: %s\n", oneLine(runErr))
 	}
 	if w.AbortedClients() > 0 {
