@@ -404,15 +404,14 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 	fl.Lookup("profile").Usage = "sample the server's CPU with perf in every run (see erplab profile); compare puts the subsystem shares side by side"
 	fl.BoolVar(&allowRestart, "allow-restart", false, "with --dsn on a server on this host: settings of context postmaster and --cold restart it (pg_ctl restart -m fast, see above)")
 	fl.StringVar(&templateDB, "template-db", "", "with --dsn: copy your database NAME for every run instead of building the workload's data")
-	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		hint := ""
+	cmd.SetFlagErrorFunc(flagError(func(err error) string {
 		for _, name := range capacitySearchFlags {
 			if strings.Contains(err.Error(), "unknown flag: --"+name) {
-				hint = fmt.Sprintf("; --%s is a flag of erplab capacity: an A/B of capacity is erplab capacity --variant", name)
+				return fmt.Sprintf("; --%s is a flag of erplab capacity: an A/B of capacity is erplab capacity --variant", name)
 			}
 		}
-		return withCode(exitUsage, fmt.Errorf("%w%s (see '%s --help')", err, hint, c.CommandPath()))
-	})
+		return ""
+	}))
 	return cmd
 }
 

@@ -112,9 +112,7 @@ interrupted (finished steps kept, capacity so far printed).`,
 			return nil
 		},
 	}
-	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return withCode(exitUsage, fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
-	})
+	cmd.SetFlagErrorFunc(flagError(nil)) // pgbench's options named with their equivalents
 	fl := cmd.Flags()
 	// The shared sets (flagsets.go): the workload, the server, the
 	// observations. The load profile is the search's (--start, --step,

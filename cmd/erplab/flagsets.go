@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
@@ -19,7 +20,9 @@ import (
 // (a command may reword a flag's usage for its context after registering,
 // never its default). runFlags embeds the four sets and reads them into
 // loadtest.Options (run.go: options); ab and capacity use runFlags too,
-// replay its own replayFlags.
+// replay its own replayFlags. run, ab and capacity answer a flag error
+// with flagError: one of pgbench's options (-c, -T, ...) is named with
+// the flag that takes its place, or erplab pgbench.
 
 // flagGroup is what every set keeps of a command: the flags it put there,
 // so that a set answers "was my --NAME given" even where the command has
@@ -220,4 +223,89 @@ func (s *observeFlags) register(fl *pflag.FlagSet, names ...string) {
 func addServerGoneFlag(fl *pflag.FlagSet, d *time.Duration) {
 	fl.DurationVar(d, "server-gone-after", engine.DefaultServerGone,
 		"abort the run when the server has been gone (connection errors, \"shutting down\" refusals) or has answered nothing for this long; \"starting up\" / \"in recovery\" refusals do not count, but a run that ends in them ends \"lost\", not \"completed\"")
+}
+
+// pgbenchOption is one of pgbench's options and what a command composing
+// the load set takes instead: a flag (flags[0], e.g. --users for -c),
+// another command (-i: erplab init), or only erplab pgbench.
+type pgbenchOption struct {
+	short, long, what string
+	flags             []string
+	// instead is what to type in its place, e.g. "--duration here (a
+	// duration: --duration 5s)", or without flags another command.
+	instead string
+}
+
+// pgbenchOptions are the options of pgbench a user of run, ab or
+// capacity may type out of habit (erplab pgbench takes them all).
+func pgbenchOptions() []pgbenchOption {
+	return []pgbenchOption{
+		{"c", "client", "clients", []string{"users"}, "--users here (and --connections: the connections they share)"},
+		{"T", "time", "seconds to run", []string{"duration"}, "--duration here (a duration: --duration 5s)"},
+		{"R", "rate", "transactions per second", []string{"rate"}, "--rate here"},
+		{"L", "latency-limit", "latency limit", []string{"latency-limit"}, "--latency-limit here"},
+		{"P", "progress", "progress period", []string{"progress"}, "--progress here (a duration: --progress 5s)"},
+		{"M", "protocol", "query mode", []string{"protocol"}, "--protocol here"},
+		{"f", "file", "script file", []string{"file"}, "-f here"},
+		{"b", "builtin", "built-in script", []string{"builtin"}, "-b here"},
+		{"S", "select-only", "select-only script", []string{"builtin"}, "-b select-only here"},
+		{"N", "skip-some-updates", "simple-update script", []string{"builtin"}, "-b simple-update here"},
+		{"p", "port", "port", []string{"dsn"}, "--dsn 'host=H port=P user=U dbname=D' here"},
+		{"U", "username", "user", []string{"dsn"}, "--dsn 'host=H port=P user=U dbname=D' here"},
+		{"", "random-seed", "random seed", []string{"seed"}, "--seed here"},
+		{"i", "initialize", "initialization", nil, "erplab init --workload pgbench -s N"},
+		{"t", "transactions", "transactions per client", nil, ""},
+		{"j", "jobs", "threads", nil, ""},
+		{"D", "define", "script variables", nil, ""},
+		{"n", "no-vacuum", "no vacuum", nil, ""},
+		{"r", "report-per-command", "per-command report", nil, ""},
+		{"l", "log", "transaction log", nil, ""},
+		{"C", "connect", "a new connection per transaction", nil, ""},
+	}
+}
+
+// pgbenchHint is what the flag error err of command c adds when the
+// unknown flag is one of pgbench's options: the flag of c that takes its
+// place, or that erplab pgbench takes pgbench's command line; "" for
+// any other error.
+func pgbenchHint(c *cobra.Command, err error) string {
+	var ne *pflag.NotExistError
+	if !errors.As(err, &ne) || ne.GetSpecifiedName() == "" {
+		return ""
+	}
+	name, short := ne.GetSpecifiedName(), ne.GetSpecifiedShortnames() != ""
+	if short {
+		name = name[:1]
+	}
+	for _, o := range pgbenchOptions() {
+		if short && o.short != name || !short && o.long != name {
+			continue
+		}
+		given := "-" + o.short
+		if !short {
+			given = "--" + o.long
+		}
+		switch {
+		case len(o.flags) > 0 && c.Flags().Lookup(o.flags[0]) != nil:
+			return fmt.Sprintf("; pgbench's %s (%s) is %s; pgbench's own command line is 'erplab pgbench'", given, o.what, o.instead)
+		case len(o.flags) == 0 && o.instead != "":
+			return fmt.Sprintf("; pgbench's %s (%s) is '%s'; pgbench's own command line is 'erplab pgbench'", given, o.what, o.instead)
+		}
+		return fmt.Sprintf("; pgbench's %s (%s) is not an option of %s: pgbench's own command line is 'erplab pgbench'", given, o.what, c.CommandPath())
+	}
+	return ""
+}
+
+// flagError is the flag-error function of a command composing the
+// shared sets: the error with exit code 2, a pgbench option named with
+// its equivalent (pgbenchHint), then hint's own words (ab: capacity's
+// flags) and where help is.
+func flagError(hint func(error) string) func(*cobra.Command, error) error {
+	return func(c *cobra.Command, err error) error {
+		more := pgbenchHint(c, err)
+		if hint != nil && more == "" {
+			more = hint(err)
+		}
+		return withCode(exitUsage, fmt.Errorf("%w%s (see '%s --help')", err, more, c.CommandPath()))
+	}
 }

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/erplab/erplab/internal/exitcode"
 )
 
 // ownMeaning are the commands' own flags that bear a set flag's name with
@@ -71,6 +74,31 @@ func TestRunHasNoPgbenchFlags(t *testing.T) {
 	for _, name := range []string{"file", "builtin", "target", "protocol"} {
 		if fl.Lookup(name) == nil {
 			t.Errorf("run lacks --%s (the script workload's)", name)
+		}
+	}
+}
+
+// TestPgbenchFlagsNamed: pgbench's options given to a command of the
+// shared sets (run -c 4 -T 5 out of habit) are named with what the
+// command takes instead, or with erplab pgbench, in one usage line.
+func TestPgbenchFlagsNamed(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "-c", "4", "-T", "5"}, "unknown shorthand flag: 'c' in -c; pgbench's -c (clients) is --users here (and --connections: the connections they share); pgbench's own command line is 'erplab pgbench' (see 'erplab run --help')"},
+		{[]string{"run", "-T", "5"}, "pgbench's -T (seconds to run) is --duration here (a duration: --duration 5s)"},
+		{[]string{"run", "-c4"}, "pgbench's -c (clients) is --users here"},
+		{[]string{"run", "--client", "4"}, "pgbench's --client (clients) is --users here"},
+		{[]string{"run", "-j", "2"}, "pgbench's -j (threads) is not an option of erplab run: pgbench's own command line is 'erplab pgbench'"},
+		{[]string{"run", "-i"}, "pgbench's -i (initialization) is 'erplab init --workload pgbench -s N'"},
+		{[]string{"ab", "-S"}, "pgbench's -S (select-only script) is not an option of erplab ab"},
+		{[]string{"capacity", "-c", "4"}, "pgbench's -c (clients) is not an option of erplab capacity"},
+		{[]string{"run", "-Z"}, "unknown shorthand flag: 'Z' in -Z (see 'erplab run --help')"},
+	} {
+		_, err := runRoot(t, c.args...)
+		if err == nil || exitcode.Of(err) != exitcode.Usage || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("erplab %q: %v (code %d), want %q", c.args, err, exitcode.Of(err), c.want)
 		}
 	}
 }

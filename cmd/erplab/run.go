@@ -137,9 +137,7 @@ Ctrl-C exits at once).`,
 			return nil
 		},
 	}
-	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return withCode(exitUsage, fmt.Errorf("%w (see '%s --help')", err, c.CommandPath()))
-	})
+	cmd.SetFlagErrorFunc(flagError(nil)) // pgbench's options named with their equivalents
 	fl := cmd.Flags()
 	cmd.SetUsageFunc(groupedUsage) // own flags, then each set's
 	f.loadFlags.register(fl)
