@@ -147,7 +147,7 @@ func Merge(docs []*Document, opts MergeOptions) (*Document, error) {
 		case c < 0:
 			return nil, fmt.Errorf("merge: segments overlap: %s (%s:%s) starts before the previous piece ends at %s", name(i), d.Segment.From, d.Segment.To, at.RatString())
 		case c > 0:
-			missing = append(missing, pieceLabel(at, froms[i], d.Segment))
+			missing = append(missing, missingPieces(at, froms[i], d.Segment)...)
 		}
 		at = tos[i]
 		used = append(used, i)
@@ -166,7 +166,7 @@ func Merge(docs []*Document, opts MergeOptions) (*Document, error) {
 		}
 	}
 	if one := big.NewRat(1, 1); at.Cmp(one) < 0 {
-		missing = append(missing, pieceLabel(at, one, first.Segment))
+		missing = append(missing, missingPieces(at, one, first.Segment)...)
 	} else if at.Cmp(one) > 0 {
 		return nil, fmt.Errorf("merge: segments end at %s, after 1", at.RatString())
 	}
@@ -176,7 +176,8 @@ func Merge(docs []*Document, opts MergeOptions) (*Document, error) {
 			if len(incomplete) > 0 {
 				also = "; " + strings.Join(incomplete, ", ")
 			}
-			return nil, fmt.Errorf("merge: %w: segment %s of run %q missing (%d of %d given)%s; --allow-partial merges what is there", ErrIncomplete, strings.Join(missing, ", "), first.RunID, len(used), first.Segment.Count, also)
+			return nil, fmt.Errorf("merge: %w: %s of run %q missing (%d of %d segments given: %s)%s; --allow-partial merges what is there",
+				ErrIncomplete, segmentsWord(missing), first.RunID, len(used), first.Segment.Count, givenLabels(docs, used, name), also)
 		}
 		if len(incomplete) > 0 {
 			return nil, fmt.Errorf("merge: %w: %s; --allow-partial merges it anyway", ErrIncomplete, strings.Join(incomplete, ", "))
@@ -217,7 +218,7 @@ func Merge(docs []*Document, opts MergeOptions) (*Document, error) {
 		// Every segment whose status is not completed is in incomplete.
 		var why []string
 		if len(missing) > 0 {
-			why = append(why, "segment "+strings.Join(missing, ", ")+" missing")
+			why = append(why, segmentsWord(missing)+" missing")
 		}
 		why = append(why, incomplete...)
 		out.Status = StatusPartial.Because(strings.Join(why, "; "))
@@ -310,18 +311,63 @@ func fileOf(files []string, i int) string {
 	return ""
 }
 
-// pieceLabel names the missing piece [from, to]: "I/N" when it is one
-// piece of the equal split, else "from:to".
-func pieceLabel(from, to *big.Rat, s *SegmentInfo) string {
-	n := int64(s.Count)
-	w := new(big.Rat).Sub(to, from)
-	if w.Cmp(big.NewRat(1, n)) == 0 {
-		i := new(big.Rat).Mul(from, big.NewRat(n, 1))
-		if i.IsInt() {
-			return fmt.Sprintf("%d/%d", i.Num().Int64()+1, n)
+// missingPieces names the pieces of s's sequence in the gap [from, to]
+// that no document covers: "I/N" for each piece of the sequence inside
+// it (its index), "from:to" for a part of the gap no piece bounds (a
+// sequence that does not parse, or segments of another split).
+func missingPieces(from, to *big.Rat, s *SegmentInfo) []string {
+	var points []*big.Rat
+	for _, p := range strings.Split(s.Sequence, ",") {
+		r, ok := new(big.Rat).SetString(strings.TrimSpace(p))
+		if !ok {
+			points = nil
+			break
+		}
+		points = append(points, r)
+	}
+	if len(points) < 2 {
+		// the equal split of s.Count pieces
+		points = points[:0]
+		for k := 0; k <= s.Count; k++ {
+			points = append(points, big.NewRat(int64(k), int64(max(s.Count, 1))))
 		}
 	}
-	return from.RatString() + ":" + to.RatString()
+	var out []string
+	at := from
+	for k := 0; k+1 < len(points); k++ {
+		lo, hi := points[k], points[k+1]
+		if lo.Cmp(at) < 0 || hi.Cmp(to) > 0 {
+			continue
+		}
+		if lo.Cmp(at) > 0 {
+			out = append(out, at.RatString()+":"+lo.RatString())
+		}
+		out = append(out, fmt.Sprintf("%d/%d", k+1, len(points)-1))
+		at = hi
+	}
+	if at.Cmp(to) < 0 {
+		out = append(out, at.RatString()+":"+to.RatString())
+	}
+	return out
+}
+
+// segmentsWord is "segment 2/3" or "segments 2/3 and 3/3" (or
+// "segments 1/4, 2/4 and 4/4").
+func segmentsWord(pieces []string) string {
+	if len(pieces) == 1 {
+		return "segment " + pieces[0]
+	}
+	return "segments " + strings.Join(pieces[:len(pieces)-1], ", ") + " and " + pieces[len(pieces)-1]
+}
+
+// givenLabels lists the pieces merged and where each came from:
+// "1/3 (a.json), 3/3 (c.json)".
+func givenLabels(docs []*Document, used []int, name func(int) string) string {
+	var out []string
+	for _, i := range used {
+		out = append(out, fmt.Sprintf("%s (%s)", docs[i].Segment.Label(), name(i)))
+	}
+	return strings.Join(out, ", ")
 }
 
 // addCounts adds src's counts (by SQLSTATE) to dst, made when needed.

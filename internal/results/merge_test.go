@@ -130,6 +130,14 @@ func TestMergeRefusals(t *testing.T) {
 	}
 	_, err = Merge([]*Document{d[0], d[1]}, MergeOptions{})
 	oneLine(t, err, "segment 3/3 of run")
+	// One segment given: the missing ones by index, the given one by
+	// index and file, not the gap's bounds ("1/3:1").
+	_, err = Merge([]*Document{d[0]}, MergeOptions{Files: []string{"r1-1of3.json"}})
+	oneLine(t, err, `segments 2/3 and 3/3 of run "r1" missing (1 of 3 segments given: 1/3 (r1-1of3.json))`)
+	p, err = Merge([]*Document{d[2]}, MergeOptions{AllowPartial: true})
+	if err != nil || strings.Join(p.Merged.Missing, " ") != "1/3 2/3" || !strings.Contains(string(p.Status), "segments 1/3 and 2/3 missing") {
+		t.Errorf("--allow-partial of 3/3 alone: %v, missing %q, status %q", err, p.Merged.Missing, p.Status)
+	}
 
 	_, err = Merge([]*Document{d[0], d[1], d[1], d[2]}, MergeOptions{Files: []string{"a", "b", "c", "d"}})
 	oneLine(t, err, "segment 2/3 is given twice (b and c)")
