@@ -210,7 +210,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 			if err != nil {
 				return withCode(exitUsage, err)
 			}
-			if err := checkPrimaryRows(primary, opts.Workload); err != nil {
+			if err := checkPrimaryRows(primary, opts.Workload, opts.Profile); err != nil {
 				return withCode(exitUsage, err)
 			}
 			if _, driven := opts.Workload.(workload.Driver); driven && age != 0 {
@@ -470,8 +470,9 @@ func declaredPrimaries() string {
 // lacks, a metric no row of its section has. Such a row could never be
 // tested, and the experiment would end with "primary verdict n/a".
 // Observation rows' subjects exist only once the runs observe them and
-// are not checked; nor are the rows remedies declare.
-func checkPrimaryRows(specs []string, w workload.Workload) error {
+// are not checked; nor are the rows remedies declare. A profile row
+// ("cpu <subsystem>") needs --profile (profiled).
+func checkPrimaryRows(specs []string, w workload.Workload, profiled bool) error {
 	if w == nil {
 		return nil
 	}
@@ -490,6 +491,9 @@ func checkPrimaryRows(specs []string, w workload.Workload) error {
 		k, err := compare.ParseKey(row)
 		if err != nil {
 			continue
+		}
+		if strings.HasPrefix(k.Subject, compare.ProfileSubject) && !profiled {
+			return fmt.Errorf("--primary %q: the rows 'cpu <subsystem>' exist only in runs made with --profile: add --profile", s)
 		}
 		if why := compare.ImpossibleKey(k, ops); why != "" {
 			return fmt.Errorf("--primary %q: workload %s: %s", s, w.Name(), why)

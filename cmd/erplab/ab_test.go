@@ -39,6 +39,8 @@ func TestABUsageErrors(t *testing.T) {
 		{"ab", "--dry-run", "--workload", "smoke", "--aa", "1", "--primary", "integral:p95_ms"},
 		{"ab", "--dry-run", "--workload", "smoke", "--variant", "x=rewrite-proxy", "--primary", "item_lookup:share_pct"},
 		{"ab", "--dry-run", "--workload", "smoke", "--variant", "x=rewrite-proxy", "--primary", "wait IO:DataFileRead:nosuch"},
+		// a profile row without --profile: no run would have it
+		{"ab", "--dry-run", "--workload", "smoke", "--variant", "x=rewrite-proxy", "--primary", "x=cpu executor:share_pct:lower"},
 		// a remedy parameter the remedy cannot take: refused before the server starts
 		{"ab", "--workload", "erp", "--variant", "x=tmpfs-temp-tablespace", "--tmpfs-size", "banana"},
 	} {

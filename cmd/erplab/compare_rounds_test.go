@@ -69,6 +69,8 @@ func TestComparePrimaryMissingRowListsChoices(t *testing.T) {
 	for _, c := range []struct{ key, want string }{
 		{"post_order:p95", "post_order has no metric p95; its metrics: apdex, p50_ms, p95_ms, p99_ms, per_second, error_pct"},
 		{"op:p95", "no subject op; operations: item_lookup, order_list, post_order, temp_churn, hour_report; their metrics: apdex, p50_ms, p95_ms, p99_ms, per_second, error_pct; integral: apdex, per_second, error_pct"},
+		// runs without --profile have no cpu rows: said so
+		{"cpu executor:share_pct:lower", "no subject cpu executor: the rows 'cpu <subsystem>' exist only when every run of both sides was made with --profile (erplab run --profile, erplab ab --profile), and a run here has no CPU profile"},
 	} {
 		args := []string{"compare", "--primary", c.key, a, b}
 		checkUsageError(t, args)

@@ -47,12 +47,17 @@ var IntegralApdex = Key{Subject: "integral", Metric: "apdex"}
 // and "wait IO:DataFileRead:share_pct" a wait row; a subject that itself
 // contains ':' needs its metric. A last part "lower" or "higher" after a
 // metric is the row's Aim ("cpu file system:share_pct:lower"). It
-// returns an error for an empty subject or metric.
+// returns an error for an empty subject or metric, or another word after
+// a metric than lower or higher ("x:apdex:sideways").
 func ParseKey(s string) (Key, error) {
 	s = strings.TrimSpace(s)
 	k := Key{Subject: s, Metric: "apdex"}
 	if i := strings.LastIndex(s, ":"); i >= 0 {
 		k = Key{Subject: strings.TrimSpace(s[:i]), Metric: strings.TrimSpace(s[i+1:])}
+	}
+	if i := strings.LastIndex(k.Subject, ":"); i >= 0 && knownMetric(k.Subject[i+1:]) && !knownMetric(k.Metric) && k.Metric != AimLower && k.Metric != AimHigher {
+		// SUBJECT:METRIC:AIM with an aim that is neither
+		return Key{}, fmt.Errorf("row %q: the aim after the metric must be lower or higher, got %q", s, k.Metric)
 	}
 	if (k.Metric == AimLower || k.Metric == AimHigher) && strings.Contains(k.Subject, ":") {
 		aim := k.Metric
@@ -309,8 +314,31 @@ func (c *Comparison) Choices(k Key) string {
 	if len(subject) > 0 {
 		return fmt.Sprintf("%s has no metric %s; its metrics: %s", k.Subject, k.Metric, strings.Join(subject, ", "))
 	}
+	if strings.HasPrefix(k.Subject, ProfileSubject) {
+		return c.profileChoices(k)
+	}
 	return fmt.Sprintf("no subject %s; operations: %s; their metrics: %s; integral: %s", k.Subject,
 		strings.Join(ops, ", "), strings.Join(opMetrics, ", "), strings.Join(integral, ", "))
+}
+
+// ProfileSubject begins the subject of every profile row ("cpu
+// executor"): rows of runs made with --profile only.
+const ProfileSubject = "cpu "
+
+// profileChoices is Choices for a profile row k ("cpu <subsystem>") the
+// comparison lacks: the profile rows it has, or that it has none
+// because a run was made without --profile.
+func (c *Comparison) profileChoices(k Key) string {
+	var cpu []string
+	for _, r := range c.Rows {
+		if r.Section == "profile" && (len(cpu) == 0 || cpu[len(cpu)-1] != r.Subject) {
+			cpu = append(cpu, r.Subject)
+		}
+	}
+	if len(cpu) == 0 {
+		return fmt.Sprintf("no subject %s: the rows 'cpu <subsystem>' exist only when every run of both sides was made with --profile (erplab run --profile, erplab ab --profile), and a run here has no CPU profile", k.Subject)
+	}
+	return fmt.Sprintf("no subject %s; the profile's rows: %s", k.Subject, strings.Join(cpu, ", "))
 }
 
 // exploratoryCount is "36 rows, 15 tested": the exploratory rows listed
@@ -365,6 +393,19 @@ var (
 	IntegralMetrics  = []string{"apdex", "per_second", "error_pct"}
 	otherMetrics     = []string{"share_pct", "growth_bytes", "user_pct", "system_pct", "temp_files_per_s", "temp_bytes_per_s"}
 )
+
+// knownMetric reports whether m is the metric of some row.
+func knownMetric(m string) bool {
+	m = strings.TrimSpace(m)
+	for _, list := range [][]string{OperationMetrics, IntegralMetrics, otherMetrics} {
+		for _, x := range list {
+			if x == m {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // ImpossibleKey says why no comparison of runs of a workload with
 // operations ops (nil: unknown, e.g. a replay's) can have row k, or ""

@@ -32,6 +32,13 @@ func TestParseKey(t *testing.T) {
 			t.Errorf("ParseKey(%q) accepted", in)
 		}
 	}
+	// A word after a metric that is not an aim: said so, not taken for
+	// a metric no row has.
+	for _, in := range []string{"x:apdex:sideways", "cpu executor:share_pct:down"} {
+		if _, err := compare.ParseKey(in); err == nil || !strings.Contains(err.Error(), "the aim after the metric must be lower or higher") {
+			t.Errorf("ParseKey(%q): %v", in, err)
+		}
+	}
 }
 
 // Clopper-Pearson intervals against published values (k/n = 0/20:
