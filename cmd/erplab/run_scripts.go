@@ -54,7 +54,7 @@ func (v scriptValue) Set(s string) error {
 }
 
 func addScriptFlags(fl *pflag.FlagSet, s *scriptFlags) {
-	fl.VarP(scriptValue{list: &s.scripts, file: true}, "file", "f", "pgbench script file to run, FILE[@WEIGHT] (- reads standard input); repeatable (runs pgbench scripts: --workload pgbench)")
+	fl.VarP(scriptValue{list: &s.scripts, file: true}, "file", "f", "pgbench script file to run, FILE[@WEIGHT] (- reads standard input: key operation stdin); repeatable (runs pgbench scripts: --workload pgbench)")
 	fl.VarP(scriptValue{list: &s.scripts}, "builtin", "b", "pgbench built-in script NAME[@WEIGHT]: tpcb-like, simple-update, select-only (a unique prefix will do); repeatable")
 	fl.StringArrayVar(&s.targets, "target", nil, "APDEX target time T of a script's key operation, NAME=DURATION (e.g. select-only=5ms; default 50ms); repeatable")
 }

@@ -251,8 +251,12 @@ func (w *Workload) opNames() []string {
 
 // OperationName is the key operation name of a script: the built-in's
 // pgbench name ("tpcb-like", "simple-update", "select-only") when s is a
-// built-in, else the file's base name without its extension.
+// built-in, "stdin" for a script read from standard input (-f -), else
+// the file's base name without its extension.
 func OperationName(s *script.Script) (name string, builtin bool) {
+	if s.Name == "-" {
+		return "stdin", false
+	}
 	for _, b := range script.BuiltinNames() {
 		_, desc, err := script.BuiltinText(b)
 		if err == nil && desc == s.Name {
