@@ -419,7 +419,7 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 // the run summary and the report round it (IntegralScore.String).
 func fmtIntegral(d *results.Document) string {
 	if d.Integral.NS() {
-		return "NS"
+		return "NS (no samples: no execution was scored)"
 	}
 	return fmt.Sprintf("%s (%s)", d.Integral.String(), d.Integral.Rating)
 }

@@ -337,6 +337,6 @@ func printMerged(w io.Writer, d *results.Document, out string, took time.Duratio
 	if m.Partial {
 		fmt.Fprintf(w, "PARTIAL (--allow-partial): this document does not hold the whole run\n")
 	}
-	fmt.Fprintf(w, "%d operations (%d errors), %.1f per s, integral APDEX %s (%s)\n", d.Totals.Count, d.Totals.Errors, d.Totals.PerSecond, d.Integral.String(), d.Integral.Rating)
+	fmt.Fprintf(w, "%d operations (%d errors), %.1f per s, integral APDEX %s\n", d.Totals.Count, d.Totals.Errors, d.Totals.PerSecond, fmtIntegral(d))
 	fmt.Fprintf(w, "results: %s (merged in %s)\n", out, took.Round(time.Millisecond))
 }

@@ -76,7 +76,16 @@ func PrintSummary(w io.Writer, doc *results.Document, out engine.Outcome) {
 			break
 		}
 	}
+	for _, r := range doc.Operations {
+		if r.Apdex.NS() {
+			fmt.Fprintln(w, NSLegend)
+			break
+		}
+	}
 }
+
+// NSLegend explains the APDEX "NS" of the summary's table.
+const NSLegend = "NS: no samples: no execution of the operation was scored, so it has no APDEX and no part in the integral"
 
 // fmtElapsed rounds elapsed time to the progress period's precision.
 func fmtElapsed(d, period time.Duration) string {
