@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -83,5 +84,28 @@ func TestDocLinks(t *testing.T) {
 	}
 	if links < 30 {
 		t.Errorf("found %d relative links in %d files: the link pattern misses them", links, len(files))
+	}
+}
+
+// TestReadmeDoctorSampleTime: the README's doctor example says how long
+// its sampling takes, and that is --windows (the default) times its
+// --sample: a reader who runs it knows what to wait for.
+func TestReadmeDoctorSampleTime(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := regexp.MustCompile(`erplab doctor [^\n]*--sample (\d+)s`).FindSubmatch(b)
+	said := regexp.MustCompile("`--windows` windows of `--sample` each: (\\d+) x (\\d+) s, (\\d+) s here").FindSubmatch(b)
+	if ex == nil || said == nil {
+		t.Fatalf("README: doctor example %q, its sampling time %q", ex, said)
+	}
+	windows := newDoctorCmd().Flags().Lookup("windows").DefValue
+	if string(said[1]) != windows || string(said[2]) != string(ex[1]) {
+		t.Errorf("README says %s x %s s, the example samples %s windows of %s s", said[1], said[2], windows, ex[1])
+	}
+	var w, s, total int
+	if _, err := fmt.Sscan(string(said[1])+" "+string(said[2])+" "+string(said[3]), &w, &s, &total); err != nil || w*s != total {
+		t.Errorf("README: %d x %d s is not %d s (%v)", w, s, total, err)
 	}
 }

@@ -55,8 +55,8 @@ one line says how many, which and why; 4 and 5 win over 6); 1 the doctor could n
 Subcommand: 'erplab doctor fix tmpfs-temp-tablespace' prints (or with --apply performs) the
 procedure that moves temp-table files to tmpfs.`,
 		Example: `  erplab doctor --dsn 'host=db1 dbname=erp user=postgres'
-  erplab doctor --dsn 'dbname=erp' --sample 30s --format markdown > doctor.md
-  erplab doctor --only temp-files,catalog-churn,temp-tablespace --sample 1m
+  erplab doctor --dsn 'dbname=erp' --sample 10s --format markdown > doctor.md   # samples 3 windows of 10s: 30 s
+  erplab doctor --only temp-files,catalog-churn,temp-tablespace --windows 1 --sample 1m
   erplab doctor --format json | jq '.findings[] | select(.severity == "warning")'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runDoctor(cmd, f) },
