@@ -89,6 +89,43 @@ func flagSections(fl *pflag.FlagSet) map[string]*pflag.FlagSet {
 	return out
 }
 
+// setLacks lists the flags of the shared set name (every flag its
+// register declares, the workloads' own included) that have does not
+// hold: what a command composing a part of the set leaves out, "--rate,
+// --stress" (nil when it takes them all); a flag of that name the
+// command has of its own (own: its flags) is "--rate (its own)".
+func setLacks(name string, have, own *pflag.FlagSet) []string {
+	all := pflag.NewFlagSet("all", pflag.ContinueOnError)
+	var f runFlags
+	f.loadFlags.register(all)
+	f.serverFlags.register(all)
+	f.outputFlags.register(all)
+	f.observeFlags.register(all)
+	var out []string
+	if set := flagSections(all)[name]; set != nil {
+		set.VisitAll(func(fl *pflag.Flag) {
+			switch {
+			case have.Lookup(fl.Name) != nil:
+			case own != nil && own.Lookup(fl.Name) != nil:
+				out = append(out, "--"+fl.Name+" (its own)")
+			default:
+				out = append(out, "--"+fl.Name)
+			}
+		})
+	}
+	return out
+}
+
+// setHeading is the line after "Flags of the NAME set" of a command
+// that takes a part of it: "(not: --rate, --stress)"; "" when it takes
+// the whole set (own: the command's flags, see setLacks).
+func setHeading(name string, have, own *pflag.FlagSet) string {
+	if lacks := setLacks(name, have, own); len(lacks) > 0 {
+		return "(not: " + strings.Join(lacks, ", ") + ")"
+	}
+	return ""
+}
+
 // groupedUsage is the usage (the end of --help) of a command composing
 // the shared sets: cobra's, with the command's own flags first and then
 // each set's under its name, as the command pages list them.
@@ -104,7 +141,11 @@ func groupedUsage(c *cobra.Command) error {
 	}
 	for _, name := range setNames {
 		if set := secs[name]; set != nil && set.HasAvailableFlags() {
-			fmt.Fprintf(w, "\nFlags of the %s set:\n%s", name, set.FlagUsages())
+			part := ""
+			if h := setHeading(name, set, c.LocalFlags()); h != "" {
+				part = " " + h
+			}
+			fmt.Fprintf(w, "\nFlags of the %s set%s:\n%s", name, part, set.FlagUsages())
 		}
 	}
 	if c.HasAvailableInheritedFlags() {

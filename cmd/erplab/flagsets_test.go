@@ -1,6 +1,10 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -100,5 +104,54 @@ func TestPgbenchFlagsNamed(t *testing.T) {
 		if err == nil || exitcode.Of(err) != exitcode.Usage || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("erplab %q: %v (code %d), want %q", c.args, err, exitcode.Of(err), c.want)
 		}
+	}
+}
+
+// TestSetPartsNamed: a command taking a part of a shared set says under
+// the set's heading which flags it leaves out (those it has of its own
+// by the same name marked so); run takes every set whole; the README
+// names replay's flags of the sets as replay composes them.
+func TestSetPartsNamed(t *testing.T) {
+	for _, c := range []struct {
+		cmd  string
+		want []string
+	}{
+		{"run", []string{"Flags of the load set:\n", "Flags of the observe set:\n"}},
+		{"ab", []string{"Flags of the load set (not: --latency-limit, --rate, --rate-stage, --stress):\n", "Flags of the server set (not: --force, --keep):\n"}},
+		{"capacity", []string{"Flags of the load set (not: --duration, --latency-limit, --ramp (its own), --rate (its own), --rate-stage, --stage, --users):\n"}},
+		{"replay", []string{"Flags of the server set (not: --keep (its own), --os-user, --server-gone-after):\n"}},
+	} {
+		out, err := runRoot(t, c.cmd, "--help")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s --help lacks %q", c.cmd, w)
+			}
+		}
+		if c.cmd == "run" && strings.Contains(out, "(not: ") {
+			t.Errorf("run takes every set whole, yet its help says it leaves flags out")
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("`replay` only ([^.]+)\\.").FindSubmatch(b)
+	if m == nil {
+		t.Fatal("README does not say which flags of the sets replay takes")
+	}
+	said := regexp.MustCompile("--[a-z-]+").FindAllString(strings.ReplaceAll(string(m[1]), "\n", " "), -1)
+	var has []string
+	for name, set := range flagSections(newReplayCmd().Flags()) {
+		if name != "" {
+			set.VisitAll(func(f *pflag.Flag) { has = append(has, "--"+f.Name) })
+		}
+	}
+	slices.Sort(said)
+	slices.Sort(has)
+	if !slices.Equal(said, has) {
+		t.Errorf("README says replay takes %v of the sets, it takes %v", said, has)
 	}
 }

@@ -126,7 +126,11 @@ func commandPage(c *cobra.Command) []byte {
 		}
 		for _, name := range setNames {
 			if set := secs[name]; set != nil && set.HasAvailableFlags() {
-				fmt.Fprintf(&b, "## Flags of the %s set\n\n```text\n%s```\n\n", name, set.FlagUsages())
+				fmt.Fprintf(&b, "## Flags of the %s set\n\n", name)
+				if h := setHeading(name, set, fl); h != "" {
+					fmt.Fprintf(&b, "A part of the set %s.\n\n", h)
+				}
+				fmt.Fprintf(&b, "```text\n%s```\n\n", set.FlagUsages())
 			}
 		}
 	}
