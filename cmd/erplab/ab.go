@@ -82,8 +82,9 @@ a restart (without --allow-restart) or that ALTER SYSTEM already sets; --cold wi
 the tmpfs remedy unless erplab is root, the role a superuser and the server on this host (Unix socket
 or localhost, data directory visible): then its tablespace erplab_ab_<id>_run_x_tmpfs is on a tmpfs
 beside the data directory, owned by the server's OS user, temp_tablespaces set for the run database
-only, and all of it undone after the run (the mount and the tablespace also after a kill -9). The
-thp remedy needs --allow-restart and a server on this host, and restarts it again after the undo.
+only, and all of it undone after the run (also after a kill -9, by the next erplab command: the
+mount, the tablespace, its directory and the remedy's state file). The thp remedy needs
+--allow-restart and a server on this host, and restarts it again after the undo.
 
 --allow-restart lets ab restart your server: settings of context postmaster (shared_buffers,
 max_locks_per_transaction ...) are ALTER SYSTEM SET + restart and ALTER SYSTEM RESET + restart
