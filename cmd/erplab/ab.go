@@ -62,6 +62,15 @@ load profile and data: each run starts from CREATE DATABASE run_x TEMPLATE ` + e
 not restarted between runs (warm cache after the first run) unless --cold: then the server is
 restarted before every run and, as root, the OS page cache is dropped.
 
+The thp remedy (thp:never|madvise|always, root only, with --cold only) sets the host's transparent
+huge pages mode (transparent_hugepage/enabled; defrag and shmem_enabled with --thp-defrag and
+--thp-shmem) for its runs: each run copies the template and restarts the server (--cold), then the
+remedy writes the mode and restarts the server again, so the postmaster, shared memory and every
+backend are mapped under it (the kernel applies a mode to memory faulted in after the change); after
+the run the previous modes are written back (also by the next erplab command after a kill -9), and
+the next run's restart starts the server under them. THP is host-wide: other processes on the host
+run under the variant's mode too. E.g. --variant never=thp:never --variant always=thp:always --cold.
+
 Your own server: --dsn (or --dsn-file) runs everything there instead. The workload's data is built
 once into erplab_ab_<id>_template (or --template-db NAME: your database, copied, never written) and
 every run is CREATE DATABASE erplab_ab_<id>_run_x TEMPLATE it, dropped after; CREATE DATABASE ...
@@ -73,7 +82,9 @@ a restart (without --allow-restart) or that ALTER SYSTEM already sets; --cold wi
 the tmpfs remedy unless erplab is root, the role a superuser and the server on this host (Unix socket
 or localhost, data directory visible): then its tablespace erplab_ab_<id>_run_x_tmpfs is on a tmpfs
 beside the data directory, owned by the server's OS user, temp_tablespaces set for the run database
-only, and all of it undone after the run (the mount and the tablespace also after a kill -9).
+only, and all of it undone after the run (also after a kill -9, by the next erplab command: the
+mount, the tablespace, its directory and the remedy's state file). The thp remedy needs
+--allow-restart and a server on this host, and restarts it again after the undo.
 
 --allow-restart lets ab restart your server: settings of context postmaster (shared_buffers,
 max_locks_per_transaction ...) are ALTER SYSTEM SET + restart and ALTER SYSTEM RESET + restart
@@ -253,6 +264,11 @@ Remedies (each records what it changed in the run's results file, extra.remedies
 			}
 			if err := checkABFlags(opts.DSN, templateDB, outDir, cold, allowRestart, vs); err != nil {
 				return err
+			}
+			for _, v := range vs {
+				if err := remedy.CheckCold(v.Remedies, cold); err != nil {
+					return withCode(exitUsage, fmt.Errorf("--variant %s: %w: add --cold", v.Name, err))
+				}
 			}
 			tw, err := newW(baseFlags)
 			if err != nil {

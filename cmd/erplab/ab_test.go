@@ -99,6 +99,9 @@ func TestABHelpListsRemedies(t *testing.T) {
 		if k.NeedsRoot != "" && !strings.Contains(s, "root only: "+k.NeedsRoot) {
 			t.Errorf("help does not say why %s needs root", k.Name)
 		}
+		if k.NeedsCold != "" && !strings.Contains(s, "with --cold only: "+k.NeedsCold) {
+			t.Errorf("help does not say why %s needs --cold", k.Name)
+		}
 		for _, p := range k.Params {
 			if !strings.Contains(s, "--"+p.Name+" string") || !strings.Contains(s, k.Name+": "+p.Usage) {
 				t.Errorf("help lacks the flag --%s of %s", p.Name, k.Name)
@@ -115,8 +118,8 @@ func TestABHelpListsRemedies(t *testing.T) {
 		!strings.Contains(s, "rewrite-proxy: or_subquery_report:p95_ms and or_subquery_report:apdex") {
 		t.Errorf("help lacks the remedies' primary rows")
 	}
-	if n := len(remedy.Kinds()); n != 4 {
-		t.Errorf("%d remedies registered, want 4", n)
+	if n := len(remedy.Kinds()); n != 5 {
+		t.Errorf("%d remedies registered, want 5", n)
 	}
 }
 

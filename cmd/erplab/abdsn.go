@@ -15,6 +15,7 @@ import (
 	"github.com/erplab/erplab/internal/experiment"
 	"github.com/erplab/erplab/internal/leftover"
 	"github.com/erplab/erplab/internal/remedy/settings"
+	"github.com/erplab/erplab/internal/remedy/thp"
 	"github.com/erplab/erplab/internal/remedy/tmpfs"
 	"github.com/erplab/erplab/internal/workload"
 )
@@ -22,8 +23,8 @@ import (
 // checkABFlags refuses, before the plan, a file or a server, what the
 // flags alone show ab cannot do: --template-db without --dsn, --cold
 // with --dsn (the server erplab did not start) without --allow-restart,
-// --allow-restart without --dsn, --allow-restart or the tmpfs remedy
-// with a --dsn host not on this host (onThisHost), and an --out-dir that
+// --allow-restart without --dsn, --allow-restart or the tmpfs or thp
+// remedy with a --dsn host not on this host (onThisHost), and an --out-dir that
 // exists and is no directory. What needs the server (its data directory,
 // the role's rights) is checkABServer's. Each refusal is one line, a
 // usage error.
@@ -52,8 +53,8 @@ func checkABFlags(dsn, templateDB, outDir string, cold, allowRestart bool, vs []
 	}
 	for _, v := range vs {
 		for _, r := range v.Remedies {
-			if r.Kind == tmpfs.Name {
-				if err := onThisHost(dsn, "--variant "+v.Name+": "+tmpfs.Name); err != nil {
+			if r.Kind == tmpfs.Name || r.Kind == thp.Name {
+				if err := onThisHost(dsn, "--variant "+v.Name+": "+r.Kind); err != nil {
 					return withCode(exitUsage, err)
 				}
 			}

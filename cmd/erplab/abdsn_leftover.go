@@ -13,6 +13,7 @@ import (
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/experiment"
 	"github.com/erplab/erplab/internal/leftover"
+	"github.com/erplab/erplab/internal/remedy/tmpfs"
 )
 
 // The leftover kinds of ab --dsn: a database it made on a server erplab
@@ -68,7 +69,9 @@ type abTablespaceData struct {
 // undoABTablespace drops the recorded tablespace when it exists (the
 // sweep has unmounted its tmpfs first, and the sessions that had temp
 // files there ended with ab); when it cannot, it names the statement to
-// run by hand.
+// run by hand. Once the tablespace is gone it finishes the remedy's undo
+// (tmpfs.FinishSweep): the tablespace directory ab made beside the data
+// directory, when empty, and the remedy's state file.
 func undoABTablespace(ctx context.Context, e leftover.Entry) (string, error) {
 	var d abTablespaceData
 	if json.Unmarshal(e.Data, &d) != nil || !strings.HasPrefix(d.Tablespace, experiment.ExternalPrefix) {
@@ -88,13 +91,23 @@ func undoABTablespace(ctx context.Context, e leftover.Entry) (string, error) {
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_tablespace WHERE spcname = $1`, d.Tablespace).Scan(&n); err != nil {
 		return "", byHand(conninfo.Describe(err))
 	}
-	if n == 0 {
-		return "", nil // never made, or dropped by ab
+	var said []string
+	if n > 0 { // else never made, or dropped by ab
+		if _, err := conn.Exec(ctx, "DROP TABLESPACE "+quoteIdent(d.Tablespace)); err != nil {
+			return "", byHand(conninfo.Describe(err))
+		}
+		said = append(said, "dropped")
 	}
-	if _, err := conn.Exec(ctx, "DROP TABLESPACE "+quoteIdent(d.Tablespace)); err != nil {
-		return "", byHand(conninfo.Describe(err))
+	// What the remedy made beside the data directory and its state file.
+	state, err := leftover.StateDir()
+	if err != nil {
+		return strings.Join(said, "; "), err
 	}
-	return "dropped", nil
+	what, err := tmpfs.FinishSweep(state, d.Tablespace)
+	if what != "" {
+		said = append(said, what)
+	}
+	return strings.Join(said, "; "), err
 }
 
 // sweepConn connects to dsn for the sweep, bounded like replay-copy's.

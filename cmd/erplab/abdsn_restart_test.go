@@ -259,7 +259,9 @@ func TestABDSNTmpfs(t *testing.T) {
 
 // kill -9 of ab --dsn while its tmpfs variant runs (the tablespace on
 // the tmpfs beside the server's data directory): the next erplab command
-// unmounts the tmpfs, drops the tablespace and ab's databases.
+// unmounts the tmpfs, drops the tablespace and ab's databases, removes
+// the tablespace directory ab made beside the data directory and the
+// remedy's state file: nothing is left for doctor fix --undo.
 func TestABDSNTmpfsKilled(t *testing.T) {
 	pgtest.SkipShort(t)
 	if os.Geteuid() != 0 {
@@ -312,5 +314,18 @@ func TestABDSNTmpfsKilled(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "tablespace "+ts) {
 		t.Errorf("the sweep does not name tablespace %s:\n%s", ts, out)
+	}
+	tsDir := filepath.Join(filepath.Dir(srv.Cluster(t).DataDir()), ts)
+	if _, err := os.Lstat(tsDir); !os.IsNotExist(err) {
+		t.Errorf("tablespace directory %s left (%v)\n%s", tsDir, err, out)
+	}
+	if files, _ := filepath.Glob(filepath.Join(state, "tmpfs", "*.json")); len(files) != 0 {
+		t.Errorf("state files left: %v\n%s", files, out)
+	}
+	if left, _ := filepath.Glob(filepath.Join(state, "leftover", "*.json")); len(left) != 0 {
+		t.Errorf("leftover entries after the sweep: %v\n%s", left, out)
+	}
+	if !strings.Contains(string(out), "removed "+tsDir) {
+		t.Errorf("the sweep does not say it removed %s:\n%s", tsDir, out)
 	}
 }

@@ -374,6 +374,9 @@ func (cfg ABConfig) Check(isRoot bool) (path, dir string, w workload.Workload, e
 		if err := remedy.CheckRunnable("capacity", v.Remedies, ec.Params, isRoot); err != nil {
 			return "", "", nil, fmt.Errorf("--variant %s: %w", v.Name, err)
 		}
+		if err := remedy.CheckCold(v.Remedies, ec.Cold); err != nil {
+			return "", "", nil, fmt.Errorf("--variant %s: %w: use erplab ab --cold", v.Name, err)
+		}
 	}
 	w, err = ec.NewWorkload(ec.Flags)
 	if err != nil {

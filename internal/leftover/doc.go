@@ -91,9 +91,18 @@
 // database's OID. Undo drops it (WITH (FORCE)) when it exists with that
 // OID, or names it to drop by hand when the sweep cannot connect.
 //
+// "thp" (registered by internal/remedy/thp): one transparent_hugepage
+// choice file the thp remedy wrote. Path is the file, Data its mode
+// before and the mode set. Undo writes the previous mode back when the
+// file still reads the mode set (one changed since is left, and said).
+//
 // Tablespaces have no kind of their own: every tablespace erplab creates
 // outside `doctor fix --apply` (whose state file and --undo keep what it
 // made, by design) lives in a throwaway server, whose "pgcluster" entry
 // stops the server and removes its directory; the tablespace's directory
-// outside the data directory is a "dir" entry.
+// outside the data directory is a "dir" entry. The exception is the tmpfs
+// remedy of ab --dsn on the user's server: cmd/erplab's "ab-tablespace"
+// entry drops the tablespace, then removes the remedy's tablespace
+// directory (when erplab made it and it is empty) and its state file
+// (tmpfs.FinishSweep).
 package leftover

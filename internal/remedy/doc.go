@@ -32,6 +32,14 @@
 //   - Undo reverses Apply and may add to Changed what it learnt on the
 //     way (counters, settings after a reset). A nil Undo means there is
 //     nothing to reverse.
+//   - Preflight, when set, checks before anything starts that this host
+//     can take the remedy (thp: the kernel's transparent_hugepage/enabled
+//     exists); CheckRunnable calls it.
+//   - NeedsCold, when set, says why the remedy takes effect only in a
+//     server started after its Apply (thp: the kernel applies a THP mode
+//     to memory mapped after the change): it restarts the server itself,
+//     and CheckCold refuses it unless every run starts after a restart
+//     (ab --cold), so that the baseline starts alike.
 //
 // # Order and failures
 //

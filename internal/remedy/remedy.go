@@ -26,6 +26,18 @@ type Kind struct {
 	// NeedsRoot, when not empty, says why the remedy needs root (e.g.
 	// "it mounts a tmpfs"); Apply refuses a non-root process.
 	NeedsRoot string
+	// NeedsCold, when not empty, says why the remedy takes effect only in
+	// a server started after its Apply (e.g. "THP applies to memory
+	// mapped after the change"): such a remedy restarts the server
+	// itself, so a comparison is fair only when every run, the
+	// baseline's too, starts after a restart; CheckCold refuses it
+	// without cold runs (ab --cold).
+	NeedsCold string
+	// Preflight, when set, checks before anything starts that this host
+	// can take the remedy with argument arg (e.g. that a kernel file it
+	// writes exists) and returns a one-line error; CheckRunnable calls
+	// it once the process is known to be root where NeedsRoot asks.
+	Preflight func(arg string) error
 	// Params are command-line parameters of the remedy, shared by every
 	// run that applies it (e.g. tmpfs-size); values reach Apply through
 	// Target.Param.
@@ -271,6 +283,11 @@ func CheckRunnable(command string, rs []Remedy, params map[string]string, isRoot
 		if k.NeedsRoot != "" && !isRoot {
 			return fmt.Errorf("remedy %s needs root (%s); run erplab %s as root or drop the remedy", k.Name, k.NeedsRoot, command)
 		}
+		if k.Preflight != nil {
+			if err := k.Preflight(r.Arg); err != nil {
+				return fmt.Errorf("remedy %s: %w", r, err)
+			}
+		}
 		for _, p := range k.Params {
 			v, given := params[p.Name]
 			if !given {
@@ -281,6 +298,21 @@ func CheckRunnable(command string, rs []Remedy, params map[string]string, isRoot
 					return fmt.Errorf("--%s %q (remedy %s): %w", p.Name, v, k.Name, err)
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// CheckCold refuses, in one line, a remedy of rs with NeedsCold unless
+// cold (every run starts after a server restart: ab --cold); the caller
+// adds how its command gets cold runs.
+func CheckCold(rs []Remedy, cold bool) error {
+	if cold {
+		return nil
+	}
+	for _, r := range rs {
+		if k, ok := Lookup(r.Kind); ok && k.NeedsCold != "" {
+			return fmt.Errorf("remedy %s restarts the server under its setting (%s), so it needs cold runs, where every run, the baseline's too, starts after a restart", r, k.NeedsCold)
 		}
 	}
 	return nil
@@ -348,6 +380,9 @@ func WriteHelp(w io.Writer) error {
 		lines := strings.Split(strings.TrimSpace(k.Doc), "\n")
 		if k.NeedsRoot != "" {
 			lines = append(lines, "root only: "+k.NeedsRoot)
+		}
+		if k.NeedsCold != "" {
+			lines = append(lines, "with --cold only: "+k.NeedsCold)
 		}
 		for i, l := range lines {
 			head := ""

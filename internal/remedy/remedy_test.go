@@ -47,14 +47,15 @@ func TestParseErrors(t *testing.T) {
 		{"settings:" + conf, `remedy "settings:` + conf + `": settings file ` + conf + `: no settings`},
 		{"rewrite-proxy:1", `remedy "rewrite-proxy:1": rewrite-proxy takes no argument`},
 		{" tmpfs-temp-tablespace:x", `remedy " tmpfs-temp-tablespace:x": tmpfs-temp-tablespace takes no argument`},
-		{"foo", `unknown remedy "foo" (known: rewrite-proxy, settings:FILE, temp-style:1c|lsfusion, test-counted, tmpfs-temp-tablespace)`},
+		{"foo", `unknown remedy "foo" (known: rewrite-proxy, settings:FILE, temp-style:1c|lsfusion, test-counted, thp:never|madvise|always, tmpfs-temp-tablespace)`},
+		{"thp:sometimes", `remedy "thp:sometimes": transparent_hugepage/enabled takes always, madvise, never, not "sometimes"`},
 	} {
 		_, err := remedy.Parse(tc.in)
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("Parse(%q): got %v, want %s", tc.in, err, tc.want)
 		}
 	}
-	for _, in := range []string{"temp-style:1c", "temp-style:lsfusion", " rewrite-proxy ", "tmpfs-temp-tablespace"} {
+	for _, in := range []string{"temp-style:1c", "temp-style:lsfusion", " rewrite-proxy ", "tmpfs-temp-tablespace", "thp:never", "thp:always"} {
 		r, err := remedy.Parse(in)
 		if err != nil {
 			t.Fatalf("Parse(%q): %v", in, err)
@@ -65,8 +66,8 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
-// ab's help lists each remedy with its syntax, what it does and why it
-// needs root.
+// ab's help lists each remedy with its syntax, what it does, why it
+// needs root and why it needs cold runs.
 func TestWriteHelp(t *testing.T) {
 	var b strings.Builder
 	if err := remedy.WriteHelp(&b); err != nil {
@@ -79,6 +80,10 @@ func TestWriteHelp(t *testing.T) {
   temp-style:1c|lsfusion   how the ERP workload treats temp tables in this run
   test-counted             counts
                            its calls
+  thp:never|madvise|always the host's transparent huge pages mode (transparent_hugepage/enabled) for the run, set back after;
+                           the server is restarted under it (see --thp-defrag, --thp-shmem)
+                           root only: it writes the kernel's transparent_hugepage files
+                           with --cold only: THP applies to memory mapped after the change
   tmpfs-temp-tablespace    temp tables on a tmpfs tablespace (erplab doctor's fix), undone after
                            root only: it mounts a tmpfs
 `

@@ -6,5 +6,6 @@ import (
 	_ "github.com/erplab/erplab/internal/remedy/rewriteproxy"
 	_ "github.com/erplab/erplab/internal/remedy/settings"
 	_ "github.com/erplab/erplab/internal/remedy/tempstyle"
+	_ "github.com/erplab/erplab/internal/remedy/thp"
 	_ "github.com/erplab/erplab/internal/remedy/tmpfs"
 )

@@ -118,6 +118,13 @@
 // recorded source at the recorded point) and removes the server's
 // directory with the state file, saying so in one line.
 //
+// On a server erplab did not start (ab --dsn) the state file is in
+// erplab's state directory and the tablespace is recorded too (cmd's
+// "ab-tablespace" entry, older than the mount's): after a kill -9 the
+// sweep unmounts the tmpfs, drops the tablespace and then FinishSweep
+// removes the tablespace directory (only when Apply created it and it is
+// empty) and the state file.
+//
 // Any other state file whose server is gone is cleaned by UndoOrphan (`erplab
 // doctor fix tmpfs-temp-tablespace --undo --state FILE`; --states lists
 // the files): it refuses while postmaster.pid names a live process,
