@@ -1,0 +1,193 @@
+package top
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/erplab/erplab/internal/sampler"
+	"github.com/erplab/erplab/internal/storm"
+)
+
+// liveFrames feeds n made-up samples to a live state (a storm at sample
+// 70, other catalogs every 10th, two sessions) and records each frame;
+// it returns the screens the live view drew, one per sample, and the
+// file's size after each.
+func liveFrames(t *testing.T, path string, n int) (screens []string, sizes []int64) {
+	t.Helper()
+	info := sampler.Info{Version: "15.18 (Debian)", Database: "erp", Local: true, StatsPrivileged: true}
+	st, err := newState(info, storm.Rule{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.start = time.Date(2026, 12, 4, 9, 0, 0, 0, time.FixedZone("MSK", 3*3600))
+	rec, err := Create(path, Header{Erplab: "test", HostCPUs: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.begin(info, st.start, time.Second, true); err != nil {
+		t.Fatal(err)
+	}
+	list := []Session{
+		{PID: 4100, Database: "erp", User: "erp", Application: "1C posting", State: "idle in transaction", Wait: "Client:ClientRead", Duration: 2 * time.Second, Query: "UPDATE stock SET qty = qty - $1"},
+		{PID: 4101, Database: "erp", User: "erp", Application: "1C posting", State: "active", Wait: "Lock:transactionid", Duration: time.Second, BlockedBy: []int{4100}, Query: "UPDATE stock SET qty = qty - $1"},
+	}
+	for i := range n {
+		w := map[string]int{"CPU": 10 + i%3}
+		active := 12
+		if i >= 70 && i < 90 {
+			w, active = map[string]int{"LWLock:LockManager": 200, "CPU": 40}, 240
+		}
+		if i%7 == 0 {
+			w["IO:DataFileRead"] = 1
+		}
+		s := fakeSample(st.start.Add(time.Duration(i+1)*time.Second), active, w)
+		if i%10 == 0 {
+			s.OtherCatalogs = []sampler.DatabaseCatalog{{Database: "buh", Catalog: []sampler.CatalogRel{{Name: "pg_class", Bytes: int64(i) << 20, InsPerS: float64(i)}}}}
+		}
+		st.add(s)
+		if err := rec.Add(frameOf(st, list)); err != nil {
+			t.Fatal(err)
+		}
+		screens = append(screens, render(st, viewOpts{width: 120, interval: time.Second}))
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, fi.Size())
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return screens, sizes
+}
+
+// TestRecordPlayMatchesLive: every frame of a recording of 130 samples
+// (three segments, a storm, other databases' catalogs) plays back as
+// the screen top drew live, the trend included; the file is mode 0600
+// and a second Create at its name is refused.
+func TestRecordPlayMatchesLive(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "top.rec")
+	live, _ := liveFrames(t, path, 130)
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.Len() != 130 || r.Note != "" || r.Header.HostCPUs != 8 || r.Header.Server.Database != "erp" || !r.Header.Sessions {
+		t.Fatalf("len %d note %q header %+v", r.Len(), r.Note, r.Header)
+	}
+	for _, i := range []int{0, 1, 19, 20, 59, 60, 61, 75, 95, 129, 3} { // out of order: segments re-decoded
+		st, _, err := r.stateAt(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := render(st, viewOpts{width: 120, interval: time.Second}); got != live[i] {
+			t.Errorf("sample %d plays as\n%s\nlive it was\n%s", i, got, live[i])
+		}
+	}
+	if !strings.Contains(live[75], "STORM LWLock:LockManager storm") || !strings.Contains(live[95], "last storm: ") {
+		t.Errorf("no storm in the made-up samples:\n%s", live[95])
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != RecordPerm {
+		t.Errorf("mode %v %v", fi.Mode(), err)
+	}
+	if _, err := Create(path, Header{}); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("Create over an existing file: %v", err)
+	}
+	for when, want := range map[string]int{"0s": 0, "1m": 60, "1m0.5s": 60, "09:01:01": 60, "2m9s": 129} {
+		if i, err := r.Find(when, true); err != nil || i != want {
+			t.Errorf("Find(%q) = %d, %v; want %d", when, i, err, want)
+		}
+	}
+	if i, err := r.Find("1m0.5s", false); err != nil || i != 61 {
+		t.Errorf("Find(1m0.5s, after) = %d, %v", i, err)
+	}
+	for _, bad := range []string{"-5s", "3m", "08:59:00", "soon"} {
+		if _, err := r.Find(bad, true); err == nil {
+			t.Errorf("Find(%q) accepted", bad)
+		} else if strings.Contains(err.Error(), "\n") {
+			t.Errorf("Find(%q): error of more than a line: %v", bad, err)
+		}
+	}
+}
+
+// TestRecordTorn: a recording cut at any byte plays exactly the samples
+// whose records were whole in the file at that size (as a kill -9 then
+// leaves it), with a one-line note: "cut short" when a record is torn,
+// "not closed" when the cut falls between records.
+func TestRecordTorn(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "top.rec")
+	_, sizes := liveFrames(t, path, 70)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := map[string]int{}
+	for cut := int64(len(b)) - 1; cut >= sizes[0]; cut -= 7 {
+		want := 0
+		for want < len(sizes) && sizes[want] <= cut {
+			want++
+		}
+		p := filepath.Join(dir, "cut")
+		os.Remove(p)
+		if err := os.WriteFile(p, b[:cut], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Open(p)
+		if err != nil {
+			t.Fatalf("cut at %d: %v", cut, err)
+		}
+		// A record's data comes before its block's end code and the sync
+		// flush's empty block (up to 8 bytes): cut inside those, the
+		// record is whole (its checksum says so).
+		if r.Len() != want && (r.Len() != want+1 || cut < sizes[want]-8) {
+			t.Errorf("cut at byte %d: %d samples, want %d (sizes %v)", cut, r.Len(), want, sizes[max(want-1,0):min(want+2,len(sizes))])
+		}
+		switch {
+		case strings.Contains(r.Note, "\n"):
+			t.Errorf("cut at %d: note of more than a line %q", cut, r.Note)
+		case strings.Contains(r.Note, "is cut short or damaged"):
+			notes["torn"]++
+		case strings.Contains(r.Note, "was not closed"):
+			notes["not closed"]++
+		default:
+			t.Errorf("cut at %d: note %q", cut, r.Note)
+		}
+		var out bytes.Buffer
+		if err := PrintPlay(&out, r, PlayOptions{From: r.Len() - 1, To: -1}); err != nil || !strings.Contains(out.String(), TitleSessions) {
+			t.Errorf("cut at %d: the last whole sample: %v", cut, err)
+		}
+		r.Close()
+	}
+	if notes["torn"] == 0 || notes["not closed"] == 0 {
+		t.Errorf("notes %v: want both kinds", notes)
+	}
+	// A damaged byte inside a record: the samples before it play.
+	bad := append([]byte(nil), b...)
+	bad[sizes[65]+3] ^= 0xff
+	p := filepath.Join(dir, "bad")
+	if err := os.WriteFile(p, bad, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := Open(p); err != nil || r.Len() < 60 || r.Len() > 66 || !strings.Contains(r.Note, "cut short or damaged") {
+		t.Errorf("a damaged byte: %v", err)
+	} else {
+		r.Close()
+	}
+	if _, err := Open(filepath.Join(dir, "none")); err == nil {
+		t.Error("a missing file opened")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "junk"), []byte("{\"format\":\"other\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(filepath.Join(dir, "junk")); err == nil || !strings.Contains(err.Error(), "not an erplab top record") {
+		t.Errorf("another format: %v", err)
+	}
+}
