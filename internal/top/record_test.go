@@ -148,7 +148,7 @@ func TestRecordTorn(t *testing.T) {
 		// flush's empty block (up to 8 bytes): cut inside those, the
 		// record is whole (its checksum says so).
 		if r.Len() != want && (r.Len() != want+1 || cut < sizes[want]-8) {
-			t.Errorf("cut at byte %d: %d samples, want %d (sizes %v)", cut, r.Len(), want, sizes[max(want-1,0):min(want+2,len(sizes))])
+			t.Errorf("cut at byte %d: %d samples, want %d (sizes %v)", cut, r.Len(), want, sizes[max(want-1, 0):min(want+2, len(sizes))])
 		}
 		switch {
 		case strings.Contains(r.Note, "\n"):

@@ -271,9 +271,9 @@ type model struct {
 	confirmPID int
 	note       string
 	// frozen is the screen kept while paused and recording.
-	frozen string
-	connMu     sync.Mutex // one call at a time on opts.Conn
-	dialled    *pgx.Conn  // opened through opts.Dial, closed by Run
+	frozen  string
+	connMu  sync.Mutex // one call at a time on opts.Conn
+	dialled *pgx.Conn  // opened through opts.Dial, closed by Run
 }
 
 // conn returns the second session, dialling it on first use; call with
