@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,7 +14,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/erplab/erplab/internal/conninfo"
+	"github.com/erplab/erplab/internal/hostfacts"
 	"github.com/erplab/erplab/internal/metrics"
+	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/sampler"
 	"github.com/erplab/erplab/internal/top"
 )
@@ -28,6 +31,8 @@ type topFlags struct {
 	filter           top.Filter
 	catalogDBs       string
 	catalogEvery     time.Duration
+	record, play     string
+	at, from, to     string
 }
 
 func newTopCmd() *cobra.Command {
@@ -85,6 +90,11 @@ blocking views use a second connection.`,
 	fl.StringVar(&f.filter.Database, "database", "", "sessions and blocking views: only this database")
 	fl.StringVar(&f.filter.Application, "application", "", "sessions and blocking views: only this application_name")
 	fl.StringVar(&f.filter.State, "state", "", "sessions and blocking views: only this state (active, idle, 'idle in transaction', ...)")
+	fl.StringVar(&f.record, "record", "", "record every sample (header figures, sessions by state, waits, longest queries, every client session) to this new file, a compact stream that a kill loses at most the last sample of; play it with --play")
+	fl.StringVar(&f.play, "play", "", "play a recording of --record, or the observations of a run's results, instead of watching a server")
+	fl.StringVar(&f.at, "at", "", "with --play: print the screen at this time, since the first sample (41m, 1h2m3s) or of the day (12:03:05)")
+	fl.StringVar(&f.from, "from", "", "with --play: start at this time (as --at)")
+	fl.StringVar(&f.to, "to", "", "with --play: print the screens up to this time (as --at)")
 	return cmd
 }
 
@@ -110,6 +120,14 @@ func parseCatalogDatabases(v string, every time.Duration) (sampler.OtherCatalogs
 }
 
 func runTop(cmd *cobra.Command, f topFlags) error {
+	if f.play != "" {
+		return runTopPlay(cmd, f)
+	}
+	for _, n := range []string{"at", "from", "to"} {
+		if cmd.Flags().Changed(n) {
+			return withCode(exitUsage, fmt.Errorf("--%s is for --play", n))
+		}
+	}
 	if err := checkListenAddr("--metrics-addr", f.metricsAddr); err != nil {
 		return err
 	}
@@ -170,6 +188,14 @@ func runTop(cmd *cobra.Command, f topFlags) error {
 		fmt.Fprintf(cmd.ErrOrStderr(), "serving metrics at http://%s/metrics\n", srv.Addr())
 		opts.OnSample, opts.OnStorm = exp.ObserveSample, exp.ObserveStorm
 	}
+	if f.record != "" {
+		rec, err := createRecord(f.record, s.Info())
+		if err != nil {
+			return err
+		}
+		defer closeRecord(cmd, rec)
+		opts.Record = rec
+	}
 	if interactive {
 		return top.Run(ctx, s, opts, os.Stdin, os.Stdout)
 	}
@@ -186,4 +212,109 @@ func runTop(cmd *cobra.Command, f topFlags) error {
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// createRecord creates top --record's file with the header's host
+// figures (the server's machine when it is this one).
+func createRecord(path string, info sampler.Info) (*top.Recorder, error) {
+	h := top.Header{Erplab: version}
+	if info.HostSampled {
+		if fs, err := hostfacts.New("", ""); err == nil {
+			if host, err := fs.Host(); err == nil {
+				h.HostName, h.HostCPUs = host.Hostname, host.CPUs
+			}
+		}
+	}
+	return top.Create(path, h)
+}
+
+// closeRecord closes the recording and says what it holds.
+func closeRecord(cmd *cobra.Command, rec *top.Recorder) {
+	if err := rec.Close(); err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "top: %v\n", err)
+		return
+	}
+	size := ""
+	if fi, err := os.Stat(rec.Path()); err == nil {
+		size = fmt.Sprintf(", %d bytes", fi.Size())
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "recorded %d samples to %s%s\n", rec.Frames(), rec.Path(), size)
+}
+
+// runTopPlay is top --play: a recording, or a run's results.
+func runTopPlay(cmd *cobra.Command, f topFlags) error {
+	for _, n := range []string{"dsn", "dsn-file", "record", "metrics-addr", "interval", "queries", "catalog-databases", "catalog-every"} {
+		if cmd.Flags().Changed(n) {
+			return withCode(exitUsage, fmt.Errorf("--%s is for watching a server, not with --play", n))
+		}
+	}
+	switch {
+	case f.count < 0:
+		return withCode(exitUsage, fmt.Errorf("--count must be >= 0, got %d", f.count))
+	case f.once && f.count > 0:
+		return withCode(exitUsage, errors.New("--once and --count exclude each other (--once is --count 1)"))
+	case f.at != "" && (f.from != "" || f.to != ""):
+		return withCode(exitUsage, errors.New("--at excludes --from and --to"))
+	}
+	view, err := top.ParseView(f.view)
+	if err != nil {
+		return withCode(exitUsage, fmt.Errorf("--view: %w", err))
+	}
+	r, err := openPlay(f.play)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if r.Note != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", r.Note)
+	}
+	o := top.PlayOptions{View: view, Filter: f.filter, To: -1, Count: f.count}
+	if f.once {
+		o.Count = 1
+	}
+	for _, w := range []struct {
+		flag, v string
+		dst     *int
+		before  bool
+	}{{"at", f.at, &o.From, true}, {"from", f.from, &o.From, false}, {"to", f.to, &o.To, true}} {
+		if w.v == "" {
+			continue
+		}
+		if *w.dst, err = r.Find(w.v, w.before); err != nil {
+			return withCode(exitUsage, fmt.Errorf("--%s: %w", w.flag, err))
+		}
+	}
+	if f.at != "" {
+		o.To = o.From + max(o.Count, 1) - 1
+	}
+	interactive := o.Count == 0 && f.at == "" && f.to == "" && isTerminal(os.Stdin) && isTerminal(os.Stdout)
+	if interactive {
+		return top.RunPlay(cmd.Context(), r, o, os.Stdin, os.Stdout)
+	}
+	if err := top.PrintPlay(cmd.OutOrStdout(), r, o); err != nil {
+		return fmt.Errorf("top: %w", err)
+	}
+	return nil
+}
+
+// openPlay opens a top recording, or else a run's results with
+// observations.
+func openPlay(path string) (*top.Recording, error) {
+	r, err := top.Open(path)
+	if !errors.Is(err, top.ErrNotRecord) {
+		return r, err
+	}
+	doc, rerr := results.Read(path)
+	if rerr != nil {
+		return nil, fmt.Errorf("%w; nor a run's results: %w", err, rerr)
+	}
+	raw, ok := doc.Extra["observations"]
+	if !ok || len(raw) == 0 || string(raw) == "null" {
+		return nil, withCode(exitUsage, fmt.Errorf("%s: the run's results hold no observations (run with --observe, the default, to keep them)", path))
+	}
+	var obs sampler.Observations
+	if err := json.Unmarshal(raw, &obs); err != nil {
+		return nil, fmt.Errorf("%s: observations: %w", path, err)
+	}
+	return top.FromObservations(path, doc.StartedAt, &obs)
 }

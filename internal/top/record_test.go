@@ -100,13 +100,13 @@ func TestRecordPlayMatchesLive(t *testing.T) {
 	if _, err := Create(path, Header{}); !errors.Is(err, fs.ErrExist) {
 		t.Errorf("Create over an existing file: %v", err)
 	}
-	for when, want := range map[string]int{"0s": 0, "1m": 60, "1m0.5s": 60, "09:01:01": 60, "2m9s": 129} {
+	for when, want := range map[string]int{"0s": 0, "1m": 60, "1m0.4s": 60, "1m0.6s": 61, "09:01:01": 60, "2m9s": 129} {
 		if i, err := r.Find(when, true); err != nil || i != want {
 			t.Errorf("Find(%q) = %d, %v; want %d", when, i, err, want)
 		}
 	}
-	if i, err := r.Find("1m0.5s", false); err != nil || i != 61 {
-		t.Errorf("Find(1m0.5s, after) = %d, %v", i, err)
+	if i, err := r.Find("1m0.6s", false); err != nil || i != 61 {
+		t.Errorf("Find(1m0.6s, after) = %d, %v", i, err)
 	}
 	for _, bad := range []string{"-5s", "3m", "08:59:00", "soon"} {
 		if _, err := r.Find(bad, true); err == nil {

@@ -2,6 +2,7 @@ package top
 
 import (
 	"bufio"
+	"bytes"
 	"compress/flate"
 	"encoding/binary"
 	"encoding/json"
@@ -11,6 +12,9 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/erplab/erplab/internal/sampler"
+	"github.com/erplab/erplab/internal/storm"
 )
 
 // Recording is a record file opened for playing: its header, an index
@@ -35,6 +39,9 @@ type Recording struct {
 	// (FromFrames); f is nil then.
 	mem []Frame
 }
+
+// ErrNotRecord is Open's error for a file of another format.
+var ErrNotRecord = errors.New("not an erplab top record")
 
 // cachedSegments is how many decoded segments a Recording keeps.
 const cachedSegments = 3
@@ -61,11 +68,14 @@ func Open(path string) (*Recording, error) {
 func (r *Recording) index() error {
 	br := bufio.NewReaderSize(r.f, 256<<10)
 	line, err := br.ReadBytes('\n')
+	if err != nil && !bytes.Contains(line, []byte(`"format":"`+RecordFormat+`"`)) {
+		return fmt.Errorf("%s:1: %w (first line: %.40q)", r.path, ErrNotRecord, strings.TrimSpace(string(line)))
+	}
 	if err != nil {
-		return fmt.Errorf("%s: no record header (an empty or cut file?)", r.path)
+		return fmt.Errorf("%s: no whole record header (a file cut short?)", r.path)
 	}
 	if err := json.Unmarshal(line, &r.Header); err != nil || r.Header.Format != RecordFormat {
-		return fmt.Errorf("%s:1: not an erplab top record (first line: %.40q)", r.path, strings.TrimSpace(string(line)))
+		return fmt.Errorf("%s:1: %w (first line: %.40q)", r.path, ErrNotRecord, strings.TrimSpace(string(line)))
 	}
 	if r.Header.Version > RecordVersion {
 		return fmt.Errorf("%s: record version %d, this erplab reads up to %d (a newer erplab wrote it)", r.path, r.Header.Version, RecordVersion)
@@ -234,7 +244,17 @@ func (r *Recording) Find(when string, atOrBefore bool) (int, error) {
 	} else {
 		return 0, fmt.Errorf("%q: want a time since the recording's start (41m, 1h2m3s) or a clock time (12:03:05)", when)
 	}
+	// The screens show whole seconds: a duration names the samples
+	// within half a second of it, a clock time its whole second.
 	tn := target.UnixNano()
+	switch _, isDur := time.ParseDuration(when); {
+	case atOrBefore && isDur == nil:
+		tn += int64(time.Second / 2)
+	case atOrBefore:
+		tn += int64(time.Second - 1)
+	case isDur == nil:
+		tn -= int64(time.Second / 2)
+	}
 	last := len(r.times) - 1
 	span := fmt.Sprintf("the recording runs from %s to %s (+%s)", r.clock(0), r.clock(last), clockDur(r.Offset(last)))
 	slack := int64(r.interval())
@@ -276,4 +296,56 @@ func clockDur(d time.Duration) string {
 		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
 	}
 	return fmt.Sprintf("%dh%02dm%02ds", int(d.Hours()), int(d.Minutes())%60, int(d.Seconds())%60)
+}
+
+// FromObservations is a Recording of a run's observations (the
+// "observations" section of its results, sampler.Observations; started
+// is the run's start, the T axis's origin): every sample's sessions,
+// waits and header figures and the storm line as it stood then. The
+// results keep neither the longest queries nor the session list, so the
+// query table is empty and the sessions and blocking views are off;
+// Note says so.
+func FromObservations(name string, started time.Time, o *sampler.Observations) (*Recording, error) {
+	h := Header{Format: RecordFormat, Version: RecordVersion, Started: started,
+		IntervalNs: time.Duration(o.IntervalS * float64(time.Second)), Server: o.Server}
+	frames := make([]Frame, 0, len(o.Series))
+	var others []sampler.DatabaseCatalog
+	var othersAt time.Time
+	for i := range o.Series {
+		s := &o.Series[i]
+		s.Time = started.Add(time.Duration(s.T * float64(time.Second)))
+		if s.OtherCatalogs != nil {
+			others, othersAt = s.OtherCatalogs, s.Time
+		}
+		f := Frame{Time: s.Time, Elapsed: s.Elapsed, Sessions: s.Sessions, Waits: s.Waits, ParallelWorkers: s.ParallelWorkers,
+			WaitProfile: s.WaitProfile, DB: s.DB, Catalog: s.Catalog, Churn: s.Churn, Host: s.Host, HostRates: s.Host != nil && i > 0,
+			HostError: s.HostError, Others: others, OthersAt: othersAt, Storm: stormAt(o.Storms, s.T)}
+		frames = append(frames, f)
+	}
+	r, err := FromFrames(h, frames)
+	if err != nil {
+		return nil, fmt.Errorf("%s: the run's observations hold no sample", name)
+	}
+	r.path = name
+	r.Note = fmt.Sprintf("%s: a run's results keep each sample's sessions, waits and header figures, not the longest queries or the session list", name)
+	return r, nil
+}
+
+// stormAt is the latest storm fired at or before t as it stood at t
+// (ongoing when it ended later).
+func stormAt(storms []storm.Event, t float64) *storm.Event {
+	var last *storm.Event
+	for i := range storms {
+		if storms[i].T <= t && (last == nil || storms[i].T >= last.T) {
+			last = &storms[i]
+		}
+	}
+	if last == nil {
+		return nil
+	}
+	e := *last
+	if e.EndT != nil && *e.EndT > t {
+		e.EndT = nil
+	}
+	return &e
 }
