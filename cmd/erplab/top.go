@@ -268,7 +268,7 @@ func runTopPlay(cmd *cobra.Command, f topFlags) error {
 	if r.Note != "" {
 		fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", r.Note)
 	}
-	o := top.PlayOptions{View: view, Filter: f.filter, To: -1, Count: f.count}
+	o := top.PlayOptions{View: view, Filter: f.filter, Count: f.count}
 	if f.once {
 		o.Count = 1
 	}
@@ -284,8 +284,11 @@ func runTopPlay(cmd *cobra.Command, f topFlags) error {
 			return withCode(exitUsage, fmt.Errorf("--%s: %w", w.flag, err))
 		}
 	}
-	if f.at != "" {
-		o.To = o.From + max(o.Count, 1) - 1
+	if f.to != "" {
+		o.To++ // the frame --to names is printed
+	}
+	if f.at != "" && o.Count == 0 {
+		o.Count = 1
 	}
 	interactive := o.Count == 0 && f.at == "" && f.to == "" && isTerminal(os.Stdin) && isTerminal(os.Stdout)
 	if interactive {

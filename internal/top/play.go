@@ -19,8 +19,8 @@ type PlayOptions struct {
 	Filter Filter
 	// Width of plain-text lines (default DefaultWidth).
 	Width int
-	// From and To are the first and last frame (indexes, inclusive) that
-	// PrintPlay prints; To < 0 is the last. RunPlay starts at From.
+	// PrintPlay prints the frames from index From up to, not including,
+	// To (0: to the last). RunPlay starts at From.
 	From, To int
 	// Count, when > 0, is the most screens PrintPlay prints.
 	Count int
@@ -30,14 +30,14 @@ func (o *PlayOptions) normalize(r *Recording) error {
 	if o.Width <= 0 {
 		o.Width = DefaultWidth
 	}
-	if o.To < 0 || o.To >= r.Len() {
-		o.To = r.Len() - 1
+	if o.To <= 0 || o.To > r.Len() {
+		o.To = r.Len()
 	}
 	if o.From < 0 || o.From >= r.Len() {
 		return fmt.Errorf("no sample %d (the recording has %d)", o.From+1, r.Len())
 	}
-	if o.From > o.To {
-		return fmt.Errorf("--from is after --to (samples %d and %d)", o.From+1, o.To+1)
+	if o.From >= o.To {
+		return fmt.Errorf("--from is after --to (samples %d and %d)", o.From+1, o.To)
 	}
 	if o.View != ViewOverview && !r.Header.Sessions {
 		return fmt.Errorf("the %s view needs the sessions, which this recording does not hold (the overview only)", o.View)
@@ -84,7 +84,7 @@ func PrintPlay(w io.Writer, r *Recording, o PlayOptions) error {
 		return err
 	}
 	n := 0
-	for i := o.From; i <= o.To && (o.Count <= 0 || n < o.Count); i++ {
+	for i := o.From; i < o.To && (o.Count <= 0 || n < o.Count); i++ {
 		st, f, err := r.stateAt(i)
 		if err != nil {
 			return err
@@ -92,7 +92,7 @@ func PrintPlay(w io.Writer, r *Recording, o PlayOptions) error {
 		if n > 0 {
 			fmt.Fprintln(w)
 		}
-		vo := viewOpts{width: o.Width, interval: r.interval(), replay: r.replayText(i)}
+		vo := viewOpts{width: o.Width, interval: r.interval(), replay: r.replayText(i), noQueries: r.noQueries}
 		if _, err := io.WriteString(w, screen(st, o.View, o.Filter.apply(f.List), vo, o.Filter, -1, "")); err != nil {
 			return fmt.Errorf("write: %w", err)
 		}
@@ -268,6 +268,6 @@ func (m *playModel) View() string {
 			detail = ss[m.sel].Query
 		}
 	}
-	vo := viewOpts{width: m.width, height: m.height, interval: m.r.interval(), sort: m.sort, paused: m.paused, footer: footer, replay: replay}
+	vo := viewOpts{width: m.width, height: m.height, interval: m.r.interval(), sort: m.sort, paused: m.paused, footer: footer, replay: replay, noQueries: m.r.noQueries}
 	return screen(st, m.view, ss, vo, m.o.Filter, sel, detail)
 }

@@ -2,13 +2,18 @@ package top
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/erplab/erplab/internal/pgtest"
 
 	"github.com/erplab/erplab/internal/sampler"
 	"github.com/erplab/erplab/internal/storm"
@@ -161,7 +166,7 @@ func TestRecordTorn(t *testing.T) {
 			t.Errorf("cut at %d: note %q", cut, r.Note)
 		}
 		var out bytes.Buffer
-		if err := PrintPlay(&out, r, PlayOptions{From: r.Len() - 1, To: -1}); err != nil || !strings.Contains(out.String(), TitleSessions) {
+		if err := PrintPlay(&out, r, PlayOptions{From: r.Len() - 1}); err != nil || !strings.Contains(out.String(), TitleSessions) {
 			t.Errorf("cut at %d: the last whole sample: %v", cut, err)
 		}
 		r.Close()
@@ -189,5 +194,91 @@ func TestRecordTorn(t *testing.T) {
 	}
 	if _, err := Open(filepath.Join(dir, "junk")); err == nil || !strings.Contains(err.Error(), "not an erplab top record") {
 		t.Errorf("another format: %v", err)
+	}
+}
+
+// replayStatus is the header's replay part, which live screens lack.
+var replayStatus = regexp.MustCompile(`, replay \+[0-9hms]+, sample \d+/\d+`)
+
+// TestRecordServer records four screens of a real server with a lock
+// chain (a transaction holding a row lock, a session blocked behind it)
+// and plays them back: the file holds the first sample too, every
+// client session, and the played blocking and overview screens are the
+// ones top printed live.
+func TestRecordServer(t *testing.T) {
+	pgtest.SkipShort(t)
+	dsn := srv.NewDatabase(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	holder, waiter, mon := connect(t, dsn), connect(t, dsn), connect(t, dsn)
+	for _, q := range []string{"CREATE TABLE stock (item int PRIMARY KEY, qty int)", "INSERT INTO stock VALUES (1, 10)", "BEGIN", "UPDATE stock SET qty = qty - 1 WHERE item = 1"} {
+		if _, err := holder.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); _, _ = waiter.Exec(ctx, "UPDATE stock SET qty = qty - 2 WHERE item = 1") }()
+	waitFor(t, mon, Filter{}, "waiter blocked", func(ss []Session) bool {
+		for _, s := range ss {
+			if len(s.BlockedBy) > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	s, err := sampler.Connect(ctx, dsn, sampler.Options{Queries: DefaultQueries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	path := filepath.Join(t.TempDir(), "top.rec")
+	rec, err := Create(path, Header{Erplab: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live bytes.Buffer
+	opts := Options{Interval: 200 * time.Millisecond, Width: 160, Conn: mon, View: ViewBlocking, Record: rec}
+	if err := Print(ctx, &live, s, opts, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.Len() != 5 || r.Note != "" || !r.Header.Sessions || r.Header.Server.VersionNum < 150000 || r.Header.IntervalNs != 200*time.Millisecond {
+		t.Fatalf("%d samples, note %q, header %+v", r.Len(), r.Note, r.Header)
+	}
+	var played bytes.Buffer
+	if err := PrintPlay(&played, r, PlayOptions{View: ViewBlocking, From: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := replayStatus.ReplaceAllString(played.String(), ""); got != live.String() {
+		t.Errorf("played:\n%s\nlive:\n%s", got, live.String())
+	}
+	if !strings.Contains(live.String(), "blocking: 1 root blockers, 1 blocked sessions") || !strings.Contains(played.String(), "replay +") {
+		t.Errorf("blocking view:\n%s", played.String())
+	}
+	f, err := r.Frame(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.List) != 3 || f.Sessions.Active < 1 || f.Time.IsZero() {
+		t.Errorf("last frame: %d sessions listed (want holder, waiter, the sampler), %+v", len(f.List), f.Sessions)
+	}
+	// The overview of the last sample as the live state drew it.
+	played.Reset()
+	if err := PrintPlay(&played, r, PlayOptions{From: 4, To: 5, Width: 160}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"(local) - ", ", replay +", "sample 5/5", TitleWaits, "UPDATE stock SET qty = qty - 2 WHERE item = 1"} {
+		if !strings.Contains(played.String(), want) {
+			t.Errorf("overview lacks %q:\n%s", want, played.String())
+		}
 	}
 }

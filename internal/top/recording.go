@@ -35,6 +35,9 @@ type Recording struct {
 	first  []int   // index of each segment's first frame
 	cache  map[int][]Frame
 	recent []int // cached segments, oldest first
+	// noQueries is what the query table says when the queries were not
+	// kept ("" when they were).
+	noQueries string
 	// mem holds every frame when the recording was built in memory
 	// (FromFrames); f is nil then.
 	mem []Frame
@@ -238,8 +241,8 @@ func (r *Recording) Find(when string, atOrBefore bool) (int, error) {
 		}
 		y, m, d := t0.In(loc).Date()
 		target = time.Date(y, m, d, c.Hour(), c.Minute(), c.Second(), 0, loc)
-		if target.Before(t0.Add(-time.Second)) {
-			target = target.AddDate(0, 0, 1) // after midnight
+		if next := target.AddDate(0, 0, 1); target.Before(t0.Add(-time.Second)) && !next.After(r.Time(len(r.times)-1).Add(time.Second)) {
+			target = next // the recording goes past midnight
 		}
 	} else {
 		return 0, fmt.Errorf("%q: want a time since the recording's start (41m, 1h2m3s) or a clock time (12:03:05)", when)
@@ -327,6 +330,7 @@ func FromObservations(name string, started time.Time, o *sampler.Observations) (
 		return nil, fmt.Errorf("%s: the run's observations hold no sample", name)
 	}
 	r.path = name
+	r.noQueries = "(not kept in a run's results)"
 	r.Note = fmt.Sprintf("%s: a run's results keep each sample's sessions, waits and header figures, not the longest queries or the session list", name)
 	return r, nil
 }

@@ -16,6 +16,7 @@
 package top
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -178,6 +179,9 @@ type viewOpts struct {
 	// replay is where a played recording stands ("replay +41m05s,
 	// sample 2466/3600"), "" live.
 	replay string
+	// noQueries replaces "(none)" under the query table's head when the
+	// queries were not kept (a run's results).
+	noQueries string
 }
 
 // render draws the whole screen as plain text lines of at most width
@@ -323,7 +327,7 @@ func render(st *state, o viewOpts) string {
 	add("%s", TitleQueries)
 	add("%7s %9s  %-22s %-20s %s", "PID", "DURATION", "WAIT", "USER@DATABASE", "QUERY")
 	if len(qs) == 0 {
-		add("(none)")
+		add("%s", cmp.Or(o.noQueries, "(none)"))
 	}
 	head := len(lines)
 	for _, q := range qs {
