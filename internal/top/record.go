@@ -142,6 +142,8 @@ type Recorder struct {
 	total int
 	buf   []byte
 	path  string
+	// texts numbers the query texts of the current segment.
+	texts map[string]int
 }
 
 // Create makes a new record file at path (safefile.Create: an existing
@@ -186,7 +188,13 @@ func (r *Recorder) Frames() int { return r.total }
 // Add appends one frame and pushes it to the file (one write(2)), so a
 // kill loses at most a frame being written.
 func (r *Recorder) Add(fr Frame) error {
-	js, err := json.Marshal(fr)
+	if !r.began {
+		return errors.New("record: no header written")
+	}
+	if r.n == 0 {
+		r.texts = map[string]int{} // a segment decodes on its own
+	}
+	js, err := json.Marshal(r.wire(fr))
 	if err != nil {
 		return fmt.Errorf("record: %w", err)
 	}
@@ -215,6 +223,82 @@ func (r *Recorder) Add(fr Frame) error {
 		return fmt.Errorf("record: %s: %w", r.path, err)
 	}
 	return nil
+}
+
+// Query texts are written once a segment: a frame lists the texts it
+// is the first of the segment to use (Texts, numbered on from the
+// segment's earlier frames' texts) and its sessions and queries name
+// them by number (Q). Every session's text repeats sample after
+// sample; written out, they were 60 % of a frame.
+type (
+	wireFrame struct {
+		Frame
+		List    []wireSession `json:"list,omitempty"`
+		Queries []wireQuery   `json:"queries,omitempty"`
+		Texts   []string      `json:"texts,omitempty"`
+	}
+	wireSession struct {
+		Session
+		Query string `json:"query,omitempty"` // left empty: Q
+		Q     int    `json:"q"`
+	}
+	wireQuery struct {
+		sampler.Query
+		Text string `json:"Text,omitempty"` // left empty: Q
+		Q    int    `json:"q"`
+	}
+)
+
+// wire is fr as written, its texts numbered.
+func (r *Recorder) wire(fr Frame) wireFrame {
+	w := wireFrame{Frame: fr}
+	num := func(t string) int {
+		n, ok := r.texts[t]
+		if !ok {
+			n = len(r.texts)
+			r.texts[t] = n
+			w.Texts = append(w.Texts, t)
+		}
+		return n
+	}
+	for _, s := range fr.List {
+		w.List = append(w.List, wireSession{Session: s, Q: num(s.Query)})
+	}
+	for _, q := range fr.Queries {
+		w.Queries = append(w.Queries, wireQuery{Query: q, Q: num(q.Text)})
+	}
+	return w
+}
+
+// unwire is the frame of w, its texts looked up in (and w's added to)
+// the segment's table.
+func unwire(w *wireFrame, table *[]string) (Frame, error) {
+	*table = append(*table, w.Texts...)
+	text := func(q int) (string, error) {
+		if q < 0 || q >= len(*table) {
+			return "", fmt.Errorf("query text %d not defined", q)
+		}
+		return (*table)[q], nil
+	}
+	f := w.Frame
+	f.List, f.Queries = nil, nil
+	for _, s := range w.List {
+		t, err := text(s.Q)
+		if err != nil {
+			return Frame{}, err
+		}
+		s.Session.Query = t
+		f.List = append(f.List, s.Session)
+	}
+	for _, q := range w.Queries {
+		t, err := text(q.Q)
+		if err != nil {
+			return Frame{}, err
+		}
+		q.Query.Text = t
+		f.Queries = append(f.Queries, q.Query)
+	}
+	return f, nil
 }
 
 // Close ends the last segment, syncs and closes the file.

@@ -1,9 +1,12 @@
 package top
 
 import (
+	"bufio"
 	"bytes"
+	"compress/flate"
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -279,6 +282,39 @@ func TestRecordServer(t *testing.T) {
 	for _, want := range []string{"(local) - ", ", replay +", "sample 5/5", TitleWaits, "UPDATE stock SET qty = qty - 2 WHERE item = 1"} {
 		if !strings.Contains(played.String(), want) {
 			t.Errorf("overview lacks %q:\n%s", want, played.String())
+		}
+	}
+}
+
+// TestRecordTextsOncePerSegment: a query text is written once a segment
+// however many sessions and samples show it (130 samples: 3 segments).
+func TestRecordTextsOncePerSegment(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "top.rec")
+	liveFrames(t, path, 130)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	if _, err := br.ReadBytes('\n'); err != nil {
+		t.Fatal(err)
+	}
+	var all []byte
+	cr := &countingReader{r: br}
+	for {
+		if _, err := br.Peek(1); err == io.EOF {
+			break
+		}
+		b, err := io.ReadAll(flate.NewReader(cr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+	}
+	for text, want := range map[string]int{"UPDATE stock SET qty = qty - $1": 3, "CREATE TEMPORARY TABLE tt_": 3} {
+		if n := bytes.Count(all, []byte(text)); n != want {
+			t.Errorf("%q written %d times, want %d", text, n, want)
 		}
 	}
 }

@@ -211,13 +211,17 @@ func (r *Recording) decode(seg int) ([]Frame, error) {
 	sr := io.NewSectionReader(r.f, r.segs[seg], 1<<62)
 	zb := bufio.NewReader(flate.NewReader(bufio.NewReader(sr)))
 	out := make([]Frame, n)
+	var table []string
 	for k := range out {
 		p, err := readRecord(zb)
+		if err == nil {
+			var w wireFrame
+			if err = json.Unmarshal(p[8:], &w); err == nil {
+				out[k], err = unwire(&w, &table)
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: sample %d: %w", r.path, r.first[seg]+k+1, noEOF(err))
-		}
-		if err := json.Unmarshal(p[8:], &out[k]); err != nil {
-			return nil, fmt.Errorf("%s: sample %d: %w", r.path, r.first[seg]+k+1, err)
 		}
 	}
 	return out, nil
