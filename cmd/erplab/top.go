@@ -265,6 +265,9 @@ func runTopPlay(cmd *cobra.Command, f topFlags) error {
 		return err
 	}
 	defer r.Close()
+	if view != top.ViewOverview && !r.Header.Sessions {
+		return withCode(exitUsage, fmt.Errorf("--view %s: %s holds no session list (a run's results keep the overview's figures only)", view, f.play))
+	}
 	if r.Note != "" {
 		fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", r.Note)
 	}
@@ -286,6 +289,9 @@ func runTopPlay(cmd *cobra.Command, f topFlags) error {
 	}
 	if f.to != "" {
 		o.To++ // the frame --to names is printed
+		if o.From >= o.To {
+			return withCode(exitUsage, fmt.Errorf("--from is after --to (%s, %s)", f.from, f.to))
+		}
 	}
 	if f.at != "" && o.Count == 0 {
 		o.Count = 1
