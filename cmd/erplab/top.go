@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -58,11 +60,25 @@ LWLock:LockManager storms of a 30,000-user ERP load test:
   blocking root blockers and the chains of sessions waiting behind them, with the lock type
            each waits for (pg_blocking_pids, read only for sessions waiting on a lock)
 
-Keys: + and - change the interval, p or space pauses, s switches the sort order
+Keys: + and - change the interval, p or space pauses (while --record goes on), s switches the sort order
 (count / name), v switches the view, q quits. In the sessions view: up/down select a
 session, enter shows its full query text, c cancels its query (pg_cancel_backend), T
 terminates it (pg_terminate_backend); both ask for y to confirm. --once prints one plain-text snapshot and exits; --count N
 prints N snapshots (for scripts and for terminals without a TTY).
+
+History: --record FILE writes every sample (the header figures, sessions by state, the
+waits, the longest queries, every client session with its wait, blocker and query text) to a
+new file, one compressed frame per sample pushed to the file as it is taken, so a killed top
+loses at most the sample being written; without a terminal and without --count, top records
+until interrupted and prints nothing (about 1.7 KB a sample with 100 sessions, 6 MB an
+hour at 1 s). --play FILE shows the same screens from the file, without a server: on a
+terminal with time controls (space pauses, left/right step one sample, [ and ] jump a minute,
+home/end, x switches the speed x1/x10, v and s as live, enter shows a session's recorded
+query); --at WHEN prints the screen at WHEN (41m since the first sample, or a clock time
+12:03:05), --from/--to the screens between, --count N at most N. --play also reads a run's
+results (the observations of erplab run): the overview's figures of every sample, without
+the longest queries or the session list. A file cut short plays up to its last whole sample
+after a one-line note.
 
 The server comes from --dsn or the PG* environment; top does not start an embedded
 server. The role needs only pg_monitor (without it a note line names the GRANT, other users'
@@ -72,7 +88,10 @@ blocking views use a second connection.`,
 		Example: `  erplab top --dsn 'host=db1 dbname=erp user=monitor'
   PGHOST=/var/run/postgresql erplab top --interval 500ms
   erplab top --dsn 'host=db1 user=monitor' --count 10 --interval 2s > top.log
-  erplab top --metrics-addr 127.0.0.1:9187`,
+  erplab top --metrics-addr 127.0.0.1:9187
+  nohup erplab top --dsn 'host=db1 user=monitor' --record soak.top < /dev/null > /dev/null 2>&1 &
+  erplab top --play soak.top --at 41m --view blocking
+  erplab top --play erplab-results/20261204-093000-erp.json --from 40m --to 42m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runTop(cmd, f) },
 	}
@@ -156,8 +175,14 @@ func runTop(cmd *cobra.Command, f topFlags) error {
 		return withCode(exitUsage, errors.New("top needs a server: give --dsn or set PGHOST/PGDATABASE/PGUSER (top does not start an embedded server)"))
 	}
 	interactive := f.count == 0
+	// Recording without a terminal and without --count: record until
+	// interrupted, printing nothing.
+	headless := interactive && f.record != "" && (!isTerminal(os.Stdin) || !isTerminal(os.Stdout))
+	if headless {
+		interactive, f.count = false, math.MaxInt
+	}
 	if interactive && (!isTerminal(os.Stdin) || !isTerminal(os.Stdout)) {
-		return withCode(exitUsage, errors.New("not a terminal: use --once or --count N for plain-text output"))
+		return withCode(exitUsage, errors.New("not a terminal: use --once or --count N for plain-text output (or --record FILE alone to record until interrupted)"))
 	}
 	cats, err := parseCatalogDatabases(f.catalogDBs, f.catalogEvery)
 	if err != nil {
@@ -199,7 +224,14 @@ func runTop(cmd *cobra.Command, f topFlags) error {
 	if interactive {
 		return top.Run(ctx, s, opts, os.Stdin, os.Stdout)
 	}
-	if err := top.Print(ctx, cmd.OutOrStdout(), s, opts, f.count); err != nil {
+	w := cmd.OutOrStdout()
+	if headless {
+		w = io.Discard
+	}
+	if err := top.Print(ctx, w, s, opts, f.count); err != nil {
+		if headless && ctx.Err() != nil {
+			return nil // the recording's end
+		}
 		if ctx.Err() != nil {
 			return withCode(exitInterrupted, errors.New("interrupted"))
 		}

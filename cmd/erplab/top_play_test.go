@@ -1,13 +1,18 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/erplab/erplab/internal/exitcode"
+	"github.com/erplab/erplab/internal/pgtest"
+	"github.com/erplab/erplab/internal/top"
 )
 
 const topRecord = "../../internal/top/testdata/top.rec"
@@ -104,5 +109,51 @@ func TestTopRecordCommand(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "taken")); string(b) != "x" {
 		t.Errorf("the existing file was changed: %q", b)
+	}
+}
+
+// TestTopRecordKilled: `top --record` without a terminal records until
+// stopped. Killed with SIGKILL, its file plays every whole sample after
+// a note; stopped with SIGTERM, it closes the file and says so.
+func TestTopRecordKilled(t *testing.T) {
+	pgtest.SkipShort(t) // runs the test binary as erplab
+	dsn := srv.NewDatabase(t)
+	dir := t.TempDir()
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+		path := filepath.Join(dir, sig.String()+".rec")
+		cmd := erplab(t, dir, "top", "--dsn", dsn, "--interval", "100ms", "--catalog-databases", "none", "--record", path)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		for deadline := time.Now().Add(60 * time.Second); n < 5; time.Sleep(50 * time.Millisecond) {
+			if r, err := top.Open(path); err == nil {
+				n = r.Len()
+				r.Close()
+			}
+			if time.Now().After(deadline) {
+				cmd.Process.Kill()
+				t.Fatalf("%v: %d samples recorded in 60 s; stderr %q", sig, n, stderr.String())
+			}
+		}
+		if err := cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		err := cmd.Wait()
+		r, oerr := top.Open(path)
+		if oerr != nil {
+			t.Fatalf("%v: %v", sig, oerr)
+		}
+		switch {
+		case r.Len() < n:
+			t.Errorf("%v: %d samples, %d were whole before", sig, r.Len(), n)
+		case sig == syscall.SIGKILL && !strings.Contains(r.Note, "was not closed") && !strings.Contains(r.Note, "is cut short"):
+			t.Errorf("killed: note %q", r.Note)
+		case sig == syscall.SIGTERM && (err != nil || r.Note != "" || !strings.Contains(stderr.String(), fmt.Sprintf("recorded %d samples to %s", r.Len(), path))):
+			t.Errorf("stopped: exit %v, note %q, stderr %q", err, r.Note, stderr.String())
+		}
+		r.Close()
 	}
 }
