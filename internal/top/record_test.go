@@ -16,8 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/erplab/erplab/internal/pgtest"
+	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/erplab/erplab/internal/pgtest"
 	"github.com/erplab/erplab/internal/sampler"
 	"github.com/erplab/erplab/internal/storm"
 )
@@ -316,5 +317,75 @@ func TestRecordTextsOncePerSegment(t *testing.T) {
 		if n := bytes.Count(all, []byte(text)); n != want {
 			t.Errorf("%q written %d times, want %d", text, n, want)
 		}
+	}
+}
+
+// TestRunRecords: the interactive model records every sample with every
+// session while its sessions view shows the filtered ones; paused, the
+// screen stays and the recording goes on.
+func TestRunRecords(t *testing.T) {
+	pgtest.SkipShort(t)
+	dsn := srv.NewDatabase(t)
+	ctx := context.Background()
+	mon := connect(t, dsn)
+	s, err := sampler.Connect(ctx, dsn, sampler.Options{Queries: DefaultQueries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	path := filepath.Join(t.TempDir(), "top.rec")
+	rec, err := Create(path, Header{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := newState(s.Info(), storm.Rule{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Interval: time.Second, Conn: mon, Filter: Filter{State: "active"}, Record: rec}
+	if err := rec.begin(s.Info(), st.start, opts.Interval, true); err != nil {
+		t.Fatal(err)
+	}
+	m := &model{ctx: ctx, s: s, st: st, opts: opts, interval: time.Second, width: 160, height: 60, view: ViewSessions}
+	step := func() {
+		t.Helper()
+		cmd := m.sample()
+		if cmd == nil {
+			t.Fatal("busy")
+		}
+		m.Update(cmd())
+		if m.errLine != "" {
+			t.Fatal(m.errLine)
+		}
+	}
+	step()
+	step()
+	if len(m.sessions) != 0 || !strings.Contains(m.View(), "filter state=active: 0 shown") {
+		t.Errorf("filtered view: %d sessions\n%s", len(m.sessions), m.View())
+	}
+	m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("p")})
+	frozen := m.View()
+	if m.Update(tickMsg{gen: m.gen}); !m.busy {
+		t.Error("paused while recording: no sample asked")
+	}
+	m.busy = false
+	step()
+	if m.View() != frozen || !strings.Contains(frozen, "PAUSED") {
+		t.Errorf("paused screen changed:\n%s\nwas\n%s", m.View(), frozen)
+	}
+	if err := rec.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	f, err := r.Frame(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Len() != 3 || len(f.List) != 1 || f.List[0].State != "idle" || f.List[0].Application != sampler.ApplicationName {
+		t.Errorf("%d frames, the last lists %+v (want the sampler's idle session)", r.Len(), f.List)
 	}
 }
