@@ -60,7 +60,7 @@ LWLock:LockManager storms of a 30,000-user ERP load test:
   blocking root blockers and the chains of sessions waiting behind them, with the lock type
            each waits for (pg_blocking_pids, read only for sessions waiting on a lock)
 
-Keys: + and - change the interval, p or space pauses (while --record goes on), s switches the sort order
+Keys: + and - change the interval, p or space pauses (the screen only, when recording), s switches the sort order
 (count / name), v switches the view, q quits. In the sessions view: up/down select a
 session, enter shows its full query text, c cancels its query (pg_cancel_backend), T
 terminates it (pg_terminate_backend); both ask for y to confirm. --once prints one plain-text snapshot and exits; --count N
