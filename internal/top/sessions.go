@@ -37,6 +37,20 @@ func (f Filter) String() string {
 	return strings.Join(p, " ")
 }
 
+// apply keeps the sessions f matches, as ReadSessions' WHERE does.
+func (f Filter) apply(ss []Session) []Session {
+	if f == (Filter{}) {
+		return ss
+	}
+	var out []Session
+	for _, s := range ss {
+		if (f.Database == "" || s.Database == f.Database) && (f.Application == "" || s.Application == f.Application) && (f.State == "" || s.State == f.State) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Session is one client backend of any database with its parallel
 // workers folded in: their wait events are counted on this (the
 // leader's) row.

@@ -56,6 +56,11 @@ type Options struct {
 	View View
 	// Filter narrows the sessions and blocking views.
 	Filter Filter
+	// Record, when set, gets every sample as a frame (record.go), with
+	// every client session read on the second session (Conn or Dial)
+	// when there is one; the views filter those rows with Filter. The
+	// caller closes it.
+	Record *Recorder
 }
 
 func (o *Options) normalize() error {
@@ -106,7 +111,7 @@ func screen(st *state, v View, ss []Session, o viewOpts, f Filter, sel int, deta
 // headLines is the first line of the overview (server, time, interval)
 // above the other views.
 func headLines(st *state, o viewOpts) []string {
-	full := strings.SplitN(render(st, viewOpts{width: o.width, interval: o.interval, sort: o.sort, paused: o.paused}), "\n", 2)
+	full := strings.SplitN(render(st, viewOpts{width: o.width, interval: o.interval, sort: o.sort, paused: o.paused, replay: o.replay}), "\n", 2)
 	return []string{full[0], ""}
 }
 
@@ -133,6 +138,17 @@ func Print(ctx context.Context, w io.Writer, s *sampler.Sampler, opts Options, c
 			defer opts.Conn.Close(context.WithoutCancel(ctx))
 		}
 	}
+	if opts.Record != nil {
+		if err := opts.Record.begin(s.Info(), st.start, opts.Interval, opts.Conn != nil || opts.Dial != nil); err != nil {
+			return err
+		}
+		if _, dialled, err := opts.conn(ctx); err != nil {
+			return err
+		} else if dialled {
+			defer opts.Conn.Close(context.WithoutCancel(ctx))
+		}
+	}
+	var list []Session // every session, when recording
 	take := func() error {
 		smp, err := s.Sample(ctx)
 		if err != nil {
@@ -143,7 +159,13 @@ func Print(ctx context.Context, w io.Writer, s *sampler.Sampler, opts Options, c
 		if opts.OnSample != nil {
 			opts.OnSample(smp)
 		}
-		return nil
+		if opts.Record == nil {
+			return nil
+		}
+		if list, err = ReadSessions(ctx, opts.Conn, Filter{}); err != nil {
+			return err
+		}
+		return opts.Record.Add(frameOf(st, list))
 	}
 	if err := take(); err != nil {
 		return err
@@ -163,7 +185,11 @@ func Print(ctx context.Context, w io.Writer, s *sampler.Sampler, opts Options, c
 			fmt.Fprintln(w)
 		}
 		var ss []Session
-		if opts.View != ViewOverview {
+		switch {
+		case opts.View == ViewOverview:
+		case opts.Record != nil:
+			ss = opts.Filter.apply(list)
+		default:
 			if ss, err = ReadSessions(ctx, opts.Conn, opts.Filter); err != nil {
 				return err
 			}
@@ -186,6 +212,11 @@ func Run(ctx context.Context, s *sampler.Sampler, opts Options, in io.Reader, ou
 	st, err := newState(s.Info(), opts.Rule, opts.OnStorm)
 	if err != nil {
 		return err
+	}
+	if opts.Record != nil {
+		if err := opts.Record.begin(s.Info(), st.start, opts.Interval, opts.Conn != nil || opts.Dial != nil); err != nil {
+			return err
+		}
 	}
 	m := &model{ctx: ctx, s: s, st: st, opts: opts, interval: opts.Interval, width: 100, height: 40, view: opts.View}
 	defer func() {
@@ -239,8 +270,10 @@ type model struct {
 	confirm    Signal
 	confirmPID int
 	note       string
-	connMu     sync.Mutex // one call at a time on opts.Conn
-	dialled    *pgx.Conn  // opened through opts.Dial, closed by Run
+	// frozen is the screen kept while paused and recording.
+	frozen  string
+	connMu  sync.Mutex // one call at a time on opts.Conn
+	dialled *pgx.Conn  // opened through opts.Dial, closed by Run
 }
 
 // conn returns the second session, dialling it on first use; call with
@@ -268,7 +301,10 @@ func (m *model) sample() tea.Cmd {
 		return nil
 	}
 	m.busy = true
-	f, need := m.opts.Filter, m.view != ViewOverview && m.hasConn()
+	f, need := m.opts.Filter, (m.view != ViewOverview || m.opts.Record != nil) && m.hasConn()
+	if m.opts.Record != nil {
+		f = Filter{} // every session recorded; the view filters
+	}
 	return func() tea.Msg {
 		smp, err := m.s.Sample(m.ctx)
 		if err != nil || !need {
@@ -382,7 +418,7 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if msg.gen != m.gen {
 			return m, nil // a chain replaced after an interval change
 		}
-		if m.paused {
+		if m.paused && m.opts.Record == nil {
 			return m, m.tick()
 		}
 		return m, tea.Batch(m.sample(), m.tick())
@@ -394,13 +430,19 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		m.errLine = ""
 		m.sessions = msg.sessions
-		if m.sel >= len(m.sessions) {
-			m.sel = max(len(m.sessions)-1, 0)
-		}
 		m.st.info = m.s.Info()
 		m.st.add(msg.s)
 		if m.opts.OnSample != nil {
 			m.opts.OnSample(msg.s)
+		}
+		if r := m.opts.Record; r != nil {
+			if err := r.Add(frameOf(m.st, msg.sessions)); err != nil {
+				m.errLine = err.Error()
+			}
+			m.sessions = m.opts.Filter.apply(msg.sessions)
+		}
+		if m.sel >= len(m.sessions) {
+			m.sel = max(len(m.sessions)-1, 0)
 		}
 	case actionMsg:
 		m.note, m.detail = msg.line, msg.detail
@@ -413,6 +455,10 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, tea.Quit
 		case "p", " ":
 			m.paused = !m.paused
+			m.frozen = ""
+			if m.paused && m.opts.Record != nil {
+				m.frozen = m.View() // the recording goes on; the screen stays
+			}
 		case "s":
 			m.sort = (m.sort + 1) % 2
 		case "+", "=":
@@ -443,6 +489,9 @@ func (m *model) setInterval(dir int) tea.Cmd {
 }
 
 func (m *model) View() string {
+	if m.paused && m.frozen != "" {
+		return m.frozen
+	}
 	footer := "q quit  p pause  +/- interval  s sort (count/name)"
 	if m.hasConn() {
 		footer += "  v view (" + m.view.String() + ")"

@@ -16,6 +16,7 @@
 package top
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -84,13 +85,20 @@ func newState(info sampler.Info, rule storm.Rule, onStorm func(storm.Event)) (*s
 	return &state{info: info, trends: map[string][]float64{}, det: det, start: time.Now(), onStorm: onStorm}, nil
 }
 
-// add records a sample: trends shift by one for every key seen so far.
+// add records a sample: trends shift by one for every key seen so far,
+// and the storm detector sees it.
 func (st *state) add(s *sampler.Sample) {
-	st.n++
-	st.last = s
 	if s.OtherCatalogs != nil {
 		st.others, st.othersAt = s.OtherCatalogs, s.Time
 	}
+	st.push(s)
+	st.detect(s)
+}
+
+// push makes s the sample shown and shifts the trends.
+func (st *state) push(s *sampler.Sample) {
+	st.n++
+	st.last = s
 	vals := waitValues(s)
 	for k := range vals {
 		if _, ok := st.trends[k]; !ok {
@@ -107,6 +115,10 @@ func (st *state) add(s *sampler.Sample) {
 			delete(st.trends, k)
 		}
 	}
+}
+
+// detect runs the storm detector on s.
+func (st *state) detect(s *sampler.Sample) {
 	p := storm.Point{T: s.Time.Sub(st.start).Seconds(), Active: s.Sessions.Active, Waits: s.Waits}
 	if s.Host != nil && s.Host.Rates {
 		p.CPUBusy, p.CPUKnown = s.Host.CPU.Busy, true
@@ -164,6 +176,12 @@ type viewOpts struct {
 	paused        bool
 	footer        string
 	errLine       string
+	// replay is where a played recording stands ("replay +41m05s,
+	// sample 2466/3600"), "" live.
+	replay string
+	// noQueries replaces "(none)" under the query table's head when the
+	// queries were not kept (a run's results).
+	noQueries string
 }
 
 // render draws the whole screen as plain text lines of at most width
@@ -174,6 +192,9 @@ func render(st *state, o viewOpts) string {
 	s := st.last
 
 	status := fmt.Sprintf("every %s, sort: %s", o.interval, o.sort)
+	if o.replay != "" {
+		status += ", " + o.replay
+	}
 	if o.paused {
 		status += ", PAUSED"
 	}
@@ -306,7 +327,7 @@ func render(st *state, o viewOpts) string {
 	add("%s", TitleQueries)
 	add("%7s %9s  %-22s %-20s %s", "PID", "DURATION", "WAIT", "USER@DATABASE", "QUERY")
 	if len(qs) == 0 {
-		add("(none)")
+		add("%s", cmp.Or(o.noQueries, "(none)"))
 	}
 	head := len(lines)
 	for _, q := range qs {
