@@ -160,12 +160,8 @@ func Start(ctx context.Context, dsn string, start time.Time, opts SessionOptions
 	if err != nil {
 		return nil, err
 	}
-	if opts.Rule.CPUs == 0 && s.Info().HostSampled {
-		if fs, err := hostfacts.New(s.opts.ProcRoot, ""); err == nil {
-			if cpus, err := fs.CPUInfo(); err == nil {
-				opts.Rule.CPUs = len(cpus)
-			}
-		}
+	if opts.Rule.CPUs == 0 {
+		opts.Rule.CPUs = s.HostCPUs()
 	}
 	det, err := storm.NewDetector(opts.Rule)
 	if err != nil {

@@ -149,7 +149,7 @@ func fakeSample(at time.Time, active int, waits map[string]int) *sampler.Sample 
 func TestRenderStorm(t *testing.T) {
 	var fired []storm.Event
 	st, err := newState(sampler.Info{Version: "15.18 (Debian)", Database: "erp", Local: true, StatsPrivileged: true},
-		storm.Rule{}, func(e storm.Event) { fired = append(fired, e) })
+		storm.Rule{}, 0, func(e storm.Event) { fired = append(fired, e) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestRenderStorm(t *testing.T) {
 
 // TestModelKeys drives the interactive model with key messages.
 func TestModelKeys(t *testing.T) {
-	st, _ := newState(sampler.Info{}, storm.Rule{}, nil)
+	st, _ := newState(sampler.Info{}, storm.Rule{}, 0, nil)
 	m := &model{st: st, interval: time.Second, width: 100, height: 40}
 	key := func(k string) {
 		msg := tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(k)}
@@ -372,5 +372,37 @@ func TestOtherCatalogLines(t *testing.T) {
 	}
 	if otherCatalogLines(nil, time.Time{}) != nil {
 		t.Error("lines without a reading")
+	}
+}
+
+// TestSaturatedStorm: on a saturated 2-CPU host (CPU 98 %) the rise rule
+// stays silent; with the host's CPU count (as Print and Run pass from
+// Sampler.HostCPUs) the crowd rule flags the LockManager queue top showed
+// during a storm run and doctor reported (issue #33: 80 active, 60 on
+// LWLock:LockManager). Without the CPU count nothing fires.
+func TestSaturatedStorm(t *testing.T) {
+	series := func(cpus int) (*state, []storm.Event) {
+		var fired []storm.Event
+		st, err := newState(sampler.Info{Local: true, HostSampled: true}, storm.Rule{}, cpus,
+			func(e storm.Event) { fired = append(fired, e) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 4; i++ {
+			s := fakeSample(st.start.Add(time.Duration(i+1)*time.Second), 80, map[string]int{"LWLock:LockManager": 60, "CPU": 20})
+			s.Host.CPU = sampler.CPU{User: 70, System: 28, Idle: 2, Busy: 98}
+			st.add(s)
+		}
+		return st, fired
+	}
+	if _, fired := series(0); len(fired) != 0 {
+		t.Fatalf("without the CPU count: storms %+v", fired)
+	}
+	st, fired := series(2)
+	if len(fired) != 1 || fired[0].WaitEvent != "LWLock:LockManager" {
+		t.Fatalf("2 CPUs, CPU 98 %%: storms %+v, want one on LWLock:LockManager", fired)
+	}
+	if out := render(st, viewOpts{width: 100, interval: time.Second}); !strings.Contains(out, "STORM LWLock:LockManager") {
+		t.Errorf("view lacks the storm line:\n%s", out)
 	}
 }

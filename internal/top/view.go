@@ -73,9 +73,12 @@ type state struct {
 	othersAt time.Time
 }
 
-func newState(info sampler.Info, rule storm.Rule, onStorm func(storm.Event)) (*state, error) {
+func newState(info sampler.Info, rule storm.Rule, cpus int, onStorm func(storm.Event)) (*state, error) {
 	if rule == (storm.Rule{}) {
 		rule = storm.DefaultRule()
+	}
+	if rule.CPUs == 0 {
+		rule.CPUs = cpus // the crowd rule, on for a local server as in run
 	}
 	det, err := storm.NewDetector(rule)
 	if err != nil {
