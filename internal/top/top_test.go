@@ -406,3 +406,54 @@ func TestSaturatedStorm(t *testing.T) {
 		t.Errorf("view lacks the storm line:\n%s", out)
 	}
 }
+
+// TestPrintStormLocalServer is `erplab top --count` on a local server
+// while 4 sessions per CPU plus 2 wait on one advisory lock: Print passes
+// the host's CPU count to the storm rule, so the crowd rule prints the
+// storm line whatever the host CPU use (the rise rule alone needs a rise
+// and spare CPU).
+func TestPrintStormLocalServer(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	s, err := sampler.Connect(ctx, dsn, sampler.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	cpus := s.HostCPUs()
+	if cpus < 1 {
+		t.Fatalf("local server: HostCPUs %d", cpus)
+	}
+	holder := connect(t, dsn)
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock(7)"); err != nil {
+		t.Fatal(err)
+	}
+	n := 4*cpus + 2
+	for i := 0; i < n; i++ {
+		c := connect(t, dsn)
+		wg.Add(1)
+		go func() { defer wg.Done(); _, _ = c.Exec(ctx, "SELECT pg_advisory_lock(7)") }()
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		x, err := s.Sample(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.Waits["Lock:advisory"] >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiters never seen: %v", x.Waits)
+		}
+	}
+	var out bytes.Buffer
+	if err := Print(ctx, &out, s, Options{Interval: 200 * time.Millisecond}, 4); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "STORM Lock:advisory storm") {
+		t.Errorf("no storm line with %d waiters on %d CPUs:\n%s", n, cpus, out.String())
+	}
+}
