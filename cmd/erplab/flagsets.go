@@ -209,7 +209,7 @@ type observeFlags struct {
 
 func (s *observeFlags) register(fl *pflag.FlagSet, names ...string) {
 	d := pflag.NewFlagSet("observe", pflag.ContinueOnError)
-	d.BoolVar(&s.observe, "observe", true, "sample sessions, wait events, pg_stat_database, catalogs and host CPU during the run and record them (--observe=false to skip)")
+	d.BoolVar(&s.observe, "observe", true, "sample sessions, wait events, relation locks per key operation (pg_locks), pg_stat_database, catalogs and host CPU during the run and record them (--observe=false to skip)")
 	d.DurationVar(&s.observeInterval, "observe-interval", 0, "sampling period of the observations (default: --interval; at least 100ms)")
 	d.StringVar(&s.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (server, host, per-operation latency and APDEX) at host:port during the run")
 	d.BoolVar(&s.profile, "profile", false, "sample the server's CPU with perf during the load (local server; see erplab profile) and record it in the results")

@@ -75,12 +75,6 @@ var allowedImports = []edge{
 var allowedHostReads = []edge{
 	{"internal/doctor/checks_catalog.go", "/proc", "an evidence label (`From: \"/proc/self/mountinfo\"`), not a read"},
 	{"internal/doctor/tmpfs_alldb.go", "/proc", "an evidence label (`From: \"/proc/self/mountinfo\"`), not a read"},
-	{"internal/leftover/kinds.go", procfs, "debt: the mount table, to sweep tmpfs mounts left behind"},
-	{"internal/pgcluster/pgcluster.go", procfs, "debt: the throwaway server's processes"},
-	{"internal/pgcluster/reap.go", procfs, "debt: the throwaway server's processes, reaped after a crash"},
-	{"internal/profile/locate.go", procfs, "debt: the postmaster found from a session's backend"},
-	{"internal/remedy/tmpfs/apply.go", procfs, "debt: the mount table, to verify the tmpfs mount"},
-	{"internal/sampler/proctree.go", procfs, "debt: a `procfs.FS` of its own for the server's process tree"},
 }
 
 // allowedParserCalls are the files outside rewrite that call a function of

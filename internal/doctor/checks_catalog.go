@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	tmpfsfix "github.com/erplab/erplab/internal/remedy/tmpfs"
+	"github.com/erplab/erplab/internal/sampler"
 )
 
 // Sources of the catalog and wait rules.
@@ -24,6 +25,7 @@ const (
 	srcTmpfsKernel   = "https://docs.kernel.org/filesystems/tmpfs.html (Documentation/filesystems/tmpfs.rst)"
 	srcWaitEvents    = "https://www.postgresql.org/docs/current/monitoring-stats.html#WAIT-EVENT-LWLOCK-TABLE"
 	srcLockManager   = "src/backend/storage/lmgr/README (fast-path locks, lock manager partitions)"
+	srcFastPath      = "src/include/storage/proc.h (FP_LOCK_SLOTS_PER_BACKEND 16); pg_locks.fastpath (https://www.postgresql.org/docs/current/view-pg-locks.html)"
 	srcSinval        = "src/backend/storage/ipc/sinvaladt.c (shared invalidation queue, MAXNUMMESSAGES, catch-up and reset)"
 	srcFieldCatalog  = "docs/field-notes.md section 3 (pg_class 30 MB -> 1 GB in two hours; tmpfs temp tablespace cut file-system time 13.5 % -> 1.6 %)"
 	srcFieldLockMgr  = "docs/field-notes.md section 1 (active sessions jumped to thousands waiting on LWLock:LockManager; shared invalidation queue)"
@@ -587,7 +589,7 @@ func init() {
 	register(Check{ID: "lwlock-waits", Title: "LWLock:LockManager and SInval waits during the sample", Needs: NeedsSample, order: secWaits + 10, run: checkLWLockWaits,
 		Rule:    "judged on the worst sampling window: critical when >= 50 % of active session-samples wait on LWLock:LockManager or LockFastPath with >= 10 active on average; warning >= 20 % (>= 1 active), SInval >= 5 %, or a session storm; waits from pg_wait_sampling's 10 ms profile when it is created in the database",
 		Why:     "Sessions queued on the lock manager or the invalidation queue make active sessions jump to thousands while the CPU idles.",
-		Sources: []string{srcWaitEvents, srcLockManager, srcSinval, srcFieldLockMgr}})
+		Sources: []string{srcWaitEvents, srcLockManager, srcFastPath, srcSinval, srcFieldLockMgr}})
 }
 
 func checkLWLockWaits(ctx context.Context, e *env) result {
@@ -642,8 +644,21 @@ func checkLWLockWaits(ctx context.Context, e *env) result {
 		"# fewer temp tables/indexes per transaction, fewer partitions touched, a pooler to cap concurrent active sessions",
 		"# SInval: catalog DDL (CREATE/DROP temp tables and indexes) floods the shared invalidation queue; see checks catalog-churn and temp-tablespace",
 	}
+	held, heldOK := e.smp.locks.OpLocksFor("")
+	if heldOK {
+		ev = append(ev, Evidence{Text: "relation locks per backend at the samples: a backend " + held.Phrase(), From: "pg_locks (locktype relation, granted, fastpath)"})
+		m["relation_locks_max"], m["relation_locks_max_outside_fastpath"] = float64(held.HeldMax), float64(held.HeldMaxOutside)
+		m["relation_locks_p50"], m["relation_locks_outside_fastpath_p50"] = float64(held.HeldP50), float64(held.OutsideP50)
+	}
 	in := func(n int, c waitCounts) string {
-		return fmt.Sprintf("in window %d of %d (%.1f active on average; mean over the sample %.0f %%)", n, len(ws), c.avg(), 100*all.lmShare())
+		s := fmt.Sprintf("in window %d of %d (%.1f active on average; mean over the sample %.0f %%)", n, len(ws), c.avg(), 100*all.lmShare())
+		if heldOK && held.HeldMaxOutside > 0 {
+			s += fmt.Sprintf("; a backend holds up to %d relation locks, %d outside the %d fast-path slots", held.HeldMax, held.HeldMaxOutside, sampler.FastPathSlots)
+		}
+		return s
+	}
+	if heldOK && held.HeldMaxOutside > 0 {
+		fix = append(fix, lockReductions(held)...)
 	}
 	switch {
 	case lmN > 0 && lmW.avg() >= lockMgrCritAvg && lmW.lmShare() >= lockMgrCritShare:
@@ -657,6 +672,19 @@ func checkLWLockWaits(ctx context.Context, e *env) result {
 	}
 	return result{sev: OK, summary: fmt.Sprintf("no lock-manager or invalidation waits of note: LockManager+LockFastPath %.1f %% mean, %.1f %% worst of %d windows; SInval %.1f %% mean, %.1f %% worst; %.1f active on average",
 		100*all.lmShare(), 100*lmW.lmShare(), len(ws), 100*all.siShare(), 100*siW.siShare(), all.avg()), evidence: ev, metrics: m}
+}
+
+// lockReductions are the fix lines of a backend seen holding relation
+// locks outside the fast path: what takes fewer of them.
+func lockReductions(x sampler.OpLocks) []string {
+	return []string{
+		fmt.Sprintf("# %d relation locks held by one backend, %d outside the %d fast-path slots (FP_LOCK_SLOTS_PER_BACKEND, src/include/storage/proc.h): each of those takes a LockManager partition LWLock; to hold fewer:",
+			x.HeldMax, x.HeldMaxOutside, sampler.FastPathSlots),
+		"#   touch fewer partitions (a partition key in the WHERE clause, so the planner prunes: a statement locks every partition it does not prune at plan time) and fewer indexes (the planner locks every index of every table it plans; drop unused ones);",
+		"#   plan caching: a prepared statement's cached plan skips the planner's locks on the indexes it does not use (src/backend/optimizer/util/plancat.c get_relation_info; src/backend/utils/cache/plancache.c AcquireExecutorLocks: PostgreSQL 15 still locks every partition of a generic plan);",
+		"#   pooling (pgbouncer in transaction mode, fewer application-server connections): fewer backends contending for the 16 partition LWLocks at once",
+		"# erplab run prints this figure per key operation (relation locks per key operation; extra.observations.locks)",
+	}
 }
 
 // waitSamplingMissing is the evidence of a sample without pg_wait_sampling's

@@ -295,6 +295,10 @@ type sampleData struct {
 	// others are the other databases' catalog windows (catalog_alldb.go);
 	// nil when not read.
 	others *otherCatalogs
+	// locks are the relation locks backends held at the samples
+	// (pg_locks, unnamed: the doctor knows no key operations); nil when
+	// not read.
+	locks *sampler.Locks
 }
 
 // window is one sampling window: the wait events of its samples and the
@@ -433,7 +437,7 @@ func (e *env) takeSample(ctx context.Context) error {
 	readOthers()
 	t0 := time.Now()
 	ss, err := sampler.Start(ctx, e.opts.DSN, t0, sampler.SessionOptions{
-		Options:  sampler.Options{Host: mode, ProcRoot: e.opts.ProcRoot},
+		Options:  sampler.Options{Host: mode, ProcRoot: e.opts.ProcRoot, Locks: true},
 		Interval: e.opts.Interval,
 	})
 	if err != nil {
@@ -465,7 +469,7 @@ func (e *env) takeSample(ctx context.Context) error {
 	ss.Stop()
 	t1 := time.Now()
 	obs := ss.Snapshot()
-	d := &sampleData{series: obs.Series, storms: obs.Storms, errs: obs.Errors, profilePeriodMs: obs.Server.WaitSamplingPeriodMs}
+	d := &sampleData{series: obs.Series, storms: obs.Storms, errs: obs.Errors, profilePeriodMs: obs.Server.WaitSamplingPeriodMs, locks: obs.Locks}
 	if len(d.series) < 2 {
 		msg := "at least two successful samples"
 		if len(d.errs) > 0 {

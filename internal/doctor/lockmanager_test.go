@@ -71,6 +71,19 @@ func TestLockManagerReal(t *testing.T) {
 		}(c)
 	}
 	time.Sleep(time.Second)
+	// By hand: a backend in the middle of the statement holds the table's
+	// and its 200 partitions' locks, 16 in its fast-path slots.
+	var byHand [2]int
+	deadline := time.Now().Add(time.Minute)
+	for byHand[0]+byHand[1] != 201 && time.Now().Before(deadline) {
+		if err := setup.QueryRow(ctx, `SELECT count(*) FILTER (WHERE fastpath), count(*) FILTER (WHERE NOT fastpath) FROM pg_locks
+WHERE locktype = 'relation' AND granted AND pid <> pg_backend_pid() GROUP BY pid ORDER BY count(*) DESC LIMIT 1`).Scan(&byHand[0], &byHand[1]); err != nil && err != pgx.ErrNoRows {
+			t.Fatal(err)
+		}
+	}
+	if byHand != [2]int{16, 185} {
+		t.Fatalf("by hand: no backend seen holding 201 relation locks, 185 outside the fast path (last %v)", byHand)
+	}
 	rep := run(t, Options{DSN: dsn, Only: []string{"lwlock-waits"}, Sample: 1500 * time.Millisecond, Windows: 3, Interval: 200 * time.Millisecond, Host: sampler.HostOff, Catalogs: &sampler.OtherCatalogs{}})
 	cancel()
 	wg.Wait()
@@ -78,5 +91,15 @@ func TestLockManagerReal(t *testing.T) {
 	t.Logf("%d sessions, %d statements; %s: %s\n%s\nmetrics %v", n, stmts, f.Severity, f.Summary, strings.Join(evTexts(f), "\n"), f.Metrics)
 	if f.Severity != Warning && f.Severity != Critical {
 		t.Errorf("lwlock-waits %s: %s (LockManager worst %.1f %%)", f.Severity, f.Summary, f.Metrics["lockmanager_worst_pct"])
+	}
+	// The finding quotes what pg_locks showed by hand.
+	if f.Metrics["relation_locks_max"] != 201 || f.Metrics["relation_locks_max_outside_fastpath"] != float64(byHand[1]) {
+		t.Errorf("relation locks max %v, %v outside the fast path; by hand 201, %d", f.Metrics["relation_locks_max"], f.Metrics["relation_locks_max_outside_fastpath"], byHand[1])
+	}
+	if want := "a backend holds up to 201 relation locks, 185 outside the 16 fast-path slots"; !strings.Contains(f.Summary, want) {
+		t.Errorf("summary %q lacks %q", f.Summary, want)
+	}
+	if !strings.Contains(strings.Join(f.Fix, "\n"), "fewer partitions") {
+		t.Errorf("fix %q names no reduction", f.Fix)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/erplab/erplab/internal/hostfacts"
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 )
@@ -72,9 +73,9 @@ func undoMount(_ context.Context, e Entry) (string, error) {
 	}
 	var done []string
 	for range 16 { // stacked mounts of ours, at most a few
-		mounts, err := procfs.GetMounts()
+		mounts, err := hostfacts.LiveMounts()
 		if err != nil {
-			return "", fmt.Errorf("read mountinfo: %w", err)
+			return "", err
 		}
 		var ours, other *procfs.MountInfo
 		for _, m := range mounts {

@@ -29,7 +29,7 @@ func (s *samplersAttachment) start(ctx context.Context, r *runState) error {
 		names[i] = op.Name
 	}
 	opm := opmap.New(names)
-	so := sampler.SessionOptions{Interval: cmp.Or(r.opts.ObserveInterval, r.opts.Interval), Options: sampler.Options{Ops: opm}}
+	so := sampler.SessionOptions{Interval: cmp.Or(r.opts.ObserveInterval, r.opts.Interval), Options: sampler.Options{Ops: opm, Locks: true}}
 	exp := r.exp
 	so.OnStorm = func(e storm.Event) {
 		if e.EndT == nil {

@@ -295,7 +295,8 @@ func fmtSeconds(s float64) string { return strconv.FormatFloat(math.Round(s*10)/
 // largest after the warm-up), then per key operation its top waits (share
 // of its active backends' samples) and, from pg_stat_statements, its
 // statements' planning and execution time per execution of the operation;
-// when pg_stat_statements is absent, one line saying how to enable it.
+// when pg_stat_statements is absent, one line saying how to enable it;
+// then the relation locks each operation held (printLocks).
 func PrintObservations(w io.Writer, doc *results.Document) {
 	raw, ok := doc.Extra["observations"]
 	if !ok {
@@ -353,11 +354,33 @@ func PrintObservations(w io.Writer, doc *results.Document) {
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t\n", r.Name, n, waits, ns, plan, exec)
 		}
 		tw.Flush()
+		if st != nil {
+			fmt.Fprintf(w, "statements: %d calls, %.1f %% of the workload's attributed to key operations; not attributed: observer %d, other %d\n",
+				st.Total.Calls, st.AttributedPct(), st.ObserverCalls, st.OtherCalls)
+		}
 		if x, ok := stmts[""]; ok {
 			fmt.Fprintf(w, "not attributed to any key operation: %d statements, %.0f calls, plan %.0f ms, exec %.0f ms in all\n", x.Statements, x.Calls, x.PlanMs, x.ExecMs)
 		}
 	}
 	if st != nil && st.Note != "" {
 		fmt.Fprintln(w, st.Note)
+	}
+	printLocks(w, o.Locks)
+}
+
+// printLocks writes the relation locks per key operation (pg_locks at
+// each sample), one line each, most held first; nothing when none were
+// read or none held.
+func printLocks(w io.Writer, l *sampler.Locks) {
+	if l == nil || len(l.Operations) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "relation locks per key operation (pg_locks, each backend running it at a sample):\n")
+	for _, x := range l.Operations {
+		name := x.Operation
+		if name == "" {
+			name = "a backend"
+		}
+		fmt.Fprintf(w, "  %s %s\n", name, x.Phrase())
 	}
 }

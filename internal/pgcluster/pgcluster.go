@@ -927,15 +927,7 @@ func stopped(pid int) bool {
 // procState is process pid's state letter from /proc/PID/stat (R, S, T,
 // Z, ...), "" when it cannot be read (no such process).
 func procState(pid int) string {
-	fs, err := procfs.NewDefaultFS()
-	if err != nil {
-		return ""
-	}
-	p, err := fs.Proc(pid)
-	if err != nil {
-		return ""
-	}
-	st, err := p.Stat()
+	st, err := hostfacts.LiveProcStat(pid)
 	if err != nil {
 		return ""
 	}
@@ -954,7 +946,7 @@ func childPIDs(pid int) []int {
 
 // pidsWhere lists the live processes for which keep returns true.
 func pidsWhere(keep func(procfs.Proc) bool) []int {
-	fs, err := procfs.NewDefaultFS()
+	fs, err := hostfacts.New("", "")
 	if err != nil {
 		return nil
 	}

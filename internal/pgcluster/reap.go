@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/erplab/erplab/internal/hostfacts"
 	"github.com/erplab/erplab/internal/leftover"
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
@@ -278,7 +279,11 @@ func stopServer(dataDir string, info reapInfo) (did, notes []string) {
 // working directory (every server process changes to its data
 // directory).
 func isServerOf(pid int, info reapInfo, dataDir string) bool {
-	p, err := procfs.NewProc(pid)
+	fs, err := hostfacts.New("", "")
+	if err != nil {
+		return false
+	}
+	p, err := fs.Proc(pid)
 	if err != nil {
 		return false
 	}

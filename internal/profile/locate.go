@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/prometheus/procfs"
 
 	"github.com/erplab/erplab/internal/hostfacts"
 )
@@ -48,7 +47,7 @@ func Locate(ctx context.Context, conn *pgx.Conn, proc string) (Server, error) {
 	remote := func(why string) error {
 		return &Unavailable{fmt.Sprintf("the server is not a local process (%s): perf samples only this host's processes; run erplab profile on the database host", why)}
 	}
-	fs, err := procfs.NewFS(proc)
+	fs, err := hostfacts.New(proc, "")
 	if err != nil {
 		return Server{}, fmt.Errorf("profile: %w", err)
 	}
@@ -71,7 +70,7 @@ func Locate(ctx context.Context, conn *pgx.Conn, proc string) (Server, error) {
 	s := Server{Postmaster: st.PPID}
 	if dataDir != nil {
 		s.DataDir = *dataDir
-		cwd, err := os.Readlink(filepath.Join(proc, fmt.Sprint(st.PPID), "cwd"))
+		cwd, err := os.Readlink(fs.ProcPath(fmt.Sprint(st.PPID), "cwd"))
 		if err == nil && !sameDir(cwd, *dataDir) {
 			return Server{}, remote(fmt.Sprintf("postgres pid %d here runs in %s, the server's data directory is %s", st.PPID, cwd, *dataDir))
 		}

@@ -1,6 +1,7 @@
 package sampler
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -40,6 +41,7 @@ func TestStatementsAttributedByEngineTexts(t *testing.T) {
 		{"SELECT name FROM item WHERE id = $1", 1, false, 8}, // nested in a function: sightings
 		{"SELECT * FROM order_line WHERE order_id = ANY($1) AND qty > $2", 4, true, 2},
 		{"VACUUM item", 5, true, 1}, // nobody sent it, never seen
+		{catalogSQL, 6, true, 3},    // the sampler's own: named observer
 	} {
 		k, s := row(r.q, r.qid, r.top, r.calls)
 		b.rows[k] = s
@@ -75,6 +77,13 @@ func TestStatementsAttributedByEngineTexts(t *testing.T) {
 	check(4, 1, "engine", map[string]float64{"item_lookup": 1})
 	check(1, 0, "samples", map[string]float64{"post_order": 1})
 	check(5, 1, "", map[string]float64{})
+	check(6, 1, "", map[string]float64{})
+	if st.AttributedCalls != 64 || st.ObserverCalls != 3 || st.OtherCalls != 1 {
+		t.Errorf("calls attributed %d, observer %d, other %d; want 64, 3, 1", st.AttributedCalls, st.ObserverCalls, st.OtherCalls)
+	}
+	if p := st.AttributedPct(); math.Abs(p-100*64.0/65) > 1e-9 {
+		t.Errorf("attributed %.3f %%, want 64 of the 65 calls not the observer's", p)
+	}
 	if q := byID[[2]int64{3, 1}].Query; len([]rune(q)) != statementText || !strings.HasPrefix(long, q) {
 		t.Errorf("long text kept as %d characters, want its first %d", len([]rune(q)), statementText)
 	}
@@ -90,10 +99,10 @@ func TestStatementsAttributedByEngineTexts(t *testing.T) {
 	if o := ops["post_order"]; o.Calls != 18 || o.Statements != 2 {
 		t.Errorf("post_order %+v, want 18 calls over 2 statements", o)
 	}
-	if o := ops[""]; o.Calls != 1 {
-		t.Errorf("unattributed %+v, want VACUUM's call", o)
+	if o := ops[""]; o.Calls != 4 || o.Statements != 2 {
+		t.Errorf("unattributed %+v, want VACUUM's call and the observer's 3", o)
 	}
-	if want := "4 statements attributed to key operations by the texts the engine saw each send, 1 by samples of pg_stat_activity, 1 not attributed"; st.Attribution != want {
+	if want := "4 statements attributed to key operations by the texts the engine saw each send, 1 by samples of pg_stat_activity, 2 not attributed"; st.Attribution != want {
 		t.Errorf("attribution %q, want %q", st.Attribution, want)
 	}
 }

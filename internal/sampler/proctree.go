@@ -6,8 +6,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/prometheus/procfs"
-
 	"github.com/erplab/erplab/internal/hostfacts"
 )
 
@@ -83,7 +81,6 @@ type treeCounters struct {
 
 // treeReader reads the process-tree CPU of a local server.
 type treeReader struct {
-	fs         procfs.FS
 	facts      hostfacts.FS
 	postmaster int
 	self       int
@@ -96,11 +93,11 @@ type treeReader struct {
 // process named "postgres" there (another PID namespace, a remote
 // server).
 func newTreeReader(root string, backend int) (*treeReader, error) {
-	fs, err := procfs.NewFS(root)
+	facts, err := hostfacts.New(root, "")
 	if err != nil {
 		return nil, fmt.Errorf("process tree: %w", err)
 	}
-	p, err := fs.Proc(backend)
+	p, err := facts.Proc(backend)
 	if err != nil {
 		return nil, fmt.Errorf("process tree: backend %d: %w", backend, err)
 	}
@@ -108,7 +105,7 @@ func newTreeReader(root string, backend int) (*treeReader, error) {
 	if err != nil || st.Comm != "postgres" {
 		return nil, fmt.Errorf("process tree: backend %d is not a visible postgres process", backend)
 	}
-	pp, err := fs.Proc(st.PPID)
+	pp, err := facts.Proc(st.PPID)
 	if err != nil {
 		return nil, fmt.Errorf("process tree: postmaster %d: %w", st.PPID, err)
 	}
@@ -116,11 +113,7 @@ func newTreeReader(root string, backend int) (*treeReader, error) {
 	if err != nil || pst.Comm != "postgres" {
 		return nil, fmt.Errorf("process tree: parent %d of backend %d is not postgres", st.PPID, backend)
 	}
-	facts, err := hostfacts.New(root, "")
-	if err != nil {
-		return nil, fmt.Errorf("process tree: %w", err)
-	}
-	return &treeReader{fs: fs, facts: facts, postmaster: st.PPID, self: os.Getpid()}, nil
+	return &treeReader{facts: facts, postmaster: st.PPID, self: os.Getpid()}, nil
 }
 
 // userHZ is the clock tick of /proc/<pid>/stat times (procfs uses 100).
@@ -128,11 +121,11 @@ const userHZ = 100
 
 // counters reads the host's CPU line and every process once.
 func (t *treeReader) counters() (*treeCounters, int, error) {
-	st, err := t.fs.Stat()
+	st, err := t.facts.Stat()
 	if err != nil {
 		return nil, 0, fmt.Errorf("process tree: stat: %w", err)
 	}
-	procs, err := t.fs.AllProcs()
+	procs, err := t.facts.AllProcs()
 	if err != nil {
 		return nil, 0, fmt.Errorf("process tree: %w", err)
 	}
@@ -238,7 +231,7 @@ func schedDelta(prev, cur map[int]hostfacts.SchedTime) (run, delay float64, ok b
 // runnableThreads counts the threads of pid in state R (the process's
 // own state when its threads cannot be read).
 func (t *treeReader) runnableThreads(pid int, procRunning bool) int {
-	threads, err := t.fs.AllThreads(pid)
+	threads, err := t.facts.AllThreads(pid)
 	if err != nil || len(threads) == 0 {
 		if procRunning {
 			return 1
@@ -285,7 +278,7 @@ func (t *treeReader) read() (*Noise, error) {
 // owns reports whether backend is a child of t's postmaster (after a
 // reconnection the reader and its previous counters stay valid).
 func (t *treeReader) owns(backend int) bool {
-	p, err := t.fs.Proc(backend)
+	p, err := t.facts.Proc(backend)
 	if err != nil {
 		return false
 	}

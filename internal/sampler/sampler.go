@@ -86,6 +86,12 @@ type Options struct {
 	// databases, connecting to each in turn every Catalogs.Every
 	// (othercatalogs.go): Sample.OtherCatalogs.
 	Catalogs OtherCatalogs
+	// Locks, when set, also reads pg_locks every sample: the relation
+	// locks each backend holds, in its fast-path slots and outside them
+	// (locks.go). With Ops, only the backends running a key operation,
+	// attributed to it as the waits are (Sample.Locks, Session's
+	// Observations.Locks); without, every backend but the sampler's own.
+	Locks bool
 }
 
 // Sessions counts client backends by pg_stat_activity.state.
@@ -238,10 +244,15 @@ type Sample struct {
 	// reading failed (the database part is still valid).
 	Host      *Host  `json:"host,omitempty"`
 	HostError string `json:"host_error,omitempty"`
-	// opRows and profile are raw readings, kept until the sample is
-	// complete.
-	opRows  []opRow
-	profile map[string]int64
+	// Locks are the relation locks of the backends that hold any
+	// (Options.Locks): with an op map, those that ran one key operation
+	// throughout the sample, named by it.
+	Locks []BackendLocks `json:"-"`
+	// opRows, lockRows and profile are raw readings, kept until the
+	// sample is complete.
+	opRows   []opRow
+	lockRows []BackendLocks
+	profile  map[string]int64
 
 	// Noise splits the host's CPU between the server, erplab and the
 	// rest (proctree.go); nil on the first sample and when the server's
@@ -516,6 +527,11 @@ func (s *Sampler) Sample(ctx context.Context) (*Sample, error) {
 			}
 		}
 		b.Queue(s.stmts.opSessions, pids)
+		if s.opts.Locks {
+			b.Queue(locksOpsSQL, pids)
+		}
+	} else if s.opts.Locks {
+		b.Queue(locksAllSQL)
 	}
 	b.Queue(s.stmts.database)
 	b.Queue(s.stmts.catalog)
@@ -535,6 +551,7 @@ func (s *Sampler) Sample(ctx context.Context) (*Sample, error) {
 		s.after = s.opts.Ops.Snapshot(s.after)
 		s.attribute(out)
 	}
+	s.attributeLocks(out)
 
 	if s.prev != nil && elapsed > 0 {
 		out.DB = dbRates(s.prev.DBTotals, out.DBTotals, elapsed)
@@ -621,6 +638,22 @@ func (s *Sampler) readBatch(br pgx.BatchResults, out *Sample) error {
 		})
 		if err != nil {
 			return fmt.Errorf("operation sessions: %w", err)
+		}
+	}
+
+	// Relation locks per backend.
+	if s.opts.Locks {
+		rows, err := br.Query()
+		if err != nil {
+			return fmt.Errorf("locks: %w", err)
+		}
+		var r BackendLocks
+		_, err = pgx.ForEachRow(rows, []any{&r.PID, &r.FastPath, &r.Outside}, func() error {
+			out.lockRows = append(out.lockRows, r)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("locks: %w", err)
 		}
 	}
 

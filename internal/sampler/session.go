@@ -88,6 +88,10 @@ type Observations struct {
 	// sampling goes on, and in results written before erplab recorded
 	// it); its Note says how to enable the extension when absent.
 	Statements *Statements `json:"statements,omitempty"`
+	// Locks is the relation locks held per key operation, from pg_locks
+	// at each sample (Options.Locks; nil without, and in results written
+	// before erplab recorded it).
+	Locks *Locks `json:"locks,omitempty"`
 }
 
 // RuleParams are the storm rule's thresholds as recorded (storm.Rule).
@@ -127,6 +131,8 @@ type Session struct {
 	connPID  int
 	connN    int64 // samples on the current connection
 	cost     *Cost // set by Stop
+	// locks gathers the relation locks per operation (Options.Locks).
+	locks map[string]*lockAgg
 
 	// stmtStart is the pg_stat_statements snapshot taken after the first
 	// sample (nil without it), stmtNote why not (both touched by the
@@ -261,6 +267,7 @@ func (ss *Session) tick(ctx context.Context) {
 	rec := *smp
 	rec.Queries = nil
 	ss.series = append(ss.series, rec)
+	ss.addLocks(smp.Locks)
 	ss.latest = smp
 	ss.samples++
 	ss.connN++
@@ -355,6 +362,22 @@ func (ss *Session) costLocked() Cost {
 	return c
 }
 
+// addLocks adds a sample's backends to the per-operation figures; mu
+// held.
+func (ss *Session) addLocks(bs []BackendLocks) {
+	for _, b := range bs {
+		if ss.locks == nil {
+			ss.locks = map[string]*lockAgg{}
+		}
+		a := ss.locks[b.Op]
+		if a == nil {
+			a = &lockAgg{}
+			ss.locks[b.Op] = a
+		}
+		a.add(b)
+	}
+}
+
 // Info describes the sampled server.
 func (ss *Session) Info() Info {
 	ss.mu.Lock()
@@ -393,6 +416,9 @@ func (ss *Session) Snapshot() Observations {
 			CPUSaturated: r.CPUSaturated, EndRatio: r.EndRatio},
 		Cost: c, Series: ss.series[:len(ss.series):len(ss.series)], Storms: ss.det.Events(), Errors: ss.errs,
 		Statements: ss.statements,
+	}
+	if ss.opts.Locks {
+		o.Locks = lockSummary(ss.locks)
 	}
 	if r.CPUs > 0 {
 		o.StormRule.CPUs, o.StormRule.CrowdFactor, o.StormRule.CrowdShare, o.StormRule.CrowdPoints = r.CPUs, r.CrowdFactor, r.CrowdShare, r.CrowdPoints

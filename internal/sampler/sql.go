@@ -6,10 +6,10 @@ package sampler
 // one statistics snapshot (stats_fetch_consistency and the backend status
 // snapshot are per transaction; runtime-config-statistics.html,
 // monitoring-stats.html "Statistics Functions") and nothing is held
-// between ticks. None of them reads pg_locks: that view takes every lock
-// manager partition lock (src/backend/utils/adt/lockfuncs.c,
-// GetLockStatusData) and would disturb exactly the LWLock:LockManager
-// storms erplab looks for.
+// between ticks. Only Options.Locks reads pg_locks (locks.go): that view
+// takes every lock manager partition lock in shared mode
+// (src/backend/utils/adt/lockfuncs.c, GetLockStatusData), so it is one
+// aggregated statement per sample, its time in the sample's round trip.
 //
 // Privileges: pg_monitor (through pg_read_all_stats) shows other users'
 // state, wait events and query text in pg_stat_activity; without it those

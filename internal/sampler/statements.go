@@ -129,6 +129,12 @@ type Statements struct {
 	// driving its own load, statements nested in functions), how many not
 	// at all.
 	Attribution string `json:"attribution,omitempty"`
+	// AttributedCalls are the calls attributed to key operations;
+	// ObserverCalls those of the sampler's own queries (observerKeys);
+	// OtherCalls the rest not attributed (set-up, other clients).
+	AttributedCalls int64 `json:"attributed_calls"`
+	ObserverCalls   int64 `json:"observer_calls"`
+	OtherCalls      int64 `json:"other_calls"`
 	// Count is the number of statements that ran; Total their sum.
 	Count int               `json:"statements"`
 	Total StatementCounters `json:"total"`
@@ -252,6 +258,27 @@ func StatementKey(q string) string {
 	return strings.Join(strings.Fields(q), " ")
 }
 
+// AttributedPct is the share of the calls not the observer's own that
+// were attributed to key operations, 0 when there were none.
+func (s *Statements) AttributedPct() float64 {
+	n := s.Total.Calls - s.ObserverCalls
+	if n <= 0 {
+		return 0
+	}
+	return 100 * float64(s.AttributedCalls) / float64(n)
+}
+
+// observerKeys are the StatementKeys of the sampler's own queries, by
+// which they are named in the unattributed remainder.
+func observerKeys() map[string]bool {
+	out := map[string]bool{}
+	for _, q := range []string{sessionsSQL, queriesSQL13, queriesSQL12, databaseSQL14, databaseSQL12,
+		catalogSQL, infoSQL, opSessionsSQL14, opSessionsSQL12} {
+		out[StatementKey(q)] = true
+	}
+	return out
+}
+
 // textOps turns the engine's texts per operation into send counts per
 // operation by StatementKey (each distinct text keyed once).
 func textOps(texts map[opmap.OpText]int64) map[string]map[int]int64 {
@@ -286,6 +313,7 @@ func statementsDelta(a, b *stmtSnapshot, sightings map[sighting]int, names []str
 		seen[k.queryID][k.op] += n
 	}
 	var byEngine, bySamples int
+	observer := observerKeys()
 	ops := map[string]*OpStatements{}
 	opOf := func(name string) *OpStatements {
 		if ops[name] == nil {
@@ -318,14 +346,21 @@ func statementsDelta(a, b *stmtSnapshot, sightings map[sighting]int, names []str
 				bySamples++
 			}
 		}
+		full := d.Query
 		d.Query = cutText(d.Query, statementText)
 		if share != nil {
 			d.Operations = map[string]float64{}
 			for name, f := range share {
 				d.Operations[name] = round3(f)
 			}
+			out.AttributedCalls += d.Calls
 		} else {
 			share = map[string]float64{"": 1}
+			if observer[StatementKey(full)] {
+				out.ObserverCalls += d.Calls
+			} else {
+				out.OtherCalls += d.Calls
+			}
 		}
 		for name, f := range share {
 			o := opOf(name)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/erplab/erplab/internal/hostfacts"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/procfs"
 )
@@ -313,13 +314,13 @@ func waitSetting(ctx context.Context, dsn, ts string) error {
 
 // readMounts reads <procRoot>/self/mountinfo (proc(5)).
 func readMounts(procRoot string) ([]*procfs.MountInfo, error) {
-	fs, err := procfs.NewFS(procRoot)
+	fs, err := hostfacts.New(procRoot, "")
 	if err != nil {
 		return nil, fmt.Errorf("tmpfs fix: %w", err)
 	}
-	m, err := fs.GetMounts()
+	m, err := fs.Mounts()
 	if err != nil {
-		return nil, fmt.Errorf("tmpfs fix: read %s: %w", filepath.Join(procRoot, "self", "mountinfo"), err)
+		return nil, fmt.Errorf("tmpfs fix: %w", err)
 	}
 	return m, nil
 }
