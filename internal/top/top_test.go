@@ -457,3 +457,59 @@ func TestPrintStormLocalServer(t *testing.T) {
 		t.Errorf("no storm line with %d waiters on %d CPUs:\n%s", n, cpus, out.String())
 	}
 }
+
+// TestPrintRelativeStormLocalServer is `erplab top --count` on a local
+// server while max(6, CPUs)+1 sessions (fewer than the crowd rule's 4 per
+// CPU) start waiting on one advisory lock after 8 quiet samples: the
+// server's CPU stays flat, so the relative rule prints the storm line
+// with the server's CPU, on any number of cores and whatever else keeps
+// the host busy.
+func TestPrintRelativeStormLocalServer(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	wctx, cancelWaiters := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancelWaiters()
+	s, err := sampler.Connect(wctx, dsn, sampler.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	cpus := s.HostCPUs()
+	if cpus < 1 {
+		t.Fatalf("local server: HostCPUs %d", cpus)
+	}
+	holder := connect(t, dsn)
+	if _, err := holder.Exec(wctx, "SELECT pg_advisory_lock(8)"); err != nil {
+		t.Fatal(err)
+	}
+	n := max(storm.DefaultRule().RelMinActive, cpus) + 1
+	conns := make([]*pgx.Conn, n)
+	for i := range conns {
+		conns[i] = connect(t, dsn)
+	}
+	pctx, stop := context.WithCancel(wctx)
+	defer stop()
+	samples := 0
+	var storms []storm.Event
+	opts := Options{Interval: 250 * time.Millisecond,
+		OnSample: func(*sampler.Sample) {
+			if samples++; samples == 8 {
+				for _, c := range conns {
+					wg.Add(1)
+					go func() { defer wg.Done(); _, _ = c.Exec(wctx, "SELECT pg_advisory_lock(8)") }()
+				}
+			}
+		},
+		OnStorm: func(e storm.Event) { storms = append(storms, e); stop() }}
+	var out bytes.Buffer
+	if err := Print(pctx, &out, s, opts, 80); err != nil && pctx.Err() == nil {
+		t.Fatal(err)
+	}
+	if len(storms) != 1 || storms[0].Rule != "relative" {
+		t.Fatalf("storms %+v, want one of the relative rule (%d waiters, %d CPUs)\n%s", storms, n, cpus, out.String())
+	}
+	if !regexp.MustCompile(`STORM Lock:advisory storm: active \d+ -> \d+ in [0-9.]+ s, server CPU [0-9.]+ -> [0-9.]+ cores`).MatchString(out.String()) {
+		t.Errorf("no relative storm line:\n%s", out.String())
+	}
+}

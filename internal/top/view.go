@@ -110,10 +110,7 @@ func (st *state) add(s *sampler.Sample) {
 			delete(st.trends, k)
 		}
 	}
-	p := storm.Point{T: s.Time.Sub(st.start).Seconds(), Active: s.Sessions.Active, Waits: s.Waits}
-	if s.Host != nil && s.Host.Rates {
-		p.CPUBusy, p.CPUKnown = s.Host.CPU.Busy, true
-	}
+	p := s.StormPoint(s.Time.Sub(st.start).Seconds())
 	fired, ended := st.det.Observe(p)
 	for _, e := range []*storm.Event{ended, fired} {
 		if e == nil {
