@@ -128,6 +128,14 @@ func TestRunTempTablespaceFull(t *testing.T) {
 		t.Fatalf("results: %+v", fulls)
 	}
 	t.Logf("%s", fulls[0].Line())
+	// The doctor, after the run: the tmpfs is nearly as empty as before
+	// (each failure's DROP freed its space), the server log says it was
+	// full.
+	dout, _ := erplab(t, dir, "doctor", "--dsn", dsn, "--only", "temp-tablespace", "--sample", "0").CombinedOutput()
+	if !strings.Contains(string(dout), "the tmpfs temp tablespace erplab_full_tmpfs is full: the server log has ") ||
+		!strings.Contains(string(dout), "# the trap: only DROP TABLE frees its space") || !strings.Contains(string(dout), "mount -o remount,size=8m ") {
+		t.Errorf("doctor:\n%s", dout)
+	}
 	// ERPLAB_RECORD_TEMPFULL=<dir> keeps the results file as
 	// internal/results/testdata/tempfull-run.json was recorded.
 	if d := os.Getenv("ERPLAB_RECORD_TEMPFULL"); d != "" {
@@ -138,5 +146,33 @@ func TestRunTempTablespaceFull(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(d, "tempfull-run.json"), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		recordServerLog(t, dsn, filepath.Join(d, "tempfull-server.log"))
+	}
+}
+
+// recordServerLog copies the last 40 lines of the server's log (the
+// postmaster's standard error) to path.
+func recordServerLog(t *testing.T, dsn, path string) {
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var pid int
+	if err := conn.QueryRow(context.Background(), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	b, err := os.ReadFile("/proc/" + fields[1] + "/fd/2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	if err := os.WriteFile(path, []byte(strings.Join(lines[max(len(lines)-40, 0):], "")), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
