@@ -80,3 +80,25 @@ func TestTempFullsRecorded(t *testing.T) {
 		t.Errorf("temp file on the data disk: %+v", f)
 	}
 }
+
+// A merge keeps each SQLSTATE's example of the first segment that has
+// one (in the merged order), so the merged summary can still name a full
+// temp tablespace.
+func TestMergeKeepsErrorExamples(t *testing.T) {
+	docs := readSegments(t)
+	docs[1].Operations[0].ErrorExamples = map[string]string{CodeDiskFull: "second segment's", "40001": "only in the second"}
+	docs[2].Operations[0].ErrorExamples = map[string]string{CodeDiskFull: "third segment's"}
+	m, err := Merge(docs, MergeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]string
+	for _, op := range m.Operations {
+		if op.Name == docs[0].Operations[0].Name {
+			got = op.ErrorExamples
+		}
+	}
+	if len(got) != 2 || got[CodeDiskFull] != "second segment's" || got["40001"] != "only in the second" {
+		t.Fatalf("merged examples %q", got)
+	}
+}
