@@ -50,7 +50,11 @@ LWLock:LockManager storms of a 30,000-user ERP load test:
            this machine; catalog size and growth (pg_class, pg_attribute, pg_depend, pg_type,
            pg_index) of the connected database and, every --catalog-every, of the other
            databases (--catalog-databases); a storm line when active sessions jump while the
-           CPU is not saturated; with pg_wait_sampling created in the connected database, the
+           CPU is not saturated or, for a server on this machine (its CPU count and its
+           processes' CPU known, as in run and doctor), when active sessions double while the
+           server's own CPU use does not follow and the added sessions wait on locks or I/O,
+           or when at least 4 active sessions per CPU stay, 15 % of them waiting on locks,
+           saturated CPU or not; with pg_wait_sampling created in the connected database, the
            wait table shows its profile (mean sessions, sampled every 10 ms in the server)
   tables   client sessions by state; active sessions by wait event with a trend;
            the longest-running active queries with duration and wait event

@@ -341,6 +341,7 @@ func (e *env) tablespaceDir(location string) (string, error) {
 // tsFact is one tablespace of temp_tablespaces as the doctor found it.
 type tsFact struct {
 	Name   string `json:"name"`
+	OID    uint32 `json:"oid,omitempty"`
 	Exists bool   `json:"exists"`
 	// Dir is where this database's files go in it; FSType and Mount the
 	// file system under Dir ("" when not known: remote server, or Note
@@ -379,7 +380,7 @@ func (e *env) tablespaces(ctx context.Context, names []string) ([]tsFact, error)
 	for _, name := range names {
 		f := tsFact{Name: name, UsedPct: -1}
 		var loc string
-		err := e.conn.QueryRow(ctx, `SELECT pg_catalog.pg_tablespace_location(oid) FROM pg_catalog.pg_tablespace WHERE spcname = $1`, name).Scan(&loc)
+		err := e.conn.QueryRow(ctx, `SELECT oid, pg_catalog.pg_tablespace_location(oid) FROM pg_catalog.pg_tablespace WHERE spcname = $1`, name).Scan(&f.OID, &loc)
 		if errors.Is(err, pgx.ErrNoRows) {
 			out = append(out, f)
 			continue
@@ -437,7 +438,7 @@ func (e *env) tablespaces(ctx context.Context, names []string) ([]tsFact, error)
 
 func init() {
 	register(Check{ID: "temp-tablespace", Title: "Temp tablespace on tmpfs under temp-table churn", Needs: WantsSample, order: secCatalog + 50, run: checkTempTablespace,
-		Rule:    "critical when a tmpfs tablespace directory of any database holds a non-temporary relation (lost at reboot); warning when churn >= 50 new relation files/s (worst window) and temp_tablespaces is empty or (local server) not on tmpfs; warning when a tmpfs temp tablespace is >= 90 % full",
+		Rule:    "critical when a tmpfs tablespace directory of any database holds a non-temporary relation (lost at reboot); warning when churn >= 50 new relation files/s (worst window) and temp_tablespaces is empty or (local server) not on tmpfs; warning when a tmpfs temp tablespace is >= 90 % full; critical when the server log (local server) has disk_full errors on temp tables or temp files of a tablespace (pg_tblspc/<oid>/.../t<N>_<M>, pgsql_tmp): the temp tablespace is full",
 		Why:     "Each CREATE, TRUNCATE and DROP of a temp table creates or unlinks files; on a disk file system that is kernel time and I/O waits a RAM-backed tmpfs avoids.",
 		Sources: []string{srcTempTblspc, srcTablespaces, srcTmpfsKernel, srcFieldCatalog}})
 }
@@ -506,6 +507,9 @@ func checkTempTablespace(ctx context.Context, e *env) result {
 	ev = append(ev, scanEv...)
 	if lost := lostRelations(e.srv.Database, facts, scan); len(lost) > 0 {
 		return lostResult(e.srv.Database, lost, shown, ev, m)
+	}
+	if r, ok := e.tempFullFromLog(ctx, facts, ev, m); ok {
+		return r
 	}
 	switch {
 	case len(full) > 0:

@@ -69,6 +69,9 @@ type recorded struct {
 	// TmpfsScan is the scan of all databases for relations in tmpfs
 	// tablespaces (tmpfs_alldb.go).
 	TmpfsScan *tmpfsScan `json:"tmpfs_scan,omitempty"`
+	// ServerLog is the disk-full errors read in the server's log
+	// (serverlog.go).
+	ServerLog *serverLog `json:"server_log,omitempty"`
 }
 
 // errNotRecorded is what a fact loader returns under a golden case that

@@ -206,7 +206,17 @@ func (e *run) fail(op int, start, sched time.Time, wait, db time.Duration, retri
 		e.lastOK.Store(now.UnixNano())
 		e.failSince.Store(0)
 	}
-	e.record(record.Sample{Op: op, Start: start, Scheduled: sched, Wait: wait, DB: db, SQLState: code, Retries: retries})
+	e.record(record.Sample{Op: op, Start: start, Scheduled: sched, Wait: wait, DB: db, SQLState: code, Message: serverMessage(err), Retries: retries})
+}
+
+// serverMessage is the server's error message when it sent one, "" for
+// client-side errors (whose text may name hosts and users).
+func serverMessage(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Message
+	}
+	return ""
 }
 
 // SQLState classifies an operation error: the server's SQLSTATE when it

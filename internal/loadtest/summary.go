@@ -70,6 +70,7 @@ func PrintSummary(w io.Writer, doc *results.Document, out engine.Outcome) {
 		}
 		fmt.Fprintf(w, "errors by SQLSTATE: %s\n", strings.Join(parts, ", "))
 	}
+	printTempFull(w, doc)
 	for _, r := range doc.Operations {
 		if r.Apdex.SmallSample() {
 			fmt.Fprintf(w, "* fewer than %d samples: APDEX of such operations is indicative only\n", apdex.MinSamples)
@@ -392,4 +393,19 @@ func printLocks(w io.Writer, l *sampler.Locks) {
 		}
 		fmt.Fprintf(w, "  %s %s\n", name, x.Phrase())
 	}
+}
+
+// printTempFull names the key operations whose executions failed on a
+// full temp tablespace (53100 on a temp relation's or temp file's path,
+// from the errors' messages), the trap and how to size it.
+func printTempFull(w io.Writer, doc *results.Document) {
+	fulls := results.TempFulls(doc.Operations)
+	if len(fulls) == 0 {
+		return
+	}
+	results.SortTempFulls(fulls)
+	for _, f := range fulls {
+		fmt.Fprintln(w, f.Line())
+	}
+	fmt.Fprintf(w, "  the trap: %s\n  the size: %s\n", results.TempFullTrap, results.TempFullSize)
 }

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
@@ -78,6 +79,10 @@ type Sample struct {
 	// client-side codes of package engine, e.g. "08006" for a lost
 	// connection).
 	SQLState string
+	// Message is the server's error message of a failed execution
+	// (PgError.Message; "" for client-side errors): the first one per
+	// SQLSTATE is kept as OpResult.ErrorExamples.
+	Message string
 	// Retries is how many times the workload retried the operation within
 	// this execution (e.g. after a serialization failure, like pgbench
 	// --max-tries); summed per operation.
@@ -124,6 +129,7 @@ type opStats struct {
 	retries   int64
 	retried   int64 // scored executions with at least one retry
 	byState   map[string]int64
+	examples  map[string]string // SQLSTATE -> first server message
 	apdex     apdex.Counts
 	warmN     int64
 	warmErr   int64
@@ -208,6 +214,14 @@ func (r *Recorder) Record(s Sample) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if failed && s.Message != "" {
+		if _, ok := o.examples[s.SQLState]; !ok {
+			if o.examples == nil {
+				o.examples = map[string]string{}
+			}
+			o.examples[s.SQLState] = truncate(s.Message, maxExample)
+		}
+	}
 	if at.Sub(r.start) < r.warmup {
 		o.warmN++
 		if failed {
@@ -486,6 +500,9 @@ func (r *Recorder) Results(scored time.Duration) []results.OpResult {
 				res.ErrorsBySQLState[k] = v
 			}
 		}
+		if len(o.examples) > 0 {
+			res.ErrorExamples = maps.Clone(o.examples)
+		}
 		res.Histogram = encode(o.resp)
 		res.PoolWaitHistogram, res.DBHistogram = encode(o.wait), encode(o.db)
 		if o.lag.TotalCount() > 0 {
@@ -614,4 +631,18 @@ func (r *Recorder) TakeWindow() Window {
 	}
 	w.Apdex, w.ApdexOK = apdex.Integral(ws)
 	return w
+}
+
+// maxExample bounds an error example's length, bytes.
+const maxExample = 512
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -302,3 +302,29 @@ func TestIntervalsSumToResults(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// The first server message per SQLSTATE is kept (warm-up included), at
+// most 512 bytes cut on a rune boundary; client-side errors carry none.
+func TestErrorExamples(t *testing.T) {
+	t0 := time.Now()
+	r := New(testOps(), t0, time.Second, time.Second)
+	long := strings.Repeat("é", 300) // 600 bytes
+	for _, s := range []Sample{
+		{Op: 0, Start: t0, SQLState: "53100", Message: `could not extend file "pg_tblspc/1/PG_15/5/t3_7": No space left on device`},
+		{Op: 0, Start: t0.Add(2 * time.Second), SQLState: "53100", Message: "a later one"},
+		{Op: 0, Start: t0.Add(2 * time.Second), SQLState: "08006"},
+		{Op: 1, Start: t0.Add(2 * time.Second), SQLState: "XX000", Message: long},
+	} {
+		r.Record(s)
+	}
+	res := r.Results(time.Second)
+	if got := res[0].ErrorExamples; len(got) != 1 || got["53100"] != `could not extend file "pg_tblspc/1/PG_15/5/t3_7": No space left on device` {
+		t.Errorf("op 0 examples %q", got)
+	}
+	if got := res[1].ErrorExamples["XX000"]; len(got) != 512 || got != long[:512] {
+		t.Errorf("op 1 example of %d bytes", len(got))
+	}
+	if res[0].ErrorsBySQLState["53100"] != 1 || res[0].WarmupErrors != 1 {
+		t.Errorf("counts %v, warm-up errors %d", res[0].ErrorsBySQLState, res[0].WarmupErrors)
+	}
+}

@@ -467,6 +467,14 @@ func mergeDocs(docs []*Document) (*Document, error) {
 			r.WarmupSkipped += op.WarmupSkipped
 			r.Zones.Merge(op.Zones)
 			r.ErrorsBySQLState = addCounts(r.ErrorsBySQLState, op.ErrorsBySQLState)
+			for code, msg := range op.ErrorExamples { // the first segment's example wins
+				if _, ok := r.ErrorExamples[code]; !ok {
+					if r.ErrorExamples == nil {
+						r.ErrorExamples = map[string]string{}
+					}
+					r.ErrorExamples[code] = msg
+				}
+			}
 			if op.CutShort != nil {
 				if r.CutShort == nil {
 					r.CutShort = &CutShort{}

@@ -300,6 +300,10 @@ type OpResult struct {
 	Zones apdex.Counts `json:"zones"`
 	// ErrorsBySQLState counts failed executions by SQLSTATE.
 	ErrorsBySQLState map[string]int64 `json:"errors_by_sqlstate,omitempty"`
+	// ErrorExamples is the first server error message seen per SQLSTATE,
+	// warm-up included (at most 512 bytes; absent before erplab kept it),
+	// e.g. "53100": "could not extend file \"pg_tblspc/16385/PG_15_202209061/5/t3_16389\": No space left on device".
+	ErrorExamples map[string]string `json:"error_examples,omitempty"`
 	// WarmupCount and WarmupErrors count executions started during warm-up
 	// (not scored).
 	WarmupCount  int64 `json:"warmup_count"`

@@ -449,6 +449,24 @@ func (s *Sampler) attach(ctx context.Context, conn *pgx.Conn) error {
 // Info describes the server (as of the current connection).
 func (s *Sampler) Info() Info { return s.info }
 
+// HostCPUs returns the CPU count of the server's host when the host is
+// sampled (a local server), the figure the storm crowd rule needs
+// (storm.Rule.CPUs); 0 for a remote server or when /proc cannot be read.
+func (s *Sampler) HostCPUs() int {
+	if !s.info.HostSampled {
+		return 0
+	}
+	fs, err := hostfacts.New(s.opts.ProcRoot, "")
+	if err != nil {
+		return 0
+	}
+	cpus, err := fs.CPUInfo()
+	if err != nil {
+		return 0
+	}
+	return len(cpus)
+}
+
 // Close closes the connection if the Sampler opened it.
 func (s *Sampler) Close(ctx context.Context) error {
 	if s.cfg == nil || s.conn == nil {

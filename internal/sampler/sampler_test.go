@@ -175,6 +175,9 @@ func TestSessionsKnownActivity(t *testing.T) {
 	if got.Host == nil || got.Host.Mem.Total == 0 {
 		t.Errorf("local server but no host sample: %+v %s", got.Host, got.HostError)
 	}
+	if n := s.HostCPUs(); n < 1 { // top's crowd rule needs it (issue #33)
+		t.Errorf("local server: HostCPUs %d", n)
+	}
 }
 
 // TestParallelWorkersFolded runs a parallel query: the leader is one active

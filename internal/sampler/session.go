@@ -106,6 +106,14 @@ type RuleParams struct {
 	CrowdFactor float64 `json:"crowd_factor,omitempty"`
 	CrowdShare  float64 `json:"crowd_lock_share,omitempty"`
 	CrowdPoints int     `json:"crowd_points,omitempty"`
+	// The relative rule's (absent when it was off: RelWindow 0).
+	RelWindowS   float64 `json:"relative_window_s,omitempty"`
+	RelPoints    int     `json:"relative_points,omitempty"`
+	RelRise      float64 `json:"relative_rise,omitempty"`
+	RelCPUShare  float64 `json:"relative_cpu_share,omitempty"`
+	RelCPUFloor  float64 `json:"relative_cpu_floor_cores,omitempty"`
+	RelWaitShare float64 `json:"relative_wait_share,omitempty"`
+	RelMinActive int     `json:"relative_min_active,omitempty"`
 }
 
 // Session samples a server every interval in the background. Its methods
@@ -166,12 +174,8 @@ func Start(ctx context.Context, dsn string, start time.Time, opts SessionOptions
 	if err != nil {
 		return nil, err
 	}
-	if opts.Rule.CPUs == 0 && s.Info().HostSampled {
-		if fs, err := hostfacts.New(s.opts.ProcRoot, ""); err == nil {
-			if cpus, err := fs.CPUInfo(); err == nil {
-				opts.Rule.CPUs = len(cpus)
-			}
-		}
+	if opts.Rule.CPUs == 0 {
+		opts.Rule.CPUs = s.HostCPUs()
 	}
 	det, err := storm.NewDetector(opts.Rule)
 	if err != nil {
@@ -244,6 +248,22 @@ func (ss *Session) loop(ctx context.Context) {
 	}
 }
 
+// StormPoint is the sample as a point of the storm rules at t seconds
+// (the series' time axis): active sessions, their wait events, the host
+// CPU busy share and the server's CPU use in cores (Noise's server share
+// of all CPUs times the CPU count), each when measured. Run and doctor
+// (Session) and top build their points with it.
+func (smp *Sample) StormPoint(t float64) storm.Point {
+	p := storm.Point{T: t, Active: smp.Sessions.Active, Waits: smp.Waits}
+	if smp.Host != nil && smp.Host.Rates {
+		p.CPUBusy, p.CPUKnown = smp.Host.CPU.Busy, true
+	}
+	if n := smp.Noise; n != nil && n.CPUs > 0 {
+		p.ServerCPU, p.ServerCPUKnown = (n.ServerUser+n.ServerSystem)/100*float64(n.CPUs), true
+	}
+	return p
+}
+
 func (ss *Session) tick(ctx context.Context) {
 	connected := ss.s.connected
 	smp, err := ss.s.Sample(ctx)
@@ -262,10 +282,7 @@ func (ss *Session) tick(ctx context.Context) {
 		return
 	}
 	smp.T = round3(smp.Time.Sub(ss.start).Seconds())
-	p := storm.Point{T: smp.T, Active: smp.Sessions.Active, Waits: smp.Waits}
-	if smp.Host != nil && smp.Host.Rates {
-		p.CPUBusy, p.CPUKnown = smp.Host.CPU.Busy, true
-	}
+	p := smp.StormPoint(smp.T)
 	ss.mu.Lock()
 	fired, ended := ss.det.Observe(p)
 	rec := *smp
@@ -423,6 +440,11 @@ func (ss *Session) Snapshot() Observations {
 	}
 	if ss.opts.Locks {
 		o.Locks = lockSummary(ss.locks)
+	}
+	if r.RelWindow > 0 {
+		o.StormRule.RelWindowS, o.StormRule.RelPoints, o.StormRule.RelRise = r.RelWindow.Seconds(), r.RelPoints, r.RelRise
+		o.StormRule.RelCPUShare, o.StormRule.RelCPUFloor = r.RelCPUShare, r.RelCPUFloor
+		o.StormRule.RelWaitShare, o.StormRule.RelMinActive = r.RelWaitShare, r.RelMinActive
 	}
 	if r.CPUs > 0 {
 		o.StormRule.CPUs, o.StormRule.CrowdFactor, o.StormRule.CrowdShare, o.StormRule.CrowdPoints = r.CPUs, r.CrowdFactor, r.CrowdShare, r.CrowdPoints

@@ -6,9 +6,26 @@
 // while the CPU is idle means sessions wait on each other (a lock, the
 // shared invalidation queue, I/O), not on the processor.
 //
-// The rule is pure arithmetic over a time series of points (one per sampling
-// tick, see package sampler); it keeps only the points of the last
-// Rule.Window.
+// Three rules look at the series (Rule has their exact statements):
+//   - the rise rule: active sessions up by Factor within Window while the
+//     host CPU stays below CPUSaturated (any server, the host CPU unknown
+//     for a remote one);
+//   - the relative rule: active sessions at least doubled over the last
+//     seconds while the server's own CPU use (CPU seconds per second of
+//     the postmaster's process tree) did not rise by a comparable share,
+//     the added sessions waiting on locks or I/O (a local server, whose
+//     processes are visible); the field's signature on any size of box,
+//     since it needs no idle CPU: on 2 cores saturated by other work it
+//     still fires, and a rise that is CPU work (the server's CPU follows,
+//     or the added sessions are running, not waiting) does not;
+//   - the crowd rule: a queue of several sessions per CPU, a share of them
+//     waiting on locks, saturated CPU or not (the CPU count known).
+//
+// The rules are pure arithmetic over a time series of points (one per
+// sampling tick, see package sampler); the detector keeps only the points
+// of its windows. Package sampler builds the points for run and doctor,
+// package top for the live view, both with Rule's defaults and the host's
+// CPU count, so the three commands flag the same storms.
 package storm
 
 import (
@@ -53,6 +70,29 @@ import (
 // the first point where Active falls below CrowdFactor * CPUs or the
 // window's mean lock share below CrowdShare / 2. MinActive does not apply
 // to it.
+//
+// The relative rule (when RelWindow > 0) needs the server's CPU use
+// (Point.ServerCPU, cores); points without it are left out of its
+// arithmetic. At a point p it takes the last RelPoints points up to p (the
+// recent run) and the points before them within RelWindow of p (the
+// baseline, at least one), and compares their means (active A, server
+// CPU C, sessions waiting W: wait types LWLock, Lock, BufferPin and IO,
+// sessions waiting on each other or on storage; not CPU, Client, Activity
+// or Timeout). With rise = A_recent / max(A_base, 1) - 1, it fires when:
+//   - A_recent >= max(RelMinActive, CPUs), and every recent point has
+//     Active >= (1 + RelRise) * max(A_base, 1) (a sustained rise, not one
+//     noisy sample);
+//   - C_recent - C_base <= RelCPUShare * rise * max(C_base, RelCPUFloor):
+//     the server's CPU grew by less than RelCPUShare of the active
+//     sessions' share (the floor keeps an idle baseline's few hundredths of
+//     a core from making any change look large);
+//   - W_recent - W_base >= RelWaitShare * (A_recent - A_base): most added
+//     sessions wait. This is what keeps a CPU-bound rise on a saturated
+//     host silent (its server CPU cannot follow, but its sessions run:
+//     "CPU").
+//
+// It does not look at the host CPU. A relative storm ends at the first
+// point whose Active is at most EndRatio * the Active it fired at.
 type Rule struct {
 	// Window is how quickly the rise must happen (default 5 s).
 	Window time.Duration
@@ -81,14 +121,42 @@ type Rule struct {
 	CrowdShare float64
 	// CrowdPoints is the least number of points in the window (default 3).
 	CrowdPoints int
+
+	// RelWindow is the relative rule's window, baseline and recent run
+	// together (default 10 s); 0 turns the rule off.
+	RelWindow time.Duration
+	// RelPoints is the length of the recent run (default 3).
+	RelPoints int
+	// RelRise is the least rise of every recent point over the baseline
+	// mean, as a share (default 1: active sessions doubled).
+	RelRise float64
+	// RelCPUShare is the share of the active sessions' rise that the
+	// server's CPU may rise by without making it a CPU rise (default 0.5).
+	RelCPUShare float64
+	// RelCPUFloor is the least baseline server CPU, cores, the CPU rise is
+	// taken against (default 0.1).
+	RelCPUFloor float64
+	// RelWaitShare is the least share of the added active sessions that
+	// wait (LWLock, Lock, BufferPin, IO) (default 0.75).
+	RelWaitShare float64
+	// RelMinActive is the least mean of active sessions over the recent run
+	// (default 6; the CPU count when that is larger).
+	RelMinActive int
 }
 
 // DefaultRule returns Window 5 s, Factor 4, MinActive 30, CPUSaturated
-// 90 %, EndRatio 0.5, and the crowd rule off (CPUs 0) with CrowdFactor 4,
-// CrowdShare 0.15, CrowdPoints 3.
+// 90 %, EndRatio 0.5, the crowd rule off (CPUs 0) with CrowdFactor 4,
+// CrowdShare 0.15, CrowdPoints 3, and the relative rule on with RelWindow
+// 10 s, RelPoints 3, RelRise 1, RelCPUShare 0.5, RelCPUFloor 0.1 cores,
+// RelWaitShare 0.75, RelMinActive 6. The relative thresholds are
+// calibrated on recorded series (testdata/README.md): steady ERP load on
+// 2 cores swings between 0 and 18 active sessions from one second to the
+// next and must not fire.
 func DefaultRule() Rule {
 	return Rule{Window: 5 * time.Second, Factor: 4, MinActive: 30, CPUSaturated: 90, EndRatio: 0.5,
-		CrowdFactor: 4, CrowdShare: 0.15, CrowdPoints: 3}
+		CrowdFactor: 4, CrowdShare: 0.15, CrowdPoints: 3,
+		RelWindow: 10 * time.Second, RelPoints: 3, RelRise: 1, RelCPUShare: 0.5, RelCPUFloor: 0.1,
+		RelWaitShare: 0.75, RelMinActive: 6}
 }
 
 // Validate returns an error naming the first invalid field.
@@ -113,7 +181,7 @@ func (r Rule) Validate() error {
 	case r.CPUs > 0 && r.CrowdPoints < 1:
 		return fmt.Errorf("storm rule: crowd points must be >= 1, got %d", r.CrowdPoints)
 	}
-	return nil
+	return r.validateRelative()
 }
 
 // Point is one observation.
@@ -129,6 +197,12 @@ type Point struct {
 	// Waits counts active sessions by wait event, "Type:Event", with "CPU"
 	// for sessions not waiting (package sampler's keys).
 	Waits map[string]int
+	// ServerCPU is the CPU time the server's processes used over the last
+	// interval, seconds per second (cores: 1.5 = one and a half CPUs
+	// busy); valid when ServerCPUKnown (a local server whose process tree
+	// is visible).
+	ServerCPU      float64
+	ServerCPUKnown bool
 }
 
 // Event is one storm.
@@ -156,10 +230,17 @@ type Event struct {
 	// Rule is "crowd" for a storm of the crowd rule (From is then the
 	// fewest active sessions in its window, LockPct the window's mean
 	// share of active sessions waiting on locks, WaitEvent the lock event
-	// with the most waiting sessions over the window), "" for the rise
-	// rule.
+	// with the most waiting sessions over the window), "relative" for the
+	// relative rule (WaitEvent the waiting event with the most sessions at
+	// T), "" for the rise rule.
 	Rule    string  `json:"rule,omitempty"`
 	LockPct float64 `json:"lock_wait_pct,omitempty"`
+	// ServerCPUFrom and ServerCPUTo are, for a storm of the relative rule
+	// ("relative"; From is then the baseline's mean active sessions,
+	// rounded), the server's mean CPU use over the baseline and over the
+	// recent run, cores.
+	ServerCPUFrom float64 `json:"server_cpu_from,omitempty"`
+	ServerCPUTo   float64 `json:"server_cpu_to,omitempty"`
 	// Message is the one-line description, e.g.
 	// "LWLock:LockManager storm: active 12 -> 240 in 3 s, CPU 35 %" or
 	// "LWLock:LockManager storm: 141 active on 2 CPUs, 31 % waiting on locks over 5 s (LWLock:LockManager 20), CPU 100 %".
@@ -174,6 +255,8 @@ func (e Event) Ongoing() bool { return e.EndT == nil }
 type Detector struct {
 	rule   Rule
 	window []Point
+	// relWin are the points of the last RelWindow (the relative rule's).
+	relWin []Point
 	// recent are the last CrowdPoints-1 points whatever their age: the
 	// crowd rule's window when sampling is slower than Window/CrowdPoints
 	// (a sampler starved on a saturated server).
@@ -210,7 +293,7 @@ func (d *Detector) Observe(p Point) (fired, ended *Event) {
 		if p.Active > e.Peak {
 			e.Peak = p.Active
 		}
-		if e.Rule == "crowd" && d.crowdEnds(p) || e.Rule == "" && (float64(p.Active) <= d.rule.EndRatio*float64(e.To) || p.Active < d.rule.MinActive) {
+		if d.ends(*e, p) {
 			t := p.T
 			e.EndT = &t
 			d.cur = -1
@@ -219,6 +302,9 @@ func (d *Detector) Observe(p Point) (fired, ended *Event) {
 		}
 	} else {
 		f := d.check(p)
+		if f == nil {
+			f = d.checkRelative(p)
+		}
 		if f == nil && d.rule.CPUs > 0 {
 			f = d.checkCrowd(p)
 		}
@@ -229,6 +315,7 @@ func (d *Detector) Observe(p Point) (fired, ended *Event) {
 		}
 	}
 	d.window = append(d.window, p)
+	d.keepRelative(p)
 	if n := d.rule.CrowdPoints - 1; n > 0 {
 		if len(d.recent) >= n {
 			d.recent = append(d.recent[:0], d.recent[len(d.recent)-n+1:]...)
@@ -236,6 +323,17 @@ func (d *Detector) Observe(p Point) (fired, ended *Event) {
 		d.recent = append(d.recent, p)
 	}
 	return fired, ended
+}
+
+// ends reports whether the ongoing storm e ends at p.
+func (d *Detector) ends(e Event, p Point) bool {
+	switch e.Rule {
+	case "crowd":
+		return d.crowdEnds(p)
+	case "relative":
+		return float64(p.Active) <= d.rule.EndRatio*float64(e.To)
+	}
+	return float64(p.Active) <= d.rule.EndRatio*float64(e.To) || p.Active < d.rule.MinActive
 }
 
 // check applies the rule at p against the window (which holds earlier
@@ -366,6 +464,9 @@ func Dominant(waits map[string]int) (string, int) {
 	return best, n
 }
 
+// message is the rise and relative rules' line: "Lock:advisory storm:
+// active 1 -> 12 in 3 s, CPU 35 %", with ", server CPU 0.02 -> 0.03
+// cores" before the host CPU for the relative rule.
 func message(e Event) string {
 	name := e.WaitEvent
 	if name == "" {
@@ -379,6 +480,9 @@ func message(e Event) string {
 	cpu := "CPU n/a"
 	if e.CPUKnown {
 		cpu = fmt.Sprintf("CPU %.0f %%", e.CPUBusy)
+	}
+	if e.Rule == "relative" {
+		cpu = fmt.Sprintf("server CPU %.2f -> %.2f cores, %s", e.ServerCPUFrom, e.ServerCPUTo, cpu)
 	}
 	return fmt.Sprintf("%s storm: active %d -> %d in %s, %s", name, e.From, e.To, dur, cpu)
 }

@@ -30,7 +30,7 @@ import (
 func liveFrames(t *testing.T, path string, n int) (screens []string, sizes []int64) {
 	t.Helper()
 	info := sampler.Info{Version: "15.18 (Debian)", Database: "erp", Local: true, StatsPrivileged: true}
-	st, err := newState(info, storm.Rule{}, nil)
+	st, err := newState(info, storm.Rule{}, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestRunRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := newState(s.Info(), storm.Rule{}, nil)
+	st, err := newState(s.Info(), storm.Rule{}, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -264,7 +264,7 @@ func TestModelCancelConfirm(t *testing.T) {
 	ss := waitFor(t, mon, Filter{}, "sleeper", func(ss []Session) bool {
 		return len(ss) > 0 && ss[0].PID == pid && ss[0].Wait == "Timeout:PgSleep"
 	})
-	st, err := newState(sampler.Info{}, storm.Rule{}, nil)
+	st, err := newState(sampler.Info{}, storm.Rule{}, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,10 @@ type Options struct {
 	// Width of plain-text lines in display cells (default DefaultWidth);
 	// the interactive view uses the terminal's width.
 	Width int
-	// Rule is the storm rule (zero: storm.DefaultRule()).
+	// Rule is the storm rule (zero: storm.DefaultRule()). When its CPUs
+	// is 0 and the host is sampled (a local server), CPUs is set to the
+	// host's CPU count (Sampler.HostCPUs), turning the crowd rule on as
+	// in run.
 	Rule storm.Rule
 	// OnSample and OnStorm, when set, see every sample and storm (e.g. a
 	// metrics.Exporter).
@@ -127,7 +130,7 @@ func Print(ctx context.Context, w io.Writer, s *sampler.Sampler, opts Options, c
 	if count < 1 {
 		return fmt.Errorf("count must be >= 1, got %d", count)
 	}
-	st, err := newState(s.Info(), opts.Rule, opts.OnStorm)
+	st, err := newState(s.Info(), opts.Rule, s.HostCPUs(), opts.OnStorm)
 	if err != nil {
 		return err
 	}
@@ -209,7 +212,7 @@ func Run(ctx context.Context, s *sampler.Sampler, opts Options, in io.Reader, ou
 	if err := opts.normalize(); err != nil {
 		return err
 	}
-	st, err := newState(s.Info(), opts.Rule, opts.OnStorm)
+	st, err := newState(s.Info(), opts.Rule, s.HostCPUs(), opts.OnStorm)
 	if err != nil {
 		return err
 	}

@@ -149,7 +149,7 @@ func fakeSample(at time.Time, active int, waits map[string]int) *sampler.Sample 
 func TestRenderStorm(t *testing.T) {
 	var fired []storm.Event
 	st, err := newState(sampler.Info{Version: "15.18 (Debian)", Database: "erp", Local: true, StatsPrivileged: true},
-		storm.Rule{}, func(e storm.Event) { fired = append(fired, e) })
+		storm.Rule{}, 0, func(e storm.Event) { fired = append(fired, e) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestRenderStorm(t *testing.T) {
 
 // TestModelKeys drives the interactive model with key messages.
 func TestModelKeys(t *testing.T) {
-	st, _ := newState(sampler.Info{}, storm.Rule{}, nil)
+	st, _ := newState(sampler.Info{}, storm.Rule{}, 0, nil)
 	m := &model{st: st, interval: time.Second, width: 100, height: 40}
 	key := func(k string) {
 		msg := tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(k)}
@@ -372,5 +372,144 @@ func TestOtherCatalogLines(t *testing.T) {
 	}
 	if otherCatalogLines(nil, time.Time{}) != nil {
 		t.Error("lines without a reading")
+	}
+}
+
+// TestSaturatedStorm: on a saturated 2-CPU host (CPU 98 %) the rise rule
+// stays silent; with the host's CPU count (as Print and Run pass from
+// Sampler.HostCPUs) the crowd rule flags the LockManager queue top showed
+// during a storm run and doctor reported (issue #33: 80 active, 60 on
+// LWLock:LockManager). Without the CPU count nothing fires.
+func TestSaturatedStorm(t *testing.T) {
+	series := func(cpus int) (*state, []storm.Event) {
+		var fired []storm.Event
+		st, err := newState(sampler.Info{Local: true, HostSampled: true}, storm.Rule{}, cpus,
+			func(e storm.Event) { fired = append(fired, e) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 4; i++ {
+			s := fakeSample(st.start.Add(time.Duration(i+1)*time.Second), 80, map[string]int{"LWLock:LockManager": 60, "CPU": 20})
+			s.Host.CPU = sampler.CPU{User: 70, System: 28, Idle: 2, Busy: 98}
+			st.add(s)
+		}
+		return st, fired
+	}
+	if _, fired := series(0); len(fired) != 0 {
+		t.Fatalf("without the CPU count: storms %+v", fired)
+	}
+	st, fired := series(2)
+	if len(fired) != 1 || fired[0].WaitEvent != "LWLock:LockManager" {
+		t.Fatalf("2 CPUs, CPU 98 %%: storms %+v, want one on LWLock:LockManager", fired)
+	}
+	if out := render(st, viewOpts{width: 100, interval: time.Second}); !strings.Contains(out, "STORM LWLock:LockManager") {
+		t.Errorf("view lacks the storm line:\n%s", out)
+	}
+}
+
+// TestPrintStormLocalServer is `erplab top --count` on a local server
+// while 4 sessions per CPU plus 2 wait on one advisory lock: Print passes
+// the host's CPU count to the storm rule, so the crowd rule prints the
+// storm line whatever the host CPU use (the rise rule alone needs a rise
+// and spare CPU).
+func TestPrintStormLocalServer(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	s, err := sampler.Connect(ctx, dsn, sampler.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	cpus := s.HostCPUs()
+	if cpus < 1 {
+		t.Fatalf("local server: HostCPUs %d", cpus)
+	}
+	holder := connect(t, dsn)
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock(7)"); err != nil {
+		t.Fatal(err)
+	}
+	n := 4*cpus + 2
+	for i := 0; i < n; i++ {
+		c := connect(t, dsn)
+		wg.Add(1)
+		go func() { defer wg.Done(); _, _ = c.Exec(ctx, "SELECT pg_advisory_lock(7)") }()
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		x, err := s.Sample(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.Waits["Lock:advisory"] >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiters never seen: %v", x.Waits)
+		}
+	}
+	var out bytes.Buffer
+	if err := Print(ctx, &out, s, Options{Interval: 200 * time.Millisecond}, 4); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "STORM Lock:advisory storm") {
+		t.Errorf("no storm line with %d waiters on %d CPUs:\n%s", n, cpus, out.String())
+	}
+}
+
+// TestPrintRelativeStormLocalServer is `erplab top --count` on a local
+// server while max(6, CPUs)+1 sessions (fewer than the crowd rule's 4 per
+// CPU) start waiting on one advisory lock after 8 quiet samples: the
+// server's CPU stays flat, so the relative rule prints the storm line
+// with the server's CPU, on any number of cores and whatever else keeps
+// the host busy.
+func TestPrintRelativeStormLocalServer(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	wctx, cancelWaiters := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancelWaiters()
+	s, err := sampler.Connect(wctx, dsn, sampler.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	cpus := s.HostCPUs()
+	if cpus < 1 {
+		t.Fatalf("local server: HostCPUs %d", cpus)
+	}
+	holder := connect(t, dsn)
+	if _, err := holder.Exec(wctx, "SELECT pg_advisory_lock(8)"); err != nil {
+		t.Fatal(err)
+	}
+	n := max(storm.DefaultRule().RelMinActive, cpus) + 1
+	conns := make([]*pgx.Conn, n)
+	for i := range conns {
+		conns[i] = connect(t, dsn)
+	}
+	pctx, stop := context.WithCancel(wctx)
+	defer stop()
+	samples := 0
+	var storms []storm.Event
+	opts := Options{Interval: 250 * time.Millisecond,
+		OnSample: func(*sampler.Sample) {
+			if samples++; samples == 8 {
+				for _, c := range conns {
+					wg.Add(1)
+					go func() { defer wg.Done(); _, _ = c.Exec(wctx, "SELECT pg_advisory_lock(8)") }()
+				}
+			}
+		},
+		OnStorm: func(e storm.Event) { storms = append(storms, e); stop() }}
+	var out bytes.Buffer
+	if err := Print(pctx, &out, s, opts, 80); err != nil && pctx.Err() == nil {
+		t.Fatal(err)
+	}
+	if len(storms) != 1 || storms[0].Rule != "relative" {
+		t.Fatalf("storms %+v, want one of the relative rule (%d waiters, %d CPUs)\n%s", storms, n, cpus, out.String())
+	}
+	if !regexp.MustCompile(`STORM Lock:advisory storm: active \d+ -> \d+ in [0-9.]+ s, server CPU [0-9.]+ -> [0-9.]+ cores`).MatchString(out.String()) {
+		t.Errorf("no relative storm line:\n%s", out.String())
 	}
 }

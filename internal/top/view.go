@@ -74,9 +74,12 @@ type state struct {
 	othersAt time.Time
 }
 
-func newState(info sampler.Info, rule storm.Rule, onStorm func(storm.Event)) (*state, error) {
+func newState(info sampler.Info, rule storm.Rule, cpus int, onStorm func(storm.Event)) (*state, error) {
 	if rule == (storm.Rule{}) {
 		rule = storm.DefaultRule()
+	}
+	if rule.CPUs == 0 {
+		rule.CPUs = cpus // the crowd rule, on for a local server as in run
 	}
 	det, err := storm.NewDetector(rule)
 	if err != nil {
@@ -119,10 +122,7 @@ func (st *state) push(s *sampler.Sample) {
 
 // detect runs the storm detector on s.
 func (st *state) detect(s *sampler.Sample) {
-	p := storm.Point{T: s.Time.Sub(st.start).Seconds(), Active: s.Sessions.Active, Waits: s.Waits}
-	if s.Host != nil && s.Host.Rates {
-		p.CPUBusy, p.CPUKnown = s.Host.CPU.Busy, true
-	}
+	p := s.StormPoint(s.Time.Sub(st.start).Seconds())
 	fired, ended := st.det.Observe(p)
 	for _, e := range []*storm.Event{ended, fired} {
 		if e == nil {
