@@ -92,6 +92,14 @@ type Options struct {
 	// (internal/profile) and records the profile as extra.profile; when
 	// it cannot run, one warning line says why and the run goes on.
 	Profile bool
+	// Probes counts the server's shared-invalidation events with perf
+	// uprobes for the load test (catalog cache resets, catch-up
+	// interrupts, queue clean-ups, messages inserted and read; per
+	// second, per backend, per key operation) into extra.invalidation,
+	// with Observe; when they cannot run (not root, no perf, a remote
+	// server), one line says why and the estimate of the observations
+	// stays.
+	Probes bool
 	// OnSample, when set, sees every recorded execution
 	// (engine.Config.OnSample), e.g. for pgbench's progress lines and logs.
 	OnSample func(record.Sample)
@@ -469,6 +477,9 @@ func (r *runState) attachments(ctx context.Context) {
 	}
 	if r.opts.Stress != nil {
 		r.atts = append(r.atts, &stressAttachment{spec: *r.opts.Stress})
+	}
+	if r.opts.Observe && r.opts.Probes {
+		r.atts = append(r.atts, startInval(ctx, r.srv.dsn, r.say))
 	}
 	if r.opts.Profile {
 		r.atts = append(r.atts, startProfile(ctx, r.srv.dsn, r.say))

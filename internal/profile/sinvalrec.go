@@ -404,3 +404,13 @@ func (r *InvalRecording) End(ctx context.Context) (*Invalidation, error) {
 	}
 	return s, nil
 }
+
+// Rebase restarts the counts on clock c (the run's time base, taken
+// when its load starts): what was counted before is dropped.
+func (r *InvalRecording) Rebase(c Clock) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.clock, r.started = c, c.T0
+	r.total, r.other, r.series, r.events, r.over = InvalCounts{}, InvalCounts{}, nil, nil, 0
+	clear(r.perPID)
+}

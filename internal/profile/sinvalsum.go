@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -239,3 +240,25 @@ func LiveLine(c InvalCounts, seconds float64, counted bool) string {
 
 // Counted tells whether Inserted counts messages (else calls).
 func (r *InvalRecording) Counted() bool { return r.probes.counted }
+
+// InvalResult is extra.invalidation of a run: the observed counts, or
+// why they could not be observed (the shared-invalidation figure of
+// extra.observations is then an estimate only).
+type InvalResult struct {
+	Observed    *Invalidation `json:"observed,omitempty"`
+	Unavailable string        `json:"unavailable,omitempty"`
+}
+
+// ReadInval reads extra.invalidation.
+func ReadInval(raw []byte) (*InvalResult, error) {
+	var r InvalResult
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, fmt.Errorf("profile: extra.invalidation: %w", err)
+	}
+	return &r, nil
+}
+
+// UnavailableLine is the one line said when the probes cannot run.
+func UnavailableLine(why string) string {
+	return "invalidation not observed: " + strings.TrimPrefix(why, "profile: ") + "; the shared-invalidation figure is an estimate from catalog changes"
+}
