@@ -68,13 +68,13 @@ type runState struct {
 	doc    *results.Document
 	seg    *results.SegmentInfo // nil for a whole run
 
-	start   time.Time // the run's time base, after the --start-at barrier
-	end     time.Time // the end of the load's own span
-	rec     *record.Recorder
-	cpu     *cpuMeter
-	health  *engine.Health
-	ops     []workload.Operation
-	opm     *opmap.Map        // backend PID -> key operation (samplers, profile)
+	start  time.Time // the run's time base, after the --start-at barrier
+	end    time.Time // the end of the load's own span
+	rec    *record.Recorder
+	cpu    *cpuMeter
+	health *engine.Health
+	ops    []workload.Operation
+	opm    *opmap.Map // backend PID -> key operation (samplers, profile)
 	// the timeline of key operations on opm the profile and the
 	// invalidation counts share (invalattach.go: timeline, intervals)
 	tl        *opmap.Timeline
@@ -82,11 +82,11 @@ type runState struct {
 	tlStopped bool
 	tlIvs     []opmap.Interval
 	tlDropped int
-	exp     *metrics.Exporter // the metrics endpoint's, nil without
-	obs     *sampler.Session  // the samplers', nil without
-	stream  *results.Stream   // the results stream (discarding without results)
-	frozen  bool              // the server is not answering: no clean-up queries
-	outcome engine.Outcome
+	exp       *metrics.Exporter // the metrics endpoint's, nil without
+	obs       *sampler.Session  // the samplers', nil without
+	stream    *results.Stream   // the results stream (discarding without results)
+	frozen    bool              // the server is not answering: no clean-up queries
+	outcome   engine.Outcome
 
 	atts      []attachment
 	observers int // atts[:observers] start before the run's banner, the rest after

@@ -30,8 +30,8 @@ type runProfile struct {
 	clock profile.Clock
 	// follows: the samples are attributed on the run's timeline
 	follows bool
-	ended bool
-	sum   *profile.Summary
+	ended   bool
+	sum     *profile.Summary
 }
 
 // profileOpMap returns the run's PID-to-operation map: opm (the
