@@ -27,8 +27,8 @@ const srcInval = "src/backend/utils/cache/inval.c (InvalidateSystemCaches: a res
 
 func init() {
 	register(Check{ID: "invalidation-chain", Title: "The invalidation chain observed: temp-table DDL -> SI queue -> resets and catch-ups -> LockManager", Needs: NeedsSample, order: secWaits + 20, run: checkInvalidationChain,
-		Rule: fmt.Sprintf("needs the probes (root, a local server, perf; --probes, on by default): warning when a backend's catalog caches were reset during the sample (the queue of %d messages overran it), info when backends only had to catch up; the LockManager share and the catalog churn of the same sample close the chain", sampler.SInvalQueueSize),
-		Why:  "Every CREATE or DROP of a temp table queues invalidation messages every backend must read; a backend that falls behind by the whole queue (an idle session does) is reset and rebuilds its caches from the catalogs, taking relation locks while active sessions pile up on LWLock:LockManager.",
+		Rule:    fmt.Sprintf("needs the probes (root, a local server, perf; --probes, on by default): warning when a backend's catalog caches were reset during the sample (the queue of %d messages overran it), info when backends only had to catch up; the LockManager share and the catalog churn of the same sample close the chain", sampler.SInvalQueueSize),
+		Why:     "Every CREATE or DROP of a temp table queues invalidation messages every backend must read; a backend that falls behind by the whole queue (an idle session does) is reset and rebuilds its caches from the catalogs, taking relation locks while active sessions pile up on LWLock:LockManager.",
 		Sources: []string{srcSinval, srcInval, srcFieldLockMgr, srcFieldCatalog}})
 }
 
