@@ -63,6 +63,12 @@ func (c *InvalCounts) plus(o InvalCounts) {
 	c.Read += o.Read
 }
 
+// Minus is c less o, event by event.
+func (c InvalCounts) Minus(o InvalCounts) InvalCounts {
+	return InvalCounts{c.Resets - o.Resets, c.Catchups - o.Catchups, c.CatchupSignals - o.CatchupSignals,
+		c.Cleanups - o.Cleanups, c.Inserted - o.Inserted, c.Read - o.Read}
+}
+
 // Zero tells whether no event was counted.
 func (c InvalCounts) Zero() bool { return c == InvalCounts{} }
 

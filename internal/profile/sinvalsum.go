@@ -157,15 +157,7 @@ func (r *InvalRecording) Attribute(s *Invalidation, ivs []opmap.Interval, names 
 		}
 		c.add(int(e.ev), int64(e.n))
 	}
-	// events over the kept limit are unattributed
-	rest := r.total
-	rest.Resets -= kept.Resets
-	rest.Catchups -= kept.Catchups
-	rest.CatchupSignals -= kept.CatchupSignals
-	rest.Cleanups -= kept.Cleanups
-	rest.Inserted -= kept.Inserted
-	rest.Read -= kept.Read
-	un.plus(rest)
+	un.plus(r.total.Minus(kept)) // events over the kept limit
 	s.Operations = nil
 	for op, c := range perOp {
 		s.Operations = append(s.Operations, OpInval{Name: names[op], InvalCounts: *c})

@@ -2,6 +2,7 @@ package top
 
 import (
 	"bytes"
+	"fmt"
 	"context"
 	"os"
 	"regexp"
@@ -372,5 +373,31 @@ func TestOtherCatalogLines(t *testing.T) {
 	}
 	if otherCatalogLines(nil, time.Time{}) != nil {
 		t.Error("lines without a reading")
+	}
+}
+
+// TestPrintInvalidation: the caller's invalidation line is shown under
+// the temp-relation churn, taken at each sample.
+func TestPrintInvalidation(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	ctx := context.Background()
+	s, err := sampler.Connect(ctx, dsn, sampler.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	calls := 0
+	line := func() string {
+		calls++
+		return fmt.Sprintf("invalidation: resets %d.0/s (perf uprobes)", calls)
+	}
+	var out bytes.Buffer
+	if err := Print(ctx, &out, s, Options{Interval: 200 * time.Millisecond, Width: 120, Invalidation: line}, 2); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	if !regexp.MustCompile(`(?m)^temp-relation churn: .*\ninvalidation: resets 2\.0/s \(perf uprobes\)$`).MatchString(text) ||
+		!strings.Contains(text, "invalidation: resets 3.0/s") || calls != 3 {
+		t.Errorf("%d calls, output:\n%s", calls, text)
 	}
 }
