@@ -2,8 +2,8 @@ package top
 
 import (
 	"bytes"
-	"fmt"
 	"context"
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
