@@ -472,6 +472,9 @@ func (r *runState) attachments(ctx context.Context) {
 		r.atts = append(r.atts, &samplersAttachment{})
 	}
 	r.observers = len(r.atts)
+	if n := crowdSize(r.opts.Workload); n > 0 {
+		r.atts = append(r.atts, &crowdAttachment{n: n})
+	}
 	if r.opts.Progress > 0 {
 		r.atts = append(r.atts, &progressAttachment{})
 	}

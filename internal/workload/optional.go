@@ -152,3 +152,14 @@ type DriveOptions struct {
 	// samplers' waits per operation).
 	Observe func(dsn string, start time.Time, ops *opmap.Map) (stop func())
 }
+
+// Crowd is implemented by workloads that hold idle sessions beside their
+// load (erp --idle-sessions): the field's hundreds of idle sessions
+// beside the active ones, the backends that fall behind in the shared
+// invalidation queue and are reset. loadtest.Run opens IdleSessions()
+// connections before the load, each runs one statement and then stays
+// idle (not in a transaction) until the load ends; a server started for
+// the run is sized for them too.
+type Crowd interface {
+	IdleSessions() int
+}
