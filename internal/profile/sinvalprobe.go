@@ -20,10 +20,15 @@ import (
 // src/backend/storage/ipc/sinval.c, sinvaladt.c or utils/cache/inval.c
 // that the Debian and PGDG binaries export.
 const (
-	// EvReset is InvalidateSystemCaches: a backend that fell too far
-	// behind in the queue was reset and throws away its catalog and
-	// relation caches.
+	// EvReset is SIGetDataEntries returning -1: a backend that fell a
+	// whole queue behind found itself reset (it then throws away its
+	// catalog and relation caches: InvalidateSystemCaches). Counted by
+	// the EvRead probe.
 	EvReset = iota
+	// EvRebuild is InvalidateSystemCaches: every reset, and every
+	// parallel worker's start (ParallelWorkerMain rebuilds its caches
+	// under the leader's snapshot), so more than the resets.
+	EvRebuild
 	// EvCatchup is ProcessCatchupInterrupt: a backend processed a
 	// catch-up interrupt (it was signalled for falling behind).
 	EvCatchup
@@ -37,7 +42,7 @@ const (
 	// where read, else calls).
 	EvInsert
 	// EvRead is the return of SIGetDataEntries with messages: messages
-	// read by a backend (its return value, > 0).
+	// read by a backend (its return value, > 0; -1 is EvReset).
 	EvRead
 	nEvents
 )
@@ -62,7 +67,7 @@ func probeSpecs(arch string) []probeSpec {
 		n = "n=%x1:s32"
 	}
 	return []probeSpec{
-		{"reset", "InvalidateSystemCaches", "", EvReset},
+		{"rebuild", "InvalidateSystemCaches", "", EvRebuild},
 		{"catchup", "ProcessCatchupInterrupt", "", EvCatchup},
 		{"catchup_signal", "HandleCatchupInterrupt", "", EvCatchupSignal},
 		{"cleanup", "SICleanupQueue", "", EvCleanup},
@@ -182,7 +187,7 @@ func AddProbes(ctx context.Context, perf, binary string, rec *leftover.Record) (
 		}
 		p.events[s.ev] = p.group + ":" + name
 	}
-	if p.events[EvReset] == "" && p.events[EvInsert] == "" {
+	if p.events[EvRead] == "" && p.events[EvInsert] == "" {
 		p.Remove(context.WithoutCancel(ctx)) //nolint:errcheck // the first error says more
 		if first == nil {
 			first = errors.New("no probe added")

@@ -21,8 +21,12 @@ import (
 
 // InvalCounts are counts of the shared-invalidation events.
 type InvalCounts struct {
-	// Resets are catalog cache resets (InvalidateSystemCaches).
+	// Resets are catalog cache resets: a backend found itself reset by
+	// the queue (SIGetDataEntries returned -1).
 	Resets int64 `json:"resets"`
+	// Rebuilds are calls of InvalidateSystemCaches: the resets' cache
+	// rebuilds and every parallel worker's start.
+	Rebuilds int64 `json:"cache_rebuilds"`
 	// Catchups are catch-up interrupts processed
 	// (ProcessCatchupInterrupt); CatchupSignals catch-up signals
 	// received (HandleCatchupInterrupt).
@@ -41,6 +45,8 @@ func (c *InvalCounts) add(ev int, n int64) {
 	switch ev {
 	case EvReset:
 		c.Resets++
+	case EvRebuild:
+		c.Rebuilds++
 	case EvCatchup:
 		c.Catchups++
 	case EvCatchupSignal:
@@ -56,6 +62,7 @@ func (c *InvalCounts) add(ev int, n int64) {
 
 func (c *InvalCounts) plus(o InvalCounts) {
 	c.Resets += o.Resets
+	c.Rebuilds += o.Rebuilds
 	c.Catchups += o.Catchups
 	c.CatchupSignals += o.CatchupSignals
 	c.Cleanups += o.Cleanups
@@ -65,7 +72,7 @@ func (c *InvalCounts) plus(o InvalCounts) {
 
 // Minus is c less o, event by event.
 func (c InvalCounts) Minus(o InvalCounts) InvalCounts {
-	return InvalCounts{c.Resets - o.Resets, c.Catchups - o.Catchups, c.CatchupSignals - o.CatchupSignals,
+	return InvalCounts{c.Resets - o.Resets, c.Rebuilds - o.Rebuilds, c.Catchups - o.Catchups, c.CatchupSignals - o.CatchupSignals,
 		c.Cleanups - o.Cleanups, c.Inserted - o.Inserted, c.Read - o.Read}
 }
 
@@ -313,8 +320,8 @@ func (r *InvalRecording) line(text string) {
 		}
 		n = v
 	}
-	if ev == EvRead && n < 0 { // -1: the reset, counted by InvalidateSystemCaches
-		return
+	if ev == EvRead && n < 0 { // -1: the backend was reset
+		ev, n = EvReset, 1
 	}
 	if !r.follow[pid] {
 		r.other.add(ev, n)

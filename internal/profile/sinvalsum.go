@@ -56,6 +56,7 @@ type Invalidation struct {
 // InvalRates are InvalCounts per second.
 type InvalRates struct {
 	Resets         float64 `json:"resets"`
+	Rebuilds       float64 `json:"cache_rebuilds"`
 	Catchups       float64 `json:"catchups"`
 	CatchupSignals float64 `json:"catchup_signals"`
 	Cleanups       float64 `json:"cleanups"`
@@ -69,7 +70,7 @@ func (c InvalCounts) Rates(seconds float64) InvalRates {
 		return InvalRates{}
 	}
 	f := func(n int64) float64 { return math.Round(100*float64(n)/seconds) / 100 }
-	return InvalRates{f(c.Resets), f(c.Catchups), f(c.CatchupSignals), f(c.Cleanups), f(c.Inserted), f(c.Read)}
+	return InvalRates{f(c.Resets), f(c.Rebuilds), f(c.Catchups), f(c.CatchupSignals), f(c.Cleanups), f(c.Inserted), f(c.Read)}
 }
 
 // BackendInval are one process's counts.
@@ -98,7 +99,7 @@ func (r *InvalRecording) summary(dur float64) *Invalidation {
 	}
 	for _, c := range r.series {
 		m := &s.MaxPerS
-		m.Resets, m.Catchups, m.CatchupSignals = max(m.Resets, c.Resets), max(m.Catchups, c.Catchups), max(m.CatchupSignals, c.CatchupSignals)
+		m.Resets, m.Rebuilds, m.Catchups, m.CatchupSignals = max(m.Resets, c.Resets), max(m.Rebuilds, c.Rebuilds), max(m.Catchups, c.Catchups), max(m.CatchupSignals, c.CatchupSignals)
 		m.Cleanups, m.Inserted, m.Read = max(m.Cleanups, c.Cleanups), max(m.Inserted, c.Inserted), max(m.Read, c.Read)
 	}
 	for pid, c := range r.perPID {
@@ -184,11 +185,12 @@ func (s *Invalidation) msgs() string {
 }
 
 // Line is the one-line account: "invalidation observed (perf uprobes,
-// 30 s): 12 resets (0.40/s) on 9 backends, 310 catch-ups (10.3/s), 95
-// queue clean-ups, 51234 msg inserted (1708/s), 2.1M read".
+// 30 s): 12 catalog cache resets (0.40/s, max 3/s) on 9 backends (40
+// cache rebuilds with parallel workers' starts), 310 catch-up interrupts
+// processed ...".
 func (s *Invalidation) Line() string {
-	return fmt.Sprintf("invalidation observed (perf uprobes, %.0f s): %d catalog cache resets (%.2f/s, max %d/s) on %d backends, %d catch-up interrupts processed (%.2f/s) on %d backends, %d queue clean-ups (%.2f/s), %d %s inserted (%.0f/s), %d msg read (%.0f/s)",
-		s.DurationS, s.Total.Resets, s.PerS.Resets, s.MaxPerS.Resets, s.BackendsReset, s.Total.Catchups, s.PerS.Catchups, s.BackendsCaughtUp,
+	return fmt.Sprintf("invalidation observed (perf uprobes, %.0f s): %d catalog cache resets (%.2f/s, max %d/s) on %d backends (%d cache rebuilds with parallel workers' starts), %d catch-up interrupts processed (%.2f/s) on %d backends, %d queue clean-ups (%.2f/s), %d %s inserted (%.0f/s), %d msg read (%.0f/s)",
+		s.DurationS, s.Total.Resets, s.PerS.Resets, s.MaxPerS.Resets, s.BackendsReset, s.Total.Rebuilds, s.Total.Catchups, s.PerS.Catchups, s.BackendsCaughtUp,
 		s.Total.Cleanups, s.PerS.Cleanups, s.Total.Inserted, s.msgs(), s.PerS.Inserted, s.Total.Read, s.PerS.Read)
 }
 
