@@ -415,7 +415,7 @@ func (s *observeFlags) check() error {
 
 // apply is the observe set read into opts.
 func (s *observeFlags) apply(opts *loadtest.Options) {
-	opts.Observe, opts.ObserveInterval, opts.MetricsAddr, opts.Profile, opts.Probes = s.observe, s.observeInterval, s.metricsAddr, s.profile, s.probes
+	opts.Observe, opts.ObserveInterval, opts.MetricsAddr, opts.Profile, opts.Probes, opts.ProbeReads = s.observe, s.observeInterval, s.metricsAddr, s.profile, s.probes, s.probeReads
 }
 
 // drivenRefused are the flags of a load profile that a workload driving

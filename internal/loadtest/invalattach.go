@@ -27,8 +27,8 @@ type invalAttachment struct {
 }
 
 // startInval adds the probes to the server at dsn and starts counting.
-func startInval(ctx context.Context, dsn string, say func(string, ...any)) *invalAttachment {
-	rec, err := profile.BeginInval(ctx, dsn, profile.InvalOptions{})
+func startInval(ctx context.Context, dsn string, reads bool, say func(string, ...any)) *invalAttachment {
+	rec, err := profile.BeginInval(ctx, dsn, profile.InvalOptions{Reads: reads})
 	if err != nil {
 		say("%s", profile.UnavailableLine(err.Error()))
 		return &invalAttachment{why: err.Error()}

@@ -100,6 +100,9 @@ type Options struct {
 	// server), one line says why and the estimate of the observations
 	// stays.
 	Probes bool
+	// ProbeReads adds the probe of messages read (SIGetDataEntries'
+	// return), at every relation lock a backend takes: costly.
+	ProbeReads bool
 	// OnSample, when set, sees every recorded execution
 	// (engine.Config.OnSample), e.g. for pgbench's progress lines and logs.
 	OnSample func(record.Sample)
@@ -482,7 +485,7 @@ func (r *runState) attachments(ctx context.Context) {
 		r.atts = append(r.atts, &stressAttachment{spec: *r.opts.Stress})
 	}
 	if r.opts.Observe && r.opts.Probes {
-		r.atts = append(r.atts, startInval(ctx, r.srv.dsn, r.say))
+		r.atts = append(r.atts, startInval(ctx, r.srv.dsn, r.opts.ProbeReads, r.say))
 	}
 	if r.opts.Profile {
 		r.atts = append(r.atts, startProfile(ctx, r.srv.dsn, r.say))

@@ -174,7 +174,7 @@ func TestProbesSweptAfterKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := profile.AddProbes(context.Background(), perf, fsExe, rec)
+	p, err := profile.AddProbes(context.Background(), perf, fsExe, false, rec)
 	if err != nil {
 		t.Fatal(err)
 	}

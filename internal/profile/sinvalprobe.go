@@ -20,15 +20,19 @@ import (
 // src/backend/storage/ipc/sinval.c, sinvaladt.c or utils/cache/inval.c
 // that the Debian and PGDG binaries export.
 const (
-	// EvReset is SIGetDataEntries returning -1: a backend that fell a
-	// whole queue behind found itself reset (it then throws away its
-	// catalog and relation caches: InvalidateSystemCaches). Counted by
-	// the EvRead probe.
+	// EvReset is a backend that fell a whole queue behind finding itself
+	// reset: it throws away its catalog and relation caches
+	// (InvalidateSystemCaches). Counted from EvRebuild less the parallel
+	// workers' starts, or, with the reads probe, from SIGetDataEntries
+	// returning -1.
 	EvReset = iota
 	// EvRebuild is InvalidateSystemCaches: every reset, and every
 	// parallel worker's start (ParallelWorkerMain rebuilds its caches
 	// under the leader's snapshot), so more than the resets.
 	EvRebuild
+	// EvParallel is ParallelWorkerMain: a parallel worker starts (its
+	// rebuild is not a reset).
+	EvParallel
 	// EvCatchup is ProcessCatchupInterrupt: a backend processed a
 	// catch-up interrupt (it was signalled for falling behind).
 	EvCatchup
@@ -57,7 +61,9 @@ type probeSpec struct {
 // probeSpecs are the uprobes added, by event. SIInsertDataEntries' n is
 // its second argument (register %si on x86-64, x1 on arm64: no debug
 // information needed); SIGetDataEntries' return value is read on return,
-// recorded only when not 0 (a filter in the kernel).
+// recorded only when not 0 (a filter in the kernel): it runs at every
+// relation lock a backend takes, so its probe is added only when asked
+// (AddProbes' reads; its cost: docs/observe.md).
 func probeSpecs(arch string) []probeSpec {
 	n := ""
 	switch arch {
@@ -72,6 +78,7 @@ func probeSpecs(arch string) []probeSpec {
 		{"catchup_signal", "HandleCatchupInterrupt", "", EvCatchupSignal},
 		{"cleanup", "SICleanupQueue", "", EvCleanup},
 		{"insert", "SIInsertDataEntries", n, EvInsert},
+		{"parallel", "ParallelWorkerMain", "", EvParallel},
 		{"read", "SIGetDataEntries%return", "ret=$retval:s32", EvRead},
 	}
 }
@@ -137,13 +144,14 @@ func deleteGroup(ctx context.Context, perf, group string) (int, error) {
 	return n, nil
 }
 
-// AddProbes adds the shared-invalidation uprobes (probeSpecs) to binary,
+// AddProbes adds the shared-invalidation uprobes (probeSpecs; the reads'
+// only when reads) to binary,
 // the server's postgres executable, after recording them in rec (nil:
 // leftover.Open()) so that a killed erplab's probes are removed by the
 // next command. perf is the path Check returned. Adding uprobes needs
 // root. A function the binary lacks leaves its event out; none added is
 // an *Unavailable error. The caller calls Remove.
-func AddProbes(ctx context.Context, perf, binary string, rec *leftover.Record) (*Probes, error) {
+func AddProbes(ctx context.Context, perf, binary string, reads bool, rec *leftover.Record) (*Probes, error) {
 	if os.Geteuid() != 0 {
 		return nil, &Unavailable{"adding uprobes (perf probe) needs root"}
 	}
@@ -163,6 +171,9 @@ func AddProbes(ctx context.Context, perf, binary string, rec *leftover.Record) (
 	p.entry = e
 	var first error
 	for _, s := range probeSpecs(runtime.GOARCH) {
+		if s.ev == EvRead && !reads {
+			continue
+		}
 		spec := p.group + ":" + s.event + "=" + s.fn
 		if s.arg != "" {
 			spec += " " + s.arg
@@ -187,7 +198,7 @@ func AddProbes(ctx context.Context, perf, binary string, rec *leftover.Record) (
 		}
 		p.events[s.ev] = p.group + ":" + name
 	}
-	if p.events[EvRead] == "" && p.events[EvInsert] == "" {
+	if p.events[EvRebuild] == "" && p.events[EvInsert] == "" {
 		p.Remove(context.WithoutCancel(ctx)) //nolint:errcheck // the first error says more
 		if first == nil {
 			first = errors.New("no probe added")

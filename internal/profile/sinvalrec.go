@@ -106,25 +106,32 @@ type InvalRecording struct {
 	stop   chan struct{}
 	polled chan struct{}
 
-	mu      sync.Mutex
-	follow  map[int]bool
-	root    map[int]bool
-	started time.Time
-	total   InvalCounts
-	other   InvalCounts
-	series  []InvalCounts
-	perPID  map[int]*InvalCounts
-	events  []invalEvent
-	over    int
-	ended   bool
-	lines   int
-	bad     int
+	mu     sync.Mutex
+	follow map[int]bool
+	root   map[int]bool
+	// parallel: processes that started as parallel workers and have not
+	// yet rebuilt their caches (their rebuild is no reset)
+	parallel map[int]bool
+	started  time.Time
+	total    InvalCounts
+	other    InvalCounts
+	series   []InvalCounts
+	perPID   map[int]*InvalCounts
+	events   []invalEvent
+	over     int
+	ended    bool
+	lines    int
+	bad      int
 }
 
 // InvalOptions choose what BeginInval observes.
 type InvalOptions struct {
 	// Host is where perf and /proc are (zero value: this host).
 	Host Host
+	// Reads adds the probe of SIGetDataEntries' return: messages read,
+	// and resets from its -1. It fires at every relation lock a backend
+	// takes: costly (docs/observe.md).
+	Reads bool
 	// Clock is the run's time base (zero: NewClock at the start): the
 	// per-second series counts from its T0 and the events are attributed
 	// to key operations on timelines of the same T0.
@@ -161,7 +168,7 @@ func BeginInval(ctx context.Context, dsn string, opts InvalOptions) (*InvalRecor
 	if err != nil {
 		return nil, &Unavailable{fmt.Sprintf("the server's binary: %v", err)}
 	}
-	probes, err := AddProbes(ctx, perf, bin, nil)
+	probes, err := AddProbes(ctx, perf, bin, opts.Reads, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +197,7 @@ func startInval(ctx context.Context, perf string, p *Probes, roots []int, opts I
 		}
 	}
 	r := &InvalRecording{probes: p, clock: c, done: make(chan error, 1), stop: make(chan struct{}), polled: make(chan struct{}),
-		follow: map[int]bool{}, root: map[int]bool{}, perPID: map[int]*InvalCounts{}}
+		follow: map[int]bool{}, root: map[int]bool{}, parallel: map[int]bool{}, perPID: map[int]*InvalCounts{}}
 	for _, pid := range roots {
 		r.follow[pid], r.root[pid] = true, true
 	}
@@ -327,8 +334,26 @@ func (r *InvalRecording) line(text string) {
 		r.other.add(ev, n)
 		return
 	}
+	switch {
+	case ev == EvParallel:
+		r.parallel[pid] = true
+		return
+	case ev == EvRebuild && r.parallel[pid]:
+		delete(r.parallel, pid) // the worker's start, not a reset
+	case ev == EvRebuild && r.probes.events[EvRead] == "":
+		r.count(pid, t0(ts, r.clock), EvReset, 1)
+	}
+	r.count(pid, t0(ts, r.clock), ev, n)
+}
+
+// t0 is a perf time as ns since the clock's T0.
+func t0(ts int64, c Clock) int64 { return ts - c.MonoNs }
+
+// count counts one event of a followed process at t (ns since T0): the
+// total, its second, its process, and the events kept for attribution
+// (r.mu held).
+func (r *InvalRecording) count(pid int, t int64, ev int, n int64) {
 	r.total.add(ev, n)
-	t := ts - r.clock.MonoNs
 	if s := int(max(t, 0) / 1e9); s < 1<<20 {
 		for len(r.series) <= s {
 			r.series = append(r.series, InvalCounts{})
