@@ -91,8 +91,8 @@ func checkInvalidationChain(ctx context.Context, e *env) result {
 	from := fmt.Sprintf("perf uprobes on %s over %.1f s", s.Binary, s.DurationS)
 	ev := []Evidence{
 		{Text: fmt.Sprintf("temp-table DDL: %.1f pg_class inserts/s (CREATE), %.1f new relation files/s", ddl.ins, ddl.files), From: "pg_stat_sys_tables (pg_class)"},
-		{Text: fmt.Sprintf("SI queue: %d %s inserted (%.0f/s = %.2f queues of %d/s, max %d in one second), %d read; %d queue clean-ups (%.2f/s)", s.Total.Inserted, unit, s.PerS.Inserted, queues, sampler.SInvalQueueSize, s.MaxPerS.Inserted, s.Total.Read, s.Total.Cleanups, s.PerS.Cleanups), From: from + " (SIInsertDataEntries, SIGetDataEntries, SICleanupQueue)"},
-		{Text: fmt.Sprintf("resets and catch-ups: %d catalog cache resets (%.2f/s) on %d backends (%d cache rebuilds with parallel workers' starts), %d catch-up interrupts processed (%.2f/s) on %d backends, %d catch-up signals", s.Total.Resets, s.PerS.Resets, s.BackendsReset, s.Total.Rebuilds, s.Total.Catchups, s.PerS.Catchups, s.BackendsCaughtUp, s.Total.CatchupSignals), From: from + " (SIGetDataEntries returning -1, InvalidateSystemCaches, ProcessCatchupInterrupt, HandleCatchupInterrupt)"},
+		{Text: fmt.Sprintf("SI queue: %d %s inserted (%.0f/s = %.2f queues of %d/s, max %d in one second); %d queue clean-ups (%.2f/s)", s.Total.Inserted, unit, s.PerS.Inserted, queues, sampler.SInvalQueueSize, s.MaxPerS.Inserted, s.Total.Cleanups, s.PerS.Cleanups), From: from + " (SIInsertDataEntries, SICleanupQueue)"},
+		{Text: fmt.Sprintf("resets and catch-ups: %d catalog cache resets (%.2f/s) on %d backends (%d cache rebuilds with parallel workers' starts), %d catch-up interrupts processed (%.2f/s) on %d backends, %d catch-up signals", s.Total.Resets, s.PerS.Resets, s.BackendsReset, s.Total.Rebuilds, s.Total.Catchups, s.PerS.Catchups, s.BackendsCaughtUp, s.Total.CatchupSignals), From: from + " (InvalidateSystemCaches less ParallelWorkerMain's, ProcessCatchupInterrupt, HandleCatchupInterrupt)"},
 		{Text: fmt.Sprintf("LockManager: %.1f %% of active session-samples wait on LWLock:LockManager/LockFastPath, SInval %.1f %%, %.1f active on average", 100*waits.lmShare(), 100*waits.siShare(), waits.avg()), From: waitSource(e.smp.windows, e.smp.profilePeriodMs)},
 	}
 	if len(s.TopBackends) > 0 {
@@ -104,7 +104,7 @@ func checkInvalidationChain(ctx context.Context, e *env) result {
 	}
 	m := map[string]float64{"resets": float64(s.Total.Resets), "resets_per_s": s.PerS.Resets, "backends_reset": float64(s.BackendsReset),
 		"catchups": float64(s.Total.Catchups), "catchups_per_s": s.PerS.Catchups, "cleanups_per_s": s.PerS.Cleanups,
-		"inserted_per_s": s.PerS.Inserted, "read_per_s": s.PerS.Read, "queues_per_s": round2(queues),
+		"inserted_per_s": s.PerS.Inserted, "queues_per_s": round2(queues),
 		"pg_class_ins_per_s": ddl.ins, "lockmanager_share_pct": round2(100 * waits.lmShare())}
 	chain := fmt.Sprintf("%.0f temp-table creates/s -> %.0f invalidation %s/s (%.1f queues/s, %.1f clean-ups/s) -> %d catalog cache resets on %d backends, %d catch-ups -> LockManager %.0f %% of active",
 		ddl.ins, s.PerS.Inserted, unit, queues, s.PerS.Cleanups, s.Total.Resets, s.BackendsReset, s.Total.Catchups, 100*waits.lmShare())

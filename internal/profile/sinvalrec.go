@@ -120,6 +120,8 @@ type InvalRecording struct {
 	events   []invalEvent
 	over     int
 	ended    bool
+	perfCPU  float64 // CPU seconds of perf record and perf script, once ended
+	hits     int64   // probe events recorded, every process
 	lines    int
 	bad      int
 }
@@ -318,6 +320,7 @@ func (r *InvalRecording) line(text string) {
 	if !ok {
 		return
 	}
+	r.hits++
 	n := int64(1)
 	if ev == EvRead || ev == EvInsert && r.probes.counted {
 		v, ok := lastArg(args)
@@ -417,6 +420,13 @@ func (r *InvalRecording) finish(ctx context.Context) error {
 	}
 	r.rec.Wait()    //nolint:errcheck // SIGINT's status
 	r.script.Wait() //nolint:errcheck
+	r.mu.Lock()
+	for _, c := range []*exec.Cmd{r.rec, r.script} {
+		if st := c.ProcessState; st != nil {
+			r.perfCPU += (st.UserTime() + st.SystemTime()).Seconds()
+		}
+	}
+	r.mu.Unlock()
 	<-r.polled
 	if rerr := r.probes.Remove(context.WithoutCancel(ctx)); err == nil {
 		err = rerr
@@ -449,6 +459,6 @@ func (r *InvalRecording) Rebase(c Clock) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.clock, r.started = c, c.T0
-	r.total, r.other, r.series, r.events, r.over = InvalCounts{}, InvalCounts{}, nil, nil, 0
+	r.total, r.other, r.series, r.events, r.over, r.hits = InvalCounts{}, InvalCounts{}, nil, nil, 0, 0
 	clear(r.perPID)
 }

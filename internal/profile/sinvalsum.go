@@ -21,8 +21,11 @@ type Invalidation struct {
 	Probes []string `json:"probes"`
 	// MessagesCounted: Inserted counts messages (SIInsertDataEntries' n
 	// read from its register); false: calls.
-	MessagesCounted bool    `json:"messages_counted"`
-	DurationS       float64 `json:"duration_s"`
+	MessagesCounted bool `json:"messages_counted"`
+	// ReadsCounted: Read counts messages read (the reads probe was on,
+	// InvalOptions.Reads); false: Read is 0, not counted.
+	ReadsCounted bool    `json:"reads_counted"`
+	DurationS    float64 `json:"duration_s"`
 	// Total are the server processes' events; PerS their rates.
 	Total InvalCounts `json:"total"`
 	PerS  InvalRates  `json:"per_s"`
@@ -47,6 +50,14 @@ type Invalidation struct {
 	Unattributed *InvalCounts `json:"unattributed,omitempty"`
 	// NotKept counts events over the limit kept for attribution.
 	NotKept int `json:"not_kept,omitempty"`
+	// PerfCPUS is the CPU seconds perf record and perf script used (their
+	// start-up reading every process included): the probes' own cost
+	// outside the traps, which the server's processes pay.
+	PerfCPUS float64 `json:"perf_cpu_s"`
+	// ProbeHits are the probe events perf recorded (every process of
+	// the binary): each was a trap into the kernel in the process that
+	// hit it (about 10 µs here: docs/measurements).
+	ProbeHits int64 `json:"probe_hits"`
 	// OtherProcesses are events of postgres processes of other servers
 	// on this host (the probes are on the binary, every server running
 	// it fires them; not counted above).
@@ -90,8 +101,9 @@ const TopInvalBackends = 10
 
 // summary builds the Invalidation of the counts so far (r.mu held).
 func (r *InvalRecording) summary(dur float64) *Invalidation {
-	s := &Invalidation{Binary: r.probes.binary, MessagesCounted: r.probes.counted, DurationS: math.Round(100*dur) / 100,
-		Total: r.total, PerS: r.total.Rates(dur), Series: append([]InvalCounts(nil), r.series...), NotKept: r.over, OtherProcesses: r.other}
+	s := &Invalidation{Binary: r.probes.binary, MessagesCounted: r.probes.counted, ReadsCounted: r.probes.events[EvRead] != "", DurationS: math.Round(100*dur) / 100,
+		Total: r.total, PerS: r.total.Rates(dur), Series: append([]InvalCounts(nil), r.series...), NotKept: r.over, OtherProcesses: r.other,
+		PerfCPUS: math.Round(100*r.perfCPU) / 100, ProbeHits: r.hits}
 	for _, sp := range probeSpecs("") {
 		if r.probes.events[sp.ev] != "" {
 			s.Probes = append(s.Probes, strings.TrimSuffix(sp.fn, "%return"))
@@ -189,9 +201,13 @@ func (s *Invalidation) msgs() string {
 // cache rebuilds with parallel workers' starts), 310 catch-up interrupts
 // processed ...".
 func (s *Invalidation) Line() string {
-	return fmt.Sprintf("invalidation observed (perf uprobes, %.0f s): %d catalog cache resets (%.2f/s, max %d/s) on %d backends (%d cache rebuilds with parallel workers' starts), %d catch-up interrupts processed (%.2f/s) on %d backends, %d queue clean-ups (%.2f/s), %d %s inserted (%.0f/s), %d msg read (%.0f/s)",
+	read := ""
+	if s.ReadsCounted {
+		read = fmt.Sprintf(", %d msg read (%.0f/s)", s.Total.Read, s.PerS.Read)
+	}
+	return fmt.Sprintf("invalidation observed (perf uprobes, %.0f s): %d catalog cache resets (%.2f/s, max %d/s) on %d backends (%d cache rebuilds with parallel workers' starts), %d catch-up interrupts processed (%.2f/s) on %d backends, %d queue clean-ups (%.2f/s), %d %s inserted (%.0f/s)%s",
 		s.DurationS, s.Total.Resets, s.PerS.Resets, s.MaxPerS.Resets, s.BackendsReset, s.Total.Rebuilds, s.Total.Catchups, s.PerS.Catchups, s.BackendsCaughtUp,
-		s.Total.Cleanups, s.PerS.Cleanups, s.Total.Inserted, s.msgs(), s.PerS.Inserted, s.Total.Read, s.PerS.Read)
+		s.Total.Cleanups, s.PerS.Cleanups, s.Total.Inserted, s.msgs(), s.PerS.Inserted, read)
 }
 
 // WriteText prints Line, the counts per key operation and the backends
@@ -199,12 +215,16 @@ func (s *Invalidation) Line() string {
 func (s *Invalidation) WriteText(w io.Writer) {
 	fmt.Fprintln(w, s.Line())
 	if len(s.Operations) > 0 || s.Unattributed != nil {
-		fmt.Fprintf(w, "  by key operation (resets, catch-ups, clean-ups, %s inserted, msg read):\n", s.msgs())
+		head, row := "", func(c InvalCounts) string { return "" }
+		if s.ReadsCounted {
+			head, row = ", msg read", func(c InvalCounts) string { return fmt.Sprintf(", %d", c.Read) }
+		}
+		fmt.Fprintf(w, "  by key operation (resets, catch-ups, clean-ups, %s inserted%s):\n", s.msgs(), head)
 		for _, o := range s.Operations {
-			fmt.Fprintf(w, "    %-24s %d, %d, %d, %d, %d\n", o.Name, o.Resets, o.Catchups, o.Cleanups, o.Inserted, o.Read)
+			fmt.Fprintf(w, "    %-24s %d, %d, %d, %d%s\n", o.Name, o.Resets, o.Catchups, o.Cleanups, o.Inserted, row(o.InvalCounts))
 		}
 		if u := s.Unattributed; u != nil && !u.Zero() {
-			fmt.Fprintf(w, "    %-24s %d, %d, %d, %d, %d\n", "(between operations)", u.Resets, u.Catchups, u.Cleanups, u.Inserted, u.Read)
+			fmt.Fprintf(w, "    %-24s %d, %d, %d, %d%s\n", "(between operations)", u.Resets, u.Catchups, u.Cleanups, u.Inserted, row(*u))
 		}
 	}
 	if len(s.TopBackends) > 0 {
@@ -213,6 +233,10 @@ func (s *Invalidation) WriteText(w io.Writer) {
 			parts = append(parts, fmt.Sprintf("%d: %d resets, %d catch-ups", b.PID, b.Resets, b.Catchups))
 		}
 		fmt.Fprintf(w, "  backends reset or caught up most: %s\n", strings.Join(parts, "; "))
+	}
+	if s.PerfCPUS > 0 {
+		fmt.Fprintf(w, "  (cost: %d probe hits, %.0f/s, each a trap in the process that hit it; perf record and perf script used %.2f CPU s over %.0f s)\n",
+			s.ProbeHits, float64(s.ProbeHits)/max(s.DurationS, 1e-9), s.PerfCPUS, s.DurationS)
 	}
 	if o := s.OtherProcesses; !o.Zero() {
 		fmt.Fprintf(w, "  (other servers of this binary on the host, not counted: %d resets, %d catch-ups, %d %s inserted)\n", o.Resets, o.Catchups, o.Inserted, s.msgs())
@@ -228,8 +252,8 @@ func LiveLine(c InvalCounts, seconds float64, counted bool) string {
 	if !counted {
 		unit = "calls"
 	}
-	return fmt.Sprintf("invalidation: resets %.1f/s, catch-ups %.1f/s, clean-ups %.1f/s, inserted %.0f %s/s, read %.0f msg/s (perf uprobes)",
-		r.Resets, r.Catchups, r.Cleanups, r.Inserted, unit, r.Read)
+	return fmt.Sprintf("invalidation: resets %.1f/s, catch-ups %.1f/s, clean-ups %.1f/s, inserted %.0f %s/s (perf uprobes)",
+		r.Resets, r.Catchups, r.Cleanups, r.Inserted, unit)
 }
 
 // Counted tells whether Inserted counts messages (else calls).

@@ -42,12 +42,18 @@ func invalSection(runs []Run) (rows []invalRow, notes []string) {
 			unit = "calls"
 		}
 		f := func(v float64) string { return fmt.Sprintf("%.2f", v) }
+		read := func(v string) string {
+			if !s.ReadsCounted {
+				return "-"
+			}
+			return v
+		}
 		rows = append(rows, invalRow{Run: r.Name, Op: "all", Resets: s.Total.Resets, BackendsReset: int64(s.BackendsReset), Catchups: s.Total.Catchups,
 			ResetsPerS: f(s.PerS.Resets), CatchupsPerS: f(s.PerS.Catchups), CleanupsPerS: f(s.PerS.Cleanups),
-			Inserted: fmt.Sprintf("%.0f/s", s.PerS.Inserted), Read: fmt.Sprintf("%.0f/s", s.PerS.Read), Unit: unit})
+			Inserted: fmt.Sprintf("%.0f/s", s.PerS.Inserted), Read: read(fmt.Sprintf("%.0f/s", s.PerS.Read)), Unit: unit})
 		for _, o := range s.Operations {
 			rows = append(rows, invalRow{Run: r.Name, Op: o.Name, Resets: o.Resets, Catchups: o.Catchups, ResetsPerS: "", CatchupsPerS: "",
-				CleanupsPerS: fmt.Sprint(o.Cleanups), Inserted: fmt.Sprint(o.Inserted), Read: fmt.Sprint(o.Read), Unit: unit})
+				CleanupsPerS: fmt.Sprint(o.Cleanups), Inserted: fmt.Sprint(o.Inserted), Read: read(fmt.Sprint(o.Read)), Unit: unit})
 		}
 	}
 	return rows, notes
@@ -75,6 +81,6 @@ const invalHTML = `{{if or .Inval .InvalNotes}}<h2 id="invalidation">Shared inva
 {{if .Inval}}<div class="scroll"><table><tr><th class="l">run</th><th class="l">key operation</th><th>resets</th><th>backends reset</th><th>resets/s</th><th>catch-ups</th><th>catch-ups/s</th><th>clean-ups</th><th>inserted</th><th>read</th></tr>
 {{range .Inval}}<tr><td class="l">{{.Run}}</td><td class="l">{{.Op}}</td><td>{{.Resets}}</td><td>{{.BackendsReset}}</td><td>{{.ResetsPerS}}</td><td>{{.Catchups}}</td><td>{{.CatchupsPerS}}</td><td>{{.CleanupsPerS}}</td><td>{{.Inserted}} {{.Unit}}</td><td>{{.Read}} msg</td></tr>
 {{end}}</table></div>
-<p class="muted">resets: catalog cache resets (InvalidateSystemCaches); catch-ups: catch-up interrupts processed (ProcessCatchupInterrupt); clean-ups: SICleanupQueue; inserted and read: SIInsertDataEntries' and SIGetDataEntries' messages. The "all" row gives rates per second (clean-ups per second); key operation rows give counts.</p>{{end}}
+<p class="muted">resets: catalog cache resets (a backend found itself reset by the queue); catch-ups: catch-up interrupts processed (ProcessCatchupInterrupt); clean-ups: SICleanupQueue; inserted and read: SIInsertDataEntries' and SIGetDataEntries' messages (read only with run --probe-reads, else "-"). The "all" row gives rates per second (clean-ups per second); key operation rows give counts.</p>{{end}}
 {{range .InvalNotes}}<p class="muted">{{.}}</p>
 {{end}}{{end}}`
