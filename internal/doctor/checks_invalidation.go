@@ -92,7 +92,7 @@ func checkInvalidationChain(ctx context.Context, e *env) result {
 	ev := []Evidence{
 		{Text: fmt.Sprintf("temp-table DDL: %.1f pg_class inserts/s (CREATE), %.1f new relation files/s", ddl.ins, ddl.files), From: "pg_stat_sys_tables (pg_class)"},
 		{Text: fmt.Sprintf("SI queue: %d %s inserted (%.0f/s = %.2f queues of %d/s, max %d in one second); %d queue clean-ups (%.2f/s)", s.Total.Inserted, unit, s.PerS.Inserted, queues, sampler.SInvalQueueSize, s.MaxPerS.Inserted, s.Total.Cleanups, s.PerS.Cleanups), From: from + " (SIInsertDataEntries, SICleanupQueue)"},
-		{Text: fmt.Sprintf("resets and catch-ups: %d catalog cache resets (%.2f/s) on %d backends (%d cache rebuilds with parallel workers' starts), %d catch-up interrupts processed (%.2f/s) on %d backends, %d catch-up signals", s.Total.Resets, s.PerS.Resets, s.BackendsReset, s.Total.Rebuilds, s.Total.Catchups, s.PerS.Catchups, s.BackendsCaughtUp, s.Total.CatchupSignals), From: from + " (InvalidateSystemCaches less ParallelWorkerMain's, ProcessCatchupInterrupt, HandleCatchupInterrupt)"},
+		{Text: fmt.Sprintf("resets and catch-ups: %d catalog cache resets (%.2f/s) on %d backends (%d cache rebuilds with parallel workers' starts), %d catch-up interrupts processed (%.2f/s) on %d backends", s.Total.Resets, s.PerS.Resets, s.BackendsReset, s.Total.Rebuilds, s.Total.Catchups, s.PerS.Catchups, s.BackendsCaughtUp), From: from + " (InvalidateSystemCaches less ParallelWorkerMain's, ProcessCatchupInterrupt)"},
 		{Text: fmt.Sprintf("LockManager: %.1f %% of active session-samples wait on LWLock:LockManager/LockFastPath, SInval %.1f %%, %.1f active on average", 100*waits.lmShare(), 100*waits.siShare(), waits.avg()), From: waitSource(e.smp.windows, e.smp.profilePeriodMs)},
 	}
 	if len(s.TopBackends) > 0 {

@@ -36,9 +36,6 @@ const (
 	// EvCatchup is ProcessCatchupInterrupt: a backend processed a
 	// catch-up interrupt (it was signalled for falling behind).
 	EvCatchup
-	// EvCatchupSignal is HandleCatchupInterrupt: a catch-up signal
-	// received.
-	EvCatchupSignal
 	// EvCleanup is SICleanupQueue: the queue's clean-up (run by a writer
 	// when the queue fills; it resets and signals laggards).
 	EvCleanup
@@ -75,7 +72,6 @@ func probeSpecs(arch string) []probeSpec {
 	return []probeSpec{
 		{"rebuild", "InvalidateSystemCaches", "", EvRebuild},
 		{"catchup", "ProcessCatchupInterrupt", "", EvCatchup},
-		{"catchup_signal", "HandleCatchupInterrupt", "", EvCatchupSignal},
 		{"cleanup", "SICleanupQueue", "", EvCleanup},
 		{"insert", "SIInsertDataEntries", n, EvInsert},
 		{"parallel", "ParallelWorkerMain", "", EvParallel},

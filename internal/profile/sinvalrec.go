@@ -28,10 +28,8 @@ type InvalCounts struct {
 	// rebuilds and every parallel worker's start.
 	Rebuilds int64 `json:"cache_rebuilds"`
 	// Catchups are catch-up interrupts processed
-	// (ProcessCatchupInterrupt); CatchupSignals catch-up signals
-	// received (HandleCatchupInterrupt).
-	Catchups       int64 `json:"catchups"`
-	CatchupSignals int64 `json:"catchup_signals"`
+	// (ProcessCatchupInterrupt).
+	Catchups int64 `json:"catchups"`
 	// Cleanups are queue clean-ups (SICleanupQueue).
 	Cleanups int64 `json:"cleanups"`
 	// Inserted are messages inserted (SIInsertDataEntries' n; its calls
@@ -49,8 +47,6 @@ func (c *InvalCounts) add(ev int, n int64) {
 		c.Rebuilds++
 	case EvCatchup:
 		c.Catchups++
-	case EvCatchupSignal:
-		c.CatchupSignals++
 	case EvCleanup:
 		c.Cleanups++
 	case EvInsert:
@@ -64,7 +60,6 @@ func (c *InvalCounts) plus(o InvalCounts) {
 	c.Resets += o.Resets
 	c.Rebuilds += o.Rebuilds
 	c.Catchups += o.Catchups
-	c.CatchupSignals += o.CatchupSignals
 	c.Cleanups += o.Cleanups
 	c.Inserted += o.Inserted
 	c.Read += o.Read
@@ -72,7 +67,7 @@ func (c *InvalCounts) plus(o InvalCounts) {
 
 // Minus is c less o, event by event.
 func (c InvalCounts) Minus(o InvalCounts) InvalCounts {
-	return InvalCounts{c.Resets - o.Resets, c.Rebuilds - o.Rebuilds, c.Catchups - o.Catchups, c.CatchupSignals - o.CatchupSignals,
+	return InvalCounts{c.Resets - o.Resets, c.Rebuilds - o.Rebuilds, c.Catchups - o.Catchups,
 		c.Cleanups - o.Cleanups, c.Inserted - o.Inserted, c.Read - o.Read}
 }
 

@@ -66,13 +66,12 @@ type Invalidation struct {
 
 // InvalRates are InvalCounts per second.
 type InvalRates struct {
-	Resets         float64 `json:"resets"`
-	Rebuilds       float64 `json:"cache_rebuilds"`
-	Catchups       float64 `json:"catchups"`
-	CatchupSignals float64 `json:"catchup_signals"`
-	Cleanups       float64 `json:"cleanups"`
-	Inserted       float64 `json:"inserted"`
-	Read           float64 `json:"read"`
+	Resets   float64 `json:"resets"`
+	Rebuilds float64 `json:"cache_rebuilds"`
+	Catchups float64 `json:"catchups"`
+	Cleanups float64 `json:"cleanups"`
+	Inserted float64 `json:"inserted"`
+	Read     float64 `json:"read"`
 }
 
 // Rates divides c by seconds (rounded to 0.01).
@@ -81,7 +80,7 @@ func (c InvalCounts) Rates(seconds float64) InvalRates {
 		return InvalRates{}
 	}
 	f := func(n int64) float64 { return math.Round(100*float64(n)/seconds) / 100 }
-	return InvalRates{f(c.Resets), f(c.Rebuilds), f(c.Catchups), f(c.CatchupSignals), f(c.Cleanups), f(c.Inserted), f(c.Read)}
+	return InvalRates{f(c.Resets), f(c.Rebuilds), f(c.Catchups), f(c.Cleanups), f(c.Inserted), f(c.Read)}
 }
 
 // BackendInval are one process's counts.
@@ -111,7 +110,7 @@ func (r *InvalRecording) summary(dur float64) *Invalidation {
 	}
 	for _, c := range r.series {
 		m := &s.MaxPerS
-		m.Resets, m.Rebuilds, m.Catchups, m.CatchupSignals = max(m.Resets, c.Resets), max(m.Rebuilds, c.Rebuilds), max(m.Catchups, c.Catchups), max(m.CatchupSignals, c.CatchupSignals)
+		m.Resets, m.Rebuilds, m.Catchups = max(m.Resets, c.Resets), max(m.Rebuilds, c.Rebuilds), max(m.Catchups, c.Catchups)
 		m.Cleanups, m.Inserted, m.Read = max(m.Cleanups, c.Cleanups), max(m.Inserted, c.Inserted), max(m.Read, c.Read)
 	}
 	for pid, c := range r.perPID {

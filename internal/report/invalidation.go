@@ -46,7 +46,7 @@ func invalSection(runs []Run) (rows []invalRow, notes []string) {
 			if !s.ReadsCounted {
 				return "-"
 			}
-			return v
+			return v + " msg"
 		}
 		rows = append(rows, invalRow{Run: r.Name, Op: "all", Resets: s.Total.Resets, BackendsReset: int64(s.BackendsReset), Catchups: s.Total.Catchups,
 			ResetsPerS: f(s.PerS.Resets), CatchupsPerS: f(s.PerS.Catchups), CleanupsPerS: f(s.PerS.Cleanups),
@@ -68,7 +68,7 @@ func writeInvalMarkdown(b *strings.Builder, pg page) {
 	if len(pg.Inval) > 0 {
 		b.WriteString("\n| run | key operation | resets | backends reset | resets/s | catch-ups | catch-ups/s | clean-ups | inserted | read |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for _, x := range pg.Inval {
-			fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %d | %s | %s | %s %s | %s msg |\n", md(x.Run), md(x.Op), x.Resets, x.BackendsReset, x.ResetsPerS, x.Catchups, x.CatchupsPerS, x.CleanupsPerS, x.Inserted, x.Unit, x.Read)
+			fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %d | %s | %s | %s %s | %s |\n", md(x.Run), md(x.Op), x.Resets, x.BackendsReset, x.ResetsPerS, x.Catchups, x.CatchupsPerS, x.CleanupsPerS, x.Inserted, x.Unit, x.Read)
 		}
 	}
 	for _, n := range pg.InvalNotes {
@@ -79,7 +79,7 @@ func writeInvalMarkdown(b *strings.Builder, pg page) {
 // invalHTML is the template part of the section.
 const invalHTML = `{{if or .Inval .InvalNotes}}<h2 id="invalidation">Shared invalidation observed (perf uprobes)</h2>
 {{if .Inval}}<div class="scroll"><table><tr><th class="l">run</th><th class="l">key operation</th><th>resets</th><th>backends reset</th><th>resets/s</th><th>catch-ups</th><th>catch-ups/s</th><th>clean-ups</th><th>inserted</th><th>read</th></tr>
-{{range .Inval}}<tr><td class="l">{{.Run}}</td><td class="l">{{.Op}}</td><td>{{.Resets}}</td><td>{{.BackendsReset}}</td><td>{{.ResetsPerS}}</td><td>{{.Catchups}}</td><td>{{.CatchupsPerS}}</td><td>{{.CleanupsPerS}}</td><td>{{.Inserted}} {{.Unit}}</td><td>{{.Read}} msg</td></tr>
+{{range .Inval}}<tr><td class="l">{{.Run}}</td><td class="l">{{.Op}}</td><td>{{.Resets}}</td><td>{{.BackendsReset}}</td><td>{{.ResetsPerS}}</td><td>{{.Catchups}}</td><td>{{.CatchupsPerS}}</td><td>{{.CleanupsPerS}}</td><td>{{.Inserted}} {{.Unit}}</td><td>{{.Read}}</td></tr>
 {{end}}</table></div>
 <p class="muted">resets: catalog cache resets (a backend found itself reset by the queue); catch-ups: catch-up interrupts processed (ProcessCatchupInterrupt); clean-ups: SICleanupQueue; inserted and read: SIInsertDataEntries' and SIGetDataEntries' messages (read only with run --probe-reads, else "-"). The "all" row gives rates per second (clean-ups per second); key operation rows give counts.</p>{{end}}
 {{range .InvalNotes}}<p class="muted">{{.}}</p>

@@ -9,11 +9,11 @@ import (
 )
 
 // A run recorded with the invalidation probes (erplab run --workload erp
-// --mix temp_table_storm=1, 20 s, as root) shows its counts in HTML and
-// Markdown, the whole run's and its key operation's; a run without them
-// adds no section.
+// --users 10 --think 0, 30 s, as root) shows its counts in HTML and
+// Markdown, the whole run's and its key operations'; messages read, not
+// counted, are "-"; a run without them adds no section.
 func TestInvalidationSection(t *testing.T) {
-	runs, err := report.Load([]string{"testdata/inval-storm.json"})
+	runs, err := report.Load([]string{"testdata/inval-erp.json"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,8 +21,8 @@ func TestInvalidationSection(t *testing.T) {
 	if err := report.WriteHTML(&buf, runs); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`id="invalidation"`, `<td class="l">all</td><td>15</td><td>9</td><td>0.69</td><td>664</td><td>30.44</td><td>80.90</td><td>22219/s msg</td>`,
-		`<td class="l">temp_table_storm</td><td>12</td>`} {
+	for _, want := range []string{`id="invalidation"`, `<td class="l">all</td><td>137</td><td>8</td><td>4.34</td><td>924</td><td>29.28</td><td>87.04</td><td>17551/s msg</td><td>-</td>`,
+		`<td class="l">stock_balance_report</td><td>94</td>`} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("page lacks %q", want)
 		}
@@ -31,7 +31,7 @@ func TestInvalidationSection(t *testing.T) {
 	if err := report.WriteMarkdown(&buf, runs); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(buf.String(), "| inval-storm | all | 15 | 9 | 0.69 | 664 | 30.44 | 80.90 | 22219/s msg | 305285/s msg |") {
+	if !strings.Contains(buf.String(), "| inval-erp | all | 137 | 8 | 4.34 | 924 | 29.28 | 87.04 | 17551/s msg | - |") {
 		t.Errorf("markdown lacks the run's row:\n%s", buf.String())
 	}
 	other, err := report.Load([]string{"testdata/erp.json"})
