@@ -209,3 +209,42 @@ func privateDir(t *testing.T) string {
 	}
 	return d
 }
+
+// Where the probes cannot run, BeginInval says why in one line: not
+// root (checked as a non-root user would be), a server that is not a
+// local process (an empty proc root).
+func TestBeginInvalUnavailable(t *testing.T) {
+	needProbes(t)
+	dsn := srv.DSN(t, "postgres")
+	ctx := context.Background()
+	for _, c := range []struct {
+		host profile.Host
+		want string
+	}{
+		{profile.Host{Unprivileged: true, Proc: unprivilegedProc(t)}, "adding uprobes (perf probe) needs root"},
+		{profile.Host{Proc: t.TempDir()}, "not a local process"},
+	} {
+		rec, err := profile.BeginInval(ctx, dsn, profile.InvalOptions{Host: c.host})
+		var u *profile.Unavailable
+		if rec != nil || !errors.As(err, &u) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%+v: %v, want %q", c.host, err, c.want)
+		}
+		if rec != nil {
+			rec.Abort()
+		}
+	}
+}
+
+// unprivilegedProc is a proc root whose perf_event_paranoid lets a
+// non-root user sample (-1), so that only the uprobes' root rule refuses.
+func unprivilegedProc(t *testing.T) string {
+	t.Helper()
+	proc := t.TempDir()
+	if err := os.MkdirAll(proc+"/sys/kernel", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(proc+"/sys/kernel/perf_event_paranoid", []byte("-1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return proc
+}

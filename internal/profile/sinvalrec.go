@@ -146,6 +146,9 @@ func BeginInval(ctx context.Context, dsn string, opts InvalOptions) (*InvalRecor
 	if err != nil {
 		return nil, err
 	}
+	if _, root := opts.Host.norm(); !root {
+		return nil, &Unavailable{"adding uprobes (perf probe) needs root"}
+	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(cctx, dsn)
