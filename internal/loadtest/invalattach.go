@@ -18,7 +18,8 @@ import (
 // observations' summary prints them beside the estimate. The probes are
 // added when it is made (perf reads every process at its start, before
 // the --start-at barrier) and removed when it stops or closes; when they
-// cannot run, one line says why and extra.invalidation says so.
+// cannot run, extra.invalidation says why and the summary prints it in
+// one line.
 type invalAttachment struct {
 	quiet
 	rec   *profile.InvalRecording
@@ -30,7 +31,7 @@ type invalAttachment struct {
 func startInval(ctx context.Context, dsn string, reads bool, say func(string, ...any)) *invalAttachment {
 	rec, err := profile.BeginInval(ctx, dsn, profile.InvalOptions{Reads: reads})
 	if err != nil {
-		say("%s", profile.UnavailableLine(err.Error()))
+		// said once, in the summary (printInvalidation)
 		return &invalAttachment{why: err.Error()}
 	}
 	say("counting shared invalidation (resets, catch-ups, clean-ups, messages) with perf uprobes")

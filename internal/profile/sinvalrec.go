@@ -142,12 +142,12 @@ type InvalOptions struct {
 // server, a binary without the functions). End or Abort removes the
 // probes.
 func BeginInval(ctx context.Context, dsn string, opts InvalOptions) (*InvalRecording, error) {
+	if _, root := opts.Host.norm(); !root {
+		return nil, &Unavailable{"adding uprobes (perf probe) needs root"}
+	}
 	perf, _, err := Check(ctx, opts.Host)
 	if err != nil {
 		return nil, err
-	}
-	if _, root := opts.Host.norm(); !root {
-		return nil, &Unavailable{"adding uprobes (perf probe) needs root"}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
