@@ -24,6 +24,7 @@ type doctorFlags struct {
 	profile             time.Duration
 	windows             int
 	host, noHost, list  bool
+	probes              bool
 	catalogDBs          string
 }
 
@@ -67,6 +68,7 @@ procedure that moves temp-table files to tmpfs.`,
 	fl.DurationVar(&f.sample, "sample", doctor.DefaultSample, "length of each sampling window of the rate-based checks (0 = skip them)")
 	fl.IntVar(&f.windows, "windows", doctor.DefaultWindows, "number of sampling windows of --sample each (sampled checks judge the worst window and report the mean)")
 	fl.DurationVar(&f.profile, "profile", 0, "record the server's CPU with perf for this long first (local server; e.g. 10s) for the profile-* checks")
+	fl.BoolVar(&f.probes, "probes", true, "count shared-invalidation events (catalog cache resets, catch-ups, queue clean-ups, messages) with perf uprobes on the server's binary during the sample, removed afterwards, for the invalidation-chain check (root and a local server; --probes=false to skip)")
 	fl.DurationVar(&f.interval, "interval", doctor.DefaultInterval, "sampling period within --sample")
 	fl.StringVar(&f.catalogDBs, "catalog-databases", "all", "other databases whose catalog churn catalog-churn reads at each window bound: all (every database the role may connect to), none, or a comma-separated list (one connection each, opened and closed per reading)")
 	fl.StringVar(&f.format, "format", doctor.FormatText, "output format: text, json or markdown")
@@ -161,6 +163,12 @@ func runDoctor(cmd *cobra.Command, f doctorFlags) error {
 	if f.profile > 0 {
 		if opts.Profile, err = doctorProfile(ctx, cmd.ErrOrStderr(), dsn, f.profile); err != nil {
 			return withCode(exitInterrupted, errors.New("interrupted"))
+		}
+	}
+	if f.probes && f.sample > 0 && !containsID(f.skip, "invalidation-chain") && (len(f.only) == 0 || containsID(f.only, "invalidation-chain")) {
+		opts.Invalidation = doctorProbes(ctx, cmd.ErrOrStderr(), dsn)
+		if rec := opts.Invalidation.Recording; rec != nil {
+			defer rec.Abort()
 		}
 	}
 	rep, err := doctor.Run(ctx, opts)

@@ -49,3 +49,20 @@ func doctorProfile(ctx context.Context, stderr io.Writer, dsn string, d time.Dur
 
 // errProfileNegative is the usage error of a negative --profile.
 var errProfileNegative = errors.New("--profile must be >= 0 (a duration such as 10s; 0 = no profile)")
+
+// doctorProbes adds the shared-invalidation uprobes to the server at dsn
+// and starts counting (doctor --probes) for the invalidation-chain
+// check, which ends the count after the sample; the caller aborts it on
+// every path (removing the probes). When they cannot run (not root, perf
+// missing, remote server) it prints one line on stderr and the check
+// reports that reason with the estimate.
+func doctorProbes(ctx context.Context, stderr io.Writer, dsn string) doctor.InvalFacts {
+	rec, err := profile.BeginInval(ctx, dsn, profile.InvalOptions{})
+	if err != nil {
+		why := strings.TrimPrefix(err.Error(), "profile: ")
+		fmt.Fprintln(stderr, profile.UnavailableLine(why))
+		return doctor.InvalFacts{Unavailable: why}
+	}
+	fmt.Fprintln(stderr, "counting shared invalidation with perf uprobes during the sample")
+	return doctor.InvalFacts{Recording: rec}
+}

@@ -241,14 +241,16 @@ func (s *outputFlags) register(fl *pflag.FlagSet, names ...string) {
 }
 
 // observeFlags is the observe set: what is sampled beside the load
-// (--observe, --observe-interval), served (--metrics-addr) and profiled
-// (--profile).
+// (--observe, --observe-interval, --probes), served (--metrics-addr) and
+// profiled (--profile).
 type observeFlags struct {
 	flagGroup
 	observe         bool
 	observeInterval time.Duration
 	metricsAddr     string
 	profile         bool
+	probes          bool
+	probeReads      bool
 }
 
 func (s *observeFlags) register(fl *pflag.FlagSet, names ...string) {
@@ -257,6 +259,8 @@ func (s *observeFlags) register(fl *pflag.FlagSet, names ...string) {
 	d.DurationVar(&s.observeInterval, "observe-interval", 0, "sampling period of the observations (default: --interval; at least 100ms)")
 	d.StringVar(&s.metricsAddr, "metrics-addr", "", "serve Prometheus metrics (server, host, per-operation latency and APDEX) at host:port during the run")
 	d.BoolVar(&s.profile, "profile", false, "sample the server's CPU with perf during the load (local server; see erplab profile) and record it in the results")
+	d.BoolVar(&s.probes, "probes", true, "with --observe, count the server's shared-invalidation events (catalog cache resets, catch-up interrupts, queue clean-ups, messages inserted and read) per second, backend and key operation with perf uprobes on its binary, removed afterwards (root and a local server; otherwise one line says why and the estimate stays; --probes=false to skip)")
+	d.BoolVar(&s.probeReads, "probe-reads", false, "with --probes, also count the messages each backend reads (SIGetDataEntries' return): a uprobe at every relation lock a backend takes, which costs the erp workload about 15 % of its throughput on a 2-core host (docs/observe.md)")
 	s.add(fl, d, names)
 }
 

@@ -420,7 +420,7 @@ func (s *observeFlags) check() error {
 
 // apply is the observe set read into opts.
 func (s *observeFlags) apply(opts *loadtest.Options) {
-	opts.Observe, opts.ObserveInterval, opts.MetricsAddr, opts.Profile = s.observe, s.observeInterval, s.metricsAddr, s.profile
+	opts.Observe, opts.ObserveInterval, opts.MetricsAddr, opts.Profile, opts.Probes, opts.ProbeReads = s.observe, s.observeInterval, s.metricsAddr, s.profile, s.probes, s.probeReads
 }
 
 // drivenRefused are the flags of a load profile that a workload driving

@@ -18,6 +18,7 @@ import (
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/hostfacts"
 	"github.com/erplab/erplab/internal/metrics"
+	"github.com/erplab/erplab/internal/profile"
 	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/sampler"
 	"github.com/erplab/erplab/internal/top"
@@ -27,7 +28,7 @@ type topFlags struct {
 	dsn, metricsAddr string
 	dsnFile          string
 	interval         time.Duration
-	once             bool
+	once, probes     bool
 	count, queries   int
 	view             string
 	filter           top.Filter
@@ -106,6 +107,7 @@ blocking views use a second connection.`,
 	fl.BoolVar(&f.once, "once", false, "print one plain-text snapshot and exit")
 	fl.IntVar(&f.count, "count", 0, "print this many plain-text snapshots, one per interval, and exit")
 	fl.IntVar(&f.queries, "queries", top.DefaultQueries, "rows of the longest-running queries table")
+	fl.BoolVar(&f.probes, "probes", true, "show the server's shared-invalidation events per second (catalog cache resets, catch-ups, queue clean-ups, messages inserted and read) counted with perf uprobes on its binary, removed on exit (root and a local server; otherwise one line says why; --probes=false to skip)")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://HOST:PORT/metrics while top runs")
 	fl.StringVar(&f.view, "view", "overview", "screen to show (start on, interactively): overview, sessions (every database's sessions, parallel workers' waits on the leader's row) or blocking (root blockers and chains from pg_blocking_pids)")
 	fl.StringVar(&f.catalogDBs, "catalog-databases", "all", "other databases whose catalog size and churn the header shows: all (every database the role may connect to), none, or a comma-separated list; each is read on a connection of its own, opened and closed per reading")
@@ -204,6 +206,12 @@ func runTop(cmd *cobra.Command, f topFlags) error {
 	// sampler's stays one round trip per interval).
 	dial := func(ctx context.Context) (*pgx.Conn, error) { return conninfo.Connect(ctx, dsn, "erplab top", nil) }
 	opts := top.Options{Interval: f.interval, Dial: dial, View: view, Filter: f.filter}
+	if f.probes {
+		if rec := topProbes(ctx, cmd.ErrOrStderr(), dsn); rec != nil {
+			defer rec.Abort()
+			opts.Invalidation = invalRates(rec)
+		}
+	}
 	if f.metricsAddr != "" {
 		exp, err := metrics.New(metrics.Options{})
 		if err != nil {
@@ -362,4 +370,29 @@ func openPlay(path string) (*top.Recording, error) {
 		return nil, fmt.Errorf("%s: observations: %w", path, err)
 	}
 	return top.FromObservations(path, doc.StartedAt, &obs)
+}
+
+// topProbes adds the shared-invalidation uprobes to the server at dsn
+// and starts counting (top --probes); when they cannot run it says why
+// in one line on stderr and returns nil.
+func topProbes(ctx context.Context, stderr io.Writer, dsn string) *profile.InvalRecording {
+	rec, err := profile.BeginInval(ctx, dsn, profile.InvalOptions{})
+	if err != nil {
+		fmt.Fprintln(stderr, profile.UnavailableLine(err.Error()))
+		return nil
+	}
+	return rec
+}
+
+// invalRates returns top's Invalidation line: the events per second
+// since the previous call (since the start at the first).
+func invalRates(rec *profile.InvalRecording) func() string {
+	var prev profile.InvalCounts
+	var prevT float64
+	return func() string {
+		c, t := rec.Snapshot()
+		line := profile.LiveLine(c.Minus(prev), t-prevT, rec.Counted())
+		prev, prevT = c, t
+		return line
+	}
 }

@@ -279,6 +279,10 @@ type Options struct {
 	// Profile is a CPU profile of the server for the profile-* checks
 	// (checks_profile.go); zero: they report NotChecked.
 	Profile ProfileFacts
+	// Invalidation are the shared-invalidation uprobes counting during
+	// the sample for the invalidation-chain check
+	// (checks_invalidation.go); zero: it reports NotChecked.
+	Invalidation InvalFacts
 }
 
 // Sampling defaults.

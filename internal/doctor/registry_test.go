@@ -20,7 +20,7 @@ func TestCheckOrder(t *testing.T) {
 		{"max-connections", 0}, {"connection-age", 0}, {"idle-in-transaction", 0}, {"long-queries", 0},
 		{"memory-budget", NeedsHost}, {"temp-files", 0}, {"temp-buffers", 0},
 		{"catalog-size", 0}, {"catalog-bloat", 0}, {"xmin-horizon", 0}, {"catalog-churn", NeedsSample}, {"temp-tablespace", WantsSample},
-		{"lwlock-waits", NeedsSample},
+		{"lwlock-waits", NeedsSample}, {"invalidation-chain", NeedsSample},
 		{"planning-time", 0}, {"statistics-targets", 0}, {"or-subquery", 0}, {"jit", 0},
 		{"autovacuum", 0}, {"wraparound", 0},
 		{"profile-lock-manager", 0}, {"profile-sinval", 0}, {"profile-catalog", 0}, {"profile-file-system", 0}, {"profile-thp", 0},

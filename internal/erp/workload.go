@@ -44,6 +44,9 @@ type WorkloadOptions struct {
 	ListPageSize int
 	// Parallel is Options.Parallel for Init (0: GOMAXPROCS).
 	Parallel int
+	// IdleSessions is the number of idle sessions a run holds beside the
+	// load (workload.Crowd; 0 none).
+	IdleSessions int
 	// TurnoverWholeHistory makes the sales turnover report cover the
 	// whole history (the field's "turnover report over 6 years", used to
 	// compare storage) instead of 1 to 12 recent months.
@@ -266,6 +269,9 @@ func (w *Workload) Setup(ctx context.Context, pool *pgxpool.Pool, opts workload.
 // negative-stock check (completed operations, not errors).
 func (w *Workload) Describe() map[string]any {
 	d := map[string]any{"temp_style": w.opts.TempStyle, "list_page_size": w.opts.ListPageSize}
+	if w.opts.IdleSessions > 0 {
+		d["idle_sessions"] = w.opts.IdleSessions
+	}
 	w.mu.Lock()
 	if m := w.installed; m != nil {
 		d["data_scale"], d["data_seed"], d["separator"] = m.Scale, m.Seed, m.Separator
@@ -277,6 +283,10 @@ func (w *Workload) Describe() map[string]any {
 	}
 	return d
 }
+
+// IdleSessions implements workload.Crowd: the idle sessions a run holds
+// beside the load (--idle-sessions).
+func (w *Workload) IdleSessions() int { return w.opts.IdleSessions }
 
 // verifyTables checks that every table the marker lists exists.
 func verifyTables(ctx context.Context, pool *pgxpool.Pool, m Meta) error {

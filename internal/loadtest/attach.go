@@ -12,6 +12,7 @@ import (
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/metrics"
 	"github.com/erplab/erplab/internal/opmap"
+	"github.com/erplab/erplab/internal/profile"
 	"github.com/erplab/erplab/internal/record"
 	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/sampler"
@@ -67,18 +68,25 @@ type runState struct {
 	doc    *results.Document
 	seg    *results.SegmentInfo // nil for a whole run
 
-	start   time.Time // the run's time base, after the --start-at barrier
-	end     time.Time // the end of the load's own span
-	rec     *record.Recorder
-	cpu     *cpuMeter
-	health  *engine.Health
-	ops     []workload.Operation
-	opm     *opmap.Map        // backend PID -> key operation (samplers, profile)
-	exp     *metrics.Exporter // the metrics endpoint's, nil without
-	obs     *sampler.Session  // the samplers', nil without
-	stream  *results.Stream   // the results stream (discarding without results)
-	frozen  bool              // the server is not answering: no clean-up queries
-	outcome engine.Outcome
+	start  time.Time // the run's time base, after the --start-at barrier
+	end    time.Time // the end of the load's own span
+	rec    *record.Recorder
+	cpu    *cpuMeter
+	health *engine.Health
+	ops    []workload.Operation
+	opm    *opmap.Map // backend PID -> key operation (samplers, profile)
+	// the timeline of key operations on opm the profile and the
+	// invalidation counts share (invalattach.go: timeline, intervals)
+	tl        *opmap.Timeline
+	tlClock   profile.Clock
+	tlStopped bool
+	tlIvs     []opmap.Interval
+	tlDropped int
+	exp       *metrics.Exporter // the metrics endpoint's, nil without
+	obs       *sampler.Session  // the samplers', nil without
+	stream    *results.Stream   // the results stream (discarding without results)
+	frozen    bool              // the server is not answering: no clean-up queries
+	outcome   engine.Outcome
 
 	atts      []attachment
 	observers int // atts[:observers] start before the run's banner, the rest after

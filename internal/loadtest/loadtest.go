@@ -92,6 +92,17 @@ type Options struct {
 	// (internal/profile) and records the profile as extra.profile; when
 	// it cannot run, one warning line says why and the run goes on.
 	Profile bool
+	// Probes counts the server's shared-invalidation events with perf
+	// uprobes for the load test (catalog cache resets, catch-up
+	// interrupts, queue clean-ups, messages inserted and read; per
+	// second, per backend, per key operation) into extra.invalidation,
+	// with Observe; when they cannot run (not root, no perf, a remote
+	// server), one line says why and the estimate of the observations
+	// stays.
+	Probes bool
+	// ProbeReads adds the probe of messages read (SIGetDataEntries'
+	// return), at every relation lock a backend takes: costly.
+	ProbeReads bool
 	// OnSample, when set, sees every recorded execution
 	// (engine.Config.OnSample), e.g. for pgbench's progress lines and logs.
 	OnSample func(record.Sample)
@@ -490,11 +501,17 @@ func (r *runState) attachments(ctx context.Context) {
 		r.atts = append(r.atts, &samplersAttachment{})
 	}
 	r.observers = len(r.atts)
+	if n := crowdSize(r.opts.Workload); n > 0 {
+		r.atts = append(r.atts, &crowdAttachment{n: n})
+	}
 	if r.opts.Progress > 0 {
 		r.atts = append(r.atts, &progressAttachment{})
 	}
 	if r.opts.Stress != nil {
 		r.atts = append(r.atts, &stressAttachment{spec: *r.opts.Stress})
+	}
+	if r.opts.Observe && r.opts.Probes {
+		r.atts = append(r.atts, startInval(ctx, r.srv.dsn, r.opts.ProbeReads, r.say))
 	}
 	if r.opts.Profile {
 		r.atts = append(r.atts, startProfile(ctx, r.srv.dsn, r.say))

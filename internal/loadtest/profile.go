@@ -27,10 +27,11 @@ type runProfile struct {
 	quiet
 	sess  *profile.Session
 	opm   *opmap.Map
-	tl    *opmap.Timeline
 	clock profile.Clock
-	ended bool
-	sum   *profile.Summary
+	// follows: the samples are attributed on the run's timeline
+	follows bool
+	ended   bool
+	sum     *profile.Summary
 }
 
 // profileOpMap returns the run's PID-to-operation map: opm (the
@@ -67,12 +68,12 @@ func startProfile(ctx context.Context, dsn string, say func(string, ...any)) *ru
 // and follows the key operations on it.
 func (p *runProfile) start(_ context.Context, r *runState) error {
 	r.opm = profileOpMap(r.opm, r.ops)
-	p.follow(r.opm, r.say)
+	p.follow(r)
 	return nil
 }
 
 func (p *runProfile) stop(ctx context.Context, r *runState, doc *results.Document) {
-	if p.sum = p.end(ctx, r.say); p.sum != nil {
+	if p.sum = p.end(ctx, r); p.sum != nil {
 		doc.Extra["profile"], _ = json.Marshal(p.sum)
 	}
 }
@@ -81,18 +82,17 @@ func (p *runProfile) report(w io.Writer, _ *results.Document) { printProfile(w, 
 
 func (p *runProfile) close() { p.abort() }
 
-// follow starts the timeline of key operations on opm (nil: none), for
+// follow starts the run's timeline of key operations (r.timeline), for
 // attributing the samples to them; called just before the load starts.
-func (p *runProfile) follow(opm *opmap.Map, say func(string, ...any)) {
-	if p.sess == nil || opm == nil {
+func (p *runProfile) follow(r *runState) {
+	if p.sess == nil {
 		return
 	}
-	c, err := profile.NewClock()
-	if err != nil {
-		say("warning: samples not attributed to key operations: %v", err)
+	c, ok := r.timeline()
+	if !ok {
 		return
 	}
-	p.opm, p.clock, p.tl = opm, c, opm.StartTimeline(c.T0, timelineMax)
+	p.opm, p.clock, p.follows = r.opm, c, true
 }
 
 // abort discards a recording that end did not read (the run failed
@@ -107,19 +107,19 @@ func (p *runProfile) abort() {
 // end stops the recording and returns its summary with the samples
 // attributed to key operations (nil when off or when reading it back
 // failed, said in one line).
-func (p *runProfile) end(ctx context.Context, say func(string, ...any)) *profile.Summary {
+func (p *runProfile) end(ctx context.Context, r *runState) *profile.Summary {
 	if p.sess == nil {
 		return nil
 	}
 	p.ended = true
-	ivs, dropped := p.opm.StopTimeline(p.tl)
+	ivs := r.intervals()
 	sum, parsed, err := p.sess.End(context.WithoutCancel(ctx))
 	if err != nil {
-		say("warning: profile lost: %v", err)
+		r.say("warning: profile lost: %v", err)
 		return nil
 	}
-	if p.tl != nil {
-		profile.AttributeOps(sum, parsed, p.clock, ivs, dropped, p.opm.Names())
+	if p.follows {
+		profile.AttributeOps(sum, parsed, p.clock, ivs, r.tlDropped, p.opm.Names())
 	}
 	return sum
 }

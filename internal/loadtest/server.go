@@ -30,7 +30,7 @@ func openServer(ctx context.Context, opts Options, poolSize int, out io.Writer) 
 	s := &server{dsn: opts.DSN, desc: conninfo.Redact(opts.DSN), force: opts.Force}
 	switch {
 	case opts.DSN == "" && !opts.EnvGiven:
-		c, err := StartEmbedded(ctx, out, opts.OSUser, poolSize+20, opts.Keep)
+		c, err := StartEmbedded(ctx, out, opts.OSUser, poolSize+20+crowdSize(opts.Workload), opts.Keep)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ErrInterrupted

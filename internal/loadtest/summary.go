@@ -327,6 +327,7 @@ func PrintObservations(w io.Writer, doc *results.Document) {
 		fmt.Fprintf(w, "temp-relation file churn: %.0f files/s mean, %.0f max (pg_class inserts + updates); shared invalidation ~%.0f msg/s mean, %.0f max = %.2f queue/s of %d messages (estimate from catalog changes); SInval waits %.1f %% of active\n",
 			c.RelFilesMean, c.RelFilesMax, c.SInvalMean, c.SInvalMax, c.SInvalQueuesMean, sampler.SInvalQueueSize, c.SInvalWaitPctMean)
 	}
+	printInvalidation(w, doc)
 	totals := o.OpWaitTotals()
 	st := o.Statements
 	stmts := map[string]sampler.OpStatements{}

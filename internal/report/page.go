@@ -82,6 +82,7 @@ details { margin: .5em 0; } code { background: #f6f6f6; padding: .1em .3em; word
 {{range .Obs}}<tr><td class="l">{{.Name}}</td><td class="l">{{.TopWaits}}</td><td>{{.CPUUser}}</td><td>{{.CPUSystem}}</td><td>{{.CPUIowait}}</td><td>{{.CPUSoftirq}}</td><td>{{.CatalogBefore}}</td><td>{{.CatalogAfter}}</td><td>{{.CatalogGrowth}}</td><td>{{.TempFiles}}</td></tr>
 {{end}}</table></div>
 ` + operationsHTML + `
+` + invalHTML + `
 {{if .Storms}}
 <h2 id="storms">Storms</h2>
 <p>Marked on the time charts: a vermillion line when the storm fired, a shaded span from its baseline point to its end.</p>

@@ -392,6 +392,10 @@ type page struct {
 	Statements []stmtRow
 	StmtNotes  []string
 	Churn      []churnRow
+	// Inval and InvalNotes are the shared-invalidation section
+	// (invalidation.go).
+	Inval      []invalRow
+	InvalNotes []string
 	// Profile is the server CPU profile section, nil when no run has one.
 	Profile *profileSection
 	// Replays are the runs that replay a capture, with the captured
@@ -441,6 +445,7 @@ func buildPage(runs []Run, charts []Chart) page {
 	pg.Stages = stageRows(runs)
 	pg.Storms = stormRows(runs)
 	pg.OpWaits, pg.Statements, pg.StmtNotes, pg.Churn = operationSections(runs)
+	pg.Inval, pg.InvalNotes = invalSection(runs)
 	pg.Verdicts = abVerdicts(runs)
 	pg.Replays = replaySections(runs)
 	return pg
@@ -600,6 +605,7 @@ func WriteMarkdown(w io.Writer, runs []Run) error {
 			o.CPUIowait, o.CPUSoftirq, o.CatalogBefore, o.CatalogAfter, o.CatalogGrowth, o.TempFiles)
 	}
 	writeOperationsMarkdown(&b, pg)
+	writeInvalMarkdown(&b, pg)
 	if len(pg.Storms) > 0 {
 		b.WriteString("\n### Storms\n\n| run | fired at | span | wait event | message |\n|---|---:|---|---|---|\n")
 		for _, s := range pg.Storms {

@@ -41,6 +41,7 @@ var extraKinds = map[string]extraKind{
 	"catalog":      extraSpan,
 	"observations": extraServerView,
 	"profile":      extraServerView,
+	"invalidation": extraServerView,
 	"stress":       extraPerSegment,
 	"experiment":   extraSame,
 	"remedies":     extraSame,

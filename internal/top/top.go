@@ -55,6 +55,11 @@ type Options struct {
 	// first switch to the sessions or blocking view), so the overview's
 	// counts do not include it until then. Top closes what Dial opened.
 	Dial func(ctx context.Context) (*pgx.Conn, error)
+	// Invalidation, when set, is called at each sample for one line shown
+	// under the temp-relation churn: the shared-invalidation events the
+	// caller counts (erplab top: perf uprobes, profile.LiveLine), or why
+	// they are not counted.
+	Invalidation func() string
 	// View is the screen Print shows and Run starts on.
 	View View
 	// Filter narrows the sessions and blocking views.
@@ -159,6 +164,9 @@ func Print(ctx context.Context, w io.Writer, s *sampler.Sampler, opts Options, c
 		}
 		st.info = s.Info()
 		st.add(smp)
+		if opts.Invalidation != nil {
+			st.inval = opts.Invalidation()
+		}
 		if opts.OnSample != nil {
 			opts.OnSample(smp)
 		}
@@ -435,6 +443,9 @@ func (m *model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.sessions = msg.sessions
 		m.st.info = m.s.Info()
 		m.st.add(msg.s)
+		if m.opts.Invalidation != nil {
+			m.st.inval = m.opts.Invalidation()
+		}
 		if m.opts.OnSample != nil {
 			m.opts.OnSample(msg.s)
 		}

@@ -3,6 +3,7 @@ package top
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -511,5 +512,31 @@ func TestPrintRelativeStormLocalServer(t *testing.T) {
 	}
 	if !regexp.MustCompile(`STORM Lock:advisory storm: active \d+ -> \d+ in [0-9.]+ s, server CPU [0-9.]+ -> [0-9.]+ cores`).MatchString(out.String()) {
 		t.Errorf("no relative storm line:\n%s", out.String())
+	}
+}
+
+// TestPrintInvalidation: the caller's invalidation line is shown under
+// the temp-relation churn, taken at each sample.
+func TestPrintInvalidation(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	ctx := context.Background()
+	s, err := sampler.Connect(ctx, dsn, sampler.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	calls := 0
+	line := func() string {
+		calls++
+		return fmt.Sprintf("invalidation: resets %d.0/s (perf uprobes)", calls)
+	}
+	var out bytes.Buffer
+	if err := Print(ctx, &out, s, Options{Interval: 200 * time.Millisecond, Width: 120, Invalidation: line}, 2); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	if !regexp.MustCompile(`(?m)^temp-relation churn: .*\ninvalidation: resets 2\.0/s \(perf uprobes\)$`).MatchString(text) ||
+		!strings.Contains(text, "invalidation: resets 3.0/s") || calls != 3 {
+		t.Errorf("%d calls, output:\n%s", calls, text)
 	}
 }

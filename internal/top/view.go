@@ -72,6 +72,8 @@ type state struct {
 	// (sampler.Options.Catalogs), othersAt when it was taken.
 	others   []sampler.DatabaseCatalog
 	othersAt time.Time
+	// inval is the latest Options.Invalidation line ("" none).
+	inval string
 }
 
 func newState(info sampler.Info, rule storm.Rule, cpus int, onStorm func(storm.Event)) (*state, error) {
@@ -233,6 +235,9 @@ func render(st *state, o viewOpts) string {
 	}
 	if c := s.Churn; c != nil {
 		add("temp-relation churn: %s", sampler.ChurnText(c))
+	}
+	if st.inval != "" {
+		add("%s", st.inval)
 	}
 	if h := s.Host; h != nil {
 		c := h.CPU

@@ -163,3 +163,14 @@ type DataVerifier interface {
 	// error saying what is missing and how to make it.
 	VerifyData(ctx context.Context, pool *pgxpool.Pool) error
 }
+
+// Crowd is implemented by workloads that hold idle sessions beside their
+// load (erp --idle-sessions): the field's hundreds of idle sessions
+// beside the active ones, the backends that fall behind in the shared
+// invalidation queue and are reset. loadtest.Run opens IdleSessions()
+// connections before the load, each runs one statement and then stays
+// idle (not in a transaction) until the load ends; a server started for
+// the run is sized for them too.
+type Crowd interface {
+	IdleSessions() int
+}
