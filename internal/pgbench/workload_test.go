@@ -49,6 +49,21 @@ func run(t *testing.T, dsn string, w *wpgbench.Workload, stages []engine.Stage, 
 	return out.String(), res
 }
 
+// runFailing is run for a script whose every attempt fails: the run is
+// failed (loadtest.ErrRunFailed) and its results are still there.
+func runFailing(t *testing.T, dsn string, w *wpgbench.Workload, stages []engine.Stage, txPerVU int) (string, *loadtest.Result) {
+	t.Helper()
+	var out bytes.Buffer
+	res, err := loadtest.Run(context.Background(), loadtest.Options{
+		DSN: dsn, Force: true, Workload: w, Stages: stages, TxPerVU: txPerVU, Connections: 0, Seed: 1,
+		Interval: time.Second, Out: filepath.Join(t.TempDir(), "r.json"),
+	}, &out)
+	if !errors.Is(err, loadtest.ErrRunFailed) || res == nil || res.Doc == nil {
+		t.Fatalf("run: %v, want the run failed with its results\n%s", err, out.String())
+	}
+	return out.String(), res
+}
+
 func TestBuiltinTransactionsPerClient(t *testing.T) {
 	dsn := srv.NewDatabase(t)
 	w, err := wpgbench.New(wpgbench.Options{
@@ -181,7 +196,7 @@ func TestErrorMessagesKept(t *testing.T) {
 			t.Fatal(err)
 		}
 		stages, _ := engine.SimpleStages(2, 0, time.Hour)
-		out, res := run(t, dsn, w, stages, 3)
+		out, res := runFailing(t, dsn, w, stages, 3)
 		msgs, counts := w.Errors(0)
 		if len(msgs) != 1 || counts[0] != c.errors || !strings.Contains(msgs[0], "division by zero") {
 			t.Fatalf("continue %v: errors %q %v, want one division-by-zero message seen %d times", c.cont, msgs, counts, c.errors)

@@ -60,7 +60,7 @@ func (r *Recording) stateAt(i int) (*state, *Frame, error) {
 		}
 		st.push(f.sample())
 	}
-	st.others, st.othersAt, st.storm = f.Others, f.OthersAt, f.Storm
+	st.others, st.othersAt, st.storm, st.inval = f.Others, f.OthersAt, f.Storm, f.Inval
 	return st, f, nil
 }
 

@@ -100,6 +100,8 @@ type Frame struct {
 	Others          []sampler.DatabaseCatalog `json:"others,omitempty"`
 	OthersAt        time.Time                 `json:"others_at,omitzero"`
 	Storm           *storm.Event              `json:"storm,omitempty"`
+	// Inval is the invalidation line shown live (top --probes), "" none.
+	Inval string `json:"inval,omitempty"`
 	// List is every client session of every database (ReadSessions
 	// with no filter), nil when not read.
 	List []Session `json:"list,omitempty"`
@@ -110,7 +112,7 @@ func frameOf(st *state, list []Session) Frame {
 	s := st.last
 	f := Frame{Time: s.Time, Elapsed: s.Elapsed, Sessions: s.Sessions, Waits: s.Waits, ParallelWorkers: s.ParallelWorkers,
 		WaitProfile: s.WaitProfile, DB: s.DB, Catalog: s.Catalog, Churn: s.Churn, Host: s.Host, HostError: s.HostError,
-		Queries: s.Queries, Others: st.others, OthersAt: st.othersAt, Storm: st.storm, List: list}
+		Queries: s.Queries, Others: st.others, OthersAt: st.othersAt, Storm: st.storm, Inval: st.inval, List: list}
 	if s.Host != nil {
 		f.HostRates = s.Host.Rates
 	}

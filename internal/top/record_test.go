@@ -6,6 +6,7 @@ import (
 	"compress/flate"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -60,6 +61,10 @@ func liveFrames(t *testing.T, path string, n int) (screens []string, sizes []int
 			s.OtherCatalogs = []sampler.DatabaseCatalog{{Database: "buh", Catalog: []sampler.CatalogRel{{Name: "pg_class", Bytes: int64(i) << 20, InsPerS: float64(i)}}}}
 		}
 		st.add(s)
+		st.inval = ""
+		if i%5 == 0 { // top --probes' line, when perf delivered one
+			st.inval = fmt.Sprintf("invalidation: resets %d.0/s, catch-ups 0.0/s, clean-ups 0.0/s, inserted 0 msg/s (perf uprobes)", i)
+		}
 		if err := rec.Add(frameOf(st, list)); err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +83,7 @@ func liveFrames(t *testing.T, path string, n int) (screens []string, sizes []int
 
 // TestRecordPlayMatchesLive: every frame of a recording of 130 samples
 // (three segments, a storm, other databases' catalogs) plays back as
-// the screen top drew live, the trend included; the file is mode 0600
+// the screen top drew live, the trend and the invalidation line included; the file is mode 0600
 // and a second Create at its name is refused.
 func TestRecordPlayMatchesLive(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "top.rec")
