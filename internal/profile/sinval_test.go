@@ -106,8 +106,8 @@ func TestInvalidationForcedReset(t *testing.T) {
 	}
 	rec.Attribute(s, ivs, opm.Names())
 	t.Log(s.Line())
-	if probesListed(t, perf, "erplab_") {
-		t.Errorf("probes still listed after End")
+	if s.Group == "" || probesListed(t, perf, s.Group) {
+		t.Errorf("probes of group %q still listed after End", s.Group)
 	}
 	var aCounts *profile.BackendInval
 	for i := range s.TopBackends {

@@ -121,7 +121,7 @@ func undoProbes(ctx context.Context, e leftover.Entry) (string, error) {
 // deleteGroup deletes the uprobes of group and returns how many perf
 // listed.
 func deleteGroup(ctx context.Context, perf, group string) (int, error) {
-	out, err := exec.CommandContext(ctx, perf, "probe", "-l", group+":*").CombinedOutput()
+	out, err := perfProbe(ctx, perf, "-l", group+":*")
 	if err != nil {
 		return 0, fmt.Errorf("perf probe -l: %s", firstLine(out, err))
 	}
@@ -134,7 +134,7 @@ func deleteGroup(ctx context.Context, perf, group string) (int, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	if out, err := exec.CommandContext(ctx, perf, "probe", "-q", "-d", group+":*").CombinedOutput(); err != nil {
+	if out, err := perfProbe(ctx, perf, "-q", "-d", group+":*"); err != nil {
 		return 0, fmt.Errorf("perf probe -d %s:*: %s", group, firstLine(out, err))
 	}
 	return n, nil
@@ -170,15 +170,19 @@ func AddProbes(ctx context.Context, perf, binary string, reads bool, rec *leftov
 		if s.ev == EvRead && !reads {
 			continue
 		}
-		spec := p.group + ":" + s.event + "=" + s.fn
+		// perf refuses an event name another group already has ("force
+		// duplicates by 'perf probe -f'"): the name carries the group's
+		// digits, so two erplab processes can probe at once
+		event := s.event + "_" + strings.TrimPrefix(p.group, "erplab_")
+		spec := p.group + ":" + event + "=" + s.fn
 		if s.arg != "" {
 			spec += " " + s.arg
 		}
-		out, err := exec.CommandContext(ctx, perf, "probe", "-q", "-x", binary, "-a", spec).CombinedOutput()
+		out, err := perfProbe(ctx, perf, "-q", "-x", binary, "-a", spec)
 		if err != nil && s.ev == EvInsert && s.arg != "" {
 			// the argument could not be fetched: count calls
-			spec = p.group + ":" + s.event + "=" + s.fn
-			out, err = exec.CommandContext(ctx, perf, "probe", "-q", "-x", binary, "-a", spec).CombinedOutput()
+			spec = p.group + ":" + event + "=" + s.fn
+			out, err = perfProbe(ctx, perf, "-q", "-x", binary, "-a", spec)
 		} else if err == nil && s.ev == EvInsert && s.arg != "" {
 			p.counted = true
 		}
@@ -188,7 +192,7 @@ func AddProbes(ctx context.Context, perf, binary string, reads bool, rec *leftov
 			}
 			continue
 		}
-		name := s.event
+		name := event
 		if strings.HasSuffix(s.fn, "%return") {
 			name += "__return" // perf's name for a return probe
 		}
@@ -245,4 +249,9 @@ func (p *Probes) eventOf(name string) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// perfProbe runs `perf probe ARGS...` and returns its combined output.
+func perfProbe(ctx context.Context, perf string, args ...string) ([]byte, error) {
+	return exec.CommandContext(ctx, perf, append([]string{"probe"}, args...)...).CombinedOutput()
 }

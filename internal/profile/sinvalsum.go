@@ -19,6 +19,8 @@ type Invalidation struct {
 	// probed.
 	Binary string   `json:"binary"`
 	Probes []string `json:"probes"`
+	// Group is the probes' perf group (erplab_ and 12 hex digits).
+	Group string `json:"group,omitempty"`
 	// MessagesCounted: Inserted counts messages (SIInsertDataEntries' n
 	// read from its register); false: calls.
 	MessagesCounted bool `json:"messages_counted"`
@@ -100,7 +102,7 @@ const TopInvalBackends = 10
 
 // summary builds the Invalidation of the counts so far (r.mu held).
 func (r *InvalRecording) summary(dur float64) *Invalidation {
-	s := &Invalidation{Binary: r.probes.binary, MessagesCounted: r.probes.counted, ReadsCounted: r.probes.events[EvRead] != "", DurationS: math.Round(100*dur) / 100,
+	s := &Invalidation{Binary: r.probes.binary, Group: r.probes.group, MessagesCounted: r.probes.counted, ReadsCounted: r.probes.events[EvRead] != "", DurationS: math.Round(100*dur) / 100,
 		Total: r.total, PerS: r.total.Rates(dur), Series: append([]InvalCounts(nil), r.series...), NotKept: r.over, OtherProcesses: r.other,
 		PerfCPUS: math.Round(100*r.perfCPU) / 100, ProbeHits: r.hits}
 	for _, sp := range probeSpecs("") {
