@@ -100,3 +100,16 @@ func sameDir(a, b string) bool {
 	rb, err2 := filepath.EvalSymlinks(b)
 	return err1 == nil && err2 == nil && ra == rb
 }
+
+// LocateDSN connects to dsn (10 s at most), Locates the server and
+// closes the connection.
+func LocateDSN(ctx context.Context, dsn, proc string) (Server, error) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(cctx, dsn)
+	if err != nil {
+		return Server{}, fmt.Errorf("profile: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return Locate(cctx, conn, proc)
+}

@@ -3,10 +3,7 @@ package profile
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/erplab/erplab/internal/hostfacts"
 )
@@ -78,14 +75,7 @@ func Begin(ctx context.Context, dsn string, opts Options) (*Session, error) {
 	}
 	roots := opts.PIDs
 	if len(roots) == 0 {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(cctx, dsn)
-		if err != nil {
-			return nil, fmt.Errorf("profile: connect: %w", err)
-		}
-		srv, err := Locate(cctx, conn, opts.Host.Proc)
-		conn.Close(context.WithoutCancel(ctx))
+		srv, err := LocateDSN(ctx, dsn, opts.Host.Proc)
 		if err != nil {
 			return nil, err
 		}

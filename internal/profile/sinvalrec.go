@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/erplab/erplab/internal/hostfacts"
 )
 
@@ -149,14 +147,7 @@ func BeginInval(ctx context.Context, dsn string, opts InvalOptions) (*InvalRecor
 	if err != nil {
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(cctx, dsn)
-	if err != nil {
-		return nil, fmt.Errorf("profile: connect: %w", err)
-	}
-	srv, err := Locate(cctx, conn, opts.Host.Proc)
-	conn.Close(context.WithoutCancel(ctx))
+	srv, err := LocateDSN(ctx, dsn, opts.Host.Proc)
 	if err != nil {
 		return nil, err
 	}
