@@ -320,6 +320,9 @@ type Report struct {
 	Findings []Finding `json:"findings"`
 	// Storms are the session storms the sampler detected.
 	Storms []storm.Event `json:"storms,omitempty"`
+	// Window is the window of a run's results judged (doctor --results);
+	// nil for a server's diagnosis.
+	Window *WindowInfo `json:"window,omitempty"`
 }
 
 // ServerInfo identifies the diagnosed server.
@@ -484,6 +487,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	checks = profileSelection(checks, opts)
+	if checks = slices.DeleteFunc(checks, Check.isWindow); len(checks) == 0 {
+		return nil, errors.New("--only names window-* checks only, which judge a run's results (doctor --results FILE --at T)")
+	}
 	if opts.Sample < 0 {
 		return nil, fmt.Errorf("sample must be >= 0, got %s", opts.Sample)
 	}
