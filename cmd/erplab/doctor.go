@@ -216,8 +216,11 @@ func runDoctorResults(cmd *cobra.Command, f doctorFlags) error {
 			return withCode(exitUsage, fmt.Errorf("--%s is for diagnosing a server, not with --results", n))
 		}
 	}
-	if f.at == "" {
+	switch {
+	case f.at == "":
 		return withCode(exitUsage, errors.New("--results needs --at: the window's end (41m, 2h5m, 90s, or a clock time 12:03:05)"))
+	case f.window <= 0:
+		return withCode(exitUsage, fmt.Errorf("--window must be > 0, got %s", f.window))
 	}
 	rep, err := doctor.RunResults(cmd.Context(), doctor.ResultsOptions{Path: f.results, At: f.at, Window: f.window, Only: f.only, Skip: f.skip})
 	var we *doctor.WindowError

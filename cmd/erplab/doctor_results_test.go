@@ -22,6 +22,7 @@ func TestDoctorResultsCommand(t *testing.T) {
 		want string
 	}{
 		{[]string{"--results", file}, "--results needs --at"},
+		{[]string{"--results", file, "--at", "40s", "--window", "0s"}, "--window must be > 0, got 0s"},
 		{[]string{"--results", file, "--at", "5m"}, `--at "5m" is after the run's end: the run goes from 13:37:17 to `},
 		{[]string{"--results", file, "--at", "40s", "--dsn", "host=/x"}, "--dsn is for diagnosing a server, not with --results"},
 		{[]string{"--dsn", "host=/x", "--at", "40s"}, "--at is for --results FILE"},

@@ -96,3 +96,31 @@ func TestResultsWindowErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestResultsWindowCatalog: a real run (-f adv.sql --users 4 --duration
+// 60s --interval 2s) during which, from about 30 s, one session created
+// and dropped 4,000 temp tables of ten columns in one transaction: the
+// window names the catalogs' growth, pg_attribute first.
+func TestResultsWindowCatalog(t *testing.T) {
+	rep := runWindow(t, "testdata/results/churn.json", "45s", 15*time.Second)
+	f := rep.Find("window-catalog")
+	if f == nil || f.Severity != Warning || !strings.Contains(f.Summary, "before 0 B/min): pg_attribute +") || !strings.HasSuffix(rep.Window.Cause, "(window-catalog)") {
+		t.Errorf("window-catalog: %+v, cause %q", f, rep.Window.Cause)
+	}
+}
+
+// TestResultsWindowRecorded: other packages' recorded runs: a temp
+// tablespace that filled (results' tempfull-run.json) is the critical
+// cause; steady catalog cache resets counted by run --probes (report's
+// inval-erp.json) are quoted and judged steady.
+func TestResultsWindowRecorded(t *testing.T) {
+	rep := runWindow(t, "../results/testdata/tempfull-run.json", "3s", 2*time.Second)
+	f := rep.Find("window-temp-full")
+	if f == nil || f.Severity != Critical || !strings.Contains(f.Summary, "156 disk_full errors (before: 45) writing a temp file") || !strings.HasSuffix(rep.Window.Cause, "(window-temp-full)") {
+		t.Errorf("window-temp-full: %+v, cause %q", f, rep.Window.Cause)
+	}
+	rep = runWindow(t, "../report/testdata/inval-erp.json", "30s", 10*time.Second)
+	if f := rep.Find("window-invalidation"); f == nil || f.Severity != OK || f.Metrics["resets_per_s_window"] < 2 || f.Metrics["resets_per_s_before"] < 2 {
+		t.Errorf("window-invalidation of steady resets: %+v", f)
+	}
+}
