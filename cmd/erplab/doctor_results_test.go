@@ -26,6 +26,7 @@ func TestDoctorResultsCommand(t *testing.T) {
 		{[]string{"--results", file, "--at", "5m"}, `--at "5m" is after the run's end: the run goes from 13:37:17 to `},
 		{[]string{"--results", file, "--at", "40s", "--dsn", "host=/x"}, "--dsn is for diagnosing a server, not with --results"},
 		{[]string{"--dsn", "host=/x", "--at", "40s"}, "--at is for --results FILE"},
+		{[]string{"--dsn", "host=/x", "--only", "window-waits"}, "--only names window-* checks only"},
 	} {
 		_, err := runRoot(t, append([]string{"doctor"}, c.args...)...)
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") || int(exitcode.Of(err)) != exitUsage {
