@@ -26,6 +26,8 @@ type doctorFlags struct {
 	host, noHost, list  bool
 	probes              bool
 	catalogDBs          string
+	results, at         string
+	window              time.Duration
 }
 
 func newDoctorCmd() *cobra.Command {
@@ -53,12 +55,22 @@ Exit codes: 0 nothing worse than info; 4 worst finding is a warning; 5 a critica
 6 nothing worse than info but checks could not run (the role lacks pg_monitor, a query failed:
 one line says how many, which and why; 4 and 5 win over 6); 1 the doctor could not run; 2 bad usage. 'erplab doctor --list' prints every check with its rule.
 
+With --results FILE --at T it diagnoses a run's results instead of a server (no --dsn, no server):
+the window of --window (default 5m) before T, a time since the run's start (41m, 2h5m, 90s) or a
+clock time (12:03:05) as top --play's --at. The window-* checks read what the run recorded per
+sample and per interval (wait events, storms, catalog sizes, the xmin horizon, shared-invalidation
+counts, disk_full errors, APDEX and p95 per key operation), quote the window's figures against the
+run before it, and the header names the cause; what the results do not keep per time (relation
+locks per key operation) is said so. FILE is a run's results (.json) or a killed run's stream
+(.jsonl, which keeps the load's intervals only).
+
 Subcommand: 'erplab doctor fix tmpfs-temp-tablespace' prints (or with --apply performs) the
 procedure that moves temp-table files to tmpfs.`,
 		Example: `  erplab doctor --dsn 'host=db1 dbname=erp user=postgres'
   erplab doctor --dsn 'dbname=erp' --sample 10s --format markdown > doctor.md   # samples 3 windows of 10s: 30 s
   erplab doctor --only temp-files,catalog-churn,temp-tablespace --windows 1 --sample 1m
-  erplab doctor --format json | jq '.findings[] | select(.severity == "warning")'`,
+  erplab doctor --format json | jq '.findings[] | select(.severity == "warning")'
+  erplab doctor --results erplab-results/20261204-093000-erp.json --at 41m --window 5m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runDoctor(cmd, f) },
 	}
@@ -80,6 +92,9 @@ procedure that moves temp-table files to tmpfs.`,
 	fl.StringVar(&f.osUser, "os-user", "", "embedded server: OS user to run PostgreSQL as when erplab runs as root (default postgres)")
 	fl.StringVar(&f.procRoot, "proc-root", hostfacts.DefaultProcRoot, "proc tree host checks read")
 	fl.StringVar(&f.sysRoot, "sys-root", hostfacts.DefaultSysRoot, "sys tree host checks read")
+	fl.StringVar(&f.results, "results", "", "diagnose a window of this run's results (.json, or a killed run's .jsonl) instead of a server; needs --at")
+	fl.StringVar(&f.at, "at", "", "with --results: the window's end, a time since the run's start (41m, 2h5m, 90s) or a clock time (12:03:05)")
+	fl.DurationVar(&f.window, "window", doctor.DefaultResultsWindow, "with --results: the window's length before --at, compared with the run before it")
 	_ = fl.MarkHidden("proc-root")
 	_ = fl.MarkHidden("sys-root")
 	cmd.AddCommand(newDoctorFixCmd())
@@ -103,9 +118,18 @@ func runDoctor(cmd *cobra.Command, f doctorFlags) error {
 		}
 		return nil
 	}
-	switch {
-	case f.format != doctor.FormatText && f.format != doctor.FormatJSON && f.format != doctor.FormatMarkdown:
+	if f.format != doctor.FormatText && f.format != doctor.FormatJSON && f.format != doctor.FormatMarkdown {
 		return withCode(exitUsage, fmt.Errorf("--format must be text, json or markdown, got %q", f.format))
+	}
+	if f.results != "" {
+		return runDoctorResults(cmd, f)
+	}
+	for _, n := range []string{"at", "window"} {
+		if cmd.Flags().Changed(n) {
+			return withCode(exitUsage, fmt.Errorf("--%s is for --results FILE", n))
+		}
+	}
+	switch {
 	case f.sample < 0:
 		return withCode(exitUsage, fmt.Errorf("--sample must be >= 0, got %s", f.sample))
 	case f.interval < sampler.MinInterval:
@@ -179,6 +203,34 @@ func runDoctor(cmd *cobra.Command, f doctorFlags) error {
 		return err
 	}
 	if err := doctor.Render(out, rep, f.format); err != nil {
+		return err
+	}
+	return doctorExit(rep)
+}
+
+// runDoctorResults is doctor --results: the window-* checks on a run's
+// results, no server.
+func runDoctorResults(cmd *cobra.Command, f doctorFlags) error {
+	for _, n := range []string{"dsn", "dsn-file", "sample", "windows", "interval", "profile", "probes", "catalog-databases", "host", "no-host", "os-user"} {
+		if cmd.Flags().Changed(n) {
+			return withCode(exitUsage, fmt.Errorf("--%s is for diagnosing a server, not with --results", n))
+		}
+	}
+	switch {
+	case f.at == "":
+		return withCode(exitUsage, errors.New("--results needs --at: the window's end (41m, 2h5m, 90s, or a clock time 12:03:05)"))
+	case f.window <= 0:
+		return withCode(exitUsage, fmt.Errorf("--window must be > 0, got %s", f.window))
+	}
+	rep, err := doctor.RunResults(cmd.Context(), doctor.ResultsOptions{Path: f.results, At: f.at, Window: f.window, Only: f.only, Skip: f.skip})
+	var we *doctor.WindowError
+	switch {
+	case errors.As(err, &we):
+		return withCode(exitUsage, err)
+	case err != nil:
+		return err
+	}
+	if err := doctor.Render(cmd.OutOrStdout(), rep, f.format); err != nil {
 		return err
 	}
 	return doctorExit(rep)

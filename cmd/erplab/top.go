@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -361,15 +360,14 @@ func openPlay(path string) (*top.Recording, error) {
 	if rerr != nil {
 		return nil, fmt.Errorf("%w; nor a run's results: %w", err, rerr)
 	}
-	raw, ok := doc.Extra["observations"]
-	if !ok || len(raw) == 0 || string(raw) == "null" {
-		return nil, withCode(exitUsage, fmt.Errorf("%s: the run's results hold no observations (run with --observe, the default, to keep them)", path))
+	obs, err := sampler.ObservationsOf(doc)
+	switch {
+	case errors.Is(err, sampler.ErrNoObservations):
+		return nil, withCode(exitUsage, fmt.Errorf("%s: %w (run with --observe, the default, to keep them)", path, err))
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	var obs sampler.Observations
-	if err := json.Unmarshal(raw, &obs); err != nil {
-		return nil, fmt.Errorf("%s: observations: %w", path, err)
-	}
-	return top.FromObservations(path, doc.StartedAt, &obs)
+	return top.FromObservations(path, doc.StartedAt, obs)
 }
 
 // topProbes adds the shared-invalidation uprobes to the server at dsn

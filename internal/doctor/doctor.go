@@ -320,6 +320,9 @@ type Report struct {
 	Findings []Finding `json:"findings"`
 	// Storms are the session storms the sampler detected.
 	Storms []storm.Event `json:"storms,omitempty"`
+	// Window is the window of a run's results judged (doctor --results);
+	// nil for a server's diagnosis.
+	Window *WindowInfo `json:"window,omitempty"`
 }
 
 // ServerInfo identifies the diagnosed server.
@@ -438,12 +441,19 @@ func IDs() []string {
 	return out
 }
 
-// ValidateSelection checks --only/--skip before anything runs: unknown
-// ids, or a selection that leaves no check, are an error.
+// ValidateSelection checks --only/--skip of a server's diagnosis before
+// anything runs: unknown ids, or a selection that leaves no check (the
+// window-* checks judge a run's results only), are an error.
 func ValidateSelection(only, skip []string) error {
-	_, err := selectChecks(only, skip)
+	checks, err := selectChecks(only, skip)
+	if err == nil && !slices.ContainsFunc(checks, func(c Check) bool { return !c.isWindow() }) {
+		err = errNoServerCheck
+	}
 	return err
 }
+
+// errNoServerCheck is a server's diagnosis with window-* checks only.
+var errNoServerCheck = errors.New("--only names window-* checks only, which judge a run's results (doctor --results FILE --at T)")
 
 // selectChecks applies only/skip; unknown ids are an error naming them.
 func selectChecks(only, skip []string) ([]Check, error) {
@@ -484,6 +494,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	checks = profileSelection(checks, opts)
+	if checks = slices.DeleteFunc(checks, Check.isWindow); len(checks) == 0 {
+		return nil, errNoServerCheck
+	}
 	if opts.Sample < 0 {
 		return nil, fmt.Errorf("sample must be >= 0, got %s", opts.Sample)
 	}

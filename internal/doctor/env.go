@@ -42,6 +42,9 @@ type env struct {
 	// hostFailed and smpFailed are Failed when reading the host or
 	// taking the sample failed (hostWhy, smpWhy say how), "" otherwise.
 	hostFailed, smpFailed string
+	// win is the window of a run's results the window-* checks judge
+	// (RunResults); nil otherwise.
+	win *windowFacts
 }
 
 // recorded are the facts of a golden case (testdata/doctor/<case>/

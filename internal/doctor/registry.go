@@ -39,7 +39,11 @@ const (
 	// secProfile holds the checks that read a CPU profile (Options.Profile):
 	// they run only when one was asked for (profileSelection).
 	secProfile = 800
-	secEnd     = 900
+	// secWindow holds the checks that judge a window of a run's results
+	// (results_window.go): they run only under RunResults (doctor
+	// --results), and only they run there.
+	secWindow = 900
+	secEnd    = 1000
 )
 
 // checks is every registered check in report order. register fills it from
@@ -72,9 +76,10 @@ func everyCheck() []Check { return slices.Clone(checks) }
 // isProfile reports whether c reads the CPU profile (section secProfile).
 func (c Check) isProfile() bool { return c.order > secProfile && c.order < secProfile+100 }
 
-// baseChecks is every check but the profile ones, in report order.
+// baseChecks is every check but the profile and window ones, in report
+// order.
 func baseChecks() []Check {
-	return slices.DeleteFunc(everyCheck(), Check.isProfile)
+	return slices.DeleteFunc(everyCheck(), func(c Check) bool { return c.isProfile() || c.isWindow() })
 }
 
 // profileChecks is the profile checks, in report order.

@@ -24,6 +24,8 @@ func TestCheckOrder(t *testing.T) {
 		{"planning-time", 0}, {"statistics-targets", 0}, {"or-subquery", 0}, {"jit", 0},
 		{"autovacuum", 0}, {"wraparound", 0},
 		{"profile-lock-manager", 0}, {"profile-sinval", 0}, {"profile-catalog", 0}, {"profile-file-system", 0}, {"profile-thp", 0},
+		{"window-waits", 0}, {"window-storms", 0}, {"window-catalog", 0}, {"window-horizon", 0}, {"window-invalidation", 0},
+		{"window-locks", 0}, {"window-temp-full", 0}, {"window-apdex", 0},
 	}
 	var got, exp []string
 	for _, c := range Checks() {
@@ -39,8 +41,8 @@ func TestCheckOrder(t *testing.T) {
 	for _, c := range profileChecks() {
 		prof = append(prof, c.ID)
 	}
-	if want := IDs()[len(IDs())-5:]; !slices.Equal(prof, want) || len(baseChecks()) != len(IDs())-5 {
-		t.Errorf("profile checks %q, want the last five %q", prof, want)
+	if want := IDs()[len(IDs())-13 : len(IDs())-8]; !slices.Equal(prof, want) || len(baseChecks()) != len(IDs())-13 {
+		t.Errorf("profile checks %q, want the five before the window checks %q", prof, want)
 	}
 }
 

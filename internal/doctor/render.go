@@ -44,6 +44,9 @@ var sections = []Severity{Critical, Warning, Info, OK, NotChecked}
 
 // header is the report's first lines.
 func header(r *Report) []string {
+	if r.Window != nil {
+		return windowHeader(r)
+	}
 	loc := "remote"
 	if r.Server.Local {
 		loc = "local"
@@ -190,3 +193,27 @@ func titleCase(s string) string {
 func mdEscape(s string) string { return mdEscaper.Replace(s) }
 
 var mdEscaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "_", `\_`, "<", `\<`, ">", `\>`, "&", `\&`, "`", "\\`", "[", `\[`, "]", `\]`)
+
+// windowHeader is the first lines of a report on a window of a run's
+// results (doctor --results).
+func windowHeader(r *Report) []string {
+	w := r.Window
+	lines := []string{fmt.Sprintf("results %s: run of %s from %s", w.File, fmtT(w.RunS), w.StartedAt.Format("2006-01-02 15:04:05 MST"))}
+	if r.Server.Version != "" {
+		lines[0] += fmt.Sprintf(", PostgreSQL %s, database %s", r.Server.Version, r.Server.Database)
+	}
+	before := "nothing before it to compare"
+	if w.FromS > 0 {
+		before = "compared with 0s-" + fmtT(w.FromS)
+	}
+	lines = append(lines, fmt.Sprintf("window %s-%s (%s)", fmtT(w.FromS), fmtT(w.ToS), before))
+	for _, n := range w.NotRecorded {
+		lines = append(lines, "not recorded: "+n)
+	}
+	lines = append(lines, "cause: "+w.Cause)
+	counts := make([]string, 0, len(sections))
+	for _, s := range sections {
+		counts = append(counts, fmt.Sprintf("%d %s", r.Count(s), s))
+	}
+	return append(lines, "findings: "+strings.Join(counts, ", ")+"; worst: "+r.Worst.String())
+}

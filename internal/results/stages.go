@@ -97,31 +97,72 @@ func StageFigures(d *Document) ([]StageResult, error) {
 	if len(spans) < 2 {
 		return nil, nil
 	}
+	out := make([]StageResult, len(spans))
+	for k, sp := range spans {
+		out[k] = StageResult{Stage: sp.index, StartS: sp.start, EndS: sp.end, FromVUs: sp.from, TargetVUs: sp.to}
+	}
+	k := 0
+	err := figures(d, out, p.WarmupS, func(t float64) int {
+		for k < len(spans)-1 && t > spans[k].end {
+			k++
+		}
+		return k
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SpanFigures are the figures of the intervals of d that end in (from,
+// to], seconds since the start, as StageFigures computes a step's
+// (Stage 0, StartS from, EndS to; warm-up intervals count, unscored
+// time aside). It fails when a histogram does not decode.
+func SpanFigures(d *Document, from, to float64) (StageResult, error) {
+	var p stageParams
+	if len(d.Parameters) > 0 {
+		if err := json.Unmarshal(d.Parameters, &p); err != nil {
+			return StageResult{}, fmt.Errorf("span: parameters: %w", err)
+		}
+	}
+	out := []StageResult{{StartS: from, EndS: to}}
+	err := figures(d, out, p.WarmupS, func(t float64) int {
+		if t <= from || t > to {
+			return -1
+		}
+		return 0
+	})
+	return out[0], err
+}
+
+// figures fills out (spans with their bounds set) from d's series: each
+// interval goes to the span in(t) names (-1: none), in order of t.
+func figures(d *Document, out []StageResult, warmupS float64, in func(t float64) int) error {
 	type opAcc struct {
 		res  StageOp
 		hist histMerger
 	}
-	out := make([]StageResult, len(spans))
-	accs := make([][]opAcc, len(spans))
+	accs := make([][]opAcc, len(out))
 	index := map[string]int{}
 	for i, op := range d.Operations {
 		index[op.Name] = i
 	}
-	for k, sp := range spans {
-		out[k] = StageResult{Stage: sp.index, StartS: sp.start, EndS: sp.end, FromVUs: sp.from, TargetVUs: sp.to}
+	for k := range out {
 		accs[k] = make([]opAcc, len(d.Operations))
 		for i, op := range d.Operations {
 			accs[k][i].res.Name = op.Name
 		}
 	}
-	k, prevT := 0, 0.0
+	prevT := 0.0
 	for n, iv := range d.Series {
-		for k < len(spans)-1 && iv.T > spans[k].end {
-			k++
+		k := in(iv.T)
+		if k < 0 {
+			prevT = iv.T
+			continue
 		}
 		st := &out[k]
 		st.EndS = max(st.EndS, iv.T)
-		st.ScoredSeconds += max(iv.T-max(prevT, p.WarmupS), 0)
+		st.ScoredSeconds += max(iv.T-max(prevT, warmupS), 0)
 		prevT = iv.T
 		for name, oi := range iv.Ops {
 			i, ok := index[name]
@@ -140,7 +181,7 @@ func StageFigures(d *Document) ([]StageResult, error) {
 				continue
 			}
 			if err := a.hist.add(oi.Histogram, fmt.Sprintf("stages: series[%d].ops[%q].histogram_us", n, name)); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
@@ -164,5 +205,5 @@ func StageFigures(d *Document) ([]StageResult, error) {
 		v, ok := apdex.Integral(ws)
 		st.Integral = NewIntegralScore(v, ok)
 	}
-	return out, nil
+	return nil
 }

@@ -81,3 +81,25 @@ func TestStageFiguresOfRecordedRun(t *testing.T) {
 		t.Fatalf("a one-step run has steps %+v (%v)", st.Stages, err)
 	}
 }
+
+// TestSpanFigures: the figures of any span are those of the intervals
+// ending in it: the run's two steps give its stages' figures again.
+func TestSpanFigures(t *testing.T) {
+	doc, err := Read("testdata/stages.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range doc.Stages {
+		from := st.StartS
+		if from == 0 {
+			from = -1 // the first step holds the intervals from the start
+		}
+		got, err := SpanFigures(doc, from, st.EndS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Count != st.Count || !reflect.DeepEqual(got.Operations, st.Operations) || got.Integral != st.Integral {
+			t.Errorf("span %g-%g: %+v, want stage %+v", from, st.EndS, got, st)
+		}
+	}
+}

@@ -207,6 +207,13 @@ type Sample struct {
 	// ParallelWorkers is the number of parallel workers running (folded
 	// into their leaders' sessions).
 	ParallelWorkers int `json:"parallel_workers,omitempty"`
+	// XminAge is the age in transactions of the oldest xmin or xid a
+	// backend holds (pg_stat_activity backend_xmin, backend_xid): how far
+	// back it holds the xmin horizon; OldestXactS how long, in seconds,
+	// the oldest transaction holding one has been open. 0 when none (and
+	// in results written before they were recorded).
+	XminAge     int `json:"xmin_age,omitempty"`
+	OldestXactS int `json:"oldest_xact_s,omitempty"`
 	// OpWaits counts the active backends running a key operation (Options.Ops)
 	// by operation name, then wait event key as in Waits. A backend counts
 	// only when the same execution ran on it from before the sample was
@@ -599,6 +606,10 @@ func (s *Sampler) readBatch(br pgx.BatchResults, out *Sample) error {
 			out.Waits[key] += n
 		case "p":
 			out.ParallelWorkers += n
+		case "x":
+			out.XminAge = n
+		case "o":
+			out.OldestXactS = n
 		}
 		return nil
 	})

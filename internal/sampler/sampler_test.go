@@ -547,3 +547,29 @@ func TestReconnect(t *testing.T) {
 		t.Errorf("backend pid %d (was %d), db rates %+v", s.Info().BackendPID, pid, got.DB)
 	}
 }
+
+// TestXminHorizon: a repeatable-read transaction holds a snapshot while
+// another session uses transaction ids; the sample's xmin age counts
+// them and its oldest transaction ages with the holder.
+func TestXminHorizon(t *testing.T) {
+	dsn := srv.NewDatabase(t)
+	s := newSampler(t, dsn, Options{})
+	ctx := context.Background()
+	if got := sample(t, s); got.XminAge > 1 || got.OldestXactS != 0 {
+		t.Errorf("no transaction open: xmin age %d, oldest %d s", got.XminAge, got.OldestXactS)
+	}
+	holder, burner := connect(t, dsn), connect(t, dsn)
+	if _, err := holder.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := burner.Exec(ctx, "SELECT pg_current_xact_id()"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got *Sample
+	waitFor(t, "the holder open for a second", func() bool { got = sample(t, s); return got.OldestXactS >= 1 })
+	if got.XminAge < 5 {
+		t.Errorf("xmin age %d after 5 transactions past the holder's snapshot, want >= 5", got.XminAge)
+	}
+}

@@ -92,6 +92,10 @@ type Observations struct {
 	// at each sample (Options.Locks; nil without, and in results written
 	// before erplab recorded it).
 	Locks *Locks `json:"locks,omitempty"`
+	// Horizon is true when the samples record the xmin horizon
+	// (Sample.XminAge, OldestXactS: 0 there is none held); false in
+	// results written before.
+	Horizon bool `json:"xmin_horizon,omitempty"`
 }
 
 // RuleParams are the storm rule's thresholds as recorded (storm.Rule).
@@ -436,7 +440,7 @@ func (ss *Session) Snapshot() Observations {
 		StormRule: RuleParams{WindowS: r.Window.Seconds(), Factor: r.Factor, MinActive: r.MinActive,
 			CPUSaturated: r.CPUSaturated, EndRatio: r.EndRatio},
 		Cost: c, Series: ss.series[:len(ss.series):len(ss.series)], Storms: ss.det.Events(), Errors: ss.errs,
-		Statements: ss.statements,
+		Statements: ss.statements, Horizon: true,
 	}
 	if ss.opts.Locks {
 		o.Locks = lockSummary(ss.locks)

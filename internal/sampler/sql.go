@@ -38,14 +38,19 @@ const minVersion = 120000
 // ("Type:Event", or "CPU" when wait_event_type is NULL: running, or in a
 // wait that is not instrumented), and parallel workers. Parallel workers
 // are folded into their leader: the leader is one session, the workers
-// only a count. The sampler's own backend is excluded.
+// only a count. The sampler's own backend is excluded. Two rows hold the
+// xmin horizon as the backends hold it back: 'x' the age in transactions
+// of the oldest backend_xmin or backend_xid of any backend, 'o' the
+// seconds since the oldest transaction holding one started (0 when none;
+// hidden, so 0, for other roles' backends without pg_read_all_stats).
 //
 // Without pg_read_all_stats, other roles' sessions are counted too
 // (ClientSession); a hidden row has no state, and counts as "other".
 //
-// Rows: kind ('s' state, 'w' wait event, 'p' parallel workers), key, count.
+// Rows: kind ('s' state, 'w' wait event, 'p' parallel workers, 'x' xmin
+// age, 'o' oldest transaction's seconds), key, count.
 const sessionsSQL = `WITH a AS MATERIALIZED (
-  SELECT backend_type, datid, usesysid, state, wait_event_type, wait_event
+  SELECT backend_type, datid, usesysid, state, wait_event_type, wait_event, backend_xid, backend_xmin, xact_start
   FROM pg_catalog.pg_stat_activity
   WHERE pid <> pg_catalog.pg_backend_pid()
 )
@@ -55,7 +60,12 @@ UNION ALL
 SELECT 'w', coalesce(wait_event_type || ':' || wait_event, 'CPU'), count(*)::int4 FROM a
   WHERE backend_type = 'client backend' AND state = 'active' GROUP BY 2
 UNION ALL
-SELECT 'p', '', count(*)::int4 FROM a WHERE backend_type = 'parallel worker'`
+SELECT 'p', '', count(*)::int4 FROM a WHERE backend_type = 'parallel worker'
+UNION ALL
+SELECT 'x', '', coalesce(max(greatest(pg_catalog.age(backend_xmin), pg_catalog.age(backend_xid))), 0)::int4 FROM a
+UNION ALL
+SELECT 'o', '', coalesce(extract(epoch FROM pg_catalog.now() - min(xact_start)
+    FILTER (WHERE backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)), 0)::int4 FROM a`
 
 // queriesSQL13 lists the longest-running active client backends,
 // oldest query first, with their parallel workers counted through

@@ -233,33 +233,23 @@ func (r *Recording) decode(seg int) ([]Frame, error) {
 // it (what the screen showed then), else the first at or after it.
 // Errors: a malformed time, one outside the recording.
 func (r *Recording) Find(when string, atOrBefore bool) (int, error) {
-	t0 := r.Time(0)
-	var target time.Time
-	if d, err := time.ParseDuration(when); err == nil {
-		target = t0.Add(d)
-	} else if c, err := time.Parse(time.TimeOnly, when); err == nil {
-		first, _ := r.Frame(0)
-		loc := t0.Location()
-		if first != nil {
-			loc = first.Time.Location()
-		}
-		y, m, d := t0.In(loc).Date()
-		target = time.Date(y, m, d, c.Hour(), c.Minute(), c.Second(), 0, loc)
-		if next := target.AddDate(0, 0, 1); target.Before(t0.Add(-time.Second)) && !next.After(r.Time(len(r.times)-1).Add(time.Second)) {
-			target = next // the recording goes past midnight
-		}
-	} else {
-		return 0, fmt.Errorf("%q: want a time since the recording's start (41m, 1h2m3s) or a clock time (12:03:05)", when)
+	loc := r.Time(0).Location()
+	if first, _ := r.Frame(0); first != nil {
+		loc = first.Time.Location()
+	}
+	target, isDur, err := When(when, "recording", r.Time(0), r.Time(len(r.times)-1), loc)
+	if err != nil {
+		return 0, err
 	}
 	// The screens show whole seconds: a duration names the samples
 	// within half a second of it, a clock time its whole second.
 	tn := target.UnixNano()
-	switch _, isDur := time.ParseDuration(when); {
-	case atOrBefore && isDur == nil:
+	switch {
+	case atOrBefore && isDur:
 		tn += int64(time.Second / 2)
 	case atOrBefore:
 		tn += int64(time.Second - 1)
-	case isDur == nil:
+	case isDur:
 		tn -= int64(time.Second / 2)
 	}
 	last := len(r.times) - 1
@@ -283,6 +273,27 @@ func (r *Recording) Find(when string, atOrBefore bool) (int, error) {
 		i++
 	}
 	return i, nil
+}
+
+// When is the time named by when in a span (a "recording", a "run") from
+// t0 to last: a time since t0 ("41m", "1h2m3s"; dur true) or a clock time
+// of t0's day in loc ("12:03:05"), the next day's when that day's time
+// is before t0 and the span goes past midnight. Errors: a malformed time,
+// naming what the span is.
+func When(when, span string, t0, last time.Time, loc *time.Location) (target time.Time, dur bool, err error) {
+	if d, err := time.ParseDuration(when); err == nil {
+		return t0.Add(d), true, nil
+	}
+	c, err := time.Parse(time.TimeOnly, when)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("%q: want a time since the %s's start (41m, 1h2m3s) or a clock time (12:03:05)", when, span)
+	}
+	y, m, d := t0.In(loc).Date()
+	target = time.Date(y, m, d, c.Hour(), c.Minute(), c.Second(), 0, loc)
+	if next := target.AddDate(0, 0, 1); target.Before(t0.Add(-time.Second)) && !next.After(last.Add(time.Second)) {
+		target = next // the span goes past midnight
+	}
+	return target, false, nil
 }
 
 // clock is frame i's time of day in the recording's zone.
