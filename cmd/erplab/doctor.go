@@ -61,8 +61,8 @@ clock time (12:03:05) as top --play's --at. The window-* checks read what the ru
 sample and per interval (wait events, storms, catalog sizes, the xmin horizon, shared-invalidation
 counts, disk_full errors, APDEX and p95 per key operation), quote the window's figures against the
 run before it, and the header names the cause; what the results do not keep per time (relation
-locks per key operation) is said so. FILE is a run's results (.json) or a killed run's stream
-(.jsonl, which keeps the load's intervals only).
+locks per key operation) is said so. FILE is a run's results (.json) or its stream (.jsonl),
+also a killed run's, whose interval lines carry the samples up to the kill.
 
 Subcommand: 'erplab doctor fix tmpfs-temp-tablespace' prints (or with --apply performs) the
 procedure that moves temp-table files to tmpfs.`,

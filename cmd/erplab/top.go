@@ -80,8 +80,8 @@ terminal with time controls (space pauses, left/right step one sample, [ and ] j
 home/end, x switches the speed x1/x10, v and s as live, enter shows a session's recorded
 query); --at WHEN prints the screen at WHEN (41m since the first sample, or a clock time
 12:03:05), --from/--to the screens between, --count N at most N. --play also reads a run's
-results (the observations of erplab run): the overview's figures of every sample, without
-the longest queries or the session list. A file cut short plays up to its last whole sample
+results (the observations of erplab run), a killed run's stream (.jsonl) too: the overview's
+figures of every sample, without the longest queries or the session list. A file cut short plays up to its last whole sample
 after a one-line note.
 
 The server comes from --dsn or the PG* environment; top does not start an embedded

@@ -49,7 +49,7 @@ type WindowInfo struct {
 	// Cause is the window's cause as the findings name it, in one line.
 	Cause string `json:"cause"`
 	// NotRecorded says what the results do not keep per time (e.g. a
-	// killed run's stream keeps no observations).
+	// run without observations).
 	NotRecorded []string `json:"not_recorded,omitempty"`
 }
 
@@ -127,7 +127,7 @@ func readWindow(opts ResultsOptions) (*windowFacts, error) {
 	w.obs, err = sampler.ObservationsOf(doc)
 	switch {
 	case errors.Is(err, sampler.ErrNoObservations):
-		w.obsWhy = "the run's observations (sessions, waits, storms, catalogs, xmin horizon), which these results do not hold (a killed run's stream keeps the load's intervals only; a run with --observe=false none)"
+		w.obsWhy = "the run's observations (sessions, waits, storms, catalogs, xmin horizon), which these results do not hold (a run with --observe=false; a killed run's stream written before erplab streamed the samples, which keeps the load's intervals only)"
 	case err != nil:
 		return nil, fmt.Errorf("%s: %w", opts.Path, err)
 	}

@@ -50,9 +50,9 @@ func TestResultsWindowPileUp(t *testing.T) {
 	}
 }
 
-// TestResultsWindowStream: a killed run's stream (no summary line) keeps
-// the intervals only: the stall is found, the observers' checks say
-// what is not recorded.
+// TestResultsWindowStream: a killed run's stream (no summary line) of
+// the format before the samples were streamed keeps the intervals only:
+// the stall is found, the observers' checks say what is not recorded.
 func TestResultsWindowStream(t *testing.T) {
 	b, err := os.ReadFile(strings.TrimSuffix(pileUp, ".json") + ".jsonl")
 	if err != nil {
@@ -67,11 +67,40 @@ func TestResultsWindowStream(t *testing.T) {
 	if f := rep.Find("window-apdex"); f == nil || f.Severity != Warning {
 		t.Errorf("window-apdex of the stream: %+v, want a warning", f)
 	}
-	if f := rep.Find("window-waits"); f == nil || f.Severity != NotChecked || !strings.Contains(f.Needs, "killed run's stream") {
+	if f := rep.Find("window-waits"); f == nil || f.Severity != NotChecked || !strings.Contains(f.Needs, "stream written before erplab streamed the samples") {
 		t.Errorf("window-waits of the stream: %+v, want not checked for want of observations", f)
 	}
 	if len(rep.Window.NotRecorded) != 1 || !strings.HasPrefix(rep.Window.Cause, "none recorded: ") {
 		t.Errorf("not recorded %q, cause %q", rep.Window.NotRecorded, rep.Window.Cause)
+	}
+}
+
+// pileUpKilled is a real run killed with SIGKILL in its pile-up (erplab
+// run -f adv.sql --users 20 --think 100ms --interval 2s --duration 70s,
+// another session holding the advisory lock in exclusive mode from about
+// 32 s, kill -9 at 48 s): a stream without a summary whose interval lines
+// carry the samples and the storm.
+const pileUpKilled = "testdata/results/pileup-killed.jsonl"
+
+// TestResultsWindowKilledStream: the killed run's stream is judged as a
+// finished run's document: the window at the kill names Lock:advisory
+// from the streamed samples (window-waits) and the streamed storm, and
+// nothing is said not recorded.
+func TestResultsWindowKilledStream(t *testing.T) {
+	rep := runWindow(t, pileUpKilled, "46s", 10*time.Second)
+	for _, id := range []string{"window-waits", "window-storms", "window-apdex"} {
+		if f := rep.Find(id); f == nil || f.Severity != Warning {
+			t.Errorf("%s at the kill: %+v, want a warning", id, f)
+		}
+	}
+	if f := rep.Find("window-waits"); f != nil && !strings.Contains(f.Summary, "in 36s-46s: Lock:advisory 1.1 -> 20.0 sessions") {
+		t.Errorf("window-waits summary %q, want the window's Lock:advisory figures", f.Summary)
+	}
+	if c := rep.Window.Cause; !strings.Contains(c, "Lock:advisory") || !strings.HasSuffix(c, "(window-waits)") || len(rep.Window.NotRecorded) != 0 {
+		t.Errorf("cause %q, not recorded %q: want Lock:advisory from window-waits, all recorded", c, rep.Window.NotRecorded)
+	}
+	if rep.Window.RunS != 48 || rep.Server.Database != "postgres" {
+		t.Errorf("run of %g s on database %q, want 48 s (the last sample) on postgres", rep.Window.RunS, rep.Server.Database)
 	}
 }
 

@@ -3,6 +3,9 @@ package loadtest_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -156,4 +159,59 @@ func TestRunStatementsEveryOperation(t *testing.T) {
 		}
 	}
 	t.Logf("%s; operations %v", o.Statements.Attribution, rows)
+}
+
+// The stream of a run carries its observations as they are sampled: the
+// stream without its summary line (the run killed at its end) reads as
+// the same samples, server, storm rule and storms as the finished
+// document's observations, up to the last interval line.
+func TestStreamedObservationsMatchDocument(t *testing.T) {
+	opts := smokeOptions(t, srv.NewDatabase(t), 3*time.Second)
+	opts.Interval, opts.Progress = 500*time.Millisecond, 0
+	var out bytes.Buffer
+	res, err := loadtest.Run(context.Background(), opts, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	done, err := sampler.ObservationsOf(res.Doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(res.StreamPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSuffix(string(b), "\n"), "\n")
+	killed := filepath.Join(t.TempDir(), "killed.jsonl")
+	if err := os.WriteFile(killed, []byte(strings.Join(lines[:len(lines)-1], "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := results.Read(killed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed, err := sampler.ObservationsOf(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(streamed.Series)
+	if n < 6 || n > len(done.Series) || len(done.Series)-n > 3 {
+		t.Fatalf("%d samples streamed, %d in the document", n, len(done.Series))
+	}
+	for _, c := range []struct {
+		what      string
+		got, want any
+	}{
+		{"series", streamed.Series, done.Series[:n]},
+		{"server", streamed.Server, done.Server},
+		{"storm rule", streamed.StormRule, done.StormRule},
+		{"storms", streamed.Storms, done.Storms},
+		{"head", []any{streamed.Format, streamed.IntervalS, streamed.Horizon}, []any{done.Format, done.IntervalS, done.Horizon}},
+	} {
+		got, _ := json.Marshal(c.got)
+		want, _ := json.Marshal(c.want)
+		if string(got) != string(want) {
+			t.Errorf("%s streamed:\n%s\nin the document:\n%s", c.what, got, want)
+		}
+	}
 }

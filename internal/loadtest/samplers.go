@@ -31,6 +31,7 @@ func (s *samplersAttachment) start(ctx context.Context, r *runState) error {
 	opm := opmap.New(names)
 	so := sampler.SessionOptions{Interval: cmp.Or(r.opts.ObserveInterval, r.opts.Interval), Options: sampler.Options{Ops: opm, Locks: true}}
 	exp := r.exp
+	ss := &streamedObs{stream: r.stream}
 	so.OnStorm = func(e storm.Event) {
 		if e.EndT == nil {
 			r.say("storm at %.0f s: %s", e.T, e.Message)
@@ -38,9 +39,13 @@ func (s *samplersAttachment) start(ctx context.Context, r *runState) error {
 		if exp != nil {
 			exp.ObserveStorm(e)
 		}
+		ss.storm(e)
 	}
-	if exp != nil {
-		so.OnSample = exp.ObserveSample
+	so.OnSample = func(smp *sampler.Sample) {
+		if exp != nil {
+			exp.ObserveSample(smp)
+		}
+		ss.sample(smp)
 	}
 	// Sampling goes on through the graceful stop; stop ends it.
 	obs, err := sampler.Start(context.WithoutCancel(ctx), r.srv.dsn, r.start, so)
@@ -49,7 +54,37 @@ func (s *samplersAttachment) start(ctx context.Context, r *runState) error {
 		return nil
 	}
 	s.obs, r.obs, r.opm = obs, obs, opm
+	if head, err := obs.StreamHead(); err == nil {
+		r.stream.Pend(head)
+	}
 	return nil
+}
+
+// streamedObs hands the samplers' samples and storms to the results
+// stream as they come (sampler.SamplePart, StormsPart), for the next
+// interval line: a killed run's stream keeps its observations. Its
+// methods run on the sampler's goroutine.
+type streamedObs struct {
+	stream *results.Stream
+	storms []storm.Event // as of the last callback; one goes on at a time
+}
+
+func (o *streamedObs) sample(smp *sampler.Sample) {
+	if p, err := sampler.SamplePart(smp); err == nil {
+		o.stream.Pend(p)
+	}
+}
+
+// storm notes a storm that fired, or the end of the one going on.
+func (o *streamedObs) storm(e storm.Event) {
+	if n := len(o.storms); e.EndT != nil && n > 0 && o.storms[n-1].EndT == nil && o.storms[n-1].T == e.T {
+		o.storms[n-1] = e
+	} else {
+		o.storms = append(o.storms, e)
+	}
+	if p, err := sampler.StormsPart(o.storms); err == nil {
+		o.stream.Pend(p)
+	}
 }
 
 func (s *samplersAttachment) stop(_ context.Context, _ *runState, doc *results.Document) {

@@ -24,6 +24,9 @@
 //     warm-up counters are not in the stream and stay zero.
 //   - Totals sum the operations; ScoredSeconds is the last interval's t
 //     minus the header's parameters.warmup_s; Series is the intervals.
+//   - Extra holds the sections the interval lines' parts make (Part,
+//     Stream.Pend): the observers' samples and storms up to the last whole
+//     line (package sampler writes and reads them).
 //   - The intervals' cut_short counts (executions the end of the run cut
 //     short past 4T, scored frustrated; schema 3) sum into
 //     OpResult.CutShort.Frustrated; the not-scored ones are not in the

@@ -16,7 +16,8 @@ import (
 // (X.jsonl, recognised by its suffix or by its first line). A stream with
 // a summary line gives the summary with the stream's intervals as Series;
 // a stream without one (a killed run) gives the document rebuilt from its
-// header and intervals (see the package doc). The result passes Validate;
+// header and intervals, with the extra sections its intervals carried
+// (see the package doc). The result passes Validate;
 // errors name the file and, for a malformed document, the field.
 func Read(path string) (*Document, error) {
 	b, err := os.ReadFile(path)
@@ -25,15 +26,17 @@ func Read(path string) (*Document, error) {
 	}
 	var d *Document
 	if strings.HasSuffix(path, ".jsonl") || bytes.HasPrefix(b, []byte(`{"type":`)) {
-		h, series, summary, err := ReadStream(path)
+		c, err := ReadStreamContents(path)
 		if err != nil {
 			return nil, err
 		}
-		if summary != nil {
-			d = summary
-			d.Series = series
-		} else if d, err = Rebuild(h, series); err != nil {
+		if c.Summary != nil {
+			d = c.Summary
+			d.Series = c.Series
+		} else if d, err = Rebuild(c.Header, c.Series); err != nil {
 			return nil, fmt.Errorf("results: %s: %w", path, err)
+		} else {
+			d.Extra = withSections(d.Extra, c.Extra)
 		}
 	} else {
 		d = new(Document)
@@ -45,6 +48,22 @@ func Read(path string) (*Document, error) {
 		return nil, fmt.Errorf("results: %s: %w", path, err)
 	}
 	return d, nil
+}
+
+// withSections is extra with the stream's sections added (replacing
+// those of the same name).
+func withSections(extra, sections map[string]json.RawMessage) map[string]json.RawMessage {
+	if len(sections) == 0 {
+		return extra
+	}
+	out := make(map[string]json.RawMessage, len(extra)+len(sections))
+	for k, v := range extra {
+		out[k] = v
+	}
+	for k, v := range sections {
+		out[k] = v
+	}
+	return out
 }
 
 // headerParams is the part of a header's parameters a rebuild needs.
