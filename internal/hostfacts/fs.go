@@ -199,3 +199,20 @@ func (f FS) LoadAverage() (float64, error) {
 	}
 	return l.Load1, nil
 }
+
+// PeakRSS is the peak resident set size in bytes of process pid's
+// current program (VmHWM of /proc/<pid>/status: the high-water mark of
+// the memory map the process exec'd into, unlike getrusage's maxrss,
+// which also holds the resident size of the parent the process was
+// forked from). A process that is gone gives fs.ErrNotExist.
+func (f FS) PeakRSS(pid int) (uint64, error) {
+	p, err := f.proc.Proc(pid)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", f.ProcPath(strconv.Itoa(pid)), err)
+	}
+	st, err := p.NewStatus()
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", f.ProcPath(strconv.Itoa(pid), "status"), err)
+	}
+	return st.VmHWM, nil
+}

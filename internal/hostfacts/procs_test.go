@@ -49,3 +49,15 @@ func TestProcsTree(t *testing.T) {
 		t.Errorf("Mounts without a mountinfo: %v, want an error naming the file", err)
 	}
 }
+
+// PeakRSS reads VmHWM (KiB in the file) as bytes; a process without a
+// status file is an error naming it.
+func TestPeakRSS(t *testing.T) {
+	f := open(t, "procs")
+	if b, err := f.PeakRSS(4200); err != nil || b != 11264*1024 {
+		t.Errorf("PeakRSS(4200) = %d, %v; want %d", b, err, 11264*1024)
+	}
+	if _, err := f.PeakRSS(4242); err == nil || !strings.Contains(err.Error(), "4242/status") {
+		t.Errorf("PeakRSS(4242) without a status file: %v", err)
+	}
+}
