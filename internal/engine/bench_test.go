@@ -135,3 +135,73 @@ func BenchmarkOpenScheduleLag(b *testing.B) {
 	b.ReportMetric(r.Lag.P99*1000, "lag-p99-µs")
 	b.ReportMetric(r.Response.P50*1000, "response-p50-µs")
 }
+
+// TestOperationAllocations: once a VU holds its own connection
+// (Connections 0, as erplab pgbench runs), an operation allocates nothing
+// in the engine: the clock readings, the in-flight bookkeeping, the PID
+// map and statement tracer (Config.Ops), the recorder's histograms and
+// OnSample. The workload's Execute here does nothing, so what is counted
+// is the engine's own cost per key operation.
+func TestOperationAllocations(t *testing.T) {
+	w := oneOp("", time.Second)
+	pool := poolOf(t, srv.Pool(t, srv.NewDatabase(t)), 1)
+	var seen int
+	for _, c := range []struct {
+		name string
+		cfg  engine.Config
+	}{
+		{"plain", engine.Config{}},
+		{"ops and OnSample", engine.Config{Ops: opsOf(true, w), OnSample: func(record.Sample) { seen++ }}},
+	} {
+		cfg := c.cfg
+		cfg.Workload, cfg.Roles = w, w.Roles()
+		rec := record.New(ops(w), time.Now(), 0, time.Second)
+		vu, err := engine.NewOneVU(context.Background(), pool, cfg, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !vu.Operation(0) { // connects
+			t.Fatalf("%s: the first operation failed", c.name)
+		}
+		allocs := testing.AllocsPerRun(200, func() {
+			if !vu.Operation(0) {
+				t.Fatalf("%s: an operation failed", c.name)
+			}
+		})
+		vu.Close()
+		if allocs != 0 {
+			t.Errorf("%s: %.2f allocations per operation, want 0", c.name, allocs)
+		}
+		if n := rec.Results(time.Second)[0].Count; n != 202 {
+			t.Errorf("%s: %d operations recorded, want 202", c.name, n)
+		}
+	}
+	if seen != 202 {
+		t.Errorf("OnSample saw %d operations, want 202", seen)
+	}
+}
+
+// BenchmarkOwnConnectionOperation is the engine's own cost per key
+// operation as erplab pgbench runs it: one VU on its own connection
+// (Connections 0), the PID map and statement tracer on (Config.Ops), an
+// OnSample callback, a workload whose Execute does nothing. No
+// controller, ticks or other VUs: the figure is the operation's path
+// alone (clock readings, bookkeeping, recording).
+func BenchmarkOwnConnectionOperation(b *testing.B) {
+	w := oneOp("", time.Second)
+	pool := poolOf(b, srv.Pool(b, srv.NewDatabase(b)), 1)
+	n := 0
+	cfg := engine.Config{Workload: w, Roles: w.Roles(), Ops: opsOf(true, w), OnSample: func(record.Sample) { n++ }}
+	rec := record.New(ops(w), time.Now(), 0, time.Second)
+	vu, err := engine.NewOneVU(context.Background(), pool, cfg, rec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer vu.Close()
+	vu.Operation(0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		vu.Operation(0)
+	}
+}
