@@ -126,7 +126,7 @@ func TestVsPgbenchCommand(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, text)
 	}
 	cpu := regexp.MustCompile(`([0-9.]+) \[[0-9.]+-[0-9.]+\] µs`)
-	rss := regexp.MustCompile(`([0-9.]+) MB`)
+	rss := regexp.MustCompile(`([0-9.]+) \(([0-9.]+)\) MB`)
 	var rows []string
 	for _, line := range strings.Split(text, "\n") {
 		if !strings.HasPrefix(strings.TrimSpace(line), "select-only -M") {
@@ -134,7 +134,7 @@ func TestVsPgbenchCommand(t *testing.T) {
 		}
 		rows = append(rows, strings.Fields(line)[2])
 		c, r := cpu.FindAllStringSubmatch(line, -1), rss.FindAllStringSubmatch(line, -1)
-		if len(c) != 2 || len(r) != 2 || c[0][1] == "0.0" || c[1][1] == "0.0" || r[0][1] == "0.0" || r[1][1] == "0.0" {
+		if len(c) != 2 || len(r) != 2 || c[0][1] == "0.0" || c[1][1] == "0.0" || r[0][1] == "0.0" || r[1][1] == "0.0" || r[0][2] == "0.0" || r[1][2] == "0.0" {
 			t.Errorf("a generator's CPU or memory is missing: %q", line)
 		}
 	}

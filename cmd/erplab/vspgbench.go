@@ -48,7 +48,9 @@ select-only -M simple -c 8 -j 2 -t 5000, tpcb-like -M prepared -c 8 -j 2 -t 1500
 --cell names a cell of your own in pgbench's arguments (repeatable). Each row gives both
 generators' CPU per transaction, median [min-max] over the runs, the ratios erplab /
 pgbench of CPU per transaction, wall time and tps, and both peak resident sizes (VmHWM;
-getrusage's maxrss would count the resident size of the process that started them).
+getrusage's maxrss would count the resident size of the process that started them) with,
+in parentheses, the largest anonymous part seen (heap and stacks, without the program's
+file pages, which count as far as the page cache holds them).
 
 Both generators share the host with the server they load: on a small machine the server's
 CPU bounds both, and the CPU per transaction is where the generators differ.`,

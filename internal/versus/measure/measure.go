@@ -44,6 +44,11 @@ type Usage struct {
 	// resident size of this process (a parent of 200 MB gives true(1) a
 	// maxrss of 200 MB).
 	PeakRSS int64
+	// PeakAnon is the largest RssAnon read in the same samples: the
+	// child's own memory (heap, stacks) without its program's file
+	// pages, which count in PeakRSS as far as the page cache holds them
+	// (tens of MB for a large static binary, varying from run to run).
+	PeakAnon int64
 }
 
 // SampleEvery is how often RunUsage reads the child's VmHWM; growth in
@@ -65,11 +70,12 @@ func RunUsage(ctx context.Context, cmd *exec.Cmd) (Usage, error) {
 	start := time.Now()
 	err := cmd.Start()
 	if err == nil {
-		stop, peak := make(chan struct{}), make(chan int64)
+		stop, peak := make(chan struct{}), make(chan hostfacts.ProcMemory)
 		go samplePeak(cmd.Process.Pid, stop, peak)
 		err = cmd.Wait()
 		close(stop)
-		u.PeakRSS = <-peak
+		m := <-peak
+		u.PeakRSS, u.PeakAnon = int64(m.Peak), int64(m.Anon)
 	}
 	u.Wall = time.Since(start)
 	if cmd.ProcessState != nil {
@@ -83,18 +89,18 @@ func RunUsage(ctx context.Context, cmd *exec.Cmd) (Usage, error) {
 	return u, err
 }
 
-// samplePeak reads pid's VmHWM every SampleEvery until stop closes and
-// sends the last reading on peak. The pid stays the child's until Wait
-// reaps it, and stop closes only after that; a reading that fails (the
-// child is a zombie, or exec'ing) keeps the previous one.
-func samplePeak(pid int, stop <-chan struct{}, peak chan<- int64) {
-	var last int64
+// samplePeak reads pid's memory every SampleEvery until stop closes and
+// sends the last VmHWM and the largest RssAnon read on peak. The pid
+// stays the child's until Wait reaps it, and stop closes only after that;
+// a reading that fails (the child is a zombie, or exec'ing) is skipped.
+func samplePeak(pid int, stop <-chan struct{}, peak chan<- hostfacts.ProcMemory) {
+	var last hostfacts.ProcMemory
 	fs, err := hostfacts.New("", "")
 	t := time.NewTicker(SampleEvery)
 	defer t.Stop()
 	for err == nil {
-		if b, err := fs.PeakRSS(pid); err == nil && b > 0 {
-			last = int64(b)
+		if m, err := fs.Memory(pid); err == nil && m.Peak > 0 {
+			last.Peak, last.Anon = m.Peak, max(last.Anon, m.Anon)
 		}
 		select {
 		case <-stop:

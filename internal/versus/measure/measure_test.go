@@ -59,7 +59,7 @@ func TestRunUsagePeakRSS(t *testing.T) {
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestRunUsagePeakRSS$")
 	cmd.Env = append(os.Environ(), "MEASURE_TOUCH=1")
 	big, err := RunUsage(ctx, cmd)
-	if err != nil || big.PeakRSS < 64<<20 || big.CPU <= 0 {
+	if err != nil || big.PeakRSS < 64<<20 || big.PeakAnon < 64<<20 || big.PeakAnon > big.PeakRSS || big.CPU <= 0 {
 		t.Fatalf("touching 64 MiB: %+v, %v", big, err)
 	}
 	own := make([]byte, 128<<20)

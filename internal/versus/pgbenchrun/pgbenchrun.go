@@ -174,6 +174,9 @@ type Measurement struct {
 	// PeakRSS is the process's peak resident memory in bytes (its VmHWM,
 	// see measure.Usage).
 	PeakRSS int64
+	// PeakAnon is the largest anonymous resident size seen (heap and
+	// stacks, without the program's file pages; measure.Usage).
+	PeakAnon int64
 }
 
 // CPUPerTx is the client CPU per transaction in µs (0 without
@@ -380,7 +383,7 @@ func measure(ctx context.Context, bin string, args, env []string) ([]byte, Measu
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	u, err := meas.RunUsage(ctx, cmd)
-	m.Wall, m.CPU, m.PeakRSS = u.Wall, u.CPU, u.PeakRSS
+	m.Wall, m.CPU, m.PeakRSS, m.PeakAnon = u.Wall, u.CPU, u.PeakRSS, u.PeakAnon
 	return buf.Bytes(), m, err
 }
 
@@ -431,20 +434,23 @@ func lastLine(b []byte) string {
 // median [min-max], and both generators' median peak resident memory.
 func Print(w io.Writer, pairs []Pair) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "cell\truns\tpgbench CPU/tx\terplab CPU/tx\tCPU ratio\twall ratio\ttps ratio\tpgbench tps\tpgbench RSS\terplab RSS\t\n")
+	fmt.Fprintf(tw, "cell\truns\tpgbench CPU/tx\terplab CPU/tx\tCPU ratio\twall ratio\ttps ratio\tpgbench tps\tpgbench RSS (anon)\terplab RSS (anon)\t\n")
 	tps := func(m Measurement) float64 { return m.TPS }
 	cpu := func(m Measurement) float64 { return m.CPUPerTx() }
 	rss := func(m Measurement) float64 { return float64(m.PeakRSS) / (1 << 20) }
+	anon := func(m Measurement) float64 { return float64(m.PeakAnon) / (1 << 20) }
 	rng := func(s Spread) string { return fmt.Sprintf("%.2f [%.2f-%.2f]", s.Median, s.Min, s.Max) }
 	us := func(s Spread) string { return fmt.Sprintf("%.1f [%.1f-%.1f] µs", s.Median, s.Min, s.Max) }
+	mem := func(ms []Measurement) string { return fmt.Sprintf("%.1f (%.1f) MB", median(ms, rss), median(ms, anon)) }
 	for _, p := range pairs {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.1f MB\t%.1f MB\t\n", p.Cell, len(p.Erplab),
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t\n", p.Cell, len(p.Erplab),
 			us(Of(p.Pgbench, cpu)), us(Of(p.Erplab, cpu)), rng(p.CPURatio()), rng(p.WallRatio()), rng(p.TPSRatio()),
-			median(p.Pgbench, tps), median(p.Pgbench, rss), median(p.Erplab, rss))
+			median(p.Pgbench, tps), mem(p.Pgbench), mem(p.Erplab))
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nCPU/tx: user + system time of the generator's process (the kernel's rusage of the child, start-up")
 	fmt.Fprintln(w, "included) per transaction completed; ratios erplab / pgbench: CPU (goal <= 1), wall time (below 1:")
-	fmt.Fprintln(w, "erplab finished sooner), tps (goal >= 1); RSS: peak resident memory (VmHWM). Medians over the runs,")
+	fmt.Fprintln(w, "erplab finished sooner), tps (goal >= 1); RSS: peak resident memory (VmHWM), with the program's file")
+	fmt.Fprintln(w, "pages as far as the page cache holds them; (anon): the largest heap and stacks seen. Medians over the runs,")
 	fmt.Fprintln(w, "[min-max] over the runs: a wide range means a noisy host")
 }
