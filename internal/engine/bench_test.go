@@ -2,6 +2,8 @@ package engine_test
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,26 +184,46 @@ func TestOperationAllocations(t *testing.T) {
 }
 
 // BenchmarkOwnConnectionOperation is the engine's own cost per key
-// operation as erplab pgbench runs it: one VU on its own connection
+// operation as erplab pgbench runs it: one VU (vus=8: eight VUs of one
+// run, each on its goroutine, sharing the run's counters, the recorder
+// and the OnSample callback as erplab pgbench's clients do) on its own connection
 // (Connections 0), the PID map and statement tracer on (Config.Ops), an
 // OnSample callback, a workload whose Execute does nothing. No
 // controller, ticks or other VUs: the figure is the operation's path
 // alone (clock readings, bookkeeping, recording).
 func BenchmarkOwnConnectionOperation(b *testing.B) {
-	w := oneOp("", time.Second)
-	pool := poolOf(b, srv.Pool(b, srv.NewDatabase(b)), 1)
-	n := 0
-	cfg := engine.Config{Workload: w, Roles: w.Roles(), Ops: opsOf(true, w), OnSample: func(record.Sample) { n++ }}
-	rec := record.New(ops(w), time.Now(), 0, time.Second)
-	vu, err := engine.NewOneVU(context.Background(), pool, cfg, rec)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer vu.Close()
-	vu.Operation(0)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		vu.Operation(0)
+	for _, vus := range []int{1, 8} {
+		b.Run(map[int]string{1: "vus=1", 8: "vus=8"}[vus], func(b *testing.B) {
+			w := oneOp("", time.Second)
+			pool := poolOf(b, srv.Pool(b, srv.NewDatabase(b)), vus)
+			var n atomic.Int64
+			cfg := engine.Config{Workload: w, Roles: w.Roles(), Ops: opsOf(true, w), OnSample: func(record.Sample) { n.Add(1) }}
+			rec := record.New(ops(w), time.Now(), 0, time.Second)
+			first, err := engine.NewOneVU(context.Background(), pool, cfg, rec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			all := []*engine.OneVU{first}
+			for id := 2; id <= vus; id++ {
+				all = append(all, first.Another(id))
+			}
+			for _, vu := range all {
+				defer vu.Close()
+				vu.Operation(0)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for i, vu := range all {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for j := i; j < b.N; j += vus {
+						vu.Operation(0)
+					}
+				}()
+			}
+			wg.Wait()
+		})
 	}
 }

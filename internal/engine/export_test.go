@@ -41,3 +41,8 @@ func (o *OneVU) Operation(op int) bool {
 
 // Close returns the VU's own connection.
 func (o *OneVU) Close() { release(o.own) }
+
+// Another is VU id of the same run, with a connection of its own.
+func (o *OneVU) Another(id int) *OneVU {
+	return &OneVU{e: o.e, ctx: o.e.traceContext(context.Background()), vu: &workload.VU{ID: id, Rand: rand.New(rand.NewPCG(1, uint64(id)))}}
+}
