@@ -78,6 +78,8 @@ func TestExecuteExitCodes(t *testing.T) {
 		{"report", 0, []string{"report", "--format", "pdf", "a.json"}, exitUsage},
 		{"ab", 0, []string{"ab"}, exitUsage},
 		{"vs-pgbench", 0, []string{"vs-pgbench", "--repeat", "0"}, exitUsage},
+		{"vs-pgbench cell", 0, []string{"vs-pgbench", "--cell", "-b select-only -c 8"}, exitUsage},
+		{"vs-pgbench cell script", 0, []string{"vs-pgbench", "--cell", "-b nope -t 5"}, exitUsage},
 		{"missing input", 0, []string{"compare", "a.json", "nope.json"}, exitError},
 		{"missing report input", 0, []string{"report", "nope.json"}, exitError},
 		{"unreachable server", 0, []string{"doctor", "--dsn", "host=/nonexistent port=1", "--sample", "0"}, exitError},

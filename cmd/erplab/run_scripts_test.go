@@ -112,30 +112,34 @@ func TestRunScriptFlagsNeedScripts(t *testing.T) {
 	}
 }
 
-// erplab vs-pgbench end to end on a --dsn database: both generators run,
-// the table has both tps figures and the ratios.
+// erplab vs-pgbench end to end on a --dsn database: both generators run
+// each cell (one for a fixed number of transactions, one for a time), and
+// each row has both CPU figures per transaction and peak resident sizes.
 func TestVsPgbenchCommand(t *testing.T) {
 	if _, err := exec.LookPath("pgbench"); err != nil {
 		t.Skip("pgbench not installed")
 	}
 	dsn := srv.NewDatabase(t)
-	code, text := exitCode(t, erplab(t, t.TempDir(), "vs-pgbench", "--dsn", dsn, "--force", "-s", "1", "--duration", "1s",
-		"--clients", "1,2", "--builtins", "select-only", "--repeat", "1"))
+	code, text := exitCode(t, erplab(t, t.TempDir(), "vs-pgbench", "--dsn", dsn, "--force", "-s", "1",
+		"--cell", "-b select-only -c 2 -j 1 -t 200", "--cell", "-b select-only -M simple -T 1", "--repeat", "1"))
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, text)
 	}
-	rows := 0
+	cpu := regexp.MustCompile(`([0-9.]+) \[[0-9.]+-[0-9.]+\] µs`)
+	rss := regexp.MustCompile(`([0-9.]+) \(([0-9.]+)\) MB`)
+	var rows []string
 	for _, line := range strings.Split(text, "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 10 && f[0] == "select-only" {
-			rows++
-			if f[3] == "0" || f[4] == "0" {
-				t.Errorf("a generator did nothing: %q", line)
-			}
+		if !strings.HasPrefix(strings.TrimSpace(line), "select-only -M") {
+			continue
+		}
+		rows = append(rows, strings.Fields(line)[2])
+		c, r := cpu.FindAllStringSubmatch(line, -1), rss.FindAllStringSubmatch(line, -1)
+		if len(c) != 2 || len(r) != 2 || c[0][1] == "0.0" || c[1][1] == "0.0" || r[0][1] == "0.0" || r[1][1] == "0.0" || r[0][2] == "0.0" || r[1][2] == "0.0" {
+			t.Errorf("a generator's CPU or memory is missing: %q", line)
 		}
 	}
-	if rows != 2 || !strings.Contains(text, "tps ratio = erplab / pgbench") {
-		t.Fatalf("want 2 rows of select-only and the ratio legend:\n%s", text)
+	if strings.Join(rows, ",") != "prepared,simple" || !strings.Contains(text, "ratios erplab / pgbench") {
+		t.Fatalf("want the two cells' rows in order and the legend:\n%s", text)
 	}
 	// the pgbench measured is the binary itself, not Debian's pg_wrapper
 	// (a Perl script whose start-up would count as pgbench's CPU)

@@ -249,7 +249,7 @@ func TestVsPgbenchPasswordNotInArgv(t *testing.T) {
 	if err != nil {
 		t.Fatalf("vs-pgbench: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "tps ratio") || strings.Contains(string(out), secretCore) {
+	if !strings.Contains(string(out), "CPU ratio") || strings.Contains(string(out), secretCore) {
 		t.Fatalf("vs-pgbench output lacks the table or holds the password:\n%s", out)
 	}
 	sawChild(t, seen, "pgbench", "-b select-only", "dbname=")

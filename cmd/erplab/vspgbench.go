@@ -28,8 +28,9 @@ func newVsPgbenchCmd() *cobra.Command {
 		clients           []int
 		duration          time.Duration
 		scale             int
-		force             bool
+		force, table      bool
 		repeat            int
+		cellSpecs         []string
 	)
 	cmd := &cobra.Command{
 		Use:   "vs-pgbench",
@@ -40,10 +41,23 @@ generators' tps and client CPU per transaction (user + system time of the proces
 getrusage) with the ratios erplab / pgbench. Without --dsn a throwaway server is started
 with pgbench tables at --scale and removed at the end. pgbench gets -j = min(clients, CPUs).
 
+--generator-table compares the four cells of the generator's CPU table instead, each for a
+fixed number of transactions (-t), 5 alternating pairs unless --repeat says otherwise:
+select-only -M prepared -c 1 -j 1 -t 20000, select-only -M prepared -c 8 -j 2 -t 5000,
+select-only -M simple -c 8 -j 2 -t 5000, tpcb-like -M prepared -c 8 -j 2 -t 1500.
+--cell names a cell of your own in pgbench's arguments (repeatable). Each row gives both
+generators' CPU per transaction, median [min-max] over the runs, the ratios erplab /
+pgbench of CPU per transaction, wall time and tps, and both peak resident sizes (VmHWM;
+getrusage's maxrss would count the resident size of the process that started them) with,
+in parentheses, the largest anonymous part seen (heap and stacks, without the program's
+file pages, which count as far as the page cache holds them).
+
 Both generators share the host with the server they load: on a small machine the server's
 CPU bounds both, and the CPU per transaction is where the generators differ.`,
 		Example: `  erplab vs-pgbench
-  erplab vs-pgbench --builtins select-only --clients 1,8,32 --duration 20s -M prepared`,
+  erplab vs-pgbench --builtins select-only --clients 1,8,32 --duration 20s -M prepared
+  erplab vs-pgbench --generator-table
+  erplab vs-pgbench --cell '-b select-only -M prepared -c 8 -j 2 -t 5000' --repeat 3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -65,6 +79,29 @@ CPU bounds both, and the CPU per transaction is where the generators differ.`,
 					return withCode(exitUsage, fmt.Errorf("--clients: %d is not a positive client count", c))
 				}
 				maxClients = max(maxClients, c)
+			}
+			var cells []pgbenchrun.Cell
+			if table {
+				cells = pgbenchrun.GeneratorCells()
+				if !cmd.Flags().Changed("repeat") {
+					repeat = 5
+				}
+			}
+			for _, spec := range cellSpecs {
+				c, err := pgbenchrun.ParseCell(spec)
+				if err != nil {
+					return withCode(exitUsage, fmt.Errorf("--cell: %w", err))
+				}
+				if _, err := script.Builtin(c.Script); err != nil {
+					return withCode(exitUsage, fmt.Errorf("--cell: %w", err))
+				}
+				if _, err := script.ParseMode(c.Mode); err != nil {
+					return withCode(exitUsage, fmt.Errorf("--cell: %w", err))
+				}
+				cells = append(cells, c)
+			}
+			for _, c := range cells {
+				maxClients = max(maxClients, c.Clients)
 			}
 			if repeat < 1 {
 				return withCode(exitUsage, fmt.Errorf("--repeat must be >= 1, got %d", repeat))
@@ -121,15 +158,20 @@ CPU bounds both, and the CPU per transaction is where the generators differ.`,
 				return err
 			}
 			defer os.RemoveAll(dir)
-			fmt.Fprintf(out, "erplab vs pgbench: %s, clients %s, %s each, %d runs per cell, -M %s, server %s, pgbench %s\n",
-				strings.Join(scripts, ", "), joinInts(clients), duration, repeat, mode, conninfo.Redact(target), pgbench)
+			if len(cells) > 0 {
+				fmt.Fprintf(out, "erplab vs pgbench: %d cells, %d runs of each generator per cell (alternating), server %s, pgbench %s\n",
+					len(cells), repeat, conninfo.Redact(target), pgbench)
+			} else {
+				fmt.Fprintf(out, "erplab vs pgbench: %s, clients %s, %s each, %d runs per cell, -M %s, server %s, pgbench %s\n",
+					strings.Join(scripts, ", "), joinInts(clients), duration, repeat, mode, conninfo.Redact(target), pgbench)
+			}
 			if host, err := hostfacts.New("", ""); err == nil {
 				if l1, err := host.LoadAverage(); err == nil && l1 > float64(runtime.NumCPU()) {
 					fmt.Fprintf(out, "warning: load average %.1f on %d CPUs before the start: other work will distort the tps figures (the CPU per transaction less so)\n", l1, runtime.NumCPU())
 				}
 			}
 			pairs, err := pgbenchrun.Run(ctx, pgbenchrun.Options{
-				DSN: target, Pgbench: pgbench, Erplab: self, Scripts: scripts, Clients: clients,
+				DSN: target, Pgbench: pgbench, Erplab: self, Cells: cells, Scripts: scripts, Clients: clients,
 				Duration: duration, Mode: mode, Dir: dir, Repeat: repeat,
 				Progress: func(f string, a ...any) { fmt.Fprintf(cmd.ErrOrStderr(), f+"\n", a...) },
 			})
@@ -149,7 +191,9 @@ CPU bounds both, and the CPU per transaction is where the generators differ.`,
 	fl.StringSliceVar(&scripts, "builtins", []string{"select-only", "tpcb-like"}, "built-in scripts to compare, comma-separated")
 	fl.IntSliceVar(&clients, "clients", []int{1, 8, 32}, "client counts, comma-separated")
 	fl.DurationVar(&duration, "duration", 5*time.Second, "length of each run (whole seconds)")
-	fl.IntVar(&repeat, "repeat", 3, "runs of each generator per cell (alternating); the table gives medians and the ratios' range")
+	fl.IntVar(&repeat, "repeat", 3, "runs of each generator per cell (alternating; 5 with --generator-table); the table gives medians and ranges")
+	fl.BoolVar(&table, "generator-table", false, "compare the generator's CPU table's four cells (fixed transaction counts) instead of --builtins x --clients")
+	fl.StringArrayVar(&cellSpecs, "cell", nil, "a cell in pgbench's arguments, '-b SCRIPT [-M MODE] [-c N] [-j N] (-t N | -T SECS)', instead of --builtins x --clients (repeatable)")
 	fl.StringVarP(&mode, "protocol", "M", "prepared", "query mode: simple, extended or prepared")
 	fl.IntVarP(&scale, "scale", "s", 10, "pgbench scale of the tables created on the embedded server")
 	fl.BoolVar(&force, "force", false, "create pgbench tables in --dsn's database when it has none")

@@ -2,6 +2,8 @@ package engine_test
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -134,4 +136,94 @@ func BenchmarkOpenScheduleLag(b *testing.B) {
 	b.ReportMetric(r.Lag.Mean*1000, "lag-mean-µs")
 	b.ReportMetric(r.Lag.P99*1000, "lag-p99-µs")
 	b.ReportMetric(r.Response.P50*1000, "response-p50-µs")
+}
+
+// TestOperationAllocations: once a VU holds its own connection
+// (Connections 0, as erplab pgbench runs), an operation allocates nothing
+// in the engine: the clock readings, the in-flight bookkeeping, the PID
+// map and statement tracer (Config.Ops), the recorder's histograms and
+// OnSample. The workload's Execute here does nothing, so what is counted
+// is the engine's own cost per key operation.
+func TestOperationAllocations(t *testing.T) {
+	w := oneOp("", time.Second)
+	pool := poolOf(t, srv.Pool(t, srv.NewDatabase(t)), 1)
+	var seen int
+	for _, c := range []struct {
+		name string
+		cfg  engine.Config
+	}{
+		{"plain", engine.Config{}},
+		{"ops and OnSample", engine.Config{Ops: opsOf(true, w), OnSample: func(record.Sample) { seen++ }}},
+	} {
+		cfg := c.cfg
+		cfg.Workload, cfg.Roles = w, w.Roles()
+		rec := record.New(ops(w), time.Now(), 0, time.Second)
+		vu, err := engine.NewOneVU(context.Background(), pool, cfg, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !vu.Operation(0) { // connects
+			t.Fatalf("%s: the first operation failed", c.name)
+		}
+		allocs := testing.AllocsPerRun(200, func() {
+			if !vu.Operation(0) {
+				t.Fatalf("%s: an operation failed", c.name)
+			}
+		})
+		vu.Close()
+		if allocs != 0 {
+			t.Errorf("%s: %.2f allocations per operation, want 0", c.name, allocs)
+		}
+		if n := rec.Results(time.Second)[0].Count; n != 202 {
+			t.Errorf("%s: %d operations recorded, want 202", c.name, n)
+		}
+	}
+	if seen != 202 {
+		t.Errorf("OnSample saw %d operations, want 202", seen)
+	}
+}
+
+// BenchmarkOwnConnectionOperation is the engine's own cost per key
+// operation as erplab pgbench runs it: one VU (vus=8: eight VUs of one
+// run, each on its goroutine, sharing the run's counters, the recorder
+// and the OnSample callback as erplab pgbench's clients do) on its own connection
+// (Connections 0), the PID map and statement tracer on (Config.Ops), an
+// OnSample callback, a workload whose Execute does nothing. No
+// controller, ticks or other VUs: the figure is the operation's path
+// alone (clock readings, bookkeeping, recording).
+func BenchmarkOwnConnectionOperation(b *testing.B) {
+	for _, vus := range []int{1, 8} {
+		b.Run(map[int]string{1: "vus=1", 8: "vus=8"}[vus], func(b *testing.B) {
+			w := oneOp("", time.Second)
+			pool := poolOf(b, srv.Pool(b, srv.NewDatabase(b)), vus)
+			var n atomic.Int64
+			cfg := engine.Config{Workload: w, Roles: w.Roles(), Ops: opsOf(true, w), OnSample: func(record.Sample) { n.Add(1) }}
+			rec := record.New(ops(w), time.Now(), 0, time.Second)
+			first, err := engine.NewOneVU(context.Background(), pool, cfg, rec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			all := []*engine.OneVU{first}
+			for id := 2; id <= vus; id++ {
+				all = append(all, first.Another(id))
+			}
+			for _, vu := range all {
+				defer vu.Close()
+				vu.Operation(0)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for i, vu := range all {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for j := i; j < b.N; j += vus {
+						vu.Operation(0)
+					}
+				}()
+			}
+			wg.Wait()
+		})
+	}
 }

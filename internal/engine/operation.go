@@ -49,7 +49,11 @@ func (e *run) operation(ctx context.Context, vu *workload.VU, op int, own *pgxpo
 	return e.settle(ctx, conn, vu, op, sched, &t, err)
 }
 
-// opTimes are an operation's clock readings.
+// opTimes are an operation's clock readings: began is the one full
+// reading (wall and monotonic clock, time.Now); the others are began plus
+// the monotonic time since (time.Since reads only the monotonic clock),
+// so an operation reads the clock twice in all, three times with a pool
+// wait.
 type opTimes struct {
 	began time.Time     // when the VU asked: a cut-short operation's elapsed time runs from it
 	start time.Time     // the response time's start
@@ -65,7 +69,7 @@ func (e *run) acquire(ctx context.Context, t *opTimes) (*pgxpool.Conn, error) {
 	e.waiters.Add(1)
 	conn, err := e.pool.Acquire(ctx)
 	e.waiters.Add(-1)
-	t.t0 = time.Now()
+	t.t0 = t.began.Add(time.Since(t.began))
 	t.wait = t.t0.Sub(t.start)
 	if e.cfg.Connections == 0 {
 		t.wait, t.start = 0, t.t0
@@ -99,7 +103,8 @@ func (e *run) execute(ctx context.Context, conn *pgxpool.Conn, vu *workload.VU, 
 // settle records an executed operation, err its Execute's error, and
 // decides what becomes of its connection and of the VU (see operation).
 func (e *run) settle(ctx context.Context, conn *pgxpool.Conn, vu *workload.VU, op int, sched time.Time, t *opTimes, err error) (*pgxpool.Conn, time.Duration, step) {
-	db := time.Since(t.t0)
+	end := t.began.Add(time.Since(t.began))
+	db := end.Sub(t.t0)
 	retries := 0
 	if e.retries != nil {
 		retries = e.retries.LastRetries(vu)
@@ -124,10 +129,9 @@ func (e *run) settle(ctx context.Context, conn *pgxpool.Conn, vu *workload.VU, o
 		}
 		return e.keep(conn), 0, next
 	default:
-		now := time.Now()
-		e.lastOK.Store(now.UnixNano())
+		e.lastOK.Store(end.UnixNano())
 		e.failSince.Store(0)
-		e.watch.event(now)
+		e.watch.event(end)
 		e.record(record.Sample{Op: op, Start: t.start, Scheduled: sched, Wait: t.wait, DB: db, Retries: retries})
 		return e.keep(conn), 0, stepNext
 	}

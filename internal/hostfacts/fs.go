@@ -199,3 +199,30 @@ func (f FS) LoadAverage() (float64, error) {
 	}
 	return l.Load1, nil
 }
+
+// ProcMemory is a process's resident memory in bytes, from
+// /proc/<pid>/status.
+type ProcMemory struct {
+	// Peak is VmHWM: the high-water mark of the resident set of the
+	// memory map the process exec'd into (getrusage's maxrss also holds
+	// the resident size of the parent the process was forked from).
+	Peak uint64
+	// Anon is RssAnon now: the process's own memory (heap, stacks),
+	// without the pages of its program and libraries (RssFile), which
+	// are shared with the page cache and depend on what it holds.
+	Anon uint64
+}
+
+// Memory reads process pid's resident memory. A process that is gone
+// gives fs.ErrNotExist.
+func (f FS) Memory(pid int) (ProcMemory, error) {
+	p, err := f.proc.Proc(pid)
+	if err != nil {
+		return ProcMemory{}, fmt.Errorf("%s: %w", f.ProcPath(strconv.Itoa(pid)), err)
+	}
+	st, err := p.NewStatus()
+	if err != nil {
+		return ProcMemory{}, fmt.Errorf("%s: %w", f.ProcPath(strconv.Itoa(pid), "status"), err)
+	}
+	return ProcMemory{Peak: st.VmHWM, Anon: st.RssAnon}, nil
+}

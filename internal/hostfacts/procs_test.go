@@ -49,3 +49,15 @@ func TestProcsTree(t *testing.T) {
 		t.Errorf("Mounts without a mountinfo: %v, want an error naming the file", err)
 	}
 }
+
+// Memory reads VmHWM and RssAnon (KiB in the file) as bytes; a process
+// without a status file is an error naming it.
+func TestMemory(t *testing.T) {
+	f := open(t, "procs")
+	if m, err := f.Memory(4200); err != nil || m.Peak != 11264*1024 || m.Anon != 5120*1024 {
+		t.Errorf("Memory(4200) = %+v, %v; want peak %d, anon %d", m, err, 11264*1024, 5120*1024)
+	}
+	if _, err := f.Memory(4242); err == nil || !strings.Contains(err.Error(), "4242/status") {
+		t.Errorf("Memory(4242) without a status file: %v", err)
+	}
+}

@@ -393,7 +393,10 @@ func (w *Workload) Execute(ctx context.Context, conn *pgx.Conn, vu *workload.VU,
 		defer c.Close(context.WithoutCancel(ctx))
 		pc = c
 	}
-	start := time.Now()
+	var start time.Time // read only for the -l log: a clock reading per transaction less
+	if w.opts.OnTransaction != nil {
+		start = time.Now()
+	}
 	res := cl.c.Run(ctx, pc, op)
 	cl.lastRetries = res.Retries()
 	if w.opts.OnTransaction != nil && ctx.Err() == nil {

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"syscall"
 	"time"
+
+	"github.com/erplab/erplab/internal/hostfacts"
 )
 
 // Spread is the median and range of a figure over rounds.
@@ -29,21 +31,84 @@ func SpreadOf(v []float64) Spread {
 	return Spread{Median: m, Min: s[0], Max: s[len(s)-1]}
 }
 
+// Usage is what the kernel accounted for one child process.
+type Usage struct {
+	// Wall is the time from start to exit, start-up included.
+	Wall time.Duration
+	// CPU is user + system time (the child's rusage).
+	CPU time.Duration
+	// PeakRSS is the peak resident set size in bytes of the child's
+	// program: its VmHWM, read every SampleEvery while it runs (the last
+	// reading; 0 when none succeeded). Not the rusage's maxrss: Linux
+	// counts in it the memory map the child was forked from, the
+	// resident size of this process (a parent of 200 MB gives true(1) a
+	// maxrss of 200 MB).
+	PeakRSS int64
+	// PeakAnon is the largest RssAnon read in the same samples: the
+	// child's own memory (heap, stacks) without its program's file
+	// pages, which count in PeakRSS as far as the page cache holds them
+	// (tens of MB for a large static binary, varying from run to run).
+	PeakAnon int64
+}
+
+// SampleEvery is how often RunUsage reads the child's VmHWM; growth in
+// the last interval before it exits is missed.
+const SampleEvery = 10 * time.Millisecond
+
 // Run runs cmd (made with exec.CommandContext(ctx, ...)) to its end and
 // returns its wall time and its CPU time (user + system, from its
 // rusage; 0 when the process did not start). When ctx ended the run, the
 // error is ctx's.
 func Run(ctx context.Context, cmd *exec.Cmd) (wall, cpu time.Duration, err error) {
+	u, err := RunUsage(ctx, cmd)
+	return u.Wall, u.CPU, err
+}
+
+// RunUsage is Run with the child's peak resident memory too.
+func RunUsage(ctx context.Context, cmd *exec.Cmd) (Usage, error) {
+	var u Usage
 	start := time.Now()
-	err = cmd.Run()
-	wall = time.Since(start)
+	err := cmd.Start()
+	if err == nil {
+		stop, peak := make(chan struct{}), make(chan hostfacts.ProcMemory)
+		go samplePeak(cmd.Process.Pid, stop, peak)
+		err = cmd.Wait()
+		close(stop)
+		m := <-peak
+		u.PeakRSS, u.PeakAnon = int64(m.Peak), int64(m.Anon)
+	}
+	u.Wall = time.Since(start)
 	if cmd.ProcessState != nil {
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+			u.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 		}
 	}
 	if err != nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
-	return wall, cpu, err
+	return u, err
+}
+
+// samplePeak reads pid's memory every SampleEvery until stop closes and
+// sends the last VmHWM and the largest RssAnon read on peak. The pid
+// stays the child's until Wait reaps it, and stop closes only after that;
+// a reading that fails (the child is a zombie, or exec'ing) is skipped.
+func samplePeak(pid int, stop <-chan struct{}, peak chan<- hostfacts.ProcMemory) {
+	var last hostfacts.ProcMemory
+	fs, err := hostfacts.New("", "")
+	t := time.NewTicker(SampleEvery)
+	defer t.Stop()
+	for err == nil {
+		if m, err := fs.Memory(pid); err == nil && m.Peak > 0 {
+			last.Peak, last.Anon = m.Peak, max(last.Anon, m.Anon)
+		}
+		select {
+		case <-stop:
+			peak <- last
+			return
+		case <-t.C:
+		}
+	}
+	<-stop
+	peak <- last
 }
