@@ -33,6 +33,7 @@ const (
 	exitResults        = int(exitcode.ResultsIncomplete)
 	exitNotAnswering   = int(exitcode.ServerNotAnswering)
 	exitRunFailed      = int(exitcode.RunFailed)
+	exitCollapse       = int(exitcode.Collapse)
 	exitThreshold      = int(exitcode.Threshold)
 	exitInterrupted    = int(exitcode.Interrupted)
 )
