@@ -331,8 +331,9 @@ func (s *soakAttachment) stop(ctx context.Context, r *runState, doc *results.Doc
 		s.conn = nil
 	}
 	// The last, partial window: not a sliver after the load's end (the
-	// graceful stop's last interval).
-	if end := r.end.Sub(r.start).Seconds(); s.b.Pending() && end-s.b.OpenFrom() >= r.opts.Interval.Seconds() {
+	// graceful stop's last intervals), less than a quarter of a window.
+	sliver := max(r.opts.Interval.Seconds(), s.opts.Window.Seconds()/4)
+	if end := r.end.Sub(r.start).Seconds(); s.b.Pending() && end-s.b.OpenFrom() >= sliver {
 		s.closeWindow(context.WithoutCancel(ctx), r, end)
 	}
 	if s.dropped > 0 {
