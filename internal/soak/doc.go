@@ -30,5 +30,7 @@
 //
 // A window's values are means over the window (rates, gauges, sizes) and
 // for latencies its p95 from the merged histograms; keys are the metric
-// names of Metrics.
+// keys (Key* constants). A latency's trend is fitted to the logarithm
+// of its p95 (Trend.Log): its noise on a busy host is a factor, a spike
+// of 4x, and a straight line on it would let one spike hide a trend.
 package soak

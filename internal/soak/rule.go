@@ -27,7 +27,7 @@ type RuleParams struct {
 
 // DefaultRule is the calibrated rule.
 func DefaultRule() RuleParams {
-	return RuleParams{Windows: 12, MinWindows: 5, Confidence: 0.99, ApdexFloor: 0.85}
+	return RuleParams{Windows: 24, MinWindows: 5, Confidence: 0.99, ApdexFloor: 0.85}
 }
 
 // Real reports whether t is a real trend of metric m in its bad
@@ -40,7 +40,11 @@ func (p RuleParams) Real(m Metric, t Trend) bool {
 		return false
 	}
 	change := math.Abs(t.Change())
-	return change >= m.MinAbs && (m.MinRel == 0 || change >= m.MinRel*math.Abs(t.Mean))
+	rel := change / math.Abs(t.Mean)
+	if t.Log {
+		rel = math.Expm1(math.Abs(t.SlopePerMin) * t.SpanMin)
+	}
+	return change >= m.MinAbs && (m.MinRel == 0 || rel >= m.MinRel)
 }
 
 // Trends fits every metric of ws over the rule's last steady windows,
@@ -57,7 +61,7 @@ func (p RuleParams) Trends(ws []Window) []Trend {
 	}
 	var out []Trend
 	for _, k := range Keys(steady) {
-		t, ok := Fit(k, steady, p.Confidence)
+		t, ok := Fit(k, steady, p.Confidence, strings.HasPrefix(k, KeyP95))
 		if !ok {
 			continue
 		}
@@ -194,8 +198,7 @@ func describe(t Trend, per float64) string {
 	if t.Mean == 0 || m.Key == KeyApdex {
 		return fmt.Sprintf("%s %+.3g/%s [%+.3g, %+.3g]", m.Label, t.SlopePerMin*per, unit, t.LoPerMin*per, t.HiPerMin*per)
 	}
-	pct := func(v float64) float64 { return v * per / math.Abs(t.Mean) * 100 }
-	s := fmt.Sprintf("%s %+.0f %%/%s [%+.0f, %+.0f]", m.Label, pct(t.SlopePerMin), unit, pct(t.LoPerMin), pct(t.HiPerMin))
+	s := fmt.Sprintf("%s %+.0f %%/%s [%+.0f, %+.0f]", m.Label, t.Pct(t.SlopePerMin, per), unit, t.Pct(t.LoPerMin, per), t.Pct(t.HiPerMin, per))
 	if m.Unit == "B" {
 		s += fmt.Sprintf(" (%+.1f MB/min)", t.SlopePerMin/(1<<20))
 	}
@@ -214,7 +217,7 @@ func (d *Detector) project(all, real []Trend) string {
 	case ok && a.Now <= floor:
 		out = append(out, fmt.Sprintf("APDEX is %.2f, below %.2f already", a.Now, floor))
 	case ok:
-		out = append(out, fmt.Sprintf("at this slope APDEX falls below %.2f in ~%s", floor, fmtMinutes((a.Now-floor)/-a.SlopePerMin)))
+		out = append(out, fmt.Sprintf("at this slope APDEX falls below %.2f in ~%s", floor, fmtMinutes(a.MinutesTo(floor))))
 	default:
 		if s := d.p95AtTarget(real); s != "" {
 			out = append(out, s)
@@ -222,7 +225,7 @@ func (d *Detector) project(all, real []Trend) string {
 	}
 	if a, ok := find(real, KeyActive); ok && d.Ctx.MaxConnections > 0 && a.Now < float64(d.Ctx.MaxConnections) {
 		out = append(out, fmt.Sprintf("at this slope active sessions reach max_connections %d in ~%s", d.Ctx.MaxConnections,
-			fmtMinutes((float64(d.Ctx.MaxConnections)-a.Now)/a.SlopePerMin)))
+			fmtMinutes(a.MinutesTo(float64(d.Ctx.MaxConnections)))))
 	}
 	return strings.Join(out, "; ")
 }

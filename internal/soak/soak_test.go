@@ -77,6 +77,9 @@ func TestSteadyNoWarning(t *testing.T) {
 					continue
 				}
 				r := math.Abs(tr.Change()) / math.Max(m.MinAbs, m.MinRel*math.Abs(tr.Mean))
+				if tr.Log {
+					r = math.Min(math.Abs(tr.Change())/math.Max(m.MinAbs, 1e-9), math.Expm1(math.Abs(tr.SlopePerMin)*tr.SpanMin)/m.MinRel)
+				}
 				fam := m.Key
 				if j := strings.IndexByte(fam, '/'); j >= 0 {
 					fam = fam[:j+1]
@@ -141,15 +144,15 @@ func TestFitLine(t *testing.T) {
 		rising = append(rising, Window{I: i, FromS: float64(i) * 60, ToS: float64(i+1) * 60, Values: map[string]float64{"x": 10 + 2*float64(i) + e}})
 		flat = append(flat, Window{I: i, FromS: float64(i) * 60, ToS: float64(i+1) * 60, Values: map[string]float64{"x": 10 + e}})
 	}
-	tr, ok := Fit("x", rising, 0.999)
+	tr, ok := Fit("x", rising, 0.999, false)
 	if !ok || tr.N != 10 || tr.LoPerMin > 2 || tr.HiPerMin < 2 || tr.LoPerMin <= 0 || math.Abs(tr.SlopePerMin-2) > 0.1 {
 		t.Fatalf("rising: %+v", tr)
 	}
-	tr, ok = Fit("x", flat, 0.999)
+	tr, ok = Fit("x", flat, 0.999, false)
 	if !ok || tr.LoPerMin >= 0 || tr.HiPerMin <= 0 {
 		t.Fatalf("flat: %+v", tr)
 	}
-	if _, ok := Fit("x", flat[:2], 0.999); ok {
+	if _, ok := Fit("x", flat[:2], 0.999, false); ok {
 		t.Fatal("a fit of 2 windows")
 	}
 }
