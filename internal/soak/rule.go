@@ -245,7 +245,7 @@ func (d *Detector) p95AtTarget(real []Trend) string {
 			case t.Now >= target:
 				return fmt.Sprintf("%s p95 is past its T %s already: APDEX falls", name, fmtMs(target))
 			default:
-				return fmt.Sprintf("at this slope %s p95 reaches its T %s in ~%s and APDEX starts to fall", name, fmtMs(target), fmtMinutes((target-t.Now)/t.SlopePerMin))
+				return fmt.Sprintf("at this slope %s p95 reaches its T %s in ~%s and APDEX starts to fall", name, fmtMs(target), fmtMinutes(t.MinutesTo(target)))
 			}
 		}
 	}

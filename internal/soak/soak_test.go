@@ -230,3 +230,30 @@ func TestCollapse(t *testing.T) {
 		t.Errorf("limits off: %q", got)
 	}
 }
+
+// TestProjection: a p95 doubling every minute from 50ms reaches its T of
+// 100ms in a minute (a log fit), an APDEX line losing 0.05 a minute from
+// 0.95 falls below 0.85 in 2 minutes.
+func TestProjection(t *testing.T) {
+	var ws []Window
+	for i := 0; i < 8; i++ {
+		mid := float64(i) + 0.5 // minutes
+		ws = append(ws, Window{I: i, FromS: float64(i) * 60, ToS: float64(i+1) * 60, Steady: i > 0, Values: map[string]float64{
+			KeyP95 + "op": 50 * math.Exp2(mid-7.5), KeyApdex: 0.95 - 0.05*(mid-7.5)}})
+	}
+	d := Detector{Rule: DefaultRule(), Ctx: Context{Ops: []Op{{Name: "op", Target: 100 * time.Millisecond, Priority: 1}}}}
+	_, w := d.Next(ws)
+	if w == nil {
+		t.Fatal("no warning")
+	}
+	if w.Projection != "at this slope APDEX falls below 0.85 in ~2 min" {
+		t.Errorf("projection %q", w.Projection)
+	}
+	p95, _ := find(d.Rule.Trends(ws), KeyP95+"op")
+	if m := p95.MinutesTo(100); !p95.Log || math.Abs(m-1) > 1e-6 || math.Abs(p95.Now-50) > 1e-6 {
+		t.Errorf("p95 trend %+v reaches 100ms in %g min, want 1", p95, m)
+	}
+	if got := d.p95AtTarget([]Trend{p95}); got != "at this slope op p95 reaches its T 100ms in ~1 min and APDEX starts to fall" {
+		t.Errorf("p95 projection %q", got)
+	}
+}
