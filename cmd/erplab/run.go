@@ -6,10 +6,8 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"sort"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -127,7 +125,7 @@ Ctrl-C exits at once).`,
 				// A soak outlives its terminal: the stream and the
 				// lines go on (writes to a lost terminal fail and
 				// are dropped), Ctrl-C and SIGTERM still stop it.
-				signal.Ignore(syscall.SIGHUP)
+				ignoreHangup(cmd.Context())
 			}
 			// Its error carries its exit code (interrupted, results
 			// incomplete, not answering or lost: loadtest and engine).
