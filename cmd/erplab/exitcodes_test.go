@@ -12,6 +12,7 @@ import (
 	"github.com/erplab/erplab/internal/exitcode"
 	"github.com/erplab/erplab/internal/loadtest"
 	"github.com/erplab/erplab/internal/results"
+	"github.com/erplab/erplab/internal/soak"
 	"github.com/erplab/erplab/internal/workload"
 )
 
@@ -105,6 +106,9 @@ func TestExecuteExitCodes(t *testing.T) {
 		{"segment without the data set", 0, []string{"run", "--workload", "erp", "--dsn", emptyDSN, "--segment", "1/2", "--run-id", "nodata", "--duration", "1s", "--out", "seg"}, exitError},
 		{"failed run", 0, []string{"run", "--workload", "smoke", "--dsn", emptyDSN, "--segment", "1/2", "--run-id", "nodata", "--duration", "1s", "--think", "0",
 			"--users", "2", "--observe=false", "--progress", "0", "--out", "seg"}, exitRunFailed},
+		{"soak flag without --soak", 0, []string{"run", "--dsn", dsn, "--window", "1m", "--duration", "1s"}, exitUsage},
+		{"soak collapse", 0, []string{"run", "--dsn", dsn, "-f", "ok.sql", "--target", "ok=1us", "--users", "1", "--soak", "--window", "2s",
+			"--duration", "30s", "--stop-on-collapse", "--progress", "0", "--probes=false", "--out", "collapse.json"}, exitCollapse},
 		{"merge of a failed run", 0, []string{"merge", "--allow-partial", "seg", "-o", "merged.json"}, exitRunFailed},
 		{"doctor fix interrupted", -1, []string{"doctor", "fix", "tmpfs-temp-tablespace", "--undo", "--dsn", dsn}, exitInterrupted},
 		{"ab interrupted", 20 * time.Second, []string{"ab", "--workload", "smoke", "--variant", "t=settings:ok.conf", "--duration", "30s", "--out-dir", "ab-i"}, exitInterrupted},
@@ -138,6 +142,7 @@ func TestExitSentinelsCarryCodes(t *testing.T) {
 		{"engine.ErrNotAnswering", fmt.Errorf("%w: %w at t=3.0 s", engine.ErrAborted, engine.ErrNotAnswering), exitNotAnswering},
 		{"engine.ErrServerGone", fmt.Errorf("%w: %w: no operation succeeded", engine.ErrAborted, engine.ErrServerGone), exitNotAnswering},
 		{"loadtest.ErrRunFailed", loadtest.ErrRunFailed, exitRunFailed},
+		{"soak.ErrCollapse", fmt.Errorf("%w: %w at 41m05s (window 8): window APDEX 0.42 below --collapse-apdex 0.5", engine.ErrAborted, soak.ErrCollapse), exitCollapse},
 		{"engine.ErrAborted", fmt.Errorf("%w: 5 operations failed (--max-errors 5)", engine.ErrAborted), exitError},
 		{"capacity.ErrInterrupted", capacity.ErrInterrupted, exitInterrupted},
 		{"results.ErrIncomplete", results.ErrIncomplete, exitResults},

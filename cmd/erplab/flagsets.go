@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/erplab/erplab/internal/engine"
+	"github.com/erplab/erplab/internal/loadtest"
+	"github.com/erplab/erplab/internal/soak"
 	"github.com/erplab/erplab/internal/workload"
 )
 
@@ -63,7 +65,7 @@ func (g *flagGroup) changed(name string) bool {
 const setAnnotation = "erplab/flagset"
 
 // setNames are the sets in the order the command pages list them.
-var setNames = []string{"load", "server", "output", "observe"}
+var setNames = []string{"load", "server", "output", "observe", "soak"}
 
 func markSet(f *pflag.Flag, set string) {
 	if f.Annotations == nil {
@@ -101,6 +103,7 @@ func setLacks(name string, have, own *pflag.FlagSet) []string {
 	f.serverFlags.register(all)
 	f.outputFlags.register(all)
 	f.observeFlags.register(all)
+	f.soakFlags.register(all)
 	var out []string
 	if set := flagSections(all)[name]; set != nil {
 		set.VisitAll(func(fl *pflag.Flag) {
@@ -262,6 +265,55 @@ func (s *observeFlags) register(fl *pflag.FlagSet, names ...string) {
 	d.BoolVar(&s.probes, "probes", true, "with --observe, count the server's shared-invalidation events (catalog cache resets, catch-up interrupts, queue clean-ups, messages inserted and read) per second, backend and key operation with perf uprobes on its binary, removed afterwards (root and a local server; otherwise one line says why and the estimate stays; --probes=false to skip)")
 	d.BoolVar(&s.probeReads, "probe-reads", false, "with --probes, also count the messages each backend reads (SIGetDataEntries' return): a uprobe at every relation lock a backend takes, which costs the erp workload about 15 % of its throughput on a 2-core host (docs/observe.md)")
 	s.add(fl, d, names)
+}
+
+// soakFlags is the soak set: --soak (hold the load for hours, watching
+// its trend window by window), --window, and --stop-on-collapse with its
+// limits --collapse-apdex and --collapse-active.
+type soakFlags struct {
+	flagGroup
+	soak, stopOnCollapse bool
+	window               time.Duration
+	collapseApdex        float64
+	collapseActive       int
+}
+
+func (s *soakFlags) register(fl *pflag.FlagSet, names ...string) {
+	d := pflag.NewFlagSet("soak", pflag.ContinueOnError)
+	d.BoolVar(&s.soak, "soak", false, "soak test: per --window a line of the load's and the server's figures (APDEX, p95 per key operation, tps, sessions by wait event, catalog size, dead tuples, xmin and xid age, temp files, WAL, autovacuum, host memory), each trend's slope with its interval, an early warning when a trend is real, extra.soak in the results; a lost terminal (SIGHUP) does not stop it")
+	d.DurationVar(&s.window, "window", 5*time.Minute, "with --soak, the window the trends are measured over (at least 2 --interval)")
+	d.BoolVar(&s.stopOnCollapse, "stop-on-collapse", false, "with --soak, end the run (results so far written, exit code 9) when a window's APDEX falls below --collapse-apdex or its active sessions reach --collapse-active")
+	d.Float64Var(&s.collapseApdex, "collapse-apdex", 0.5, "with --stop-on-collapse, the window APDEX below which the run ends (0 = off)")
+	d.IntVar(&s.collapseActive, "collapse-active", 0, "with --stop-on-collapse, the mean active sessions of a window at which the run ends (0 = off; needs --observe)")
+	s.add(fl, d, names)
+}
+
+// options is the soak set read into loadtest's soak options, nil without
+// --soak; interval is the time series' (--interval). Errors are one-line
+// usage errors.
+func (s *soakFlags) options(interval time.Duration, observe bool) (*loadtest.SoakOptions, error) {
+	if !s.soak {
+		for _, n := range []string{"window", "stop-on-collapse", "collapse-apdex", "collapse-active"} {
+			if s.changed(n) {
+				return nil, fmt.Errorf("--%s applies with --soak only", n)
+			}
+		}
+		return nil, nil
+	}
+	switch {
+	case s.window < 2*interval:
+		return nil, fmt.Errorf("--window %s must be at least twice --interval %s", s.window, interval)
+	case s.collapseApdex < 0 || s.collapseApdex > 1:
+		return nil, fmt.Errorf("--collapse-apdex must be between 0 and 1, got %g", s.collapseApdex)
+	case s.collapseActive < 0:
+		return nil, fmt.Errorf("--collapse-active must be >= 0, got %d", s.collapseActive)
+	case s.collapseActive > 0 && !observe:
+		return nil, errors.New("--collapse-active needs --observe (the samplers count the active sessions)")
+	case !s.stopOnCollapse && (s.changed("collapse-apdex") || s.changed("collapse-active")):
+		return nil, errors.New("--collapse-apdex and --collapse-active apply with --stop-on-collapse only")
+	}
+	return &loadtest.SoakOptions{Window: s.window, StopOnCollapse: s.stopOnCollapse,
+		Limits: soak.Limits{Apdex: s.collapseApdex, Active: float64(s.collapseActive)}}, nil
 }
 
 // addServerGoneFlag registers --server-gone-after into d.

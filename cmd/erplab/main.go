@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -33,6 +34,7 @@ const (
 	exitResults        = int(exitcode.ResultsIncomplete)
 	exitNotAnswering   = int(exitcode.ServerNotAnswering)
 	exitRunFailed      = int(exitcode.RunFailed)
+	exitCollapse       = int(exitcode.Collapse)
 	exitThreshold      = int(exitcode.Threshold)
 	exitInterrupted    = int(exitcode.Interrupted)
 )
@@ -102,7 +104,7 @@ func newVersionCmd() *cobra.Command {
 
 func main() {
 	// A lost terminal (SIGHUP) ends a run like Ctrl-C: results written,
-	// throwaway server removed. A closed stdout pipe (erplab run | head)
+	// throwaway server removed (not a soak's: ignoreHangup). A closed stdout pipe (erplab run | head)
 	// must not kill the process before it cleans up: with SIGPIPE
 	// ignored, writes fail with EPIPE instead.
 	signal.Ignore(syscall.SIGPIPE)
@@ -135,6 +137,8 @@ func interruptContext() (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	second := &secondSignal{}
 	ctx = context.WithValue(ctx, secondSignalKey{}, second)
+	hup := &hangup{}
+	ctx = context.WithValue(ctx, hangupKey{}, hup)
 	sigs := make(chan os.Signal, 2)
 	var watched []os.Signal
 	for _, s := range []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP} {
@@ -148,17 +152,27 @@ func interruptContext() (context.Context, func()) {
 	done := make(chan struct{})
 	go func() {
 		var first time.Time
-		select {
-		case s := <-sigs:
-			first = time.Now()
-			sig, _ := s.(syscall.Signal)
-			cancel(&exitcode.Interruption{Signal: sig})
-		case <-done:
-			return
+	wait:
+		for {
+			select {
+			case s := <-sigs:
+				if s == syscall.SIGHUP && hup.ignored.Load() {
+					continue // a soak outlives its terminal
+				}
+				first = time.Now()
+				sig, _ := s.(syscall.Signal)
+				cancel(&exitcode.Interruption{Signal: sig})
+				break wait
+			case <-done:
+				return
+			}
 		}
 		for {
 			select {
 			case s := <-sigs:
+				if s == syscall.SIGHUP && hup.ignored.Load() {
+					continue
+				}
 				if time.Since(first) < duplicateSignal {
 					continue // the same signal delivered twice (timeout(1): to the child, then to its group)
 				}
@@ -192,6 +206,22 @@ func (h *secondSignal) take() func(os.Signal) {
 	fn := h.fn
 	h.fn = nil
 	return fn
+}
+
+// hangup says whether SIGHUP is ignored (ignoreHangup).
+type hangup struct{ ignored atomic.Bool }
+
+type hangupKey struct{}
+
+// ignoreHangup makes main's handler ignore SIGHUP from now on (run
+// --soak: a lost terminal does not stop a soak); SIGINT and SIGTERM stop
+// it as before. The signal stays caught, not set to SIG_IGN, so the
+// processes erplab starts do not inherit it ignored. It does nothing when
+// ctx is not interruptContext's.
+func ignoreHangup(ctx context.Context) {
+	if h, _ := ctx.Value(hangupKey{}).(*hangup); h != nil {
+		h.ignored.Store(true)
+	}
 }
 
 // onSecondSignal makes main hand the second SIGINT, SIGTERM or SIGHUP to

@@ -44,6 +44,7 @@ type runFlags struct {
 	serverFlags
 	outputFlags
 	observeFlags
+	soakFlags
 	// ignoreEnv names a command (ab) that starts its own server unless
 	// --dsn or --dsn-file is given: the PG* variables name no server.
 	ignoreEnv string
@@ -74,6 +75,12 @@ priority-weighted mean of the operations' scores.
 Without --dsn (and no PG* environment) erplab starts a throwaway PostgreSQL from the
 installed server binaries and removes it at the end.
 
+--soak holds the load for hours and watches it window by window (--window): each window's
+line, each trend's slope with its interval, a "degrading" line as soon as a trend is real
+(calibrated on steady runs) with what it projects, and with --stop-on-collapse the run
+ended when a window's APDEX or active sessions cross a limit; a lost terminal (SIGHUP)
+does not stop it. All of it goes into the results as extra.soak.
+
 pgbench scripts: -f FILE[@W] and -b NAME[@W] run them as key operations (--workload
 pgbench, APDEX T by --target), a VU being a client with its own connection that does not
 think (unless --connections, --think); --protocol sets their query mode, --seed their
@@ -87,7 +94,8 @@ stopped answering or was lost (every operation failing: unreachable, shutting do
 back from start-up / recovery) and had not come back by the end (or for
 --server-gone-after), 8 the run failed: every attempt of every key operation failed, the
 server answering with errors (results written, status failed; a segment on a database
-without the workload's data set is refused before the load, exit 1), 99
+without the workload's data set is refused before the load, exit 1), 9
+--soak --stop-on-collapse ended the run at a collapse (results so far written), 99
 integral APDEX below --apdex-min, 130 interrupted (results so far are written; a second
 Ctrl-C exits at once).`,
 		Example: `  erplab run --workload smoke --duration 30s
@@ -112,6 +120,12 @@ Ctrl-C exits at once).`,
 				// clients stopped on errors: the run says "aborted", not
 				// "completed" (exit 1: scriptFailures)
 				opts.AbortedBy = func() string { return scriptsAborted(pw, opts.Stages) }
+			}
+			if opts.Soak != nil {
+				// A soak outlives its terminal: the stream and the
+				// lines go on (writes to a lost terminal fail and
+				// are dropped), Ctrl-C and SIGTERM still stop it.
+				ignoreHangup(cmd.Context())
 			}
 			// Its error carries its exit code (interrupted, results
 			// incomplete, not answering or lost: loadtest and engine).
@@ -144,6 +158,7 @@ Ctrl-C exits at once).`,
 	f.serverFlags.register(fl)
 	f.outputFlags.register(fl)
 	f.observeFlags.register(fl)
+	f.soakFlags.register(fl)
 	fl.BoolVar(&f.listOps, "list-ops", false, "list the workload's key operations (T, priority, what they do) and roles, and exit")
 	fl.Float64Var(&f.apdexMin, "apdex-min", 0, "exit with code 99 when the integral APDEX is below this")
 	addScriptFlags(fl, &f.scripts)
@@ -170,6 +185,9 @@ func checkApdexMin(i results.IntegralScore, min float64) error {
 func (f *runFlags) buildOptions(cmd *cobra.Command) (loadtest.Options, error) {
 	opts, err := f.options(cmd)
 	if err != nil {
+		return opts, err
+	}
+	if opts.Soak, err = f.soakFlags.options(opts.Interval, opts.Observe); err != nil {
 		return opts, err
 	}
 	return opts, f.segments.apply(cmd, &opts)

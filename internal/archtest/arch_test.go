@@ -45,7 +45,7 @@ var layers = []layer{
 		[]string{"internal/apdex", "internal/conninfo", "internal/engine", "internal/exitcode", "internal/hostfacts", "internal/leftover", "internal/opmap", "internal/pgcluster", "internal/record", "internal/remedy", "internal/results", "internal/safefile", "internal/workload"},
 		nil},
 	{"services", "one job each, knowing no command and no plugin",
-		[]string{"internal/capture", "internal/capture/*", "internal/compare", "internal/disk", "internal/doctor", "internal/erp", "internal/k8s", "internal/metrics", "internal/pgbench", "internal/pgbench/*", "internal/pgtest", "internal/profile", "internal/proxy", "internal/replay", "internal/rewrite", "internal/runenv", "internal/sampler", "internal/storm", "internal/stress", "internal/top", "internal/versus/*"},
+		[]string{"internal/capture", "internal/capture/*", "internal/compare", "internal/disk", "internal/doctor", "internal/erp", "internal/k8s", "internal/metrics", "internal/pgbench", "internal/pgbench/*", "internal/pgtest", "internal/profile", "internal/proxy", "internal/replay", "internal/rewrite", "internal/runenv", "internal/sampler", "internal/soak", "internal/storm", "internal/stress", "internal/top", "internal/versus/*"},
 		[]string{"core"}},
 	{"orchestrators", "a command's run end to end over services, and the pages drawn from their documents",
 		[]string{"internal/capacity", "internal/experiment", "internal/loadtest", "internal/pgbench/cli", "internal/report"},

@@ -197,6 +197,11 @@ func (c *controller) abortFor(now time.Time) error {
 	if c.cfg.MaxErrors > 0 && c.errors.Load() >= c.cfg.MaxErrors {
 		return fmt.Errorf("%w: %d operations failed (--max-errors %d)", ErrAborted, c.errors.Load(), c.cfg.MaxErrors)
 	}
+	if c.cfg.Stop != nil {
+		if err := c.cfg.Stop(); err != nil {
+			return fmt.Errorf("%w: %w", ErrAborted, err)
+		}
+	}
 	if st := c.notAnswering; !st.Since.IsZero() && now.Sub(st.Since) > c.cfg.ServerGone {
 		return fmt.Errorf("%w: %w at t=%.1f s: no answer for %s with %d operations waiting", ErrAborted, ErrNotAnswering,
 			st.Since.Sub(c.start).Seconds(), now.Sub(st.Since).Round(time.Second), st.Waiting)

@@ -71,6 +71,10 @@ type Config struct {
 	// MaxErrors stops the run once this many operations have failed
 	// (0 = never).
 	MaxErrors int64
+	// Stop, when set, is asked at every tick whether the run must end
+	// now (run --soak --stop-on-collapse): an error ends it as aborted,
+	// Run's error wrapping ErrAborted and it (its exit code with it).
+	Stop func() error
 	// Seed makes the VUs' random choices, and the open model's arrival
 	// times, repeatable.
 	Seed uint64

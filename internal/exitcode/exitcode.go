@@ -22,7 +22,10 @@ const (
 	ServerNotAnswering Code = 7
 	// RunFailed: every attempt of every key operation of a run failed,
 	// the server answering with errors (not a lost server: that is 7).
-	RunFailed   Code = 8
+	RunFailed Code = 8
+	// Collapse: run --soak --stop-on-collapse ended the run when a
+	// window's APDEX or active sessions crossed the limit.
+	Collapse    Code = 9
 	Threshold   Code = 99
 	Interrupted Code = 130
 )
@@ -49,6 +52,7 @@ func Table() []Entry {
 		{ResultsIncomplete, "ResultsIncomplete", "`erplab run`: a results file could not be written (full disk): the stream stopped mid-run or the final document failed; the summary was printed, one line says where everything so far is, and what was written is valid (wins over 7); `erplab merge`: the set of segments is incomplete (missing or marked incomplete) and `--allow-partial` was not given: nothing written; `erplab doctor`: nothing worse than info found, but checks could not run (a role without `pg_monitor`, a failed query): the report and one line on stderr say which and why (4 and 5 win over 6)"},
 		{ServerNotAnswering, "ServerNotAnswering", "`erplab run`: the server stopped answering (nothing came back, not even to the probe, with operations in flight) or was lost (every operation failing: unreachable, shutting down, or not back from start-up / recovery) and had not come back by the end of the run or for `--server-gone-after`; results say from when (pgbench scripts of `run -f` too; `erplab pgbench` exits 2 as pgbench's aborted clients)"},
 		{RunFailed, "RunFailed", "`erplab run`: the run failed: every attempt of every key operation failed with an error while the server answered (e.g. the workload's tables missing: a segment on a database `erplab init` did not prepare; a segmented run refuses that before the load, exit 1); the summary names the errors by SQLSTATE and the results are written, status `failed: ...`, a segment marked incomplete; `erplab ab`: a round's run failed so (ab stops there, the runs so far kept); `erplab merge`: every attempt in the merged segments failed (the merged document is written, status `failed: ...`); `erplab capacity` judges such a step bad instead"},
+		{Collapse, "Collapse", "`erplab run --soak --stop-on-collapse`: a window's APDEX fell below `--collapse-apdex` or its active sessions reached `--collapse-active`: the run was stopped there (status `aborted: collapse ...`), the summary printed and the results so far written, with the soak's windows, trends and warnings in `extra.soak`"},
 		{Threshold, "Threshold", "a threshold failed: `run --apdex-min`, `capacity --require`, `compare --fail-on-regression` (k6 exits 99 too)"},
 		{Interrupted, "Interrupted", "stopped by SIGINT, SIGTERM or SIGHUP (the shell's 128+2), by every long-running command (`run`, `init`, `disk`, `ab`, `doctor fix`, ...); results so far are written; a second signal exits at once, without cleaning up (a throwaway server dies with erplab and the next command removes its directory); `erplab proxy` is the exception: its first signal is a safe shutdown that exits 0, and a second one ends the remaining sessions (FATAL 57P01 to each) and exits 130 after the summary, a third at once; `erplab pgbench` (a run or `-i`) exits instead as the shell reports pgbench killed by the signal, 128 + its number: 130 SIGINT, 143 SIGTERM, 129 SIGHUP. A signal erplab started with ignored (`nohup` ignores SIGHUP; a non-interactive shell starts `&` jobs with SIGINT ignored) stays ignored, for every command"},
 	}

@@ -87,8 +87,8 @@ func TestTable(t *testing.T) {
 		seen[e.Name] = true
 		prev = e.Code
 	}
-	if len(seen) != 12 || ScriptRun != Usage {
-		t.Errorf("table has %d rows (want 12), ScriptRun %d Usage %d", len(seen), ScriptRun, Usage)
+	if len(seen) != 13 || ScriptRun != Usage {
+		t.Errorf("table has %d rows (want 13), ScriptRun %d Usage %d", len(seen), ScriptRun, Usage)
 	}
 }
 

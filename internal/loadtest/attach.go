@@ -86,6 +86,7 @@ type runState struct {
 	obs       *sampler.Session  // the samplers', nil without
 	stream    *results.Stream   // the results stream (discarding without results)
 	frozen    bool              // the server is not answering: no clean-up queries
+	stopRun   func() error      // the engine's Stop (the soak's collapse), nil without
 	outcome   engine.Outcome
 
 	atts      []attachment

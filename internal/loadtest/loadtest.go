@@ -84,6 +84,10 @@ type Options struct {
 	// APDEX shows; their report goes into the results as extra.stress.
 	Stress *stress.Spec
 
+	// Soak, when set, cuts the run into windows with trends, early
+	// warnings and the collapse limits (run --soak; soakattach.go).
+	Soak *SoakOptions
+
 	// MetricsAddr, when set, serves Prometheus metrics there (host:port)
 	// during the run.
 	MetricsAddr string
@@ -500,6 +504,9 @@ func (r *runState) attachments(ctx context.Context) {
 	if r.opts.Observe {
 		r.atts = append(r.atts, &samplersAttachment{})
 	}
+	if r.opts.Soak != nil {
+		r.atts = append(r.atts, newSoak(*r.opts.Soak))
+	}
 	r.observers = len(r.atts)
 	if n := crowdSize(r.opts.Workload); n > 0 {
 		r.atts = append(r.atts, &crowdAttachment{n: n})
@@ -583,7 +590,7 @@ func (r *runState) load(ctx context.Context) (engine.Outcome, error) {
 		Seed: opts.Seed, GracefulStop: opts.GracefulStop, ServerGone: opts.ServerGoneAfter, Health: r.health,
 		Rate: opts.Rate, LatencyLimit: opts.LatencyLimit, TxPerVU: opts.TxPerVU, Ops: r.opm, OnSample: opts.OnSample, OnSkip: opts.OnSkip,
 		RateFromFirstArrival: opts.RateFromFirstArrival, Segment: opts.Segment,
-		OnInterval: r.onInterval,
+		OnInterval: r.onInterval, Stop: r.stopRun,
 	}
 	outcome, err := engine.Run(ctx, r.pool, cfg, r.rec)
 	r.end = loadEnd(r.start, outcome)
