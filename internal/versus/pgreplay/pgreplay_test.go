@@ -2,6 +2,7 @@ package pgreplay
 
 import (
 	"encoding/csv"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,5 +94,33 @@ func TestRatios(t *testing.T) {
 	Print(&b, r)
 	if !strings.Contains(b.String(), "timed out: pgreplay, speed unlimited, round 3, after 1m0s (client CPU 0s)") {
 		t.Errorf("no timeout line:\n%s", b.String())
+	}
+}
+
+// The generator table's replay rows of a recorded run (testdata/rows.json:
+// erplab vs-pgbench --cell replay --replay-transactions 20 --repeat 2 on
+// PostgreSQL 15, pgreplay 1.2) against testdata/rows.txt: per log and
+// erplab order the rounds, errors, both CPU figures per statement, the
+// ratios and the peak resident sizes.
+func TestPrintRowsRecorded(t *testing.T) {
+	b, err := os.ReadFile("testdata/rows.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []Row
+	if err := json.Unmarshal(b, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || len(rows[0].Report.Unlimited) != 2*len(Tools) {
+		t.Fatalf("%d rows: want 2 logs of 2 rounds of %d tools", len(rows), len(Tools))
+	}
+	var buf strings.Builder
+	PrintRows(&buf, rows)
+	want, err := os.ReadFile("testdata/rows.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if buf.String() != string(want) {
+		t.Errorf("rows:\n%s\nwant:\n%s", buf.String(), want)
 	}
 }
