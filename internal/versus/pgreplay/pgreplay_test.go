@@ -124,3 +124,28 @@ func TestPrintRowsRecorded(t *testing.T) {
 		t.Errorf("rows:\n%s\nwant:\n%s", buf.String(), want)
 	}
 }
+
+// The log a replay row replays: the server's csvlog kept to the
+// workload's database (the connection-received line, which names none,
+// goes), with its connections and disconnections counted.
+func TestKeepDatabase(t *testing.T) {
+	b, err := os.ReadFile("testdata/pgbench.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "kept.csv")
+	lines, conns, ends, err := keepDatabase(b, "bench", out)
+	if err != nil || lines != 5 || conns != 1 || ends != 0 {
+		t.Fatalf("%d lines, %d connections, %d disconnections, %v; want 5, 1, 0", lines, conns, ends, err)
+	}
+	kept, err := os.ReadFile(out)
+	if err != nil || strings.Contains(string(kept), "connection received") || strings.Count(string(kept), ",bench,") != 5 {
+		t.Fatalf("kept log (%v):\n%s", err, kept)
+	}
+	if lines, _, _, err := keepDatabase(b, "other", out); err != nil || lines != 0 {
+		t.Fatalf("another database: %d lines, %v", lines, err)
+	}
+	if _, _, _, err := keepDatabase([]byte("a,\"b\n"), "bench", out); err == nil || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("torn csvlog: %v", err)
+	}
+}
