@@ -69,6 +69,13 @@ func StartEmbedded(ctx context.Context, out io.Writer, osUser string, maxConnect
 	return startEmbedded(ctx, out, pgcluster.Options{OSUser: osUser, MaxConnections: maxConnections, StopWithParent: !keep})
 }
 
+// StartEmbeddedSettings is StartEmbedded (not kept) with extra
+// postgresql.conf settings (pgcluster.Options.Settings): vs-pgbench's
+// server, which writes the csvlog its replay rows replay.
+func StartEmbeddedSettings(ctx context.Context, out io.Writer, osUser string, maxConnections int, settings map[string]string) (*pgcluster.Cluster, error) {
+	return startEmbedded(ctx, out, pgcluster.Options{OSUser: osUser, MaxConnections: maxConnections, StopWithParent: true, Settings: settings})
+}
+
 // StartEmbeddedWaits is StartEmbedded (not kept) with pg_wait_sampling
 // preloaded beside pg_stat_statements when it is installed
 // (pgcluster.Options.WaitSampling): erplab ab's server, whose run

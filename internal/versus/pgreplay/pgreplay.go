@@ -135,6 +135,9 @@ type Measurement struct {
 	// what the copy's sessions were doing then.
 	TimedOut bool
 	Stuck    string
+	// PeakRSS and PeakAnon are the process's peak resident size and the
+	// largest anonymous part seen, bytes (measure.Usage).
+	PeakRSS, PeakAnon int64
 }
 
 // Rate is statements per second of wall time (0 without statements).
@@ -401,8 +404,8 @@ func (t *target) measure(ctx context.Context, opts Options, bin string, args, en
 		}
 		return cmd.Process.Signal(os.Interrupt)
 	}
-	var err error
-	m.Wall, m.CPU, err = measure.Run(ctx, cmd)
+	u, err := measure.RunUsage(ctx, cmd)
+	m.Wall, m.CPU, m.PeakRSS, m.PeakAnon = u.Wall, u.CPU, u.PeakRSS, u.PeakAnon
 	return buf.Bytes(), m, err
 }
 

@@ -2,6 +2,7 @@ package pgreplay
 
 import (
 	"encoding/csv"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,5 +94,58 @@ func TestRatios(t *testing.T) {
 	Print(&b, r)
 	if !strings.Contains(b.String(), "timed out: pgreplay, speed unlimited, round 3, after 1m0s (client CPU 0s)") {
 		t.Errorf("no timeout line:\n%s", b.String())
+	}
+}
+
+// The generator table's replay rows of a recorded run (testdata/rows.json:
+// erplab vs-pgbench --cell replay --replay-transactions 20 --repeat 2 on
+// PostgreSQL 15, pgreplay 1.2) against testdata/rows.txt: per log and
+// erplab order the rounds, errors, both CPU figures per statement, the
+// ratios and the peak resident sizes.
+func TestPrintRowsRecorded(t *testing.T) {
+	b, err := os.ReadFile("testdata/rows.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []Row
+	if err := json.Unmarshal(b, &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || len(rows[0].Report.Unlimited) != 2*len(Tools) {
+		t.Fatalf("%d rows: want 2 logs of 2 rounds of %d tools", len(rows), len(Tools))
+	}
+	var buf strings.Builder
+	PrintRows(&buf, rows)
+	want, err := os.ReadFile("testdata/rows.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if buf.String() != string(want) {
+		t.Errorf("rows:\n%s\nwant:\n%s", buf.String(), want)
+	}
+}
+
+// The log a replay row replays: the server's csvlog kept to the
+// workload's database (the connection-received line, which names none,
+// goes), with its connections and disconnections counted.
+func TestKeepDatabase(t *testing.T) {
+	b, err := os.ReadFile("testdata/pgbench.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "kept.csv")
+	lines, conns, ends, err := keepDatabase(b, "bench", out)
+	if err != nil || lines != 5 || conns != 1 || ends != 0 {
+		t.Fatalf("%d lines, %d connections, %d disconnections, %v; want 5, 1, 0", lines, conns, ends, err)
+	}
+	kept, err := os.ReadFile(out)
+	if err != nil || strings.Contains(string(kept), "connection received") || strings.Count(string(kept), ",bench,") != 5 {
+		t.Fatalf("kept log (%v):\n%s", err, kept)
+	}
+	if lines, _, _, err := keepDatabase(b, "other", out); err != nil || lines != 0 {
+		t.Fatalf("another database: %d lines, %v", lines, err)
+	}
+	if _, _, _, err := keepDatabase([]byte("a,\"b\n"), "bench", out); err == nil || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("torn csvlog: %v", err)
 	}
 }

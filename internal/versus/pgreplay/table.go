@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/erplab/erplab/internal/versus/measure"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -122,4 +123,65 @@ func printLag(w io.Writer, ms []Measurement) {
 			m.Wall.Seconds(), p50, p99, top, m.CPUPerStmt())
 	}
 	tw.Flush()
+}
+
+// Row is a replayed log of the generator table: the workload that made
+// it, its lines, and the rounds of both tools on it.
+type Row struct {
+	Workload Workload
+	Lines    int
+	Report   *Report
+}
+
+// PrintRows writes the replay rows of the generator table (erplab
+// vs-pgbench): per log and erplab order, both tools' statements and CPU
+// per statement, median [min-max] over the rounds, the ratios erplab /
+// pgreplay of CPU per statement and statements per second, pgreplay's
+// statements per second and both median peak resident sizes.
+func PrintRows(w io.Writer, rows []Row) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "replay\terplab\trounds\terrors\tpgreplay CPU/stmt\terplab CPU/stmt\tCPU ratio\tstmts/s ratio\tpgreplay stmts/s\tpgreplay RSS (anon)\terplab RSS (anon)\t\n")
+	us := func(s Spread) string { return fmt.Sprintf("%.1f [%.1f-%.1f] µs", s.Median, s.Min, s.Max) }
+	rng := func(s Spread) string { return fmt.Sprintf("%.2f [%.2f-%.2f]", s.Median, s.Min, s.Max) }
+	mem := func(ms []Measurement, tool string) string {
+		rss, _ := figures(ms, tool, func(m Measurement) float64 { return float64(m.PeakRSS) / (1 << 20) })
+		anon, _ := figures(ms, tool, func(m Measurement) float64 { return float64(m.PeakAnon) / (1 << 20) })
+		return fmt.Sprintf("%.1f (%.1f) MB", rss.Median, anon.Median)
+	}
+	for _, r := range rows {
+		ms := r.Report.Unlimited
+		st, n := figures(ms, Pgreplay, func(m Measurement) float64 { return float64(m.Statements) })
+		if n == 0 { // pgreplay finished no round
+			st, _ = figures(ms, ErplabNone, func(m Measurement) float64 { return float64(m.Statements) })
+		}
+		pgErr, _ := figures(ms, Pgreplay, func(m Measurement) float64 { return float64(m.Errors) })
+		name := fmt.Sprintf("%s log, %d sessions, %.0f statements", r.Workload.Name, r.Workload.Sessions, st.Median)
+		pgCPU, _ := figures(ms, Pgreplay, Measurement.CPUPerStmt)
+		pgRate, _ := figures(ms, Pgreplay, Measurement.Rate)
+		for _, tool := range Tools[1:] {
+			rate, cpu, n := r.Report.Ratios(tool)
+			epCPU, _ := figures(ms, tool, Measurement.CPUPerStmt)
+			epErr, _ := figures(ms, tool, func(m Measurement) float64 { return float64(m.Errors) })
+			if n == 0 {
+				fmt.Fprintf(tw, "%s\t%s\t0\t-\t-\t-\t-\t-\t-\t-\t-\t\n", name, strings.TrimPrefix(tool, "erplab "))
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f/%.0f\t%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t\n", name, strings.TrimPrefix(tool, "erplab "), n, pgErr.Median, epErr.Median,
+				us(pgCPU), us(epCPU), rng(cpu), rng(rate), pgRate.Median, mem(ms, Pgreplay), mem(ms, tool))
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nreplay: the log of the pgbench run named, made on this server, replayed by pgreplay (-s %s) and erplab\n", Unlimited)
+	fmt.Fprintln(w, "replay (--speed 0, --order none or gates) onto a fresh copy of the database before it, in a rotated order;")
+	fmt.Fprintln(w, "errors: statements that failed, pgreplay/erplab (medians); CPU/stmt: user + system time of the process per")
+	fmt.Fprintln(w, "statement; ratios erplab / pgreplay per round: CPU (goal <= 1),")
+	fmt.Fprintln(w, "stmts/s = statements / the process's wall time, reading the log included (goal >= 1)")
+	for _, r := range rows {
+		for _, m := range r.Report.Unlimited {
+			if m.TimedOut {
+				fmt.Fprintf(w, "timed out: %s log, %s, round %d, after %s; the copy's sessions then: %s\n",
+					r.Workload.Name, m.Tool, m.Round+1, m.Wall.Round(time.Second), m.Stuck)
+			}
+		}
+	}
 }
