@@ -2,12 +2,23 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/erplab/erplab/internal/engine"
 	"github.com/erplab/erplab/internal/opmap"
 	"github.com/erplab/erplab/internal/record"
+	"github.com/erplab/erplab/internal/results"
+	"github.com/erplab/erplab/internal/workload"
 )
 
 // BenchmarkNoopOperation measures the engine's own cost per key operation:
@@ -134,4 +145,91 @@ func BenchmarkOpenScheduleLag(b *testing.B) {
 	b.ReportMetric(r.Lag.Mean*1000, "lag-mean-µs")
 	b.ReportMetric(r.Lag.P99*1000, "lag-p99-µs")
 	b.ReportMetric(r.Response.P50*1000, "response-p50-µs")
+}
+
+// BenchmarkThinkingVUs measures what b.N virtual users of the closed
+// model cost while they think and how exact the engine's timing is at
+// that count. One b.N is one VU: -benchtime=100000x runs 100,000 VUs. They
+// ramp up over T/2, each thinks a fixed T between no-op operations (on 8
+// pooled connections), T = b.N / 10,000 s but at least 4 s (10,000
+// operations a second), for a run of 3T. It reports the heap and stack
+// per VU at 2T (every VU has run and thinks), the process's peak resident
+// memory (VmHWM), the think time's lateness (an operation's start minus
+// the previous one's end minus T: the timer, the goroutine's start, the
+// pool's hand-off) and the ramp's lag (how far the VU count at each tick
+// of the ramp is behind the profile, in ms of the ramp).
+func BenchmarkThinkingVUs(b *testing.B) {
+	n := b.N
+	think := max(time.Duration(n)*time.Second/10000, 4*time.Second)
+	w := &thinkProbe{sqlWorkload: oneOp("", time.Second), think: think, last: make([]atomic.Int64, n+1),
+		late: hdrhistogram.New(1, int64(time.Minute/time.Microsecond), 3)}
+	pool := poolOf(b, srv.Pool(b, srv.NewDatabase(b)), 8)
+	stages := []engine.Stage{{Duration: think / 2, Target: n}, {Duration: 3*think - think/2, Target: n}}
+	rate := float64(n) / (think / 2).Seconds() // VUs started per second in the ramp
+	var rampLag time.Duration
+	rec := record.New(ops(w), time.Now(), 0, 100*time.Millisecond)
+	cfg := engine.Config{Workload: w, Roles: w.Roles(), Stages: stages, Connections: 8,
+		Think: engine.ThinkTime{Kind: "fixed", Min: think},
+		OnInterval: func(iv results.Interval) {
+			at := time.Duration(iv.T * float64(time.Second))
+			if target, _ := engine.TargetAt(stages, at); at <= think/2 && int64(target) > iv.VUs {
+				rampLag = max(rampLag, time.Duration(float64(int64(target)-iv.VUs)/rate*float64(time.Second)))
+			}
+		}}
+	before := inUse()
+	perVU := make(chan int64, 1)
+	go func() { time.Sleep(2 * think); perVU <- (int64(inUse()) - int64(before)) / int64(n) }()
+	b.ResetTimer()
+	out, err := engine.Run(context.Background(), pool, cfg, rec)
+	b.StopTimer()
+	if err != nil || out.MaxVUs != n {
+		b.Fatalf("run: %v, max VUs %d, want %d", err, out.MaxVUs, n)
+	}
+	b.ReportMetric(float64(<-perVU), "B/VU")
+	b.ReportMetric(float64(vmHWM())/1024, "MiB-VmHWM")
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, q := range []float64{50, 99, 100} {
+		b.ReportMetric(float64(w.late.ValueAtQuantile(q))/1000, fmt.Sprintf("late-p%g-ms", q))
+	}
+	b.ReportMetric(float64(w.late.TotalCount()), "thinks")
+	b.ReportMetric(float64(rampLag.Microseconds())/1000, "ramp-lag-ms")
+}
+
+// thinkProbe is a no-op workload that measures each VU's think time: the
+// gap from the end of one Execute to the start of the next beyond think.
+type thinkProbe struct {
+	*sqlWorkload
+	think time.Duration
+	last  []atomic.Int64 // unix ns of each VU's last Execute's end, by VU id
+	mu    sync.Mutex
+	late  *hdrhistogram.Histogram // µs
+}
+
+func (w *thinkProbe) Execute(_ context.Context, _ *pgx.Conn, vu *workload.VU, _ int) error {
+	now := time.Now().UnixNano()
+	if last := w.last[vu.ID].Load(); last != 0 {
+		late := time.Duration(now-last) - w.think
+		w.mu.Lock()
+		w.late.RecordValue(max(late.Microseconds(), 0)) //nolint:errcheck // beyond a minute: clipped
+		w.mu.Unlock()
+	}
+	w.last[vu.ID].Store(time.Now().UnixNano())
+	return nil
+}
+
+// vmHWM is the process's peak resident memory in KiB, 0 where
+// /proc/self/status cannot tell it.
+func vmHWM() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb
+		}
+	}
+	return 0
 }
