@@ -2,8 +2,10 @@ package engine_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -150,16 +152,17 @@ func BenchmarkOpenScheduleLag(b *testing.B) {
 
 // BenchmarkThinkingVUs measures what b.N virtual users of the closed
 // model cost while they think and how exact the engine's timing is at
-// that count. One b.N is one VU: -benchtime=100000x runs 100,000 VUs. They
-// ramp up over T/2, each thinks a fixed T between no-op operations (on 8
-// pooled connections), T = b.N / 5,000 s but at least 4 s (5,000
-// operations a second, which two shared cores keep up with), for a run of
-// 2.5T. It reports the heap and stack per VU at 2T (every VU has run and
-// thinks), the process's peak resident memory (VmHWM) and CPU time per
-// operation, the think time's lateness (an operation's start minus the
-// previous one's end minus T: the timer, the goroutine's start, the
-// pool's hand-off) and the ramp's lag (how far the VU count at each tick
-// of the ramp is behind the profile, in ms of the ramp).
+// that count. One b.N is one VU: -benchtime=100000x runs 100,000 VUs.
+// They ramp up over T/2, each thinks a fixed T between no-op operations
+// (on 8 pooled connections), T = b.N / 5,000 s but at least 4 s (5,000
+// operations a second, which two shared cores keep up with), for a run
+// of 2.5T. It reports the heap and stack per VU at 2T (every VU has run
+// and thinks; -vuheap FILE also writes the heap profile then), the
+// process's peak resident memory (VmHWM) and CPU time per operation, the
+// think time's lateness (an operation's start minus the previous one's
+// end minus T: the timer, the goroutine's start, the pool's hand-off) and
+// the ramp's lag (how far the VU count at each tick of the ramp is behind
+// the profile, in ms of the ramp).
 func BenchmarkThinkingVUs(b *testing.B) {
 	n := b.N
 	think := max(time.Duration(n)*time.Second/5000, 4*time.Second)
@@ -180,7 +183,14 @@ func BenchmarkThinkingVUs(b *testing.B) {
 		}}
 	before := inUse()
 	perVU := make(chan int64, 1)
-	go func() { time.Sleep(2 * think); perVU <- (int64(inUse()) - int64(before)) / int64(n) }()
+	go func() {
+		time.Sleep(2 * think)
+		used := (int64(inUse()) - int64(before)) / int64(n)
+		if *vuHeap != "" {
+			writeHeapProfile(b, *vuHeap)
+		}
+		perVU <- used
+	}()
 	cpu := cpuTime()
 	b.ResetTimer()
 	out, err := engine.Run(context.Background(), pool, cfg, rec)
@@ -199,6 +209,23 @@ func BenchmarkThinkingVUs(b *testing.B) {
 	b.ReportMetric(float64(w.late.TotalCount()), "thinks")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(rec.Results(out.Elapsed)[0].Count), "cpu-µs/operation")
 	b.ReportMetric(float64(rampLag.Microseconds())/1000, "ramp-lag-ms")
+}
+
+// vuHeap: BenchmarkThinkingVUs writes the heap profile at 2T to this
+// file (what each thinking VU holds).
+var vuHeap = flag.String("vuheap", "", "BenchmarkThinkingVUs: write a heap profile (runtime/pprof) to this file at 2T")
+
+// writeHeapProfile writes the heap profile (runtime/pprof) to file.
+func writeHeapProfile(b *testing.B, file string) {
+	f, err := os.Create(file)
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Error(err)
+	}
 }
 
 // thinkProbe is a no-op workload that measures each VU's think time: the
