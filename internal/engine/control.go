@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,15 +18,6 @@ import (
 // interrupt), lets the VUs finish within the graceful stop and tells how
 // the run ended.
 
-// vuHandle is the controller's hold on one running VU.
-type vuHandle struct {
-	stop chan struct{}
-	done chan struct{}
-	// self is set when the VU stopped on its own (TxPerVU done or
-	// workload.ErrStopVU), before it exits.
-	self atomic.Bool
-}
-
 // controller is the state of one run's controller goroutine.
 type controller struct {
 	*run
@@ -38,9 +28,8 @@ type controller struct {
 	start     time.Time
 	ticker    *time.Ticker
 
-	vus    []*vuHandle // running, in order of start
-	wg     sync.WaitGroup
-	nextID int // the next VU's id within this segment, from 1
+	vus    []vuHandle // running, in order of start
+	nextID int        // the next VU's id within this segment, from 1
 	out    Outcome
 	abort  error
 	// stopAt is when the VUs were told to stop: no arrival after it is
@@ -108,10 +97,8 @@ func (c *controller) resize(target int) {
 }
 
 // startVU starts the next VU, with its run-wide id, its random source
-// and its role, on a goroutine of its own.
+// and its role.
 func (c *controller) startVU() {
-	h := &vuHandle{stop: make(chan struct{}), done: make(chan struct{})}
-	c.vus = append(c.vus, h)
 	id := c.cfg.Segment.Global(c.nextID-1) + 1
 	vu := &workload.VU{
 		ID:   id,
@@ -120,18 +107,14 @@ func (c *controller) startVU() {
 	m := c.roleOf(id)
 	vu.Role = m.role
 	c.nextID++
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		defer close(h.done)
-		n, end := c.exec.runVU(c.traceContext(c.runCtx), vu, m, h.stop)
-		c.vuEnded(h, n, end)
-	}()
+	c.live.Add(1)
+	c.vus = append(c.vus, c.exec.startVU(c.traceContext(c.runCtx), vu, m))
 }
 
-// vuEnded counts a VU that ran n operations and stopped for end, and
-// wakes the controller.
-func (e *run) vuEnded(h *vuHandle, n int, end vuEnd) {
+// vuEnded counts a VU that ran n operations and stopped for end (self
+// is set when it stopped on its own), wakes the controller and marks the
+// VU ended (run.live).
+func (e *run) vuEnded(self *atomic.Bool, n int, end vuEnd) {
 	switch {
 	case end == endAborted:
 		e.aborted.Add(1)
@@ -139,19 +122,20 @@ func (e *run) vuEnded(h *vuHandle, n int, end vuEnd) {
 		e.unfinish.Add(1)
 	}
 	if end != endStopped {
-		h.self.Store(true)
+		self.Store(true)
 	}
 	select {
 	case e.wake <- struct{}{}:
 	default:
 	}
+	e.live.Done()
 }
 
 // stopLast tells the last started VU to stop.
 func (c *controller) stopLast() {
 	h := c.vus[len(c.vus)-1]
 	c.vus = c.vus[:len(c.vus)-1]
-	close(h.stop)
+	h.halt()
 }
 
 // flush sets the gauges, closes the intervals due by now and judges the
@@ -227,7 +211,7 @@ func (c *controller) drain() {
 	// arrival before it.
 	c.stopAt = minTime(c.stopAt, time.Now())
 	finished := make(chan struct{})
-	go func() { c.wg.Wait(); close(finished) }()
+	go func() { c.live.Wait(); close(finished) }()
 	grace := time.NewTimer(c.cfg.GracefulStop)
 	defer grace.Stop()
 	hard := newHardStop(c.cancelOps)
@@ -343,9 +327,9 @@ func (e *run) lastAlive() time.Time {
 
 // allStopped reports whether there are VUs and every one has stopped on
 // its own.
-func allStopped(vus []*vuHandle) bool {
+func allStopped(vus []vuHandle) bool {
 	for _, h := range vus {
-		if !h.self.Load() {
+		if !h.stoppedSelf() {
 			return false
 		}
 	}

@@ -27,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -363,12 +364,13 @@ type run struct {
 	inflight  atomic.Int64 // VUs inside an operation (waiting or executing)
 	errors    atomic.Int64
 	cancelled atomic.Int64
-	lastOK    atomic.Int64  // unix ns of the last successful operation
-	failSince atomic.Int64  // unix ns of the first failure for want of a server since the last success (0: none)
-	lastErr   atomic.Value  // string: last connection error text
-	unfinish  atomic.Int64  // VUs that stopped short of TxPerVU, not aborted
-	aborted   atomic.Int64  // VUs stopped by workload.ErrStopVU
-	wake      chan struct{} // a VU exited: the controller looks
+	lastOK    atomic.Int64   // unix ns of the last successful operation
+	failSince atomic.Int64   // unix ns of the first failure for want of a server since the last success (0: none)
+	lastErr   atomic.Value   // string: last connection error text
+	unfinish  atomic.Int64   // VUs that stopped short of TxPerVU, not aborted
+	aborted   atomic.Int64   // VUs stopped by workload.ErrStopVU
+	wake      chan struct{}  // a VU ended: the controller looks
+	live      sync.WaitGroup // VUs started and not yet ended
 
 	assigned []float64 // VUs assigned per role (smooth weighted round robin)
 	roleN    int       // ids roleFor has seen (a segment skips others' ids)

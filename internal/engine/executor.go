@@ -10,21 +10,30 @@ import (
 // executor is one load model, in the sense of k6's executors: what each
 // VU does and what the model adds to the run's gauges and outcome. The
 // controller (control.go), the same for every model, starts and stops
-// the VUs the stages ask for and hands each one to runVU on a goroutine
-// of its own; it calls gauge on every tick and finish once every VU has
-// exited. Run chooses the executor once, from the configuration
-// ((*run).executor).
+// the VUs the stages ask for through startVU and the handles it returns;
+// it calls gauge on every tick and finish once every VU has ended. Run
+// chooses the executor once, from the configuration ((*run).executor).
 type executor interface {
-	// runVU runs vu, of mix m, until stop is closed, ctx ends or the VU
-	// stops on its own; it returns the operations it ran (or skipped)
-	// and why it stopped.
-	runVU(ctx context.Context, vu *workload.VU, m *mix, stop <-chan struct{}) (done int, end vuEnd)
+	// startVU starts vu, of mix m, which runs until it is halted, ctx
+	// ends or it stops on its own; once stopped it calls (*run).vuEnded,
+	// once.
+	startVU(ctx context.Context, vu *workload.VU, m *mix) vuHandle
 	// gauge hands the recorder the model's gauges at now (no later than
 	// the moment the VUs were told to stop).
 	gauge(now time.Time)
-	// finish adds the model's counts to out once every VU has exited;
+	// finish adds the model's counts to out once every VU has ended;
 	// stopAt is when the VUs were told to stop.
 	finish(stopAt time.Time, out *Outcome)
+}
+
+// vuHandle is the controller's hold on one running VU.
+type vuHandle interface {
+	// halt tells the VU to stop: at once when it waits (thinks, or waits
+	// for an arrival), after its current operation otherwise.
+	halt()
+	// stoppedSelf reports whether the VU stopped on its own (TxPerVU
+	// done or workload.ErrStopVU), set before it is counted as ended.
+	stoppedSelf() bool
 }
 
 // executor chooses the load model from the configuration: the open model

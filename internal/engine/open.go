@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -57,6 +58,27 @@ func (e *openModel) finish(stopAt time.Time, out *Outcome) {
 	e.rec.SetBacklog(out.BacklogLeft, out.BacklogLeft)
 	e.rec.SetBacklogLeft(out.BacklogLeft)
 }
+
+// startVU starts a worker of the open model on a goroutine of its own
+// (runVU).
+func (e *openModel) startVU(ctx context.Context, vu *workload.VU, m *mix) vuHandle {
+	h := &goVU{stop: make(chan struct{})}
+	go func() {
+		n, end := e.runVU(ctx, vu, m, h.stop)
+		e.vuEnded(&h.self, n, end)
+	}()
+	return h
+}
+
+// goVU is the handle of a VU that runs on a goroutine of its own and
+// waits on its stop channel.
+type goVU struct {
+	stop chan struct{} // closed to halt it
+	self atomic.Bool   // stopped on its own
+}
+
+func (h *goVU) halt()             { close(h.stop) }
+func (h *goVU) stoppedSelf() bool { return h.self.Load() }
 
 // runVU is a worker of the open model: it picks an operation, takes the
 // next arrival, waits for its scheduled time if that lies ahead, and
