@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"syscall"
 
 	"github.com/erplab/erplab/internal/leftover"
 )
@@ -252,6 +253,11 @@ func (p *Probes) eventOf(name string) (int, bool) {
 }
 
 // perfProbe runs `perf probe ARGS...` and returns its combined output.
+// It dies with erplab (SIGKILL): a perf probe -a that outlived a killed
+// erplab could add its probe after the next command's sweep removed the
+// group.
 func perfProbe(ctx context.Context, perf string, args ...string) ([]byte, error) {
-	return exec.CommandContext(ctx, perf, append([]string{"probe"}, args...)...).CombinedOutput()
+	c := exec.CommandContext(ctx, perf, append([]string{"probe"}, args...)...)
+	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return c.CombinedOutput()
 }
