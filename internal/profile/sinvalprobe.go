@@ -195,10 +195,17 @@ func addProbes(ctx context.Context, perf, binary, group string, specs []probeSpe
 // refuses an event name another group already has ("force duplicates by
 // 'perf probe -f'"): the name carries the group's digits, so two erplab
 // processes can probe at once. SIInsertDataEntries whose argument cannot
-// be fetched counts calls.
+// be fetched counts calls. A probe without arguments goes where it costs
+// least (probeOffset).
 func (p *Probes) add(ctx context.Context, s probeSpec) error {
 	event := s.event + "_" + strings.TrimPrefix(p.group, "erplab_")
-	spec := p.group + ":" + event + "=" + s.fn
+	at := s.fn
+	if s.arg == "" && !strings.Contains(s.fn, "%") {
+		if off := probeOffset(p.binary, s.fn); off > 0 {
+			at = fmt.Sprintf("%s+%d", s.fn, off) // an emulated instruction: no single-step
+		}
+	}
+	spec := p.group + ":" + event + "=" + at
 	// not -q: perf's first line says why it failed
 	out, err := perfProbe(ctx, p.perf, "-x", p.binary, "-a", spec+argSuffix(s.arg))
 	switch {
