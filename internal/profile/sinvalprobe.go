@@ -266,14 +266,37 @@ func (p *Probes) recordArgs() []string {
 	return args
 }
 
-// eventOf maps a perf event name ("erplab_x:reset") to its event index.
-func (p *Probes) eventOf(name string) (int, bool) {
-	for ev, n := range p.events {
-		if n != "" && n == name {
-			return ev, true
+// fields are the probes' tracepoints by id (their format files under
+// tracefs), each with its event and the field it counts: SIInsertDataEntries'
+// n where it is read, SIGetDataEntries' return value.
+func (p *Probes) fields(tracefs string) (map[uint16]probeField, error) {
+	out := map[uint16]probeField{}
+	for ev, name := range p.events {
+		if name == "" {
+			continue
 		}
+		field := ""
+		switch {
+		case ev == EvInsert && p.counted:
+			field = "n"
+		case ev == EvRead:
+			field = "ret"
+		}
+		id, f, err := readFormat(tracefs, name, field)
+		if err != nil {
+			return nil, fmt.Errorf("the uprobes' tracepoints: %w", err)
+		}
+		out[id] = probeField{ev: ev, f: f}
 	}
-	return 0, false
+	return out, nil
+}
+
+// tracefs is where the kernel's tracing file system is mounted.
+func tracefs() string {
+	if _, err := os.Stat("/sys/kernel/tracing/events"); err == nil {
+		return "/sys/kernel/tracing"
+	}
+	return "/sys/kernel/debug/tracing"
 }
 
 // perfProbe runs `perf probe ARGS...` and returns its combined output.
