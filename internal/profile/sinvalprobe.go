@@ -291,14 +291,6 @@ func (p *Probes) fields(tracefs string) (map[uint16]probeField, error) {
 	return out, nil
 }
 
-// tracefs is where the kernel's tracing file system is mounted.
-func tracefs() string {
-	if _, err := os.Stat("/sys/kernel/tracing/events"); err == nil {
-		return "/sys/kernel/tracing"
-	}
-	return "/sys/kernel/debug/tracing"
-}
-
 // perfProbe runs `perf probe ARGS...` and returns its combined output.
 // It dies with erplab (SIGKILL): a perf probe -a that outlived a killed
 // erplab could add its probe after the next command's sweep removed the

@@ -167,7 +167,7 @@ func BeginInval(ctx context.Context, dsn string, opts InvalOptions) (*InvalRecor
 	if err != nil {
 		return nil, err
 	}
-	r, err := startInval(ctx, perf, probes, []int{srv.Postmaster}, opts)
+	r, err := startInval(ctx, perf, probes, []int{srv.Postmaster}, fs.TracingDir(), opts)
 	if err != nil {
 		probes.Remove(context.WithoutCancel(ctx)) //nolint:errcheck // the start's error says more
 		return nil, err
@@ -181,8 +181,9 @@ func (h Host) norm0() Host { h, _ = h.norm(); return h }
 
 // startInval starts perf record on the probes and waits until events
 // flow (its first task event: perf synthesizes those of the processes
-// that exist before it enables the probes).
-func startInval(ctx context.Context, perf string, p *Probes, roots []int, opts InvalOptions) (*InvalRecording, error) {
+// that exist before it enables the probes). tracing is the tracing file
+// system (the probes' formats).
+func startInval(ctx context.Context, perf string, p *Probes, roots []int, tracing string, opts InvalOptions) (*InvalRecording, error) {
 	c := opts.Clock
 	if c.T0.IsZero() {
 		var err error
@@ -195,7 +196,7 @@ func startInval(ctx context.Context, perf string, p *Probes, roots []int, opts I
 	for _, pid := range roots {
 		r.follow[pid], r.root[pid] = true, true
 	}
-	ids, err := p.fields(tracefs())
+	ids, err := p.fields(tracing)
 	if err != nil {
 		return nil, &Unavailable{err.Error()}
 	}
