@@ -217,8 +217,9 @@ func startInval(ctx context.Context, perf string, p *Probes, roots []int, tracin
 	go func() { r.done <- r.read(out, first) }()
 	select {
 	case <-first:
-	case err := <-r.done:
-		r.kill()
+	case err := <-r.done: // the reader is done: kill would wait for it again
+		r.rec.Process.Kill() //nolint:errcheck // may have exited
+		r.rec.Wait()         //nolint:errcheck
 		return nil, &Unavailable{"perf record on the uprobes failed: " + firstLine(r.stderr.Bytes(), errOr(err))}
 	case <-time.After(enableTimeout):
 		r.kill()

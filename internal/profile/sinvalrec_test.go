@@ -1,6 +1,8 @@
 package profile
 
 import (
+	"context"
+	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -158,5 +160,27 @@ func TestReadPipe(t *testing.T) {
 	}
 	if len(r.series) != 1 {
 		t.Errorf("series %+v", r.series)
+	}
+}
+
+// A perf record that ends before any event (here /bin/false) is one
+// line saying so, not a wait for a reader that is already done.
+func TestStartInvalPerfFails(t *testing.T) {
+	errc := make(chan error, 1)
+	go func() {
+		r, err := startInval(context.Background(), "/bin/false", &Probes{}, []int{1}, t.TempDir(), InvalOptions{})
+		if r != nil {
+			r.Abort()
+		}
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		var u *Unavailable
+		if !errors.As(err, &u) || !strings.Contains(err.Error(), "perf record on the uprobes failed") {
+			t.Fatalf("error %v", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("startInval still waits 2 min after perf record ended")
 	}
 }
