@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/erplab/erplab/internal/leftover"
 	"github.com/erplab/erplab/internal/pgcluster"
 	"github.com/erplab/erplab/internal/results"
 )
@@ -105,9 +106,11 @@ func embeddedTmp(t *testing.T) (dir, tmp string) {
 // killWhen starts cmd, polls ready every poll until it holds, then kills
 // cmd with SIGKILL and waits for it. It fails the test, with cmd's
 // output, when cmd ends before (or limit passes: what names what it
-// waited for).
+// waited for). A state directory of the test's own in cmd's environment
+// is swept at the end (sweepKilled).
 func killWhen(t *testing.T, cmd *exec.Cmd, what string, limit, poll time.Duration, ready func() bool) {
 	t.Helper()
+	sweepKilled(t, cmd)
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -131,6 +134,44 @@ func killWhen(t *testing.T, cmd *exec.Cmd, what string, limit, poll time.Duratio
 		t.Fatal(err)
 	}
 	<-exited
+}
+
+// sweepKilled sweeps, at the end of the test, the record of the state
+// directory that cmd's environment names (ERPLAB_STATE_DIR), as the next
+// erplab command with that directory would: no later command reads a
+// test's temporary state directory, so what a killed command recorded
+// there (its perf uprobes: run, ab, top and capacity add them by
+// default) would outlive the test. It fails the test when a group of
+// uprobes the record named is still listed by perf afterwards.
+func sweepKilled(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	var state string
+	for _, e := range cmd.Env {
+		if v, ok := strings.CutPrefix(e, leftover.EnvStateDir+"="); ok {
+			state = v
+		}
+	}
+	if state == "" {
+		return // the default state directory: every later command sweeps it
+	}
+	t.Cleanup(func() {
+		rec, err := leftover.OpenDir(filepath.Join(state, "leftover"))
+		if err != nil {
+			t.Errorf("the killed command's record: %v", err)
+			return
+		}
+		entries, _ := rec.Entries()
+		rep := rec.Sweep(context.Background())
+		for _, e := range entries {
+			var d struct{ Group string }
+			if e.Kind != "perf-probes" || json.Unmarshal(e.Data, &d) != nil || !strings.HasPrefix(d.Group, "erplab_") {
+				continue
+			}
+			if out, _ := exec.Command("perf", "probe", "-l", d.Group+":*").CombinedOutput(); strings.Contains(string(out), d.Group+":") {
+				t.Errorf("uprobes of the killed command left after the sweep (%s):\n%s", rep.Line(), out)
+			}
+		}
+	})
 }
 
 // intervalLines counts the complete interval lines of a stream so far.

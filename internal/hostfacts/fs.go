@@ -59,6 +59,16 @@ func (f FS) SysPath(parts ...string) string {
 	return filepath.Join(append([]string{f.sysRoot}, parts...)...)
 }
 
+// TracingDir is where the kernel's tracing file system is mounted under
+// the sys root: kernel/tracing, or debugfs' kernel/debug/tracing on an
+// older kernel.
+func (f FS) TracingDir() string {
+	if _, err := os.Stat(f.SysPath("kernel", "tracing", "events")); err == nil {
+		return f.SysPath("kernel", "tracing")
+	}
+	return f.SysPath("kernel", "debug", "tracing")
+}
+
 // THPPath is the path of a transparent huge pages control file under the
 // sys root: THPPath("enabled") is
 // /sys/kernel/mm/transparent_hugepage/enabled.

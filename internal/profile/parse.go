@@ -261,20 +261,22 @@ func taskEvent(ev string, follow, root map[int]bool) error {
 	if err != nil {
 		return fmt.Errorf("bad task event %q", ev)
 	}
-	if c == pp || root[c] {
-		return nil // a thread of the same process, or a root
-	}
-	switch kind {
-	case "FORK":
-		if follow[pp] {
-			follow[c] = true
-		} else {
-			delete(follow, c) // a reused pid, not ours
-		}
-	case "EXIT":
-		delete(follow, c)
-	}
+	applyTask(kind == "FORK", c, pp, follow, root)
 	return nil
+}
+
+// applyTask applies process c's fork from pp (fork) or its exit to the
+// followed set.
+func applyTask(fork bool, c, pp int, follow, root map[int]bool) {
+	if c == pp || root[c] {
+		return // a thread of the same process, or a root
+	}
+	switch {
+	case fork && follow[pp]:
+		follow[c] = true
+	default:
+		delete(follow, c) // exited, or a reused pid, not ours
+	}
 }
 
 // parseFrame reads "\t    ip sym (dso)".

@@ -5,12 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
+	"syscall"
 
 	"github.com/erplab/erplab/internal/leftover"
 )
@@ -141,13 +141,27 @@ func deleteGroup(ctx context.Context, perf, group string) (int, error) {
 }
 
 // AddProbes adds the shared-invalidation uprobes (probeSpecs; the reads'
-// only when reads) to binary,
-// the server's postgres executable, after recording them in rec (nil:
-// leftover.Open()) so that a killed erplab's probes are removed by the
-// next command. perf is the path Check returned. Adding uprobes needs
-// root. A function the binary lacks leaves its event out; none added is
-// an *Unavailable error. The caller calls Remove.
+// only when reads) to binary, the server's postgres executable, after
+// recording them in rec (nil: leftover.Open()) so that a killed erplab's
+// probes are removed by the next command. perf is the path Check
+// returned. Adding uprobes needs root. All are added or none: a probe
+// perf cannot add (a binary without the function) removes those added
+// before and is an *Unavailable error naming it, for a partial set
+// would miscount (no catch-ups read as none). The caller calls Remove.
 func AddProbes(ctx context.Context, perf, binary string, reads bool, rec *leftover.Record) (*Probes, error) {
+	var specs []probeSpec
+	for _, s := range probeSpecs(runtime.GOARCH) {
+		if s.ev != EvRead || reads {
+			specs = append(specs, s)
+		}
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return addProbes(ctx, perf, binary, "erplab_"+hex.EncodeToString(b), specs, rec)
+}
+
+// addProbes is AddProbes of specs in group.
+func addProbes(ctx context.Context, perf, binary, group string, specs []probeSpec, rec *leftover.Record) (*Probes, error) {
 	if os.Geteuid() != 0 {
 		return nil, &Unavailable{"adding uprobes (perf probe) needs root"}
 	}
@@ -157,55 +171,66 @@ func AddProbes(ctx context.Context, perf, binary string, reads bool, rec *leftov
 			return nil, err
 		}
 	}
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	p := &Probes{perf: perf, binary: binary, group: "erplab_" + hex.EncodeToString(b), rec: rec}
+	p := &Probes{perf: perf, binary: binary, group: group, rec: rec}
+	// recorded before the first probe: a kill while adding leaves an
+	// entry that the next command's sweep reads
 	e, err := rec.Add(probeKind, binary, probeData{Perf: perf, Group: p.group})
 	if err != nil {
 		return nil, err
 	}
 	p.entry = e
-	var first error
-	for _, s := range probeSpecs(runtime.GOARCH) {
-		if s.ev == EvRead && !reads {
-			continue
-		}
-		// perf refuses an event name another group already has ("force
-		// duplicates by 'perf probe -f'"): the name carries the group's
-		// digits, so two erplab processes can probe at once
-		event := s.event + "_" + strings.TrimPrefix(p.group, "erplab_")
-		spec := p.group + ":" + event + "=" + s.fn
-		if s.arg != "" {
-			spec += " " + s.arg
-		}
-		out, err := perfProbe(ctx, perf, "-q", "-x", binary, "-a", spec)
-		if err != nil && s.ev == EvInsert && s.arg != "" {
-			// the argument could not be fetched: count calls
-			spec = p.group + ":" + event + "=" + s.fn
-			out, err = perfProbe(ctx, perf, "-q", "-x", binary, "-a", spec)
-		} else if err == nil && s.ev == EvInsert && s.arg != "" {
-			p.counted = true
-		}
-		if err != nil {
-			if first == nil {
-				first = fmt.Errorf("perf probe -x %s -a %s: %s", binary, s.fn, firstLine(out, err))
+	for _, s := range specs {
+		if err := p.add(ctx, s); err != nil {
+			why := fmt.Sprintf("%v (no uprobes kept: without it the counts would be partial)", err)
+			if rerr := p.Remove(context.WithoutCancel(ctx)); rerr != nil {
+				why += "; removing those added: " + rerr.Error()
 			}
-			continue
+			return nil, &Unavailable{why}
 		}
-		name := event
-		if strings.HasSuffix(s.fn, "%return") {
-			name += "__return" // perf's name for a return probe
-		}
-		p.events[s.ev] = p.group + ":" + name
-	}
-	if p.events[EvRebuild] == "" && p.events[EvInsert] == "" {
-		p.Remove(context.WithoutCancel(ctx)) //nolint:errcheck // the first error says more
-		if first == nil {
-			first = errors.New("no probe added")
-		}
-		return nil, &Unavailable{first.Error()}
 	}
 	return p, nil
+}
+
+// add adds the probe of s to p's group and names its event. perf
+// refuses an event name another group already has ("force duplicates by
+// 'perf probe -f'"): the name carries the group's digits, so two erplab
+// processes can probe at once. SIInsertDataEntries whose argument cannot
+// be fetched counts calls. A probe without arguments goes where it costs
+// least (probeOffset).
+func (p *Probes) add(ctx context.Context, s probeSpec) error {
+	event := s.event + "_" + strings.TrimPrefix(p.group, "erplab_")
+	at := s.fn
+	if s.arg == "" && !strings.Contains(s.fn, "%") {
+		if off := probeOffset(p.binary, s.fn); off > 0 {
+			at = fmt.Sprintf("%s+%d", s.fn, off) // an emulated instruction: no single-step
+		}
+	}
+	spec := p.group + ":" + event + "=" + at
+	// not -q: perf's first line says why it failed
+	out, err := perfProbe(ctx, p.perf, "-x", p.binary, "-a", spec+argSuffix(s.arg))
+	switch {
+	case err != nil && s.ev == EvInsert && s.arg != "":
+		out, err = perfProbe(ctx, p.perf, "-x", p.binary, "-a", spec)
+	case err == nil && s.ev == EvInsert && s.arg != "":
+		p.counted = true
+	}
+	if err != nil {
+		return fmt.Errorf("uprobe on %s: %s", s.fn, firstLine(out, err))
+	}
+	name := event
+	if strings.HasSuffix(s.fn, "%return") {
+		name += "__return" // perf's name for a return probe
+	}
+	p.events[s.ev] = p.group + ":" + name
+	return nil
+}
+
+// argSuffix is " ARG", or "" without one.
+func argSuffix(arg string) string {
+	if arg == "" {
+		return ""
+	}
+	return " " + arg
 }
 
 // Group is the probes' perf group.
@@ -241,17 +266,37 @@ func (p *Probes) recordArgs() []string {
 	return args
 }
 
-// eventOf maps a perf event name ("erplab_x:reset") to its event index.
-func (p *Probes) eventOf(name string) (int, bool) {
-	for ev, n := range p.events {
-		if n != "" && n == name {
-			return ev, true
+// fields are the probes' tracepoints by id (their format files under
+// tracefs), each with its event and the field it counts: SIInsertDataEntries'
+// n where it is read, SIGetDataEntries' return value.
+func (p *Probes) fields(tracefs string) (map[uint16]probeField, error) {
+	out := map[uint16]probeField{}
+	for ev, name := range p.events {
+		if name == "" {
+			continue
 		}
+		field := ""
+		switch {
+		case ev == EvInsert && p.counted:
+			field = "n"
+		case ev == EvRead:
+			field = "ret"
+		}
+		id, f, err := readFormat(tracefs, name, field)
+		if err != nil {
+			return nil, fmt.Errorf("the uprobes' tracepoints: %w", err)
+		}
+		out[id] = probeField{ev: ev, f: f}
 	}
-	return 0, false
+	return out, nil
 }
 
 // perfProbe runs `perf probe ARGS...` and returns its combined output.
+// It dies with erplab (SIGKILL): a perf probe -a that outlived a killed
+// erplab could add its probe after the next command's sweep removed the
+// group.
 func perfProbe(ctx context.Context, perf string, args ...string) ([]byte, error) {
-	return exec.CommandContext(ctx, perf, append([]string{"probe"}, args...)...).CombinedOutput()
+	c := exec.CommandContext(ctx, perf, append([]string{"probe"}, args...)...)
+	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return c.CombinedOutput()
 }

@@ -1,15 +1,12 @@
 package profile
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -86,15 +83,16 @@ type invalEvent struct {
 const eventsMax = 1 << 21
 
 // InvalRecording counts the probes' events while a run goes on: `perf
-// record -o - | perf script -i -` streams them, each counted at once
-// (Snapshot: live totals for top and the progress lines) and kept for
-// the summary (End).
+// record -o -` streams them (readPipe decodes its output), each counted
+// at once (Snapshot: live totals for top and the progress lines) and
+// kept for the summary (End).
 type InvalRecording struct {
 	probes *Probes
 	clock  Clock
 	rec    *exec.Cmd
-	script *exec.Cmd
 	stderr bytes.Buffer
+	// ids are the probes' tracepoints by id
+	ids    map[uint16]probeField
 	done   chan error
 	stop   chan struct{}
 	polled chan struct{}
@@ -113,10 +111,16 @@ type InvalRecording struct {
 	events   []invalEvent
 	over     int
 	ended    bool
-	perfCPU  float64 // CPU seconds of perf record and perf script, once ended
+	perfCPU  float64 // CPU seconds of perf record, once ended
 	hits     int64   // probe events recorded, every process
-	lines    int
 	bad      int
+}
+
+// probeField is a probe's event and the field of its count ("" none:
+// each hit counts 1).
+type probeField struct {
+	ev int
+	f  traceField
 }
 
 // InvalOptions choose what BeginInval observes.
@@ -163,7 +167,7 @@ func BeginInval(ctx context.Context, dsn string, opts InvalOptions) (*InvalRecor
 	if err != nil {
 		return nil, err
 	}
-	r, err := startInval(ctx, perf, probes, []int{srv.Postmaster}, opts)
+	r, err := startInval(ctx, perf, probes, []int{srv.Postmaster}, fs.TracingDir(), opts)
 	if err != nil {
 		probes.Remove(context.WithoutCancel(ctx)) //nolint:errcheck // the start's error says more
 		return nil, err
@@ -175,11 +179,11 @@ func BeginInval(ctx context.Context, dsn string, opts InvalOptions) (*InvalRecor
 // norm0 is norm without the privilege answer.
 func (h Host) norm0() Host { h, _ = h.norm(); return h }
 
-// startInval starts perf record and perf script on the probes and waits
-// until events flow (perf script's first line: the task events perf
-// synthesizes for the processes that exist, written before it enables
-// the probes).
-func startInval(ctx context.Context, perf string, p *Probes, roots []int, opts InvalOptions) (*InvalRecording, error) {
+// startInval starts perf record on the probes and waits until events
+// flow (its first task event: perf synthesizes those of the processes
+// that exist before it enables the probes). tracing is the tracing file
+// system (the probes' formats).
+func startInval(ctx context.Context, perf string, p *Probes, roots []int, tracing string, opts InvalOptions) (*InvalRecording, error) {
 	c := opts.Clock
 	if c.T0.IsZero() {
 		var err error
@@ -192,35 +196,30 @@ func startInval(ctx context.Context, perf string, p *Probes, roots []int, opts I
 	for _, pid := range roots {
 		r.follow[pid], r.root[pid] = true, true
 	}
-	args := append([]string{"record", "-a", "-k", "CLOCK_MONOTONIC", "--quiet", "-o", "-"}, p.recordArgs()...)
+	ids, err := p.fields(tracing)
+	if err != nil {
+		return nil, &Unavailable{err.Error()}
+	}
+	r.ids = ids
+	// -m: 1 MiB a CPU, so that perf wakes up less often
+	args := append([]string{"record", "-a", "-k", "CLOCK_MONOTONIC", "--quiet", "-m", "256", "-o", "-"}, p.recordArgs()...)
 	r.rec = exec.Command(perf, args...)
 	r.rec.Stderr = &r.stderr
 	r.rec.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	r.script = exec.Command(perf, "script", "-i", "-", "--show-task-events", "--ns", "-F", "comm,pid,tid,time,event,trace")
-	r.script.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	pipe, err := r.rec.StdoutPipe()
-	if err != nil {
-		return nil, fmt.Errorf("profile: %w", err)
-	}
-	r.script.Stdin = pipe
-	out, err := r.script.StdoutPipe()
+	out, err := r.rec.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("profile: %w", err)
 	}
 	if err := r.rec.Start(); err != nil {
 		return nil, fmt.Errorf("profile: perf record: %w", err)
 	}
-	if err := r.script.Start(); err != nil {
-		r.rec.Process.Kill() //nolint:errcheck
-		r.rec.Wait()         //nolint:errcheck
-		return nil, fmt.Errorf("profile: perf script: %w", err)
-	}
 	first := make(chan struct{})
 	go func() { r.done <- r.read(out, first) }()
 	select {
 	case <-first:
-	case err := <-r.done:
-		r.kill()
+	case err := <-r.done: // the reader is done: kill would wait for it again
+		r.rec.Process.Kill() //nolint:errcheck // may have exited
+		r.rec.Wait()         //nolint:errcheck
 		return nil, &Unavailable{"perf record on the uprobes failed: " + firstLine(r.stderr.Bytes(), errOr(err))}
 	case <-time.After(enableTimeout):
 		r.kill()
@@ -233,13 +232,11 @@ func startInval(ctx context.Context, perf string, p *Probes, roots []int, opts I
 	return r, nil
 }
 
-// kill ends both perf processes at once and waits for them.
+// kill ends perf record and waits for it and the reader.
 func (r *InvalRecording) kill() {
-	r.rec.Process.Kill()    //nolint:errcheck // may have exited
-	r.script.Process.Kill() //nolint:errcheck
-	r.rec.Wait()            //nolint:errcheck
-	r.script.Wait()         //nolint:errcheck
+	r.rec.Process.Kill() //nolint:errcheck // may have exited
 	<-r.done
+	r.rec.Wait() //nolint:errcheck
 }
 
 // poll adds the roots' descendants seen in /proc to the followed set
@@ -269,56 +266,41 @@ func (r *InvalRecording) poll(fs hostfacts.FS) {
 	}
 }
 
-// read parses perf script's lines as they come, closing first at the
-// first one.
+// read decodes perf record's output as it comes, closing first at its
+// first task event or sample.
 func (r *InvalRecording) read(out io.Reader, first chan<- struct{}) error {
-	sc := bufio.NewScanner(out)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	once := false
-	for sc.Scan() {
-		if !once {
-			once = true
-			close(first)
-		}
-		r.line(sc.Text())
-	}
-	return sc.Err()
+	err := readPipe(out, func() { close(first) }, r.item)
+	_, _ = io.Copy(io.Discard, out) // perf record must not block on a full pipe
+	return err
 }
 
-// line counts one line of perf script: a task event updates the
-// followed processes, a probe's event is counted for its process.
-func (r *InvalRecording) line(text string) {
-	_, pid, ts, rest, err := parseHeader(text)
+// item counts one record of perf record: a task event updates the
+// followed processes, a probe's sample is counted for its process.
+func (r *InvalRecording) item(it pipeItem) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.lines++
-	if err != nil {
-		r.bad++
+	if it.kind != recSample {
+		applyTask(it.kind == recFork, it.pid, it.ppid, r.follow, r.root)
 		return
 	}
-	if ev, ok := strings.CutPrefix(rest, "PERF_RECORD_"); ok {
-		_ = taskEvent(ev, r.follow, r.root)
-		return
-	}
-	name, args, ok := strings.Cut(rest, ": ")
-	if !ok {
-		r.bad++
-		return
-	}
-	ev, ok := r.probes.eventOf(name)
+	pf, ok := r.ids[it.typ]
 	if !ok {
 		return
 	}
-	r.hits++
 	n := int64(1)
-	if ev == EvRead || ev == EvInsert && r.probes.counted {
-		v, ok := lastArg(args)
-		if !ok {
+	if pf.f.off >= 0 {
+		if n, ok = pf.f.value(it.raw); !ok {
 			r.bad++
 			return
 		}
-		n = v
 	}
+	r.hit(it.pid, it.t, pf.ev, n)
+}
+
+// hit counts a probe's hit of event ev with count n in process pid at
+// perf time ts (r.mu held).
+func (r *InvalRecording) hit(pid int, ts int64, ev int, n int64) {
+	r.hits++
 	if ev == EvRead && n < 0 { // -1: the backend was reset
 		ev, n = EvReset, 1
 	}
@@ -365,16 +347,6 @@ func (r *InvalRecording) count(pid int, t int64, ev int, n int64) {
 	}
 }
 
-// lastArg reads the value of the last "name=value" of a probe's fields.
-func lastArg(s string) (int64, bool) {
-	i := strings.LastIndexByte(s, '=')
-	if i < 0 {
-		return 0, false
-	}
-	v, err := strconv.ParseInt(strings.TrimSpace(s[i+1:]), 0, 64)
-	return v, err == nil
-}
-
 // Snapshot returns the counts of the server's processes so far and the
 // seconds since the recording started.
 func (r *InvalRecording) Snapshot() (InvalCounts, float64) {
@@ -386,8 +358,7 @@ func (r *InvalRecording) Snapshot() (InvalCounts, float64) {
 // Clock is the recording's time base.
 func (r *InvalRecording) Clock() Clock { return r.clock }
 
-// finish stops perf record (SIGINT: it flushes), lets perf script read
-// the rest, stops the poll and removes the probes.
+// finish stops perf record (SIGINT: it flushes), reads the rest, stops the poll and removes the probes.
 func (r *InvalRecording) finish(ctx context.Context) error {
 	r.mu.Lock()
 	ended := r.ended
@@ -402,18 +373,14 @@ func (r *InvalRecording) finish(ctx context.Context) error {
 	select {
 	case err = <-r.done:
 	case <-time.After(60 * time.Second):
-		r.rec.Process.Kill()    //nolint:errcheck
-		r.script.Process.Kill() //nolint:errcheck
+		r.rec.Process.Kill() //nolint:errcheck
 		<-r.done
 		err = errors.New("perf did not stop within 60 s of SIGINT")
 	}
-	r.rec.Wait()    //nolint:errcheck // SIGINT's status
-	r.script.Wait() //nolint:errcheck
+	r.rec.Wait() //nolint:errcheck // SIGINT's status
 	r.mu.Lock()
-	for _, c := range []*exec.Cmd{r.rec, r.script} {
-		if st := c.ProcessState; st != nil {
-			r.perfCPU += (st.UserTime() + st.SystemTime()).Seconds()
-		}
+	if st := r.rec.ProcessState; st != nil {
+		r.perfCPU += (st.UserTime() + st.SystemTime()).Seconds()
 	}
 	r.mu.Unlock()
 	<-r.polled

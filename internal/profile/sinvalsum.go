@@ -52,8 +52,8 @@ type Invalidation struct {
 	Unattributed *InvalCounts `json:"unattributed,omitempty"`
 	// NotKept counts events over the limit kept for attribution.
 	NotKept int `json:"not_kept,omitempty"`
-	// PerfCPUS is the CPU seconds perf record and perf script used (their
-	// start-up reading every process included): the probes' own cost
+	// PerfCPUS is the CPU seconds perf record used (its start-up
+	// reading every process included): the probes' own cost
 	// outside the traps, which the server's processes pay.
 	PerfCPUS float64 `json:"perf_cpu_s"`
 	// ProbeHits are the probe events perf recorded (every process of
@@ -236,7 +236,7 @@ func (s *Invalidation) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  backends reset or caught up most: %s\n", strings.Join(parts, "; "))
 	}
 	if s.PerfCPUS > 0 {
-		fmt.Fprintf(w, "  (cost: %d probe hits, %.0f/s, each a trap in the process that hit it; perf record and perf script used %.2f CPU s over %.0f s)\n",
+		fmt.Fprintf(w, "  (cost: %d probe hits, %.0f/s, each a trap in the process that hit it; perf record used %.2f CPU s over %.0f s)\n",
 			s.ProbeHits, float64(s.ProbeHits)/max(s.DurationS, 1e-9), s.PerfCPUS, s.DurationS)
 	}
 	if o := s.OtherProcesses; !o.Zero() {
