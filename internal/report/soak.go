@@ -68,8 +68,7 @@ type soakChart struct {
 // soakRow is one trend in the table: its label, the slope with its
 // interval as the warnings print it, and whether the rule finds it real.
 type soakRow struct {
-	Metric, Slope, Mean, Now, Real string
-	N                              int
+	Metric, Slope, N, Mean, Now, Real string
 }
 
 // soakTrends are the section's trends at the run's end; a section whose
@@ -189,9 +188,9 @@ func buildSoakSection(ri int, name string, s *soak.Section, drawCharts bool) (so
 	ax := soakAxisOf(s)
 	for i, k := range keys {
 		t, ok := trends[k]
-		row := soakRow{Metric: soak.MetricOf(k).Label, Slope: "fewer than 3 steady windows", Mean: "-", Now: "-", Real: "-"}
+		row := soakRow{Metric: soak.MetricOf(k).Label, Slope: "fewer than 3 steady windows", N: "-", Mean: "-", Now: "-", Real: "-"}
 		if ok {
-			row = soakRow{Metric: row.Metric, Slope: strings.TrimPrefix(soak.Describe(t, per), row.Metric+" "), Mean: fmtSoakValue(k, t.Mean), Now: fmtSoakValue(k, t.Now), Real: yesNo(t.Real), N: t.N}
+			row = soakRow{Metric: row.Metric, Slope: strings.TrimPrefix(soak.Describe(t, per), row.Metric+" "), Mean: fmtSoakValue(k, t.Mean), Now: fmtSoakValue(k, t.Now), Real: yesNo(t.Real), N: fmt.Sprint(t.N)}
 		}
 		out.Rows = append(out.Rows, row)
 		if !drawCharts {
@@ -313,6 +312,14 @@ func soakPlot(s *soak.Section, key string, t *soak.Trend, ax soakAxis) (*plot.Pl
 	}
 	p.Legend = plot.NewLegend() // the section's text says what the lines are
 	headroom(p)
+	if key == soak.KeyApdex { // APDEX's range ends at 1 (and a flat 1.0 is not drawn on 0-2)
+		top := 1.02
+		if len(s.Warnings) > 0 || s.Collapse != nil {
+			top = 1.12 // room for the markers' text
+		}
+		p.Y.Max = math.Min(p.Y.Max, top)
+		p.Y.Min = math.Max(0, math.Min(p.Y.Min, p.Y.Max-0.3))
+	}
 	for i, w := range s.Warnings {
 		if err := addSoakMarker(p, w.TS/ax.Div, fmt.Sprintf("warning %d", i+1), soakWarningColor, i); err != nil {
 			return nil, err
@@ -397,7 +404,7 @@ func writeSoakMarkdown(b *strings.Builder, secs []soakSection) {
 		}
 		b.WriteString("| metric | slope [interval] | windows | mean | now | real |\n|---|---|---:|---:|---:|---|\n")
 		for _, r := range s.Rows {
-			fmt.Fprintf(b, "| %s | %s | %d | %s | %s | %s |\n", md(r.Metric), md(r.Slope), r.N, r.Mean, r.Now, r.Real)
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", md(r.Metric), md(r.Slope), r.N, r.Mean, r.Now, r.Real)
 		}
 		if s.Flat != "" {
 			fmt.Fprintf(b, "\nAt 0 in every window: %s.\n", md(s.Flat))

@@ -210,3 +210,44 @@ func TestSoakLoadBadFormat(t *testing.T) {
 		t.Errorf("Load: %v", err)
 	}
 }
+
+// testdata/soak-smoke.json is a real soak recorded with
+//
+//	erplab run --workload smoke --users 2 --duration 40s --soak --window 5s
+//
+// on a PostgreSQL 15 of this host: its trends as the run recorded them
+// are the table's and the captions' (not fitted again), one chart per
+// metric not at 0 throughout.
+func TestSoakRecordedTrends(t *testing.T) {
+	runs, err := Load([]string{"testdata/soak-smoke.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := runs[0].Soak
+	if s == nil || len(s.Trends) == 0 || len(s.Warnings) != 0 {
+		t.Fatalf("recording: %+v", s)
+	}
+	var buf bytes.Buffer
+	if err := WriteMarkdown(&buf, runs); err != nil {
+		t.Fatal(err)
+	}
+	md := buf.String()
+	for _, want := range []string{"8 windows of 5 s; each trend is fitted over the last 24 steady windows",
+		"No early warning.", "| catalog dead tuples | +238 %/min [+120, +356] | 6 | 218 | 325 | no |",
+		"| sessions in IO:WALSync | fewer than 3 steady windows | - | - | - | - |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+	buf.Reset()
+	if err := WriteHTML(&buf, runs); err != nil {
+		t.Fatal(err)
+	}
+	keys, flat := soakKeys(s)
+	if n := strings.Count(buf.String(), `<figure id="chart-soak-0-`); n != len(keys) || len(keys) != 15 || len(flat) != 6 {
+		t.Errorf("%d soak charts for %d metrics (%d at 0)", n, len(keys), len(flat))
+	}
+	if !strings.Contains(html.UnescapeString(buf.String()), "<figcaption>catalog dead tuples +238 %/min [+120, +356], over 6 windows; now 325.</figcaption>") {
+		t.Error("no caption quoting catalog dead tuples' recorded slope")
+	}
+}
