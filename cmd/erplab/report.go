@@ -29,8 +29,12 @@ that works offline (inline CSS, inline SVG charts, no scripts, no external asset
 APDEX table, APDEX per operation as bars (runs side by side), response-time percentiles over
 time per key operation, VUs and throughput over time, active sessions by wait event (stacked),
 host CPU user/system/iowait/softirq, catalog size and temp files over time, storms marked on
-the time axis, and the environment and parameters. --format markdown writes the tables only,
-for tickets. A capacity document of erplab capacity gets its own page: the verdict, the steps,
+the time axis, and the environment and parameters. A run of erplab run --soak gets a soak
+section: per trend (APDEX, throughput, each key operation's p95, sessions, catalog, dead
+tuples, xmin age, WAL, ...) a small chart of its values per window with the fitted line, its
+slope and interval in the caption, each early warning and the collapse marked by a vertical
+line; in Markdown, a table of the trends and the warnings' lines. --format markdown writes the
+tables only, for tickets. A capacity document of erplab capacity gets its own page: the verdict, the steps,
 and APDEX, throughput, p95 and top wait events against the load with the knee marked; an A/B
 document of erplab capacity --variant gets the verdicts, the sides and every search's APDEX
 curve on one chart with each side's capacity marked; several capacity documents are drawn on

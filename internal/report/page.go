@@ -33,6 +33,7 @@ figure { margin: 1em 0; } figure svg { display: block; width: 100%; height: auto
 .scroll { overflow-x: auto; max-width: 100%; }
 details { margin: .5em 0; } code { background: #f6f6f6; padding: .1em .3em; word-break: break-all; }
 .muted { color: #777; font-size: .85em; }
+figcaption { font-size: .85em; color: #444; margin-top: .3em; }
 </style>
 </head>
 <body>
@@ -91,6 +92,17 @@ details { margin: .5em 0; } code { background: #f6f6f6; padding: .1em .3em; word
 {{range .Storms}}<tr><td class="l">{{.Run}}</td><td>{{.At}}</td><td class="l">{{.Span}}</td><td class="l">{{.Wait}}</td><td class="l">{{.Message}}</td></tr>
 {{end}}</table></div>
 {{else}}<p>No storms detected.</p>{{end}}
+{{range $i, $s := .Soak}}
+<h2 id="soak-{{$i}}">Soak trends: {{$s.Run}}</h2>
+<p>{{$s.About}} Each chart: the metric per window (blue, a dot on each steady window that trends count), the line fitted to it (vermillion when the rule finds the trend real in its bad direction, grey dashed when not), an orange vertical line at each early warning and a black one at the collapse. The caption quotes the slope with its interval.</p>
+{{if $s.Warnings}}<ul>{{range $s.Warnings}}<li><strong>{{.}}</strong></li>
+{{end}}</ul>{{else}}<p>No early warning.</p>{{end}}
+{{if $s.Collapse}}<p><strong>{{$s.Collapse}}</strong></p>{{end}}
+<div class="charts">
+{{range $s.Charts}}<figure id="chart-{{.ID}}">{{svg .SVG}}<figcaption>{{.Caption}}</figcaption></figure>
+{{end}}</div>
+{{if $s.Flat}}<p class="muted">At 0 in every window (no chart): {{$s.Flat}}.</p>{{end}}
+{{end}}
 
 {{template "profile" .Profile}}
 <h2 id="charts">Charts</h2>

@@ -20,6 +20,7 @@ import (
 	"github.com/erplab/erplab/internal/conninfo"
 	"github.com/erplab/erplab/internal/results"
 	"github.com/erplab/erplab/internal/sampler"
+	"github.com/erplab/erplab/internal/soak"
 )
 
 // Run is one results file to report.
@@ -31,6 +32,9 @@ type Run struct {
 	Doc  *results.Document
 	// Obs is the decoded extra.observations, nil when the run has none.
 	Obs *sampler.Observations
+	// Soak is the decoded extra.soak of erplab run --soak, nil when the
+	// run has none.
+	Soak *soak.Section
 }
 
 // Load reads results files (results.Read) and their observations and
@@ -54,6 +58,9 @@ func Load(paths []string) ([]Run, error) {
 				return nil, fmt.Errorf("report: %s: %w", p, err)
 			}
 			r.Obs = o
+		}
+		if r.Soak, err = soakOf(d); err != nil {
+			return nil, fmt.Errorf("report: %s: %w", p, err)
 		}
 		name := strings.TrimSuffix(filepath.Base(p), filepath.Ext(p))
 		used[name]++
@@ -404,6 +411,9 @@ type page struct {
 	// Verdicts are the primary verdicts of erplab ab experiments among
 	// the runs (verdicts.go).
 	Verdicts []abVerdict
+	// Soak are the soak sections of the runs of erplab run --soak
+	// (soak.go).
+	Soak []soakSection
 }
 
 func buildPage(runs []Run, charts []Chart) page {
@@ -519,6 +529,9 @@ func WriteHTML(w io.Writer, runs []Run) error {
 	if pg.Profile, err = profiles(runs); err != nil {
 		return err
 	}
+	if pg.Soak, err = soakSections(runs, true); err != nil {
+		return err
+	}
 	t, err := template.New("page").Funcs(template.FuncMap{
 		"svg":          func(s string) template.HTML { return template.HTML(s) }, // our own renderer's output
 		"verdictsNote": func() string { return verdictsNote },
@@ -544,6 +557,10 @@ func WriteHTML(w io.Writer, runs []Run) error {
 func WriteMarkdown(w io.Writer, runs []Run) error {
 	pg := buildPage(runs, nil)
 	prof, err := profiles(runs)
+	if err != nil {
+		return err
+	}
+	soaks, err := soakSections(runs, false)
 	if err != nil {
 		return err
 	}
@@ -612,6 +629,7 @@ func WriteMarkdown(w io.Writer, runs []Run) error {
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", md(s.Run), s.At, s.Span, md(s.Wait), md(s.Message))
 		}
 	}
+	writeSoakMarkdown(&b, soaks)
 	writeProfileMarkdown(&b, prof)
 	b.WriteString("\n")
 	writeItemsMarkdown(&b, pg, "Parameters", pg.Params, false)

@@ -154,7 +154,7 @@ func (d *Detector) Next(ws []Window) ([]Trend, *Warning) {
 	parts := make([]string, 0, len(real))
 	for _, t := range real {
 		wn.Metrics = append(wn.Metrics, t.Metric)
-		parts = append(parts, describe(t, unitOf(last)))
+		parts = append(parts, Describe(t, UnitOf(last)))
 	}
 	for _, t := range fresh {
 		wn.New = append(wn.New, t.Metric)
@@ -178,18 +178,20 @@ func contains(ts []Trend, metric string) bool {
 	return false
 }
 
-// unitOf is the time unit slopes are printed in: per 10 min for windows
-// of a minute or more, per min for shorter ones (a test's 5 s windows).
-func unitOf(w Window) float64 {
+// UnitOf is the time unit slopes are printed in, minutes: per 10 min for
+// windows of a minute or more, per min for shorter ones (a test's 5 s
+// windows).
+func UnitOf(w Window) float64 {
 	if w.ToS-w.FromS >= 60 {
 		return 10
 	}
 	return 1
 }
 
-// describe is one trend in a warning: "post_goods_receipt p95 +18 %/10
-// min [+12, +24]", sizes also in bytes per minute.
-func describe(t Trend, per float64) string {
+// Describe is one trend as a warning and the report's captions print it:
+// "post_goods_receipt p95 +18 %/10 min [+12, +24]" (the slope per per
+// minutes with its interval), sizes also in bytes per minute.
+func Describe(t Trend, per float64) string {
 	m := MetricOf(t.Metric)
 	unit := fmt.Sprintf("%g min", per)
 	if per == 1 {
