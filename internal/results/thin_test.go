@@ -75,3 +75,28 @@ func TestThinnedDocument(t *testing.T) {
 		}
 	}
 }
+
+// TestMergeThinnedSegments: segments thinned alike merge, keeping the
+// coarse points' span_s; segments thinned differently (a soak warning in
+// one only) are refused with a one-line error naming the point.
+func TestMergeThinnedSegments(t *testing.T) {
+	docs := readSegments(t)
+	for _, d := range docs {
+		f, err := Fold(0, d.Series[:2])
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Series = append([]Interval{f}, d.Series[2:]...)
+	}
+	m, err := Merge(docs, MergeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Series[0].SpanS != docs[0].Series[0].SpanS || m.Series[0].SpanS == 0 {
+		t.Fatalf("merged series[0].span_s %g, segments' %g", m.Series[0].SpanS, docs[0].Series[0].SpanS)
+	}
+	docs[1].Series[0].SpanS = 0
+	if _, err := Merge(docs, MergeOptions{}); err == nil || !strings.Contains(err.Error(), "series[0]: thinned differently") {
+		t.Fatalf("merge of differently thinned segments: %v", err)
+	}
+}
