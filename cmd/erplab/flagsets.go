@@ -273,7 +273,7 @@ func (s *observeFlags) register(fl *pflag.FlagSet, names ...string) {
 type soakFlags struct {
 	flagGroup
 	soak, stopOnCollapse bool
-	window               time.Duration
+	window, horizon      time.Duration
 	collapseApdex        float64
 	collapseActive       int
 }
@@ -282,6 +282,7 @@ func (s *soakFlags) register(fl *pflag.FlagSet, names ...string) {
 	d := pflag.NewFlagSet("soak", pflag.ContinueOnError)
 	d.BoolVar(&s.soak, "soak", false, "soak test: per --window a line of the load's and the server's figures (APDEX, p95 per key operation, tps, sessions by wait event, catalog size, dead tuples, xmin and xid age, temp files, WAL, autovacuum, host memory), each trend's slope with its interval, an early warning when a trend is real, extra.soak in the results; a lost terminal (SIGHUP) does not stop it")
 	d.DurationVar(&s.window, "window", 5*time.Minute, "with --soak, the window the trends are measured over (at least 2 --interval)")
+	d.DurationVar(&s.horizon, "soak-horizon", loadtest.DefaultSoakHorizon, "with --soak, keep the time series at full resolution (--interval) for this last part of the run and the minutes before each warning; older intervals are folded into one point per --window in memory and in the results (the stream X.jsonl keeps every one); 0 keeps every interval")
 	d.BoolVar(&s.stopOnCollapse, "stop-on-collapse", false, "with --soak, end the run (results so far written, exit code 9) when a window's APDEX falls below --collapse-apdex or its active sessions reach --collapse-active")
 	d.Float64Var(&s.collapseApdex, "collapse-apdex", 0.5, "with --stop-on-collapse, the window APDEX below which the run ends (0 = off)")
 	d.IntVar(&s.collapseActive, "collapse-active", 0, "with --stop-on-collapse, the mean active sessions of a window at which the run ends (0 = off; needs --observe)")
@@ -293,7 +294,7 @@ func (s *soakFlags) register(fl *pflag.FlagSet, names ...string) {
 // usage errors.
 func (s *soakFlags) options(interval time.Duration, observe bool) (*loadtest.SoakOptions, error) {
 	if !s.soak {
-		for _, n := range []string{"window", "stop-on-collapse", "collapse-apdex", "collapse-active"} {
+		for _, n := range []string{"window", "soak-horizon", "stop-on-collapse", "collapse-apdex", "collapse-active"} {
 			if s.changed(n) {
 				return nil, fmt.Errorf("--%s applies with --soak only", n)
 			}
@@ -303,6 +304,8 @@ func (s *soakFlags) options(interval time.Duration, observe bool) (*loadtest.Soa
 	switch {
 	case s.window < 2*interval:
 		return nil, fmt.Errorf("--window %s must be at least twice --interval %s", s.window, interval)
+	case s.horizon < 0:
+		return nil, fmt.Errorf("--soak-horizon must be >= 0, got %s", s.horizon)
 	case s.collapseApdex < 0 || s.collapseApdex > 1:
 		return nil, fmt.Errorf("--collapse-apdex must be between 0 and 1, got %g", s.collapseApdex)
 	case s.collapseActive < 0:
@@ -312,7 +315,7 @@ func (s *soakFlags) options(interval time.Duration, observe bool) (*loadtest.Soa
 	case !s.stopOnCollapse && (s.changed("collapse-apdex") || s.changed("collapse-active")):
 		return nil, errors.New("--collapse-apdex and --collapse-active apply with --stop-on-collapse only")
 	}
-	return &loadtest.SoakOptions{Window: s.window, StopOnCollapse: s.stopOnCollapse,
+	return &loadtest.SoakOptions{Window: s.window, StopOnCollapse: s.stopOnCollapse, Horizon: s.horizon,
 		Limits: soak.Limits{Apdex: s.collapseApdex, Active: float64(s.collapseActive)}}, nil
 }
 

@@ -170,9 +170,12 @@ func seq(n int) []int {
 	return out
 }
 
-// scoredIntervals returns the intervals that count: not warm-up and not
-// a last partial interval (shorter than the run's interval by more than
-// 10 %).
+// scoredIntervals returns the intervals that count: not warm-up, not a
+// last partial interval (shorter than the run's interval by more than
+// 10 %) and not a coarse point of a thinned series (span_s: a soak's
+// intervals older than its horizon, folded into one point per window),
+// since the statistics resample equal intervals; the operations' totals
+// still cover the whole run.
 func scoredIntervals(d *results.Document) []results.Interval {
 	step := intervalSeconds(d)
 	var out []results.Interval
@@ -180,7 +183,7 @@ func scoredIntervals(d *results.Document) []results.Interval {
 	for i, iv := range d.Series {
 		length := iv.T - prev
 		prev = iv.T
-		if iv.Warmup {
+		if iv.Warmup || iv.SpanS > 0 {
 			continue
 		}
 		if i == len(d.Series)-1 && length < 0.9*step {

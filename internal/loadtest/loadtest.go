@@ -561,6 +561,9 @@ func (r *runState) begin(ctx context.Context) error {
 		recOps[i] = record.OpInfo{Name: op.Name, Target: op.Target, Priority: op.Priority}
 	}
 	r.rec = record.New(recOps, r.start, r.opts.Warmup, r.opts.Interval)
+	if r.opts.Soak != nil {
+		r.rec.SetThinning(r.opts.Soak.Horizon, r.opts.Soak.Window)
+	}
 	r.cpu = newCPUMeter(r.start)
 	return nil
 }

@@ -19,12 +19,25 @@ import (
 )
 
 // SoakOptions are run --soak's: the window, and the collapse limits
-// that end the run with StopOnCollapse.
+// that end the run with StopOnCollapse. Horizon bounds the series kept
+// in memory and in the results (record.Recorder.SetThinning): intervals
+// older than Horizon are folded into one point per Window, except those
+// of the KeepBeforeWarning before each warning; 0 keeps every interval.
 type SoakOptions struct {
 	Window         time.Duration
 	StopOnCollapse bool
 	Limits         soak.Limits
+	Horizon        time.Duration
 }
+
+// DefaultSoakHorizon is run --soak's full-resolution horizon.
+const DefaultSoakHorizon = time.Hour
+
+// KeepBeforeWarning is how much of the series before a soak warning
+// stays at full resolution when thinning reaches it: twice doctor
+// --results' default window, so `doctor --results FILE --at T` reads the
+// turn at full resolution.
+const KeepBeforeWarning = 10 * time.Minute
 
 // soakAttachment cuts the run into windows (run --soak): per window one
 // line of the load's and the server's figures, the trends over the
@@ -173,6 +186,7 @@ func (s *soakAttachment) closeWindow(ctx context.Context, r *runState, toS float
 	r.say("%s", windowLine(w, s.det.Ctx.Ops))
 	if wn != nil {
 		s.sec.Warnings = append(s.sec.Warnings, *wn)
+		r.rec.KeepFull(toS-max(KeepBeforeWarning, 2*s.opts.Window).Seconds(), toS)
 		r.say("%s", wn.Line)
 	}
 	if s.opts.StopOnCollapse && s.sec.Collapse == nil {

@@ -155,6 +155,8 @@ type Recorder struct {
 
 	ivIndex     int // number of intervals closed so far
 	series      []results.Interval
+	thin        thinning
+	keepMu      sync.Mutex
 	vus         atomic.Int64
 	inflight    atomic.Int64
 	waiters     atomic.Int64
@@ -404,6 +406,7 @@ func (r *Recorder) Tick(now time.Time) []results.Interval {
 	for {
 		end := r.start.Add(time.Duration(r.ivIndex+1) * r.interval)
 		if now.Before(end) {
+			r.thinSeries()
 			return out
 		}
 		r.ivIndex++
@@ -474,7 +477,8 @@ func (r *Recorder) Gauges() (vus, poolWaiters, inFlight int64) {
 	return r.vus.Load(), r.waiters.Load(), r.inflight.Load()
 }
 
-// Series returns the intervals closed so far.
+// Series returns the intervals closed so far (thinned past the horizon
+// when SetThinning is set).
 func (r *Recorder) Series() []results.Interval { return r.series }
 
 // Results computes per-operation results; scored is the scored duration

@@ -294,23 +294,31 @@ func vusChart(runs []Run, storms []stormMark) (*plot.Plot, error) {
 func throughputChart(runs []Run, storms []stormMark) (*plot.Plot, error) {
 	p := newPlot("Throughput (key operations completed)", "executions/s")
 	for i, r := range runs {
-		var pts plotter.XYs
-		prev, step := 0.0, r.intervalSeconds()
-		for _, iv := range r.Doc.Series {
-			dt := iv.T - prev
-			prev = iv.T
-			if dt < 0.9*step { // the last, partial interval
-				continue
-			}
-			pts = append(pts, plotter.XY{X: iv.T, Y: float64(iv.Count) / dt})
-		}
-		if err := addLine(p, r.Name, pts, palette(i), nil); err != nil {
+		if err := addLine(p, r.Name, throughputPoints(r), palette(i), nil); err != nil {
 			return nil, err
 		}
 	}
 	p.Y.Min = 0
 	headroom(p)
 	return p, addStorms(p, storms)
+}
+
+// throughputPoints are r's executions per second at each point of its
+// series: its executions over the time since the previous point (a
+// thinned series' coarse point covers span_s, that time); the last,
+// partial interval is left out.
+func throughputPoints(r Run) plotter.XYs {
+	var pts plotter.XYs
+	prev, step := 0.0, r.intervalSeconds()
+	for _, iv := range r.Doc.Series {
+		dt := iv.T - prev
+		prev = iv.T
+		if dt < 0.9*step { // the last, partial interval
+			continue
+		}
+		pts = append(pts, plotter.XY{X: iv.T, Y: float64(iv.Count) / dt})
+	}
+	return pts
 }
 
 // maxWaitLayers is how many wait events the stacked chart shows; the

@@ -547,6 +547,14 @@ func mergeDocs(docs []*Document) (*Document, error) {
 	return out, nil
 }
 
+// seriesSpan is series[k]'s span_s, 0 past the series' end.
+func (d *Document) seriesSpan(k int) float64 {
+	if k >= len(d.Series) {
+		return 0
+	}
+	return d.Series[k].SpanS
+}
+
 // mergeSeries adds the documents' intervals of the same index (the
 // agents started together at the barrier, on the same interval): gauges
 // are summed (PoolWaitersMax and BacklogMax as the sum of the agents'
@@ -567,7 +575,11 @@ func mergeSeries(docs []*Document) ([]Interval, error) {
 				continue
 			}
 			s := d.Series[k]
+			if s.SpanS != docs[0].seriesSpan(k) {
+				return nil, fmt.Errorf("segment %s: series[%d]: thinned differently from segment %s (span_s %g, not %g): the segments' soaks folded different intervals (a warning in one only); merge their full-resolution streams (X.jsonl) instead", d.Segment.Label(), k, docs[0].Segment.Label(), s.SpanS, docs[0].seriesSpan(k))
+			}
 			iv.T = max(iv.T, s.T)
+			iv.SpanS = max(iv.SpanS, s.SpanS)
 			iv.Warmup = iv.Warmup || s.Warmup
 			iv.VUs += s.VUs
 			iv.PoolWaiters += s.PoolWaiters

@@ -29,7 +29,10 @@ const Format = "erplab-run/1"
 // segments (merged), and the pool-wait, database and lag histograms of
 // every operation (pool_wait_histogram_us, db_histogram_us,
 // lag_histogram_us), so that a merge recomputes those exactly too.
-const SchemaVersion = 5
+// Version 6 added the coarse points of a thinned series (span_s: a
+// soak's intervals older than its horizon folded into one point per
+// window).
+const SchemaVersion = 6
 
 // IntegralScore is the integral APDEX of a run, as written to the results.
 type IntegralScore struct {
@@ -424,6 +427,11 @@ type OpInterval struct {
 type Interval struct {
 	// T is the end of the interval in seconds since the run started.
 	T float64 `json:"t"`
+	// SpanS marks a coarse point of a thinned series (schema 6): the
+	// seconds it covers, several intervals folded into one (Fold; a
+	// soak keeps full resolution only for its recent horizon and the
+	// minutes before a warning). Absent on a point of one --interval.
+	SpanS float64 `json:"span_s,omitempty"`
 	// Warmup is true while the interval lies in the warm-up period.
 	Warmup bool `json:"warmup,omitempty"`
 	// VUs is the number of active virtual users at the end of the interval.

@@ -181,7 +181,7 @@ func TestValidate(t *testing.T) {
 	}
 	for file, want := range map[string]string{
 		"format.json":            `format: "erplab-run/2", want "erplab-run/1"`,
-		"schema-newer.json":      "schema: 6, this erplab reads up to 5",
+		"schema-newer.json":      "schema: 7, this erplab reads up to 6",
 		"no-workload.json":       "workload: missing",
 		"no-started-at.json":     "started_at: missing",
 		"no-status.json":         "status: missing",

@@ -2,6 +2,7 @@ package results
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -10,7 +11,8 @@ import (
 // operation's name, unique) are present, counts are not negative and
 // errors do not exceed counts, each operation's APDEX zones total its
 // count plus skipped arrivals plus cut-short executions scored frustrated, and the totals equal the sums over the
-// operations. The error is one line naming the first field found wrong,
+// operations, and a thinned series' coarse point covers the time since
+// the previous point (span_s). The error is one line naming the first field found wrong,
 // e.g. `totals.count: 10, but the operations sum to 12`.
 func Validate(d *Document) error {
 	if d == nil {
@@ -69,6 +71,19 @@ func Validate(d *Document) error {
 		if c.got != c.want {
 			return fmt.Errorf("totals.%s: %d, but the operations sum to %d", c.field, c.got, c.want)
 		}
+	}
+	return validateSpans(d.Series)
+}
+
+// validateSpans checks the coarse points of a thinned series: span_s is
+// the time since the previous point (0.001 s of rounding allowed).
+func validateSpans(series []Interval) error {
+	prev := 0.0
+	for i, iv := range series {
+		if iv.SpanS < 0 || (iv.SpanS > 0 && math.Abs(iv.SpanS-(iv.T-prev)) > 1e-3) {
+			return fmt.Errorf("series[%d].span_s: %g, but the point follows the previous one by %g s", i, iv.SpanS, iv.T-prev)
+		}
+		prev = iv.T
 	}
 	return nil
 }
