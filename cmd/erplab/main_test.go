@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -82,7 +83,14 @@ func TestRunEmbeddedDefault(t *testing.T) {
 // disk, the cluster removed.
 func TestRunInterruptedBySIGINT(t *testing.T) { interrupted(t, syscall.SIGINT) }
 
-func TestRunInterruptedBySIGHUP(t *testing.T) { interrupted(t, syscall.SIGHUP) }
+func TestRunInterruptedBySIGHUP(t *testing.T) {
+	if signal.Ignored(syscall.SIGHUP) {
+		// erplab keeps a signal it started with ignored (nohup), and the
+		// erplab this test starts inherits that from go test.
+		t.Skip("SIGHUP is ignored in this process (started under nohup?): the erplab it starts would inherit that")
+	}
+	interrupted(t, syscall.SIGHUP)
+}
 
 func interrupted(t *testing.T, sig syscall.Signal) {
 	pgtest.SkipShort(t) // builds the binary and starts an embedded server
