@@ -72,7 +72,9 @@ func (s *soakAttachment) start(ctx context.Context, r *runState) error {
 		ops[i] = soak.Op{Name: op.Name, Target: op.Target, Priority: op.Priority}
 	}
 	s.b = soak.NewBuilder(s.opts.Window, ops)
-	s.det = soak.Detector{Rule: soak.DefaultRule(), Ctx: soak.Context{Ops: ops}}
+	rule := soak.DefaultRule()
+	rule.OpenModel = len(r.opts.Rate) > 0
+	s.det = soak.Detector{Rule: rule, Ctx: soak.Context{Ops: ops}}
 	s.sec = soak.Section{Format: soak.Format, WindowS: s.opts.Window.Seconds(), Rule: s.det.Rule, Windows: []soak.Window{}}
 	if s.opts.StopOnCollapse {
 		s.sec.Limits = &s.opts.Limits

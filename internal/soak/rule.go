@@ -23,6 +23,12 @@ type RuleParams struct {
 	// ApdexFloor is the APDEX the projection counts down to (the lower
 	// bound of "good").
 	ApdexFloor float64 `json:"apdex_floor"`
+	// OpenModel: the load's arrival rate is fixed (run --rate). Its
+	// throughput then follows the arrival schedule (a Poisson process:
+	// ±11 % in 2 s windows at 40/s), not the server, so its trend is shown
+	// but never warns; a server falling behind shows in p95, APDEX and the
+	// sessions instead.
+	OpenModel bool `json:"open_model,omitempty"`
 }
 
 // DefaultRule is the calibrated rule.
@@ -33,7 +39,7 @@ func DefaultRule() RuleParams {
 // Real reports whether t is a real trend of metric m in its bad
 // direction under the rule.
 func (p RuleParams) Real(m Metric, t Trend) bool {
-	if m.Bad == 0 || t.N < p.MinWindows {
+	if m.Bad == 0 || t.N < p.MinWindows || p.OpenModel && m.Key == KeyTPS {
 		return false
 	}
 	if m.Bad > 0 && t.LoPerMin <= 0 || m.Bad < 0 && t.HiPerMin >= 0 {
