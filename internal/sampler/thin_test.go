@@ -77,3 +77,17 @@ func TestThinnedObservationsKeepMeans(t *testing.T) {
 		}
 	}
 }
+
+// TestLockFiguresBounded: a soak's hours of backend-samples keep one
+// count per number of locks held, not one entry per backend-sample, with
+// the same percentiles.
+func TestLockFiguresBounded(t *testing.T) {
+	a := &lockAgg{}
+	for i := range 100000 {
+		a.add(BackendLocks{FastPath: 1 + i%5, Outside: i % 2})
+	}
+	l := a.summary("post_invoice")
+	if len(a.held)+len(a.outside) > 8 || l.Samples != 100000 || l.HeldP50 != 3 || l.HeldP95 != 6 || l.OutsideP50 != 0 || l.OutsideP95 != 1 {
+		t.Fatalf("%d held and %d outside entries kept; figures %+v", len(a.held), len(a.outside), l)
+	}
+}
