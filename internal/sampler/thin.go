@@ -107,7 +107,10 @@ func thinSamples(th *Thinning, series []Sample, done int) ([]Sample, int) {
 		if i > 0 {
 			prevT = series[i-1].T
 		}
-		end := (math.Floor(prevT/coarse+1e-9) + 1) * coarse
+		// The window the first unsettled sample falls in (a sample's t
+		// comes a little after its tick, so a sample just past a window's
+		// end starts the next window rather than standing alone).
+		end := math.Ceil(series[i].T/coarse-1e-9) * coarse
 		if end > cut {
 			break
 		}

@@ -91,3 +91,23 @@ func TestLockFiguresBounded(t *testing.T) {
 		t.Fatalf("%d held and %d outside entries kept; figures %+v", len(a.held), len(a.outside), l)
 	}
 }
+
+// TestThinnedObservationsLateTicks: samples taken a few milliseconds
+// after their tick fold whole windows, no sample left alone at a
+// window's start.
+func TestThinnedObservationsLateTicks(t *testing.T) {
+	th := &Thinning{Horizon: 10 * time.Minute, Coarse: time.Minute}
+	var series []Sample
+	done := 0
+	for s := 0; s < 3600; s++ {
+		smp := synthSample(s)
+		smp.T = float64(s) + 0.001*float64(1+s%7)
+		series = append(series, smp)
+		series, done = thinSamples(th, series, done)
+	}
+	for _, s := range series {
+		if s.T < 2400 && s.Samples != 60 {
+			t.Fatalf("sample at %g stands for %d samples, want a whole minute's 60", s.T, s.Samples)
+		}
+	}
+}
