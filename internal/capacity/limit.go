@@ -85,32 +85,33 @@ func ResourcesOf(d *results.Document) (Resources, error) {
 	var waitTotal, active, conns float64
 	var srv, busy, iow, erp, foreign float64
 	var delayMs, runMs float64
-	var nCPU, nHost int
+	var nCPU, nHost float64
 	for _, s := range o.Series {
 		if s.Elapsed <= 0 || s.T <= p.WarmupS {
 			continue
 		}
-		r.Samples++
-		active += float64(s.Sessions.Active)
-		conns += float64(s.Sessions.Total())
+		w := s.Weight() // a thinned series' coarse sample stands for several
+		r.Samples += int(w)
+		active += w * float64(s.Sessions.Active)
+		conns += w * float64(s.Sessions.Total())
 		for k, n := range s.Waits {
-			waits[k] += float64(n)
-			waitTotal += float64(n)
+			waits[k] += w * float64(n)
+			waitTotal += w * float64(n)
 		}
 		if s.Noise != nil {
-			nCPU++
-			srv += s.Noise.ServerUser + s.Noise.ServerSystem
-			erp += s.Noise.Erplab
-			foreign += s.Noise.Foreign
+			nCPU += w
+			srv += w * (s.Noise.ServerUser + s.Noise.ServerSystem)
+			erp += w * s.Noise.Erplab
+			foreign += w * s.Noise.Foreign
 			if sc := s.Noise.Sched; sc != nil {
-				delayMs += sc.ServerDelayMs + sc.ErplabDelayMs
-				runMs += sc.ServerRunMs + sc.ErplabRunMs
+				delayMs += w * (sc.ServerDelayMs + sc.ErplabDelayMs)
+				runMs += w * (sc.ServerRunMs + sc.ErplabRunMs)
 			}
 		}
 		if s.Host != nil {
-			nHost++
-			busy += s.Host.CPU.Busy
-			iow += s.Host.CPU.Iowait
+			nHost += w
+			busy += w * s.Host.CPU.Busy
+			iow += w * s.Host.CPU.Iowait
 		}
 	}
 	if r.Samples == 0 {
@@ -128,13 +129,13 @@ func ResourcesOf(d *results.Document) (Resources, error) {
 		return r.Waits[i].Event < r.Waits[j].Event
 	})
 	if nCPU > 0 {
-		r.ServerCPU, r.ErplabCPU, r.ForeignCPU = ptr(srv/float64(nCPU)), ptr(erp/float64(nCPU)), ptr(foreign/float64(nCPU))
+		r.ServerCPU, r.ErplabCPU, r.ForeignCPU = ptr(srv/nCPU), ptr(erp/nCPU), ptr(foreign/nCPU)
 	}
 	if runMs > 0 {
 		r.Starvation = ptr(delayMs / runMs)
 	}
 	if nHost > 0 {
-		r.HostBusy, r.Iowait = ptr(busy/float64(nHost)), ptr(iow/float64(nHost))
+		r.HostBusy, r.Iowait = ptr(busy/nHost), ptr(iow/nHost)
 	}
 	return r, nil
 }

@@ -81,7 +81,8 @@ func prepare(d *results.Document) (*runData, error) {
 		rd.stmts = o.Statements
 		warm := paramFloat(d, "warmup_s")
 		for _, s := range o.Series {
-			if s.Elapsed > 0 && s.T > warm {
+			if s.Elapsed > 0 && s.T > warm && s.SpanS == 0 { // resampled: a thinned series' full samples only
+
 				rd.obs = append(rd.obs, s)
 			}
 		}

@@ -82,12 +82,16 @@ func checkWindowWaits(_ context.Context, e *env) result {
 	return r
 }
 
-// meanWaits is the mean sessions per wait event over samples.
+// meanWaits is the mean sessions per wait event over samples, each
+// weighted by the samples it stands for (a thinned series' coarse ones).
 func meanWaits(ss []sampler.Sample) map[string]float64 {
-	out := map[string]float64{}
-	for _, s := range ss {
-		for k, n := range s.Waits {
-			out[k] += float64(n) / float64(len(ss))
+	out, n := map[string]float64{}, 0.0
+	for i := range ss {
+		n += ss[i].Weight()
+	}
+	for i := range ss {
+		for k, c := range ss[i].Waits {
+			out[k] += float64(c) * ss[i].Weight() / n
 		}
 	}
 	return out
@@ -101,18 +105,19 @@ func serverCPU(s sampler.Sample) (float64, bool) {
 	return p.ServerCPU, p.ServerCPUKnown
 }
 
-// meanOf is the mean of f over the samples where it is known (0: none).
+// meanOf is the mean of f over the samples where it is known (0: none),
+// each weighted by the samples it stands for (Sample.Weight).
 func meanOf(ss []sampler.Sample, f func(sampler.Sample) (float64, bool)) float64 {
-	sum, n := 0.0, 0
+	sum, n := 0.0, 0.0
 	for _, s := range ss {
 		if v, ok := f(s); ok {
-			sum, n = sum+v, n+1
+			sum, n = sum+v*s.Weight(), n+s.Weight()
 		}
 	}
 	if n == 0 {
 		return 0
 	}
-	return sum / float64(n)
+	return sum / n
 }
 
 // cpuFigures is " at server CPU 0.62 -> 0.05 cores", "" when unknown.

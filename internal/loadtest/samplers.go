@@ -30,6 +30,9 @@ func (s *samplersAttachment) start(ctx context.Context, r *runState) error {
 	}
 	opm := opmap.New(names)
 	so := sampler.SessionOptions{Interval: cmp.Or(r.opts.ObserveInterval, r.opts.Interval), Options: sampler.Options{Ops: opm, Locks: true}}
+	if r.opts.Soak != nil && r.opts.Soak.Horizon > 0 { // the load's series' rule and kept spans
+		so.Thinning = &sampler.Thinning{Horizon: r.opts.Soak.Horizon, Coarse: r.opts.Soak.Window, Kept: r.rec.Kept}
+	}
 	exp := r.exp
 	ss := &streamedObs{stream: r.stream}
 	so.OnStorm = func(e storm.Event) {

@@ -19,10 +19,11 @@ import (
 )
 
 // SoakOptions are run --soak's: the window, and the collapse limits
-// that end the run with StopOnCollapse. Horizon bounds the series kept
-// in memory and in the results (record.Recorder.SetThinning): intervals
+// that end the run with StopOnCollapse. Horizon bounds the series and
+// the observations' samples kept in memory and in the results
+// (record.Recorder.SetThinning, sampler.Thinning, by one rule): those
 // older than Horizon are folded into one point per Window, except those
-// of the KeepBeforeWarning before each warning; 0 keeps every interval.
+// of the KeepBeforeWarning before each warning; 0 keeps every one.
 type SoakOptions struct {
 	Window         time.Duration
 	StopOnCollapse bool

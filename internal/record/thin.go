@@ -43,8 +43,10 @@ func (r *Recorder) KeepFull(fromS, toS float64) {
 	r.thin.keep = append(r.thin.keep, span{fromS, toS})
 }
 
-// kept reports whether the interval (prevT, t] overlaps a kept span.
-func (r *Recorder) kept(prevT, t float64) bool {
+// Kept reports whether the interval (prevT, t] overlaps a span kept
+// with KeepFull (the samplers' thinning keeps the same spans: one rule).
+// Safe beside Tick.
+func (r *Recorder) Kept(prevT, t float64) bool {
 	r.keepMu.Lock()
 	defer r.keepMu.Unlock()
 	for _, s := range r.thin.keep {
@@ -104,7 +106,7 @@ func (r *Recorder) foldRuns(prevT float64, ivs []results.Interval) []results.Int
 	}
 	prev := prevT
 	for j, iv := range ivs {
-		if r.kept(prev, iv.T) {
+		if r.Kept(prev, iv.T) {
 			flush(j)
 			out = append(out, iv)
 			runStart, from = j+1, iv.T

@@ -250,27 +250,28 @@ func observe(r Run) obsRow {
 	waits := map[string]int{}
 	active := 0
 	var cpu [4]float64
-	nCPU := 0
+	nCPU := 0.0
 	var temp float64
-	nDB := 0
+	nDB := 0.0
 	for _, s := range r.Obs.Series {
 		if s.Elapsed <= 0 {
 			continue
 		}
+		w := s.Weight() // a thinned series' coarse sample stands for several
 		for k, v := range s.Waits {
-			waits[k] += v
+			waits[k] += v * int(w)
 		}
-		active += s.Sessions.Active
+		active += s.Sessions.Active * int(w)
 		if s.Host != nil {
-			cpu[0] += s.Host.CPU.User
-			cpu[1] += s.Host.CPU.System
-			cpu[2] += s.Host.CPU.Iowait
-			cpu[3] += s.Host.CPU.SoftIRQ
-			nCPU++
+			cpu[0] += w * s.Host.CPU.User
+			cpu[1] += w * s.Host.CPU.System
+			cpu[2] += w * s.Host.CPU.Iowait
+			cpu[3] += w * s.Host.CPU.SoftIRQ
+			nCPU += w
 		}
 		if s.DB != nil {
-			temp += s.DB.TempFiles
-			nDB++
+			temp += w * s.DB.TempFiles
+			nDB += w
 		}
 	}
 	if active > 0 {
@@ -282,11 +283,11 @@ func observe(r Run) obsRow {
 		o.TopWaits = strings.Join(parts, ", ")
 	}
 	if nCPU > 0 {
-		f := func(v float64) string { return fmt.Sprintf("%.1f %%", v/float64(nCPU)) }
+		f := func(v float64) string { return fmt.Sprintf("%.1f %%", v/nCPU) }
 		o.CPUUser, o.CPUSystem, o.CPUIowait, o.CPUSoftirq = f(cpu[0]), f(cpu[1]), f(cpu[2]), f(cpu[3])
 	}
 	if nDB > 0 {
-		o.TempFiles = fmt.Sprintf("%.2f /s", temp/float64(nDB))
+		o.TempFiles = fmt.Sprintf("%.2f /s", temp/nDB)
 	}
 	return o
 }

@@ -2,6 +2,7 @@ package sampler
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 
@@ -81,9 +82,11 @@ type Locks struct {
 	Operations    []OpLocks `json:"operations"`
 }
 
-// lockAgg gathers one operation's backend-samples.
+// lockAgg gathers one operation's backend-samples: counts per number of
+// locks held (and outside the fast path), bounded for runs of hours.
 type lockAgg struct {
-	held, outside   []int
+	held, outside   map[int]int
+	n               int
 	max, maxOutside int
 }
 
@@ -92,7 +95,12 @@ func (a *lockAgg) add(b BackendLocks) {
 	if h == 0 {
 		return
 	}
-	a.held, a.outside = append(a.held, h), append(a.outside, b.Outside)
+	if a.held == nil {
+		a.held, a.outside = map[int]int{}, map[int]int{}
+	}
+	a.held[h]++
+	a.outside[b.Outside]++
+	a.n++
 	if h > a.max || (h == a.max && b.Outside > a.maxOutside) {
 		a.max, a.maxOutside = h, b.Outside
 	}
@@ -100,28 +108,32 @@ func (a *lockAgg) add(b BackendLocks) {
 
 // summary is the figures of op's backend-samples.
 func (a *lockAgg) summary(op string) OpLocks {
-	held, out := slices.Clone(a.held), slices.Clone(a.outside)
-	slices.Sort(held)
-	slices.Sort(out)
-	return OpLocks{Operation: op, Samples: len(held), HeldMax: a.max, HeldMaxOutside: a.maxOutside,
-		HeldP50: rank(held, 50), HeldP95: rank(held, 95),
-		OutsideMax: rank(out, 100), OutsideP50: rank(out, 50), OutsideP95: rank(out, 95)}
+	return OpLocks{Operation: op, Samples: a.n, HeldMax: a.max, HeldMaxOutside: a.maxOutside,
+		HeldP50: rank(a.held, a.n, 50), HeldP95: rank(a.held, a.n, 95),
+		OutsideMax: rank(a.outside, a.n, 100), OutsideP50: rank(a.outside, a.n, 50), OutsideP95: rank(a.outside, a.n, 95)}
 }
 
-// rank is the nearest-rank p-th percentile of sorted xs (0 when empty).
-func rank(xs []int, p int) int {
-	if len(xs) == 0 {
+// rank is the nearest-rank p-th percentile of the n values counted in
+// counts (value -> how many times; 0 when empty).
+func rank(counts map[int]int, n, p int) int {
+	if n == 0 {
 		return 0
 	}
-	i := (p*len(xs)+99)/100 - 1
-	return xs[min(max(i, 0), len(xs)-1)]
+	i := min(max((p*n+99)/100-1, 0), n-1)
+	vals := slices.Sorted(maps.Keys(counts))
+	for _, v := range vals {
+		if i -= counts[v]; i < 0 {
+			return v
+		}
+	}
+	return vals[len(vals)-1]
 }
 
 // lockSummary is the Locks of aggs, most held first, then by name.
 func lockSummary(aggs map[string]*lockAgg) *Locks {
 	out := &Locks{FastPathSlots: FastPathSlots, Operations: []OpLocks{}}
 	for op, a := range aggs {
-		if len(a.held) > 0 {
+		if a.n > 0 {
 			out.Operations = append(out.Operations, a.summary(op))
 		}
 	}

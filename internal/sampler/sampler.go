@@ -196,6 +196,11 @@ type Sample struct {
 	// Elapsed is the time since the previous sample in seconds, the
 	// denominator of every rate; 0 on the first sample.
 	Elapsed float64 `json:"dt_s,omitempty"`
+	// SpanS and Samples mark a coarse sample of a thinned series (run
+	// --soak past its horizon; FoldSamples): the seconds it covers and
+	// the number of samples it stands for, its Weight. 0 on a sample.
+	SpanS   float64 `json:"span_s,omitempty"`
+	Samples int     `json:"samples,omitempty"`
 	// RoundTrip is the time from sending the batch to reading its last
 	// result.
 	RoundTrip time.Duration `json:"-"`

@@ -35,6 +35,8 @@ type SessionOptions struct {
 	// OnStorm, when set, is called on the session's goroutine when a
 	// storm fires (Ongoing) and when it ends.
 	OnStorm func(storm.Event)
+	// Thinning, when set, bounds the series kept (run --soak).
+	Thinning *Thinning
 }
 
 // SampleError is a sample that failed, at T seconds since the start.
@@ -134,6 +136,7 @@ type Session struct {
 	info     Info // ss.s.Info() as of the last tick
 	det      *storm.Detector
 	series   []Sample
+	thinDone int // series[:thinDone] are settled (Thinning)
 	latest   *Sample
 	errs     []SampleError
 	samples  int64
@@ -292,6 +295,7 @@ func (ss *Session) tick(ctx context.Context) {
 	rec := *smp
 	rec.Queries = nil
 	ss.series = append(ss.series, rec)
+	ss.series, ss.thinDone = thinSamples(ss.opts.Thinning, ss.series, ss.thinDone)
 	ss.addLocks(smp.Locks)
 	ss.latest = smp
 	ss.samples++

@@ -3,9 +3,9 @@ package sampler
 import "sort"
 
 // OpWaitTotals sums the series' OpWaits: operation name -> wait event key
-// -> backend samples (one active backend seen in that wait at one tick).
-// Nil when no point has any (observations without an op map, or older
-// results).
+// -> backend samples (one active backend seen in that wait at one tick),
+// a coarse sample of a thinned series counted Weight times. Nil when no
+// point has any (observations without an op map, or older results).
 func (o *Observations) OpWaitTotals() map[string]map[string]int {
 	var out map[string]map[string]int
 	for _, p := range o.Series {
@@ -17,7 +17,7 @@ func (o *Observations) OpWaitTotals() map[string]map[string]int {
 				out[op] = map[string]int{}
 			}
 			for w, n := range waits {
-				out[op][w] += n
+				out[op][w] += n * int(p.Weight())
 			}
 		}
 	}
@@ -83,16 +83,18 @@ type ChurnSummary struct {
 // Churn summarises the series' churn from fromT seconds on; ok is false
 // when no point has churn figures.
 func (o *Observations) Churn(fromT float64) (c ChurnSummary, ok bool) {
+	n := 0.0 // the points' weights (Sample.Weight)
 	for _, p := range o.Series {
 		if p.Churn == nil || p.T < fromT {
 			continue
 		}
-		x := p.Churn
+		x, w := p.Churn, p.Weight()
 		c.Points++
-		c.RelFilesMean += x.RelFilesPerS
-		c.SInvalMean += x.SInvalPerS
-		c.SInvalQueuesMean += x.SInvalQueuesPerS
-		c.SInvalWaitPctMean += x.SInvalWaitPct
+		n += w
+		c.RelFilesMean += w * x.RelFilesPerS
+		c.SInvalMean += w * x.SInvalPerS
+		c.SInvalQueuesMean += w * x.SInvalQueuesPerS
+		c.SInvalWaitPctMean += w * x.SInvalWaitPct
 		c.RelFilesMax = max(c.RelFilesMax, x.RelFilesPerS)
 		c.SInvalMax = max(c.SInvalMax, x.SInvalPerS)
 		c.SInvalQueueMax = max(c.SInvalQueueMax, x.SInvalQueuesPerS)
@@ -100,7 +102,6 @@ func (o *Observations) Churn(fromT float64) (c ChurnSummary, ok bool) {
 	if c.Points == 0 {
 		return c, false
 	}
-	n := float64(c.Points)
 	c.RelFilesMean, c.SInvalMean = round2(c.RelFilesMean/n), round2(c.SInvalMean/n)
 	c.SInvalQueuesMean, c.SInvalWaitPctMean = round3(c.SInvalQueuesMean/n), round2(c.SInvalWaitPctMean/n)
 	return c, true
