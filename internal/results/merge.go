@@ -593,15 +593,7 @@ func mergeSeries(docs []*Document) ([]Interval, error) {
 			iv.Late += s.Late
 			for name, oi := range s.Ops {
 				m := iv.Ops[name]
-				m.Count += oi.Count
-				m.Errors += oi.Errors
-				m.Skipped += oi.Skipped
-				m.Late += oi.Late
-				m.Retries += oi.Retries
-				m.Retried += oi.Retried
-				m.CutShort += oi.CutShort
-				m.Zones.Merge(oi.Zones)
-				m.ErrorsBySQLState = addCounts(m.ErrorsBySQLState, oi.ErrorsBySQLState)
+				addOpInterval(&m, oi)
 				h := hists[name]
 				if h == nil {
 					h = &histMerger{}

@@ -60,7 +60,7 @@ func Fold(fromT float64, ivs []Interval) (Interval, error) {
 }
 
 // addOpInterval adds o's counts into acc (not its percentiles or
-// histogram: Fold recomputes those).
+// histogram: Fold and the segments' merge recompute those).
 func addOpInterval(acc *OpInterval, o OpInterval) {
 	acc.Count += o.Count
 	acc.Errors += o.Errors
