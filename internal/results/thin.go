@@ -2,7 +2,6 @@ package results
 
 import (
 	"fmt"
-	"maps"
 )
 
 // Fold merges consecutive intervals of a series, the one before them
@@ -70,15 +69,7 @@ func addOpInterval(acc *OpInterval, o OpInterval) {
 	acc.Retried += o.Retried
 	acc.CutShort += o.CutShort
 	acc.Zones.Merge(o.Zones)
-	if len(o.ErrorsBySQLState) > 0 {
-		if acc.ErrorsBySQLState == nil {
-			acc.ErrorsBySQLState = maps.Clone(o.ErrorsBySQLState)
-			return
-		}
-		for k, v := range o.ErrorsBySQLState {
-			acc.ErrorsBySQLState[k] += v
-		}
-	}
+	acc.ErrorsBySQLState = addCounts(acc.ErrorsBySQLState, o.ErrorsBySQLState)
 }
 
 // Duration is the seconds the point covers, its T minus the previous
